@@ -1,0 +1,178 @@
+//! Native file system adapters: reading a build from disk, random access to the
+//! old build, and a sink that stages the new build and commits it by rename.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use edgepatch_core::{Build, BuildEntry, BuildSink, EntryContent, OldBuild};
+
+/// Reads a file or a directory tree into memory as a build.
+pub fn read_build(root: &Path) -> io::Result<Build> {
+    let meta = fs::symlink_metadata(root).map_err(|e| with_path(root, e))?;
+    if meta.is_file() {
+        return Ok(Build::single_file(fs::read(root).map_err(|e| with_path(root, e))?));
+    }
+    if !meta.is_dir() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a file or directory", root.display())));
+    }
+    let mut entries = Vec::new();
+    walk(root, "", &mut entries)?;
+    Build::from_entries(entries).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", root.display())))
+}
+
+fn walk(dir: &Path, prefix: &str, out: &mut Vec<BuildEntry>) -> io::Result<()> {
+    let mut names: Vec<_> = fs::read_dir(dir).map_err(|e| with_path(dir, e))?.collect::<io::Result<Vec<_>>>()?;
+    names.sort_by_key(|d| d.file_name());
+    for d in names {
+        let name = d.file_name().into_string().map_err(|n| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("{}: file name {n:?} is not UTF-8", dir.display()))
+        })?;
+        let path = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+        let full = d.path();
+        let meta = fs::symlink_metadata(&full).map_err(|e| with_path(&full, e))?;
+        let content = if meta.file_type().is_symlink() {
+            let target = fs::read_link(&full)?;
+            let target = target.to_str().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("{}: link target not UTF-8", full.display())))?;
+            EntryContent::Symlink { target: target.to_string() }
+        } else if meta.is_dir() {
+            out.push(BuildEntry { path: path.clone(), content: EntryContent::Directory });
+            walk(&full, &path, out)?;
+            continue;
+        } else if meta.is_file() {
+            EntryContent::File { executable: meta.permissions().mode() & 0o111 != 0, data: fs::read(&full).map_err(|e| with_path(&full, e))? }
+        } else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a regular file, directory or symlink", full.display())));
+        };
+        out.push(BuildEntry { path, content });
+    }
+    Ok(())
+}
+
+pub fn with_path(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+/// The old build on disk, a file or a directory; keeps recently used files open.
+pub struct OldBuildFiles {
+    root: PathBuf,
+    open: HashMap<String, File>,
+}
+
+impl OldBuildFiles {
+    pub fn new(root: &Path) -> Self {
+        OldBuildFiles { root: root.to_path_buf(), open: HashMap::new() }
+    }
+
+    fn file(&mut self, path: &str) -> io::Result<&File> {
+        if !self.open.contains_key(path) {
+            if self.open.len() >= 64 {
+                self.open.clear();
+            }
+            let full = if path.is_empty() { self.root.clone() } else { self.root.join(path) };
+            // Old inputs are read through no symlink: the patch names regular files.
+            let meta = fs::symlink_metadata(&full)?;
+            if !meta.is_file() {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+            }
+            self.open.insert(path.to_string(), File::open(&full)?);
+        }
+        Ok(&self.open[path])
+    }
+}
+
+impl OldBuild for OldBuildFiles {
+    fn file_size(&mut self, path: &str) -> io::Result<u64> {
+        Ok(self.file(path)?.metadata()?.len())
+    }
+
+    fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file(path)?.read_exact_at(buf, offset)
+    }
+}
+
+/// Writes the new build into a staging path beside OUT; `commit` renames it to
+/// OUT, dropping it uncommitted removes it. OUT must not exist.
+pub struct StagedOutput {
+    staging: PathBuf,
+    out: PathBuf,
+    single_file: Option<bool>,
+    current: Option<(BufWriter<File>, bool)>,
+    committed: bool,
+}
+
+impl StagedOutput {
+    pub fn new(out: &Path) -> io::Result<Self> {
+        if fs::symlink_metadata(out).is_ok() {
+            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} already exists", out.display())));
+        }
+        let name = out.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "output path has no file name"))?;
+        let staging = out.with_file_name(format!(".{}.edgepatch-staging-{}", name.to_string_lossy(), std::process::id()));
+        Ok(StagedOutput { staging, out: out.to_path_buf(), single_file: None, current: None, committed: false })
+    }
+
+    fn target(&mut self, path: &str) -> io::Result<PathBuf> {
+        if path.is_empty() {
+            self.single_file = Some(true);
+            return Ok(self.staging.clone());
+        }
+        if self.single_file.is_none() {
+            fs::create_dir(&self.staging)?;
+            self.single_file = Some(false);
+        }
+        Ok(self.staging.join(path))
+    }
+
+    pub fn commit(mut self) -> io::Result<()> {
+        if self.single_file.is_none() {
+            // A build with no entries at all is an empty directory.
+            fs::create_dir(&self.staging)?;
+        }
+        fs::rename(&self.staging, &self.out)?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for StagedOutput {
+    fn drop(&mut self) {
+        if !self.committed {
+            self.current = None;
+            let _ = fs::remove_dir_all(&self.staging).or_else(|_| fs::remove_file(&self.staging));
+        }
+    }
+}
+
+impl BuildSink for StagedOutput {
+    fn create_directory(&mut self, path: &str) -> io::Result<()> {
+        let p = self.target(path)?;
+        fs::create_dir(p)
+    }
+
+    fn create_symlink(&mut self, path: &str, target: &str) -> io::Result<()> {
+        let p = self.target(path)?;
+        std::os::unix::fs::symlink(target, p)
+    }
+
+    fn begin_file(&mut self, path: &str, executable: bool, _size: u64) -> io::Result<()> {
+        let p = self.target(path)?;
+        // create_new: never follows or replaces anything already there.
+        let f = OpenOptions::new().write(true).create_new(true).mode(if executable { 0o755 } else { 0o644 }).open(p)?;
+        self.current = Some((BufWriter::with_capacity(1 << 20, f), executable));
+        Ok(())
+    }
+
+    fn write_file(&mut self, data: &[u8]) -> io::Result<()> {
+        self.current.as_mut().ok_or_else(|| io::Error::other("write outside a file"))?.0.write_all(data)
+    }
+
+    fn finish_file(&mut self) -> io::Result<()> {
+        let (w, executable) = self.current.take().ok_or_else(|| io::Error::other("finish outside a file"))?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        // Mode is set explicitly: the umask must not change what the patch says.
+        f.set_permissions(fs::Permissions::from_mode(if executable { 0o755 } else { 0o644 }))?;
+        Ok(())
+    }
+}

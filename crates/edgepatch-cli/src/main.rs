@@ -1,0 +1,186 @@
+//! `edgepatch`: the command line over edgepatch-core. Thin glue: argument
+//! parsing, file adapters (build_files.rs), progress bars and summaries.
+
+mod build_files;
+
+use std::fs::File;
+use std::io::{self, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use edgepatch_core::{apply_patch, diff_builds, DiffOptions};
+
+use build_files::{read_build, with_path, OldBuildFiles, StagedOutput};
+
+#[derive(Parser)]
+#[command(name = "edgepatch", version, about = "Block-hashed, zstd-compressed patches for game builds")]
+struct Cli {
+    /// Print a machine-readable JSON summary instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Never show a progress bar.
+    #[arg(long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Make PATCH that turns OLD into NEW (both files, or both directories).
+    Diff {
+        old: PathBuf,
+        new: PathBuf,
+        patch: PathBuf,
+        /// zstd compression level, 1..=22.
+        #[arg(long, default_value_t = 19)]
+        level: i32,
+        /// Worker threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Apply PATCH to OLD, creating OUT (OLD is never modified).
+    Apply { old: PathBuf, patch: PathBuf, out: PathBuf },
+    /// Describe a patch without applying it.
+    Inspect { patch: PathBuf },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if cli.json {
+                println!("{}", json!({ "ok": false, "error": e }));
+            }
+            eprintln!("edgepatch: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn progress_bar(cli: &Cli, total: u64, what: &str) -> ProgressBar {
+    if cli.quiet || cli.json || !console_is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:8} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
+fn console_is_terminal() -> bool {
+    use std::io::IsTerminal;
+    io::stderr().is_terminal()
+}
+
+fn run(cli: &Cli) -> Result<(), String> {
+    match &cli.command {
+        Command::Diff { old, new, patch, level, threads } => {
+            let started = Instant::now();
+            let old_build = read_build(old).map_err(|e| format!("old: {e}"))?;
+            let new_build = read_build(new).map_err(|e| format!("new: {e}"))?;
+            let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+            let opts = DiffOptions { level: *level, threads, ..DiffOptions::default() };
+            let bar = progress_bar(cli, new_build.total_file_bytes(), "diff");
+            let (bytes, stats) =
+                diff_builds(&old_build, &new_build, &opts, &|done, _total| bar.set_position(done)).map_err(|e| e.to_string())?;
+            bar.finish_and_clear();
+            write_atomically(patch, &bytes)?;
+            let secs = started.elapsed().as_secs_f64();
+            let pct = 100.0 * stats.patch_bytes as f64 / stats.new_bytes.max(1) as f64;
+            if cli.json {
+                println!(
+                    "{}",
+                    json!({ "ok": true, "command": "diff", "patch_bytes": stats.patch_bytes, "new_bytes": stats.new_bytes,
+                        "patch_percent_of_new": pct, "files": stats.new_files, "unchanged": stats.unchanged, "renamed": stats.renamed,
+                        "delta_files": stats.delta_files, "removed": stats.removed, "delta_bytes": stats.delta_bytes,
+                        "segments": stats.segments, "seconds": secs })
+                );
+            } else {
+                println!(
+                    "patch {} bytes = {pct:.3}% of {} new bytes (saved {:.1}%); {} files: {} unchanged, {} renamed, {} diffed, {} removed; {secs:.2}s",
+                    stats.patch_bytes, stats.new_bytes, 100.0 - pct, stats.new_files, stats.unchanged, stats.renamed, stats.delta_files, stats.removed
+                );
+            }
+            Ok(())
+        }
+        Command::Apply { old, patch, out } => {
+            let started = Instant::now();
+            let patch_file = File::open(patch).map_err(|e| with_path(patch, e).to_string())?;
+            let patch_len = patch_file.metadata().map(|m| m.len()).unwrap_or(0);
+            let mut old_files = OldBuildFiles::new(old);
+            let mut staged = StagedOutput::new(out).map_err(|e| e.to_string())?;
+            let bar = progress_bar(cli, patch_len, "apply");
+            let summary = apply_patch(BufReader::with_capacity(1 << 20, patch_file), &mut old_files, &mut staged, &mut |p| {
+                bar.set_position(p.patch_bytes_read)
+            })
+            .map_err(|e| e.to_string())?;
+            staged.commit().map_err(|e| format!("{}: {e}", out.display()))?;
+            bar.finish_and_clear();
+            let secs = started.elapsed().as_secs_f64();
+            if cli.json {
+                println!("{}", json!({ "ok": true, "command": "apply", "entries": summary.entries, "files": summary.files,
+                    "bytes_written": summary.bytes_written, "patch_bytes": summary.patch_bytes, "seconds": secs }));
+            } else {
+                println!("applied: {} entries, {} files, {} bytes written, all verified; {secs:.2}s", summary.entries, summary.files, summary.bytes_written);
+            }
+            Ok(())
+        }
+        Command::Inspect { patch } => {
+            let f = File::open(patch).map_err(|e| with_path(patch, e).to_string())?;
+            let info = edgepatch_core::inspect::inspect_patch(BufReader::new(f)).map_err(|e| e.to_string())?;
+            print_patch_info(cli, &info);
+            Ok(())
+        }
+    }
+}
+
+/// Writes via a temporary file and rename, so PATCH appears whole or not at all.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let name = path.file_name().ok_or("patch path has no file name")?;
+    let tmp = path.with_file_name(format!(".{}.edgepatch-tmp-{}", name.to_string_lossy(), std::process::id()));
+    std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path)).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        with_path(path, e).to_string()
+    })
+}
+
+fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
+    use edgepatch_core::patch_format::{FileSource, TreeEntryKind};
+    let (mut files, mut copies, mut deltas, mut links, mut dirs) = (0, 0, 0, 0, 0);
+    for e in &info.tree.entries {
+        match &e.kind {
+            TreeEntryKind::File { source: FileSource::Copy { .. }, .. } => { files += 1; copies += 1 }
+            TreeEntryKind::File { .. } => { files += 1; deltas += 1 }
+            TreeEntryKind::Symlink { .. } => links += 1,
+            TreeEntryKind::Directory => dirs += 1,
+        }
+    }
+    let seg_sum = |f: fn(&edgepatch_core::patch_format::SegmentHeader) -> u64| info.segments.iter().map(f).sum::<u64>();
+    let (ctrl, diff, extra) = (seg_sum(|s| s.ctrl_comp), seg_sum(|s| s.diff_comp), seg_sum(|s| s.extra_comp));
+    if cli.json {
+        let segments: Vec<_> = info.segments.iter().map(|s| json!({ "new_bytes": s.new_len, "control": [s.ctrl_raw, s.ctrl_comp],
+            "diff": [s.diff_raw, s.diff_comp], "extra": [s.extra_raw, s.extra_comp] })).collect();
+        println!("{}", json!({ "ok": true, "format_version": info.version, "single_file": info.tree.single_file, "patch_bytes": info.patch_bytes,
+            "files": files, "copied": copies, "delta_files": deltas, "symlinks": links, "directories": dirs,
+            "old_files": info.tree.old_files.len(), "reference_bytes": info.tree.reference_bytes(), "delta_bytes": info.tree.delta_bytes(),
+            "compressed": { "control": ctrl, "diff": diff, "extra": extra }, "segments": segments }));
+    } else {
+        println!("edgepatch patch, format version {}, {} bytes, checksum OK", info.version, info.patch_bytes);
+        println!("{}: {files} files ({copies} copied from old, {deltas} from the delta stream), {links} symlinks, {dirs} directories",
+            if info.tree.single_file { "single file" } else { "tree" });
+        println!("reads {} old files, {} bytes of old reference data", info.tree.old_files.len(), info.tree.reference_bytes());
+        println!("delta stream: {} bytes in {} segments; compressed control {ctrl}, diff {diff}, extra {extra} bytes",
+            info.tree.delta_bytes(), info.segments.len());
+    }
+}

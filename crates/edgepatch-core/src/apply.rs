@@ -1,0 +1,440 @@
+//! Streaming apply: reads a patch front to back (so it can be applied while it
+//! downloads), reads old data by random access through [`OldBuild`], and writes
+//! the new build through [`BuildSink`]. Memory is bounded by one segment
+//! (`MAX_SEGMENT_NEW`) whatever the file sizes; every file's BLAKE3 is checked
+//! before the sink is told the file is finished, and the patch's own checksum is
+//! checked before `apply_patch` returns Ok. The sink must treat everything as
+//! staged until then.
+
+use std::io::{self, Read};
+
+use crate::error::{Error, Input, Result};
+use crate::patch_format::*;
+use crate::wire::SliceReader;
+
+/// Random access to the old build. Paths are build paths ("" in a single-file patch).
+pub trait OldBuild {
+    fn file_size(&mut self, path: &str) -> io::Result<u64>;
+    /// Fills all of `buf` from `offset` of the file.
+    fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+}
+
+/// Where the new build goes. Nothing written is final until `apply_patch`
+/// returned Ok; a sink stages and commits (see the CLI's directory sink).
+pub trait BuildSink {
+    fn create_directory(&mut self, path: &str) -> io::Result<()>;
+    fn create_symlink(&mut self, path: &str, target: &str) -> io::Result<()>;
+    fn begin_file(&mut self, path: &str, executable: bool, size: u64) -> io::Result<()>;
+    fn write_file(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Called only once the file's content matched its BLAKE3.
+    fn finish_file(&mut self) -> io::Result<()>;
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApplyProgress {
+    pub patch_bytes_read: u64,
+    pub new_bytes_written: u64,
+    pub new_bytes_total: u64,
+    pub entries_done: u64,
+    pub entries_total: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ApplySummary {
+    pub entries: u64,
+    pub files: u64,
+    pub bytes_written: u64,
+    pub patch_bytes: u64,
+}
+
+const CHUNK: usize = 1 << 20;
+
+/// Counts and hashes every byte read, so errors carry offsets and the trailer
+/// checksum can be verified without buffering the patch.
+pub(crate) struct PatchInput<R> {
+    inner: R,
+    hasher: blake3::Hasher,
+    offset: u64,
+}
+
+impl<R: Read> PatchInput<R> {
+    pub(crate) fn new(inner: R) -> Self {
+        PatchInput { inner, hasher: blake3::Hasher::new(), offset: 0 }
+    }
+
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    pub(crate) fn exact(&mut self, buf: &mut [u8], what: &str) -> Result<()> {
+        let mut filled = 0;
+        while filled < buf.len() {
+            match self.inner.read(&mut buf[filled..]) {
+                Ok(0) => {
+                    return Err(Error::Truncated { input: Input::Patch, offset: self.offset + filled as u64, what: what.into() })
+                }
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::Io { input: Input::Patch, source: e }),
+            }
+        }
+        self.hasher.update(buf);
+        self.offset += buf.len() as u64;
+        Ok(())
+    }
+
+    pub(crate) fn u8(&mut self, what: &str) -> Result<u8> {
+        let mut b = [0u8; 1];
+        self.exact(&mut b, what)?;
+        Ok(b[0])
+    }
+
+    pub(crate) fn varint(&mut self, what: &str) -> Result<u64> {
+        let start = self.offset;
+        let mut v: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8(what)?;
+            if shift == 63 && b > 1 {
+                break;
+            }
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(Error::Corrupt { input: Input::Patch, offset: start, what: format!("{what}: varint overflows 64 bits") })
+    }
+
+    /// Reads `comp_len` bytes of one zstd frame and decompresses exactly `raw_len` bytes into `out`.
+    pub(crate) fn frame(&mut self, comp_len: u64, raw_len: u64, comp: &mut Vec<u8>, out: &mut Vec<u8>, what: &str) -> Result<()> {
+        out.clear();
+        if raw_len == 0 {
+            return Ok(());
+        }
+        let start = self.offset;
+        comp.resize(comp_len as usize, 0);
+        self.exact(comp, what)?;
+        out.reserve_exact(raw_len as usize);
+        let corrupt = |why: String| Error::Corrupt { input: Input::Patch, offset: start, what: format!("{what}: {why}") };
+        let mut d = zstd::bulk::Decompressor::new().map_err(|e| corrupt(e.to_string()))?;
+        d.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(MAX_WINDOW_LOG)).map_err(|e| corrupt(e.to_string()))?;
+        // Decompress into spare capacity bounded by raw_len: a frame that wants more fails.
+        let n = d.decompress_to_buffer(comp.as_slice(), out).map_err(|e| corrupt(format!("zstd: {e}")))?;
+        if n as u64 != raw_len {
+            return Err(corrupt(format!("decompressed to {n} bytes, header says {raw_len}")));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(mut self) -> Result<u64> {
+        let expected = self.hasher.finalize();
+        let at = self.offset;
+        let mut stored = [0u8; 32];
+        self.exact(&mut stored, "patch checksum")?;
+        if stored != *expected.as_bytes() {
+            return Err(Error::Corrupt { input: Input::Patch, offset: at, what: "patch checksum (BLAKE3) does not match its content".into() });
+        }
+        let mut extra = [0u8; 1];
+        match self.inner.read(&mut extra) {
+            Ok(0) => Ok(self.offset),
+            Ok(_) => Err(Error::Corrupt { input: Input::Patch, offset: self.offset, what: "bytes after the patch checksum".into() }),
+            Err(e) => Err(Error::Io { input: Input::Patch, source: e }),
+        }
+    }
+}
+
+/// Reads the fixed header and the tree section.
+pub(crate) fn read_header_and_tree<R: Read>(input: &mut PatchInput<R>) -> Result<PatchTree> {
+    let mut magic = [0u8; 8];
+    input.exact(&mut magic, "magic")?;
+    if magic != PATCH_MAGIC {
+        return Err(Error::BadMagic { input: Input::Patch });
+    }
+    let mut v = [0u8; 2];
+    input.exact(&mut v, "version")?;
+    let version = u16::from_le_bytes(v);
+    if version != PATCH_VERSION {
+        return Err(Error::UnsupportedVersion { input: Input::Patch, found: version, supported: PATCH_VERSION });
+    }
+    input.exact(&mut v, "flags")?;
+    let flags = u16::from_le_bytes(v);
+    if flags & !FLAG_SINGLE_FILE != 0 {
+        return Err(Error::Corrupt { input: Input::Patch, offset: 10, what: format!("unknown flags {flags:#x}") });
+    }
+    let at = input.offset();
+    let raw = input.varint("tree size")?;
+    let comp = input.varint("tree compressed size")?;
+    if raw == 0 || raw > MAX_TREE_BYTES || comp == 0 || comp > raw + raw / 64 + 1024 {
+        return Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("tree sizes {raw}/{comp} out of range") });
+    }
+    let (mut comp_buf, mut tree_bytes) = (Vec::new(), Vec::new());
+    let tree_at = input.offset();
+    input.frame(comp, raw, &mut comp_buf, &mut tree_bytes, "tree section")?;
+    PatchTree::decode(&tree_bytes, tree_at, flags & FLAG_SINGLE_FILE != 0)
+}
+
+/// Reads the next segment header, or None at the end marker (whose counts are checked).
+pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_so_far: u64, produced: u64) -> Result<Option<SegmentHeader>> {
+    let at = input.offset();
+    match input.u8("segment or end marker")? {
+        SEGMENT_TAG => {
+            let mut f = [0u64; 7];
+            for (v, what) in f.iter_mut().zip(["segment size", "control size", "control compressed size", "diff size", "diff compressed size", "extra size", "extra compressed size"]) {
+                *v = input.varint(what)?;
+            }
+            let h = SegmentHeader { new_len: f[0], ctrl_raw: f[1], ctrl_comp: f[2], diff_raw: f[3], diff_comp: f[4], extra_raw: f[5], extra_comp: f[6] };
+            h.validate(at)?;
+            Ok(Some(h))
+        }
+        END_TAG => {
+            let count = input.varint("segment count")?;
+            let total = input.varint("delta size")?;
+            if count != segments_so_far || total != produced {
+                return Err(Error::Corrupt {
+                    input: Input::Patch,
+                    offset: at,
+                    what: format!("end marker says {count} segments / {total} bytes, stream had {segments_so_far} / {produced}"),
+                });
+            }
+            Ok(None)
+        }
+        t => Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("expected a segment or the end marker, found byte {t:#04x}") }),
+    }
+}
+
+/// The delta stream: produces the concatenated new content of all Delta files.
+struct DeltaStream {
+    /// (old path index, start in reference stream, size), ascending.
+    reference: Vec<(usize, u64, u64)>,
+    reference_len: u64,
+    segment_at: u64,
+    ctrl: Vec<u8>,
+    ctrl_pos: usize,
+    diff: Vec<u8>,
+    diff_pos: usize,
+    extra: Vec<u8>,
+    extra_pos: usize,
+    comp: Vec<u8>,
+    cursor: u64,
+    copy_left: u64,
+    extra_left: u64,
+    segment_left: u64,
+    segments: u64,
+    produced: u64,
+}
+
+impl DeltaStream {
+    fn new(tree: &PatchTree) -> Self {
+        let mut reference = Vec::new();
+        let mut start = 0;
+        for (i, f) in tree.old_files.iter().enumerate() {
+            if f.in_reference && f.size > 0 {
+                reference.push((i, start, f.size));
+                start += f.size;
+            }
+        }
+        DeltaStream {
+            reference,
+            reference_len: start,
+            segment_at: 0,
+            ctrl: Vec::new(),
+            ctrl_pos: 0,
+            diff: Vec::new(),
+            diff_pos: 0,
+            extra: Vec::new(),
+            extra_pos: 0,
+            comp: Vec::new(),
+            cursor: 0,
+            copy_left: 0,
+            extra_left: 0,
+            segment_left: 0,
+            segments: 0,
+            produced: 0,
+        }
+    }
+
+    fn corrupt(&self, what: String) -> Error {
+        Error::Corrupt { input: Input::Patch, offset: self.segment_at, what: format!("segment {}: {what}", self.segments) }
+    }
+
+    fn load_segment<R: Read>(&mut self, input: &mut PatchInput<R>) -> Result<()> {
+        self.segment_at = input.offset();
+        let h = read_segment_header(input, self.segments, self.produced)?
+            .ok_or_else(|| Error::Truncated { input: Input::Patch, offset: self.segment_at, what: "delta stream ended before all files were produced".into() })?;
+        self.segments += 1;
+        input.frame(h.ctrl_comp, h.ctrl_raw, &mut self.comp, &mut self.ctrl, "segment control")?;
+        input.frame(h.diff_comp, h.diff_raw, &mut self.comp, &mut self.diff, "segment diff")?;
+        input.frame(h.extra_comp, h.extra_raw, &mut self.comp, &mut self.extra, "segment extra")?;
+        (self.ctrl_pos, self.diff_pos, self.extra_pos) = (0, 0, 0);
+        (self.cursor, self.copy_left, self.extra_left) = (0, 0, 0);
+        self.segment_left = h.new_len;
+        Ok(())
+    }
+
+    fn next_op(&mut self) -> Result<()> {
+        let mut r = SliceReader::new(&self.ctrl[self.ctrl_pos..], 0, Input::Patch);
+        let parsed = (|| Ok::<_, Error>((r.zigzag("seek")?, r.varint("copy length")?, r.varint("extra length")?)))();
+        let (seek, copy, extra) = parsed.map_err(|e| self.corrupt(format!("control stream: {e}")))?;
+        self.ctrl_pos += r.offset() as usize;
+        let cursor = (self.cursor as i64).checked_add(seek).filter(|c| *c >= 0 && (*c as u64) <= self.reference_len);
+        let cursor = cursor.ok_or_else(|| self.corrupt(format!("seek {seek} from {} leaves the old data", self.cursor)))? as u64;
+        if copy > self.reference_len - cursor {
+            return Err(self.corrupt(format!("copy of {copy} bytes at {cursor} runs past the old data ({} bytes)", self.reference_len)));
+        }
+        if copy > (self.diff.len() - self.diff_pos) as u64 || extra > (self.extra.len() - self.extra_pos) as u64 {
+            return Err(self.corrupt("operation needs more diff or extra bytes than the segment has".into()));
+        }
+        if copy.checked_add(extra).is_none_or(|n| n > self.segment_left || n == 0) {
+            return Err(self.corrupt("operation produces more bytes than the segment, or none".into()));
+        }
+        (self.cursor, self.copy_left, self.extra_left) = (cursor, copy, extra);
+        Ok(())
+    }
+
+    /// Fills `out` with the next bytes of the delta stream.
+    fn fill<R: Read, O: OldBuild>(&mut self, out: &mut [u8], input: &mut PatchInput<R>, old: &mut O, tree: &PatchTree) -> Result<()> {
+        let mut at = 0;
+        while at < out.len() {
+            if self.copy_left > 0 {
+                let n = (self.copy_left.min((out.len() - at) as u64)) as usize;
+                let n = self.read_reference(&mut out[at..at + n], old, tree)?;
+                let diff = &self.diff[self.diff_pos..self.diff_pos + n];
+                for (o, d) in out[at..at + n].iter_mut().zip(diff) {
+                    *o = o.wrapping_add(*d);
+                }
+                self.diff_pos += n;
+                self.cursor += n as u64;
+                self.copy_left -= n as u64;
+                self.segment_left -= n as u64;
+                at += n;
+            } else if self.extra_left > 0 {
+                let n = (self.extra_left.min((out.len() - at) as u64)) as usize;
+                out[at..at + n].copy_from_slice(&self.extra[self.extra_pos..self.extra_pos + n]);
+                self.extra_pos += n;
+                self.extra_left -= n as u64;
+                self.segment_left -= n as u64;
+                at += n;
+            } else if self.segment_left > 0 {
+                if self.ctrl_pos >= self.ctrl.len() {
+                    return Err(self.corrupt("control stream ended before the segment's output".into()));
+                }
+                self.next_op()?;
+            } else {
+                if self.segments > 0 && (self.ctrl_pos != self.ctrl.len() || self.diff_pos != self.diff.len() || self.extra_pos != self.extra.len()) {
+                    return Err(self.corrupt("unused bytes left at the end of the segment".into()));
+                }
+                self.load_segment(input)?;
+            }
+        }
+        self.produced += out.len() as u64;
+        Ok(())
+    }
+
+    /// Reads reference bytes at the cursor, up to the end of the old file it is in.
+    fn read_reference<O: OldBuild>(&self, buf: &mut [u8], old: &mut O, tree: &PatchTree) -> Result<usize> {
+        let k = self.reference.partition_point(|&(_, start, _)| start <= self.cursor) - 1;
+        let (file, start, size) = self.reference[k];
+        let offset = self.cursor - start;
+        let n = buf.len().min((size - offset) as usize);
+        let path = &tree.old_files[file].path;
+        old.read_at(path, offset, &mut buf[..n]).map_err(|e| Error::OldRead { path: display_path(path), source: e })?;
+        Ok(n)
+    }
+
+    /// After the last file: the segment must be used up and the end marker follow.
+    fn finish<R: Read>(&mut self, input: &mut PatchInput<R>) -> Result<()> {
+        if self.segment_left > 0 || self.ctrl_pos != self.ctrl.len() || self.diff_pos != self.diff.len() || self.extra_pos != self.extra.len() {
+            return Err(self.corrupt("unused bytes left after the last file".into()));
+        }
+        self.segment_at = input.offset();
+        if read_segment_header(input, self.segments, self.produced)?.is_some() {
+            return Err(self.corrupt("more segments than the files need".into()));
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn display_path(path: &str) -> String {
+    if path.is_empty() { "(the file)".into() } else { path.to_string() }
+}
+
+fn hex(h: &[u8]) -> String {
+    h.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn check_hash(path: &str, expected: &[u8; 32], hasher: blake3::Hasher) -> Result<()> {
+    let actual = hasher.finalize();
+    if actual.as_bytes() != expected {
+        return Err(Error::HashMismatch { path: display_path(path), expected: hex(expected), actual: actual.to_hex().to_string() });
+    }
+    Ok(())
+}
+
+/// Applies a patch. On Ok, everything the sink received is verified and final;
+/// on Err, the caller must discard what the sink staged.
+pub fn apply_patch<R: Read, O: OldBuild, S: BuildSink>(
+    patch: R,
+    old: &mut O,
+    sink: &mut S,
+    progress: &mut dyn FnMut(&ApplyProgress),
+) -> Result<ApplySummary> {
+    let mut input = PatchInput::new(patch);
+    let tree = read_header_and_tree(&mut input)?;
+    // Fail fast, before writing anything, if the old build is not the expected one.
+    for f in &tree.old_files {
+        let size = old.file_size(&f.path).map_err(|e| Error::OldRead { path: display_path(&f.path), source: e })?;
+        if size != f.size {
+            return Err(Error::OldRead {
+                path: display_path(&f.path),
+                source: io::Error::new(io::ErrorKind::InvalidData, format!("is {size} bytes, the patch expects {}: not the build this patch was made from", f.size)),
+            });
+        }
+    }
+    let mut p = ApplyProgress { entries_total: tree.entries.len() as u64, ..Default::default() };
+    p.new_bytes_total = tree.entries.iter().map(|e| if let TreeEntryKind::File { size, .. } = e.kind { size } else { 0 }).sum();
+    let mut delta = DeltaStream::new(&tree);
+    let mut buf = vec![0u8; CHUNK];
+    let mut summary = ApplySummary::default();
+    let out_err = |path: &str, e: io::Error| Error::Output { path: display_path(path), source: e };
+    for entry in &tree.entries {
+        let path = entry.path.as_str();
+        match &entry.kind {
+            TreeEntryKind::Directory => sink.create_directory(path).map_err(|e| out_err(path, e))?,
+            TreeEntryKind::Symlink { target } => sink.create_symlink(path, target).map_err(|e| out_err(path, e))?,
+            TreeEntryKind::File { executable, size, blake3: expected, source } => {
+                sink.begin_file(path, *executable, *size).map_err(|e| out_err(path, e))?;
+                let mut hasher = blake3::Hasher::new();
+                let mut left = *size;
+                while left > 0 {
+                    let n = left.min(CHUNK as u64) as usize;
+                    let chunk = &mut buf[..n];
+                    match source {
+                        FileSource::Delta => delta.fill(chunk, &mut input, old, &tree)?,
+                        FileSource::Copy { old_index } => {
+                            let from = &tree.old_files[*old_index].path;
+                            old.read_at(from, size - left, chunk).map_err(|e| Error::OldRead { path: display_path(from), source: e })?;
+                        }
+                    }
+                    hasher.update(chunk);
+                    sink.write_file(chunk).map_err(|e| out_err(path, e))?;
+                    left -= n as u64;
+                    p.new_bytes_written += n as u64;
+                    p.patch_bytes_read = input.offset();
+                    progress(&p);
+                }
+                check_hash(path, expected, hasher)?;
+                sink.finish_file().map_err(|e| out_err(path, e))?;
+                summary.files += 1;
+                summary.bytes_written += size;
+            }
+        }
+        p.entries_done += 1;
+        progress(&p);
+    }
+    delta.finish(&mut input)?;
+    summary.entries = tree.entries.len() as u64;
+    summary.patch_bytes = input.finish()?;
+    p.patch_bytes_read = summary.patch_bytes;
+    progress(&p);
+    Ok(summary)
+}

@@ -1,0 +1,266 @@
+//! Diff: makes a patch that turns an old build into a new one.
+//!
+//! Files identical to an old file (same path, or renamed/moved) become copies and
+//! cost a few bytes. All other new file contents are concatenated into one "new
+//! stream" and diffed as a whole against one "reference stream" (all old files
+//! concatenated), so a moved-and-changed file finds its old content wherever it
+//! was, and small files keep the context of their neighbours. The new stream is
+//! cut into independent segments, matched and compressed in parallel.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::build::{Build, EntryContent};
+use crate::error::{Error, Result};
+use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
+use crate::patch_format::*;
+use crate::wire::{put_varint, put_zigzag};
+
+#[derive(Debug, Clone)]
+pub struct DiffOptions {
+    /// zstd level for the compressed streams (1..=22).
+    pub level: i32,
+    /// Worker threads for matching and compression (at least 1).
+    pub threads: usize,
+    /// New bytes per independent segment.
+    pub segment_size: u64,
+    pub match_params: MatchParams,
+}
+
+impl Default for DiffOptions {
+    fn default() -> Self {
+        DiffOptions { level: 19, threads: 2, segment_size: 8 << 20, match_params: MatchParams::default() }
+    }
+}
+
+/// What a diff produced, for summaries.
+#[derive(Debug, Clone, Default)]
+pub struct DiffStats {
+    pub new_files: u64,
+    pub unchanged: u64,
+    pub renamed: u64,
+    pub delta_files: u64,
+    pub removed: u64,
+    pub new_bytes: u64,
+    pub delta_bytes: u64,
+    pub reference_bytes: u64,
+    pub segments: u64,
+    pub patch_bytes: u64,
+}
+
+/// Makes the patch from `old` to `new`. `progress(done, total)` reports new
+/// stream bytes matched; it is called from worker threads.
+pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<(Vec<u8>, DiffStats)> {
+    let single_file = match (old.is_single_file(), new.is_single_file()) {
+        (true, true) => true,
+        (false, false) => false,
+        _ => return Err(Error::Invalid("old and new must both be single files or both be directories".into())),
+    };
+    if !(1..=22).contains(&opts.level) {
+        return Err(Error::Invalid(format!("compression level {} is not in 1..=22", opts.level)));
+    }
+    if opts.segment_size == 0 || opts.segment_size > MAX_SEGMENT_NEW {
+        return Err(Error::Invalid(format!("segment size must be 1..={MAX_SEGMENT_NEW}")));
+    }
+    let threads = opts.threads.max(1);
+
+    // Hash every old and new file (in parallel: this is a full read of both builds).
+    let old_files: Vec<(&str, &[u8])> = files_of(old);
+    let new_files: Vec<(&str, &[u8])> = files_of(new);
+    let old_hashes = parallel_hash(&old_files, threads);
+    let new_hashes = parallel_hash(&new_files, threads);
+
+    let mut by_hash: HashMap<[u8; 32], usize> = HashMap::new();
+    let mut by_path: HashMap<&str, usize> = HashMap::new();
+    for (i, (path, _)) in old_files.iter().enumerate() {
+        by_hash.entry(old_hashes[i]).or_insert(i);
+        by_path.insert(path, i);
+    }
+
+    let mut stats = DiffStats::default();
+    // Every non-empty old file is in the reference stream; copies may also use it.
+    let mut tree_old: Vec<OldFile> = old_files
+        .iter()
+        .zip(&old_hashes)
+        .map(|((path, data), h)| OldFile { path: path.to_string(), size: data.len() as u64, blake3: *h, in_reference: !data.is_empty() })
+        .collect();
+    let mut copied_from = vec![false; old_files.len()];
+    let mut entries = Vec::with_capacity(new.entries.len());
+    let mut new_stream_parts: Vec<&[u8]> = Vec::new();
+    let mut new_file_index = 0;
+    for e in &new.entries {
+        let kind = match &e.content {
+            EntryContent::Directory => TreeEntryKind::Directory,
+            EntryContent::Symlink { target } => TreeEntryKind::Symlink { target: target.clone() },
+            EntryContent::File { executable, data } => {
+                let hash = new_hashes[new_file_index];
+                new_file_index += 1;
+                stats.new_files += 1;
+                let same_path = by_path.get(e.path.as_str()).copied().filter(|&i| old_hashes[i] == hash);
+                let source = match same_path.or_else(|| by_hash.get(&hash).copied()).filter(|_| !data.is_empty()) {
+                    Some(i) => {
+                        if old_files[i].0 == e.path {
+                            stats.unchanged += 1;
+                        } else {
+                            stats.renamed += 1;
+                        }
+                        copied_from[i] = true;
+                        FileSource::Copy { old_index: i }
+                    }
+                    None => {
+                        stats.delta_files += 1;
+                        new_stream_parts.push(data);
+                        FileSource::Delta
+                    }
+                };
+                TreeEntryKind::File { executable: *executable, size: data.len() as u64, blake3: hash, source }
+            }
+        };
+        entries.push(TreeEntry { path: e.path.clone(), kind });
+    }
+    let new_paths: std::collections::HashSet<&str> = new.entries.iter().map(|e| e.path.as_str()).collect();
+    stats.removed = old.entries.iter().filter(|e| !new_paths.contains(e.path.as_str())).count() as u64;
+
+    // The reference stream is only needed if there is something to diff.
+    let new_stream = concat_or_borrow(&new_stream_parts);
+    if new_stream.is_empty() {
+        tree_old.iter_mut().for_each(|f| f.in_reference = false);
+    }
+    // Old files that are neither copied nor referenced need not be listed, but
+    // indexes must stay stable: keep the table whole (it is small).
+    let reference_parts: Vec<&[u8]> =
+        old_files.iter().zip(&tree_old).filter(|(_, t)| t.in_reference).map(|((_, d), _)| *d).collect();
+    let reference = concat_or_borrow(&reference_parts);
+    let tree = PatchTree { single_file, old_files: tree_old, entries };
+    stats.new_bytes = new.total_file_bytes();
+    stats.delta_bytes = new_stream.len() as u64;
+    stats.reference_bytes = reference.len() as u64;
+
+    let mut out = Vec::new();
+    out.extend_from_slice(&PATCH_MAGIC);
+    out.extend_from_slice(&PATCH_VERSION.to_le_bytes());
+    out.extend_from_slice(&(if single_file { FLAG_SINGLE_FILE } else { 0 }).to_le_bytes());
+    let tree_bytes = tree.encode();
+    if tree_bytes.len() as u64 > MAX_TREE_BYTES {
+        return Err(Error::Invalid(format!("tree section {} bytes exceeds {MAX_TREE_BYTES}", tree_bytes.len())));
+    }
+    let tree_comp = compress(&tree_bytes, opts.level)?;
+    put_varint(&mut out, tree_bytes.len() as u64);
+    put_varint(&mut out, tree_comp.len() as u64);
+    out.extend_from_slice(&tree_comp);
+
+    let segments = encode_segments(&reference, &new_stream, opts, threads, progress)?;
+    for seg in &segments {
+        out.extend_from_slice(seg);
+    }
+    out.push(END_TAG);
+    put_varint(&mut out, segments.len() as u64);
+    put_varint(&mut out, new_stream.len() as u64);
+    let checksum = blake3::hash(&out);
+    out.extend_from_slice(checksum.as_bytes());
+    stats.segments = segments.len() as u64;
+    stats.patch_bytes = out.len() as u64;
+    Ok((out, stats))
+}
+
+/// One part is borrowed as is (the single-file case), saving a copy of it.
+fn concat_or_borrow<'a>(parts: &[&'a [u8]]) -> Cow<'a, [u8]> {
+    match parts {
+        [one] => Cow::Borrowed(one),
+        _ => Cow::Owned(parts.concat()),
+    }
+}
+
+fn files_of(build: &Build) -> Vec<(&str, &[u8])> {
+    build
+        .entries
+        .iter()
+        .filter_map(|e| match &e.content {
+            EntryContent::File { data, .. } => Some((e.path.as_str(), data.as_slice())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn parallel_hash(files: &[(&str, &[u8])], threads: usize) -> Vec<[u8; 32]> {
+    let results = parallel_map(files.len(), threads, |i| *blake3::hash(files[i].1).as_bytes());
+    results
+}
+
+/// Runs `f(0..n)` on `threads` scoped threads, results in index order.
+fn parallel_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    if threads <= 1 || n <= 1 {
+        return (0..n).map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let slots: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(n) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let r = f(i);
+                slots.lock().unwrap()[i] = Some(r);
+            });
+        }
+    });
+    slots.into_inner().unwrap().into_iter().map(|r| r.expect("every slot filled")).collect()
+}
+
+fn compress(data: &[u8], level: i32) -> Result<Vec<u8>> {
+    if data.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut c = zstd::bulk::Compressor::new(level).map_err(|e| Error::Invalid(format!("zstd: {e}")))?;
+    c.set_parameter(zstd::zstd_safe::CParameter::WindowLog(data.len().next_power_of_two().trailing_zeros().clamp(10, MAX_WINDOW_LOG)))
+        .map_err(|e| Error::Invalid(format!("zstd: {e}")))?;
+    c.compress(data).map_err(|e| Error::Invalid(format!("zstd: {e}")))
+}
+
+fn encode_segments(reference: &[u8], new_stream: &[u8], opts: &DiffOptions, threads: usize, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<Vec<Vec<u8>>> {
+    if new_stream.is_empty() {
+        return Ok(Vec::new());
+    }
+    let index = OldIndex::new(reference);
+    let seg = opts.segment_size as usize;
+    let count = new_stream.len().div_ceil(seg);
+    let done = AtomicU64::new(0);
+    let total = new_stream.len() as u64;
+    let report = |n: u64| progress(done.fetch_add(n, Ordering::Relaxed) + n, total);
+    let results = parallel_map(count, threads, |i| {
+        let part = &new_stream[i * seg..((i + 1) * seg).min(new_stream.len())];
+        let ops = match_new_data(&index, part, opts.match_params, &report);
+        encode_segment(reference, part, &ops, opts.level)
+    });
+    results.into_iter().collect()
+}
+
+fn encode_segment(reference: &[u8], part: &[u8], ops: &[Op], level: i32) -> Result<Vec<u8>> {
+    let mut ctrl = Vec::with_capacity(ops.len() * 6);
+    for op in ops {
+        put_zigzag(&mut ctrl, op.seek);
+        put_varint(&mut ctrl, op.copy_len);
+        put_varint(&mut ctrl, op.extra_len);
+    }
+    let (diff, extra) = split_streams(reference, part, ops);
+    let (c, d, e) = (compress(&ctrl, level)?, compress(&diff, level)?, compress(&extra, level)?);
+    let header = SegmentHeader {
+        new_len: part.len() as u64,
+        ctrl_raw: ctrl.len() as u64,
+        ctrl_comp: c.len() as u64,
+        diff_raw: diff.len() as u64,
+        diff_comp: d.len() as u64,
+        extra_raw: extra.len() as u64,
+        extra_comp: e.len() as u64,
+    };
+    let mut out = Vec::with_capacity(32 + c.len() + d.len() + e.len());
+    header.encode(&mut out);
+    out.extend_from_slice(&c);
+    out.extend_from_slice(&d);
+    out.extend_from_slice(&e);
+    Ok(out)
+}

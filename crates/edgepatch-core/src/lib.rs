@@ -1,0 +1,21 @@
+//! edgepatch-core: the patch, signature and manifest formats, the diff and the
+//! streaming apply. It does no I/O of its own: old data comes through
+//! [`apply::OldBuild`], output goes to [`apply::BuildSink`], builds are passed
+//! in memory to the diff. Native files, OPFS, R2 and memory are adapters
+//! elsewhere.
+
+pub mod apply;
+pub mod build;
+pub mod diff;
+pub mod error;
+pub mod inspect;
+pub mod matcher;
+pub mod patch_format;
+pub mod reference_apply;
+mod wire;
+
+pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild};
+pub use build::{Build, BuildEntry, EntryContent};
+pub use diff::{diff_builds, DiffOptions, DiffStats};
+pub use error::{Error, Input, Result};
+pub use reference_apply::reference_apply;

@@ -1,0 +1,229 @@
+//! Byte-granular matching of new data against old data, in the manner of bsdiff:
+//! a suffix array of the old data finds the longest exact match at a position, and
+//! matches are extended forwards and backwards into *approximate* matches whose
+//! bytewise difference is mostly zero. Compiled code that shifted addresses turns
+//! into long approximate matches with sparse, repetitive differences, which zstd
+//! then compresses far better than literal bytes.
+
+/// Longest run compared during one suffix-array search; longer matches are
+/// found again in steps, which keeps a search cheap on repetitive data.
+const MAX_SEARCH_LEN: usize = 1 << 16;
+
+/// One step of the delta program: move the old cursor by `seek`, take `copy_len`
+/// bytes of old data plus the diff bytes, then `extra_len` literal bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Op {
+    pub seek: i64,
+    pub copy_len: u64,
+    pub extra_len: u64,
+}
+
+/// A suffix array over the old data (the reference stream).
+pub struct OldIndex<'a> {
+    old: &'a [u8],
+    sa: Vec<i32>,
+}
+
+impl<'a> OldIndex<'a> {
+    /// Builds the index; needs 4 bytes per old byte. Old data must be < 2 GiB.
+    pub fn new(old: &'a [u8]) -> OldIndex<'a> {
+        assert!(old.len() < i32::MAX as usize, "old data over 2 GiB");
+        let mut sa = vec![0i32; old.len()];
+        if !old.is_empty() {
+            divsufsort::sort_in_place(old, &mut sa);
+        }
+        OldIndex { old, sa }
+    }
+
+    pub fn old(&self) -> &'a [u8] {
+        self.old
+    }
+
+    /// Position and length of a longest prefix of `needle` found in the old data.
+    fn longest_match(&self, needle: &[u8]) -> (usize, usize) {
+        if self.sa.is_empty() || needle.is_empty() {
+            return (0, 0);
+        }
+        let needle = &needle[..needle.len().min(MAX_SEARCH_LEN)];
+        let (mut lo, mut hi) = (0usize, self.sa.len() - 1);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            let suffix = &self.old[self.sa[mid] as usize..];
+            let n = suffix.len().min(needle.len());
+            if suffix[..n] < needle[..n] {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let (plo, phi) = (self.sa[lo] as usize, self.sa[hi] as usize);
+        let llo = common_prefix(&self.old[plo..], needle);
+        let lhi = common_prefix(&self.old[phi..], needle);
+        if llo >= lhi {
+            (plo, llo)
+        } else {
+            (phi, lhi)
+        }
+    }
+}
+
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().unwrap());
+        let y = u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        if x != y {
+            return i + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
+/// Tunables of the match selection.
+#[derive(Debug, Clone, Copy)]
+pub struct MatchParams {
+    /// A fresh exact match replaces the current alignment only when it is this
+    /// many bytes longer than what the current alignment already matches.
+    pub min_gain: usize,
+}
+
+impl Default for MatchParams {
+    fn default() -> Self {
+        MatchParams { min_gain: 8 }
+    }
+}
+
+/// Computes the delta program turning `old` (via `index`) into `new`.
+/// `progress` is told how many new bytes were covered so far, now and then.
+pub fn match_new_data(index: &OldIndex, new: &[u8], params: MatchParams, progress: &dyn Fn(u64)) -> Vec<Op> {
+    let old = index.old();
+    let (oldsize, newsize) = (old.len(), new.len());
+    let mut ops = Vec::new();
+    if oldsize == 0 {
+        if newsize > 0 {
+            ops.push(Op { seek: 0, copy_len: 0, extra_len: newsize as u64 });
+        }
+        return ops;
+    }
+    let matches_at = |o: isize, n: usize| o >= 0 && (o as usize) < oldsize && old[o as usize] == new[n];
+
+    let (mut scan, mut len, mut pos) = (0usize, 0usize, 0usize);
+    let (mut lastscan, mut lastpos, mut lastoffset) = (0usize, 0usize, 0isize);
+    let mut cursor = 0usize; // old cursor as the applier will have it
+    let mut reported = 0usize;
+    while scan < newsize {
+        let mut oldscore = 0usize;
+        scan += len;
+        let mut scsc = scan;
+        while scan < newsize {
+            (pos, len) = index.longest_match(&new[scan..]);
+            while scsc < scan + len {
+                if matches_at(scsc as isize + lastoffset, scsc) {
+                    oldscore += 1;
+                }
+                scsc += 1;
+            }
+            if (len == oldscore && len != 0) || len > oldscore + params.min_gain {
+                break;
+            }
+            if matches_at(scan as isize + lastoffset, scan) {
+                oldscore = oldscore.saturating_sub(1);
+            }
+            scan += 1;
+        }
+        if len != oldscore || scan >= newsize {
+            let scan_end = scan.min(newsize);
+            // Forward extension of the previous match: keep it while over half matches.
+            let (mut s, mut best, mut lenf, mut i) = (0isize, 0isize, 0usize, 0usize);
+            while lastscan + i < scan_end && lastpos + i < oldsize {
+                if old[lastpos + i] == new[lastscan + i] {
+                    s += 1;
+                }
+                i += 1;
+                if s * 2 - i as isize > best * 2 - lenf as isize {
+                    best = s;
+                    lenf = i;
+                }
+            }
+            // Backward extension of the new match.
+            let mut lenb = 0usize;
+            if scan < newsize {
+                let (mut s, mut best) = (0isize, 0isize);
+                let mut i = 1usize;
+                while scan >= lastscan + i && pos >= i {
+                    if old[pos - i] == new[scan - i] {
+                        s += 1;
+                    }
+                    if s * 2 - i as isize > best * 2 - lenb as isize {
+                        best = s;
+                        lenb = i;
+                    }
+                    i += 1;
+                }
+            }
+            // Split an overlap where it scores best.
+            if lastscan + lenf > scan_end - lenb {
+                let overlap = (lastscan + lenf) - (scan_end - lenb);
+                let (mut s, mut best, mut lens) = (0isize, 0isize, 0usize);
+                for i in 0..overlap {
+                    if new[lastscan + lenf - overlap + i] == old[lastpos + lenf - overlap + i] {
+                        s += 1;
+                    }
+                    if new[scan_end - lenb + i] == old[pos - lenb + i] {
+                        s -= 1;
+                    }
+                    if s > best {
+                        best = s;
+                        lens = i + 1;
+                    }
+                }
+                lenf = lenf + lens - overlap;
+                lenb -= lens;
+            }
+            let extra = (scan_end - lenb) - (lastscan + lenf);
+            if lenf > 0 || extra > 0 {
+                ops.push(Op {
+                    seek: lastpos as i64 - cursor as i64,
+                    copy_len: lenf as u64,
+                    extra_len: extra as u64,
+                });
+                cursor = lastpos + lenf;
+            }
+            lastscan = scan_end - lenb;
+            lastpos = pos - lenb;
+            lastoffset = pos as isize - scan as isize;
+            if scan - reported > 1 << 20 {
+                progress((scan - reported) as u64);
+                reported = scan;
+            }
+        }
+    }
+    progress((newsize - reported) as u64);
+    ops
+}
+
+/// Splits `new` into the diff stream (new minus old, bytewise, over copied
+/// spans) and the extra stream (literal bytes), following `ops`.
+pub fn split_streams(old: &[u8], new: &[u8], ops: &[Op]) -> (Vec<u8>, Vec<u8>) {
+    let mut diff = Vec::new();
+    let mut extra = Vec::new();
+    let (mut cursor, mut at) = (0i64, 0usize);
+    for op in ops {
+        cursor += op.seek;
+        let o = cursor as usize;
+        let c = op.copy_len as usize;
+        diff.extend(new[at..at + c].iter().zip(&old[o..o + c]).map(|(n, o)| n.wrapping_sub(*o)));
+        cursor += c as i64;
+        at += c;
+        let e = op.extra_len as usize;
+        extra.extend_from_slice(&new[at..at + e]);
+        at += e;
+    }
+    debug_assert_eq!(at, new.len());
+    (diff, extra)
+}

@@ -1,0 +1,91 @@
+//! The reference applier: small and obviously correct, for testing the fast
+//! streaming applier against. It holds the whole patch, the whole old build and
+//! the whole new build in memory, and executes the delta program literally.
+
+use std::collections::HashMap;
+
+use crate::apply::{read_header_and_tree, read_segment_header, PatchInput};
+use crate::build::{Build, BuildEntry, EntryContent};
+use crate::error::{Error, Result};
+use crate::patch_format::{FileSource, TreeEntryKind};
+use crate::wire::SliceReader;
+use crate::error::Input;
+
+pub fn reference_apply(patch: &[u8], old: &Build) -> Result<Build> {
+    let old_files: HashMap<&str, &[u8]> = old
+        .entries
+        .iter()
+        .filter_map(|e| match &e.content {
+            EntryContent::File { data, .. } => Some((e.path.as_str(), data.as_slice())),
+            _ => None,
+        })
+        .collect();
+    let mut input = PatchInput::new(patch);
+    let tree = read_header_and_tree(&mut input)?;
+    let old_data = |path: &str| old_files.get(path).copied().ok_or_else(|| Error::Invalid(format!("old file {path:?} missing")));
+
+    let mut reference = Vec::new();
+    for f in tree.old_files.iter().filter(|f| f.in_reference) {
+        reference.extend_from_slice(old_data(&f.path)?);
+    }
+
+    let mut new_stream = Vec::new();
+    let mut segments = 0;
+    let (mut comp, mut ctrl, mut diff, mut extra) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    while let Some(h) = read_segment_header(&mut input, segments, new_stream.len() as u64)? {
+        segments += 1;
+        input.frame(h.ctrl_comp, h.ctrl_raw, &mut comp, &mut ctrl, "control")?;
+        input.frame(h.diff_comp, h.diff_raw, &mut comp, &mut diff, "diff")?;
+        input.frame(h.extra_comp, h.extra_raw, &mut comp, &mut extra, "extra")?;
+        let mut ops = SliceReader::new(&ctrl, 0, Input::Patch);
+        let (mut cursor, mut d, mut x) = (0i64, 0usize, 0usize);
+        let start = new_stream.len();
+        while !ops.is_empty() {
+            cursor += ops.zigzag("seek")?;
+            let copy = ops.varint("copy")? as usize;
+            let add = ops.varint("extra")? as usize;
+            for _ in 0..copy {
+                let o = *reference.get(cursor as usize).ok_or_else(|| Error::Invalid("copy outside old data".into()))?;
+                let delta = *diff.get(d).ok_or_else(|| Error::Invalid("diff stream too short".into()))?;
+                new_stream.push(o.wrapping_add(delta));
+                cursor += 1;
+                d += 1;
+            }
+            new_stream.extend_from_slice(extra.get(x..x + add).ok_or_else(|| Error::Invalid("extra stream too short".into()))?);
+            x += add;
+        }
+        if new_stream.len() - start != h.new_len as usize || d != diff.len() || x != extra.len() {
+            return Err(Error::Invalid("segment sizes inconsistent".into()));
+        }
+    }
+    input.finish()?;
+
+    let mut entries = Vec::new();
+    let mut at = 0usize;
+    for e in &tree.entries {
+        let content = match &e.kind {
+            TreeEntryKind::Directory => EntryContent::Directory,
+            TreeEntryKind::Symlink { target } => EntryContent::Symlink { target: target.clone() },
+            TreeEntryKind::File { executable, size, blake3, source } => {
+                let data = match source {
+                    FileSource::Copy { old_index } => old_data(&tree.old_files[*old_index].path)?.to_vec(),
+                    FileSource::Delta => {
+                        let end = at + *size as usize;
+                        let bytes = new_stream.get(at..end).ok_or_else(|| Error::Invalid("delta stream too short".into()))?;
+                        at = end;
+                        bytes.to_vec()
+                    }
+                };
+                if blake3::hash(&data).as_bytes() != blake3 {
+                    return Err(Error::Invalid(format!("{}: hash mismatch", e.path)));
+                }
+                EntryContent::File { executable: *executable, data }
+            }
+        };
+        entries.push(BuildEntry { path: e.path.clone(), content });
+    }
+    if at != new_stream.len() {
+        return Err(Error::Invalid("delta stream longer than the files".into()));
+    }
+    Ok(Build { entries })
+}
