@@ -156,7 +156,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
 }
 
 fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
-    use edgepatch_core::patch_format::{FileSource, TreeEntryKind};
+    use edgepatch_core::patch_format::{FileSource, Segment, SegmentHeader, TreeEntryKind};
     let (mut files, mut copies, mut deltas, mut links, mut dirs) = (0, 0, 0, 0, 0);
     for e in &info.tree.entries {
         match &e.kind {
@@ -166,21 +166,28 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
             TreeEntryKind::Directory => dirs += 1,
         }
     }
-    let seg_sum = |f: fn(&edgepatch_core::patch_format::SegmentHeader) -> u64| info.segments.iter().map(f).sum::<u64>();
-    let (ctrl, diff, extra) = (seg_sum(|s| s.ctrl_comp), seg_sum(|s| s.diff_comp), seg_sum(|s| s.extra_comp));
+    let ops_sum = |f: fn(&SegmentHeader) -> u64| {
+        info.segments.iter().map(|s| if let Segment::Ops(h) = s { f(h) } else { 0 }).sum::<u64>()
+    };
+    let (ctrl, diff, extra) = (ops_sum(|s| s.ctrl_comp), ops_sum(|s| s.diff_comp), ops_sum(|s| s.extra_comp));
+    let window: u64 = info.segments.iter().map(|s| if let Segment::Window(w) = s { w.comp_len } else { 0 }).sum();
     if cli.json {
-        let segments: Vec<_> = info.segments.iter().map(|s| json!({ "new_bytes": s.new_len, "control": [s.ctrl_raw, s.ctrl_comp],
-            "diff": [s.diff_raw, s.diff_comp], "extra": [s.extra_raw, s.extra_comp] })).collect();
+        let segments: Vec<_> = info.segments.iter().map(|s| match s {
+            Segment::Ops(s) => json!({ "kind": "ops", "new_bytes": s.new_len, "control": [s.ctrl_raw, s.ctrl_comp],
+                "diff": [s.diff_raw, s.diff_comp], "extra": [s.extra_raw, s.extra_comp] }),
+            Segment::Window(w) => json!({ "kind": "window", "new_bytes": w.new_len, "window_bytes": w.window_len(),
+                "spans": w.spans.len(), "compressed": w.comp_len }),
+        }).collect();
         println!("{}", json!({ "ok": true, "format_version": info.version, "single_file": info.tree.single_file, "patch_bytes": info.patch_bytes,
             "files": files, "copied": copies, "delta_files": deltas, "symlinks": links, "directories": dirs,
             "old_files": info.tree.old_files.len(), "reference_bytes": info.tree.reference_bytes(), "delta_bytes": info.tree.delta_bytes(),
-            "compressed": { "control": ctrl, "diff": diff, "extra": extra }, "segments": segments }));
+            "compressed": { "control": ctrl, "diff": diff, "extra": extra, "window": window }, "segments": segments }));
     } else {
         println!("edgepatch patch, format version {}, {} bytes, checksum OK", info.version, info.patch_bytes);
         println!("{}: {files} files ({copies} copied from old, {deltas} from the delta stream), {links} symlinks, {dirs} directories",
             if info.tree.single_file { "single file" } else { "tree" });
         println!("reads {} old files, {} bytes of old reference data", info.tree.old_files.len(), info.tree.reference_bytes());
-        println!("delta stream: {} bytes in {} segments; compressed control {ctrl}, diff {diff}, extra {extra} bytes",
+        println!("delta stream: {} bytes in {} segments; compressed control {ctrl}, diff {diff}, extra {extra}, window segments {window} bytes",
             info.tree.delta_bytes(), info.segments.len());
     }
 }

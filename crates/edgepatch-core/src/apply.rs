@@ -10,7 +10,7 @@ use std::io::{self, Read};
 
 use crate::error::{Error, Input, Result};
 use crate::patch_format::*;
-use crate::wire::SliceReader;
+use crate::matcher::Op;
 
 /// Random access to the old build. Paths are build paths ("" in a single-file patch).
 pub trait OldBuild {
@@ -174,8 +174,9 @@ pub(crate) fn read_header_and_tree<R: Read>(input: &mut PatchInput<R>) -> Result
 }
 
 /// Reads the next segment header, or None at the end marker (whose counts are checked).
-pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_so_far: u64, produced: u64) -> Result<Option<SegmentHeader>> {
+pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_so_far: u64, produced: u64, reference_len: u64) -> Result<Option<Segment>> {
     let at = input.offset();
+    let corrupt = |what: String| Error::Corrupt { input: Input::Patch, offset: at, what };
     match input.u8("segment or end marker")? {
         SEGMENT_TAG => {
             let mut f = [0u64; 7];
@@ -184,22 +185,65 @@ pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_s
             }
             let h = SegmentHeader { new_len: f[0], ctrl_raw: f[1], ctrl_comp: f[2], diff_raw: f[3], diff_comp: f[4], extra_raw: f[5], extra_comp: f[6] };
             h.validate(at)?;
-            Ok(Some(h))
+            Ok(Some(Segment::Ops(h)))
+        }
+        WINDOW_SEGMENT_TAG => {
+            let new_len = input.varint("segment size")?;
+            if new_len == 0 || new_len > MAX_SEGMENT_NEW {
+                return Err(corrupt(format!("segment produces {new_len} bytes (must be 1..={MAX_SEGMENT_NEW})")));
+            }
+            let count = input.varint("window span count")?;
+            if count > MAX_WINDOW_SPANS {
+                return Err(corrupt(format!("{count} window spans, above the limit {MAX_WINDOW_SPANS}")));
+            }
+            let (mut spans, mut end, mut total) = (Vec::with_capacity(count as usize), 0u64, 0u64);
+            for _ in 0..count {
+                let start = end.checked_add(input.varint("window span gap")?);
+                let len = input.varint("window span length")?;
+                let stop = start.and_then(|s| s.checked_add(len)).filter(|&e| e <= reference_len && len > 0);
+                let stop = stop.ok_or_else(|| corrupt("window span empty or outside the old data".into()))?;
+                total += len;
+                if total > MAX_WINDOW_BYTES {
+                    return Err(corrupt(format!("window over {MAX_WINDOW_BYTES} bytes")));
+                }
+                spans.push((stop - len, len));
+                end = stop;
+            }
+            let comp_len = input.varint("window segment compressed size")?;
+            if comp_len == 0 || comp_len > new_len + new_len / 64 + 1024 {
+                return Err(corrupt(format!("compressed size {comp_len} implausible for {new_len} bytes")));
+            }
+            Ok(Some(Segment::Window(WindowSegmentHeader { new_len, spans, comp_len })))
         }
         END_TAG => {
             let count = input.varint("segment count")?;
             let total = input.varint("delta size")?;
             if count != segments_so_far || total != produced {
-                return Err(Error::Corrupt {
-                    input: Input::Patch,
-                    offset: at,
-                    what: format!("end marker says {count} segments / {total} bytes, stream had {segments_so_far} / {produced}"),
-                });
+                return Err(corrupt(format!("end marker says {count} segments / {total} bytes, stream had {segments_so_far} / {produced}")));
             }
             Ok(None)
         }
-        t => Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("expected a segment or the end marker, found byte {t:#04x}") }),
+        t => Err(corrupt(format!("expected a segment or the end marker, found byte {t:#04x}"))),
     }
+}
+
+/// Decompresses a window segment's frame with `window` as its zstd prefix.
+pub(crate) fn decompress_with_window(comp: &[u8], window: &[u8], new_len: u64, out: &mut Vec<u8>, offset: u64) -> Result<()> {
+    let corrupt = |why: String| Error::Corrupt { input: Input::Patch, offset, what: format!("window segment: {why}") };
+    out.clear();
+    out.reserve_exact(new_len as usize);
+    let mut d = zstd::zstd_safe::DCtx::create();
+    d.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(MAX_WINDOW_LOG + 1)).map_err(|c| corrupt(zstd_error(c)))?;
+    d.ref_prefix(window).map_err(|c| corrupt(zstd_error(c)))?;
+    let n = d.decompress(out, comp).map_err(|c| corrupt(zstd_error(c)))?;
+    if n as u64 != new_len {
+        return Err(corrupt(format!("decompressed to {n} bytes, header says {new_len}")));
+    }
+    Ok(())
+}
+
+pub(crate) fn zstd_error(code: usize) -> String {
+    format!("zstd: {}", zstd::zstd_safe::get_error_name(code))
 }
 
 /// The delta stream: produces the concatenated new content of all Delta files.
@@ -209,12 +253,16 @@ struct DeltaStream {
     reference_len: u64,
     segment_at: u64,
     ctrl: Vec<u8>,
-    ctrl_pos: usize,
+    ops: Vec<Op>,
+    op_index: usize,
+    /// Output position within the current segment.
+    segment_pos: u64,
     diff: Vec<u8>,
     diff_pos: usize,
     extra: Vec<u8>,
     extra_pos: usize,
     comp: Vec<u8>,
+    window: Vec<u8>,
     cursor: u64,
     copy_left: u64,
     extra_left: u64,
@@ -238,12 +286,15 @@ impl DeltaStream {
             reference_len: start,
             segment_at: 0,
             ctrl: Vec::new(),
-            ctrl_pos: 0,
+            ops: Vec::new(),
+            op_index: 0,
+            segment_pos: 0,
             diff: Vec::new(),
             diff_pos: 0,
             extra: Vec::new(),
             extra_pos: 0,
             comp: Vec::new(),
+            window: Vec::new(),
             cursor: 0,
             copy_left: 0,
             extra_left: 0,
@@ -257,29 +308,59 @@ impl DeltaStream {
         Error::Corrupt { input: Input::Patch, offset: self.segment_at, what: format!("segment {}: {what}", self.segments) }
     }
 
-    fn load_segment<R: Read>(&mut self, input: &mut PatchInput<R>) -> Result<()> {
+    fn load_segment<R: Read, O: OldBuild>(&mut self, input: &mut PatchInput<R>, old: &mut O, tree: &PatchTree) -> Result<()> {
         self.segment_at = input.offset();
-        let h = read_segment_header(input, self.segments, self.produced)?
+        let segment = read_segment_header(input, self.segments, self.produced, self.reference_len)?
             .ok_or_else(|| Error::Truncated { input: Input::Patch, offset: self.segment_at, what: "delta stream ended before all files were produced".into() })?;
         self.segments += 1;
+        let h = match segment {
+            Segment::Ops(h) => h,
+            Segment::Window(w) => {
+                let mut window = std::mem::take(&mut self.window);
+                window.clear();
+                window.resize(w.window_len() as usize, 0);
+                let mut filled = 0;
+                for &(start, len) in &w.spans {
+                    self.cursor = start;
+                    while self.cursor < start + len {
+                        let want = (start + len - self.cursor) as usize;
+                        let n = self.read_reference(&mut window[filled..filled + want], old, tree)?;
+                        filled += n;
+                        self.cursor += n as u64;
+                    }
+                }
+                self.window = window;
+                // Only one kind of segment's buffers is held at a time.
+                (self.diff, self.ctrl) = (Vec::new(), Vec::new());
+                self.comp.resize(w.comp_len as usize, 0);
+                input.exact(&mut self.comp, "window segment frame")?;
+                decompress_with_window(&self.comp, &self.window, w.new_len, &mut self.extra, self.segment_at)?;
+                self.diff.clear();
+                self.ops = vec![Op { diagonal: 0, copy_len: 0, extra_len: w.new_len }];
+                (self.op_index, self.segment_pos, self.diff_pos, self.extra_pos) = (0, 0, 0, 0);
+                (self.cursor, self.copy_left, self.extra_left) = (0, 0, 0);
+                self.segment_left = w.new_len;
+                return Ok(());
+            }
+        };
+        self.window = Vec::new();
         input.frame(h.ctrl_comp, h.ctrl_raw, &mut self.comp, &mut self.ctrl, "segment control")?;
         input.frame(h.diff_comp, h.diff_raw, &mut self.comp, &mut self.diff, "segment diff")?;
         input.frame(h.extra_comp, h.extra_raw, &mut self.comp, &mut self.extra, "segment extra")?;
-        (self.ctrl_pos, self.diff_pos, self.extra_pos) = (0, 0, 0);
+        self.ops = decode_control(&self.ctrl, h.new_len, self.segment_at).map_err(|e| self.corrupt(format!("control stream: {e}")))?;
+        (self.op_index, self.segment_pos, self.diff_pos, self.extra_pos) = (0, 0, 0, 0);
         (self.cursor, self.copy_left, self.extra_left) = (0, 0, 0);
         self.segment_left = h.new_len;
         Ok(())
     }
 
     fn next_op(&mut self) -> Result<()> {
-        let mut r = SliceReader::new(&self.ctrl[self.ctrl_pos..], 0, Input::Patch);
-        let parsed = (|| Ok::<_, Error>((r.zigzag("seek")?, r.varint("copy length")?, r.varint("extra length")?)))();
-        let (seek, copy, extra) = parsed.map_err(|e| self.corrupt(format!("control stream: {e}")))?;
-        self.ctrl_pos += r.offset() as usize;
-        let cursor = (self.cursor as i64).checked_add(seek).filter(|c| *c >= 0 && (*c as u64) <= self.reference_len);
-        let cursor = cursor.ok_or_else(|| self.corrupt(format!("seek {seek} from {} leaves the old data", self.cursor)))? as u64;
-        if copy > self.reference_len - cursor {
-            return Err(self.corrupt(format!("copy of {copy} bytes at {cursor} runs past the old data ({} bytes)", self.reference_len)));
+        let Op { diagonal, copy_len: copy, extra_len: extra } = self.ops[self.op_index];
+        self.op_index += 1;
+        let start = (self.segment_pos as i64).checked_add(diagonal).filter(|c| *c >= 0 && (*c as u64) <= self.reference_len);
+        let start = start.ok_or_else(|| self.corrupt(format!("diagonal {diagonal} at {} leaves the old data", self.segment_pos)))? as u64;
+        if copy > self.reference_len - start {
+            return Err(self.corrupt(format!("copy of {copy} bytes at {start} runs past the old data ({} bytes)", self.reference_len)));
         }
         if copy > (self.diff.len() - self.diff_pos) as u64 || extra > (self.extra.len() - self.extra_pos) as u64 {
             return Err(self.corrupt("operation needs more diff or extra bytes than the segment has".into()));
@@ -287,7 +368,8 @@ impl DeltaStream {
         if copy.checked_add(extra).is_none_or(|n| n > self.segment_left || n == 0) {
             return Err(self.corrupt("operation produces more bytes than the segment, or none".into()));
         }
-        (self.cursor, self.copy_left, self.extra_left) = (cursor, copy, extra);
+        (self.cursor, self.copy_left, self.extra_left) = (start, copy, extra);
+        self.segment_pos += copy + extra;
         Ok(())
     }
 
@@ -315,15 +397,15 @@ impl DeltaStream {
                 self.segment_left -= n as u64;
                 at += n;
             } else if self.segment_left > 0 {
-                if self.ctrl_pos >= self.ctrl.len() {
+                if self.op_index >= self.ops.len() {
                     return Err(self.corrupt("control stream ended before the segment's output".into()));
                 }
                 self.next_op()?;
             } else {
-                if self.segments > 0 && (self.ctrl_pos != self.ctrl.len() || self.diff_pos != self.diff.len() || self.extra_pos != self.extra.len()) {
+                if self.segments > 0 && (self.op_index != self.ops.len() || self.diff_pos != self.diff.len() || self.extra_pos != self.extra.len()) {
                     return Err(self.corrupt("unused bytes left at the end of the segment".into()));
                 }
-                self.load_segment(input)?;
+                self.load_segment(input, old, tree)?;
             }
         }
         self.produced += out.len() as u64;
@@ -343,11 +425,11 @@ impl DeltaStream {
 
     /// After the last file: the segment must be used up and the end marker follow.
     fn finish<R: Read>(&mut self, input: &mut PatchInput<R>) -> Result<()> {
-        if self.segment_left > 0 || self.ctrl_pos != self.ctrl.len() || self.diff_pos != self.diff.len() || self.extra_pos != self.extra.len() {
+        if self.segment_left > 0 || self.op_index != self.ops.len() || self.diff_pos != self.diff.len() || self.extra_pos != self.extra.len() {
             return Err(self.corrupt("unused bytes left after the last file".into()));
         }
         self.segment_at = input.offset();
-        if read_segment_header(input, self.segments, self.produced)?.is_some() {
+        if read_segment_header(input, self.segments, self.produced, self.reference_len)?.is_some() {
             return Err(self.corrupt("more segments than the files need".into()));
         }
         Ok(())

@@ -16,7 +16,7 @@ use crate::build::{Build, EntryContent};
 use crate::error::{Error, Result};
 use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
 use crate::patch_format::*;
-use crate::wire::{put_varint, put_zigzag};
+use crate::wire::put_varint;
 
 #[derive(Debug, Clone)]
 pub struct DiffOptions {
@@ -240,11 +240,9 @@ fn encode_segments(reference: &[u8], new_stream: &[u8], opts: &DiffOptions, thre
 }
 
 fn encode_segment(reference: &[u8], part: &[u8], ops: &[Op], level: i32) -> Result<Vec<u8>> {
-    let mut ctrl = Vec::with_capacity(ops.len() * 6);
-    for op in ops {
-        put_zigzag(&mut ctrl, op.seek);
-        put_varint(&mut ctrl, op.copy_len);
-        put_varint(&mut ctrl, op.extra_len);
+    let ctrl = encode_control(ops);
+    if ctrl.len() as u64 > MAX_SEGMENT_CTRL {
+        return Err(Error::Invalid("control stream of a segment over its limit; use a smaller segment size".into()));
     }
     let (diff, extra) = split_streams(reference, part, ops);
     let (c, d, e) = (compress(&ctrl, level)?, compress(&diff, level)?, compress(&extra, level)?);
@@ -262,5 +260,67 @@ fn encode_segment(reference: &[u8], part: &[u8], ops: &[Op], level: i32) -> Resu
     out.extend_from_slice(&c);
     out.extend_from_slice(&d);
     out.extend_from_slice(&e);
+    // Where the control stream is a large share (text: many short matches), a
+    // zstd frame over the old spans the ops found often does better. Keep the smaller.
+    if c.len() * 5 > d.len() + e.len() {
+        let window = encode_window_segment(reference, part, ops, level)?;
+        if window.len() < out.len() {
+            return Ok(window);
+        }
+    }
+    Ok(out)
+}
+
+/// Old bytes around each copied span are taken into the window too: zstd finds
+/// short matches there that the ops did not use.
+const WINDOW_SPAN_PADDING: u64 = 4 << 10;
+
+fn encode_window_segment(reference: &[u8], part: &[u8], ops: &[Op], level: i32) -> Result<Vec<u8>> {
+    let zerr = |c: usize| Error::Invalid(crate::apply::zstd_error(c));
+    // Old spans the ops copy from, padded, merged, and weighted by bytes copied.
+    let mut spans: Vec<(u64, u64, u64)> = Vec::new(); // (start, end, copied)
+    let mut at = 0i64;
+    for op in ops {
+        if op.copy_len > 0 {
+            let start = (at + op.diagonal) as u64;
+            spans.push((start.saturating_sub(WINDOW_SPAN_PADDING), (start + op.copy_len + WINDOW_SPAN_PADDING).min(reference.len() as u64), op.copy_len));
+        }
+        at += (op.copy_len + op.extra_len) as i64;
+    }
+    spans.sort_unstable();
+    let mut merged: Vec<(u64, u64, u64)> = Vec::new();
+    for s in spans {
+        match merged.last_mut() {
+            Some(m) if s.0 <= m.1 => {
+                m.1 = m.1.max(s.1);
+                m.2 += s.2;
+            }
+            _ => merged.push(s),
+        }
+    }
+    // Over the cap: keep the spans most copied from.
+    let total: u64 = merged.iter().map(|m| m.1 - m.0).sum();
+    if total > MAX_WINDOW_BYTES {
+        merged.sort_by_key(|m| std::cmp::Reverse(m.2 * 1024 / (m.1 - m.0)));
+        let mut kept = 0;
+        merged.retain(|m| {
+            let keep = kept + (m.1 - m.0) <= MAX_WINDOW_BYTES;
+            kept += if keep { m.1 - m.0 } else { 0 };
+            keep
+        });
+        merged.sort_unstable();
+    }
+    let window: Vec<u8> = merged.iter().flat_map(|m| reference[m.0 as usize..m.1 as usize].iter().copied()).collect();
+    let mut cctx = zstd::zstd_safe::CCtx::create();
+    let window_log = ((window.len() + part.len()).next_power_of_two().trailing_zeros()).clamp(10, MAX_WINDOW_LOG + 1);
+    cctx.set_parameter(zstd::zstd_safe::CParameter::CompressionLevel(level)).map_err(zerr)?;
+    cctx.set_parameter(zstd::zstd_safe::CParameter::WindowLog(window_log)).map_err(zerr)?;
+    cctx.ref_prefix(&window).map_err(zerr)?;
+    let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(part.len()));
+    cctx.compress2(&mut frame, part).map_err(zerr)?;
+    let header = WindowSegmentHeader { new_len: part.len() as u64, spans: merged.iter().map(|m| (m.0, m.1 - m.0)).collect(), comp_len: frame.len() as u64 };
+    let mut out = Vec::with_capacity(frame.len() + 16 + header.spans.len() * 6);
+    header.encode(&mut out);
+    out.extend_from_slice(&frame);
     Ok(out)
 }

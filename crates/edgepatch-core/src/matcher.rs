@@ -8,12 +8,27 @@
 /// Longest run compared during one suffix-array search; longer matches are
 /// found again in steps, which keeps a search cheap on repetitive data.
 const MAX_SEARCH_LEN: usize = 1 << 16;
+/// Matches at least this long look for the candidate nearest the expected position...
+const MIN_NEAREST_LEN: usize = 12;
+/// ...among at most this many neighbours on each side in the suffix array.
+const NEAREST_CANDIDATES: usize = 24;
+/// How much shorter than the longest a nearer match may be.
+const NEAREST_SLACK: usize = 16;
+/// A match on a recently used diagonal wins over a longer one by up to this much.
+const REPEAT_BONUS: usize = 4;
 
-/// One step of the delta program: move the old cursor by `seek`, take `copy_len`
-/// bytes of old data plus the diff bytes, then `extra_len` literal bytes.
+/// Rough compressed cost of a seek of `distance` bytes: near seeks repeat and
+/// compress to almost nothing, far ones cost about their bit length.
+fn seek_cost_bits(distance: usize) -> u32 {
+    if distance < 64 { 0 } else { usize::BITS - distance.leading_zeros() }
+}
+
+/// One step of the delta program, starting at new position `at` (in the
+/// segment): `copy_len` bytes of old data from `at + diagonal` plus the diff
+/// bytes, then `extra_len` literal bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Op {
-    pub seek: i64,
+    pub diagonal: i64,
     pub copy_len: u64,
     pub extra_len: u64,
 }
@@ -39,8 +54,10 @@ impl<'a> OldIndex<'a> {
         self.old
     }
 
-    /// Position and length of a longest prefix of `needle` found in the old data.
-    fn longest_match(&self, needle: &[u8]) -> (usize, usize) {
+    /// Position and length of a longest prefix of `needle` found in the old
+    /// data. Among equally long matches (duplicated content is common in builds)
+    /// it takes the one nearest `expected`, so the delta program seeks little.
+    fn longest_match(&self, needle: &[u8], expected: usize) -> (usize, usize) {
         if self.sa.is_empty() || needle.is_empty() {
             return (0, 0);
         }
@@ -56,14 +73,38 @@ impl<'a> OldIndex<'a> {
                 hi = mid;
             }
         }
-        let (plo, phi) = (self.sa[lo] as usize, self.sa[hi] as usize);
-        let llo = common_prefix(&self.old[plo..], needle);
-        let lhi = common_prefix(&self.old[phi..], needle);
-        if llo >= lhi {
-            (plo, llo)
-        } else {
-            (phi, lhi)
+        let match_at = |i: usize| common_prefix(&self.old[self.sa[i] as usize..], needle);
+        let (llo, lhi) = (match_at(lo), match_at(hi));
+        let (best_i, len) = if llo >= lhi { (lo, llo) } else { (hi, lhi) };
+        if len < MIN_NEAREST_LEN {
+            return (self.sa[best_i] as usize, len);
         }
+        // Suffixes sharing a prefix are contiguous in the array: look at the
+        // neighbours whose match is nearly as long, and trade length against
+        // the cost of seeking far from where the old data was expected.
+        let floor = len - (len / 4).min(NEAREST_SLACK);
+        let score = |p: usize, l: usize| l as i64 * 8 - seek_cost_bits(p.abs_diff(expected)) as i64;
+        let (mut best, mut best_len) = (self.sa[best_i] as usize, len);
+        let mut best_score = score(best, len);
+        for dir in [-1isize, 1] {
+            let mut i = best_i as isize;
+            for _ in 0..NEAREST_CANDIDATES {
+                i += dir;
+                if i < 0 || i as usize >= self.sa.len() {
+                    break;
+                }
+                let l = match_at(i as usize);
+                if l < floor {
+                    break;
+                }
+                let p = self.sa[i as usize] as usize;
+                let sc = score(p, l);
+                if sc > best_score {
+                    (best, best_len, best_score) = (p, l, sc);
+                }
+            }
+        }
+        (best, best_len)
     }
 }
 
@@ -106,7 +147,7 @@ pub fn match_new_data(index: &OldIndex, new: &[u8], params: MatchParams, progres
     let mut ops = Vec::new();
     if oldsize == 0 {
         if newsize > 0 {
-            ops.push(Op { seek: 0, copy_len: 0, extra_len: newsize as u64 });
+            ops.push(Op { diagonal: 0, copy_len: 0, extra_len: newsize as u64 });
         }
         return ops;
     }
@@ -114,14 +155,27 @@ pub fn match_new_data(index: &OldIndex, new: &[u8], params: MatchParams, progres
 
     let (mut scan, mut len, mut pos) = (0usize, 0usize, 0usize);
     let (mut lastscan, mut lastpos, mut lastoffset) = (0usize, 0usize, 0isize);
-    let mut cursor = 0usize; // old cursor as the applier will have it
+    // Diagonals (old minus new position) of the ops before the current one: after
+    // a detour the old alignment often resumes, and is then cheap to name.
+    let mut recent = [0isize; 2];
     let mut reported = 0usize;
     while scan < newsize {
         let mut oldscore = 0usize;
         scan += len;
         let mut scsc = scan;
         while scan < newsize {
-            (pos, len) = index.longest_match(&new[scan..]);
+            let expected = (scan as isize + lastoffset).clamp(0, oldsize as isize - 1) as usize;
+            (pos, len) = index.longest_match(&new[scan..], expected);
+            for d in recent {
+                let p = scan as isize + d;
+                if p >= 0 && (p as usize) < oldsize && d != lastoffset {
+                    let l = common_prefix(&old[p as usize..], &new[scan..(scan + MAX_SEARCH_LEN).min(newsize)]);
+                    if l >= MIN_NEAREST_LEN && l + REPEAT_BONUS >= len {
+                        (pos, len) = (p as usize, l);
+                        break;
+                    }
+                }
+            }
             while scsc < scan + len {
                 if matches_at(scsc as isize + lastoffset, scsc) {
                     oldscore += 1;
@@ -187,12 +241,11 @@ pub fn match_new_data(index: &OldIndex, new: &[u8], params: MatchParams, progres
             }
             let extra = (scan_end - lenb) - (lastscan + lenf);
             if lenf > 0 || extra > 0 {
-                ops.push(Op {
-                    seek: lastpos as i64 - cursor as i64,
-                    copy_len: lenf as u64,
-                    extra_len: extra as u64,
-                });
-                cursor = lastpos + lenf;
+                let diagonal = lastpos as isize - lastscan as isize;
+                ops.push(Op { diagonal: diagonal as i64, copy_len: lenf as u64, extra_len: extra as u64 });
+                if diagonal != recent[0] {
+                    recent = [diagonal, recent[0]];
+                }
             }
             lastscan = scan_end - lenb;
             lastpos = pos - lenb;
@@ -212,13 +265,11 @@ pub fn match_new_data(index: &OldIndex, new: &[u8], params: MatchParams, progres
 pub fn split_streams(old: &[u8], new: &[u8], ops: &[Op]) -> (Vec<u8>, Vec<u8>) {
     let mut diff = Vec::new();
     let mut extra = Vec::new();
-    let (mut cursor, mut at) = (0i64, 0usize);
+    let mut at = 0usize;
     for op in ops {
-        cursor += op.seek;
-        let o = cursor as usize;
+        let o = (at as i64 + op.diagonal) as usize;
         let c = op.copy_len as usize;
         diff.extend(new[at..at + c].iter().zip(&old[o..o + c]).map(|(n, o)| n.wrapping_sub(*o)));
-        cursor += c as i64;
         at += c;
         let e = op.extra_len as usize;
         extra.extend_from_slice(&new[at..at + e]);

@@ -4,12 +4,17 @@
 
 use crate::build::{validate_path, validate_symlink_target, TreeChecker, MAX_PATH_LEN};
 use crate::error::{Error, Input, Result};
-use crate::wire::{put_str, put_varint, SliceReader};
+use crate::matcher::Op;
+use crate::wire::{put_str, put_varint, unzigzag, zigzag, SliceReader};
 
 pub const PATCH_MAGIC: [u8; 8] = *b"EDGEPTCH";
 pub const PATCH_VERSION: u16 = 1;
 pub const FLAG_SINGLE_FILE: u16 = 1;
 pub const SEGMENT_TAG: u8 = b'S';
+pub const WINDOW_SEGMENT_TAG: u8 = b'W';
+/// Old bytes a window segment may hold in memory as its zstd prefix.
+pub const MAX_WINDOW_BYTES: u64 = 8 << 20;
+pub const MAX_WINDOW_SPANS: u64 = 1 << 16;
 pub const END_TAG: u8 = b'E';
 
 /// Decoded tree section may not exceed this (bounds apply-side memory).
@@ -247,5 +252,151 @@ impl SegmentHeader {
             }
         }
         Ok(())
+    }
+}
+
+/// The control stream of a segment: the op count, then every op's diagonal
+/// code, then every copy length, then every extra length (columns compress
+/// better than interleaved fields). A diagonal is old position minus new
+/// position; code 0 names the diagonal used before the current one, code 1 the
+/// one before that, and code `2 + zigzag(delta)` a diagonal `delta` away from
+/// the current one. The current diagonal starts at 0 in every segment.
+pub fn encode_control(ops: &[Op]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ops.len() * 6 + 10);
+    put_varint(&mut out, ops.len() as u64);
+    let mut history = DiagonalHistory::default();
+    for op in ops {
+        match history.code_for(op.diagonal) {
+            DiagonalCode::Repeat(k) => out.push(k),
+            DiagonalCode::Delta(delta) => put_varint(&mut out, zigzag(delta).wrapping_add(2)),
+        }
+        history.use_diagonal(op.diagonal);
+    }
+    for op in ops {
+        put_varint(&mut out, op.copy_len);
+    }
+    for op in ops {
+        put_varint(&mut out, op.extra_len);
+    }
+    out
+}
+
+enum DiagonalCode {
+    Repeat(u8),
+    Delta(i64),
+}
+
+/// The current diagonal and the two used before it.
+#[derive(Default, Clone, Copy)]
+struct DiagonalHistory([i64; 3]);
+
+impl DiagonalHistory {
+    fn code_for(&self, diagonal: i64) -> DiagonalCode {
+        if diagonal != self.0[0] {
+            if diagonal == self.0[1] {
+                return DiagonalCode::Repeat(0);
+            }
+            if diagonal == self.0[2] {
+                return DiagonalCode::Repeat(1);
+            }
+        }
+        DiagonalCode::Delta(diagonal.wrapping_sub(self.0[0]))
+    }
+
+    fn use_diagonal(&mut self, diagonal: i64) {
+        let h = &mut self.0;
+        if diagonal == h[0] {
+        } else if diagonal == h[1] {
+            h.swap(0, 1);
+        } else if diagonal == h[2] {
+            *h = [h[2], h[0], h[1]];
+        } else {
+            *h = [diagonal, h[0], h[1]];
+        }
+    }
+}
+
+/// Decodes a control stream into ops, checking its shape (not yet the bounds
+/// of old data, which the applier checks as it goes).
+pub fn decode_control(ctrl: &[u8], max_ops: u64, offset: u64) -> Result<Vec<Op>> {
+    let mut r = SliceReader::new(ctrl, offset, Input::Patch);
+    let count = r.varint_max(max_ops.min(ctrl.len() as u64), "op count")? as usize;
+    let mut ops = Vec::with_capacity(count);
+    let mut history = DiagonalHistory::default();
+    for _ in 0..count {
+        let code = r.varint("diagonal code")?;
+        let diagonal = match code {
+            0 => history.0[1],
+            1 => history.0[2],
+            c => {
+                let delta = unzigzag(c - 2);
+                history.0[0].checked_add(delta).ok_or_else(|| r.corrupt("diagonal overflows"))?
+            }
+        };
+        history.use_diagonal(diagonal);
+        ops.push(Op { diagonal, copy_len: 0, extra_len: 0 });
+    }
+    for op in ops.iter_mut() {
+        op.copy_len = r.varint("copy length")?;
+    }
+    for op in ops.iter_mut() {
+        op.extra_len = r.varint("extra length")?;
+    }
+    if !r.is_empty() {
+        return Err(r.corrupt("bytes after the last control op"));
+    }
+    Ok(ops)
+}
+
+/// A window segment: its new bytes are one zstd frame compressed with a prefix
+/// made of spans of the old reference stream (better than ops for text, where
+/// many short matches make the control stream dominate).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WindowSegmentHeader {
+    pub new_len: u64,
+    /// (start in the reference stream, length), ascending and disjoint.
+    pub spans: Vec<(u64, u64)>,
+    pub comp_len: u64,
+}
+
+impl WindowSegmentHeader {
+    pub fn window_len(&self) -> u64 {
+        self.spans.iter().map(|s| s.1).sum()
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.push(WINDOW_SEGMENT_TAG);
+        put_varint(out, self.new_len);
+        put_varint(out, self.spans.len() as u64);
+        let mut end = 0;
+        for &(start, len) in &self.spans {
+            put_varint(out, start - end);
+            put_varint(out, len);
+            end = start + len;
+        }
+        put_varint(out, self.comp_len);
+    }
+}
+
+/// A segment as announced by its header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    Ops(SegmentHeader),
+    Window(WindowSegmentHeader),
+}
+
+impl Segment {
+    pub fn new_len(&self) -> u64 {
+        match self {
+            Segment::Ops(h) => h.new_len,
+            Segment::Window(w) => w.new_len,
+        }
+    }
+
+    pub fn compressed_len(&self) -> u64 {
+        match self {
+            Segment::Ops(h) => h.compressed_len(),
+            Segment::Window(w) => w.comp_len,
+        }
     }
 }

@@ -4,12 +4,10 @@
 
 use std::collections::HashMap;
 
-use crate::apply::{read_header_and_tree, read_segment_header, PatchInput};
+use crate::apply::{decompress_with_window, read_header_and_tree, read_segment_header, PatchInput};
 use crate::build::{Build, BuildEntry, EntryContent};
 use crate::error::{Error, Result};
-use crate::patch_format::{FileSource, TreeEntryKind};
-use crate::wire::SliceReader;
-use crate::error::Input;
+use crate::patch_format::{decode_control, FileSource, Segment, TreeEntryKind};
 
 pub fn reference_apply(patch: &[u8], old: &Build) -> Result<Build> {
     let old_files: HashMap<&str, &[u8]> = old
@@ -32,18 +30,28 @@ pub fn reference_apply(patch: &[u8], old: &Build) -> Result<Build> {
     let mut new_stream = Vec::new();
     let mut segments = 0;
     let (mut comp, mut ctrl, mut diff, mut extra) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    while let Some(h) = read_segment_header(&mut input, segments, new_stream.len() as u64)? {
+    while let Some(segment) = read_segment_header(&mut input, segments, new_stream.len() as u64, reference.len() as u64)? {
         segments += 1;
+        let h = match segment {
+            Segment::Ops(h) => h,
+            Segment::Window(w) => {
+                let window: Vec<u8> = w.spans.iter().flat_map(|&(s, l)| reference[s as usize..(s + l) as usize].iter().copied()).collect();
+                let mut frame = vec![0u8; w.comp_len as usize];
+                input.exact(&mut frame, "window frame")?;
+                let mut out = Vec::new();
+                decompress_with_window(&frame, &window, w.new_len, &mut out, 0)?;
+                new_stream.extend_from_slice(&out);
+                continue;
+            }
+        };
         input.frame(h.ctrl_comp, h.ctrl_raw, &mut comp, &mut ctrl, "control")?;
         input.frame(h.diff_comp, h.diff_raw, &mut comp, &mut diff, "diff")?;
         input.frame(h.extra_comp, h.extra_raw, &mut comp, &mut extra, "extra")?;
-        let mut ops = SliceReader::new(&ctrl, 0, Input::Patch);
-        let (mut cursor, mut d, mut x) = (0i64, 0usize, 0usize);
+        let (mut d, mut x) = (0usize, 0usize);
         let start = new_stream.len();
-        while !ops.is_empty() {
-            cursor += ops.zigzag("seek")?;
-            let copy = ops.varint("copy")? as usize;
-            let add = ops.varint("extra")? as usize;
+        for op in decode_control(&ctrl, h.new_len, 0)? {
+            let mut cursor = (new_stream.len() - start) as i64 + op.diagonal;
+            let (copy, add) = (op.copy_len as usize, op.extra_len as usize);
             for _ in 0..copy {
                 let o = *reference.get(cursor as usize).ok_or_else(|| Error::Invalid("copy outside old data".into()))?;
                 let delta = *diff.get(d).ok_or_else(|| Error::Invalid("diff stream too short".into()))?;

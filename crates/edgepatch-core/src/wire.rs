@@ -12,8 +12,12 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-pub fn put_zigzag(out: &mut Vec<u8>, v: i64) {
-    put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
+pub fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+pub fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
 pub fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -99,11 +103,6 @@ impl<'a> SliceReader<'a> {
         Ok(v)
     }
 
-    pub fn zigzag(&mut self, what: &str) -> Result<i64> {
-        let v = self.varint(what)?;
-        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
-    }
-
     pub fn string(&mut self, max_len: usize, what: &str) -> Result<&'a str> {
         let len = self.varint_max(max_len as u64, what)? as usize;
         let at = self.offset();
@@ -127,14 +126,14 @@ mod tests {
         for v in values {
             put_varint(&mut out, v);
         }
-        put_zigzag(&mut out, -5);
-        put_zigzag(&mut out, i64::MIN);
+        put_varint(&mut out, zigzag(-5));
+        put_varint(&mut out, zigzag(i64::MIN));
         let mut r = SliceReader::new(&out, 0, Input::Patch);
         for v in values {
             assert_eq!(r.varint("v").unwrap(), v);
         }
-        assert_eq!(r.zigzag("z").unwrap(), -5);
-        assert_eq!(r.zigzag("z").unwrap(), i64::MIN);
+        assert_eq!(unzigzag(r.varint("z").unwrap()), -5);
+        assert_eq!(unzigzag(r.varint("z").unwrap()), i64::MIN);
         assert!(r.is_empty());
         let bad = [0xffu8; 11];
         assert!(SliceReader::new(&bad, 0, Input::Patch).varint("v").is_err());
