@@ -7,6 +7,7 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use edgepatch_core::signature::{check_file_content, sign_content, Damage, SignedEntry, SignedKind, Signature};
 use edgepatch_core::{Build, BuildEntry, BuildSink, EntryContent, OldBuild};
 
 /// Reads a file or a directory tree into memory as a build.
@@ -175,4 +176,87 @@ impl BuildSink for StagedOutput {
         f.set_permissions(fs::Permissions::from_mode(if executable { 0o755 } else { 0o644 }))?;
         Ok(())
     }
+}
+
+/// Signs a file or directory, streaming each file (never the whole build in memory).
+pub fn sign_path(root: &Path, block_size: u32) -> io::Result<Signature> {
+    let mut entries = Vec::new();
+    for (path, full, kind) in list_tree(root)? {
+        let kind = match kind {
+            ListedKind::Directory => SignedKind::Directory,
+            ListedKind::Symlink(target) => SignedKind::Symlink { target },
+            ListedKind::File(executable) => {
+                let mut f = File::open(&full).map_err(|e| with_path(&full, e))?;
+                let (size, blake3, blocks) = sign_content(&mut f, block_size).map_err(|e| with_path(&full, e))?;
+                SignedKind::File { executable, size, blake3, blocks }
+            }
+        };
+        entries.push(SignedEntry { path, kind });
+    }
+    Ok(Signature { block_size, entries })
+}
+
+/// Compares a file or directory with a signature; returns every mismatch.
+pub fn verify_path(root: &Path, sig: &Signature) -> io::Result<Vec<(String, Damage)>> {
+    let listed: HashMap<String, (PathBuf, ListedKind)> = list_tree(root)?.into_iter().map(|(p, f, k)| (p, (f, k))).collect();
+    let mut problems = Vec::new();
+    for e in &sig.entries {
+        let damage = match (listed.get(&e.path), &e.kind) {
+            (None, _) => Some(Damage::Missing),
+            (Some((_, ListedKind::Directory)), SignedKind::Directory) => None,
+            (Some((_, ListedKind::Symlink(t))), SignedKind::Symlink { target }) => (t != target).then_some(Damage::WrongTarget),
+            (Some((full, ListedKind::File(x))), kind @ SignedKind::File { executable, .. }) => {
+                let mut f = File::open(full).map_err(|e| with_path(full, e))?;
+                match check_file_content(kind, sig.block_size, &mut f).map_err(|e| with_path(full, e))? {
+                    None if x != executable => Some(Damage::WrongMode),
+                    other => other,
+                }
+            }
+            _ => Some(Damage::WrongKind),
+        };
+        if let Some(d) = damage {
+            problems.push((e.path.clone(), d));
+        }
+    }
+    let signed: std::collections::HashSet<&str> = sig.entries.iter().map(|e| e.path.as_str()).collect();
+    let mut unexpected: Vec<_> = listed.keys().filter(|p| !signed.contains(p.as_str())).cloned().collect();
+    unexpected.sort();
+    problems.extend(unexpected.into_iter().map(|p| (p, Damage::Unexpected)));
+    Ok(problems)
+}
+
+enum ListedKind {
+    File(bool),
+    Symlink(String),
+    Directory,
+}
+
+/// Lists a file ("" path) or a directory tree in sorted order without reading contents.
+fn list_tree(root: &Path) -> io::Result<Vec<(String, PathBuf, ListedKind)>> {
+    let meta = fs::symlink_metadata(root).map_err(|e| with_path(root, e))?;
+    if meta.is_file() {
+        return Ok(vec![(String::new(), root.to_path_buf(), ListedKind::File(meta.permissions().mode() & 0o111 != 0))]);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, prefix)) = stack.pop() {
+        for d in fs::read_dir(&dir).map_err(|e| with_path(&dir, e))? {
+            let d = d?;
+            let name = d.file_name().into_string().map_err(|n| io::Error::new(io::ErrorKind::InvalidData, format!("file name {n:?} is not UTF-8")))?;
+            let path = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+            let full = d.path();
+            let m = fs::symlink_metadata(&full)?;
+            let kind = if m.file_type().is_symlink() {
+                ListedKind::Symlink(fs::read_link(&full)?.to_string_lossy().into_owned())
+            } else if m.is_dir() {
+                stack.push((full.clone(), path.clone()));
+                ListedKind::Directory
+            } else {
+                ListedKind::File(m.permissions().mode() & 0o111 != 0)
+            };
+            out.push((path, full, kind));
+        }
+    }
+    out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    Ok(out)
 }

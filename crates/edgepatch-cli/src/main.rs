@@ -48,6 +48,16 @@ enum Command {
     Apply { old: PathBuf, patch: PathBuf, out: PathBuf },
     /// Describe a patch without applying it.
     Inspect { patch: PathBuf },
+    /// Write the SIGNATURE of DIR (a directory or a file): hashes per file and per block.
+    Sign {
+        dir: PathBuf,
+        signature: PathBuf,
+        /// Block size in bytes.
+        #[arg(long, default_value_t = edgepatch_core::signature::DEFAULT_BLOCK_SIZE)]
+        block_size: u32,
+    },
+    /// Check DIR against SIGNATURE; names damaged, missing and unexpected files and blocks.
+    Verify { dir: PathBuf, signature: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -136,6 +146,36 @@ fn run(cli: &Cli) -> Result<(), String> {
             }
             Ok(())
         }
+        Command::Sign { dir, signature, block_size } => {
+            if !(edgepatch_core::signature::MIN_BLOCK_SIZE..=edgepatch_core::signature::MAX_BLOCK_SIZE).contains(block_size) {
+                return Err(format!("block size {block_size} is not in 512..=16777216"));
+            }
+            let sig = build_files::sign_path(dir, *block_size).map_err(|e| e.to_string())?;
+            let bytes = sig.encode();
+            write_atomically(signature, &bytes)?;
+            if cli.json {
+                println!("{}", json!({ "ok": true, "command": "sign", "entries": sig.entries.len(), "signature_bytes": bytes.len(), "block_size": block_size }));
+            } else {
+                println!("signed {} entries, signature {} bytes", sig.entries.len(), bytes.len());
+            }
+            Ok(())
+        }
+        Command::Verify { dir, signature } => {
+            let bytes = std::fs::read(signature).map_err(|e| with_path(signature, e).to_string())?;
+            let sig = edgepatch_core::signature::Signature::decode(&bytes).map_err(|e| e.to_string())?;
+            let problems = build_files::verify_path(dir, &sig).map_err(|e| e.to_string())?;
+            if cli.json {
+                let list: Vec<_> = problems.iter().map(|(p, d)| json!({ "path": p, "problem": format!("{d:?}") })).collect();
+                println!("{}", json!({ "ok": problems.is_empty(), "command": "verify", "entries": sig.entries.len(), "problems": list }));
+            } else if problems.is_empty() {
+                println!("verified: {} entries match the signature", sig.entries.len());
+            } else {
+                for (path, damage) in &problems {
+                    println!("{}: {}", if path.is_empty() { "(the file)" } else { path }, describe_damage(damage, sig.block_size));
+                }
+            }
+            if problems.is_empty() { Ok(()) } else { Err(format!("{} entries do not match the signature", problems.len())) }
+        }
         Command::Inspect { patch } => {
             let f = File::open(patch).map_err(|e| with_path(patch, e).to_string())?;
             let info = edgepatch_core::inspect::inspect_patch(BufReader::new(f)).map_err(|e| e.to_string())?;
@@ -189,5 +229,21 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
         println!("reads {} old files, {} bytes of old reference data", info.tree.old_files.len(), info.tree.reference_bytes());
         println!("delta stream: {} bytes in {} segments; compressed control {ctrl}, diff {diff}, extra {extra}, window segments {window} bytes",
             info.tree.delta_bytes(), info.segments.len());
+    }
+}
+
+fn describe_damage(d: &edgepatch_core::signature::Damage, block_size: u32) -> String {
+    use edgepatch_core::signature::Damage;
+    match d {
+        Damage::Missing => "missing".into(),
+        Damage::WrongKind => "wrong kind (file, symlink or directory)".into(),
+        Damage::WrongMode => "wrong executable bit".into(),
+        Damage::WrongSize { expected, actual } => format!("size {actual}, expected {expected}"),
+        Damage::DamagedBlocks(blocks) => {
+            let shown: Vec<String> = blocks.iter().take(20).map(|b| b.to_string()).collect();
+            format!("content damaged in {} block(s) of {block_size} bytes: {}{}", blocks.len(), shown.join(", "), if blocks.len() > 20 { ", ..." } else { "" })
+        }
+        Damage::WrongTarget => "symlink points elsewhere".into(),
+        Damage::Unexpected => "not in the signature".into(),
     }
 }

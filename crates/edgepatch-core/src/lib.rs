@@ -11,7 +11,10 @@ pub mod error;
 pub mod inspect;
 pub mod matcher;
 pub mod patch_format;
+pub mod manifest;
+mod perfect_hash;
 pub mod reference_apply;
+pub mod signature;
 mod wire;
 
 pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild};

@@ -1,0 +1,273 @@
+//! Signature of a build: per entry its path, kind, mode, size and BLAKE3; per
+//! file block a rolling weak hash (Adler-32, so it can slide over new data one
+//! byte at a time) and a fast strong hash (xxh3-64). Used to verify an
+//! installed build and name its damaged blocks, and to find block-aligned
+//! matches against old data without holding the old data (docs/FORMAT.md §2).
+
+use std::collections::HashMap;
+use std::io::{self, Read};
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::build::{Build, EntryContent, MAX_PATH_LEN};
+use crate::error::{Error, Input, Result};
+use crate::patch_format::{KIND_DIRECTORY, KIND_FILE, KIND_SYMLINK, MAX_ENTRIES};
+use crate::wire::{put_str, put_varint, SliceReader};
+
+pub const SIGNATURE_MAGIC: [u8; 8] = *b"EDGESIGN";
+pub const SIGNATURE_VERSION: u16 = 1;
+/// Chosen by measurement (BENCHMARKS.md, "Block size"): see `block_size` bench.
+pub const DEFAULT_BLOCK_SIZE: u32 = 64 << 10;
+pub const MIN_BLOCK_SIZE: u32 = 512;
+pub const MAX_BLOCK_SIZE: u32 = 16 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockHash {
+    pub weak: u32,
+    pub strong: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignedKind {
+    File { executable: bool, size: u64, blake3: [u8; 32], blocks: Vec<BlockHash> },
+    Symlink { target: String },
+    Directory,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedEntry {
+    pub path: String,
+    pub kind: SignedKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature {
+    pub block_size: u32,
+    pub entries: Vec<SignedEntry>,
+}
+
+pub fn block_hash(block: &[u8]) -> BlockHash {
+    BlockHash { weak: adler32::adler32(block).unwrap_or(0), strong: xxh3_64(block) }
+}
+
+/// Hashes a file's content as a stream: whole-file BLAKE3 plus block hashes.
+pub fn sign_content(reader: &mut dyn Read, block_size: u32) -> io::Result<(u64, [u8; 32], Vec<BlockHash>)> {
+    let mut hasher = blake3::Hasher::new();
+    let mut blocks = Vec::new();
+    let mut buf = vec![0u8; block_size as usize];
+    let mut size = 0u64;
+    loop {
+        let n = read_full(reader, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        blocks.push(block_hash(&buf[..n]));
+        size += n as u64;
+        if n < buf.len() {
+            break;
+        }
+    }
+    Ok((size, *hasher.finalize().as_bytes(), blocks))
+}
+
+fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+impl Signature {
+    pub fn of_build(build: &Build, block_size: u32) -> Signature {
+        let entries = build
+            .entries
+            .iter()
+            .map(|e| SignedEntry {
+                path: e.path.clone(),
+                kind: match &e.content {
+                    EntryContent::File { executable, data } => {
+                        let (size, blake3, blocks) = sign_content(&mut data.as_slice(), block_size).expect("reading memory");
+                        SignedKind::File { executable: *executable, size, blake3, blocks }
+                    }
+                    EntryContent::Symlink { target } => SignedKind::Symlink { target: target.clone() },
+                    EntryContent::Directory => SignedKind::Directory,
+                },
+            })
+            .collect();
+        Signature { block_size, entries }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&SIGNATURE_MAGIC);
+        out.extend_from_slice(&SIGNATURE_VERSION.to_le_bytes());
+        out.extend_from_slice(&self.block_size.to_le_bytes());
+        put_varint(&mut out, self.entries.len() as u64);
+        for e in &self.entries {
+            put_str(&mut out, &e.path);
+            match &e.kind {
+                SignedKind::File { executable, size, blake3, blocks } => {
+                    out.push(KIND_FILE);
+                    out.push(*executable as u8);
+                    put_varint(&mut out, *size);
+                    out.extend_from_slice(blake3);
+                    for b in blocks {
+                        out.extend_from_slice(&b.weak.to_le_bytes());
+                        out.extend_from_slice(&b.strong.to_le_bytes());
+                    }
+                }
+                SignedKind::Symlink { target } => {
+                    out.push(KIND_SYMLINK);
+                    put_str(&mut out, target);
+                }
+                SignedKind::Directory => out.push(KIND_DIRECTORY),
+            }
+        }
+        let checksum = blake3::hash(&out);
+        out.extend_from_slice(checksum.as_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Signature> {
+        let sig = Input::Signature;
+        if bytes.len() < 8 + 2 + 4 + 32 {
+            if bytes.len() >= 8 && bytes[..8] != SIGNATURE_MAGIC {
+                return Err(Error::BadMagic { input: sig });
+            }
+            return Err(Error::Truncated { input: sig, offset: bytes.len() as u64, what: "signature shorter than its header and checksum".into() });
+        }
+        if bytes[..8] != SIGNATURE_MAGIC {
+            return Err(Error::BadMagic { input: sig });
+        }
+        let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+        if version != SIGNATURE_VERSION {
+            return Err(Error::UnsupportedVersion { input: sig, found: version, supported: SIGNATURE_VERSION });
+        }
+        let (body, checksum) = bytes.split_at(bytes.len() - 32);
+        if blake3::hash(body).as_bytes() != checksum {
+            return Err(Error::Corrupt { input: sig, offset: body.len() as u64, what: "signature checksum (BLAKE3) does not match: truncated or corrupt".into() });
+        }
+        let block_size = u32::from_le_bytes([bytes[10], bytes[11], bytes[12], bytes[13]]);
+        if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) {
+            return Err(Error::Corrupt { input: sig, offset: 10, what: format!("block size {block_size} out of range") });
+        }
+        let mut r = SliceReader::new(&body[14..], 14, sig);
+        let count = r.varint_max(MAX_ENTRIES, "entry count")? as usize;
+        let mut entries = Vec::with_capacity(count.min(body.len() / 3));
+        let mut checker = crate::build::TreeChecker::default();
+        for _ in 0..count {
+            let path = r.string(MAX_PATH_LEN, "entry path")?.to_string();
+            let kind = match r.u8("entry kind")? {
+                KIND_FILE => {
+                    let executable = r.u8("file flags")? == 1;
+                    let size = r.varint("file size")?;
+                    let blake3 = r.array::<32>("file hash")?;
+                    let n = size.div_ceil(block_size as u64);
+                    // Each block takes 12 bytes: a claimed size must fit in what is left.
+                    if n.saturating_mul(12) > (body.len() as u64) {
+                        return Err(r.corrupt(format!("file size {size} needs more block hashes than the signature holds")));
+                    }
+                    let mut blocks = Vec::with_capacity(n as usize);
+                    for _ in 0..n {
+                        let weak = u32::from_le_bytes(r.array::<4>("weak hash")?);
+                        let strong = u64::from_le_bytes(r.array::<8>("strong hash")?);
+                        blocks.push(BlockHash { weak, strong });
+                    }
+                    SignedKind::File { executable, size, blake3, blocks }
+                }
+                KIND_SYMLINK => SignedKind::Symlink { target: r.string(MAX_PATH_LEN, "symlink target")?.to_string() },
+                KIND_DIRECTORY => SignedKind::Directory,
+                k => return Err(r.corrupt(format!("entry kind {k} unknown"))),
+            };
+            if !(count == 1 && path.is_empty()) {
+                checker.check(&path, matches!(kind, SignedKind::Directory))?;
+            }
+            entries.push(SignedEntry { path, kind });
+        }
+        if !r.is_empty() {
+            return Err(r.corrupt("bytes after the last entry"));
+        }
+        Ok(Signature { block_size, entries })
+    }
+}
+
+/// What verifying one path found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Damage {
+    Missing,
+    WrongKind,
+    WrongMode,
+    WrongSize { expected: u64, actual: u64 },
+    /// Content differs; these block indexes differ (all blocks past the end if it shrank).
+    DamagedBlocks(Vec<u64>),
+    WrongTarget,
+    /// Present in the directory but not in the signature.
+    Unexpected,
+}
+
+/// Checks a file's content against its signed entry, streaming.
+pub fn check_file_content(signed: &SignedKind, block_size: u32, reader: &mut dyn Read) -> io::Result<Option<Damage>> {
+    let SignedKind::File { size, blake3, blocks, .. } = signed else {
+        return Ok(Some(Damage::WrongKind));
+    };
+    let (actual_size, actual_hash, actual_blocks) = sign_content(reader, block_size)?;
+    if actual_size == *size && actual_hash == *blake3 {
+        return Ok(None);
+    }
+    if actual_size != *size && blocks.len() != actual_blocks.len() {
+        return Ok(Some(Damage::WrongSize { expected: *size, actual: actual_size }));
+    }
+    let damaged = blocks.iter().zip(&actual_blocks).enumerate().filter(|(_, (a, b))| a != b).map(|(i, _)| i as u64).collect::<Vec<_>>();
+    if damaged.is_empty() {
+        // Blocks agree but the whole-file hash does not: a block hash collision
+        // or a size change within the last block. Name the last block.
+        return Ok(Some(Damage::DamagedBlocks(vec![blocks.len().saturating_sub(1) as u64])));
+    }
+    Ok(Some(Damage::DamagedBlocks(damaged)))
+}
+
+/// Bytes of `new` covered by blocks of the signed old file found by rolling
+/// the weak hash over `new` (rsync-style alignment). Used to measure block sizes.
+pub fn block_matched_bytes(old_blocks: &[BlockHash], block_size: usize, new: &[u8]) -> u64 {
+    let mut by_weak: HashMap<u32, Vec<u64>> = HashMap::new();
+    for b in old_blocks {
+        by_weak.entry(b.weak).or_default().push(b.strong);
+    }
+    if new.len() < block_size {
+        return 0;
+    }
+    let mut covered = 0u64;
+    let mut i = 0usize;
+    let mut rolling = adler32::RollingAdler32::from_buffer(&new[..block_size]);
+    loop {
+        let mut matched = false;
+        if let Some(strongs) = by_weak.get(&rolling.hash()) {
+            if strongs.contains(&xxh3_64(&new[i..i + block_size])) {
+                matched = true;
+            }
+        }
+        if matched {
+            covered += block_size as u64;
+            i += block_size;
+            if i + block_size > new.len() {
+                break;
+            }
+            rolling = adler32::RollingAdler32::from_buffer(&new[i..i + block_size]);
+        } else {
+            if i + block_size >= new.len() {
+                break;
+            }
+            rolling.remove(block_size, new[i]);
+            rolling.update(new[i + block_size]);
+            i += 1;
+        }
+    }
+    covered
+}
