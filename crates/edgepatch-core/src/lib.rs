@@ -10,6 +10,7 @@ pub mod diff;
 pub mod error;
 pub mod inspect;
 pub mod matcher;
+pub mod memory;
 pub mod patch_format;
 pub mod manifest;
 mod perfect_hash;

@@ -1,0 +1,144 @@
+//! The `edgepatch` binary on the fixture game builds, unpacked to real
+//! directories: diff, apply, sign, verify, inspect, and failures that must
+//! leave nothing behind.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+fn unpack(tar_name: &str, into: &Path) -> PathBuf {
+    let dir = into.join(tar_name.trim_end_matches(".tar"));
+    fs::create_dir_all(&dir).unwrap();
+    let mut archive = tar::Archive::new(fs::File::open(fixtures().join(tar_name)).unwrap());
+    archive.set_preserve_permissions(true);
+    archive.unpack(&dir).unwrap();
+    dir
+}
+
+fn edgepatch(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_edgepatch")).args(args.iter().map(|a| a.as_ref())).output().unwrap()
+}
+
+fn ok(out: Output) -> String {
+    assert!(out.status.success(), "failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// (path, kind, mode bits, content or link target) of every entry, sorted.
+fn snapshot(root: &Path) -> Vec<(String, String, u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let m = fs::symlink_metadata(&p).unwrap();
+            if m.file_type().is_symlink() {
+                out.push((rel, "link".into(), 0, fs::read_link(&p).unwrap().to_string_lossy().as_bytes().to_vec()));
+            } else if m.is_dir() {
+                out.push((rel, "dir".into(), 0, vec![]));
+                stack.push(p);
+            } else {
+                out.push((rel, "file".into(), m.permissions().mode() & 0o111, fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn leftovers(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains("edgepatch")).collect()
+}
+
+#[test]
+fn tree_diff_apply_verify_round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v1, v2) = (unpack("game-v1.tar", tmp.path()), unpack("game-v2.tar", tmp.path()));
+    let before = snapshot(&v1);
+    let patch = tmp.path().join("p.patch");
+    let summary = ok(edgepatch(&[&"--json", &"diff", &v1, &v2, &patch]));
+    let json: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    assert_eq!(json["renamed"], 1, "{json}");
+    let out = tmp.path().join("out");
+    ok(edgepatch(&[&"apply", &v1, &patch, &out]));
+    assert_eq!(snapshot(&out), snapshot(&v2), "applied tree differs from v2");
+    assert_eq!(snapshot(&v1), before, "OLD was modified");
+    assert!(out.join("cache").is_dir() && fs::read_dir(out.join("cache")).unwrap().next().is_none(), "empty dir lost");
+
+    let sig = tmp.path().join("v2.sig");
+    ok(edgepatch(&[&"sign", &v2, &sig]));
+    assert!(ok(edgepatch(&[&"verify", &out, &sig])).contains("match"));
+    let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
+    assert_eq!(info["format_version"], 1);
+
+    // Damage one file: verify names it and fails.
+    let wasm = out.join("game.wasm");
+    let mut bytes = fs::read(&wasm).unwrap();
+    bytes[100_000] ^= 1;
+    fs::write(&wasm, bytes).unwrap();
+    let res = edgepatch(&[&"verify", &out, &sig]);
+    assert!(!res.status.success());
+    let text = String::from_utf8_lossy(&res.stdout);
+    assert!(text.contains("game.wasm: content damaged in 1 block(s)"), "{text}");
+}
+
+#[test]
+fn single_file_round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v1, v2) = (unpack("game-v1.tar", tmp.path()), unpack("game-v2.tar", tmp.path()));
+    let patch = tmp.path().join("wasm.patch");
+    ok(edgepatch(&[&"diff", &v1.join("game.wasm"), &v2.join("game.wasm"), &patch]));
+    let out = tmp.path().join("game.wasm");
+    ok(edgepatch(&[&"apply", &v1.join("game.wasm"), &patch, &out]));
+    assert_eq!(fs::read(&out).unwrap(), fs::read(v2.join("game.wasm")).unwrap());
+}
+
+#[test]
+fn corrupt_patch_fails_and_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v1, v2) = (unpack("game-v1.tar", tmp.path()), unpack("game-v2.tar", tmp.path()));
+    let before = snapshot(&v1);
+    let patch = tmp.path().join("p.patch");
+    ok(edgepatch(&[&"diff", &v1, &v2, &patch]));
+    let good = fs::read(&patch).unwrap();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("truncated", good[..good.len() * 2 / 3].to_vec()),
+        ("flipped", { let mut b = good.clone(); let n = b.len(); b[n / 2] ^= 0x20; b }),
+        ("garbage", b"not a patch at all".to_vec()),
+        ("empty", vec![]),
+    ];
+    for (name, bytes) in cases {
+        let bad = tmp.path().join(format!("{name}.patch"));
+        fs::write(&bad, bytes).unwrap();
+        let out = tmp.path().join(format!("out-{name}"));
+        let res = edgepatch(&[&"apply", &v1, &bad, &out]);
+        assert!(!res.status.success(), "{name}: accepted");
+        let err = String::from_utf8_lossy(&res.stderr);
+        assert!(err.starts_with("edgepatch: error: ") && err.lines().count() == 1, "{name}: unclear error {err:?}");
+        assert!(!out.exists(), "{name}: OUT left behind");
+        assert!(leftovers(tmp.path()).is_empty(), "{name}: staging left behind: {:?}", leftovers(tmp.path()));
+    }
+    assert_eq!(snapshot(&v1), before, "OLD was modified");
+}
+
+#[test]
+fn refuses_existing_output_and_bad_arguments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v1, v2) = (unpack("game-v1.tar", tmp.path()), unpack("game-v2.tar", tmp.path()));
+    let patch = tmp.path().join("p.patch");
+    ok(edgepatch(&[&"diff", &v1, &v2, &patch]));
+    let res = edgepatch(&[&"apply", &v1, &patch, &v2]);
+    assert!(!res.status.success() && String::from_utf8_lossy(&res.stderr).contains("already exists"));
+    let res = edgepatch(&[&"diff", &v1.join("game.wasm"), &v2, &tmp.path().join("x")]);
+    assert!(!res.status.success() && String::from_utf8_lossy(&res.stderr).contains("both"));
+    let res = edgepatch(&[&"diff", &v1, &v2, &tmp.path().join("y"), &"--level", &"40"]);
+    assert!(!res.status.success());
+    let res = edgepatch(&[&"apply", &tmp.path().join("missing"), &patch, &tmp.path().join("z")]);
+    assert!(!res.status.success() && !tmp.path().join("z").exists());
+}

@@ -1,0 +1,85 @@
+//! In-memory adapters: an old build held in memory as [`OldBuild`], and a sink
+//! that collects the new build. Used by tests, the fuzzer and bindings whose
+//! data is already in memory.
+
+use std::collections::HashMap;
+use std::io;
+
+use crate::apply::{BuildSink, OldBuild};
+use crate::build::{Build, BuildEntry, EntryContent};
+
+pub struct MemoryOldBuild<'a> {
+    files: HashMap<&'a str, &'a [u8]>,
+}
+
+impl<'a> MemoryOldBuild<'a> {
+    pub fn new(build: &'a Build) -> Self {
+        let files = build
+            .entries
+            .iter()
+            .filter_map(|e| match &e.content {
+                EntryContent::File { data, .. } => Some((e.path.as_str(), data.as_slice())),
+                _ => None,
+            })
+            .collect();
+        MemoryOldBuild { files }
+    }
+
+    fn file(&self, path: &str) -> io::Result<&'a [u8]> {
+        self.files.get(path).copied().ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "not in the old build"))
+    }
+}
+
+impl OldBuild for MemoryOldBuild<'_> {
+    fn file_size(&mut self, path: &str) -> io::Result<u64> {
+        Ok(self.file(path)?.len() as u64)
+    }
+
+    fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let data = self.file(path)?;
+        let src = usize::try_from(offset).ok().and_then(|o| data.get(o..o.checked_add(buf.len())?));
+        buf.copy_from_slice(src.ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end"))?);
+        Ok(())
+    }
+}
+
+/// Collects the new build; `into_build` gives only files that were finished.
+#[derive(Default)]
+pub struct MemorySink {
+    entries: Vec<BuildEntry>,
+    current: Option<(String, bool, Vec<u8>)>,
+}
+
+impl MemorySink {
+    pub fn into_build(self) -> Build {
+        Build { entries: self.entries }
+    }
+}
+
+impl BuildSink for MemorySink {
+    fn create_directory(&mut self, path: &str) -> io::Result<()> {
+        self.entries.push(BuildEntry { path: path.into(), content: EntryContent::Directory });
+        Ok(())
+    }
+
+    fn create_symlink(&mut self, path: &str, target: &str) -> io::Result<()> {
+        self.entries.push(BuildEntry { path: path.into(), content: EntryContent::Symlink { target: target.into() } });
+        Ok(())
+    }
+
+    fn begin_file(&mut self, path: &str, executable: bool, _size: u64) -> io::Result<()> {
+        self.current = Some((path.into(), executable, Vec::new()));
+        Ok(())
+    }
+
+    fn write_file(&mut self, data: &[u8]) -> io::Result<()> {
+        self.current.as_mut().ok_or_else(|| io::Error::other("write outside a file"))?.2.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn finish_file(&mut self) -> io::Result<()> {
+        let (path, executable, data) = self.current.take().ok_or_else(|| io::Error::other("finish outside a file"))?;
+        self.entries.push(BuildEntry { path, content: EntryContent::File { executable, data } });
+        Ok(())
+    }
+}

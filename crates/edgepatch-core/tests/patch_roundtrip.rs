@@ -1,0 +1,150 @@
+//! Round trips through diff, the streaming applier and the reference applier,
+//! on builds made here: single files, trees with every kind of change.
+
+use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
+use edgepatch_core::{apply_patch, diff_builds, reference_apply, Build, BuildEntry, DiffOptions, EntryContent};
+
+/// Deterministic pseudo-random bytes (xorshift), so tests need no extra crates.
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+fn file(path: &str, data: Vec<u8>) -> BuildEntry {
+    BuildEntry { path: path.into(), content: EntryContent::File { executable: false, data } }
+}
+
+fn dir(path: &str) -> BuildEntry {
+    BuildEntry { path: path.into(), content: EntryContent::Directory }
+}
+
+fn apply_both(patch: &[u8], old: &Build) -> Build {
+    let mut sink = MemorySink::default();
+    apply_patch(patch, &mut MemoryOldBuild::new(old), &mut sink, &mut |_| {}).expect("fast apply");
+    let fast = sink.into_build();
+    let reference = reference_apply(patch, old).expect("reference apply");
+    assert_eq!(fast, reference, "fast and reference appliers disagree");
+    fast
+}
+
+fn round_trip(old: &Build, new: &Build, opts: &DiffOptions) -> Vec<u8> {
+    let (patch, stats) = diff_builds(old, new, opts, &|_, _| {}).expect("diff");
+    assert_eq!(stats.patch_bytes, patch.len() as u64);
+    assert_eq!(&apply_both(&patch, old), new);
+    patch
+}
+
+/// A "compiled binary" whose second version inserts bytes and shifts embedded addresses.
+fn binary_pair(len: usize) -> (Vec<u8>, Vec<u8>) {
+    let old = noise(7, len);
+    let mut new = old[..len / 3].to_vec();
+    new.extend_from_slice(b"inserted code here");
+    for chunk in old[len / 3..].chunks(16) {
+        let mut c = chunk.to_vec();
+        if c.len() == 16 {
+            let addr = u32::from_le_bytes(c[4..8].try_into().unwrap()).wrapping_add(18);
+            c[4..8].copy_from_slice(&addr.to_le_bytes());
+        }
+        new.extend_from_slice(&c);
+    }
+    new[len / 2] ^= 0x55;
+    (old, new)
+}
+
+#[test]
+fn single_file_with_shifted_addresses_is_small() {
+    let (old, new) = binary_pair(1 << 20);
+    let patch = round_trip(&Build::single_file(old), &Build::single_file(new.clone()), &DiffOptions { level: 9, ..Default::default() });
+    assert!(patch.len() < new.len() / 20, "patch {} for {} bytes", patch.len(), new.len());
+}
+
+#[test]
+fn many_small_segments_and_one_thread_give_the_same_output() {
+    let (old, new) = binary_pair(300_000);
+    let (old, new) = (Build::single_file(old), Build::single_file(new));
+    let one = DiffOptions { level: 3, threads: 1, segment_size: 64 << 10, ..Default::default() };
+    let two = DiffOptions { threads: 2, ..one.clone() };
+    let a = round_trip(&old, &new, &one);
+    let b = round_trip(&old, &new, &two);
+    assert_eq!(a, b, "diff output depends on the thread count");
+}
+
+#[test]
+fn empty_and_identical_files() {
+    let opts = DiffOptions { level: 3, ..Default::default() };
+    round_trip(&Build::single_file(vec![]), &Build::single_file(vec![]), &opts);
+    round_trip(&Build::single_file(vec![]), &Build::single_file(noise(1, 5000)), &opts);
+    round_trip(&Build::single_file(noise(1, 5000)), &Build::single_file(vec![]), &opts);
+    let same = noise(2, 100_000);
+    let p = round_trip(&Build::single_file(same.clone()), &Build::single_file(same), &opts);
+    assert!(p.len() < 200, "identical file patch is {} bytes", p.len());
+}
+
+#[test]
+fn tree_with_every_kind_of_change() {
+    let shared = noise(3, 200_000);
+    let (bin_old, bin_new) = binary_pair(150_000);
+    let mut moved_changed = noise(4, 40_000);
+    let old = Build::from_entries(vec![
+        dir("assets"),
+        file("assets/music.ogg", shared.clone()),
+        file("assets/empty", vec![]),
+        file("game.wasm", bin_old),
+        file("removed.txt", b"bye".to_vec()),
+        dir("scripts"),
+        file("scripts/ai.js", moved_changed.clone()),
+        BuildEntry { path: "run.sh".into(), content: EntryContent::File { executable: false, data: b"#!/bin/sh\n".to_vec() } },
+        BuildEntry { path: "link".into(), content: EntryContent::Symlink { target: "game.wasm".into() } },
+    ])
+    .unwrap();
+    moved_changed[1000..1010].copy_from_slice(b"0123456789");
+    let new = Build::from_entries(vec![
+        dir("assets"),
+        dir("assets/audio"),
+        file("assets/audio/music.ogg", shared),
+        file("assets/empty", vec![]),
+        dir("cache"),
+        file("game.wasm", bin_new),
+        file("added.json", b"{\"level\": 2}".to_vec()),
+        dir("src"),
+        file("src/enemy-ai.js", moved_changed),
+        BuildEntry { path: "run.sh".into(), content: EntryContent::File { executable: true, data: b"#!/bin/sh\n".to_vec() } },
+        BuildEntry { path: "link".into(), content: EntryContent::Symlink { target: "assets/empty".into() } },
+    ])
+    .unwrap();
+    let (patch, stats) = diff_builds(&old, &new, &DiffOptions { level: 9, ..Default::default() }, &|_, _| {}).unwrap();
+    assert_eq!(stats.renamed, 1, "{stats:?}");
+    assert_eq!(stats.unchanged, 1, "run.sh is unchanged content with a new mode: {stats:?}");
+    assert_eq!(stats.removed, 4, "music.ogg, removed.txt, scripts/ and scripts/ai.js: {stats:?}");
+    assert!(patch.len() < 20_000, "the rename and the moved+changed file must be nearly free: {} bytes", patch.len());
+    assert_eq!(apply_both(&patch, &old), new);
+}
+
+#[test]
+fn applying_to_the_wrong_old_build_fails_cleanly() {
+    let (old, new) = binary_pair(100_000);
+    let (patch, _) = diff_builds(&Build::single_file(old.clone()), &Build::single_file(new), &DiffOptions::default(), &|_, _| {}).unwrap();
+    let mut wrong = old.clone();
+    wrong[500] ^= 1;
+    let mut sink = MemorySink::default();
+    let err = apply_patch(&patch[..], &mut MemoryOldBuild::new(&Build::single_file(wrong)), &mut sink, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("BLAKE3"), "{err}");
+    assert!(sink.into_build().entries.is_empty(), "a file that failed verification was finished");
+    let short = old[..old.len() - 1].to_vec();
+    let err = apply_patch(&patch[..], &mut MemoryOldBuild::new(&Build::single_file(short)), &mut MemorySink::default(), &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("not the build this patch was made from"), "{err}");
+}
+
+#[test]
+fn mixing_a_file_and_a_tree_is_refused() {
+    let tree = Build::from_entries(vec![file("a", vec![1])]).unwrap();
+    let err = diff_builds(&Build::single_file(vec![1]), &tree, &DiffOptions::default(), &|_, _| {}).unwrap_err();
+    assert!(err.to_string().contains("both"), "{err}");
+}
