@@ -1,6 +1,6 @@
 //! Binary, versioned manifest of a build or a patch, with an O(1) index.
 //!
-//! The byte layout is normative and described in `docs/format-manifest.md`.
+//! The byte layout is normative and described in `docs/FORMAT.md §4`.
 //! In short: a fixed 96-byte little-endian header, the build ids, an index
 //! (a minimal perfect hash from path to record: a pilot table and a slot
 //! table), an entry-order table, a segment table, the records, and a 32-byte

@@ -2,7 +2,7 @@
 //!
 //! Hash-and-displace in the style of CHD / PTHash. The four lookup functions
 //! below ([`key_hash`], [`bucket_of`], [`pilot_mix`], [`slot_of`]) are
-//! normative: they are part of the manifest format (docs/format-manifest.md,
+//! normative: they are part of the manifest format (docs/FORMAT.md §4,
 //! section "Index") and must never change without a format version bump.
 //!
 //! Lookup of key `k` in a table of `n` keys and `b` buckets with seed `seed`:
@@ -24,7 +24,7 @@
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Average number of keys per bucket chosen by the builder (b = ceil(n / 2)).
-/// Chosen by measurement: see docs/format-manifest.md ("Builder notes").
+/// Chosen by measurement: see docs/FORMAT.md §4 ("Builder notes").
 pub(crate) const KEYS_PER_BUCKET: u32 = 2;
 
 /// Seeds tried by the builder: 0, 1, ..., MAX_SEED_ATTEMPTS - 1.
@@ -228,7 +228,7 @@ mod tests {
 
     #[test]
     fn reference_values_are_stable() {
-        // Pin the normative functions (docs/format-manifest.md, "Index").
+        // Pin the normative functions (docs/FORMAT.md §4, "Index").
         assert_eq!(pilot_mix(0), 0xE220_A839_7B1D_CDAF);
         assert_eq!(bucket_of(u64::MAX, 10), 9);
         assert_eq!(bucket_of(0, 10), 0);

@@ -17,7 +17,7 @@ use crate::wire::{put_str, put_varint, SliceReader};
 pub const SIGNATURE_MAGIC: [u8; 8] = *b"EDGESIGN";
 pub const SIGNATURE_VERSION: u16 = 1;
 /// Chosen by measurement (BENCHMARKS.md, "Block size"): see `block_size` bench.
-pub const DEFAULT_BLOCK_SIZE: u32 = 64 << 10;
+pub const DEFAULT_BLOCK_SIZE: u32 = 16 << 10;
 pub const MIN_BLOCK_SIZE: u32 = 512;
 pub const MAX_BLOCK_SIZE: u32 = 16 << 20;
 
@@ -47,7 +47,49 @@ pub struct Signature {
 }
 
 pub fn block_hash(block: &[u8]) -> BlockHash {
-    BlockHash { weak: adler32::adler32(block).unwrap_or(0), strong: xxh3_64(block) }
+    BlockHash { weak: RollingAdler32::new(block).hash(), strong: xxh3_64(block) }
+}
+
+const ADLER_BASE: u32 = 65521;
+
+/// Adler-32 over a sliding window. Hand-written because the `adler32` crate's
+/// rolling `remove` is wrong for windows of 65521 bytes or more (it wraps
+/// `BASE - size`), which our measured block sizes need.
+#[derive(Debug, Clone, Copy)]
+pub struct RollingAdler32 {
+    a: u32,
+    b: u32,
+    /// Window length modulo the base.
+    len_mod: u32,
+}
+
+impl RollingAdler32 {
+    pub fn new(window: &[u8]) -> Self {
+        let (mut a, mut b) = (1u32, 0u32);
+        // 5552 bytes is the most that can be summed before u32 could overflow.
+        for chunk in window.chunks(5552) {
+            for &x in chunk {
+                a += u32::from(x);
+                b += a;
+            }
+            a %= ADLER_BASE;
+            b %= ADLER_BASE;
+        }
+        RollingAdler32 { a, b, len_mod: (window.len() % ADLER_BASE as usize) as u32 }
+    }
+
+    pub fn hash(&self) -> u32 {
+        (self.b << 16) | self.a
+    }
+
+    /// Slides the window one byte: `out` leaves at the front, `inp` enters at the back.
+    pub fn roll(&mut self, out: u8, inp: u8) {
+        let (out, inp) = (u32::from(out), u32::from(inp));
+        self.a = (self.a + ADLER_BASE - out + inp) % ADLER_BASE;
+        // b loses len*out and the implicit initial 1 carried by that byte, gains the new a.
+        let minus = (self.len_mod * out + 1) % ADLER_BASE;
+        self.b = (self.b + ADLER_BASE - minus + self.a) % ADLER_BASE;
+    }
 }
 
 /// Hashes a file's content as a stream: whole-file BLAKE3 plus block hashes.
@@ -245,7 +287,7 @@ pub fn block_matched_bytes(old_blocks: &[BlockHash], block_size: usize, new: &[u
     }
     let mut covered = 0u64;
     let mut i = 0usize;
-    let mut rolling = adler32::RollingAdler32::from_buffer(&new[..block_size]);
+    let mut rolling = RollingAdler32::new(&new[..block_size]);
     loop {
         let mut matched = false;
         if let Some(strongs) = by_weak.get(&rolling.hash()) {
@@ -259,15 +301,33 @@ pub fn block_matched_bytes(old_blocks: &[BlockHash], block_size: usize, new: &[u
             if i + block_size > new.len() {
                 break;
             }
-            rolling = adler32::RollingAdler32::from_buffer(&new[i..i + block_size]);
+            rolling = RollingAdler32::new(&new[i..i + block_size]);
         } else {
             if i + block_size >= new.len() {
                 break;
             }
-            rolling.remove(block_size, new[i]);
-            rolling.update(new[i + block_size]);
+            rolling.roll(new[i], new[i + block_size]);
             i += 1;
         }
     }
     covered
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rolling_adler_matches_direct_for_all_window_sizes() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        for window in [1usize, 16, 5552, 65520, 65521, 65536, 200_000] {
+            let mut r = RollingAdler32::new(&data[..window]);
+            for i in 0..50 {
+                r.roll(data[i], data[i + window]);
+                assert_eq!(r.hash(), RollingAdler32::new(&data[i + 1..i + 1 + window]).hash(), "window {window} step {i}");
+            }
+        }
+        // RFC 1950's value for "Wikipedia".
+        assert_eq!(RollingAdler32::new(b"Wikipedia").hash(), 0x11E6_0398);
+    }
 }

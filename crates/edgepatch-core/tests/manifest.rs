@@ -1,4 +1,4 @@
-//! Tests of the binary manifest (docs/format-manifest.md).
+//! Tests of the binary manifest (docs/FORMAT.md §4).
 
 use edgepatch_core::manifest::{
     decode, EntryKind, EntrySource, Manifest, ManifestEntry, ManifestError, ManifestKind,
@@ -244,7 +244,7 @@ fn encoding_is_deterministic_and_stable() {
     let b = sample_patch().encode().unwrap();
     assert_eq!(a, b);
     // Golden hash of the format-version-1 encoding of `sample_patch()`. If this
-    // changes, the format changed: bump FORMAT_VERSION and docs/format-manifest.md.
+    // changes, the format changed: bump FORMAT_VERSION and docs/FORMAT.md §4.
     assert_eq!(
         blake3::hash(&a).to_hex().as_str(),
         GOLDEN_SAMPLE_PATCH,

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# scripts/demo.sh — the main job: builds the CLI, diffs fixture game v1 -> v2,
+# applies the patch to a copy of v1, verifies the result, and prints what it saved.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+cd "$REPO"
+source scripts/setup.sh
+
+cargo build --release --quiet --bin edgepatch
+EDGEPATCH=$REPO/target/release/edgepatch
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/edgepatch-demo.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+mkdir -p "$WORK/v1" "$WORK/v2"
+tar -xf fixtures/game-v1.tar -C "$WORK/v1"
+tar -xf fixtures/game-v2.tar -C "$WORK/v2"
+
+echo "== diff fixture game v1 -> v2"
+"$EDGEPATCH" diff "$WORK/v1" "$WORK/v2" "$WORK/v1-to-v2.patch"
+echo "== inspect"
+"$EDGEPATCH" inspect "$WORK/v1-to-v2.patch"
+echo "== apply to v1 (untouched), creating a new build"
+"$EDGEPATCH" apply "$WORK/v1" "$WORK/v1-to-v2.patch" "$WORK/updated"
+echo "== verify the result against v2's signature"
+"$EDGEPATCH" sign "$WORK/v2" "$WORK/v2.signature"
+"$EDGEPATCH" verify "$WORK/updated" "$WORK/v2.signature"
+
+new_bytes=$(du -sb --apparent-size "$WORK/v2" | cut -f1)
+tar_bytes=$(stat -c %s fixtures/game-v2.tar)
+patch_bytes=$(stat -c %s "$WORK/v1-to-v2.patch")
+python3 - "$patch_bytes" "$tar_bytes" <<'PY'
+import sys
+patch, full = int(sys.argv[1]), int(sys.argv[2])
+print(f"== downloaded {patch:,} bytes instead of {full:,} (the whole v2 build): saved {100 * (1 - patch / full):.1f}%")
+PY
