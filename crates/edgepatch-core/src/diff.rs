@@ -31,7 +31,7 @@ pub struct DiffOptions {
 
 impl Default for DiffOptions {
     fn default() -> Self {
-        DiffOptions { level: 19, threads: 2, segment_size: 8 << 20, match_params: MatchParams::default() }
+        DiffOptions { level: 19, threads: 2, segment_size: 4 << 20, match_params: MatchParams::default() }
     }
 }
 
@@ -83,8 +83,7 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     // Every non-empty old file is in the reference stream; copies may also use it.
     let mut tree_old: Vec<OldFile> = old_files
         .iter()
-        .zip(&old_hashes)
-        .map(|((path, data), h)| OldFile { path: path.to_string(), size: data.len() as u64, blake3: *h, in_reference: !data.is_empty() })
+        .map(|(path, data)| OldFile { path: path.to_string(), size: data.len() as u64, in_reference: !data.is_empty() })
         .collect();
     let mut copied_from = vec![false; old_files.len()];
     let mut entries = Vec::with_capacity(new.entries.len());
@@ -225,7 +224,12 @@ fn encode_segments(reference: &[u8], new_stream: &[u8], opts: &DiffOptions, thre
     if new_stream.is_empty() {
         return Ok(Vec::new());
     }
+    let started = std::time::Instant::now();
     let index = OldIndex::new(reference);
+    let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
+    if timing {
+        eprintln!("suffix array of {} bytes: {:.2}s", reference.len(), started.elapsed().as_secs_f64());
+    }
     let seg = opts.segment_size as usize;
     let count = new_stream.len().div_ceil(seg);
     let done = AtomicU64::new(0);
@@ -233,8 +237,17 @@ fn encode_segments(reference: &[u8], new_stream: &[u8], opts: &DiffOptions, thre
     let report = |n: u64| progress(done.fetch_add(n, Ordering::Relaxed) + n, total);
     let results = parallel_map(count, threads, |i| {
         let part = &new_stream[i * seg..((i + 1) * seg).min(new_stream.len())];
+        let t = std::time::Instant::now();
         let ops = match_new_data(&index, part, opts.match_params, &report);
-        encode_segment(reference, part, &ops, opts.level)
+        if timing {
+            eprintln!("segment {i}: matched in {:.2}s", t.elapsed().as_secs_f64());
+        }
+        let t = std::time::Instant::now();
+        let r = encode_segment(reference, part, &ops, opts.level);
+        if timing {
+            eprintln!("segment {i}: encoded in {:.2}s", t.elapsed().as_secs_f64());
+        }
+        r
     });
     results.into_iter().collect()
 }
@@ -262,8 +275,13 @@ fn encode_segment(reference: &[u8], part: &[u8], ops: &[Op], level: i32) -> Resu
     out.extend_from_slice(&e);
     // Where the control stream is a large share (text: many short matches), a
     // zstd frame over the old spans the ops found often does better. Keep the smaller.
-    if c.len() * 5 > d.len() + e.len() {
+    // (Tiny results are not worth the window's slow compression.)
+    if c.len() * 5 > d.len() + e.len() && out.len() > WINDOW_TRIAL_MIN {
+        let t = std::time::Instant::now();
         let window = encode_window_segment(reference, part, ops, level)?;
+        if std::env::var_os("EDGEPATCH_TIMING").is_some() {
+            eprintln!("  window trial {:.2}s: {} vs ops {}", t.elapsed().as_secs_f64(), window.len(), out.len());
+        }
         if window.len() < out.len() {
             return Ok(window);
         }
@@ -274,6 +292,7 @@ fn encode_segment(reference: &[u8], part: &[u8], ops: &[Op], level: i32) -> Resu
 /// Old bytes around each copied span are taken into the window too: zstd finds
 /// short matches there that the ops did not use.
 const WINDOW_SPAN_PADDING: u64 = 4 << 10;
+const WINDOW_TRIAL_MIN: usize = 16 << 10;
 
 fn encode_window_segment(reference: &[u8], part: &[u8], ops: &[Op], level: i32) -> Result<Vec<u8>> {
     let zerr = |c: usize| Error::Invalid(crate::apply::zstd_error(c));

@@ -37,6 +37,9 @@ pub struct Op {
 pub struct OldIndex<'a> {
     old: &'a [u8],
     sa: Vec<i32>,
+    /// Start in `sa` of the suffixes beginning with each 2-byte prefix (65537
+    /// entries), so a search starts in a range ~65536 times smaller.
+    buckets: Vec<u32>,
 }
 
 impl<'a> OldIndex<'a> {
@@ -47,7 +50,18 @@ impl<'a> OldIndex<'a> {
         if !old.is_empty() {
             divsufsort::sort_in_place(old, &mut sa);
         }
-        OldIndex { old, sa }
+        let mut buckets = vec![0u32; 65537];
+        for w in old.windows(2) {
+            buckets[(usize::from(w[0]) << 8 | usize::from(w[1])) + 1] += 1;
+        }
+        // The one 1-byte suffix sorts before every 2-byte prefix starting with its byte.
+        if let Some(&last) = old.last() {
+            buckets[usize::from(last) << 8] += 1;
+        }
+        for i in 1..buckets.len() {
+            buckets[i] += buckets[i - 1];
+        }
+        OldIndex { old, sa, buckets }
     }
 
     pub fn old(&self) -> &'a [u8] {
@@ -63,11 +77,20 @@ impl<'a> OldIndex<'a> {
         }
         let needle = &needle[..needle.len().min(MAX_SEARCH_LEN)];
         let (mut lo, mut hi) = (0usize, self.sa.len() - 1);
+        if needle.len() >= 2 {
+            let key = usize::from(needle[0]) << 8 | usize::from(needle[1]);
+            let (start, end) = (self.buckets[key] as usize, self.buckets[key + 1] as usize);
+            if start == end {
+                return (0, 0); // not even two bytes match anywhere
+            }
+            (lo, hi) = (start, end - 1);
+        }
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
             let suffix = &self.old[self.sa[mid] as usize..];
-            let n = suffix.len().min(needle.len());
-            if suffix[..n] < needle[..n] {
+            // Compared as far as the needle goes; a suffix that ends inside
+            // the needle while equal sorts before it.
+            if suffix[..suffix.len().min(needle.len())] < *needle {
                 lo = mid;
             } else {
                 hi = mid;
@@ -277,4 +300,42 @@ pub fn split_streams(old: &[u8], new: &[u8], ops: &[Op]) -> (Vec<u8>, Vec<u8>) {
     }
     debug_assert_eq!(at, new.len());
     (diff, extra)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brute_longest(old: &[u8], needle: &[u8]) -> usize {
+        (0..old.len()).map(|p| common_prefix(&old[p..], needle)).max().unwrap_or(0)
+    }
+
+    #[test]
+    fn longest_match_agrees_with_brute_force() {
+        let mut x = 12345u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for alphabet in [2u64, 4, 256] {
+            let old: Vec<u8> = (0..3000).map(|_| rnd(alphabet) as u8).collect();
+            let index = OldIndex::new(&old);
+            for _ in 0..300 {
+                let len = 1 + rnd(40) as usize;
+                let needle: Vec<u8> = if rnd(2) == 0 {
+                    let p = rnd(2990) as usize;
+                    old[p..(p + len).min(old.len())].to_vec()
+                } else {
+                    (0..len).map(|_| rnd(alphabet) as u8).collect()
+                };
+                let (pos, l) = index.longest_match(&needle, rnd(3000) as usize);
+                let best = brute_longest(&old, &needle);
+                assert!(l <= best && common_prefix(&old[pos..], &needle) >= l, "reported match is not real");
+                // Nearest-candidate choice may trade a little length (NEAREST_SLACK) for distance.
+                assert!(l + NEAREST_SLACK.min(best / 4) >= best || best < 2, "alphabet {alphabet}: found {l}, best {best}");
+            }
+        }
+    }
 }

@@ -39,7 +39,6 @@ pub const SOURCE_COPY: u8 = 1;
 pub struct OldFile {
     pub path: String,
     pub size: u64,
-    pub blake3: [u8; 32],
     /// Part of the concatenated old reference stream the delta reads from.
     pub in_reference: bool,
 }
@@ -96,7 +95,6 @@ impl PatchTree {
         for f in &self.old_files {
             put_str(&mut out, &f.path);
             put_varint(&mut out, f.size);
-            out.extend_from_slice(&f.blake3);
             out.push(f.in_reference as u8);
         }
         put_varint(&mut out, self.entries.len() as u64);
@@ -131,19 +129,18 @@ impl PatchTree {
     pub fn decode(bytes: &[u8], base: u64, single_file: bool) -> Result<PatchTree> {
         let mut r = SliceReader::new(bytes, base, Input::Patch);
         let old_count = r.varint_max(MAX_ENTRIES, "old file count")? as usize;
-        let mut old_files = Vec::with_capacity(old_count.min(bytes.len() / 35));
+        let mut old_files = Vec::with_capacity(old_count.min(bytes.len() / 3));
         for _ in 0..old_count {
             let path = r.string(MAX_PATH_LEN, "old file path")?.to_string();
             if !single_file {
                 validate_path(&path)?;
             }
             let size = r.varint("old file size")?;
-            let blake3 = r.array::<32>("old file hash")?;
             let flag = r.u8("old file flags")?;
             if flag > 1 {
                 return Err(r.corrupt(format!("old file flags {flag} unknown")));
             }
-            old_files.push(OldFile { path, size, blake3, in_reference: flag == 1 });
+            old_files.push(OldFile { path, size, in_reference: flag == 1 });
         }
         let count = r.varint_max(MAX_ENTRIES, "entry count")? as usize;
         let mut entries = Vec::with_capacity(count.min(bytes.len() / 3));
