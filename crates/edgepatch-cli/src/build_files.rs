@@ -161,7 +161,7 @@ impl BuildSink for StagedOutput {
         let p = self.target(path)?;
         // create_new: never follows or replaces anything already there.
         let f = OpenOptions::new().write(true).create_new(true).mode(if executable { 0o755 } else { 0o644 }).open(p)?;
-        self.current = Some((BufWriter::with_capacity(1 << 20, f), executable));
+        self.current = Some((BufWriter::with_capacity(256 << 10, f), executable));
         Ok(())
     }
 

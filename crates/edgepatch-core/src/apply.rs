@@ -47,7 +47,7 @@ pub struct ApplySummary {
     pub patch_bytes: u64,
 }
 
-const CHUNK: usize = 1 << 20;
+const CHUNK: usize = 256 << 10;
 
 /// Counts and hashes every byte read, so errors carry offsets and the trailer
 /// checksum can be verified without buffering the patch.
@@ -175,6 +175,7 @@ pub(crate) fn read_header_and_tree<R: Read>(input: &mut PatchInput<R>) -> Result
 
 /// Reads the next segment header, or None at the end marker (whose counts are checked).
 pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_so_far: u64, produced: u64, reference_len: u64) -> Result<Option<Segment>> {
+    // `produced`: delta bytes before this segment, which bounds how far back a window may reach.
     let at = input.offset();
     let corrupt = |what: String| Error::Corrupt { input: Input::Patch, offset: at, what };
     match input.u8("segment or end marker")? {
@@ -209,11 +210,15 @@ pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_s
                 spans.push((stop - len, len));
                 end = stop;
             }
+            let back_len = input.varint("window back length")?;
+            if back_len > MAX_WINDOW_BACK || back_len > produced {
+                return Err(corrupt(format!("window reaches {back_len} bytes back, more than {} available (limit {MAX_WINDOW_BACK})", produced.min(MAX_WINDOW_BACK))));
+            }
             let comp_len = input.varint("window segment compressed size")?;
             if comp_len == 0 || comp_len > new_len + new_len / 64 + 1024 {
                 return Err(corrupt(format!("compressed size {comp_len} implausible for {new_len} bytes")));
             }
-            Ok(Some(Segment::Window(WindowSegmentHeader { new_len, spans, comp_len })))
+            Ok(Some(Segment::Window(WindowSegmentHeader { new_len, spans, back_len, comp_len })))
         }
         END_TAG => {
             let count = input.varint("segment count")?;
@@ -263,6 +268,8 @@ struct DeltaStream {
     extra_pos: usize,
     comp: Vec<u8>,
     window: Vec<u8>,
+    /// The last MAX_WINDOW_BACK delta bytes produced (a ring), for window segments.
+    history: Vec<u8>,
     cursor: u64,
     copy_left: u64,
     extra_left: u64,
@@ -295,6 +302,7 @@ impl DeltaStream {
             extra_pos: 0,
             comp: Vec::new(),
             window: Vec::new(),
+            history: Vec::new(),
             cursor: 0,
             copy_left: 0,
             extra_left: 0,
@@ -316,6 +324,8 @@ impl DeltaStream {
         let h = match segment {
             Segment::Ops(h) => h,
             Segment::Window(w) => {
+                // Only one kind of segment's buffers is held at a time.
+                (self.diff, self.ctrl) = (Vec::new(), Vec::new());
                 let mut window = std::mem::take(&mut self.window);
                 window.clear();
                 window.resize(w.window_len() as usize, 0);
@@ -329,9 +339,20 @@ impl DeltaStream {
                         self.cursor += n as u64;
                     }
                 }
+                let back = w.back_len as usize;
+                if back > 0 {
+                    let ring = MAX_WINDOW_BACK as usize;
+                    let end = (self.produced % MAX_WINDOW_BACK) as usize;
+                    let dst = &mut window[filled..filled + back];
+                    if back <= end {
+                        dst.copy_from_slice(&self.history[end - back..end]);
+                    } else {
+                        let wrap = back - end;
+                        dst[..wrap].copy_from_slice(&self.history[ring - wrap..]);
+                        dst[wrap..].copy_from_slice(&self.history[..end]);
+                    }
+                }
                 self.window = window;
-                // Only one kind of segment's buffers is held at a time.
-                (self.diff, self.ctrl) = (Vec::new(), Vec::new());
                 self.comp.resize(w.comp_len as usize, 0);
                 input.exact(&mut self.comp, "window segment frame")?;
                 decompress_with_window(&self.comp, &self.window, w.new_len, &mut self.extra, self.segment_at)?;
@@ -388,6 +409,7 @@ impl DeltaStream {
                 self.cursor += n as u64;
                 self.copy_left -= n as u64;
                 self.segment_left -= n as u64;
+                self.remember(&out[at..at + n]);
                 at += n;
             } else if self.extra_left > 0 {
                 let n = (self.extra_left.min((out.len() - at) as u64)) as usize;
@@ -395,6 +417,7 @@ impl DeltaStream {
                 self.extra_pos += n;
                 self.extra_left -= n as u64;
                 self.segment_left -= n as u64;
+                self.remember(&out[at..at + n]);
                 at += n;
             } else if self.segment_left > 0 {
                 if self.op_index >= self.ops.len() {
@@ -408,8 +431,27 @@ impl DeltaStream {
                 self.load_segment(input, old, tree)?;
             }
         }
-        self.produced += out.len() as u64;
         Ok(())
+    }
+
+    /// Counts produced bytes and keeps the last MAX_WINDOW_BACK of them for
+    /// later window segments.
+    fn remember(&mut self, data: &[u8]) {
+        let total = data.len() as u64;
+        let ring = MAX_WINDOW_BACK as usize;
+        let mut data = data;
+        if self.history.len() < ring {
+            self.history.resize(ring, 0);
+        }
+        let mut at = (self.produced % MAX_WINDOW_BACK) as usize;
+        self.produced += total;
+        if data.len() > ring {
+            at = (at + data.len() - ring) % ring;
+            data = &data[data.len() - ring..];
+        }
+        let first = data.len().min(ring - at);
+        self.history[at..at + first].copy_from_slice(&data[..first]);
+        self.history[..data.len() - first].copy_from_slice(&data[first..]);
     }
 
     /// Reads reference bytes at the cursor, up to the end of the old file it is in.

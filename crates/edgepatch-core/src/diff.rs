@@ -243,7 +243,8 @@ fn encode_segments(reference: &[u8], new_stream: &[u8], opts: &DiffOptions, thre
             eprintln!("segment {i}: matched in {:.2}s", t.elapsed().as_secs_f64());
         }
         let t = std::time::Instant::now();
-        let r = encode_segment(reference, part, &ops, opts.level);
+        let before = &new_stream[(i * seg).saturating_sub(MAX_WINDOW_BACK as usize)..i * seg];
+        let r = encode_segment(reference, part, before, &ops, opts.level);
         if timing {
             eprintln!("segment {i}: encoded in {:.2}s", t.elapsed().as_secs_f64());
         }
@@ -252,7 +253,8 @@ fn encode_segments(reference: &[u8], new_stream: &[u8], opts: &DiffOptions, thre
     results.into_iter().collect()
 }
 
-fn encode_segment(reference: &[u8], part: &[u8], ops: &[Op], level: i32) -> Result<Vec<u8>> {
+/// `before`: the new-stream bytes just before `part` that a window may reach back to.
+fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], level: i32) -> Result<Vec<u8>> {
     let ctrl = encode_control(ops);
     if ctrl.len() as u64 > MAX_SEGMENT_CTRL {
         return Err(Error::Invalid("control stream of a segment over its limit; use a smaller segment size".into()));
@@ -278,7 +280,7 @@ fn encode_segment(reference: &[u8], part: &[u8], ops: &[Op], level: i32) -> Resu
     // (Tiny results are not worth the window's slow compression.)
     if c.len() * 5 > d.len() + e.len() && out.len() > WINDOW_TRIAL_MIN {
         let t = std::time::Instant::now();
-        let window = encode_window_segment(reference, part, ops, level)?;
+        let window = encode_window_segment(reference, part, before, ops, level)?;
         if std::env::var_os("EDGEPATCH_TIMING").is_some() {
             eprintln!("  window trial {:.2}s: {} vs ops {}", t.elapsed().as_secs_f64(), window.len(), out.len());
         }
@@ -294,7 +296,7 @@ fn encode_segment(reference: &[u8], part: &[u8], ops: &[Op], level: i32) -> Resu
 const WINDOW_SPAN_PADDING: u64 = 4 << 10;
 const WINDOW_TRIAL_MIN: usize = 16 << 10;
 
-fn encode_window_segment(reference: &[u8], part: &[u8], ops: &[Op], level: i32) -> Result<Vec<u8>> {
+fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], level: i32) -> Result<Vec<u8>> {
     let zerr = |c: usize| Error::Invalid(crate::apply::zstd_error(c));
     // Old spans the ops copy from, padded, merged, and weighted by bytes copied.
     let mut spans: Vec<(u64, u64, u64)> = Vec::new(); // (start, end, copied)
@@ -329,7 +331,10 @@ fn encode_window_segment(reference: &[u8], part: &[u8], ops: &[Op], level: i32) 
         });
         merged.sort_unstable();
     }
-    let window: Vec<u8> = merged.iter().flat_map(|m| reference[m.0 as usize..m.1 as usize].iter().copied()).collect();
+    // The new data just before the segment goes last, nearest: other files of
+    // the same build share most with it (bundles, their minified twins).
+    let mut window: Vec<u8> = merged.iter().flat_map(|m| reference[m.0 as usize..m.1 as usize].iter().copied()).collect();
+    window.extend_from_slice(before);
     let mut cctx = zstd::zstd_safe::CCtx::create();
     let window_log = ((window.len() + part.len()).next_power_of_two().trailing_zeros()).clamp(10, MAX_WINDOW_LOG + 1);
     cctx.set_parameter(zstd::zstd_safe::CParameter::CompressionLevel(level)).map_err(zerr)?;
@@ -337,7 +342,7 @@ fn encode_window_segment(reference: &[u8], part: &[u8], ops: &[Op], level: i32) 
     cctx.ref_prefix(&window).map_err(zerr)?;
     let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(part.len()));
     cctx.compress2(&mut frame, part).map_err(zerr)?;
-    let header = WindowSegmentHeader { new_len: part.len() as u64, spans: merged.iter().map(|m| (m.0, m.1 - m.0)).collect(), comp_len: frame.len() as u64 };
+    let header = WindowSegmentHeader { new_len: part.len() as u64, spans: merged.iter().map(|m| (m.0, m.1 - m.0)).collect(), back_len: before.len() as u64, comp_len: frame.len() as u64 };
     let mut out = Vec::with_capacity(frame.len() + 16 + header.spans.len() * 6);
     header.encode(&mut out);
     out.extend_from_slice(&frame);

@@ -12,8 +12,10 @@ pub const PATCH_VERSION: u16 = 1;
 pub const FLAG_SINGLE_FILE: u16 = 1;
 pub const SEGMENT_TAG: u8 = b'S';
 pub const WINDOW_SEGMENT_TAG: u8 = b'W';
-/// Old bytes a window segment may hold in memory as its zstd prefix.
+/// Old bytes a window segment may take from the reference stream...
 pub const MAX_WINDOW_BYTES: u64 = 8 << 20;
+/// ...plus at most this many new bytes produced just before the segment.
+pub const MAX_WINDOW_BACK: u64 = 4 << 20;
 pub const MAX_WINDOW_SPANS: u64 = 1 << 16;
 pub const END_TAG: u8 = b'E';
 
@@ -353,12 +355,14 @@ pub struct WindowSegmentHeader {
     pub new_len: u64,
     /// (start in the reference stream, length), ascending and disjoint.
     pub spans: Vec<(u64, u64)>,
+    /// New-stream bytes just before this segment that follow the spans in the window.
+    pub back_len: u64,
     pub comp_len: u64,
 }
 
 impl WindowSegmentHeader {
     pub fn window_len(&self) -> u64 {
-        self.spans.iter().map(|s| s.1).sum()
+        self.spans.iter().map(|s| s.1).sum::<u64>() + self.back_len
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -371,6 +375,7 @@ impl WindowSegmentHeader {
             put_varint(out, len);
             end = start + len;
         }
+        put_varint(out, self.back_len);
         put_varint(out, self.comp_len);
     }
 }

@@ -35,7 +35,8 @@ pub fn reference_apply(patch: &[u8], old: &Build) -> Result<Build> {
         let h = match segment {
             Segment::Ops(h) => h,
             Segment::Window(w) => {
-                let window: Vec<u8> = w.spans.iter().flat_map(|&(s, l)| reference[s as usize..(s + l) as usize].iter().copied()).collect();
+                let mut window: Vec<u8> = w.spans.iter().flat_map(|&(s, l)| reference[s as usize..(s + l) as usize].iter().copied()).collect();
+                window.extend_from_slice(&new_stream[new_stream.len() - w.back_len as usize..]);
                 let mut frame = vec![0u8; w.comp_len as usize];
                 input.exact(&mut frame, "window frame")?;
                 let mut out = Vec::new();
