@@ -56,6 +56,17 @@ enum Command {
         #[arg(long, default_value_t = edgepatch_core::signature::DEFAULT_BLOCK_SIZE)]
         block_size: u32,
     },
+    /// Write the binary MANIFEST of a tree PATCH (entries, hashes, sources, segment offsets).
+    Manifest {
+        patch: PathBuf,
+        manifest: PathBuf,
+        /// Name of the build the patch applies to.
+        #[arg(long, default_value = "old")]
+        from: String,
+        /// Name of the build the patch produces.
+        #[arg(long, default_value = "new")]
+        to: String,
+    },
     /// Check DIR against SIGNATURE; names damaged, missing and unexpected files and blocks.
     Verify { dir: PathBuf, signature: PathBuf },
 }
@@ -176,6 +187,22 @@ fn run(cli: &Cli) -> Result<(), String> {
             }
             if problems.is_empty() { Ok(()) } else { Err(format!("{} entries do not match the signature", problems.len())) }
         }
+        Command::Manifest { patch, manifest, from, to } => {
+            let bytes = std::fs::read(patch).map_err(|e| with_path(patch, e).to_string())?;
+            let info = edgepatch_core::inspect::inspect_patch(bytes.as_slice()).map_err(|e| e.to_string())?;
+            if info.tree.single_file {
+                return Err("manifests describe trees; this patch is for a single file".into());
+            }
+            let m = edgepatch_core::inspect::patch_manifest(&info, *blake3_of(&bytes).as_bytes(), from, to).map_err(|e| e.to_string())?;
+            let encoded = m.encode().map_err(|e| e.to_string())?;
+            write_atomically(manifest, &encoded)?;
+            if cli.json {
+                println!("{}", json!({ "ok": true, "command": "manifest", "entries": m.entries.len(), "segments": m.segments.len(), "manifest_bytes": encoded.len() }));
+            } else {
+                println!("manifest: {} entries, {} segments, {} bytes", m.entries.len(), m.segments.len(), encoded.len());
+            }
+            Ok(())
+        }
         Command::Inspect { patch } => {
             let f = File::open(patch).map_err(|e| with_path(patch, e).to_string())?;
             let info = edgepatch_core::inspect::inspect_patch(BufReader::new(f)).map_err(|e| e.to_string())?;
@@ -183,6 +210,10 @@ fn run(cli: &Cli) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+fn blake3_of(bytes: &[u8]) -> edgepatch_core::blake3::Hash {
+    edgepatch_core::blake3::hash(bytes)
 }
 
 /// Writes via a temporary file and rename, so PATCH appears whole or not at all.

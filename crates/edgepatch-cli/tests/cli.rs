@@ -76,6 +76,12 @@ fn tree_diff_apply_verify_round_trip() {
     assert!(ok(edgepatch(&[&"verify", &out, &sig])).contains("match"));
     let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
     assert_eq!(info["format_version"], 1);
+    let manifest = tmp.path().join("p.manifest");
+    let m: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"manifest", &patch, &manifest, &"--from", &"v1", &"--to", &"v2"]))).unwrap();
+    assert_eq!(m["entries"], 28);
+    let view_bytes = fs::read(&manifest).unwrap();
+    let view = edgepatch_core::manifest::ManifestView::open(&view_bytes).unwrap();
+    assert_eq!(view.lookup("game.wasm").unwrap().unwrap().size, fs::metadata(v2.join("game.wasm")).unwrap().len());
 
     // Damage one file: verify names it and fails.
     let wasm = out.join("game.wasm");

@@ -5,13 +5,16 @@ use std::io::Read;
 
 use crate::apply::{read_header_and_tree, read_segment_header, PatchInput};
 use crate::error::Result;
-use crate::patch_format::{PatchTree, Segment, PATCH_VERSION};
+use crate::manifest::{EntryKind, EntrySource, Manifest, ManifestEntry, ManifestError, ManifestKind, SegmentRef};
+use crate::patch_format::{FileSource, PatchTree, Segment, TreeEntryKind, PATCH_VERSION};
 
 #[derive(Debug, Clone)]
 pub struct PatchInfo {
     pub version: u16,
     pub tree: PatchTree,
     pub segments: Vec<Segment>,
+    /// Per segment: where it starts in the patch and how many bytes it takes.
+    pub segment_spans: Vec<(u64, u64)>,
     pub patch_bytes: u64,
 }
 
@@ -22,7 +25,10 @@ pub fn inspect_patch<R: Read>(patch: R) -> Result<PatchInfo> {
     let mut produced = 0;
     let mut scratch = (Vec::new(), Vec::new());
     let reference_len = tree.reference_bytes();
-    while let Some(segment) = read_segment_header(&mut input, segments.len() as u64, produced, reference_len)? {
+    let mut segment_spans = Vec::new();
+    loop {
+        let start = input.offset();
+        let Some(segment) = read_segment_header(&mut input, segments.len() as u64, produced, reference_len)? else { break };
         match &segment {
             Segment::Ops(h) => {
                 // Decompress to check the frames; nothing is kept.
@@ -38,7 +44,55 @@ pub fn inspect_patch<R: Read>(patch: R) -> Result<PatchInfo> {
         }
         produced += segment.new_len();
         segments.push(segment);
+        segment_spans.push((start, input.offset() - start));
     }
     let patch_bytes = input.finish()?;
-    Ok(PatchInfo { version: PATCH_VERSION, tree, segments, patch_bytes })
+    Ok(PatchInfo { version: PATCH_VERSION, tree, segments, segment_spans, patch_bytes })
+}
+
+/// The patch manifest of a tree patch: every entry of the new build with its
+/// hash and where its content comes from, and where each segment lies in the
+/// patch, so a client can look up one file and fetch only what it needs.
+pub fn patch_manifest(info: &PatchInfo, patch_blake3: [u8; 32], from_build: &str, to_build: &str) -> Result<Manifest, ManifestError> {
+    let mut entries = Vec::with_capacity(info.tree.entries.len());
+    let mut delta_at = 0u64;
+    for e in &info.tree.entries {
+        let (kind, executable, size, blake3, symlink_target, source) = match &e.kind {
+            TreeEntryKind::Directory => (EntryKind::Directory, false, 0, [0; 32], None, EntrySource::None),
+            TreeEntryKind::Symlink { target } => (EntryKind::Symlink, false, 0, [0; 32], Some(target.clone()), EntrySource::None),
+            TreeEntryKind::File { executable, size, blake3, source } => {
+                let source = match source {
+                    FileSource::Delta => {
+                        delta_at += size;
+                        EntrySource::Delta { new_offset: delta_at - size }
+                    }
+                    FileSource::Copy { old_index } => match &info.tree.old_files[*old_index].path {
+                        p if *p == e.path => EntrySource::Unchanged,
+                        p => EntrySource::CopyOf { old_path: p.clone() },
+                    },
+                };
+                (EntryKind::File, *executable, *size, *blake3, None, source)
+            }
+        };
+        entries.push(ManifestEntry { path: e.path.clone(), kind, executable, size, blake3, symlink_target, source });
+    }
+    let mut new_offset = 0;
+    let segments = info
+        .segments
+        .iter()
+        .zip(&info.segment_spans)
+        .map(|(s, &(patch_offset, patch_len))| {
+            new_offset += s.new_len();
+            SegmentRef { patch_offset, patch_len, new_offset: new_offset - s.new_len(), new_len: s.new_len() }
+        })
+        .collect();
+    Ok(Manifest {
+        kind: ManifestKind::Patch,
+        from_build: Some(from_build.to_string()),
+        to_build: to_build.to_string(),
+        patch_size: info.patch_bytes,
+        patch_blake3,
+        segments,
+        entries,
+    })
 }

@@ -18,6 +18,8 @@ pub mod reference_apply;
 pub mod signature;
 mod wire;
 
+/// Re-exported so adapters hash exactly as the core does.
+pub use blake3;
 pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild};
 pub use build::{Build, BuildEntry, EntryContent};
 pub use diff::{diff_builds, DiffOptions, DiffStats};

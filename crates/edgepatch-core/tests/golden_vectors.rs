@@ -9,7 +9,9 @@ mod fixture_builds;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::patch_format::PATCH_VERSION;
 use edgepatch_core::signature::{Signature, SIGNATURE_VERSION};
-use edgepatch_core::{apply_patch, diff_builds, reference_apply, DiffOptions};
+use edgepatch_core::inspect::{inspect_patch, patch_manifest};
+use edgepatch_core::manifest::{EntrySource, ManifestView};
+use edgepatch_core::{apply_patch, diff_builds, reference_apply, DiffOptions, EntryContent};
 use fixture_builds::{fixtures_dir, load_tar};
 
 /// The settings the golden patch is made with (also in vectors.json).
@@ -28,6 +30,8 @@ fn golden_vectors_match_the_encoder() {
     let v2 = load_tar("game-v2.tar");
     let (patch, _) = diff_builds(&v1, &v2, &golden_options(), &|_, _| {}).unwrap();
     let signature = Signature::of_build(&v2, GOLDEN_BLOCK_SIZE).encode();
+    let info = inspect_patch(patch.as_slice()).unwrap();
+    let manifest = patch_manifest(&info, *blake3::hash(&patch).as_bytes(), "game-v1", "game-v2").unwrap().encode().unwrap();
     let dir = fixtures_dir().join("golden");
     let vectors = serde_json::json!({
         "comment": "Made by crates/edgepatch-core/tests/golden_vectors.rs from fixtures/game-v1.tar and game-v2.tar",
@@ -35,15 +39,18 @@ fn golden_vectors_match_the_encoder() {
                    "settings": { "level": golden_options().level, "segment_size": golden_options().segment_size } },
         "signature": { "file": "game-v2.signature", "format_version": SIGNATURE_VERSION, "block_size": GOLDEN_BLOCK_SIZE,
                        "size": signature.len(), "blake3": hex(blake3::hash(&signature).as_bytes()) },
+        "manifest": { "file": "game-v1-to-v2.manifest", "format_version": edgepatch_core::manifest::FORMAT_VERSION, "from": "game-v1", "to": "game-v2",
+                      "size": manifest.len(), "blake3": hex(blake3::hash(&manifest).as_bytes()) },
     });
     if std::env::var("EDGEPATCH_UPDATE_GOLDEN").is_ok() {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("game-v1-to-v2.patch"), &patch).unwrap();
         std::fs::write(dir.join("game-v2.signature"), &signature).unwrap();
+        std::fs::write(dir.join("game-v1-to-v2.manifest"), &manifest).unwrap();
         std::fs::write(dir.join("vectors.json"), serde_json::to_string_pretty(&vectors).unwrap() + "\n").unwrap();
     }
     let committed: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("vectors.json")).unwrap()).unwrap();
-    for what in ["patch", "signature"] {
+    for what in ["patch", "signature", "manifest"] {
         let same_version = committed[what]["format_version"] == vectors[what]["format_version"];
         assert!(
             committed[what] == vectors[what] || !same_version,
@@ -55,6 +62,22 @@ fn golden_vectors_match_the_encoder() {
     }
     assert_eq!(std::fs::read(dir.join("game-v1-to-v2.patch")).unwrap(), patch);
     assert_eq!(std::fs::read(dir.join("game-v2.signature")).unwrap(), signature);
+    assert_eq!(std::fs::read(dir.join("game-v1-to-v2.manifest")).unwrap(), manifest);
+}
+
+#[test]
+fn committed_golden_manifest_describes_the_patch() {
+    let bytes = std::fs::read(fixtures_dir().join("golden/game-v1-to-v2.manifest")).unwrap();
+    let view = ManifestView::open(&bytes).unwrap();
+    let v2 = load_tar("game-v2.tar");
+    assert_eq!(view.len(), v2.entries.len());
+    let wasm = view.lookup("game.wasm").unwrap().expect("game.wasm listed");
+    let EntryContent::File { data, .. } = &v2.entries.iter().find(|e| e.path == "game.wasm").unwrap().content else { panic!() };
+    assert_eq!(wasm.blake3, *blake3::hash(data).as_bytes());
+    assert!(matches!(wasm.source, EntrySource::Delta { .. }));
+    let moved = view.lookup("assets/audio/theme.wav").unwrap().unwrap();
+    assert_eq!(moved.source, EntrySource::CopyOf { old_path: "assets/music/theme.wav".into() });
+    assert!(view.lookup("data/legacy.json").unwrap().is_none(), "removed file listed");
 }
 
 #[test]
