@@ -54,6 +54,14 @@ impl Build {
         Ok(Build { entries })
     }
 
+    /// The regular files, as (path, content), in entry order.
+    pub fn files(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.entries.iter().filter_map(|e| match &e.content {
+            EntryContent::File { data, .. } => Some((e.path.as_str(), data.as_slice())),
+            _ => None,
+        })
+    }
+
     pub fn total_file_bytes(&self) -> u64 {
         self.entries
             .iter()

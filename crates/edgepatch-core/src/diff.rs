@@ -67,8 +67,8 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     let threads = opts.threads.max(1);
 
     // Hash every old and new file (in parallel: this is a full read of both builds).
-    let old_files: Vec<(&str, &[u8])> = files_of(old);
-    let new_files: Vec<(&str, &[u8])> = files_of(new);
+    let old_files: Vec<(&str, &[u8])> = old.files().collect();
+    let new_files: Vec<(&str, &[u8])> = new.files().collect();
     let old_hashes = parallel_hash(&old_files, threads);
     let new_hashes = parallel_hash(&new_files, threads);
 
@@ -170,17 +170,6 @@ fn concat_or_borrow<'a>(parts: &[&'a [u8]]) -> Cow<'a, [u8]> {
         [one] => Cow::Borrowed(one),
         _ => Cow::Owned(parts.concat()),
     }
-}
-
-fn files_of(build: &Build) -> Vec<(&str, &[u8])> {
-    build
-        .entries
-        .iter()
-        .filter_map(|e| match &e.content {
-            EntryContent::File { data, .. } => Some((e.path.as_str(), data.as_slice())),
-            _ => None,
-        })
-        .collect()
 }
 
 fn parallel_hash(files: &[(&str, &[u8])], threads: usize) -> Vec<[u8; 32]> {

@@ -14,15 +14,7 @@ pub struct MemoryOldBuild<'a> {
 
 impl<'a> MemoryOldBuild<'a> {
     pub fn new(build: &'a Build) -> Self {
-        let files = build
-            .entries
-            .iter()
-            .filter_map(|e| match &e.content {
-                EntryContent::File { data, .. } => Some((e.path.as_str(), data.as_slice())),
-                _ => None,
-            })
-            .collect();
-        MemoryOldBuild { files }
+        MemoryOldBuild { files: build.files().collect() }
     }
 
     fn file(&self, path: &str) -> io::Result<&'a [u8]> {

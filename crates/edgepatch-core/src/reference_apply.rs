@@ -10,14 +10,7 @@ use crate::error::{Error, Result};
 use crate::patch_format::{decode_control, FileSource, Segment, TreeEntryKind};
 
 pub fn reference_apply(patch: &[u8], old: &Build) -> Result<Build> {
-    let old_files: HashMap<&str, &[u8]> = old
-        .entries
-        .iter()
-        .filter_map(|e| match &e.content {
-            EntryContent::File { data, .. } => Some((e.path.as_str(), data.as_slice())),
-            _ => None,
-        })
-        .collect();
+    let old_files: HashMap<&str, &[u8]> = old.files().collect();
     let mut input = PatchInput::new(patch);
     let tree = read_header_and_tree(&mut input)?;
     let old_data = |path: &str| old_files.get(path).copied().ok_or_else(|| Error::Invalid(format!("old file {path:?} missing")));
