@@ -62,6 +62,15 @@ impl<R: Read> PatchInput<R> {
         PatchInput { inner, hasher: blake3::Hasher::new(), offset: 0 }
     }
 
+    /// Continues reading at `offset` with the hash of everything before it.
+    fn resume(inner: R, hasher: blake3::Hasher, offset: u64) -> Self {
+        PatchInput { inner, hasher, offset }
+    }
+
+    fn into_state(self) -> (blake3::Hasher, u64) {
+        (self.hasher, self.offset)
+    }
+
     pub(crate) fn offset(&self) -> u64 {
         self.offset
     }
@@ -145,6 +154,15 @@ impl<R: Read> PatchInput<R> {
 
 /// Reads the fixed header and the tree section.
 pub(crate) fn read_header_and_tree<R: Read>(input: &mut PatchInput<R>) -> Result<PatchTree> {
+    let (flags, raw, comp) = read_fixed_header(input)?;
+    let (mut comp_buf, mut tree_bytes) = (Vec::new(), Vec::new());
+    let tree_at = input.offset();
+    input.frame(comp, raw, &mut comp_buf, &mut tree_bytes, "tree section")?;
+    PatchTree::decode(&tree_bytes, tree_at, flags & FLAG_SINGLE_FILE != 0)
+}
+
+/// Magic, version, flags and the tree section's sizes, all checked.
+fn read_fixed_header<R: Read>(input: &mut PatchInput<R>) -> Result<(u16, u64, u64)> {
     let mut magic = [0u8; 8];
     input.exact(&mut magic, "magic")?;
     if magic != PATCH_MAGIC {
@@ -167,10 +185,7 @@ pub(crate) fn read_header_and_tree<R: Read>(input: &mut PatchInput<R>) -> Result
     if raw == 0 || raw > MAX_TREE_BYTES || comp == 0 || comp > raw + raw / 64 + 1024 {
         return Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("tree sizes {raw}/{comp} out of range") });
     }
-    let (mut comp_buf, mut tree_bytes) = (Vec::new(), Vec::new());
-    let tree_at = input.offset();
-    input.frame(comp, raw, &mut comp_buf, &mut tree_bytes, "tree section")?;
-    PatchTree::decode(&tree_bytes, tree_at, flags & FLAG_SINGLE_FILE != 0)
+    Ok((flags, raw, comp))
 }
 
 /// Reads the next segment header, or None at the end marker (whose counts are checked).
@@ -394,8 +409,9 @@ impl DeltaStream {
         Ok(())
     }
 
-    /// Fills `out` with the next bytes of the delta stream.
-    fn fill<R: Read, O: OldBuild>(&mut self, out: &mut [u8], input: &mut PatchInput<R>, old: &mut O, tree: &PatchTree) -> Result<()> {
+    /// Fills `out` with the next bytes of the current segment (at most what is left of it).
+    fn fill<O: OldBuild>(&mut self, out: &mut [u8], old: &mut O, tree: &PatchTree) -> Result<()> {
+        debug_assert!(out.len() as u64 <= self.segment_left);
         let mut at = 0;
         while at < out.len() {
             if self.copy_left > 0 {
@@ -425,11 +441,16 @@ impl DeltaStream {
                 }
                 self.next_op()?;
             } else {
-                if self.segments > 0 && (self.op_index != self.ops.len() || self.diff_pos != self.diff.len() || self.extra_pos != self.extra.len()) {
-                    return Err(self.corrupt("unused bytes left at the end of the segment".into()));
-                }
-                self.load_segment(input, old, tree)?;
+                return Err(self.corrupt("asked for more bytes than the segment holds".into()));
             }
+        }
+        Ok(())
+    }
+
+    /// A segment must be used up exactly before the next unit.
+    fn check_segment_used_up(&self) -> Result<()> {
+        if self.segment_left > 0 || self.op_index != self.ops.len() || self.diff_pos != self.diff.len() || self.extra_pos != self.extra.len() {
+            return Err(self.corrupt("unused bytes left at the end of the segment".into()));
         }
         Ok(())
     }
@@ -464,18 +485,6 @@ impl DeltaStream {
         old.read_at(path, offset, &mut buf[..n]).map_err(|e| Error::OldRead { path: display_path(path), source: e })?;
         Ok(n)
     }
-
-    /// After the last file: the segment must be used up and the end marker follow.
-    fn finish<R: Read>(&mut self, input: &mut PatchInput<R>) -> Result<()> {
-        if self.segment_left > 0 || self.op_index != self.ops.len() || self.diff_pos != self.diff.len() || self.extra_pos != self.extra.len() {
-            return Err(self.corrupt("unused bytes left after the last file".into()));
-        }
-        self.segment_at = input.offset();
-        if read_segment_header(input, self.segments, self.produced, self.reference_len)?.is_some() {
-            return Err(self.corrupt("more segments than the files need".into()));
-        }
-        Ok(())
-    }
 }
 
 pub(crate) fn display_path(path: &str) -> String {
@@ -494,71 +503,304 @@ fn check_hash(path: &str, expected: &[u8; 32], hasher: blake3::Hasher) -> Result
     Ok(())
 }
 
-/// Applies a patch. On Ok, everything the sink received is verified and final;
-/// on Err, the caller must discard what the sink staged.
+/// What the applier expects next in the patch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    HeaderAndTree,
+    SegmentOrEnd,
+    Checksum,
+    Done,
+}
+
+/// The delta-stream files in entry order, and how far the current one is.
+struct DeltaFiles {
+    entries: Vec<usize>,
+    next: usize,
+    open: Option<(usize, u64, blake3::Hasher)>,
+}
+
+/// A push-driven applier: give it the patch in chunks of any size as they
+/// arrive (`push`), then call `finish`. It processes the patch unit by unit
+/// (header and tree, each segment, the end), so it holds at most one unit of
+/// input. Directories, symlinks and files copied from the old build are written
+/// as soon as the tree is read; delta files as their segments arrive.
+pub struct PatchApplier {
+    pending: Vec<u8>,
+    hasher: blake3::Hasher,
+    /// Patch bytes consumed (before `pending`).
+    offset: u64,
+    expect: Expect,
+    tree: PatchTree,
+    delta: Option<DeltaStream>,
+    files: DeltaFiles,
+    buf: Vec<u8>,
+    progress: ApplyProgress,
+    summary: ApplySummary,
+}
+
+impl Default for PatchApplier {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PatchApplier {
+    pub fn new() -> Self {
+        PatchApplier {
+            pending: Vec::new(),
+            hasher: blake3::Hasher::new(),
+            offset: 0,
+            expect: Expect::HeaderAndTree,
+            tree: PatchTree::default(),
+            delta: None,
+            files: DeltaFiles { entries: Vec::new(), next: 0, open: None },
+            buf: Vec::new(),
+            progress: ApplyProgress::default(),
+            summary: ApplySummary::default(),
+        }
+    }
+
+    pub fn progress(&self) -> ApplyProgress {
+        self.progress
+    }
+
+    /// The tree, once the header and tree have been read.
+    pub fn tree(&self) -> Option<&PatchTree> {
+        (self.expect != Expect::HeaderAndTree).then_some(&self.tree)
+    }
+
+    /// Feeds the next bytes of the patch; processes every unit they complete.
+    pub fn push<O: OldBuild, S: BuildSink>(&mut self, data: &[u8], old: &mut O, sink: &mut S) -> Result<()> {
+        if self.expect == Expect::Done && !data.is_empty() {
+            return Err(Error::Corrupt { input: Input::Patch, offset: self.offset, what: "bytes after the patch checksum".into() });
+        }
+        self.pending.extend_from_slice(data);
+        self.progress.patch_bytes_read += data.len() as u64;
+        while let Some(len) = self.next_unit_len()? {
+            let unit = std::mem::take(&mut self.pending);
+            let (now, rest) = unit.split_at(len);
+            self.process_unit(now, old, sink)?;
+            self.pending = rest.to_vec();
+        }
+        if self.expect == Expect::Done && !self.pending.is_empty() {
+            return Err(Error::Corrupt { input: Input::Patch, offset: self.offset, what: "bytes after the patch checksum".into() });
+        }
+        Ok(())
+    }
+
+    /// Ends the patch: everything must have arrived and checked out.
+    pub fn finish(self) -> Result<ApplySummary> {
+        if self.expect != Expect::Done {
+            let what = match self.expect {
+                Expect::HeaderAndTree => "header or tree",
+                Expect::SegmentOrEnd => "delta stream ended before all files were produced",
+                _ => "patch checksum",
+            };
+            return Err(Error::Truncated { input: Input::Patch, offset: self.offset + self.pending.len() as u64, what: what.into() });
+        }
+        Ok(self.summary)
+    }
+
+    /// Size of the next unit if `pending` holds all of it; its header is parsed
+    /// (and checked against the limits) by the same code that processes it.
+    fn next_unit_len(&self) -> Result<Option<usize>> {
+        let need_more = |e: &Error, end: u64| matches!(e, Error::Truncated { offset, .. } if *offset >= end);
+        let end = self.offset + self.pending.len() as u64;
+        let mut peek = PatchInput::resume(self.pending.as_slice(), blake3::Hasher::new(), self.offset);
+        let body = match self.expect {
+            Expect::Done => return Ok(None),
+            Expect::Checksum => return Ok((self.pending.len() >= 32).then_some(32)),
+            Expect::HeaderAndTree => read_fixed_header(&mut peek).map(|(_, _, comp)| comp),
+            Expect::SegmentOrEnd => {
+                let delta = self.delta.as_ref().expect("delta stream after the tree");
+                read_segment_header(&mut peek, delta.segments, delta.produced, delta.reference_len).map(|s| s.map_or(0, |s| s.compressed_len()))
+            }
+        };
+        match body {
+            Ok(body) => {
+                let len = (peek.offset() - self.offset).saturating_add(body);
+                Ok((len <= self.pending.len() as u64).then_some(len as usize))
+            }
+            Err(e) if need_more(&e, end) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn process_unit<O: OldBuild, S: BuildSink>(&mut self, unit: &[u8], old: &mut O, sink: &mut S) -> Result<()> {
+        let hasher = std::mem::replace(&mut self.hasher, blake3::Hasher::new());
+        let mut input = PatchInput::resume(unit, hasher, self.offset);
+        match self.expect {
+            Expect::HeaderAndTree => {
+                self.tree = read_header_and_tree(&mut input)?;
+                (self.hasher, self.offset) = input.into_state();
+                self.start(old, sink)?;
+                self.expect = Expect::SegmentOrEnd;
+            }
+            Expect::SegmentOrEnd => {
+                let mut delta = self.delta.take().expect("delta stream after the tree");
+                let at = input.offset();
+                let is_segment = matches!(unit.first(), Some(&SEGMENT_TAG) | Some(&WINDOW_SEGMENT_TAG));
+                if is_segment {
+                    delta.load_segment(&mut input, old, &self.tree)?;
+                    (self.hasher, self.offset) = input.into_state();
+                    self.drain_segment(&mut delta, old, sink)?;
+                    delta.check_segment_used_up()?;
+                } else {
+                    read_segment_header(&mut input, delta.segments, delta.produced, delta.reference_len)?;
+                    (self.hasher, self.offset) = input.into_state();
+                    if self.files.open.is_some() || self.files.next < self.files.entries.len() {
+                        return Err(Error::Corrupt { input: Input::Patch, offset: at, what: "delta stream ended before all files were produced".into() });
+                    }
+                    self.expect = Expect::Checksum;
+                }
+                self.delta = Some(delta);
+            }
+            Expect::Checksum => {
+                let patch_bytes = input.finish()?;
+                self.offset = patch_bytes;
+                self.summary.patch_bytes = patch_bytes;
+                self.summary.entries = self.tree.entries.len() as u64;
+                self.progress.entries_done = self.progress.entries_total;
+                self.expect = Expect::Done;
+            }
+            Expect::Done => unreachable!("no unit after the checksum"),
+        }
+        Ok(())
+    }
+
+    /// After the tree: checks the old build, writes everything that needs no
+    /// delta data, and lines up the delta files.
+    fn start<O: OldBuild, S: BuildSink>(&mut self, old: &mut O, sink: &mut S) -> Result<()> {
+        let tree = &self.tree;
+        // Fail fast, before writing anything, if the old build is not the expected one.
+        for f in &tree.old_files {
+            let size = old.file_size(&f.path).map_err(|e| Error::OldRead { path: display_path(&f.path), source: e })?;
+            if size != f.size {
+                return Err(Error::OldRead {
+                    path: display_path(&f.path),
+                    source: io::Error::new(io::ErrorKind::InvalidData, format!("is {size} bytes, the patch expects {}: not the build this patch was made from", f.size)),
+                });
+            }
+        }
+        self.progress.entries_total = tree.entries.len() as u64;
+        self.progress.new_bytes_total = tree.entries.iter().map(|e| if let TreeEntryKind::File { size, .. } = e.kind { size } else { 0 }).sum();
+        self.buf.resize(CHUNK, 0);
+        for (i, entry) in tree.entries.iter().enumerate() {
+            let path = entry.path.as_str();
+            match &entry.kind {
+                TreeEntryKind::Directory => sink.create_directory(path).map_err(|e| out_err(path, e))?,
+                TreeEntryKind::Symlink { target } => sink.create_symlink(path, target).map_err(|e| out_err(path, e))?,
+                TreeEntryKind::File { source: FileSource::Delta, .. } => {
+                    self.files.entries.push(i);
+                    continue;
+                }
+                TreeEntryKind::File { executable, size, blake3: expected, source: FileSource::Copy { old_index } } => {
+                    sink.begin_file(path, *executable, *size).map_err(|e| out_err(path, e))?;
+                    let from = &tree.old_files[*old_index].path;
+                    let mut hasher = blake3::Hasher::new();
+                    let mut done = 0;
+                    while done < *size {
+                        let chunk = &mut self.buf[..(size - done).min(CHUNK as u64) as usize];
+                        old.read_at(from, done, chunk).map_err(|e| Error::OldRead { path: display_path(from), source: e })?;
+                        hasher.update(chunk);
+                        sink.write_file(chunk).map_err(|e| out_err(path, e))?;
+                        done += chunk.len() as u64;
+                    }
+                    check_hash(path, expected, hasher)?;
+                    sink.finish_file().map_err(|e| out_err(path, e))?;
+                    self.summary.files += 1;
+                    self.summary.bytes_written += size;
+                    self.progress.new_bytes_written += size;
+                }
+            }
+            self.progress.entries_done += 1;
+        }
+        self.delta = Some(DeltaStream::new(tree));
+        // Empty delta files need no segment.
+        self.distribute(&[], sink)
+    }
+
+    fn drain_segment<O: OldBuild, S: BuildSink>(&mut self, delta: &mut DeltaStream, old: &mut O, sink: &mut S) -> Result<()> {
+        let mut buf = std::mem::take(&mut self.buf);
+        while delta.segment_left > 0 {
+            let n = delta.segment_left.min(CHUNK as u64) as usize;
+            delta.fill(&mut buf[..n], old, &self.tree)?;
+            self.distribute(&buf[..n], sink).map_err(|e| match e {
+                Error::Invalid(what) => delta.corrupt(what),
+                e => e,
+            })?;
+        }
+        self.buf = buf;
+        Ok(())
+    }
+
+    /// Writes delta bytes into the delta files in order, verifying and finishing
+    /// each as it completes (and any empty ones that follow).
+    fn distribute<S: BuildSink>(&mut self, mut data: &[u8], sink: &mut S) -> Result<()> {
+        loop {
+            if self.files.open.is_none() {
+                let Some(&i) = self.files.entries.get(self.files.next) else { break };
+                let TreeEntryKind::File { executable, size, .. } = &self.tree.entries[i].kind else { unreachable!("delta entries are files") };
+                if *size > 0 && data.is_empty() {
+                    break;
+                }
+                let path = self.tree.entries[i].path.as_str();
+                sink.begin_file(path, *executable, *size).map_err(|e| out_err(path, e))?;
+                self.files.next += 1;
+                self.files.open = Some((i, *size, blake3::Hasher::new()));
+            }
+            let (i, left, hasher) = self.files.open.as_mut().expect("a file is open");
+            let path = self.tree.entries[*i].path.as_str();
+            let n = (*left).min(data.len() as u64) as usize;
+            hasher.update(&data[..n]);
+            sink.write_file(&data[..n]).map_err(|e| out_err(path, e))?;
+            *left -= n as u64;
+            data = &data[n..];
+            self.progress.new_bytes_written += n as u64;
+            if *left == 0 {
+                let (i, _, hasher) = self.files.open.take().expect("a file is open");
+                let TreeEntryKind::File { size, blake3: expected, .. } = &self.tree.entries[i].kind else { unreachable!() };
+                let path = self.tree.entries[i].path.as_str();
+                check_hash(path, expected, hasher)?;
+                sink.finish_file().map_err(|e| out_err(path, e))?;
+                self.summary.files += 1;
+                self.summary.bytes_written += size;
+                self.progress.entries_done += 1;
+            } else if data.is_empty() {
+                break;
+            }
+        }
+        if !data.is_empty() {
+            return Err(Error::Invalid("delta stream is longer than its files".into()));
+        }
+        Ok(())
+    }
+}
+
+fn out_err(path: &str, e: io::Error) -> Error {
+    Error::Output { path: display_path(path), source: e }
+}
+
+/// Applies a patch read from `patch`. On Ok, everything the sink received is
+/// verified and final; on Err, the caller must discard what the sink staged.
 pub fn apply_patch<R: Read, O: OldBuild, S: BuildSink>(
-    patch: R,
+    mut patch: R,
     old: &mut O,
     sink: &mut S,
     progress: &mut dyn FnMut(&ApplyProgress),
 ) -> Result<ApplySummary> {
-    let mut input = PatchInput::new(patch);
-    let tree = read_header_and_tree(&mut input)?;
-    // Fail fast, before writing anything, if the old build is not the expected one.
-    for f in &tree.old_files {
-        let size = old.file_size(&f.path).map_err(|e| Error::OldRead { path: display_path(&f.path), source: e })?;
-        if size != f.size {
-            return Err(Error::OldRead {
-                path: display_path(&f.path),
-                source: io::Error::new(io::ErrorKind::InvalidData, format!("is {size} bytes, the patch expects {}: not the build this patch was made from", f.size)),
-            });
-        }
+    let mut applier = PatchApplier::new();
+    let mut chunk = vec![0u8; CHUNK];
+    loop {
+        let n = match patch.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::Io { input: Input::Patch, source: e }),
+        };
+        applier.push(&chunk[..n], old, sink)?;
+        progress(&applier.progress());
     }
-    let mut p = ApplyProgress { entries_total: tree.entries.len() as u64, ..Default::default() };
-    p.new_bytes_total = tree.entries.iter().map(|e| if let TreeEntryKind::File { size, .. } = e.kind { size } else { 0 }).sum();
-    let mut delta = DeltaStream::new(&tree);
-    let mut buf = vec![0u8; CHUNK];
-    let mut summary = ApplySummary::default();
-    let out_err = |path: &str, e: io::Error| Error::Output { path: display_path(path), source: e };
-    for entry in &tree.entries {
-        let path = entry.path.as_str();
-        match &entry.kind {
-            TreeEntryKind::Directory => sink.create_directory(path).map_err(|e| out_err(path, e))?,
-            TreeEntryKind::Symlink { target } => sink.create_symlink(path, target).map_err(|e| out_err(path, e))?,
-            TreeEntryKind::File { executable, size, blake3: expected, source } => {
-                sink.begin_file(path, *executable, *size).map_err(|e| out_err(path, e))?;
-                let mut hasher = blake3::Hasher::new();
-                let mut left = *size;
-                while left > 0 {
-                    let n = left.min(CHUNK as u64) as usize;
-                    let chunk = &mut buf[..n];
-                    match source {
-                        FileSource::Delta => delta.fill(chunk, &mut input, old, &tree)?,
-                        FileSource::Copy { old_index } => {
-                            let from = &tree.old_files[*old_index].path;
-                            old.read_at(from, size - left, chunk).map_err(|e| Error::OldRead { path: display_path(from), source: e })?;
-                        }
-                    }
-                    hasher.update(chunk);
-                    sink.write_file(chunk).map_err(|e| out_err(path, e))?;
-                    left -= n as u64;
-                    p.new_bytes_written += n as u64;
-                    p.patch_bytes_read = input.offset();
-                    progress(&p);
-                }
-                check_hash(path, expected, hasher)?;
-                sink.finish_file().map_err(|e| out_err(path, e))?;
-                summary.files += 1;
-                summary.bytes_written += size;
-            }
-        }
-        p.entries_done += 1;
-        progress(&p);
-    }
-    delta.finish(&mut input)?;
-    summary.entries = tree.entries.len() as u64;
-    summary.patch_bytes = input.finish()?;
-    p.patch_bytes_read = summary.patch_bytes;
-    progress(&p);
+    let summary = applier.finish()?;
     Ok(summary)
 }

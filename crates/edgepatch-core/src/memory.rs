@@ -43,7 +43,10 @@ pub struct MemorySink {
 }
 
 impl MemorySink {
-    pub fn into_build(self) -> Build {
+    /// The entries in path order (the applier writes them in another order:
+    /// directories, links and copies first, delta files as their data arrives).
+    pub fn into_build(mut self) -> Build {
+        self.entries.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
         Build { entries: self.entries }
     }
 }

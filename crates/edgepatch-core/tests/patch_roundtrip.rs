@@ -148,3 +148,34 @@ fn mixing_a_file_and_a_tree_is_refused() {
     let err = diff_builds(&Build::single_file(vec![1]), &tree, &DiffOptions::default(), &|_, _| {}).unwrap_err();
     assert!(err.to_string().contains("both"), "{err}");
 }
+
+#[test]
+fn pushing_in_chunks_of_any_size_gives_the_same_build() {
+    use edgepatch_core::apply::PatchApplier;
+    let (bin_old, bin_new) = binary_pair(200_000);
+    let old = Build::from_entries(vec![dir("d"), file("d/a.bin", bin_old), file("same", noise(9, 3000))]).unwrap();
+    let new = Build::from_entries(vec![dir("d"), file("d/a.bin", bin_new), file("same", noise(9, 3000)), file("z-empty", vec![])]).unwrap();
+    let opts = DiffOptions { level: 3, segment_size: 50_000, ..Default::default() };
+    let (patch, _) = diff_builds(&old, &new, &opts, &|_, _| {}).unwrap();
+    for chunk in [1usize, 7, 4096, patch.len()] {
+        let mut applier = PatchApplier::new();
+        let mut sink = MemorySink::default();
+        let mut source = MemoryOldBuild::new(&old);
+        for piece in patch.chunks(chunk) {
+            applier.push(piece, &mut source, &mut sink).unwrap();
+        }
+        applier.finish().unwrap();
+        assert_eq!(sink.into_build(), new, "chunk size {chunk}");
+    }
+}
+
+#[test]
+fn an_absurd_size_claim_fails_at_once_instead_of_buffering() {
+    use edgepatch_core::apply::PatchApplier;
+    let mut header = b"EDGEPTCH\x01\x00\x00\x00".to_vec();
+    header.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0x05]); // tree "size" 2^32-1
+    let mut applier = PatchApplier::new();
+    let old = Build::default();
+    let err = applier.push(&header, &mut MemoryOldBuild::new(&old), &mut MemorySink::default());
+    assert!(err.is_err(), "a 4 GiB tree claim must be refused before its bytes arrive");
+}
