@@ -62,6 +62,7 @@ pub struct OldBuildFiles {
     open: HashMap<String, File>,
 }
 
+
 impl OldBuildFiles {
     pub fn new(root: &Path) -> Self {
         OldBuildFiles { root: root.to_path_buf(), open: HashMap::new() }

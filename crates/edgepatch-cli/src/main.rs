@@ -142,7 +142,7 @@ fn run(cli: &Cli) -> Result<(), String> {
             let mut old_files = OldBuildFiles::new(old);
             let mut staged = StagedOutput::new(out).map_err(|e| e.to_string())?;
             let bar = progress_bar(cli, patch_len, "apply");
-            let summary = apply_patch(BufReader::with_capacity(256 << 10, patch_file), &mut old_files, &mut staged, &mut |p| {
+            let summary = apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| {
                 bar.set_position(p.patch_bytes_read)
             })
             .map_err(|e| e.to_string())?;

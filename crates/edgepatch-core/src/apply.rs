@@ -48,6 +48,8 @@ pub struct ApplySummary {
 }
 
 const CHUNK: usize = 256 << 10;
+/// Old data is read in blocks of this size for copies shorter than it.
+const OLD_CACHE_BLOCK: usize = 4 << 10;
 
 /// Counts and hashes every byte read, so errors carry offsets and the trailer
 /// checksum can be verified without buffering the patch.
@@ -285,6 +287,9 @@ struct DeltaStream {
     window: Vec<u8>,
     /// The last MAX_WINDOW_BACK delta bytes produced (a ring), for window segments.
     history: Vec<u8>,
+    /// A block of old data and where it is from: (old file index, offset).
+    old_cache: Vec<u8>,
+    old_cache_at: (usize, u64),
     cursor: u64,
     copy_left: u64,
     extra_left: u64,
@@ -318,6 +323,8 @@ impl DeltaStream {
             comp: Vec::new(),
             window: Vec::new(),
             history: Vec::new(),
+            old_cache: Vec::new(),
+            old_cache_at: (usize::MAX, 0),
             cursor: 0,
             copy_left: 0,
             extra_left: 0,
@@ -342,8 +349,12 @@ impl DeltaStream {
                 // Only one kind of segment's buffers is held at a time.
                 (self.diff, self.ctrl) = (Vec::new(), Vec::new());
                 let mut window = std::mem::take(&mut self.window);
-                window.clear();
-                window.resize(w.window_len() as usize, 0);
+                // Every byte is overwritten below: only growth needs zeroing.
+                let len = w.window_len() as usize;
+                if window.len() < len {
+                    window.resize(len, 0);
+                }
+                window.truncate(len);
                 let mut filled = 0;
                 for &(start, len) in &w.spans {
                     self.cursor = start;
@@ -475,14 +486,29 @@ impl DeltaStream {
         self.history[..data.len() - first].copy_from_slice(&data[first..]);
     }
 
-    /// Reads reference bytes at the cursor, up to the end of the old file it is in.
-    fn read_reference<O: OldBuild>(&self, buf: &mut [u8], old: &mut O, tree: &PatchTree) -> Result<usize> {
+    /// Reads reference bytes at the cursor, up to the end of the old file it is
+    /// in. Small reads (many short copies) go through a block cache, so they
+    /// cost a memcpy rather than a call into the old build each.
+    fn read_reference<O: OldBuild>(&mut self, buf: &mut [u8], old: &mut O, tree: &PatchTree) -> Result<usize> {
         let k = self.reference.partition_point(|&(_, start, _)| start <= self.cursor) - 1;
         let (file, start, size) = self.reference[k];
         let offset = self.cursor - start;
         let n = buf.len().min((size - offset) as usize);
         let path = &tree.old_files[file].path;
-        old.read_at(path, offset, &mut buf[..n]).map_err(|e| Error::OldRead { path: display_path(path), source: e })?;
+        let read_err = |e| Error::OldRead { path: display_path(path), source: e };
+        if n >= OLD_CACHE_BLOCK {
+            old.read_at(path, offset, &mut buf[..n]).map_err(read_err)?;
+            return Ok(n);
+        }
+        let (cache_file, cache_offset) = self.old_cache_at;
+        if cache_file != file || offset < cache_offset || offset + n as u64 > cache_offset + self.old_cache.len() as u64 {
+            let block = (size - offset).min(OLD_CACHE_BLOCK as u64) as usize;
+            self.old_cache.resize(block, 0);
+            old.read_at(path, offset, &mut self.old_cache).map_err(read_err)?;
+            self.old_cache_at = (file, offset);
+        }
+        let from = (offset - self.old_cache_at.1) as usize;
+        buf[..n].copy_from_slice(&self.old_cache[from..from + n]);
         Ok(n)
     }
 }
