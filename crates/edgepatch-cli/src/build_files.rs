@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
+
+const WRITE_BUFFER: usize = 256 << 10;
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -59,29 +61,37 @@ pub fn with_path(path: &Path, e: io::Error) -> io::Error {
 /// The old build on disk, a file or a directory; keeps recently used files open.
 pub struct OldBuildFiles {
     root: PathBuf,
-    open: HashMap<String, File>,
+    /// Open files, most recently used last (reads mostly hit the last one).
+    open: Vec<(String, File)>,
 }
 
 
 impl OldBuildFiles {
     pub fn new(root: &Path) -> Self {
-        OldBuildFiles { root: root.to_path_buf(), open: HashMap::new() }
+        OldBuildFiles { root: root.to_path_buf(), open: Vec::new() }
     }
 
     fn file(&mut self, path: &str) -> io::Result<&File> {
-        if !self.open.contains_key(path) {
-            if self.open.len() >= 64 {
-                self.open.clear();
+        match self.open.iter().rposition(|(p, _)| p == path) {
+            Some(i) if i + 1 == self.open.len() => {}
+            Some(i) => {
+                let used = self.open.remove(i);
+                self.open.push(used);
             }
-            let full = if path.is_empty() { self.root.clone() } else { self.root.join(path) };
-            // Old inputs are read through no symlink: the patch names regular files.
-            let meta = fs::symlink_metadata(&full)?;
-            if !meta.is_file() {
-                return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+            None => {
+                if self.open.len() >= 64 {
+                    self.open.remove(0);
+                }
+                let full = if path.is_empty() { self.root.clone() } else { self.root.join(path) };
+                // Old inputs are read through no symlink: the patch names regular files.
+                let meta = fs::symlink_metadata(&full)?;
+                if !meta.is_file() {
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+                }
+                self.open.push((path.to_string(), File::open(&full)?));
             }
-            self.open.insert(path.to_string(), File::open(&full)?);
         }
-        Ok(&self.open[path])
+        Ok(&self.open.last().expect("just ensured").1)
     }
 }
 
@@ -101,7 +111,10 @@ pub struct StagedOutput {
     staging: PathBuf,
     out: PathBuf,
     single_file: Option<bool>,
-    current: Option<(BufWriter<File>, bool)>,
+    current: Option<(File, bool)>,
+    /// One write buffer for all files (a buffer per file would cost an
+    /// allocation and its page faults for every small file of a tree).
+    buffer: Vec<u8>,
     committed: bool,
 }
 
@@ -112,7 +125,7 @@ impl StagedOutput {
         }
         let name = out.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "output path has no file name"))?;
         let staging = out.with_file_name(format!(".{}.edgepatch-staging-{}", name.to_string_lossy(), std::process::id()));
-        Ok(StagedOutput { staging, out: out.to_path_buf(), single_file: None, current: None, committed: false })
+        Ok(StagedOutput { staging, out: out.to_path_buf(), single_file: None, current: None, buffer: Vec::with_capacity(WRITE_BUFFER), committed: false })
     }
 
     fn target(&mut self, path: &str) -> io::Result<PathBuf> {
@@ -162,17 +175,28 @@ impl BuildSink for StagedOutput {
         let p = self.target(path)?;
         // create_new: never follows or replaces anything already there.
         let f = OpenOptions::new().write(true).create_new(true).mode(if executable { 0o755 } else { 0o644 }).open(p)?;
-        self.current = Some((BufWriter::with_capacity(256 << 10, f), executable));
+        self.current = Some((f, executable));
+        self.buffer.clear();
         Ok(())
     }
 
     fn write_file(&mut self, data: &[u8]) -> io::Result<()> {
-        self.current.as_mut().ok_or_else(|| io::Error::other("write outside a file"))?.0.write_all(data)
+        let (file, _) = self.current.as_mut().ok_or_else(|| io::Error::other("write outside a file"))?;
+        if self.buffer.len() + data.len() > WRITE_BUFFER {
+            file.write_all(&self.buffer)?;
+            self.buffer.clear();
+        }
+        if data.len() >= WRITE_BUFFER {
+            return file.write_all(data);
+        }
+        self.buffer.extend_from_slice(data);
+        Ok(())
     }
 
     fn finish_file(&mut self) -> io::Result<()> {
-        let (w, executable) = self.current.take().ok_or_else(|| io::Error::other("finish outside a file"))?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
+        let (mut f, executable) = self.current.take().ok_or_else(|| io::Error::other("finish outside a file"))?;
+        f.write_all(&self.buffer)?;
+        self.buffer.clear();
         // Mode is set explicitly: the umask must not change what the patch says.
         f.set_permissions(fs::Permissions::from_mode(if executable { 0o755 } else { 0o644 }))?;
         Ok(())

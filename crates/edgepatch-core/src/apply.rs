@@ -728,7 +728,7 @@ impl PatchApplier {
                     while done < *size {
                         let chunk = &mut self.buf[..(size - done).min(CHUNK as u64) as usize];
                         old.read_at(from, done, chunk).map_err(|e| Error::OldRead { path: display_path(from), source: e })?;
-                        hasher.update(chunk);
+                        hash_chunk(&mut hasher, chunk);
                         sink.write_file(chunk).map_err(|e| out_err(path, e))?;
                         done += chunk.len() as u64;
                     }
@@ -778,7 +778,7 @@ impl PatchApplier {
             let (i, left, hasher) = self.files.open.as_mut().expect("a file is open");
             let path = self.tree.entries[*i].path.as_str();
             let n = (*left).min(data.len() as u64) as usize;
-            hasher.update(&data[..n]);
+            hash_chunk(hasher, &data[..n]);
             sink.write_file(&data[..n]).map_err(|e| out_err(path, e))?;
             *left -= n as u64;
             data = &data[n..];
@@ -801,6 +801,16 @@ impl PatchApplier {
         }
         Ok(())
     }
+}
+
+/// Hashes on all cores where there are threads and the chunk is large enough to pay.
+fn hash_chunk(hasher: &mut blake3::Hasher, data: &[u8]) {
+    #[cfg(not(target_arch = "wasm32"))]
+    if data.len() >= 128 << 10 {
+        hasher.update_rayon(data);
+        return;
+    }
+    hasher.update(data);
 }
 
 fn out_err(path: &str, e: io::Error) -> Error {
