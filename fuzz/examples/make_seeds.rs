@@ -130,7 +130,7 @@ fn tree_variants() -> Vec<(&'static str, Vec<BuildEntry>)> {
 fn check_applies(patch: &[u8], old: &Build, new: &Build) {
     let mut sink = MemSink::new(1 << 30);
     apply_patch(patch, &mut MemOld(old), &mut sink, &mut |_| {}).expect("seed patch applies");
-    assert_eq!(sink.entries, new.entries, "seed patch reproduces the new build");
+    assert_eq!(sink.sorted_entries(), new.entries, "seed patch reproduces the new build");
     assert_eq!(reference_apply(patch, old).expect("reference applies seed").entries, new.entries);
 }
 
@@ -203,7 +203,7 @@ fn as_window_patch(patch: &[u8], old: &Build, new: &Build, segments: usize) -> O
         cctx.ref_prefix(&window).unwrap();
         let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(part.len()));
         cctx.compress2(&mut frame, part).unwrap();
-        WindowSegmentHeader { new_len: part.len() as u64, spans, comp_len: frame.len() as u64 }.encode(&mut out);
+        WindowSegmentHeader { new_len: part.len() as u64, spans, back_len: 0, comp_len: frame.len() as u64 }.encode(&mut out);
         out.extend_from_slice(&frame);
     }
     out.push(END_TAG);

@@ -127,6 +127,14 @@ impl MemSink {
     pub fn new(limit: u64) -> Self {
         MemSink { entries: Vec::new(), open: None, total: 0, limit }
     }
+
+    /// The entries in path order: the applier writes directories, links and
+    /// copies first and delta files as their data arrives.
+    pub fn sorted_entries(&self) -> Vec<BuildEntry> {
+        let mut e = self.entries.clone();
+        e.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+        e
+    }
     fn misuse(what: &str) -> io::Error {
         io::Error::other(format!("sink misuse: {what}"))
     }
