@@ -213,6 +213,12 @@ fn encode_segments(reference: &[u8], new_stream: &[u8], opts: &DiffOptions, thre
     if new_stream.is_empty() {
         return Ok(Vec::new());
     }
+    if reference.len() >= i32::MAX as usize {
+        return Err(Error::Invalid(format!(
+            "old data of {} bytes: the suffix array this diff uses holds at most 2 GiB of old data",
+            reference.len()
+        )));
+    }
     let started = std::time::Instant::now();
     let index = OldIndex::new(reference);
     let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
