@@ -23,3 +23,53 @@ if ! command -v cc >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq build-essential >/dev/null
 fi
 log "toolchain ready: $(cargo --version)"
+
+# --- WebAssembly (crates/edgepatch-wasm) and the Node command (packages/edgepatch-js) ---
+# Measured recipe: ../shared/TOOLCHAIN.md. Each step is skipped when already done.
+SETUP_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export PATH="$HOME/.cargo/bin:$PATH"
+apt_updated=
+apt_install() {
+  [ -n "$apt_updated" ] || { apt-get update -qq; apt_updated=1; }
+  log "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# zstd-sys compiles libzstd for wasm32 with clang (gcc has no wasm32 backend).
+command -v clang >/dev/null 2>&1 || apt_install clang llvm
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  log "rustup target add wasm32-unknown-unknown"
+  rustup target add wasm32-unknown-unknown
+fi
+
+# wasm-bindgen's CLI must be exactly the library's version (pinned "=X" in the wasm crate).
+WASM_BINDGEN_VERSION=$(sed -n '/^name = "wasm-bindgen"$/{n;s/^version = "\(.*\)"$/\1/p;}' "$SETUP_REPO/Cargo.lock")
+if [ "$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $WASM_BINDGEN_VERSION" ]; then
+  log "cargo install wasm-bindgen-cli $WASM_BINDGEN_VERSION (about 3 minutes)"
+  # Not --locked: a dependency version its lock file names is missing from the registry.
+  cargo install --quiet --force wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+fi
+if ! command -v wasm-pack >/dev/null 2>&1; then
+  log "cargo install wasm-pack (about 2 minutes)"
+  cargo install --quiet wasm-pack --version 0.15.1
+fi
+
+# The npm workspace (packages/edgepatch-js has no registry dependencies).
+if [ ! -e "$SETUP_REPO/node_modules/.bin/edgepatch-js" ] || [ "$SETUP_REPO/package.json" -nt "$SETUP_REPO/node_modules/.package-lock.json" ] \
+  || [ "$SETUP_REPO/packages/edgepatch-js/package.json" -nt "$SETUP_REPO/node_modules/.package-lock.json" ]; then
+  log "npm install (workspace)"
+  (cd "$SETUP_REPO" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
+# The Node build of the wasm crate that `npx edgepatch-js` runs; rebuilt when a source changed.
+edgepatch_js_wasm="$SETUP_REPO/packages/edgepatch-js/wasm/edgepatch_wasm_bg.wasm"
+if [ ! -e "$edgepatch_js_wasm" ] || [ -n "$(find "$SETUP_REPO/crates/edgepatch-core/src" "$SETUP_REPO/crates/edgepatch-core/Cargo.toml" \
+  "$SETUP_REPO/crates/edgepatch-wasm/src" "$SETUP_REPO/crates/edgepatch-wasm/Cargo.toml" "$SETUP_REPO/Cargo.lock" "$SETUP_REPO/Cargo.toml" \
+  "$SETUP_REPO/.cargo/config.toml" -newer "$edgepatch_js_wasm" -print -quit 2>/dev/null)" ]; then
+  log "wasm-pack build --target nodejs (packages/edgepatch-js/wasm)"
+  (cd "$SETUP_REPO/packages/edgepatch-js" && npm run --silent build >/dev/null 2>"${TMPDIR:-/tmp}/edgepatch-wasm-build.log") \
+    || { cat "${TMPDIR:-/tmp}/edgepatch-wasm-build.log" >&2; exit 1; }
+fi
+log "wasm ready: $(wasm-pack --version), $(wasm-bindgen --version), node $(node --version)"

@@ -11,3 +11,24 @@ python3 fixtures/make_fixtures.py --check
 
 echo "== Rust workspace: unit, integration, golden-vector and hostile-input tests"
 cargo test --workspace --quiet 2>&1 | tee "${TMPDIR:-/tmp}/edgepatch-cargo-test.log"
+
+echo "== WebAssembly: wasm-pack builds (--target web for browsers and Workers; --target nodejs for edgepatch-js, built by setup)"
+# pkg/web: apply + diffFiles (Workers); pkg/web-apply: apply only, no compressor or suffix array (browsers).
+for variant in "web" "web-apply --no-default-features"; do
+  set -- $variant
+  rm -rf "crates/edgepatch-wasm/pkg/$1"
+  wasm-pack --quiet build --mode no-install --release --target web --out-dir "pkg/$1" crates/edgepatch-wasm "${@:2}" 2>&1 | grep -v 'failed to get wasm-pack version' || true
+  test -s "crates/edgepatch-wasm/pkg/$1/edgepatch_wasm_bg.wasm"
+done
+for w in crates/edgepatch-wasm/pkg/web/edgepatch_wasm_bg.wasm crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm_bg.wasm packages/edgepatch-js/wasm/edgepatch_wasm_bg.wasm; do
+  echo "$w: $(stat -c %s "$w") bytes, $(gzip -9c "$w" | wc -c) gzip -9"
+done
+
+echo "== WebAssembly: wasm-pack test --node (golden fixtures through the JS bindings)"
+# --headless --chrome is not run yet: it needs Debian's chromium + chromium-driver (see ../shared/TOOLCHAIN.md).
+wasm-pack test --node --mode no-install crates/edgepatch-wasm 2>&1 | grep -v '^\s*Compiling\|failed to get wasm-pack version'
+
+echo "== edgepatch-js (Node, over the wasm build): same bytes as the native CLI, byte-exact apply"
+cargo build --release --quiet --bin edgepatch
+EDGEPATCH_BIN="$REPO/target/release/edgepatch" node --test packages/edgepatch-js/test/
+npx --no-install edgepatch-js --help >/dev/null

@@ -219,10 +219,11 @@ fn encode_segments(reference: &[u8], new_stream: &[u8], opts: &DiffOptions, thre
             reference.len()
         )));
     }
-    let started = std::time::Instant::now();
-    let index = OldIndex::new(reference);
+    // Timing only when asked: `Instant::now` panics on wasm32-unknown-unknown.
     let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
-    if timing {
+    let started = timing.then(std::time::Instant::now);
+    let index = OldIndex::new(reference);
+    if let Some(started) = started {
         eprintln!("suffix array of {} bytes: {:.2}s", reference.len(), started.elapsed().as_secs_f64());
     }
     let seg = opts.segment_size as usize;
@@ -232,15 +233,15 @@ fn encode_segments(reference: &[u8], new_stream: &[u8], opts: &DiffOptions, thre
     let report = |n: u64| progress(done.fetch_add(n, Ordering::Relaxed) + n, total);
     let results = parallel_map(count, threads, |i| {
         let part = &new_stream[i * seg..((i + 1) * seg).min(new_stream.len())];
-        let t = std::time::Instant::now();
+        let t = timing.then(std::time::Instant::now);
         let ops = match_new_data(&index, part, opts.match_params, &report);
-        if timing {
+        if let Some(t) = t {
             eprintln!("segment {i}: matched in {:.2}s", t.elapsed().as_secs_f64());
         }
-        let t = std::time::Instant::now();
+        let t = timing.then(std::time::Instant::now);
         let before = &new_stream[(i * seg).saturating_sub(MAX_WINDOW_BACK as usize)..i * seg];
         let r = encode_segment(reference, part, before, &ops, opts.level);
-        if timing {
+        if let Some(t) = t {
             eprintln!("segment {i}: encoded in {:.2}s", t.elapsed().as_secs_f64());
         }
         r
@@ -274,9 +275,9 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], leve
     // zstd frame over the old spans the ops found often does better. Keep the smaller.
     // (Tiny results are not worth the window's slow compression.)
     if c.len() * 5 > d.len() + e.len() && out.len() > WINDOW_TRIAL_MIN {
-        let t = std::time::Instant::now();
+        let t = std::env::var_os("EDGEPATCH_TIMING").map(|_| std::time::Instant::now());
         let window = encode_window_segment(reference, part, before, ops, level)?;
-        if std::env::var_os("EDGEPATCH_TIMING").is_some() {
+        if let Some(t) = t {
             eprintln!("  window trial {:.2}s: {} vs ops {}", t.elapsed().as_secs_f64(), window.len(), out.len());
         }
         if window.len() < out.len() {
