@@ -38,6 +38,8 @@ apt_install() {
 # zstd-sys compiles libzstd for wasm32 with clang (gcc has no wasm32 backend).
 command -v clang >/dev/null 2>&1 || apt_install clang llvm
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+# wasm-pack test --headless --chrome drives Debian's Chromium through its chromedriver.
+command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || apt_install chromium chromium-driver
 
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   log "rustup target add wasm32-unknown-unknown"

@@ -25,8 +25,11 @@ for w in crates/edgepatch-wasm/pkg/web/edgepatch_wasm_bg.wasm crates/edgepatch-w
 done
 
 echo "== WebAssembly: wasm-pack test --node (golden fixtures through the JS bindings)"
-# --headless --chrome is not run yet: it needs Debian's chromium + chromium-driver (see ../shared/TOOLCHAIN.md).
-wasm-pack test --node --mode no-install crates/edgepatch-wasm 2>&1 | grep -v '^\s*Compiling\|failed to get wasm-pack version'
+wasm-pack test --node --mode no-install crates/edgepatch-wasm --test node 2>&1 | grep -v '^\s*Compiling\|failed to get wasm-pack version'
+
+echo "== WebAssembly: the same cases in headless Chromium (wasm-pack test --headless --chrome)"
+wasm-pack test --headless --chrome --chromedriver "$(command -v chromedriver)" --mode no-install crates/edgepatch-wasm --test browser 2>&1 \
+  | grep -v '^\s*Compiling\|failed to get wasm-pack version'
 
 echo "== edgepatch-js (Node, over the wasm build): same bytes as the native CLI, byte-exact apply"
 cargo build --release --quiet --bin edgepatch

@@ -1,0 +1,314 @@
+
+#[cfg(feature = "diff")]
+use edgepatch_wasm::diff_files;
+use edgepatch_wasm::PatchApplier;
+use js_sys::{Array, Function, Reflect, Uint8Array};
+use wasm_bindgen::{JsCast, JsError, JsValue};
+use wasm_bindgen_test::*;
+
+const GOLDEN_PATCH: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/golden/game-v1-to-v2.patch"));
+const V1_TAR: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/game-v1.tar"));
+const V2_TAR: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/game-v2.tar"));
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entry {
+    Dir,
+    Link(String),
+    File { executable: bool, data: Vec<u8> },
+}
+
+/// A tiny ustar reader (the fixtures are written with Python's USTAR_FORMAT).
+fn read_tar(tar: &[u8]) -> Vec<(String, Entry)> {
+    let field = |h: &[u8], a: usize, b: usize| {
+        let f = &h[a..b];
+        String::from_utf8(f[..f.iter().position(|&c| c == 0).unwrap_or(f.len())].to_vec()).unwrap()
+    };
+    let octal = |h: &[u8], a: usize, b: usize| u64::from_str_radix(field(h, a, b).trim(), 8).unwrap_or(0);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 512 <= tar.len() && tar[at..at + 512].iter().any(|&b| b != 0) {
+        let h = &tar[at..at + 512];
+        assert_eq!(&h[257..262], b"ustar", "ustar header at {at}");
+        let (name, prefix) = (field(h, 0, 100), field(h, 345, 500));
+        let path = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+        let path = path.trim_start_matches("./").trim_end_matches('/').to_string();
+        let size = octal(h, 124, 136) as usize;
+        let data = &tar[at + 512..at + 512 + size];
+        let entry = match h[156] {
+            b'5' => Entry::Dir,
+            b'2' => Entry::Link(field(h, 157, 257)),
+            b'0' | 0 => Entry::File { executable: octal(h, 100, 108) & 0o111 != 0, data: data.to_vec() },
+            t => panic!("tar entry type {t} at {path}"),
+        };
+        out.push((path, entry));
+        at += 512 + size.div_ceil(512) * 512;
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[cfg(feature = "diff")]
+fn tar_file<'a>(tree: &'a [(String, Entry)], path: &str) -> &'a [u8] {
+    match tree.iter().find(|(p, _)| p == path) {
+        Some((_, Entry::File { data, .. })) => data,
+        _ => panic!("{path} is not a file of the fixture"),
+    }
+}
+
+fn js_fn(args: &str, body: &str) -> Function {
+    Function::new_with_args(args, body)
+}
+
+/// An `OldBuildSource` over files held in a JS Map (with `readInto` too if `read_into`).
+fn old_source(files: &[(&str, &[u8])]) -> JsValue {
+    old_source_with(files, false)
+}
+
+fn old_source_with(files: &[(&str, &[u8])], read_into: bool) -> JsValue {
+    let (paths, datas) = (Array::new(), Array::new());
+    for (p, d) in files {
+        paths.push(&JsValue::from_str(p));
+        datas.push(&Uint8Array::from(*d));
+    }
+    js_fn(
+        "paths, datas, readInto",
+        "const m = new Map(paths.map((p, i) => [p, datas[i]]));
+         const get = (p) => { const f = m.get(p); if (!f) throw new Error('no old file ' + JSON.stringify(p)); return f; };
+         const source = { reads: 0, intoReads: 0,
+                  fileSize(p) { return get(p).length; },
+                  readAt(p, o, n) { this.reads++; return get(p).subarray(o, o + n); } };
+         if (readInto) source.readInto = function (p, o, target) {
+           this.intoReads++;
+           const f = get(p);
+           if (o + target.length > f.length) throw new Error('read past the end');
+           target.set(f.subarray(o, o + target.length));
+         };
+         return source;",
+    )
+    .call3(&JsValue::NULL, &paths, &datas, &JsValue::from_bool(read_into))
+    .unwrap()
+}
+
+/// A `BuildSink` collecting entries in `out`; `failOn` makes `beginFile` of that path throw.
+fn collecting_sink(fail_on: Option<&str>) -> JsValue {
+    js_fn(
+        "failOn",
+        "let cur = null;
+         return { out: [],
+           createDirectory(p) { this.out.push({ kind: 'dir', path: p }); },
+           createSymlink(p, t) { this.out.push({ kind: 'link', path: p, target: t }); },
+           beginFile(p, x, size) {
+             if (p === failOn) throw new Error('disk full writing ' + p);
+             if (cur) throw new Error('beginFile inside a file');
+             cur = { path: p, executable: x, size, chunks: [] };
+           },
+           writeFile(b) { if (!(b instanceof Uint8Array)) throw new Error('not bytes'); cur.chunks.push(b); },
+           finishFile() {
+             const data = new Uint8Array(cur.chunks.reduce((n, c) => n + c.length, 0));
+             let o = 0; for (const c of cur.chunks) { data.set(c, o); o += c.length; }
+             if (data.length !== cur.size) throw new Error('size announced ' + cur.size + ', got ' + data.length);
+             this.out.push({ kind: 'file', path: cur.path, executable: cur.executable, data });
+             cur = null;
+           } };",
+    )
+    .call1(&JsValue::NULL, &fail_on.map(JsValue::from_str).unwrap_or(JsValue::NULL))
+    .unwrap()
+}
+
+fn get(o: &JsValue, k: &str) -> JsValue {
+    Reflect::get(o, &JsValue::from_str(k)).unwrap()
+}
+
+fn sink_entries(sink: &JsValue) -> Vec<(String, Entry)> {
+    let mut out: Vec<(String, Entry)> = Array::from(&get(sink, "out"))
+        .iter()
+        .map(|e| {
+            let path = get(&e, "path").as_string().unwrap();
+            let entry = match get(&e, "kind").as_string().unwrap().as_str() {
+                "dir" => Entry::Dir,
+                "link" => Entry::Link(get(&e, "target").as_string().unwrap()),
+                _ => Entry::File {
+                    executable: get(&e, "executable").as_bool().unwrap(),
+                    data: get(&e, "data").dyn_into::<Uint8Array>().unwrap().to_vec(),
+                },
+            };
+            (path, entry)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn message(e: JsError) -> String {
+    let v = JsValue::from(e);
+    assert!(v.is_instance_of::<js_sys::Error>(), "a JS Error");
+    String::from(v.unchecked_ref::<js_sys::Error>().message())
+}
+
+fn num(o: &JsValue, k: &str) -> u64 {
+    get(o, k).as_f64().unwrap() as u64
+}
+
+/// Pushes `patch` in `chunk`-byte pieces, then finishes; the first error's message.
+fn apply(patch: &[u8], chunk: usize, old: &JsValue, sink: &JsValue) -> Result<(PatchApplier, JsValue), String> {
+    let mut a = PatchApplier::new(old.clone().unchecked_into(), sink.clone().unchecked_into()).map_err(message)?;
+    for c in patch.chunks(chunk) {
+        a.push(c).map_err(message)?;
+    }
+    let summary = a.finish().map_err(message)?;
+    Ok((a, summary.into()))
+}
+
+fn v1_source() -> JsValue {
+    v1_source_with(false)
+}
+
+fn v1_source_with(read_into: bool) -> JsValue {
+    let v1 = read_tar(V1_TAR);
+    let files: Vec<(&str, &[u8])> = v1
+        .iter()
+        .filter_map(|(p, e)| match e {
+            Entry::File { data, .. } => Some((p.as_str(), data.as_slice())),
+            _ => None,
+        })
+        .collect();
+    old_source_with(&files, read_into)
+}
+
+#[wasm_bindgen_test]
+fn golden_patch_in_1000_byte_chunks_gives_v2() {
+    let (old, sink) = (v1_source(), collecting_sink(None));
+    let (applier, summary) = apply(GOLDEN_PATCH, 1000, &old, &sink).expect("golden patch applies");
+    assert_eq!(sink_entries(&sink), read_tar(V2_TAR), "output is fixture v2 exactly");
+    assert_eq!(num(&summary, "patchBytes"), GOLDEN_PATCH.len() as u64);
+    assert_eq!(num(&summary, "entries"), read_tar(V2_TAR).len() as u64);
+    let p: JsValue = applier.progress().into();
+    assert_eq!(num(&p, "patchBytesRead"), GOLDEN_PATCH.len() as u64, "progress stays after finish");
+    assert_eq!(num(&p, "entriesDone"), num(&p, "entriesTotal"));
+    assert!(num(&old, "reads") > 0);
+}
+
+#[wasm_bindgen_test]
+fn read_into_is_used_when_the_source_has_it() {
+    let (old, sink) = (v1_source_with(true), collecting_sink(None));
+    apply(GOLDEN_PATCH, 1000, &old, &sink).expect("golden patch applies");
+    assert_eq!(sink_entries(&sink), read_tar(V2_TAR));
+    assert!(num(&old, "intoReads") > 0);
+    assert_eq!(num(&old, "reads"), 0, "readAt unused");
+
+    // A readInto that says it read less than asked is an error naming the old file.
+    let short = js_fn("src", "return { fileSize: (p) => src.fileSize(p), readAt() { throw new Error('unused'); },
+                                      readInto(p, o, t) { src.readInto(p, o, t); return t.length - 1; } };")
+        .call1(&JsValue::NULL, &v1_source_with(true))
+        .unwrap();
+    let err = apply(GOLDEN_PATCH, 1000, &short, &collecting_sink(None)).map(|_| ()).unwrap_err();
+    assert!(err.starts_with("old build: ") && err.contains("readInto read"), "{err}");
+}
+
+#[wasm_bindgen_test]
+fn progress_is_reported_while_pushing() {
+    let (old, sink) = (v1_source(), collecting_sink(None));
+    let mut a = PatchApplier::new(old.unchecked_into(), sink.unchecked_into()).unwrap();
+    let (mut last_written, mut saw_total) = (0, false);
+    for c in GOLDEN_PATCH.chunks(4096) {
+        a.push(c).unwrap();
+        let p: JsValue = a.progress().into();
+        assert!(num(&p, "newBytesWritten") >= last_written);
+        last_written = num(&p, "newBytesWritten");
+        saw_total |= num(&p, "entriesTotal") > 0;
+    }
+    let p: JsValue = a.progress().into();
+    assert_eq!(num(&p, "patchBytesRead"), GOLDEN_PATCH.len() as u64);
+    assert_eq!(num(&p, "newBytesWritten"), num(&p, "newBytesTotal"));
+    assert_eq!(num(&p, "entriesDone"), num(&p, "entriesTotal"));
+    assert!(saw_total && last_written > 0);
+    a.finish().unwrap();
+}
+
+#[wasm_bindgen_test]
+fn one_push_of_the_whole_patch_works_too() {
+    let (old, sink) = (v1_source(), collecting_sink(None));
+    apply(GOLDEN_PATCH, GOLDEN_PATCH.len(), &old, &sink).unwrap();
+    assert_eq!(sink_entries(&sink), read_tar(V2_TAR));
+}
+
+#[wasm_bindgen_test]
+fn corrupted_patch_is_an_error_with_a_clear_message() {
+    // A byte flipped in the last segment's data, and one in the checksum.
+    for at in [GOLDEN_PATCH.len() - 200, GOLDEN_PATCH.len() - 1] {
+        let mut bad = GOLDEN_PATCH.to_vec();
+        bad[at] ^= 0x55;
+        let err = apply(&bad, 1000, &v1_source(), &collecting_sink(None)).map(|_| ()).expect_err("corrupt patch refused");
+        assert!(err.starts_with("patch corrupt at byte") || err.contains("BLAKE3"), "message: {err}");
+    }
+    let mut bad = GOLDEN_PATCH.to_vec();
+    bad[0] = b'X';
+    let err = apply(&bad, 1000, &v1_source(), &collecting_sink(None)).map(|_| ()).unwrap_err();
+    assert!(err.contains("bad magic"), "{err}");
+}
+
+#[wasm_bindgen_test]
+fn truncated_patch_fails_at_finish() {
+    let err = apply(&GOLDEN_PATCH[..GOLDEN_PATCH.len() - 10], 1000, &v1_source(), &collecting_sink(None)).map(|_| ()).unwrap_err();
+    assert!(err.starts_with("patch truncated at byte"), "{err}");
+}
+
+#[wasm_bindgen_test]
+fn errors_repeat_and_the_applier_stays_usable_as_an_object() {
+    let mut bad = GOLDEN_PATCH.to_vec();
+    bad[GOLDEN_PATCH.len() - 1] ^= 1;
+    let mut a = PatchApplier::new(v1_source().unchecked_into(), collecting_sink(None).unchecked_into()).unwrap();
+    let first = a.push(&bad).map_err(message).unwrap_err();
+    assert_eq!(a.push(b"more").map_err(message).unwrap_err(), first);
+    assert_eq!(a.finish().map(|_| ()).map_err(message).unwrap_err(), first);
+}
+
+#[wasm_bindgen_test]
+fn wrong_old_build_and_throwing_callbacks_are_named() {
+    // v2 is not the build the patch was made from.
+    let v2 = read_tar(V2_TAR);
+    let files: Vec<(&str, &[u8])> = v2
+        .iter()
+        .filter_map(|(p, e)| match e {
+            Entry::File { data, .. } => Some((p.as_str(), data.as_slice())),
+            _ => None,
+        })
+        .collect();
+    let err = apply(GOLDEN_PATCH, 1000, &old_source(&files), &collecting_sink(None)).map(|_| ()).unwrap_err();
+    assert!(err.starts_with("old build:") || err.contains("BLAKE3"), "{err}");
+
+    let err = apply(GOLDEN_PATCH, 1000, &v1_source(), &collecting_sink(Some("game.wasm"))).map(|_| ()).unwrap_err();
+    assert_eq!(err, "output: game.wasm: disk full writing game.wasm");
+
+    let err = apply(GOLDEN_PATCH, 1000, &old_source(&[]), &collecting_sink(None)).map(|_| ()).unwrap_err();
+    assert!(err.starts_with("old build: ") && err.contains("no old file"), "{err}");
+
+    let not_bytes = js_fn("", "return { fileSize() { return 100000000; }, readAt() { return [1, 2, 3]; } };").call0(&JsValue::NULL).unwrap();
+    let err = apply(GOLDEN_PATCH, 1000, &not_bytes, &collecting_sink(None)).map(|_| ()).unwrap_err();
+    assert!(err.starts_with("old build: "), "{err}");
+
+    let err = PatchApplier::new(JsValue::from_f64(1.0).unchecked_into(), collecting_sink(None).unchecked_into()).map(|_| ()).map_err(message).unwrap_err();
+    assert_eq!(err, "the old build source has no method fileSize, readAt");
+}
+
+#[cfg(feature = "diff")]
+#[wasm_bindgen_test]
+fn diff_files_output_applies() {
+    let (v1, v2) = (read_tar(V1_TAR), read_tar(V2_TAR));
+    let (old, new) = (tar_file(&v1, "game.wasm"), tar_file(&v2, "game.wasm"));
+    assert_ne!(old, new);
+    let patch = diff_files(old.to_vec(), new.to_vec(), Some(3)).map_err(message).unwrap();
+    assert!(patch.len() < new.len() / 4, "patch of {} bytes for {} new", patch.len(), new.len());
+    let sink = collecting_sink(None);
+    apply(&patch, 777, &old_source(&[("", old)]), &sink).unwrap();
+    assert_eq!(sink_entries(&sink), vec![(String::new(), Entry::File { executable: false, data: new.to_vec() })]);
+    // The same inputs and level give the same bytes.
+    assert_eq!(diff_files(old.to_vec(), new.to_vec(), Some(3)).map_err(message).unwrap(), patch);
+}
+
+#[cfg(feature = "diff")]
+#[wasm_bindgen_test]
+fn diff_files_rejects_a_bad_level() {
+    let err = diff_files(vec![1, 2, 3], vec![1, 2, 4], Some(0)).map_err(message).unwrap_err();
+    assert!(err.contains("compression level 0"), "{err}");
+}
