@@ -58,9 +58,11 @@ if ! command -v wasm-pack >/dev/null 2>&1; then
   cargo install --quiet wasm-pack --version 0.15.1
 fi
 
-# The npm workspace (packages/edgepatch-js has no registry dependencies).
-if [ ! -e "$SETUP_REPO/node_modules/.bin/edgepatch-js" ] || [ "$SETUP_REPO/package.json" -nt "$SETUP_REPO/node_modules/.package-lock.json" ] \
-  || [ "$SETUP_REPO/packages/edgepatch-js/package.json" -nt "$SETUP_REPO/node_modules/.package-lock.json" ]; then
+# The npm workspaces (packages/edgepatch-js, web, worker); reinstalled when a package.json changed.
+npm_stamp="$SETUP_REPO/node_modules/.package-lock.json"
+if [ ! -e "$SETUP_REPO/node_modules/.bin/edgepatch-js" ] || [ -n "$(find "$SETUP_REPO/package.json" "$SETUP_REPO/package-lock.json" \
+  "$SETUP_REPO/packages/edgepatch-js/package.json" "$SETUP_REPO/web/package.json" "$SETUP_REPO/worker/package.json" \
+  -newer "$npm_stamp" -print -quit 2>/dev/null)" ]; then
   log "npm install (workspace)"
   (cd "$SETUP_REPO" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 fi
