@@ -16,6 +16,7 @@ pub mod manifest;
 mod perfect_hash;
 pub mod reference_apply;
 pub mod signature;
+pub mod signer;
 mod wire;
 
 /// Re-exported so adapters hash exactly as the core does.

@@ -310,3 +310,219 @@ pub fn wasm_memory_bytes() -> f64 {
     #[cfg(not(target_arch = "wasm32"))]
     return 0.0;
 }
+
+fn core_err(e: impl std::fmt::Display) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// BLAKE3 of `bytes`, as 64 lowercase hex digits (as manifests and descriptors spell it).
+#[wasm_bindgen(js_name = blake3Hex)]
+pub fn blake3_hex(bytes: &[u8]) -> String {
+    edgepatch_core::blake3::hash(bytes).to_hex().to_string()
+}
+
+/// Streaming signer (the core's `Signer`): entries in any order, file data in
+/// chunks; every path and symlink target is checked as it arrives (a JS Error
+/// names the problem: `..`, absolute, escaping link, duplicate, entry below a
+/// file). `finish()` returns the signature bytes (docs/FORMAT.md §3).
+#[wasm_bindgen]
+pub struct Signer {
+    inner: Option<edgepatch_core::signer::Signer>,
+}
+
+#[wasm_bindgen]
+impl Signer {
+    /// `blockSize` defaults to the CLI's (16 KiB).
+    #[wasm_bindgen(constructor)]
+    pub fn new(block_size: Option<u32>) -> Result<Signer, JsError> {
+        let s = edgepatch_core::signer::Signer::new(block_size.unwrap_or(edgepatch_core::signature::DEFAULT_BLOCK_SIZE)).map_err(core_err)?;
+        Ok(Signer { inner: Some(s) })
+    }
+
+    fn inner(&mut self) -> Result<&mut edgepatch_core::signer::Signer, JsError> {
+        self.inner.as_mut().ok_or_else(|| JsError::new("signer already finished"))
+    }
+
+    pub fn directory(&mut self, path: &str) -> Result<(), JsError> {
+        self.inner()?.directory(path).map_err(core_err)
+    }
+
+    pub fn symlink(&mut self, path: &str, target: &str) -> Result<(), JsError> {
+        self.inner()?.symlink(path, target).map_err(core_err)
+    }
+
+    #[wasm_bindgen(js_name = beginFile)]
+    pub fn begin_file(&mut self, path: &str, executable: bool, size: f64) -> Result<(), JsError> {
+        if !(0.0..=MAX_SAFE).contains(&size) || size.fract() != 0.0 {
+            return Err(JsError::new(&format!("{path}: size {size} is not a byte count")));
+        }
+        self.inner()?.begin_file(path, executable, size as u64).map_err(core_err)
+    }
+
+    pub fn update(&mut self, bytes: &[u8]) -> Result<(), JsError> {
+        self.inner()?.update(bytes).map_err(core_err)
+    }
+
+    /// Ends the current file; returns its BLAKE3 (hex).
+    #[wasm_bindgen(js_name = finishFile)]
+    pub fn finish_file(&mut self) -> Result<String, JsError> {
+        self.inner()?.finish_file().map(|h| hex(&h)).map_err(core_err)
+    }
+
+    /// The signature bytes. The signer cannot be used afterwards.
+    pub fn finish(&mut self) -> Result<Vec<u8>, JsError> {
+        let s = self.inner.take().ok_or_else(|| JsError::new("signer already finished"))?;
+        Ok(s.finish().map_err(core_err)?.encode())
+    }
+}
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_MANIFEST: &str = r#"
+export interface ManifestSegment { patchOffset: number; patchLen: number; newOffset: number; newLen: number; }
+export type ManifestSource =
+  | { type: "unchanged" }
+  | { type: "copyOf"; oldPath: string }
+  | { type: "delta"; newOffset: number }
+  | { type: "none" };
+export interface ManifestEntry {
+  path: string;
+  kind: "file" | "directory" | "symlink";
+  executable: boolean;
+  size: number;
+  /** hex; all zeros for directories and symlinks */
+  blake3: string;
+  symlinkTarget?: string;
+  source: ManifestSource;
+}
+"#;
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(typescript_type = "ManifestSegment[]")]
+    pub type ManifestSegments;
+    #[wasm_bindgen(typescript_type = "ManifestEntry[]")]
+    pub type ManifestEntries;
+    #[wasm_bindgen(typescript_type = "ManifestEntry | undefined")]
+    pub type MaybeManifestEntry;
+}
+
+fn set(o: &Object, k: &str, v: impl Into<JsValue>) {
+    Reflect::set(o, &JsValue::from_str(k), &v.into()).expect("set on a plain object");
+}
+
+fn entry_object(e: &edgepatch_core::manifest::ManifestEntry) -> Object {
+    use edgepatch_core::manifest::{EntryKind, EntrySource};
+    let o = Object::new();
+    set(&o, "path", e.path.as_str());
+    set(&o, "kind", match e.kind { EntryKind::File => "file", EntryKind::Directory => "directory", EntryKind::Symlink => "symlink" });
+    set(&o, "executable", e.executable);
+    set(&o, "size", e.size as f64);
+    set(&o, "blake3", hex(&e.blake3));
+    if let Some(t) = &e.symlink_target {
+        set(&o, "symlinkTarget", t.as_str());
+    }
+    let s = Object::new();
+    match &e.source {
+        EntrySource::Unchanged => set(&s, "type", "unchanged"),
+        EntrySource::CopyOf { old_path } => {
+            set(&s, "type", "copyOf");
+            set(&s, "oldPath", old_path.as_str());
+        }
+        EntrySource::Delta { new_offset } => {
+            set(&s, "type", "delta");
+            set(&s, "newOffset", *new_offset as f64);
+        }
+        EntrySource::None => set(&s, "type", "none"),
+    }
+    set(&o, "source", s);
+    o
+}
+
+/// Reads a binary manifest (docs/FORMAT.md §4) without parsing all of it:
+/// `lookup(path)` is O(1) through the manifest's perfect-hash index. The
+/// constructor checks the header, the section bounds and the checksum.
+#[wasm_bindgen]
+pub struct ManifestReader {
+    bytes: Vec<u8>,
+}
+
+impl ManifestReader {
+    fn view(&self) -> edgepatch_core::manifest::ManifestView<'_> {
+        edgepatch_core::manifest::ManifestView::open(&self.bytes).expect("checked in the constructor")
+    }
+}
+
+#[wasm_bindgen]
+impl ManifestReader {
+    #[wasm_bindgen(constructor)]
+    pub fn new(bytes: Vec<u8>) -> Result<ManifestReader, JsError> {
+        let view = edgepatch_core::manifest::ManifestView::open(&bytes).map_err(core_err)?;
+        view.verify_checksum().map_err(core_err)?;
+        Ok(ManifestReader { bytes })
+    }
+
+    /// "build" or "patch".
+    #[wasm_bindgen(getter)]
+    pub fn kind(&self) -> String {
+        match self.view().kind() {
+            edgepatch_core::manifest::ManifestKind::Build => "build".into(),
+            edgepatch_core::manifest::ManifestKind::Patch => "patch".into(),
+        }
+    }
+
+    #[wasm_bindgen(getter, js_name = fromBuild)]
+    pub fn from_build(&self) -> Option<String> {
+        self.view().from_build().map(str::to_string)
+    }
+
+    #[wasm_bindgen(getter, js_name = toBuild)]
+    pub fn to_build(&self) -> String {
+        self.view().to_build().to_string()
+    }
+
+    #[wasm_bindgen(getter, js_name = patchSize)]
+    pub fn patch_size(&self) -> f64 {
+        self.view().patch_size() as f64
+    }
+
+    /// Hex.
+    #[wasm_bindgen(getter, js_name = patchBlake3)]
+    pub fn patch_blake3(&self) -> String {
+        hex(&self.view().patch_blake3())
+    }
+
+    /// Number of entries.
+    #[wasm_bindgen(getter)]
+    pub fn length(&self) -> u32 {
+        self.view().len() as u32
+    }
+
+    pub fn segments(&self) -> Result<ManifestSegments, JsError> {
+        let arr = js_sys::Array::new();
+        for s in self.view().segments().map_err(core_err)? {
+            arr.push(&object(&[("patchOffset", s.patch_offset), ("patchLen", s.patch_len), ("newOffset", s.new_offset), ("newLen", s.new_len)]));
+        }
+        Ok(arr.unchecked_into())
+    }
+
+    /// Every entry, in the manifest's order.
+    pub fn entries(&self) -> Result<ManifestEntries, JsError> {
+        let arr = js_sys::Array::new();
+        for e in self.view().entries() {
+            arr.push(&entry_object(&e.map_err(core_err)?));
+        }
+        Ok(arr.unchecked_into())
+    }
+
+    /// One entry by path, or undefined; reads only that entry's record.
+    pub fn lookup(&self, path: &str) -> Result<MaybeManifestEntry, JsError> {
+        Ok(match self.view().lookup(path).map_err(core_err)? {
+            Some(e) => JsValue::from(entry_object(&e)).unchecked_into(),
+            None => JsValue::UNDEFINED.unchecked_into(),
+        })
+    }
+}

@@ -312,3 +312,67 @@ fn diff_files_rejects_a_bad_level() {
     let err = diff_files(vec![1, 2, 3], vec![1, 2, 4], Some(0)).map_err(message).unwrap_err();
     assert!(err.contains("compression level 0"), "{err}");
 }
+
+const GOLDEN_SIGNATURE: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/golden/game-v2.signature"));
+const GOLDEN_MANIFEST: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/golden/game-v1-to-v2.manifest"));
+
+#[wasm_bindgen_test]
+fn signer_fed_in_tar_order_reproduces_the_golden_signature() {
+    // Reverse order and odd chunks: the signer sorts and streams.
+    let mut s = edgepatch_wasm::Signer::new(Some(4096)).unwrap();
+    for (path, entry) in read_tar(V2_TAR).iter().rev() {
+        match entry {
+            Entry::Dir => s.directory(path).unwrap(),
+            Entry::Link(t) => s.symlink(path, t).unwrap(),
+            Entry::File { executable, data } => {
+                s.begin_file(path, *executable, data.len() as f64).unwrap();
+                for c in data.chunks(1111) {
+                    s.update(c).unwrap();
+                }
+                assert_eq!(s.finish_file().unwrap(), edgepatch_wasm::blake3_hex(data));
+            }
+        }
+    }
+    assert_eq!(s.finish().map_err(message).unwrap(), GOLDEN_SIGNATURE);
+}
+
+#[wasm_bindgen_test]
+fn signer_refuses_escaping_paths_with_clear_errors() {
+    let mut s = edgepatch_wasm::Signer::new(None).unwrap();
+    let err = s.begin_file("../evil", false, 1.0).map_err(message).unwrap_err();
+    assert!(err.contains("'..'"), "{err}");
+    let err = s.symlink("a/link", "../../etc/passwd").map_err(message).unwrap_err();
+    assert!(err.contains("points outside the build"), "{err}");
+    let err = s.begin_file("/abs", false, 1.0).map_err(message).unwrap_err();
+    assert!(err.contains("absolute"), "{err}");
+}
+
+#[wasm_bindgen_test]
+fn manifest_reader_looks_up_entries_and_lists_segments() {
+    let m = edgepatch_wasm::ManifestReader::new(GOLDEN_MANIFEST.to_vec()).map_err(message).unwrap();
+    assert_eq!(m.kind(), "patch");
+    assert_eq!(m.patch_size() as usize, GOLDEN_PATCH.len());
+    assert_eq!(m.patch_blake3(), edgepatch_wasm::blake3_hex(GOLDEN_PATCH));
+    let v2 = read_tar(V2_TAR);
+    assert_eq!(m.length() as usize, v2.len());
+    let entries = Array::from(&m.entries().unwrap().into());
+    assert_eq!(entries.length() as usize, v2.len());
+    for (path, entry) in &v2 {
+        let e: JsValue = m.lookup(path).unwrap().into();
+        assert_eq!(get(&e, "path").as_string().unwrap(), *path);
+        if let Entry::File { data, executable } = entry {
+            assert_eq!(get(&e, "kind").as_string().unwrap(), "file");
+            assert_eq!(get(&e, "blake3").as_string().unwrap(), edgepatch_wasm::blake3_hex(data));
+            assert_eq!(get(&e, "executable").as_bool().unwrap(), *executable);
+        }
+    }
+    assert!(m.lookup("no/such/file").unwrap().is_undefined());
+    let segments = Array::from(&m.segments().unwrap().into());
+    assert!(segments.length() >= 1);
+    let first = segments.get(0);
+    assert!(num(&first, "patchOffset") > 0 && num(&first, "patchLen") > 0);
+    let mut bad = GOLDEN_MANIFEST.to_vec();
+    let at = bad.len() / 2;
+    bad[at] ^= 1;
+    assert!(edgepatch_wasm::ManifestReader::new(bad).is_err(), "a flipped byte fails the checksum");
+}
