@@ -1,0 +1,92 @@
+// Serving stored bytes: immutable, content-addressed objects with strong ETags, single
+// ranges (206/416), from the edge cache (caches.default) when it has them.
+import { errorResponse, HttpError, parseRange } from "./http";
+
+export const IMMUTABLE = "public, max-age=31536000, immutable";
+
+export const CORS: Record<string, string> = {
+  "Access-Control-Allow-Origin": "*",
+  "Access-Control-Expose-Headers": "Content-Range, Content-Length, Accept-Ranges, ETag, X-Edgepatch-Cache, X-Edgepatch-Source",
+};
+
+/** The response a cache lookup found, marked as a hit (cached responses are immutable: copy). */
+function fromCache(res: Response): Response {
+  if (res.status === 416) return errorResponse(416, "range not satisfiable", { "Content-Range": res.headers.get("Content-Range") ?? "", ...CORS });
+  const out = new Response(res.body, res);
+  out.headers.set("X-Edgepatch-Cache", "hit");
+  out.headers.delete("CF-Cache-Status");
+  for (const [k, v] of Object.entries(CORS)) out.headers.set(k, v);
+  return out;
+}
+
+function etagMatches(request: Request, etag: string): boolean {
+  const inm = request.headers.get("If-None-Match");
+  return inm !== null && inm.split(",").some((t) => t.trim() === etag || t.trim() === `W/${etag}` || t.trim() === "*");
+}
+
+/** The URL as a cache key: a plain GET of it (no Range, no credentials). */
+export function cacheKey(url: URL): Request {
+  return new Request(url.toString(), { method: "GET" });
+}
+
+export async function cacheLookup(request: Request, url: URL): Promise<Response | null> {
+  if (request.method !== "GET") return null;
+  const headers: Record<string, string> = {};
+  const range = request.headers.get("Range");
+  if (range !== null) headers.Range = range;
+  const hit = await caches.default.match(new Request(url.toString(), { headers }));
+  return hit ? fromCache(hit) : null;
+}
+
+/**
+ * Serves the immutable R2 object `key` whose BLAKE3 is `blake3` (checked by the caller),
+ * honouring If-None-Match and a single Range, and fills the edge cache on a miss.
+ */
+export async function serveImmutable(request: Request, url: URL, ctx: ExecutionContext, bucket: R2Bucket, key: string, blake3: string, cacheChecked = false): Promise<Response> {
+  const cached = cacheChecked ? null : await cacheLookup(request, url);
+  if (cached) return etagMatches(request, `"${blake3}"`) ? notModified(blake3) : cached;
+  const head = await bucket.head(key);
+  if (head === null) throw new HttpError(404, `not found: ${url.pathname}`);
+  const etag = `"${blake3}"`;
+  if (etagMatches(request, etag)) return notModified(blake3);
+  const headers: Record<string, string> = {
+    "Content-Type": "application/octet-stream",
+    "Cache-Control": IMMUTABLE,
+    ETag: etag,
+    "Accept-Ranges": "bytes",
+    "X-Edgepatch-Cache": "miss",
+    ...CORS,
+  };
+  const range = parseRange(request.headers.get("Range"), head.size);
+  if (request.method === "HEAD") {
+    return new Response(null, { status: 200, headers: { ...headers, "Content-Length": String(head.size) } });
+  }
+  // Fill the cache with the whole object; the edge answers later ranges from it.
+  ctx.waitUntil(
+    (async () => {
+      const whole = await bucket.get(key);
+      if (whole === null) return;
+      const { "X-Edgepatch-Cache": _, ...cachedHeaders } = headers;
+      await caches.default.put(cacheKey(url), new Response(whole.body, { headers: { ...cachedHeaders, "Content-Length": String(head.size) } }));
+    })().catch(() => {}),
+  );
+  if (range === null) {
+    const obj = await bucket.get(key);
+    if (obj === null) throw new HttpError(404, `not found: ${url.pathname}`);
+    return new Response(obj.body, { status: 200, headers: { ...headers, "Content-Length": String(head.size) } });
+  }
+  const obj = await bucket.get(key, { range });
+  if (obj === null) throw new HttpError(404, `not found: ${url.pathname}`);
+  return new Response(obj.body, {
+    status: 206,
+    headers: {
+      ...headers,
+      "Content-Length": String(range.length),
+      "Content-Range": `bytes ${range.offset}-${range.offset + range.length - 1}/${head.size}`,
+    },
+  });
+}
+
+function notModified(blake3: string): Response {
+  return new Response(null, { status: 304, headers: { ETag: `"${blake3}"`, "Cache-Control": IMMUTABLE, ...CORS } });
+}

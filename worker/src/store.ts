@@ -1,0 +1,111 @@
+// R2 layout (worker/README.md "Storage") and a writer that streams bytes into R2 in parts.
+
+export const keys = {
+  /** The build's record: the commit point of a publish (a build exists iff this exists). */
+  build: (game: string, build: string) => `games/${game}/builds/${build}.json`,
+  buildsPrefix: (game: string) => `games/${game}/builds/`,
+  /** Everything one upload stored; `upload` keeps a retried or racing publish apart. */
+  buildData: (game: string, build: string, upload: string) => `games/${game}/data/${build}/${upload}/build.tar`,
+  buildIndex: (game: string, build: string, upload: string) => `games/${game}/data/${build}/${upload}/index.json`,
+  buildSignature: (game: string, build: string, upload: string) => `games/${game}/data/${build}/${upload}/signature`,
+  channel: (game: string, channel: string) => `games/${game}/channels/${channel}.json`,
+  descriptor: (game: string, from: string, to: string) => `games/${game}/updates/${from}/${to}.json`,
+  manifest: (game: string, from: string, to: string) => `games/${game}/manifests/${from}/${to}.manifest`,
+  patch: (game: string, from: string, to: string) => `games/${game}/patches/${from}/${to}.patch`,
+  /** One object per generation ever run for a pair: the count proves "exactly once". */
+  generationLog: (game: string, from: string, to: string) => `log/generations/${game}/${from}/${to}/`,
+};
+
+/** What `games/{game}/builds/{build}.json` holds. */
+export interface BuildRecord {
+  game: string;
+  build: string;
+  upload: string;
+  publishedAt: string;
+  /** Bytes of the stored tar. */
+  tarBytes: number;
+  files: number;
+  directories: number;
+  symlinks: number;
+  /** Bytes of file content. */
+  fileBytes: number;
+  signatureBytes: number;
+  signatureBlake3: string;
+}
+
+/** path -> [offset of its data in the tar, size]. */
+export type TarIndex = Record<string, [number, number]>;
+
+/** R2 multipart parts must all have the same size (at least 5 MiB), except the last. */
+export const PART_BYTES = 8 << 20;
+
+/**
+ * Streams bytes into one R2 object: a single put when it all fits in one part, a
+ * multipart upload of PART_BYTES parts otherwise. Holds at most one part in memory.
+ * Nothing is visible at `key` until `finish()`; `abort()` leaves nothing behind.
+ */
+export class R2PartWriter {
+  private buffer = new Uint8Array(PART_BYTES);
+  private fill = 0;
+  private upload: R2MultipartUpload | null = null;
+  private parts: R2UploadedPart[] = [];
+  private total = 0;
+  private done = false;
+
+  constructor(
+    private readonly bucket: R2Bucket,
+    private readonly key: string,
+    private readonly options: R2PutOptions = {},
+  ) {}
+
+  get bytesWritten(): number {
+    return this.total;
+  }
+
+  async write(bytes: Uint8Array): Promise<void> {
+    let i = 0;
+    while (i < bytes.length) {
+      const n = Math.min(PART_BYTES - this.fill, bytes.length - i);
+      this.buffer.set(bytes.subarray(i, i + n), this.fill);
+      this.fill += n;
+      i += n;
+      this.total += n;
+      if (this.fill === PART_BYTES) await this.flushPart();
+    }
+  }
+
+  private async flushPart(): Promise<void> {
+    this.upload ??= await this.bucket.createMultipartUpload(this.key, this.options);
+    const part = await this.upload.uploadPart(this.parts.length + 1, this.buffer.subarray(0, this.fill));
+    this.parts.push(part);
+    this.fill = 0;
+  }
+
+  async finish(): Promise<R2Object> {
+    this.done = true;
+    if (this.upload === null) {
+      const obj = await this.bucket.put(this.key, this.buffer.subarray(0, this.fill), this.options);
+      this.buffer = new Uint8Array(0);
+      return obj;
+    }
+    if (this.fill > 0) await this.flushPart();
+    this.buffer = new Uint8Array(0);
+    return this.upload.complete(this.parts);
+  }
+
+  async abort(): Promise<void> {
+    if (this.done) return;
+    this.done = true;
+    this.buffer = new Uint8Array(0);
+    if (this.upload) await this.upload.abort().catch(() => {});
+  }
+}
+
+export async function getJson<T>(bucket: R2Bucket, key: string): Promise<T | null> {
+  const obj = await bucket.get(key);
+  return obj === null ? null : ((await obj.json()) as T);
+}
+
+export async function putJson(bucket: R2Bucket, key: string, value: unknown, options: R2PutOptions = {}): Promise<void> {
+  await bucket.put(key, JSON.stringify(value), { httpMetadata: { contentType: "application/json" }, ...options });
+}
