@@ -28,6 +28,32 @@ pub trait BuildSink {
     fn write_file(&mut self, data: &[u8]) -> io::Result<()>;
     /// Called only once the file's content matched its BLAKE3.
     fn finish_file(&mut self) -> io::Result<()>;
+
+    /// Resuming only ([`PatchApplier::resume`]): reopens a file of which the
+    /// first `written` bytes were written before the interruption; the next
+    /// `write_file` calls continue at byte `written` (anything after it is discarded).
+    fn resume_file(&mut self, path: &str, executable: bool, size: u64, written: u64) -> io::Result<()> {
+        let _ = (path, executable, size, written);
+        Err(io::Error::new(io::ErrorKind::Unsupported, "this output cannot resume an interrupted apply"))
+    }
+
+    /// Resuming only: fills all of `buf` with bytes already written to the new
+    /// file at `path`, from `offset` (to re-hash a partly written file and to
+    /// rebuild the back-reference history without downloading anything again).
+    fn read_written(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let _ = (path, offset, buf);
+        Err(io::Error::new(io::ErrorKind::Unsupported, "this output cannot resume an interrupted apply"))
+    }
+}
+
+/// Where an interrupted apply can continue: after `segments_done` segments,
+/// at byte `patch_offset` of the patch, with `new_offset` bytes of the delta
+/// stream written. See [`PatchApplier::resume_point`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ResumePoint {
+    pub segments_done: u64,
+    pub patch_offset: u64,
+    pub new_offset: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -135,12 +161,19 @@ impl<R: Read> PatchInput<R> {
         Ok(())
     }
 
-    pub(crate) fn finish(mut self) -> Result<u64> {
+    pub(crate) fn finish(self) -> Result<u64> {
+        self.finish_checked(true)
+    }
+
+    /// `verify` false: a resumed apply has not seen the bytes before its
+    /// resume point, so it cannot check the whole-patch checksum (every file's
+    /// BLAKE3 is still checked).
+    fn finish_checked(mut self, verify: bool) -> Result<u64> {
         let expected = self.hasher.finalize();
         let at = self.offset;
         let mut stored = [0u8; 32];
         self.exact(&mut stored, "patch checksum")?;
-        if stored != *expected.as_bytes() {
+        if verify && stored != *expected.as_bytes() {
             return Err(Error::Corrupt { input: Input::Patch, offset: at, what: "patch checksum (BLAKE3) does not match its content".into() });
         }
         let mut extra = [0u8; 1];
@@ -542,6 +575,9 @@ pub struct PatchApplier {
     buf: Vec<u8>,
     progress: ApplyProgress,
     summary: ApplySummary,
+    /// Started by `resume`: the patch checksum cannot be checked.
+    resumed: bool,
+    resume_point: Option<ResumePoint>,
 }
 
 impl Default for PatchApplier {
@@ -563,6 +599,8 @@ impl PatchApplier {
             buf: Vec::new(),
             progress: ApplyProgress::default(),
             summary: ApplySummary::default(),
+            resumed: false,
+            resume_point: None,
         }
     }
 
@@ -573,6 +611,97 @@ impl PatchApplier {
     /// The tree, once the header and tree have been read.
     pub fn tree(&self) -> Option<&PatchTree> {
         (self.expect != Expect::HeaderAndTree).then_some(&self.tree)
+    }
+
+    /// Where an interrupted apply could continue, once the sink has made durable
+    /// everything it was given so far: the end of the last segment completed
+    /// (None before the first: start over). Still valid after `push` failed
+    /// (an output error, a dropped connection): the failed segment is redone.
+    /// The point names the patch byte to continue from; bytes already pushed
+    /// beyond it are simply pushed again after `resume`.
+    pub fn resume_point(&self) -> Option<ResumePoint> {
+        self.resume_point
+    }
+
+    /// Continues an interrupted apply at `at` (from [`resume_point`]):
+    /// `header_and_tree` is the patch's bytes before its first segment (its
+    /// manifest's first `patch_offset`); push the patch from `at.patch_offset`
+    /// on. Directories, symlinks, copied files and the delta files before
+    /// `at.new_offset` are taken as already written and verified (the sink kept
+    /// them); the file being written at the interruption is re-hashed and
+    /// reopened through the sink's `read_written`/`resume_file`, and the last
+    /// 4 MiB of delta output (window segments reach back into it) is read back
+    /// the same way: nothing is downloaded or written twice. Every later file
+    /// is verified as usual; the whole-patch checksum is not (see `finish_checked`).
+    ///
+    /// [`resume_point`]: PatchApplier::resume_point
+    pub fn resume<O: OldBuild, S: BuildSink>(header_and_tree: &[u8], at: ResumePoint, old: &mut O, sink: &mut S) -> Result<PatchApplier> {
+        let mut input = PatchInput::new(header_and_tree);
+        let tree = read_header_and_tree(&mut input)?;
+        let tree_end = input.offset();
+        let bad = |what: String| Error::Invalid(format!("cannot resume: {what}"));
+        if tree_end != header_and_tree.len() as u64 {
+            return Err(bad(format!("{} bytes given for a header and tree of {tree_end}", header_and_tree.len())));
+        }
+        let mut a = PatchApplier { tree, expect: Expect::SegmentOrEnd, resumed: true, ..PatchApplier::new() };
+        a.check_old_build(old)?;
+        let mut delta = DeltaStream::new(&a.tree);
+        let delta_total: u64 = a.tree.entries.iter().map(|e| match e.kind { TreeEntryKind::File { size, source: FileSource::Delta, .. } => size, _ => 0 }).sum();
+        if at.segments_done == 0 || at.new_offset == 0 || at.new_offset > delta_total || at.patch_offset < tree_end || at.new_offset < at.segments_done {
+            return Err(bad(format!("resume point {at:?} does not fit this patch ({delta_total} delta bytes, tree ends at byte {tree_end})")));
+        }
+        // Everything that is not a delta file, and every delta file that ends before the point, is done.
+        let mut start = 0u64;
+        let back_from = at.new_offset.saturating_sub(MAX_WINDOW_BACK);
+        let mut history = vec![0u8; (at.new_offset - back_from) as usize];
+        for (i, entry) in a.tree.entries.iter().enumerate() {
+            let TreeEntryKind::File { executable, size, source, .. } = &entry.kind else {
+                a.progress.entries_done += 1;
+                continue;
+            };
+            let path = entry.path.as_str();
+            if let FileSource::Copy { .. } = source {
+                (a.progress.entries_done, a.summary.files, a.summary.bytes_written) = (a.progress.entries_done + 1, a.summary.files + 1, a.summary.bytes_written + size);
+                a.progress.new_bytes_written += size;
+                continue;
+            }
+            let end = start + size;
+            // The part of this file inside the history window.
+            let (h0, h1) = (start.max(back_from), end.min(at.new_offset));
+            if h0 < h1 {
+                let dst = &mut history[(h0 - back_from) as usize..(h1 - back_from) as usize];
+                sink.read_written(path, h0 - start, dst).map_err(|e| out_err(path, e))?;
+            }
+            if end <= at.new_offset {
+                (a.progress.entries_done, a.summary.files, a.summary.bytes_written) = (a.progress.entries_done + 1, a.summary.files + 1, a.summary.bytes_written + size);
+                a.progress.new_bytes_written += size;
+                a.files.next += 1;
+            } else if start < at.new_offset {
+                let written = at.new_offset - start;
+                let mut hasher = blake3::Hasher::new();
+                let mut done = 0;
+                while done < written {
+                    let chunk = &mut a.buf[..(written - done).min(CHUNK as u64) as usize];
+                    sink.read_written(path, done, chunk).map_err(|e| out_err(path, e))?;
+                    hash_chunk(&mut hasher, chunk);
+                    done += chunk.len() as u64;
+                }
+                sink.resume_file(path, *executable, *size, written).map_err(|e| out_err(path, e))?;
+                a.progress.new_bytes_written += written;
+                a.files.open = Some((i, size - written, hasher));
+                a.files.next += 1;
+            }
+            a.files.entries.push(i);
+            start = end;
+        }
+        delta.produced = back_from;
+        delta.remember(&history);
+        debug_assert_eq!(delta.produced, at.new_offset);
+        delta.segments = at.segments_done;
+        a.delta = Some(delta);
+        a.offset = at.patch_offset;
+        a.progress.patch_bytes_read = at.patch_offset;
+        Ok(a)
     }
 
     /// Feeds the next bytes of the patch; processes every unit they complete.
@@ -651,6 +780,7 @@ impl PatchApplier {
                     (self.hasher, self.offset) = input.into_state();
                     self.drain_segment(&mut delta, old, sink)?;
                     delta.check_segment_used_up()?;
+                    self.resume_point = Some(ResumePoint { segments_done: delta.segments, patch_offset: self.offset, new_offset: delta.produced });
                 } else {
                     read_segment_header(&mut input, delta.segments, delta.produced, delta.reference_len)?;
                     (self.hasher, self.offset) = input.into_state();
@@ -662,7 +792,7 @@ impl PatchApplier {
                 self.delta = Some(delta);
             }
             Expect::Checksum => {
-                let patch_bytes = input.finish()?;
+                let patch_bytes = input.finish_checked(!self.resumed)?;
                 self.offset = patch_bytes;
                 self.summary.patch_bytes = patch_bytes;
                 self.summary.entries = self.tree.entries.len() as u64;
@@ -674,11 +804,10 @@ impl PatchApplier {
         Ok(())
     }
 
-    /// After the tree: checks the old build, writes everything that needs no
-    /// delta data, and lines up the delta files.
-    fn start<O: OldBuild, S: BuildSink>(&mut self, old: &mut O, sink: &mut S) -> Result<()> {
+    /// Fails fast, before anything is written, if the old build is not the
+    /// expected one; sets the totals.
+    fn check_old_build<O: OldBuild>(&mut self, old: &mut O) -> Result<()> {
         let tree = &self.tree;
-        // Fail fast, before writing anything, if the old build is not the expected one.
         for f in &tree.old_files {
             let size = old.file_size(&f.path).map_err(|e| Error::OldRead { path: display_path(&f.path), source: e })?;
             if size != f.size {
@@ -691,6 +820,14 @@ impl PatchApplier {
         self.progress.entries_total = tree.entries.len() as u64;
         self.progress.new_bytes_total = tree.entries.iter().map(|e| if let TreeEntryKind::File { size, .. } = e.kind { size } else { 0 }).sum();
         self.buf.resize(CHUNK, 0);
+        Ok(())
+    }
+
+    /// After the tree: checks the old build, writes everything that needs no
+    /// delta data, and lines up the delta files.
+    fn start<O: OldBuild, S: BuildSink>(&mut self, old: &mut O, sink: &mut S) -> Result<()> {
+        self.check_old_build(old)?;
+        let tree = &self.tree;
         for (i, entry) in tree.entries.iter().enumerate() {
             let path = entry.path.as_str();
             match &entry.kind {

@@ -21,7 +21,7 @@ mod wire;
 
 /// Re-exported so adapters hash exactly as the core does.
 pub use blake3;
-pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild};
+pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild, PatchApplier, ResumePoint};
 pub use build::{Build, BuildEntry, EntryContent};
 pub use diff::{diff_builds, DiffOptions, DiffStats};
 pub use error::{Error, Input, Result};

@@ -63,7 +63,41 @@ impl BuildSink for MemorySink {
     }
 
     fn begin_file(&mut self, path: &str, executable: bool, _size: u64) -> io::Result<()> {
+        // Like a file system: a path written again (after a resume) replaces the earlier one.
+        self.entries.retain(|e| e.path != path);
         self.current = Some((path.into(), executable, Vec::new()));
+        Ok(())
+    }
+
+    fn resume_file(&mut self, path: &str, executable: bool, _size: u64, written: u64) -> io::Result<()> {
+        // The file is the one being written, or one finished past the resume point.
+        let data = match self.current.take() {
+            Some((p, _, data)) if p == path => Some(data),
+            _ => self.entries.iter().position(|e| e.path == path).and_then(|i| match self.entries.remove(i).content {
+                EntryContent::File { data, .. } => Some(data),
+                _ => None,
+            }),
+        };
+        match data {
+            Some(mut data) if data.len() as u64 >= written => {
+                data.truncate(written as usize);
+                self.current = Some((path.into(), executable, data));
+                Ok(())
+            }
+            _ => Err(io::Error::new(io::ErrorKind::NotFound, format!("{path}: no partly written file to resume"))),
+        }
+    }
+
+    fn read_written(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let data = match &self.current {
+            Some((p, _, data)) if p == path => data.as_slice(),
+            _ => match self.entries.iter().find(|e| e.path == path) {
+                Some(BuildEntry { content: EntryContent::File { data, .. }, .. }) => data.as_slice(),
+                _ => return Err(io::Error::new(io::ErrorKind::NotFound, format!("{path}: not written"))),
+            },
+        };
+        let src = usize::try_from(offset).ok().and_then(|o| data.get(o..o.checked_add(buf.len())?));
+        buf.copy_from_slice(src.ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "read past what was written"))?);
         Ok(())
     }
 

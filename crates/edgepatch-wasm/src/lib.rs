@@ -51,6 +51,25 @@ export interface BuildSink {
   writeFile(bytes: Uint8Array): void;
   /** Called only once the file's content matched its BLAKE3. */
   finishFile(): void;
+  /**
+   * Needed only by `PatchApplier.resume`: reopen a new file of which the first
+   * `written` bytes were written before the interruption (drop anything after
+   * them); the next `writeFile` calls continue at byte `written`.
+   */
+  resumeFile?(path: string, executable: boolean, size: number, written: number): void;
+  /**
+   * Needed only by `PatchApplier.resume`: fill all of `target` with bytes
+   * already written to the new file at `path`, from byte `offset`. `target` is
+   * a view of the module's memory, valid only during the call.
+   */
+  readWritten?(path: string, offset: number, target: Uint8Array): void;
+}
+
+/** Where an interrupted apply can continue (see `PatchApplier.resumePoint`). */
+export interface ResumePoint {
+  segmentsDone: number;
+  patchOffset: number;
+  newOffset: number;
 }
 
 export interface ApplyProgress {
@@ -92,6 +111,15 @@ extern "C" {
     fn write_file(this: &JsBuildSink, bytes: &Uint8Array) -> Result<(), JsValue>;
     #[wasm_bindgen(method, catch, js_name = finishFile)]
     fn finish_file(this: &JsBuildSink) -> Result<(), JsValue>;
+    #[wasm_bindgen(method, catch, js_name = resumeFile)]
+    fn resume_file(this: &JsBuildSink, path: &str, executable: bool, size: f64, written: f64) -> Result<(), JsValue>;
+    #[wasm_bindgen(method, catch, js_name = readWritten)]
+    fn read_written(this: &JsBuildSink, path: &str, offset: f64, target: &Uint8Array) -> Result<JsValue, JsValue>;
+
+    #[wasm_bindgen(typescript_type = "ResumePoint")]
+    pub type JsResumePoint;
+    #[wasm_bindgen(typescript_type = "ResumePoint | undefined")]
+    pub type MaybeResumePoint;
 
     #[wasm_bindgen(typescript_type = "ApplyProgress")]
     pub type ApplyProgress;
@@ -205,6 +233,28 @@ impl BuildSink for JsSink {
     fn finish_file(&mut self) -> io::Result<()> {
         self.0.finish_file().map_err(js_io)
     }
+
+    fn resume_file(&mut self, path: &str, executable: bool, size: u64, written: u64) -> io::Result<()> {
+        self.0.resume_file(path, executable, size as f64, written as f64).map_err(js_io)
+    }
+
+    fn read_written(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        // SAFETY: as in `JsOld::read_at`: a view of exactly `buf`, borrowed for the call.
+        let target = unsafe { Uint8Array::view_mut_raw(buf.as_mut_ptr(), buf.len()) };
+        self.0.read_written(path, offset as f64, &target).map_err(js_io)?;
+        Ok(())
+    }
+}
+
+fn resume_point_from_js(v: &JsValue) -> Result<edgepatch_core::ResumePoint, JsError> {
+    let field = |k: &str| -> Result<u64, JsError> {
+        let n = Reflect::get(v, &JsValue::from_str(k)).ok().and_then(|x| x.as_f64());
+        match n {
+            Some(n) if (0.0..=MAX_SAFE).contains(&n) && n.fract() == 0.0 => Ok(n as u64),
+            _ => Err(JsError::new(&format!("resume point: {k} is not a byte count"))),
+        }
+    };
+    Ok(edgepatch_core::ResumePoint { segments_done: field("segmentsDone")?, patch_offset: field("patchOffset")?, new_offset: field("newOffset")? })
 }
 
 fn object(fields: &[(&str, u64)]) -> Object {
@@ -241,6 +291,34 @@ impl PatchApplier {
         check_methods(&sink, "the sink", &["createDirectory", "createSymlink", "beginFile", "writeFile", "finishFile"])?;
         let read_into = has_method(&old, "readInto");
         Ok(PatchApplier { inner: Some(CoreApplier::new()), old: JsOld { source: old, read_into }, sink: JsSink(sink), failed: None, finished: Default::default() })
+    }
+
+    /// Continues an interrupted apply (the core's `PatchApplier::resume`):
+    /// `headerAndTree` are the patch's bytes before its first segment (the
+    /// manifest's first `patchOffset`), `point` a `resumePoint()` persisted
+    /// earlier. Then `push` the patch from `point.patchOffset` on. The sink
+    /// must have `resumeFile` and `readWritten`; nothing verified before the
+    /// point is downloaded or written again. The whole-patch checksum cannot be
+    /// checked after a resume; every file's BLAKE3 still is.
+    pub fn resume(old: OldBuildSource, sink: JsBuildSink, header_and_tree: &[u8], point: JsResumePoint) -> Result<PatchApplier, JsError> {
+        check_methods(&old, "the old build source", &["fileSize", "readAt"])?;
+        check_methods(&sink, "the sink", &["createDirectory", "createSymlink", "beginFile", "writeFile", "finishFile", "resumeFile", "readWritten"])?;
+        let at = resume_point_from_js(&point)?;
+        let read_into = has_method(&old, "readInto");
+        let (mut old, mut sink) = (JsOld { source: old, read_into }, JsSink(sink));
+        let inner = CoreApplier::resume(header_and_tree, at, &mut old, &mut sink).map_err(core_err)?;
+        Ok(PatchApplier { inner: Some(inner), old, sink, failed: None, finished: Default::default() })
+    }
+
+    /// Where a later `resume` can continue: the end of the last segment
+    /// applied (undefined before the first). Persist it after a `push`
+    /// returned (even one that threw) once the sink has flushed what it was given.
+    #[wasm_bindgen(js_name = resumePoint)]
+    pub fn resume_point(&self) -> MaybeResumePoint {
+        match self.inner.as_ref().and_then(|a| a.resume_point()) {
+            Some(p) => JsValue::from(object(&[("segmentsDone", p.segments_done), ("patchOffset", p.patch_offset), ("newOffset", p.new_offset)])).unchecked_into(),
+            None => JsValue::UNDEFINED.unchecked_into(),
+        }
     }
 
     /// Feeds the next bytes of the patch; everything they complete is applied

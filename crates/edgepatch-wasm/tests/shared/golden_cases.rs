@@ -376,3 +376,59 @@ fn manifest_reader_looks_up_entries_and_lists_segments() {
     bad[at] ^= 1;
     assert!(edgepatch_wasm::ManifestReader::new(bad).is_err(), "a flipped byte fails the checksum");
 }
+
+/// A sink that keeps files by path (a file system in a Map) and can resume.
+fn resumable_sink() -> JsValue {
+    js_fn(
+        "",
+        "let cur = null;
+         const files = new Map();
+         const bytes = (f) => { const d = new Uint8Array(f.chunks.reduce((n, c) => n + c.length, 0)); let o = 0; for (const c of f.chunks) { d.set(c, o); o += c.length; } return d; };
+         return { out: [], files, resumed: 0, readBack: 0,
+           createDirectory(p) { this.out.push({ kind: 'dir', path: p }); },
+           createSymlink(p, t) { this.out.push({ kind: 'link', path: p, target: t }); },
+           beginFile(p, x, size) { cur = { path: p, executable: x, size, chunks: [] }; files.set(p, cur); },
+           writeFile(b) { cur.chunks.push(b); },
+           finishFile() { this.out.push({ kind: 'file', path: cur.path, executable: cur.executable, data: bytes(cur) }); cur = null; },
+           resumeFile(p, x, size, written) {
+             this.resumed++;
+             const f = files.get(p); if (!f) throw new Error('nothing written to ' + p);
+             f.chunks = [bytes(f).subarray(0, written)]; cur = f;
+           },
+           readWritten(p, o, target) {
+             this.readBack += target.length;
+             const f = files.get(p); if (!f) throw new Error('nothing written to ' + p);
+             const d = bytes(f); if (o + target.length > d.length) throw new Error('read past what was written');
+             target.set(d.subarray(o, o + target.length));
+           } };",
+    )
+    .call0(&JsValue::NULL)
+    .unwrap()
+}
+
+#[wasm_bindgen_test]
+fn resume_continues_after_the_last_segment_applied() {
+    let (old, sink) = (v1_source(), resumable_sink());
+    let mut a = PatchApplier::new(old.clone().unchecked_into(), sink.clone().unchecked_into()).unwrap();
+    assert!(a.resume_point().is_undefined());
+    let mut pushed = 0;
+    while a.resume_point().is_undefined() {
+        assert!(pushed < GOLDEN_PATCH.len(), "no resume point after the whole patch: {:?}", JsValue::from(a.resume_point()));
+        a.push(&GOLDEN_PATCH[pushed..(pushed + 100).min(GOLDEN_PATCH.len())]).unwrap();
+        pushed += 100;
+    }
+    let point: JsValue = a.resume_point().into();
+    drop(a);
+    let m = edgepatch_wasm::ManifestReader::new(GOLDEN_MANIFEST.to_vec()).unwrap();
+    let first = Array::from(&m.segments().unwrap().into()).get(0);
+    let head = &GOLDEN_PATCH[..num(&first, "patchOffset") as usize];
+    let mut b = PatchApplier::resume(old.unchecked_into(), sink.clone().unchecked_into(), head, point.clone().unchecked_into()).map_err(message).unwrap();
+    b.push(&GOLDEN_PATCH[num(&point, "patchOffset") as usize..]).unwrap();
+    b.finish().map_err(message).unwrap();
+    assert_eq!(sink_entries(&sink), read_tar(V2_TAR), "output is fixture v2 exactly");
+    assert!(num(&sink, "readBack") > 0, "history read back from the written files");
+
+    // A sink without the resume methods is refused up front.
+    let err = PatchApplier::resume(v1_source().unchecked_into(), collecting_sink(None).unchecked_into(), head, point.unchecked_into()).map(|_| ()).map_err(message).unwrap_err();
+    assert!(err.contains("resumeFile"), "{err}");
+}
