@@ -1,0 +1,181 @@
+// Browser end-to-end tests of web/: real Chromium (Debian's, headless, through
+// playwright-core), real OPFS, real HTTP (web/scripts/serve.mjs). Run by
+// web/scripts/test.sh after it has built web/dist (library, demo, update site --big).
+//
+// Every test starts from a fresh browser profile, so OPFS starts empty.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { lstatSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+import { startServer } from "../../web/scripts/serve.mjs";
+
+const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
+const dist = join(repo, "web/dist");
+const site = JSON.parse(readFileSync(join(dist, "updates/site.json"), "utf8"));
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+
+let server;
+before(async () => {
+  server = await startServer({ root: dist });
+});
+after(async () => {
+  await server?.close();
+});
+
+function descriptor(game, from, to) {
+  const d = site[game].updates.find((u) => u.from === from && u.to === to);
+  assert.ok(d, `site has no ${game} ${from} -> ${to}`);
+  return d;
+}
+
+/** A fresh profile (so an empty OPFS) and a page on the demo for `game`. */
+async function openDemo(t, game) {
+  const profile = mkdtempSync(join(tmpdir(), "edgepatch-e2e-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  t.after(async () => {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  const url = `${server.url}demo/?game=${game}&install=v1`;
+  await page.goto(url);
+  return { page, url, errors };
+}
+
+/** Waits until the demo page reaches one of `states` (it sets body[data-state]). */
+async function waitState(page, states, timeout = 60_000) {
+  await page.waitForFunction((s) => s.includes(document.body.dataset.state), states, { timeout });
+  return page.evaluate(() => document.body.dataset.state);
+}
+
+/** Regular files (path -> sha256), directories, symlinks and executable files of a tree on disk. */
+function diskTree(dir) {
+  const out = { files: {}, dirs: [], symlinks: {}, executables: [] };
+  const walk = (rel) => {
+    for (const name of readdirSync(join(dir, rel)).sort()) {
+      const p = rel ? `${rel}/${name}` : name;
+      const st = lstatSync(join(dir, p));
+      if (st.isSymbolicLink()) out.symlinks[p] = readlinkSync(join(dir, p));
+      else if (st.isDirectory()) { out.dirs.push(p); walk(p); }
+      else {
+        out.files[p] = createHash("sha256").update(readFileSync(join(dir, p))).digest("hex");
+        if (st.mode & 0o100) out.executables.push(p);
+      }
+    }
+  };
+  walk("");
+  out.dirs.sort();
+  out.executables.sort();
+  return out;
+}
+
+/** What OPFS holds for `game`, read in the page straight from the file system (not through the library). */
+async function opfsState(page, game) {
+  return page.evaluate(async (game) => {
+    const root = await navigator.storage.getDirectory();
+    let g;
+    try { g = await (await root.getDirectoryHandle("edgepatch")).getDirectoryHandle(game); } catch { return null; }
+    const text = async (d, n) => { try { return await (await (await d.getFileHandle(n)).getFile()).text(); } catch { return null; } };
+    const current = JSON.parse((await text(g, "current")) ?? "null");
+    const update = await text(g, "update.json");
+    const builds = [];
+    let bdir = null;
+    try { bdir = await g.getDirectoryHandle("builds"); for await (const n of bdir.keys()) builds.push(n); } catch {}
+    const trees = {};
+    for (const b of builds) {
+      const tree = { files: {}, dirs: [] };
+      const walk = async (d, rel) => {
+        for await (const [name, h] of d.entries()) {
+          const p = rel ? `${rel}/${name}` : name;
+          if (h.kind === "directory") { tree.dirs.push(p); await walk(h, p); }
+          else {
+            const buf = await (await h.getFile()).arrayBuffer();
+            tree.files[p] = [...new Uint8Array(await crypto.subtle.digest("SHA-256", buf))].map((x) => x.toString(16).padStart(2, "0")).join("");
+          }
+        }
+      };
+      try { await walk(await (await bdir.getDirectoryHandle(b)).getDirectoryHandle("files"), ""); } catch {}
+      tree.dirs.sort();
+      trees[b] = tree;
+    }
+    return { current, update: update && JSON.parse(update), builds: builds.sort(), trees };
+  }, game);
+}
+
+/** Asserts that `build` is current and byte-exact against the tree it was made from. */
+async function assertBuild(page, game, build) {
+  const st = await opfsState(page, game);
+  assert.equal(st.current?.build, build, `current build of ${game}`);
+  const want = diskTree(join(dist, "trees", game, build));
+  const got = st.trees[build];
+  assert.ok(got, `OPFS has builds/${build}`);
+  assert.deepEqual(Object.keys(got.files).sort(), Object.keys(want.files).sort(), "same regular files");
+  for (const [p, h] of Object.entries(want.files)) assert.equal(got.files[p], h, `${p} byte-exact`);
+  assert.deepEqual(got.dirs, want.dirs, "same directories");
+  // Symlinks and executable bits live in the build's manifest (OPFS has neither).
+  const entries = await page.evaluate(() => globalThis.edgepatchDemo.updater.entries());
+  const symlinks = Object.fromEntries(entries.filter((e) => e.kind === "symlink").map((e) => [e.path, e.symlinkTarget]));
+  assert.deepEqual(symlinks, want.symlinks, "symlinks");
+  assert.deepEqual(entries.filter((e) => e.executable).map((e) => e.path).sort(), want.executables, "executable bits");
+  return st;
+}
+
+test("fresh profile installs v1, updates to v2; OPFS byte-exact", async (t) => {
+  const { page, errors } = await openDemo(t, "demo");
+  assert.equal(await waitState(page, ["idle", "error"]), "idle");
+  assert.equal(await page.textContent("#current"), "none");
+
+  await page.click("#install");
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+  let st = await assertBuild(page, "demo", "v1");
+  assert.equal(st.update, null, "no update record left");
+  assert.equal(await page.textContent("#game-title"), "Star Hopper v1");
+  assert.ok(await page.isVisible("#title-img"));
+  const v1Img = await page.getAttribute("#title-img", "src");
+
+  server.resetStats();
+  await page.click("#update");
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+  st = await assertBuild(page, "demo", "v2");
+  assert.deepEqual(st.builds, ["v2"], "the old build is removed after the switch");
+  assert.equal(await page.textContent("#game-title"), "Star Hopper v2");
+  assert.notEqual(await page.getAttribute("#title-img", "src"), v1Img);
+  const d = descriptor("demo", "v1", "v2");
+  assert.equal(server.stats.patchBytesServed, d.patchSize, "the patch was downloaded exactly once");
+  for (const r of server.stats.requests.filter((r) => r.path.includes("/patches/"))) assert.match(r.range ?? "", /^bytes=\d+-\d+$/, "single-range requests only");
+  const text = await page.textContent("#progress-text");
+  assert.match(text, /downloaded .* of .*, saved \d+\.\d%/);
+  assert.deepEqual(errors, []);
+});
+
+test("a corrupted patch is refused with a visible error; v1 stays current and intact", async (t) => {
+  const { page } = await openDemo(t, "demo");
+  await waitState(page, ["idle"]);
+  await page.click("#install");
+  assert.equal(await waitState(page, ["done", "error"]), "done");
+  await assertBuild(page, "demo", "v1");
+
+  const d = descriptor("demo", "v1", "v2");
+  server.faults.corruptPatchAt = Math.floor(d.patchSize / 2);
+  t.after(() => { server.faults.corruptPatchAt = null; });
+  await page.click("#update");
+  assert.equal(await waitState(page, ["done", "error"]), "error");
+  assert.ok(await page.isVisible("#error"));
+  const code = await page.getAttribute("#error", "data-code");
+  assert.ok(["patch", "integrity"].includes(code), `error code ${code}: ${await page.textContent("#error")}`);
+  const st = await assertBuild(page, "demo", "v1");
+  assert.deepEqual(st.builds, ["v1"], "nothing of v2 is kept");
+  assert.equal(st.update, null, "no resume record for a refused patch");
+  assert.equal(await page.textContent("#game-title"), "Star Hopper v1");
+});

@@ -1,0 +1,160 @@
+// The demo portal: installs build v1 of the fixture game into OPFS, shows its
+// assets, updates it to the channel's latest build with a progress bar, and
+// continues an interrupted update when the page is opened again.
+//
+// Query parameters: game (demo), base (../updates/), install (v1), channel (stable).
+
+import { EdgepatchError, GameUpdater, type UpdateProgress } from "../src/index.js";
+
+const params = new URLSearchParams(location.search);
+const game = params.get("game") ?? "demo";
+const installBuild = params.get("install") ?? "v1";
+const channel = params.get("channel") ?? "stable";
+const updater = new GameUpdater({
+  baseUrl: new URL(params.get("base") ?? "../updates/", location.href),
+  game,
+  workerUrl: new URL("../lib/edgepatch-worker.js", import.meta.url),
+});
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+const installBtn = $<HTMLButtonElement>("install");
+const updateBtn = $<HTMLButtonElement>("update");
+const removeBtn = $<HTMLButtonElement>("remove");
+const bar = $<HTMLProgressElement>("bar");
+installBtn.textContent = `Install ${installBuild}`;
+
+type State = "loading" | "idle" | "updating" | "done" | "error";
+function setState(s: State): void {
+  document.body.dataset.state = s;
+  const busy = s === "updating" || s === "loading";
+  installBtn.disabled = updateBtn.disabled = removeBtn.disabled = busy;
+}
+
+const fmtBytes = (n: number) => (n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(2)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
+
+function showProgress(p: UpdateProgress): void {
+  bar.max = Math.max(1, p.patchSize);
+  bar.value = p.patchBytesApplied;
+  const eta = p.etaSeconds === null ? "" : `, ${p.etaSeconds.toFixed(1)} s left`;
+  const rate = p.bytesPerSecond > 0 ? `, ${fmtBytes(p.bytesPerSecond)}/s` : "";
+  $("progress-text").textContent =
+    `downloaded ${fmtBytes(p.patchBytesApplied)} of ${fmtBytes(p.patchSize)}, saved ${p.savedPercent.toFixed(1)}% ` +
+    `(build ${fmtBytes(p.newBytesTotal)}; files ${p.filesDone}/${p.filesTotal}${rate}${eta})` +
+    (p.resumedFrom > 0 ? ` — resumed at ${fmtBytes(p.resumedFrom)}` : "");
+  $("phase").textContent = `${p.phase} ${p.from === "_" ? "install of" : p.from + " →"} ${p.to}`;
+}
+
+function showError(e: unknown): void {
+  const el = $("error");
+  el.hidden = false;
+  if (e instanceof EdgepatchError) {
+    el.dataset.code = e.code;
+    el.textContent = `Update failed (${e.code}): ${e.message}` + (e.resumable ? " — it will continue from where it stopped when you try again." : "");
+  } else {
+    el.dataset.code = "unknown";
+    el.textContent = `Update failed: ${String(e)}`;
+  }
+}
+
+const objectUrls: string[] = [];
+async function showBuild(): Promise<void> {
+  const current = await updater.current();
+  $("current").textContent = current ?? "none";
+  document.body.dataset.current = current ?? "";
+  for (const u of objectUrls.splice(0)) URL.revokeObjectURL(u);
+  const img = $<HTMLImageElement>("title-img");
+  const table = $<HTMLTableElement>("files");
+  table.textContent = "";
+  if (!current) {
+    img.hidden = true;
+    $("game-title").textContent = "No build installed.";
+    $("game-text").textContent = "";
+    return;
+  }
+  const entries = await updater.entries();
+  const has = (p: string) => entries.some((e) => e.path === p);
+  const text = async (p: string) => new TextDecoder().decode(await updater.readFile(p));
+  if (has("assets/img/title.png")) {
+    const url = URL.createObjectURL(new Blob([(await updater.readFile("assets/img/title.png")) as BlobPart], { type: "image/png" }));
+    objectUrls.push(url);
+    img.src = url;
+    img.hidden = false;
+  } else img.hidden = true;
+  if (has("index.html")) {
+    const title = /<title>([^<]*)<\/title>/i.exec(await text("index.html"));
+    $("game-title").textContent = title ? title[1]! : "(no title)";
+  } else $("game-title").textContent = `${game} ${current}`;
+  if (has("data/levels.json")) {
+    const levels = JSON.parse(await text("data/levels.json")) as unknown;
+    const n = Array.isArray(levels) ? levels.length : Array.isArray((levels as { levels?: unknown[] }).levels) ? (levels as { levels: unknown[] }).levels.length : 0;
+    $("game-text").textContent = `${n} levels` + (has("assets/img/boss.png") ? ", now with a boss" : "");
+  } else if (has("version.txt")) {
+    $("game-text").textContent = (await text("version.txt")).trim();
+  }
+  for (const e of entries) {
+    const tr = table.insertRow();
+    tr.insertCell().textContent = e.path + (e.kind === "directory" ? "/" : e.kind === "symlink" ? ` → ${e.symlinkTarget}` : "");
+    const size = tr.insertCell();
+    size.className = "n";
+    size.textContent = e.kind === "file" ? fmtBytes(e.size) + (e.executable ? " (x)" : "") : "";
+  }
+}
+
+async function run(from: string, to: string): Promise<void> {
+  setState("updating");
+  $("error").hidden = true;
+  try {
+    const r = await updater.update(from, to, { onProgress: showProgress });
+    $("phase").textContent = r.alreadyCurrent ? `${to} is already installed` :
+      `${from === "_" ? "installed" : "updated to"} ${to}: downloaded ${fmtBytes(r.downloadedBytes)} of a ${fmtBytes(r.patchSize)} patch` +
+      `${r.resumed ? ` (resumed at ${fmtBytes(r.resumedFrom)})` : ""} in ${r.seconds.toFixed(2)} s, saved ${r.savedPercent.toFixed(1)}%`;
+    await showBuild();
+    setState("done");
+  } catch (e) {
+    showError(e);
+    await showBuild().catch(() => {});
+    setState("error");
+  }
+}
+
+installBtn.onclick = () => {
+  setState("updating");
+  void run("_", installBuild);
+};
+updateBtn.onclick = async () => {
+  setState("updating");
+  try {
+    const latest = await updater.latest(channel);
+    $("latest").textContent = `(latest on ${channel}: ${latest})`;
+    await run((await updater.current()) ?? "_", latest);
+  } catch (e) {
+    showError(e);
+    setState("error");
+  }
+};
+removeBtn.onclick = async () => {
+  setState("updating");
+  await updater.remove();
+  await showBuild();
+  setState("idle");
+};
+
+// Exposed for the browser tests and the curious.
+(globalThis as unknown as { edgepatchDemo: unknown }).edgepatchDemo = { updater, run };
+
+void (async () => {
+  try {
+    await showBuild();
+    const pending = await updater.pending();
+    if (pending) {
+      // An update was interrupted (reload, lost connection): continue it.
+      $("phase").textContent = `continuing the interrupted update ${pending.from} → ${pending.to}`;
+      await run(pending.from, pending.to);
+      return;
+    }
+    setState("idle");
+  } catch (e) {
+    showError(e);
+    setState("error");
+  }
+})();

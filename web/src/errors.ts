@@ -1,0 +1,109 @@
+// Typed errors of the browser library. They cross the worker boundary as
+// `SerializedError` and are rebuilt on the page, so `instanceof` and `code`
+// work the same on both sides.
+
+export type ErrorCode =
+  | "network" // the connection failed (after retries); the update can be resumed
+  | "http" // the server answered with an error status
+  | "protocol" // a document or response broke docs/UPDATE_PROTOCOL.md
+  | "integrity" // a size or BLAKE3 did not match: the data is not what was promised
+  | "patch" // the patch could not be applied (the core's message says why)
+  | "storage" // OPFS failed (quota, a lock held elsewhere, a missing file)
+  | "state" // the update does not fit what is installed (e.g. `from` is not current)
+  | "busy" // another update of the same game is running (this tab or another)
+  | "aborted"; // the caller aborted
+
+export interface SerializedError {
+  code: ErrorCode;
+  message: string;
+  /** The update can be continued later (its progress is persisted). */
+  resumable: boolean;
+  status?: number;
+  url?: string;
+}
+
+export class EdgepatchError extends Error {
+  readonly code: ErrorCode;
+  /** The update can be continued by calling it again (its progress is persisted). */
+  resumable: boolean;
+  readonly status?: number;
+  readonly url?: string;
+  constructor(code: ErrorCode, message: string, extra: { resumable?: boolean; status?: number; url?: string } = {}) {
+    super(message);
+    this.name = ERROR_NAMES[code];
+    this.code = code;
+    this.resumable = extra.resumable ?? false;
+    if (extra.status !== undefined) this.status = extra.status;
+    if (extra.url !== undefined) this.url = extra.url;
+  }
+  toJSON(): SerializedError {
+    const out: SerializedError = { code: this.code, message: this.message, resumable: this.resumable };
+    if (this.status !== undefined) out.status = this.status;
+    if (this.url !== undefined) out.url = this.url;
+    return out;
+  }
+}
+
+export class NetworkError extends EdgepatchError {
+  constructor(message: string, extra: { resumable?: boolean; url?: string } = {}) { super("network", message, extra); }
+}
+export class HttpError extends EdgepatchError {
+  constructor(message: string, extra: { status: number; url: string; resumable?: boolean }) { super("http", message, extra); }
+}
+export class ProtocolError extends EdgepatchError {
+  constructor(message: string, extra: { url?: string } = {}) { super("protocol", message, extra); }
+}
+export class IntegrityError extends EdgepatchError {
+  constructor(message: string, extra: { url?: string } = {}) { super("integrity", message, extra); }
+}
+export class PatchError extends EdgepatchError {
+  constructor(message: string) { super("patch", message); }
+}
+export class StorageError extends EdgepatchError {
+  constructor(message: string, extra: { resumable?: boolean } = {}) { super("storage", message, extra); }
+}
+export class StateError extends EdgepatchError {
+  constructor(message: string) { super("state", message); }
+}
+export class BusyError extends EdgepatchError {
+  constructor(message: string) { super("busy", message); }
+}
+export class AbortedError extends EdgepatchError {
+  constructor(message = "update aborted", extra: { resumable?: boolean } = {}) { super("aborted", message, extra); }
+}
+
+const ERROR_NAMES: Record<ErrorCode, string> = {
+  network: "NetworkError",
+  http: "HttpError",
+  protocol: "ProtocolError",
+  integrity: "IntegrityError",
+  patch: "PatchError",
+  storage: "StorageError",
+  state: "StateError",
+  busy: "BusyError",
+  aborted: "AbortedError",
+};
+
+/** Rebuilds a typed error from its serialized form (the page side of the worker boundary). */
+export function deserializeError(e: SerializedError): EdgepatchError {
+  const extra = { resumable: e.resumable, ...(e.status !== undefined ? { status: e.status } : {}), ...(e.url !== undefined ? { url: e.url } : {}) };
+  switch (e.code) {
+    case "network": return new NetworkError(e.message, extra);
+    case "http": return new HttpError(e.message, { status: e.status ?? 0, url: e.url ?? "", resumable: e.resumable });
+    case "protocol": return new ProtocolError(e.message, extra);
+    case "integrity": return new IntegrityError(e.message, extra);
+    case "patch": return new PatchError(e.message);
+    case "storage": return new StorageError(e.message, extra);
+    case "state": return new StateError(e.message);
+    case "busy": return new BusyError(e.message);
+    case "aborted": return new AbortedError(e.message, extra);
+    default: return new EdgepatchError("protocol", `unknown error code ${String((e as SerializedError).code)}: ${e.message}`);
+  }
+}
+
+/** The message of anything thrown (DOMException, Error, string). */
+export function messageOf(e: unknown): string {
+  if (e instanceof Error) return e.message || e.name;
+  if (typeof e === "object" && e !== null && "message" in e) return String((e as { message: unknown }).message);
+  return String(e);
+}

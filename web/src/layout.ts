@@ -1,0 +1,100 @@
+// Where builds live in the origin private file system (OPFS):
+//
+//   edgepatch/<game>/current                 {"build", "manifestBlake3"}: the current build; written last
+//   edgepatch/<game>/update.json             resume record of the update in progress (absent when none)
+//   edgepatch/<game>/builds/<build>/manifest the patch manifest that produced the build: every entry's
+//                                            kind, size, BLAKE3, executable bit and symlink target
+//   edgepatch/<game>/builds/<build>/files/   the build's regular files and directories
+//
+// OPFS has no symlinks and no permission bits: both live only in the manifest.
+
+import { StorageError, messageOf } from "./errors.js";
+
+export const ROOT_DIR = "edgepatch";
+
+export interface CurrentPointer {
+  build: string;
+  manifestBlake3: string;
+}
+
+export async function opfsRoot(): Promise<FileSystemDirectoryHandle> {
+  if (!navigator.storage?.getDirectory) throw new StorageError("this browser has no origin private file system (navigator.storage.getDirectory)");
+  try {
+    return await navigator.storage.getDirectory();
+  } catch (e) {
+    throw new StorageError(`opening the origin private file system failed: ${messageOf(e)}`);
+  }
+}
+
+export async function gameDir(game: string, create: boolean): Promise<FileSystemDirectoryHandle | null> {
+  const root = await opfsRoot();
+  try {
+    const top = await root.getDirectoryHandle(ROOT_DIR, { create });
+    return await top.getDirectoryHandle(game, { create });
+  } catch (e) {
+    if (!create && (e as DOMException).name === "NotFoundError") return null;
+    throw new StorageError(`opening ${ROOT_DIR}/${game} failed: ${messageOf(e)}`);
+  }
+}
+
+/** The directory at a `/`-separated path below `dir` (created when asked). */
+export async function dirAt(dir: FileSystemDirectoryHandle, path: string, create: boolean): Promise<FileSystemDirectoryHandle> {
+  let d = dir;
+  for (const part of path.split("/")) if (part) d = await d.getDirectoryHandle(part, { create });
+  return d;
+}
+
+/** The file at a `/`-separated path below `dir`; with `create`, its parents are created too. */
+export async function fileAt(dir: FileSystemDirectoryHandle, path: string, create: boolean): Promise<FileSystemFileHandle> {
+  const i = path.lastIndexOf("/");
+  const parent = i < 0 ? dir : await dirAt(dir, path.slice(0, i), create);
+  return parent.getFileHandle(path.slice(i + 1), { create });
+}
+
+export async function readBytes(dir: FileSystemDirectoryHandle, name: string): Promise<Uint8Array | null> {
+  try {
+    const f = await (await dir.getFileHandle(name)).getFile();
+    return new Uint8Array(await f.arrayBuffer());
+  } catch (e) {
+    if ((e as DOMException).name === "NotFoundError") return null;
+    throw new StorageError(`reading ${name} failed: ${messageOf(e)}`);
+  }
+}
+
+export async function readJson<T>(dir: FileSystemDirectoryHandle, name: string): Promise<T | null> {
+  const bytes = await readBytes(dir, name);
+  if (!bytes) return null;
+  try {
+    return JSON.parse(new TextDecoder().decode(bytes)) as T;
+  } catch {
+    return null; // a torn or foreign file counts as absent
+  }
+}
+
+/**
+ * Replaces the file `name` in `dir` with `data`, all or nothing: a writable
+ * stream writes a swap file that replaces the original only on close().
+ */
+export async function writeAtomic(dir: FileSystemDirectoryHandle, name: string, data: Uint8Array | string): Promise<void> {
+  try {
+    const h = await dir.getFileHandle(name, { create: true });
+    const w = await h.createWritable({ keepExistingData: false });
+    await w.write(typeof data === "string" ? data : new Blob([data as BlobPart]));
+    await w.close();
+  } catch (e) {
+    throw new StorageError(`writing ${name} failed: ${messageOf(e)}`, { resumable: true });
+  }
+}
+
+export async function removeIfPresent(dir: FileSystemDirectoryHandle, name: string): Promise<void> {
+  try {
+    await dir.removeEntry(name, { recursive: true });
+  } catch (e) {
+    if ((e as DOMException).name !== "NotFoundError") throw new StorageError(`removing ${name} failed: ${messageOf(e)}`);
+  }
+}
+
+export async function readCurrent(game: FileSystemDirectoryHandle): Promise<CurrentPointer | null> {
+  const c = await readJson<CurrentPointer>(game, "current");
+  return c && typeof c.build === "string" ? c : null;
+}

@@ -1,0 +1,100 @@
+// What the page and the worker say to each other, and the public result types.
+
+import type { SerializedError } from "./errors.js";
+
+export interface UpdateOptions {
+  /** Ranges of the patch downloaded at once (default 3). */
+  parallelism?: number;
+  /** Retries per range after a dropped connection or a 5xx, within this call (default 2). */
+  retries?: number;
+  /** First retry delay in ms, doubled per further retry (default 300). */
+  retryDelayMs?: number;
+  /** Smallest range worth its own request, bytes (default 1 MiB); ranges split at segment boundaries. */
+  minRangeBytes?: number;
+}
+
+export interface UpdateRequest extends UpdateOptions {
+  baseUrl: string;
+  game: string;
+  from: string;
+  to: string;
+}
+
+export type UpdatePhase = "checking" | "downloading" | "verifying" | "switching" | "done";
+
+export interface UpdateProgress {
+  phase: UpdatePhase;
+  game: string;
+  from: string;
+  to: string;
+  /** Patch bytes received over the network in this session (the header and tree again when resuming). */
+  downloadedBytes: number;
+  /** Patch bytes applied so far, counting those applied before an interruption. */
+  patchBytesApplied: number;
+  patchSize: number;
+  /** Patch offset this session started at (0 unless resumed). */
+  resumedFrom: number;
+  newBytesWritten: number;
+  /** Size of the new build (what a full download would cost, uncompressed). */
+  newBytesTotal: number;
+  filesDone: number;
+  filesTotal: number;
+  /** Download rate over the last seconds, bytes/s (0 until known). */
+  bytesPerSecond: number;
+  /** Seconds left at that rate, or null when unknown. */
+  etaSeconds: number | null;
+  /** 100 * (1 - patchSize / newBytesTotal): what the patch saves against downloading the build. */
+  savedPercent: number;
+}
+
+export interface UpdateResult {
+  game: string;
+  from: string;
+  to: string;
+  /** `to` was already current; nothing was done. */
+  alreadyCurrent: boolean;
+  /** This call continued an interrupted update. */
+  resumed: boolean;
+  resumedFrom: number;
+  downloadedBytes: number;
+  patchSize: number;
+  newBytesTotal: number;
+  files: number;
+  /** Files re-hashed before the switch because an earlier session wrote them. */
+  filesRehashed: number;
+  seconds: number;
+  savedPercent: number;
+}
+
+export interface PendingUpdate {
+  game: string;
+  from: string;
+  to: string;
+  patchSize: number;
+  /** Patch bytes already applied and persisted (0 when nothing is resumable yet). */
+  patchOffset: number;
+  segmentsDone: number;
+}
+
+export interface BuildEntry {
+  path: string;
+  kind: "file" | "directory" | "symlink";
+  executable: boolean;
+  size: number;
+  blake3: string;
+  symlinkTarget?: string;
+}
+
+export type WorkerRequest =
+  | { id: number; op: "update"; request: UpdateRequest }
+  | { id: number; op: "abort"; target: number }
+  | { id: number; op: "current"; game: string }
+  | { id: number; op: "pending"; game: string }
+  | { id: number; op: "entries"; game: string }
+  | { id: number; op: "readFile"; game: string; path: string }
+  | { id: number; op: "remove"; game: string };
+
+export type WorkerReply =
+  | { id: number; type: "progress"; progress: UpdateProgress }
+  | { id: number; type: "result"; value: unknown }
+  | { id: number; type: "error"; error: SerializedError };

@@ -1,0 +1,123 @@
+// The client side of docs/UPDATE_PROTOCOL.md: names, URLs and the JSON documents.
+
+import { HttpError, NetworkError, ProtocolError, messageOf } from "./errors.js";
+
+/** The empty build: an update from `_` is an install. */
+export const EMPTY_BUILD = "_";
+
+const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$/;
+
+/** Checks a game, build or channel name (1-64 of [A-Za-z0-9._-], not starting with "."). */
+export function checkName(what: string, name: string, allowEmptyBuild = false): void {
+  if (typeof name !== "string" || !NAME.test(name)) {
+    throw new ProtocolError(`${what} ${JSON.stringify(name)} is not a valid name (1-64 of [A-Za-z0-9._-], not starting with ".")`);
+  }
+  if (name === EMPTY_BUILD && !allowEmptyBuild) throw new ProtocolError(`${what} "_" is the reserved empty build`);
+}
+
+export interface UpdateDescriptor {
+  game: string;
+  from: string;
+  to: string;
+  manifestUrl: string; // resolved (absolute)
+  manifestSize: number;
+  manifestBlake3: string;
+  patchUrl: string; // resolved (absolute)
+  patchSize: number;
+  manifestSignature?: string;
+}
+
+export interface ChannelDocument {
+  game: string;
+  channel: string;
+  build: string;
+}
+
+function baseOf(baseUrl: string | URL): URL {
+  const u = new URL(String(baseUrl), typeof location !== "undefined" ? location.href : undefined);
+  if (!u.pathname.endsWith("/")) u.pathname += "/";
+  return u;
+}
+
+export function descriptorUrl(baseUrl: string | URL, game: string, from: string, to: string): URL {
+  return new URL(`v1/games/${game}/updates/${from}/${to}`, baseOf(baseUrl));
+}
+
+export function channelUrl(baseUrl: string | URL, game: string, channel: string): URL {
+  return new URL(`v1/games/${game}/channels/${channel}`, baseOf(baseUrl));
+}
+
+/** A fetch whose failures are typed: NetworkError for the transport, HttpError for a status. */
+export async function fetchChecked(url: string, init: RequestInit = {}): Promise<Response> {
+  let res: Response;
+  try {
+    res = await fetch(url, init);
+  } catch (e) {
+    if ((e as { name?: string }).name === "AbortError") throw e;
+    throw new NetworkError(`GET ${url} failed: ${messageOf(e)}`, { url, resumable: true });
+  }
+  if (!res.ok) {
+    // Servers answer errors as JSON {"error", "status"}; fall back to the status text.
+    let detail = res.statusText;
+    try {
+      const body: unknown = await res.json();
+      if (body && typeof body === "object" && typeof (body as { error?: unknown }).error === "string") detail = (body as { error: string }).error;
+    } catch {
+      /* not JSON */
+    }
+    throw new HttpError(`GET ${url}: ${res.status} ${detail}`, { status: res.status, url, resumable: res.status >= 500 });
+  }
+  return res;
+}
+
+async function fetchJson(url: string, signal?: AbortSignal): Promise<Record<string, unknown>> {
+  const res = await fetchChecked(url, { cache: "no-cache", ...(signal ? { signal } : {}) });
+  let body: unknown;
+  try {
+    body = await res.json();
+  } catch (e) {
+    throw new ProtocolError(`${url} is not JSON: ${messageOf(e)}`, { url });
+  }
+  if (!body || typeof body !== "object" || Array.isArray(body)) throw new ProtocolError(`${url} is not a JSON object`, { url });
+  return body as Record<string, unknown>;
+}
+
+function field<T>(doc: Record<string, unknown>, name: string, type: "string" | "number", url: string): T {
+  const v = doc[name];
+  if (typeof v !== type || (type === "number" && !(Number.isSafeInteger(v) && (v as number) >= 0))) {
+    throw new ProtocolError(`${url}: field "${name}" is missing or not a ${type === "number" ? "byte count" : type}`, { url });
+  }
+  return v as T;
+}
+
+export async function fetchDescriptor(baseUrl: string | URL, game: string, from: string, to: string, signal?: AbortSignal): Promise<UpdateDescriptor> {
+  const url = descriptorUrl(baseUrl, game, from, to).href;
+  const doc = await fetchJson(url, signal);
+  const d: UpdateDescriptor = {
+    game: field(doc, "game", "string", url),
+    from: field(doc, "from", "string", url),
+    to: field(doc, "to", "string", url),
+    manifestUrl: new URL(field<string>(doc, "manifestUrl", "string", url), url).href,
+    manifestSize: field(doc, "manifestSize", "number", url),
+    manifestBlake3: field<string>(doc, "manifestBlake3", "string", url).toLowerCase(),
+    patchUrl: new URL(field<string>(doc, "patchUrl", "string", url), url).href,
+    patchSize: field(doc, "patchSize", "number", url),
+  };
+  if (typeof doc.manifestSignature === "string") d.manifestSignature = doc.manifestSignature;
+  if (d.game !== game || d.from !== from || d.to !== to) {
+    throw new ProtocolError(`${url} describes ${d.game} ${d.from} -> ${d.to}, not ${game} ${from} -> ${to}`, { url });
+  }
+  if (!/^[0-9a-f]{64}$/.test(d.manifestBlake3)) throw new ProtocolError(`${url}: manifestBlake3 is not 64 hex digits`, { url });
+  return d;
+}
+
+export async function fetchChannel(baseUrl: string | URL, game: string, channel: string, signal?: AbortSignal): Promise<ChannelDocument> {
+  checkName("game", game);
+  checkName("channel", channel);
+  const url = channelUrl(baseUrl, game, channel).href;
+  const doc = await fetchJson(url, signal);
+  const c: ChannelDocument = { game: field(doc, "game", "string", url), channel: field(doc, "channel", "string", url), build: field(doc, "build", "string", url) };
+  if (c.game !== game || c.channel !== channel) throw new ProtocolError(`${url} is the channel ${c.game}/${c.channel}, not ${game}/${channel}`, { url });
+  checkName("build", c.build);
+  return c;
+}

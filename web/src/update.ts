@@ -1,0 +1,521 @@
+// The update engine, run inside the dedicated worker: fetch the descriptor and
+// manifest, download the patch in ranges, apply it while it downloads into a
+// new build directory through synchronous OPFS access handles, persist resume
+// points, check every file, then switch the `current` pointer.
+
+import { ManifestReader, PatchApplier, Signer } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import type { BuildSink, ManifestEntry, ManifestSegment, OldBuildSource } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import * as wasm from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import {
+  AbortedError,
+  BusyError,
+  EdgepatchError,
+  IntegrityError,
+  PatchError,
+  ProtocolError,
+  StateError,
+  StorageError,
+  messageOf,
+} from "./errors.js";
+import { RangeDownload, planRanges } from "./fetcher.js";
+import { CurrentPointer, dirAt, fileAt, gameDir, readCurrent, readJson, removeIfPresent, writeAtomic } from "./layout.js";
+import type { PendingUpdate, UpdateProgress, UpdateRequest, UpdateResult } from "./messages.js";
+import { EMPTY_BUILD, checkName, fetchChecked, fetchDescriptor } from "./protocol.js";
+
+/** The applier's resume point (crates/edgepatch-wasm `resumePoint()`). */
+interface ResumePoint {
+  segmentsDone: number;
+  patchOffset: number;
+  newOffset: number;
+}
+
+/** The resume API of the wasm bindings, when the build has it. */
+interface ResumableApplier {
+  push(chunk: Uint8Array): void;
+  finish(): unknown;
+  progress(): { patchBytesRead: number; newBytesWritten: number; newBytesTotal: number; entriesDone: number; entriesTotal: number };
+  resumePoint?(): ResumePoint;
+  free(): void;
+}
+type ResumeFn = (old: OldBuildSource, sink: BuildSink, headerAndTree: Uint8Array, point: ResumePoint) => ResumableApplier;
+
+/** update.json: what an interrupted update needs to continue. */
+interface UpdateRecord {
+  version: 1;
+  from: string;
+  to: string;
+  manifestBlake3: string;
+  patchSize: number;
+  point: ResumePoint | null;
+}
+
+const RECORD = "update.json";
+
+function resumeApi(): ResumeFn | null {
+  const r = (PatchApplier as unknown as { resume?: ResumeFn }).resume;
+  return typeof r === "function" && typeof (PatchApplier.prototype as unknown as ResumableApplier).resumePoint === "function" ? r.bind(PatchApplier) : null;
+}
+
+/** FileSystemSyncAccessHandle (dedicated workers only; not in TypeScript's DOM lib). */
+interface SyncHandle {
+  read(buffer: Uint8Array, options?: { at?: number }): number;
+  write(buffer: Uint8Array, options?: { at?: number }): number;
+  truncate(size: number): void;
+  getSize(): number;
+  flush(): void;
+  close(): void;
+}
+
+async function openSync(fh: FileSystemFileHandle, readOnly: boolean): Promise<SyncHandle> {
+  // "read-only" lets other readers in (Chromium 121+); the default mode is exclusive.
+  const create = (fh as unknown as { createSyncAccessHandle(o?: { mode: string }): Promise<SyncHandle> }).createSyncAccessHandle;
+  return create.call(fh, readOnly ? { mode: "read-only" } : undefined);
+}
+
+/** The old build, read with synchronous access handles (zero-copy `readInto`). */
+class OpfsOldBuild implements OldBuildSource {
+  readonly handles = new Map<string, SyncHandle>();
+  fileSize(path: string): number {
+    const h = this.handles.get(path);
+    if (!h) throw new Error(`the old build has no file ${path}`);
+    return h.getSize();
+  }
+  readInto(path: string, offset: number, target: Uint8Array): number {
+    const h = this.handles.get(path);
+    if (!h) throw new Error(`the old build has no file ${path}`);
+    const n = h.read(target, { at: offset });
+    if (n !== target.length) throw new Error(`old file ${path}: read ${n} of ${target.length} bytes at ${offset}`);
+    return n;
+  }
+  readAt(path: string, offset: number, length: number): Uint8Array {
+    const buf = new Uint8Array(length);
+    this.readInto(path, offset, buf);
+    return buf;
+  }
+  close(): void {
+    for (const h of this.handles.values()) h.close();
+    this.handles.clear();
+  }
+}
+
+/**
+ * The new build: every file's access handle is opened before the first push
+ * (OPFS opens are async, the sink's callbacks are not). The sink accepts only
+ * what the manifest lists.
+ */
+class OpfsNewBuild implements BuildSink {
+  readonly handles = new Map<string, SyncHandle>();
+  readonly dirs = new Set<string>();
+  readonly symlinks = new Map<string, string>();
+  readonly finishedNow = new Set<string>();
+  private dirty = new Set<SyncHandle>();
+  private cur: { path: string; h: SyncHandle; pos: number } | null = null;
+  /** The first error a callback threw (storage, not the patch). */
+  failure: unknown = null;
+  filesDone = 0;
+
+  private guard<T>(f: () => T): T {
+    try {
+      return f();
+    } catch (e) {
+      this.failure ??= e;
+      throw e;
+    }
+  }
+  private handle(path: string): SyncHandle {
+    const h = this.handles.get(path);
+    if (!h) throw new Error(`the patch writes ${path}, which the manifest does not list as a file`);
+    return h;
+  }
+  createDirectory(path: string): void {
+    if (!this.dirs.has(path)) throw new Error(`the patch creates directory ${path}, which the manifest does not list`);
+  }
+  createSymlink(path: string, target: string): void {
+    if (this.symlinks.get(path) !== target) throw new Error(`the patch makes symlink ${path} -> ${target}, which the manifest does not list`);
+  }
+  beginFile(path: string, _executable: boolean, _size: number): void {
+    this.guard(() => {
+      const h = this.handle(path);
+      h.truncate(0);
+      this.cur = { path, h, pos: 0 };
+    });
+  }
+  resumeFile(path: string, _executable: boolean, _size: number, written: number): void {
+    this.guard(() => {
+      const h = this.handle(path);
+      if (h.getSize() < written) throw new Error(`${path} has ${h.getSize()} bytes, the resume point needs ${written}`);
+      h.truncate(written);
+      this.cur = { path, h, pos: written };
+    });
+  }
+  writeFile(bytes: Uint8Array): void {
+    this.guard(() => {
+      const c = this.cur;
+      if (!c) throw new Error("writeFile outside a file");
+      const n = c.h.write(bytes, { at: c.pos });
+      if (n !== bytes.length) throw new Error(`${c.path}: wrote ${n} of ${bytes.length} bytes (storage full?)`);
+      c.pos += n;
+      this.dirty.add(c.h);
+    });
+  }
+  finishFile(): void {
+    const c = this.cur;
+    if (!c) throw new Error("finishFile outside a file");
+    this.finishedNow.add(c.path);
+    this.filesDone++;
+    this.cur = null;
+  }
+  readWritten(path: string, offset: number, target: Uint8Array): number {
+    return this.guard(() => {
+      const n = this.handle(path).read(target, { at: offset });
+      if (n !== target.length) throw new Error(`${path}: read back ${n} of ${target.length} bytes at ${offset}`);
+      return n;
+    });
+  }
+  /** Makes everything written so far durable (before a resume point is persisted). */
+  flush(): void {
+    for (const h of this.dirty) h.flush();
+    this.dirty.clear();
+  }
+  close(): void {
+    for (const h of this.handles.values()) {
+      try { h.close(); } catch { /* already closed */ }
+    }
+    this.handles.clear();
+  }
+}
+
+/** Streams a file through the core's BLAKE3 (the Signer), 4 MiB at a time. */
+function blake3OfHandle(h: SyncHandle, size: number): string {
+  const signer = new Signer();
+  try {
+    signer.beginFile("f", false, size);
+    const buf = new Uint8Array(Math.min(size, 4 << 20) || 1);
+    for (let at = 0; at < size; ) {
+      const n = h.read(buf.subarray(0, Math.min(buf.length, size - at)), { at });
+      if (n <= 0) throw new Error(`short read at ${at}`);
+      signer.update(buf.subarray(0, n));
+      at += n;
+    }
+    return signer.finishFile();
+  } finally {
+    signer.free();
+  }
+}
+
+function files(entries: ManifestEntry[]): ManifestEntry[] {
+  return entries.filter((e) => e.kind === "file");
+}
+
+/** Reads a build's stored manifest (the one that produced it). */
+export async function buildManifest(game: FileSystemDirectoryHandle, build: string): Promise<ManifestReader> {
+  let bytes: Uint8Array;
+  try {
+    const d = await dirAt(game, `builds/${build}`, false);
+    bytes = new Uint8Array(await (await (await d.getFileHandle("manifest")).getFile()).arrayBuffer());
+  } catch (e) {
+    throw new StorageError(`build ${build} has no readable manifest: ${messageOf(e)}`);
+  }
+  try {
+    return new ManifestReader(bytes);
+  } catch (e) {
+    throw new IntegrityError(`the stored manifest of build ${build} is damaged: ${messageOf(e)}`);
+  }
+}
+
+export async function pendingUpdate(gameName: string): Promise<PendingUpdate | null> {
+  const g = await gameDir(gameName, false);
+  if (!g) return null;
+  const r = await readJson<UpdateRecord>(g, RECORD);
+  if (!r || r.version !== 1) return null;
+  return { game: gameName, from: r.from, to: r.to, patchSize: r.patchSize, patchOffset: r.point?.patchOffset ?? 0, segmentsDone: r.point?.segmentsDone ?? 0 };
+}
+
+async function names(dir: FileSystemDirectoryHandle): Promise<string[]> {
+  const out: string[] = [];
+  for await (const name of dir.keys()) out.push(name);
+  return out;
+}
+
+async function withGameLock<T>(game: string, f: () => Promise<T>): Promise<T> {
+  if (!navigator.locks) return f();
+  return navigator.locks.request(`edgepatch:${game}`, { ifAvailable: true }, async (lock) => {
+    if (!lock) throw new BusyError(`another update of ${game} is running (in this or another tab)`);
+    return f();
+  }) as Promise<T>;
+}
+
+export function runUpdate(req: UpdateRequest, onProgress: (p: UpdateProgress) => void, signal: AbortSignal): Promise<UpdateResult> {
+  checkName("game", req.game);
+  checkName("from", req.from, true);
+  checkName("to", req.to);
+  if (req.from === req.to) throw new StateError(`from and to are both ${req.to}`);
+  return withGameLock(req.game, () => update(req, onProgress, signal));
+}
+
+async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => void, signal: AbortSignal): Promise<UpdateResult> {
+  const t0 = performance.now();
+  const { game, from, to } = req;
+  const g = (await gameDir(game, true))!;
+  const current = await readCurrent(g);
+  const base: Omit<UpdateResult, "alreadyCurrent"> = { game, from, to, resumed: false, resumedFrom: 0, downloadedBytes: 0, patchSize: 0, newBytesTotal: 0, files: 0, filesRehashed: 0, seconds: 0, savedPercent: 0 };
+  if (current?.build === to) return { ...base, alreadyCurrent: true };
+  if (from !== EMPTY_BUILD && current?.build !== from) {
+    throw new StateError(current ? `${game}: the current build is ${current.build}, not ${from}` : `${game}: nothing is installed, so there is no build ${from} to update`);
+  }
+
+  // Documents: descriptor, then the manifest, checked against it.
+  const desc = await fetchDescriptor(req.baseUrl, game, from, to, signal);
+  const mres = await fetchChecked(desc.manifestUrl, { cache: "no-store", signal });
+  const manifestBytes = new Uint8Array(await mres.arrayBuffer());
+  if (manifestBytes.length !== desc.manifestSize) throw new IntegrityError(`manifest ${desc.manifestUrl} is ${manifestBytes.length} bytes, the descriptor says ${desc.manifestSize}`, { url: desc.manifestUrl });
+  const manifestHash = wasm.blake3Hex(manifestBytes);
+  if (manifestHash !== desc.manifestBlake3) throw new IntegrityError(`manifest ${desc.manifestUrl} has BLAKE3 ${manifestHash}, the descriptor says ${desc.manifestBlake3}`, { url: desc.manifestUrl });
+  if (desc.manifestSignature !== undefined) {
+    // Signature checking needs a configured public key; none is supported yet (web/README.md).
+  }
+  let manifest: ManifestReader;
+  try {
+    manifest = new ManifestReader(manifestBytes);
+  } catch (e) {
+    throw new IntegrityError(`manifest ${desc.manifestUrl}: ${messageOf(e)}`, { url: desc.manifestUrl });
+  }
+  if (manifest.kind !== "patch") throw new ProtocolError(`manifest ${desc.manifestUrl} is a ${manifest.kind} manifest, not a patch manifest`);
+  if (manifest.toBuild !== to) throw new ProtocolError(`manifest ${desc.manifestUrl} produces build ${manifest.toBuild}, not ${to}`);
+  if (manifest.patchSize !== desc.patchSize) throw new ProtocolError(`manifest says the patch is ${manifest.patchSize} bytes, the descriptor ${desc.patchSize}`);
+  const entries = manifest.entries();
+  const segments: ManifestSegment[] = manifest.segments();
+  manifest.free();
+  const patchSize = desc.patchSize;
+  const newFiles = files(entries);
+  const newBytesTotal = newFiles.reduce((a, e) => a + e.size, 0);
+  const savedPercent = newBytesTotal > 0 ? 100 * (1 - patchSize / newBytesTotal) : 0;
+
+  // Resume record: continue only the very same update (same manifest bytes).
+  const resume = resumeApi();
+  let record = await readJson<UpdateRecord>(g, RECORD);
+  const builds = await dirAt(g, "builds", true);
+  if (!(record && record.version === 1 && record.from === from && record.to === to && record.manifestBlake3 === desc.manifestBlake3)) record = null;
+  const point = record?.point && record.point.segmentsDone > 0 && resume && segments.length > 0 ? record.point : null;
+  // Anything but the current build and the build being resumed is leftover.
+  for (const name of await names(builds)) {
+    if (name !== current?.build && !(point && name === to)) await removeIfPresent(builds, name);
+  }
+  record = { version: 1, from, to, manifestBlake3: desc.manifestBlake3, patchSize, point };
+  await writeAtomic(g, RECORD, JSON.stringify(record));
+
+  const buildDir = await dirAt(builds, to, true);
+  await writeAtomic(buildDir, "manifest", manifestBytes);
+  const filesDir = await dirAt(buildDir, "files", true);
+
+  const old = new OpfsOldBuild();
+  const sink = new OpfsNewBuild();
+  let applier: ResumableApplier | null = null;
+  let downloaded = 0;
+  const resumedFrom = point?.patchOffset ?? 0;
+  let keepForResume = false;
+  try {
+    // Old build: every regular file, read-only.
+    if (from !== EMPTY_BUILD) {
+      const oldManifest = await buildManifest(g, from);
+      const oldEntries = oldManifest.entries();
+      oldManifest.free();
+      const oldFiles = await dirAt(builds, `${from}/files`, false);
+      for (const e of files(oldEntries)) old.handles.set(e.path, await openSync(await fileAt(oldFiles, e.path, false), true));
+    }
+    // New build: directories created, every file opened, before any byte is applied.
+    for (const e of entries) {
+      if (e.kind === "directory") {
+        await dirAt(filesDir, e.path, true);
+        sink.dirs.add(e.path);
+      } else if (e.kind === "symlink") {
+        sink.symlinks.set(e.path, e.symlinkTarget ?? "");
+      } else {
+        sink.handles.set(e.path, await openSync(await fileAt(filesDir, e.path, true), false));
+      }
+    }
+
+    // Progress: rate over a sliding window of the last 3 seconds.
+    const samples: [number, number][] = [];
+    let applied = resumedFrom;
+    let lastSent = 0;
+    let phase: UpdateProgress["phase"] = "downloading";
+    const filesBefore = point ? newFiles.filter((e) => e.source.type !== "delta" || e.source.newOffset + e.size <= point.newOffset).length : 0;
+    const report = (force: boolean) => {
+      const now = performance.now();
+      if (!force && now - lastSent < 100) return;
+      lastSent = now;
+      samples.push([now, downloaded]);
+      while (samples.length > 2 && now - samples[0]![0] > 3000) samples.shift();
+      const [t1, b1] = samples[0]!;
+      const rate = now - t1 > 200 ? ((downloaded - b1) * 1000) / (now - t1) : 0;
+      const p = applier?.progress();
+      onProgress({
+        phase, game, from, to,
+        downloadedBytes: downloaded,
+        patchBytesApplied: applied,
+        patchSize,
+        resumedFrom,
+        newBytesWritten: p ? p.newBytesWritten : 0,
+        newBytesTotal,
+        filesDone: Math.min(newFiles.length, filesBefore + sink.filesDone),
+        filesTotal: newFiles.length,
+        bytesPerSecond: rate,
+        etaSeconds: rate > 0 ? (patchSize - applied) / rate : null,
+        savedPercent,
+      });
+    };
+    report(true);
+
+    const dl = { parallelism: req.parallelism ?? 3, retries: req.retries ?? 2, retryDelayMs: req.retryDelayMs ?? 300, signal, onBytes: (n: number) => { downloaded += n; } };
+    const callApplier = (f: () => void) => {
+      try {
+        f();
+      } catch (e) {
+        if (sink.failure) throw new StorageError(`writing build ${to} failed: ${messageOf(sink.failure)}`, { resumable: true });
+        throw new PatchError(`applying ${game} ${from} -> ${to}: ${messageOf(e)}`);
+      }
+    };
+    if (point) {
+      // The header and tree again (the applier needs them), then the rest from the resume point.
+      const headerEnd = segments[0]!.patchOffset;
+      const parts: Uint8Array[] = [];
+      for await (const c of new RangeDownload(desc.patchUrl, patchSize, [{ start: 0, end: headerEnd }], dl).chunks()) parts.push(c);
+      const headerAndTree = new Uint8Array(headerEnd);
+      let at = 0;
+      for (const p of parts) { headerAndTree.set(p, at); at += p.length; }
+      callApplier(() => { applier = resume!(old, sink, headerAndTree, point); });
+    } else {
+      callApplier(() => { applier = new PatchApplier(old, sink) as unknown as ResumableApplier; });
+    }
+    keepForResume = true;
+    const ranges = planRanges(resumedFrom, patchSize, segments.map((s) => s.patchOffset), req.minRangeBytes ?? 1 << 20);
+    let segmentsDone = point?.segmentsDone ?? 0;
+    for await (const chunk of new RangeDownload(desc.patchUrl, patchSize, ranges, dl).chunks()) {
+      if (signal.aborted) throw new AbortedError(undefined, { resumable: true });
+      callApplier(() => applier!.push(chunk));
+      applied += chunk.length;
+      if (resume && applier!.resumePoint) {
+        const rp = applier!.resumePoint();
+        if (rp.segmentsDone > segmentsDone) {
+          // The sink's bytes must be durable before the point that relies on them.
+          sink.flush();
+          record.point = rp;
+          await writeAtomic(g, RECORD, JSON.stringify(record));
+          segmentsDone = rp.segmentsDone;
+        }
+      }
+      report(false);
+    }
+    callApplier(() => { (applier as ResumableApplier).finish(); });
+    keepForResume = false;
+
+    // Every file verified: this session's by the applier as it wrote them, an
+    // earlier session's (before a resume) re-hashed here.
+    phase = "verifying";
+    report(true);
+    let rehashed = 0;
+    for (const e of newFiles) {
+      const h = sink.handles.get(e.path)!;
+      if (h.getSize() !== e.size) throw new IntegrityError(`${e.path} is ${h.getSize()} bytes, the manifest says ${e.size}`);
+      if (!sink.finishedNow.has(e.path)) {
+        const got = blake3OfHandle(h, e.size);
+        rehashed++;
+        if (got !== e.blake3) throw new IntegrityError(`${e.path} has BLAKE3 ${got}, the manifest says ${e.blake3}`);
+      }
+    }
+    sink.flush();
+    sink.close();
+    old.close();
+
+    // The switch: one atomic replacement of the pointer.
+    phase = "switching";
+    report(true);
+    const pointer: CurrentPointer = { build: to, manifestBlake3: desc.manifestBlake3 };
+    await writeAtomic(g, "current", JSON.stringify(pointer));
+    await removeIfPresent(g, RECORD);
+    for (const name of await names(builds)) if (name !== to) await removeIfPresent(builds, name);
+    phase = "done";
+    report(true);
+    return {
+      ...base,
+      alreadyCurrent: false,
+      resumed: point !== null,
+      resumedFrom,
+      downloadedBytes: downloaded,
+      patchSize,
+      newBytesTotal,
+      files: newFiles.length,
+      filesRehashed: rehashed,
+      seconds: (performance.now() - t0) / 1000,
+      savedPercent,
+    };
+  } catch (e) {
+    sink.close();
+    old.close();
+    (applier as ResumableApplier | null)?.free();
+    applier = null;
+    const err = e instanceof EdgepatchError ? e
+      : (e as { name?: string }).name === "AbortError" ? new AbortedError(undefined, { resumable: true })
+      : new StorageError(`update ${game} ${from} -> ${to} failed: ${messageOf(e)}`, { resumable: true });
+    const resumable = keepForResume && err.resumable;
+    if (!resumable) {
+      // Bad data or a refused patch: nothing of it is kept. The current build was never touched.
+      const cur = await readCurrent(g);
+      if (cur?.build !== to) await removeIfPresent(builds, to);
+      await removeIfPresent(g, RECORD);
+    }
+    err.resumable = resumable;
+    throw err;
+  }
+}
+
+/** Every entry of the current build, or null when nothing is installed. */
+export async function currentEntries(gameName: string): Promise<{ build: string; entries: ManifestEntry[] } | null> {
+  const g = await gameDir(gameName, false);
+  const cur = g && (await readCurrent(g));
+  if (!g || !cur) return null;
+  const m = await buildManifest(g, cur.build);
+  try {
+    return { build: cur.build, entries: m.entries() };
+  } finally {
+    m.free();
+  }
+}
+
+/** The bytes of `path` in the current build, following symlinks (as the manifest records them). */
+export async function readCurrentFile(gameName: string, path: string): Promise<Uint8Array> {
+  const g = await gameDir(gameName, false);
+  const cur = g && (await readCurrent(g));
+  if (!g || !cur) throw new StateError(`${gameName}: nothing is installed`);
+  const m = await buildManifest(g, cur.build);
+  try {
+    let p = path;
+    for (let hops = 0; ; hops++) {
+      const e = m.lookup(p);
+      if (!e) throw new StateError(`${gameName} ${cur.build} has no ${p}`);
+      if (e.kind === "directory") throw new StateError(`${gameName} ${cur.build}: ${p} is a directory`);
+      if (e.kind === "file") {
+        const fh = await fileAt(await dirAt(g, `builds/${cur.build}/files`, false), p, false);
+        return new Uint8Array(await (await fh.getFile()).arrayBuffer());
+      }
+      if (hops >= 40) throw new StateError(`${path}: too many levels of symlinks`);
+      // Targets are relative to the link's directory and stay inside the build (FORMAT.md §1).
+      const parts = p.split("/").slice(0, -1);
+      for (const c of (e.symlinkTarget ?? "").split("/")) {
+        if (c === "..") parts.pop();
+        else if (c !== "." && c !== "") parts.push(c);
+      }
+      p = parts.join("/");
+    }
+  } finally {
+    m.free();
+  }
+}
+
+export async function removeGame(gameName: string): Promise<void> {
+  await withGameLock(gameName, async () => {
+    const top = await (await navigator.storage.getDirectory()).getDirectoryHandle("edgepatch", { create: true });
+    await removeIfPresent(top, gameName);
+  });
+}

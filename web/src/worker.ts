@@ -1,0 +1,64 @@
+// The dedicated worker: owns the wasm module and every OPFS access handle, so
+// patching never blocks the page. Requests and replies: messages.ts.
+
+import init from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import { EdgepatchError, StorageError, messageOf } from "./errors.js";
+import type { WorkerReply, WorkerRequest } from "./messages.js";
+import { currentEntries, pendingUpdate, readCurrentFile, removeGame, runUpdate } from "./update.js";
+
+const ready = init();
+const running = new Map<number, AbortController>();
+
+function reply(m: WorkerReply, transfer: Transferable[] = []): void {
+  (self as unknown as Worker).postMessage(m, transfer);
+}
+
+async function handle(m: WorkerRequest): Promise<void> {
+  try {
+    await ready;
+    switch (m.op) {
+      case "update": {
+        const ac = new AbortController();
+        running.set(m.id, ac);
+        try {
+          const value = await runUpdate(m.request, (progress) => reply({ id: m.id, type: "progress", progress }), ac.signal);
+          reply({ id: m.id, type: "result", value });
+        } finally {
+          running.delete(m.id);
+        }
+        return;
+      }
+      case "abort":
+        running.get(m.target)?.abort();
+        reply({ id: m.id, type: "result", value: null });
+        return;
+      case "current": {
+        const c = await currentEntries(m.game);
+        reply({ id: m.id, type: "result", value: c ? c.build : null });
+        return;
+      }
+      case "entries": {
+        const c = await currentEntries(m.game);
+        reply({ id: m.id, type: "result", value: c ? c.entries.map(({ source: _s, ...e }) => e) : [] });
+        return;
+      }
+      case "pending":
+        reply({ id: m.id, type: "result", value: await pendingUpdate(m.game) });
+        return;
+      case "readFile": {
+        const bytes = await readCurrentFile(m.game, m.path);
+        reply({ id: m.id, type: "result", value: bytes }, [bytes.buffer]);
+        return;
+      }
+      case "remove":
+        await removeGame(m.game);
+        reply({ id: m.id, type: "result", value: null });
+        return;
+    }
+  } catch (e) {
+    const err = e instanceof EdgepatchError ? e : new StorageError(messageOf(e));
+    reply({ id: m.id, type: "error", error: err.toJSON() });
+  }
+}
+
+self.addEventListener("message", (ev: MessageEvent<WorkerRequest>) => void handle(ev.data));
