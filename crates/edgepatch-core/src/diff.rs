@@ -72,83 +72,42 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     let old_hashes = parallel_hash(&old_files, threads);
     let new_hashes = parallel_hash(&new_files, threads);
 
-    let mut by_hash: HashMap<[u8; 32], usize> = HashMap::new();
-    let mut by_path: HashMap<&str, usize> = HashMap::new();
-    for (i, (path, _)) in old_files.iter().enumerate() {
-        by_hash.entry(old_hashes[i]).or_insert(i);
-        by_path.insert(path, i);
-    }
-
-    let mut stats = DiffStats::default();
-    // Every non-empty old file is in the reference stream; copies may also use it.
-    let mut tree_old: Vec<OldFile> = old_files
+    let old_list: Vec<(&str, u64, [u8; 32])> = old_files.iter().zip(&old_hashes).map(|((p, d), h)| (*p, d.len() as u64, *h)).collect();
+    let mut new_hash = new_hashes.iter();
+    let new_list: Vec<(&str, PlannedKind)> = new
+        .entries
         .iter()
-        .map(|(path, data)| OldFile { path: path.to_string(), size: data.len() as u64, in_reference: !data.is_empty() })
+        .map(|e| {
+            let kind = match &e.content {
+                EntryContent::Directory => PlannedKind::Directory,
+                EntryContent::Symlink { target } => PlannedKind::Symlink(target),
+                EntryContent::File { executable, data } => {
+                    PlannedKind::File { executable: *executable, size: data.len() as u64, blake3: *new_hash.next().expect("one hash per file") }
+                }
+            };
+            (e.path.as_str(), kind)
+        })
         .collect();
-    let mut copied_from = vec![false; old_files.len()];
-    let mut entries = Vec::with_capacity(new.entries.len());
-    let mut new_stream_parts: Vec<&[u8]> = Vec::new();
-    let mut new_file_index = 0;
-    for e in &new.entries {
-        let kind = match &e.content {
-            EntryContent::Directory => TreeEntryKind::Directory,
-            EntryContent::Symlink { target } => TreeEntryKind::Symlink { target: target.clone() },
-            EntryContent::File { executable, data } => {
-                let hash = new_hashes[new_file_index];
-                new_file_index += 1;
-                stats.new_files += 1;
-                let same_path = by_path.get(e.path.as_str()).copied().filter(|&i| old_hashes[i] == hash);
-                let source = match same_path.or_else(|| by_hash.get(&hash).copied()).filter(|_| !data.is_empty()) {
-                    Some(i) => {
-                        if old_files[i].0 == e.path {
-                            stats.unchanged += 1;
-                        } else {
-                            stats.renamed += 1;
-                        }
-                        copied_from[i] = true;
-                        FileSource::Copy { old_index: i }
-                    }
-                    None => {
-                        stats.delta_files += 1;
-                        new_stream_parts.push(data);
-                        FileSource::Delta
-                    }
-                };
-                TreeEntryKind::File { executable: *executable, size: data.len() as u64, blake3: hash, source }
-            }
-        };
-        entries.push(TreeEntry { path: e.path.clone(), kind });
-    }
+    let (tree, mut stats) = plan_tree(single_file, &old_list, &new_list);
     let new_paths: std::collections::HashSet<&str> = new.entries.iter().map(|e| e.path.as_str()).collect();
     stats.removed = old.entries.iter().filter(|e| !new_paths.contains(e.path.as_str())).count() as u64;
+    let new_stream_parts: Vec<&[u8]> = new
+        .files()
+        .zip(tree.entries.iter().filter(|e| matches!(e.kind, TreeEntryKind::File { .. })))
+        .filter(|(_, e)| matches!(e.kind, TreeEntryKind::File { source: FileSource::Delta, .. }))
+        .map(|((_, data), _)| data)
+        .collect();
 
     // The reference stream is only needed if there is something to diff.
     let new_stream = concat_or_borrow(&new_stream_parts);
-    if new_stream.is_empty() {
-        tree_old.iter_mut().for_each(|f| f.in_reference = false);
-    }
-    // Old files that are neither copied nor referenced need not be listed, but
-    // indexes must stay stable: keep the table whole (it is small).
     let reference_parts: Vec<&[u8]> =
-        old_files.iter().zip(&tree_old).filter(|(_, t)| t.in_reference).map(|((_, d), _)| *d).collect();
+        old_files.iter().zip(&tree.old_files).filter(|(_, t)| t.in_reference).map(|((_, d), _)| *d).collect();
     let reference = concat_or_borrow(&reference_parts);
-    let tree = PatchTree { single_file, old_files: tree_old, entries };
     stats.new_bytes = new.total_file_bytes();
     stats.delta_bytes = new_stream.len() as u64;
     stats.reference_bytes = reference.len() as u64;
 
-    let mut out = Vec::new();
-    out.extend_from_slice(&PATCH_MAGIC);
-    out.extend_from_slice(&PATCH_VERSION.to_le_bytes());
-    out.extend_from_slice(&(if single_file { FLAG_SINGLE_FILE } else { 0 }).to_le_bytes());
-    let tree_bytes = tree.encode();
-    if tree_bytes.len() as u64 > MAX_TREE_BYTES {
-        return Err(Error::Invalid(format!("tree section {} bytes exceeds {MAX_TREE_BYTES}", tree_bytes.len())));
-    }
-    let tree_comp = compress(&tree_bytes, opts.level)?;
-    put_varint(&mut out, tree_bytes.len() as u64);
-    put_varint(&mut out, tree_comp.len() as u64);
-    out.extend_from_slice(&tree_comp);
+    let mut out = encode_header_and_tree(&tree, opts.level)?;
 
     let segments = encode_segments(&reference, &new_stream, opts, threads, progress)?;
     for seg in &segments {
@@ -162,6 +121,78 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     stats.segments = segments.len() as u64;
     stats.patch_bytes = out.len() as u64;
     Ok((out, stats))
+}
+
+/// A new build entry as the tree planner sees it: file content only by size and hash.
+pub(crate) enum PlannedKind<'a> {
+    Directory,
+    Symlink(&'a str),
+    File { executable: bool, size: u64, blake3: [u8; 32] },
+}
+
+/// Decides each new file's source from hashes alone (so it works from two
+/// signatures as well as from two builds in memory): unchanged (same path and
+/// hash) or renamed/moved (same hash elsewhere) files are copies, all others
+/// (except empty files, which are free either way) come from the delta stream.
+/// Every non-empty old file is in the reference stream when there is a delta.
+pub(crate) fn plan_tree(single_file: bool, old_files: &[(&str, u64, [u8; 32])], new_entries: &[(&str, PlannedKind)]) -> (PatchTree, DiffStats) {
+    let mut by_hash: HashMap<[u8; 32], usize> = HashMap::new();
+    let mut by_path: HashMap<&str, usize> = HashMap::new();
+    for (i, (path, _, hash)) in old_files.iter().enumerate() {
+        by_hash.entry(*hash).or_insert(i);
+        by_path.insert(path, i);
+    }
+    let mut stats = DiffStats::default();
+    let mut any_delta = false;
+    let mut entries = Vec::with_capacity(new_entries.len());
+    for (path, kind) in new_entries {
+        let kind = match kind {
+            PlannedKind::Directory => TreeEntryKind::Directory,
+            PlannedKind::Symlink(target) => TreeEntryKind::Symlink { target: target.to_string() },
+            PlannedKind::File { executable, size, blake3 } => {
+                stats.new_files += 1;
+                let same_path = by_path.get(path).copied().filter(|&i| old_files[i].2 == *blake3);
+                let source = match same_path.or_else(|| by_hash.get(blake3).copied()).filter(|_| *size > 0) {
+                    Some(i) => {
+                        if old_files[i].0 == *path {
+                            stats.unchanged += 1;
+                        } else {
+                            stats.renamed += 1;
+                        }
+                        FileSource::Copy { old_index: i }
+                    }
+                    None => {
+                        stats.delta_files += 1;
+                        any_delta |= *size > 0;
+                        FileSource::Delta
+                    }
+                };
+                TreeEntryKind::File { executable: *executable, size: *size, blake3: *blake3, source }
+            }
+        };
+        entries.push(TreeEntry { path: path.to_string(), kind });
+    }
+    // Old files that are neither copied nor referenced need not be listed, but
+    // indexes must stay stable: keep the table whole (it is small).
+    let old_files = old_files.iter().map(|(path, size, _)| OldFile { path: path.to_string(), size: *size, in_reference: any_delta && *size > 0 }).collect();
+    (PatchTree { single_file, old_files, entries }, stats)
+}
+
+/// Magic, version, flags and the compressed tree: the patch up to its first segment.
+pub(crate) fn encode_header_and_tree(tree: &PatchTree, level: i32) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&PATCH_MAGIC);
+    out.extend_from_slice(&PATCH_VERSION.to_le_bytes());
+    out.extend_from_slice(&(if tree.single_file { FLAG_SINGLE_FILE } else { 0 }).to_le_bytes());
+    let tree_bytes = tree.encode();
+    if tree_bytes.len() as u64 > MAX_TREE_BYTES {
+        return Err(Error::Invalid(format!("tree section {} bytes exceeds {MAX_TREE_BYTES}", tree_bytes.len())));
+    }
+    let tree_comp = compress(&tree_bytes, level)?;
+    put_varint(&mut out, tree_bytes.len() as u64);
+    put_varint(&mut out, tree_comp.len() as u64);
+    out.extend_from_slice(&tree_comp);
+    Ok(out)
 }
 
 /// One part is borrowed as is (the single-file case), saving a copy of it.
@@ -199,7 +230,7 @@ fn parallel_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync
     slots.into_inner().unwrap().into_iter().map(|r| r.expect("every slot filled")).collect()
 }
 
-fn compress(data: &[u8], level: i32) -> Result<Vec<u8>> {
+pub(crate) fn compress(data: &[u8], level: i32) -> Result<Vec<u8>> {
     if data.is_empty() {
         return Ok(Vec::new());
     }
