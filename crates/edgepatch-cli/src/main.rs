@@ -2,6 +2,7 @@
 //! parsing, file adapters (build_files.rs), progress bars and summaries.
 
 mod build_files;
+mod server_client;
 
 use std::fs::File;
 use std::io::{self, BufReader};
@@ -69,6 +70,40 @@ enum Command {
     },
     /// Check DIR against SIGNATURE; names damaged, missing and unexpected files and blocks.
     Verify { dir: PathBuf, signature: PathBuf },
+    /// Upload build DIR to an update server (token from EDGEPATCH_TOKEN).
+    Publish {
+        /// Base URL of the server, e.g. http://127.0.0.1:8787
+        #[arg(long)]
+        server: String,
+        #[arg(long)]
+        game: String,
+        #[arg(long)]
+        build: String,
+        /// Also make this channel point at the build.
+        #[arg(long)]
+        channel: Option<String>,
+        /// Larger tars upload in parts of this many bytes (at least 5 MiB).
+        #[arg(long, default_value_t = server_client::DEFAULT_PART_BYTES)]
+        part_size: u64,
+        dir: PathBuf,
+    },
+    /// Turn OLD_DIR (build FROM, or `_` for none) into OUT_DIR = build TO, from an update server.
+    Update {
+        #[arg(long)]
+        server: String,
+        #[arg(long)]
+        game: String,
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        to: String,
+        /// base64 ed25519 key that must have signed the manifest (default: EDGEPATCH_PUBLIC_KEY,
+        /// else the server's v1/public-key, which catches damage but not a hostile server).
+        #[arg(long)]
+        public_key: Option<String>,
+        old_dir: PathBuf,
+        out_dir: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -200,6 +235,41 @@ fn run(cli: &Cli) -> Result<(), String> {
                 println!("{}", json!({ "ok": true, "command": "manifest", "entries": m.entries.len(), "segments": m.segments.len(), "manifest_bytes": encoded.len() }));
             } else {
                 println!("manifest: {} entries, {} segments, {} bytes", m.entries.len(), m.segments.len(), encoded.len());
+            }
+            Ok(())
+        }
+        Command::Publish { server, game, build, channel, part_size, dir } => {
+            let started = Instant::now();
+            let server = server_client::Server::new(server)?;
+            let opts = server_client::PublishOptions { game, build, channel: channel.as_deref(), part_bytes: *part_size };
+            let record = server_client::publish(&server, dir, &opts)?;
+            let secs = started.elapsed().as_secs_f64();
+            if cli.json {
+                println!("{}", json!({ "ok": true, "command": "publish", "build": record, "seconds": secs }));
+            } else {
+                println!("published {game}/{build}: {} files, {} bytes of tar, signature {}; {secs:.2}s", record["files"], record["tarBytes"], record["signatureBlake3"].as_str().unwrap_or("?"));
+            }
+            Ok(())
+        }
+        Command::Update { server, game, from, to, public_key, old_dir, out_dir } => {
+            let started = Instant::now();
+            let server = server_client::Server::new(server)?;
+            let env_key = std::env::var("EDGEPATCH_PUBLIC_KEY").ok();
+            let opts = server_client::UpdateOptions { game, from, to, public_key: public_key.as_deref().or(env_key.as_deref()) };
+            let bar = progress_bar(cli, 0, "update");
+            let s = server_client::update(&server, old_dir, out_dir, &opts, &mut |done, total| {
+                bar.set_length(total);
+                bar.set_position(done)
+            })?;
+            bar.finish_and_clear();
+            let secs = started.elapsed().as_secs_f64();
+            if cli.json {
+                println!("{}", json!({ "ok": true, "command": "update", "entries": s.apply.entries, "files": s.apply.files,
+                    "bytes_written": s.apply.bytes_written, "patch_bytes": s.patch_bytes, "manifest_bytes": s.manifest_bytes,
+                    "signature_verified": true, "public_key_from_server": s.key_from_server, "seconds": secs }));
+            } else {
+                println!("updated {game} {from} -> {to}: {} entries, {} bytes written from a {}-byte patch, manifest signature and every file verified; {secs:.2}s",
+                    s.apply.entries, s.apply.bytes_written, s.patch_bytes);
             }
             Ok(())
         }
