@@ -8,6 +8,7 @@ pub mod apply;
 pub mod build;
 pub mod diff;
 pub mod error;
+pub mod generate;
 pub mod inspect;
 pub mod matcher;
 pub mod memory;

@@ -1,0 +1,467 @@
+//! Bounded-memory patch generator, for places that cannot hold a build (a
+//! 128 MB edge isolate): it makes a patch from the two builds' signatures and
+//! reads of byte ranges that the caller performs (from R2, a disk, memory),
+//! one 4 MiB segment at a time. Memory is one segment of new data, at most
+//! 8 MiB of old data, 4 MiB of history and one zstd context, whatever the
+//! build sizes.
+//!
+//! Every delta segment is a window segment (docs/FORMAT.md §2): a zstd frame
+//! whose prefix is the old spans chosen for it plus the new data just before
+//! it. The old spans are chosen by *alignment*, not by full matching: the old
+//! signature's block hashes are looked up with a rolling hash over the new
+//! segment (rsync-style), the old data between two matched blocks is taken as
+//! the likely source of the new data between them, and the part of the old
+//! file with the same path at the same relative position fills what is left.
+//! zstd then finds the byte-granular matches inside that window. The native
+//! `diff` (a suffix array over all old data) finds more and makes smaller
+//! patches; this one trades size for memory.
+//!
+//! Use: `header()`, then for each segment `new_ranges(i)` → read them →
+//! `plan_segment(i, new)` → read the old ranges → `encode_segment(i, new, old)`,
+//! then `finish()`; the bytes of these calls, in order, are the patch.
+
+use std::collections::HashMap;
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::diff::{encode_header_and_tree, plan_tree, DiffStats, PlannedKind};
+use crate::error::{Error, Result};
+use crate::inspect::{patch_manifest, PatchInfo};
+use crate::patch_format::*;
+use crate::signature::{RollingAdler32, SignedKind, Signature};
+use crate::wire::put_varint;
+
+/// New bytes per segment (the window's back reach is the same).
+pub const GENERATOR_SEGMENT: u64 = MAX_WINDOW_BACK;
+/// Old bytes around each block match taken into the window.
+const MATCH_PADDING: u64 = 16 << 10;
+/// Old bytes on each side of the position-aligned span of a changed file.
+const ALIGN_MARGIN: u64 = 2 << 20;
+/// Two block matches whose old positions are this much further apart than
+/// their new positions (plus this slack) do not bracket one changed region.
+const GAP_SLACK: u64 = 64 << 10;
+/// zstd's match-finder tables are capped so that one context stays well under
+/// 64 MiB at any level (measured: BENCHMARKS.md, "Generator").
+const MAX_HASH_LOG: u32 = 22;
+const MAX_CHAIN_LOG: u32 = 22;
+
+/// Bytes `[offset, offset + len)` of the file at `path` of one build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ByteRange {
+    pub path: String,
+    pub offset: u64,
+    pub len: u64,
+}
+
+pub struct PatchGenerator {
+    tree: PatchTree,
+    level: i32,
+    /// Delta files (path, start in the new stream, size), in stream order.
+    delta: Vec<(String, u64, u64)>,
+    /// For each delta file, the old file with the same path in the reference stream (start, size).
+    counterpart: Vec<Option<(u64, u64)>>,
+    new_total: u64,
+    /// Old files in the reference stream (path, start, size).
+    reference: Vec<(String, u64, u64)>,
+    reference_len: u64,
+    block_size: usize,
+    /// Weak hash -> (strong hash, position in the reference stream) of every whole old block.
+    blocks: HashMap<u32, Vec<(u64, u64)>>,
+    /// The last `MAX_WINDOW_BACK` bytes of the new stream.
+    history: Vec<u8>,
+    next: u64,
+    planned: Option<(u64, Vec<(u64, u64)>)>,
+    /// Over the patch bytes handed out (what the trailer checksum covers).
+    hasher: blake3::Hasher,
+    out_len: u64,
+    segments: Vec<Segment>,
+    spans: Vec<(u64, u64)>,
+    header_done: bool,
+    /// BLAKE3 of the whole patch, once finished.
+    patch_blake3: Option<[u8; 32]>,
+    stats: DiffStats,
+}
+
+fn invalid(what: impl Into<String>) -> Error {
+    Error::Invalid(what.into())
+}
+
+impl PatchGenerator {
+    /// `old` None is the empty build (the patch installs `new`).
+    pub fn new(old: Option<&Signature>, new: &Signature, level: i32) -> Result<PatchGenerator> {
+        if !(1..=22).contains(&level) {
+            return Err(invalid(format!("compression level {level} is not in 1..=22")));
+        }
+        let is_single = |s: &Signature| s.entries.len() == 1 && s.entries[0].path.is_empty();
+        let single_file = is_single(new);
+        if let Some(old) = old {
+            if is_single(old) != single_file {
+                return Err(invalid("old and new must both be single files or both be directories"));
+            }
+        } else if single_file {
+            return Err(invalid("a single-file patch needs an old file"));
+        }
+        let old_entries = old.map(|o| o.entries.as_slice()).unwrap_or(&[]);
+        let old_list: Vec<(&str, u64, [u8; 32])> = old_entries
+            .iter()
+            .filter_map(|e| match &e.kind {
+                SignedKind::File { size, blake3, .. } => Some((e.path.as_str(), *size, *blake3)),
+                _ => None,
+            })
+            .collect();
+        let new_list: Vec<(&str, PlannedKind)> = new
+            .entries
+            .iter()
+            .map(|e| {
+                let kind = match &e.kind {
+                    SignedKind::Directory => PlannedKind::Directory,
+                    SignedKind::Symlink { target } => PlannedKind::Symlink(target),
+                    SignedKind::File { executable, size, blake3, .. } => PlannedKind::File { executable: *executable, size: *size, blake3: *blake3 },
+                };
+                (e.path.as_str(), kind)
+            })
+            .collect();
+        let (tree, mut stats) = plan_tree(single_file, &old_list, &new_list);
+
+        let (mut reference, mut at) = (Vec::new(), 0u64);
+        let mut by_path = HashMap::new();
+        let mut blocks: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+        let block_size = old.map_or(crate::signature::DEFAULT_BLOCK_SIZE, |o| o.block_size) as usize;
+        let old_blocks = old_entries.iter().filter_map(|e| match &e.kind {
+            SignedKind::File { blocks, .. } => Some(blocks),
+            _ => None,
+        });
+        for (f, file_blocks) in tree.old_files.iter().zip(old_blocks) {
+            if !f.in_reference {
+                continue;
+            }
+            for (j, b) in file_blocks.iter().enumerate() {
+                // A short last block cannot match a whole-block window.
+                if ((j + 1) * block_size) as u64 <= f.size {
+                    blocks.entry(b.weak).or_default().push((b.strong, at + (j * block_size) as u64));
+                }
+            }
+            by_path.insert(f.path.as_str(), (at, f.size));
+            reference.push((f.path.clone(), at, f.size));
+            at += f.size;
+        }
+        let reference_len = at;
+        let (mut delta, mut counterpart, mut new_total) = (Vec::new(), Vec::new(), 0u64);
+        for e in &tree.entries {
+            if let TreeEntryKind::File { size, source: FileSource::Delta, .. } = e.kind {
+                if size > 0 {
+                    delta.push((e.path.clone(), new_total, size));
+                    counterpart.push(by_path.get(e.path.as_str()).copied());
+                    new_total += size;
+                }
+            }
+        }
+        stats.new_bytes = new.entries.iter().map(|e| if let SignedKind::File { size, .. } = e.kind { size } else { 0 }).sum();
+        stats.delta_bytes = new_total;
+        stats.reference_bytes = reference_len;
+        Ok(PatchGenerator {
+            tree,
+            level,
+            delta,
+            counterpart,
+            new_total,
+            reference,
+            reference_len,
+            block_size,
+            blocks,
+            history: Vec::new(),
+            next: 0,
+            planned: None,
+            hasher: blake3::Hasher::new(),
+            out_len: 0,
+            segments: Vec::new(),
+            spans: Vec::new(),
+            header_done: false,
+            patch_blake3: None,
+            stats,
+        })
+    }
+
+    pub fn segment_count(&self) -> u64 {
+        self.new_total.div_ceil(GENERATOR_SEGMENT)
+    }
+
+    /// What the patch does (counts of unchanged, renamed, delta files; sizes).
+    pub fn stats(&self) -> &DiffStats {
+        &self.stats
+    }
+
+    fn emit(&mut self, bytes: Vec<u8>) -> Vec<u8> {
+        self.hasher.update(&bytes);
+        self.out_len += bytes.len() as u64;
+        bytes
+    }
+
+    /// The first bytes of the patch: header and tree.
+    pub fn header(&mut self) -> Result<Vec<u8>> {
+        if self.header_done {
+            return Err(invalid("header() called twice"));
+        }
+        let bytes = encode_header_and_tree(&self.tree, self.level)?;
+        self.header_done = true;
+        Ok(self.emit(bytes))
+    }
+
+    fn segment_bounds(&self, i: u64) -> Result<(u64, u64)> {
+        if i >= self.segment_count() {
+            return Err(invalid(format!("segment {i} out of range (the patch has {})", self.segment_count())));
+        }
+        Ok((i * GENERATOR_SEGMENT, ((i + 1) * GENERATOR_SEGMENT).min(self.new_total)))
+    }
+
+    /// The new-build byte ranges whose concatenation is segment `i`'s new data.
+    pub fn new_ranges(&self, i: u64) -> Result<Vec<ByteRange>> {
+        let (a, b) = self.segment_bounds(i)?;
+        let first = self.delta.partition_point(|(_, start, size)| start + size <= a);
+        Ok(self.delta[first..]
+            .iter()
+            .take_while(|(_, start, _)| *start < b)
+            .map(|(path, start, size)| {
+                let (from, to) = (a.max(*start), b.min(start + size));
+                ByteRange { path: path.clone(), offset: from - start, len: to - from }
+            })
+            .collect())
+    }
+
+    /// Chooses the old spans (at most `MAX_WINDOW_BYTES`) segment `i` is
+    /// compressed against; returns them as old-build byte ranges to read.
+    pub fn plan_segment(&mut self, i: u64, new: &[u8]) -> Result<Vec<ByteRange>> {
+        self.check_turn(i, new)?;
+        let (seg_start, _) = self.segment_bounds(i)?;
+        // (start, end, weight per byte x 1024) candidate spans of the reference stream.
+        let mut candidates: Vec<(u64, u64, u64)> = Vec::new();
+        let matches = self.block_matches(new);
+        for &(_, o) in &matches {
+            candidates.push((o.saturating_sub(MATCH_PADDING), o + self.block_size as u64 + MATCH_PADDING, 4));
+        }
+        for pair in matches.windows(2) {
+            let ((n1, o1), (n2, o2)) = (pair[0], pair[1]);
+            if o2 > o1 && o2 - o1 <= 2 * (n2 - n1) + GAP_SLACK {
+                candidates.push((o1, o2 + self.block_size as u64, 2));
+            }
+        }
+        // Position alignment within each changed file's old version.
+        let (a, b) = (seg_start, seg_start + new.len() as u64);
+        let first = self.delta.partition_point(|(_, start, size)| start + size <= a);
+        for (k, (_, start, size)) in self.delta.iter().enumerate().skip(first).take_while(|(_, (_, start, _))| *start < b) {
+            if let Some((old_start, old_size)) = self.counterpart[k] {
+                let (fa, fb) = (a.max(*start) - start, b.min(start + size) - start);
+                let scale = |x: u64| (x as u128 * old_size as u128 / *size as u128) as u64;
+                let (oa, ob) = (old_start + scale(fa), old_start + scale(fb));
+                candidates.push((oa.saturating_sub(ALIGN_MARGIN).max(old_start), (ob + ALIGN_MARGIN).min(old_start + old_size), 1));
+            }
+        }
+        let spans = choose_spans(candidates, self.reference_len, MAX_WINDOW_BYTES);
+        let ranges = self.reference_ranges(&spans);
+        self.planned = Some((i, spans));
+        Ok(ranges)
+    }
+
+    /// Encodes segment `i` from its new data and the old data of its planned
+    /// ranges (concatenated, in order). Returns the segment's patch bytes.
+    pub fn encode_segment(&mut self, i: u64, new: &[u8], old: Vec<u8>) -> Result<Vec<u8>> {
+        self.check_turn(i, new)?;
+        let spans = match self.planned.take() {
+            Some((p, spans)) if p == i => spans,
+            _ => return Err(invalid(format!("segment {i} was not planned (call plan_segment first)"))),
+        };
+        let want: u64 = spans.iter().map(|s| s.1).sum();
+        if old.len() as u64 != want {
+            return Err(invalid(format!("segment {i}: {} old bytes given, the plan needs {want}", old.len())));
+        }
+        let mut window = old;
+        window.extend_from_slice(&self.history);
+        let frame = compress_with_window(new, &window, self.level)?;
+        drop(window);
+        let header = WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: self.history.len() as u64, comp_len: frame.len() as u64 };
+        let mut out = Vec::with_capacity(frame.len() + 32 + header.spans.len() * 8);
+        header.encode(&mut out);
+        out.extend_from_slice(&frame);
+        self.spans.push((self.out_len, out.len() as u64));
+        self.segments.push(Segment::Window(header));
+        // Keep the last MAX_WINDOW_BACK bytes of the new stream.
+        let keep = (MAX_WINDOW_BACK as usize).saturating_sub(new.len()).min(self.history.len());
+        self.history.drain(..self.history.len() - keep);
+        self.history.extend_from_slice(&new[new.len().saturating_sub(MAX_WINDOW_BACK as usize)..]);
+        self.next += 1;
+        Ok(self.emit(out))
+    }
+
+    /// The last bytes of the patch: the end marker and the checksum.
+    pub fn finish(&mut self) -> Result<Vec<u8>> {
+        if !self.header_done || self.next != self.segment_count() || self.patch_blake3.is_some() {
+            return Err(invalid(format!("finish() after {} of {} segments (header first, each segment once)", self.next, self.segment_count())));
+        }
+        let mut out = vec![END_TAG];
+        put_varint(&mut out, self.next);
+        put_varint(&mut out, self.new_total);
+        let mut out = self.emit(out);
+        out.extend_from_slice(self.hasher.finalize().as_bytes());
+        self.out_len += 32;
+        let mut whole = self.hasher.clone();
+        whole.update(&out[out.len() - 32..]);
+        self.patch_blake3 = Some(*whole.finalize().as_bytes());
+        self.stats.segments = self.next;
+        self.stats.patch_bytes = self.out_len;
+        Ok(out)
+    }
+
+    /// The binary patch manifest (docs/FORMAT.md §4), once finished.
+    pub fn manifest(&self, from_build: &str, to_build: &str) -> Result<Vec<u8>> {
+        let blake3 = self.patch_blake3.ok_or_else(|| invalid("manifest() before finish()"))?;
+        let info = PatchInfo { version: PATCH_VERSION, tree: self.tree.clone(), segments: self.segments.clone(), segment_spans: self.spans.clone(), patch_bytes: self.out_len };
+        let m = patch_manifest(&info, blake3, from_build, to_build).map_err(|e| invalid(e.to_string()))?;
+        m.encode().map_err(|e| invalid(e.to_string()))
+    }
+
+    fn check_turn(&self, i: u64, new: &[u8]) -> Result<()> {
+        if !self.header_done || i != self.next {
+            return Err(invalid(format!("segment {i} out of turn: header first, then segments in order (next is {})", self.next)));
+        }
+        let (a, b) = self.segment_bounds(i)?;
+        if new.len() as u64 != b - a {
+            return Err(invalid(format!("segment {i}: {} new bytes given, it has {}", new.len(), b - a)));
+        }
+        Ok(())
+    }
+
+    /// (position in `new`, position in the reference stream) of old blocks found
+    /// in `new` by the rolling weak hash and confirmed by the strong hash.
+    fn block_matches(&self, new: &[u8]) -> Vec<(u64, u64)> {
+        let bs = self.block_size;
+        let mut found = Vec::new();
+        if self.blocks.is_empty() || new.len() < bs {
+            return found;
+        }
+        let mut i = 0;
+        let mut rolling = RollingAdler32::new(&new[..bs]);
+        loop {
+            let hit = self.blocks.get(&rolling.hash()).and_then(|c| {
+                let strong = xxh3_64(&new[i..i + bs]);
+                c.iter().find(|(s, _)| *s == strong).map(|(_, at)| *at)
+            });
+            if let Some(at) = hit {
+                found.push((i as u64, at));
+                i += bs;
+                if i + bs > new.len() {
+                    break;
+                }
+                rolling = RollingAdler32::new(&new[i..i + bs]);
+            } else {
+                if i + bs >= new.len() {
+                    break;
+                }
+                rolling.roll(new[i], new[i + bs]);
+                i += 1;
+            }
+        }
+        found
+    }
+
+    /// Reference-stream spans as ranges of old files.
+    fn reference_ranges(&self, spans: &[(u64, u64)]) -> Vec<ByteRange> {
+        let mut out = Vec::new();
+        for &(start, len) in spans {
+            let mut at = start;
+            while at < start + len {
+                let k = self.reference.partition_point(|(_, s, _)| *s <= at) - 1;
+                let (path, s, size) = &self.reference[k];
+                let n = (start + len).min(s + size) - at;
+                out.push(ByteRange { path: path.clone(), offset: at - s, len: n });
+                at += n;
+            }
+        }
+        out
+    }
+}
+
+/// Drives a [`PatchGenerator`] over two builds whose files are read by range
+/// through `read_old`/`read_new(path, offset, buf)` (memory, disk, object
+/// storage); the patch goes to `out` as it is made. Returns the generator
+/// (for `manifest` and `stats`).
+pub fn generate_patch(
+    old: Option<&Signature>,
+    new: &Signature,
+    level: i32,
+    read_old: &mut dyn FnMut(&str, u64, &mut [u8]) -> Result<()>,
+    read_new: &mut dyn FnMut(&str, u64, &mut [u8]) -> Result<()>,
+    out: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<PatchGenerator> {
+    let mut g = PatchGenerator::new(old, new, level)?;
+    out(&g.header()?)?;
+    let read_all = |ranges: &[ByteRange], read: &mut dyn FnMut(&str, u64, &mut [u8]) -> Result<()>| -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; ranges.iter().map(|r| r.len as usize).sum()];
+        let mut at = 0;
+        for r in ranges {
+            read(&r.path, r.offset, &mut buf[at..at + r.len as usize])?;
+            at += r.len as usize;
+        }
+        Ok(buf)
+    };
+    for i in 0..g.segment_count() {
+        let new_bytes = read_all(&g.new_ranges(i)?, read_new)?;
+        let old_ranges = g.plan_segment(i, &new_bytes)?;
+        let old_bytes = read_all(&old_ranges, read_old)?;
+        out(&g.encode_segment(i, &new_bytes, old_bytes)?)?;
+    }
+    out(&g.finish()?)?;
+    Ok(g)
+}
+
+/// Merges candidate spans (summing weights where they overlap), keeps the
+/// densest within `budget` bytes (trimming the last one that does not fit),
+/// and returns them as ascending, disjoint (start, len).
+fn choose_spans(mut candidates: Vec<(u64, u64, u64)>, reference_len: u64, budget: u64) -> Vec<(u64, u64)> {
+    candidates.retain_mut(|c| {
+        c.1 = c.1.min(reference_len);
+        c.0 < c.1
+    });
+    candidates.sort_unstable();
+    // (start, end, total weight)
+    let mut merged: Vec<(u64, u64, u64)> = Vec::new();
+    for (s, e, w) in candidates {
+        let weight = (e - s) * w;
+        match merged.last_mut() {
+            Some(m) if s <= m.1 => {
+                m.1 = m.1.max(e);
+                m.2 += weight;
+            }
+            _ => merged.push((s, e, weight)),
+        }
+    }
+    merged.sort_by_key(|m| std::cmp::Reverse(m.2 * 1024 / (m.1 - m.0)));
+    let mut left = budget;
+    let mut kept: Vec<(u64, u64)> = Vec::new();
+    for (s, e, _) in merged {
+        if left == 0 {
+            break;
+        }
+        let len = (e - s).min(left);
+        kept.push((s, len));
+        left -= len;
+    }
+    kept.sort_unstable();
+    kept
+}
+
+fn compress_with_window(data: &[u8], window: &[u8], level: i32) -> Result<Vec<u8>> {
+    use zstd::zstd_safe::{CCtx, CParameter};
+    let zerr = |c: usize| invalid(crate::apply::zstd_error(c));
+    let mut cctx = CCtx::create();
+    let window_log = ((window.len() + data.len()).next_power_of_two().trailing_zeros()).clamp(10, MAX_WINDOW_LOG + 1);
+    cctx.set_parameter(CParameter::CompressionLevel(level)).map_err(zerr)?;
+    cctx.set_parameter(CParameter::WindowLog(window_log)).map_err(zerr)?;
+    cctx.set_parameter(CParameter::HashLog(MAX_HASH_LOG.min(window_log))).map_err(zerr)?;
+    cctx.set_parameter(CParameter::ChainLog(MAX_CHAIN_LOG.min(window_log + 1))).map_err(zerr)?;
+    if !window.is_empty() {
+        cctx.ref_prefix(window).map_err(zerr)?;
+    }
+    let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
+    cctx.compress2(&mut frame, data).map_err(zerr)?;
+    Ok(frame)
+}
