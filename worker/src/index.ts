@@ -199,7 +199,7 @@ route("POST", "/v1/games/:game/builds/:build/uploads/:upload/complete", async (r
 route("GET", "/v1/games/:game/builds", async (_req, env, _ctx, url, [game]) => {
   checkName("game", game);
   const prefix = keys.buildsPrefix(game);
-  const listed = await env.BUCKET.list({ prefix, cursor: url.searchParams.get("cursor") ?? undefined, limit: 1000, include: ["customMetadata"] });
+  const listed = await env.BUCKET.list({ prefix, cursor: url.searchParams.get("cursor") ?? undefined, limit: 1000, include: ["customMetadata"] } as R2ListOptions);
   const builds = listed.objects.map((o) => ({
     build: o.key.slice(prefix.length, -".json".length),
     publishedAt: o.customMetadata?.publishedAt,

@@ -23,7 +23,7 @@ type State =
   | { kind: "skip"; left: number }
   | { kind: "end" };
 
-const decoder = new TextDecoder("utf-8", { fatal: true });
+const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
 function text(bytes: Uint8Array, what: string): string {
   const nul = bytes.indexOf(0);
