@@ -179,3 +179,75 @@ test("a corrupted patch is refused with a visible error; v1 stays current and in
   assert.equal(st.update, null, "no resume record for a refused patch");
   assert.equal(await page.textContent("#game-title"), "Star Hopper v1");
 });
+
+test("the connection is cut mid-update and the page reloaded: the update resumes, downloading less than the whole patch again", async (t) => {
+  const { page } = await openDemo(t, "big");
+  await waitState(page, ["idle"]);
+  await page.click("#install");
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+  await assertBuild(page, "big", "v1");
+
+  // Every patch response dies at 60% of the v1 -> v2 patch (retries too).
+  const d = descriptor("big", "v1", "v2");
+  assert.ok(d.segments >= 3, `the big patch has ${d.segments} segments`);
+  const cutAt = Math.floor(d.patchSize * 0.6);
+  server.faults.cutPatchAt = cutAt;
+  t.after(() => { server.faults.cutPatchAt = null; });
+  server.resetStats();
+  await page.click("#update");
+  assert.equal(await waitState(page, ["done", "error"]), "error");
+  assert.equal(await page.getAttribute("#error", "data-code"), "network", await page.textContent("#error"));
+  const firstSession = server.stats.patchBytesServed;
+  let st = await assertBuild(page, "big", "v1"); // still current and intact
+  const point = st.update?.point;
+  assert.ok(point && point.segmentsDone >= 1, `a resume point was persisted: ${JSON.stringify(st.update)}`);
+
+  // The connection is back; the reloaded page continues the interrupted update.
+  server.faults.cutPatchAt = null;
+  server.resetStats();
+  await page.reload();
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+  const again = server.stats.patchBytesServed;
+  const patchRequests = server.stats.requests.filter((r) => r.path.includes("/patches/"));
+  const header = patchRequests.find((r) => r.range?.startsWith("bytes=0-"));
+  assert.ok(header, "the header and tree are fetched again");
+  assert.equal(again, header.bytes + (d.patchSize - point.patchOffset), "exactly the header+tree and the bytes after the resume point");
+  assert.ok(again < d.patchSize, `re-downloaded ${again} < patch ${d.patchSize}`);
+  st = await assertBuild(page, "big", "v2");
+  assert.deepEqual(st.builds, ["v2"]);
+  assert.equal(st.update, null);
+  assert.match(await page.textContent("#phase"), /resumed at/);
+  t.diagnostic(`patch ${d.patchSize} B in ${d.segments} segments; cut at ${cutAt}; ` +
+    `first session got ${firstSession} B, persisted point ${point.patchOffset} (${point.segmentsDone} segments); after reload downloaded ${again} B (header+tree ${header.bytes} B)`);
+});
+
+test("the page is reloaded while the update is writing: it resumes from the persisted point and completes byte-exact", async (t) => {
+  const { page } = await openDemo(t, "big");
+  await waitState(page, ["idle"]);
+  await page.click("#install");
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+
+  // Patch responses stop (without closing) at 60%: the update hangs there, mid-flight.
+  const d = descriptor("big", "v1", "v2");
+  server.faults.stallPatchAt = Math.floor(d.patchSize * 0.6);
+  t.after(() => { server.faults.stallPatchAt = null; });
+  await page.click("#update");
+  // Wait (by condition, not by time) until the worker has persisted a resume point past segment 1.
+  await page.waitForFunction(() => Number(document.body.dataset.segmentsPersisted ?? 0) >= 2, null, { timeout: 60_000 });
+  assert.equal(await page.evaluate(() => document.body.dataset.state), "updating");
+  const before = await opfsState(page, "big");
+  assert.equal(before.current.build, "v1");
+  assert.ok(before.update.point.segmentsDone >= 2, JSON.stringify(before.update));
+
+  // Reload kills the worker with its access handles open and a download in flight.
+  server.faults.stallPatchAt = null;
+  server.resetStats();
+  await page.reload();
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+  const again = server.stats.patchBytesServed;
+  assert.ok(again < d.patchSize, `re-downloaded ${again} < patch ${d.patchSize}`);
+  assert.equal(again, d.patchSize - before.update.point.patchOffset + server.stats.requests.find((r) => r.range?.startsWith("bytes=0-")).bytes);
+  const st = await assertBuild(page, "big", "v2");
+  assert.deepEqual(st.builds, ["v2"]);
+  t.diagnostic(`reload mid-update: point ${JSON.stringify(before.update.point)}, downloaded ${again} of ${d.patchSize} B again`);
+});

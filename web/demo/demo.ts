@@ -26,6 +26,7 @@ installBtn.textContent = `Install ${installBuild}`;
 type State = "loading" | "idle" | "updating" | "done" | "error";
 function setState(s: State): void {
   document.body.dataset.state = s;
+  if (s === "updating") document.body.dataset.segmentsPersisted = "0";
   const busy = s === "updating" || s === "loading";
   installBtn.disabled = updateBtn.disabled = removeBtn.disabled = busy;
 }
@@ -33,6 +34,7 @@ function setState(s: State): void {
 const fmtBytes = (n: number) => (n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(2)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
 
 function showProgress(p: UpdateProgress): void {
+  document.body.dataset.segmentsPersisted = String(p.segmentsDone);
   bar.max = Math.max(1, p.patchSize);
   bar.value = p.patchBytesApplied;
   const eta = p.etaSeconds === null ? "" : `, ${p.etaSeconds.toFixed(1)} s left`;

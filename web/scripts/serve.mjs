@@ -8,7 +8,8 @@
 //
 // Tests import startServer() and use its in-process fault injection (never
 // reachable over HTTP): cut patch responses at a patch offset, corrupt a patch
-// byte, and count the patch bytes served.
+// byte, stall patch responses at a patch offset (the connection stays open, no
+// more bytes), and count the patch bytes served.
 import { createReadStream, statSync } from "node:fs";
 import { createServer } from "node:http";
 import { dirname, extname, join, normalize, resolve, sep } from "node:path";
@@ -55,7 +56,7 @@ function parseRange(header, size) {
 
 export function startServer({ root, host = "127.0.0.1", port = 0, log = false } = {}) {
   root = resolve(root);
-  const faults = { cutPatchAt: null, corruptPatchAt: null };
+  const faults = { cutPatchAt: null, stallPatchAt: null, corruptPatchAt: null };
   const stats = { patchBytesServed: 0, requests: [] };
 
   const server = createServer((req, res) => {
@@ -106,6 +107,7 @@ export function startServer({ root, host = "127.0.0.1", port = 0, log = false } 
       entry.status = "cut";
       return req.socket.destroy();
     }
+    const stall = isPatch && faults.stallPatchAt !== null ? faults.stallPatchAt : null;
     res.writeHead(range ? 206 : 200, headers);
     if (req.method === "HEAD" || st.size === 0) return res.end();
     let pos = start;
@@ -114,6 +116,16 @@ export function startServer({ root, host = "127.0.0.1", port = 0, log = false } 
       if (isPatch && faults.corruptPatchAt !== null && faults.corruptPatchAt >= pos && faults.corruptPatchAt < pos + chunk.length) {
         chunk = Buffer.from(chunk);
         chunk[faults.corruptPatchAt - pos] ^= 0x5a;
+      }
+      if (stall !== null && pos + chunk.length > stall) {
+        // Send what precedes the stall point, then nothing more: the connection stays open.
+        const head = chunk.subarray(0, Math.max(0, stall - pos));
+        stream.destroy();
+        entry.status = "stalled";
+        entry.bytes += head.length;
+        stats.patchBytesServed += head.length;
+        pos += head.length;
+        return res.write(head);
       }
       if (cut !== null && pos + chunk.length > cut) {
         const head = chunk.subarray(0, cut - pos);
@@ -133,6 +145,11 @@ export function startServer({ root, host = "127.0.0.1", port = 0, log = false } 
       }
     });
     stream.on("end", () => res.end());
+    if (stall !== null && start >= stall) {
+      stream.destroy();
+      entry.status = "stalled";
+      return;
+    }
     stream.on("error", () => req.socket.destroy());
     res.on("close", () => stream.destroy());
   });

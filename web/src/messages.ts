@@ -39,6 +39,9 @@ export interface UpdateProgress {
   newBytesTotal: number;
   filesDone: number;
   filesTotal: number;
+  /** Patch segments applied and persisted as a resume point: an interruption now loses none of them. */
+  segmentsDone: number;
+  segmentsTotal: number;
   /** Download rate over the last seconds, bytes/s (0 until known). */
   bytesPerSecond: number;
   /** Seconds left at that rate, or null when unknown. */

@@ -4,7 +4,7 @@
 // points, check every file, then switch the `current` pointer.
 
 import { ManifestReader, PatchApplier, Signer } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import type { BuildSink, ManifestEntry, ManifestSegment, OldBuildSource } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import type { BuildSink, ManifestEntry, ManifestSegment, OldBuildSource, ResumePoint } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import * as wasm from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import {
   AbortedError,
@@ -22,23 +22,6 @@ import { CurrentPointer, dirAt, fileAt, gameDir, readCurrent, readJson, removeIf
 import type { PendingUpdate, UpdateProgress, UpdateRequest, UpdateResult } from "./messages.js";
 import { EMPTY_BUILD, checkName, fetchChecked, fetchDescriptor } from "./protocol.js";
 
-/** The applier's resume point (crates/edgepatch-wasm `resumePoint()`). */
-interface ResumePoint {
-  segmentsDone: number;
-  patchOffset: number;
-  newOffset: number;
-}
-
-/** The resume API of the wasm bindings, when the build has it. */
-interface ResumableApplier {
-  push(chunk: Uint8Array): void;
-  finish(): unknown;
-  progress(): { patchBytesRead: number; newBytesWritten: number; newBytesTotal: number; entriesDone: number; entriesTotal: number };
-  resumePoint?(): ResumePoint;
-  free(): void;
-}
-type ResumeFn = (old: OldBuildSource, sink: BuildSink, headerAndTree: Uint8Array, point: ResumePoint) => ResumableApplier;
-
 /** update.json: what an interrupted update needs to continue. */
 interface UpdateRecord {
   version: 1;
@@ -50,11 +33,6 @@ interface UpdateRecord {
 }
 
 const RECORD = "update.json";
-
-function resumeApi(): ResumeFn | null {
-  const r = (PatchApplier as unknown as { resume?: ResumeFn }).resume;
-  return typeof r === "function" && typeof (PatchApplier.prototype as unknown as ResumableApplier).resumePoint === "function" ? r.bind(PatchApplier) : null;
-}
 
 /** FileSystemSyncAccessHandle (dedicated workers only; not in TypeScript's DOM lib). */
 interface SyncHandle {
@@ -292,11 +270,10 @@ async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => voi
   const savedPercent = newBytesTotal > 0 ? 100 * (1 - patchSize / newBytesTotal) : 0;
 
   // Resume record: continue only the very same update (same manifest bytes).
-  const resume = resumeApi();
   let record = await readJson<UpdateRecord>(g, RECORD);
   const builds = await dirAt(g, "builds", true);
   if (!(record && record.version === 1 && record.from === from && record.to === to && record.manifestBlake3 === desc.manifestBlake3)) record = null;
-  const point = record?.point && record.point.segmentsDone > 0 && resume && segments.length > 0 ? record.point : null;
+  const point = record?.point && record.point.segmentsDone > 0 && segments.length > 0 ? record.point : null;
   // Anything but the current build and the build being resumed is leftover.
   for (const name of await names(builds)) {
     if (name !== current?.build && !(point && name === to)) await removeIfPresent(builds, name);
@@ -310,7 +287,7 @@ async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => voi
 
   const old = new OpfsOldBuild();
   const sink = new OpfsNewBuild();
-  let applier: ResumableApplier | null = null;
+  let applier: PatchApplier | null = null;
   let downloaded = 0;
   const resumedFrom = point?.patchOffset ?? 0;
   let keepForResume = false;
@@ -337,6 +314,7 @@ async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => voi
 
     // Progress: rate over a sliding window of the last 3 seconds.
     const samples: [number, number][] = [];
+    let segmentsDone = point?.segmentsDone ?? 0;
     let applied = resumedFrom;
     let lastSent = 0;
     let phase: UpdateProgress["phase"] = "downloading";
@@ -360,6 +338,8 @@ async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => voi
         newBytesTotal,
         filesDone: Math.min(newFiles.length, filesBefore + sink.filesDone),
         filesTotal: newFiles.length,
+        segmentsDone,
+        segmentsTotal: segments.length,
         bytesPerSecond: rate,
         etaSeconds: rate > 0 ? (patchSize - applied) / rate : null,
         savedPercent,
@@ -384,30 +364,30 @@ async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => voi
       const headerAndTree = new Uint8Array(headerEnd);
       let at = 0;
       for (const p of parts) { headerAndTree.set(p, at); at += p.length; }
-      callApplier(() => { applier = resume!(old, sink, headerAndTree, point); });
+      callApplier(() => { applier = PatchApplier.resume(old, sink, headerAndTree, point); });
     } else {
-      callApplier(() => { applier = new PatchApplier(old, sink) as unknown as ResumableApplier; });
+      callApplier(() => { applier = new PatchApplier(old, sink); });
     }
     keepForResume = true;
     const ranges = planRanges(resumedFrom, patchSize, segments.map((s) => s.patchOffset), req.minRangeBytes ?? 1 << 20);
-    let segmentsDone = point?.segmentsDone ?? 0;
     for await (const chunk of new RangeDownload(desc.patchUrl, patchSize, ranges, dl).chunks()) {
       if (signal.aborted) throw new AbortedError(undefined, { resumable: true });
       callApplier(() => applier!.push(chunk));
       applied += chunk.length;
-      if (resume && applier!.resumePoint) {
+      {
         const rp = applier!.resumePoint();
-        if (rp.segmentsDone > segmentsDone) {
+        if (rp && rp.segmentsDone > segmentsDone) {
           // The sink's bytes must be durable before the point that relies on them.
           sink.flush();
           record.point = rp;
           await writeAtomic(g, RECORD, JSON.stringify(record));
           segmentsDone = rp.segmentsDone;
+          report(true);
         }
       }
       report(false);
     }
-    callApplier(() => { (applier as ResumableApplier).finish(); });
+    callApplier(() => { applier!.finish(); });
     keepForResume = false;
 
     // Every file verified: this session's by the applier as it wrote them, an
@@ -453,7 +433,7 @@ async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => voi
   } catch (e) {
     sink.close();
     old.close();
-    (applier as ResumableApplier | null)?.free();
+    (applier as PatchApplier | null)?.free();
     applier = null;
     const err = e instanceof EdgepatchError ? e
       : (e as { name?: string }).name === "AbortError" ? new AbortedError(undefined, { resumable: true })
