@@ -604,3 +604,106 @@ impl ManifestReader {
         })
     }
 }
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_GENERATOR: &str = r#"
+/** Bytes `[offset, offset + length)` of the file at `path` of a build. */
+export interface ByteRange { path: string; offset: number; length: number; }
+"#;
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(typescript_type = "ByteRange[]")]
+    pub type ByteRanges;
+}
+
+fn ranges_to_js(ranges: &[edgepatch_core::generate::ByteRange]) -> ByteRanges {
+    let arr = js_sys::Array::new();
+    for r in ranges {
+        let o = Object::new();
+        set(&o, "path", r.path.as_str());
+        set(&o, "offset", r.offset as f64);
+        set(&o, "length", r.len as f64);
+        arr.push(&o);
+    }
+    arr.unchecked_into()
+}
+
+/// Bounded-memory patch generator (the core's `PatchGenerator`), for a Worker:
+/// works from the two builds' signatures and byte ranges the caller reads
+/// (e.g. from R2), one 4 MiB segment at a time, never a whole build.
+///
+/// ```js
+/// const gen = new PatchGenerator(oldSignature, newSignature, 19); // oldSignature null: an install
+/// write(gen.header());
+/// for (let i = 0; i < gen.segmentCount; i++) {
+///   const fresh = await readAll(newBuild, gen.newRanges(i));
+///   const old = await readAll(oldBuild, gen.planSegment(i, fresh));
+///   write(gen.encodeSegment(i, fresh, old));
+/// }
+/// write(gen.finish());
+/// const manifest = gen.manifest("v1", "v2");
+/// ```
+#[cfg(feature = "diff")]
+#[wasm_bindgen]
+pub struct PatchGenerator {
+    inner: edgepatch_core::generate::PatchGenerator,
+}
+
+#[cfg(feature = "diff")]
+#[wasm_bindgen]
+impl PatchGenerator {
+    /// `level`: zstd level 1..=22 (default 19).
+    #[wasm_bindgen(constructor)]
+    pub fn new(old_signature: Option<Vec<u8>>, new_signature: &[u8], level: Option<i32>) -> Result<PatchGenerator, JsError> {
+        use edgepatch_core::signature::Signature;
+        let old = old_signature.map(|b| Signature::decode(&b)).transpose().map_err(|e| JsError::new(&format!("old signature: {e}")))?;
+        let new = Signature::decode(new_signature).map_err(|e| JsError::new(&format!("new signature: {e}")))?;
+        let inner = edgepatch_core::generate::PatchGenerator::new(old.as_ref(), &new, level.unwrap_or(19)).map_err(core_err)?;
+        Ok(PatchGenerator { inner })
+    }
+
+    #[wasm_bindgen(getter, js_name = segmentCount)]
+    pub fn segment_count(&self) -> u32 {
+        self.inner.segment_count() as u32
+    }
+
+    /// The first bytes of the patch (header and tree).
+    pub fn header(&mut self) -> Result<Vec<u8>, JsError> {
+        self.inner.header().map_err(core_err)
+    }
+
+    /// The new-build ranges whose concatenation is segment `i`'s new data.
+    #[wasm_bindgen(js_name = newRanges)]
+    pub fn new_ranges(&self, i: u32) -> Result<ByteRanges, JsError> {
+        Ok(ranges_to_js(&self.inner.new_ranges(i.into()).map_err(core_err)?))
+    }
+
+    /// The old-build ranges (at most 8 MiB in all) segment `i` is compressed against.
+    #[wasm_bindgen(js_name = planSegment)]
+    pub fn plan_segment(&mut self, i: u32, new_bytes: &[u8]) -> Result<ByteRanges, JsError> {
+        Ok(ranges_to_js(&self.inner.plan_segment(i.into(), new_bytes).map_err(core_err)?))
+    }
+
+    /// Segment `i`'s patch bytes, from its new data and the planned old ranges' bytes (concatenated).
+    #[wasm_bindgen(js_name = encodeSegment)]
+    pub fn encode_segment(&mut self, i: u32, new_bytes: &[u8], old_bytes: Vec<u8>) -> Result<Vec<u8>, JsError> {
+        self.inner.encode_segment(i.into(), new_bytes, old_bytes).map_err(core_err)
+    }
+
+    /// The last bytes of the patch (end marker and checksum).
+    pub fn finish(&mut self) -> Result<Vec<u8>, JsError> {
+        self.inner.finish().map_err(core_err)
+    }
+
+    /// The binary patch manifest (after `finish`).
+    pub fn manifest(&self, from_build: &str, to_build: &str) -> Result<Vec<u8>, JsError> {
+        self.inner.manifest(from_build, to_build).map_err(core_err)
+    }
+
+    /// New bytes the delta stream carries (files not copied from the old build).
+    #[wasm_bindgen(getter, js_name = deltaBytes)]
+    pub fn delta_bytes(&self) -> f64 {
+        self.inner.stats().delta_bytes as f64
+    }
+}

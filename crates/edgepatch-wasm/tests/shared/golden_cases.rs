@@ -432,3 +432,47 @@ fn resume_continues_after_the_last_segment_applied() {
     let err = PatchApplier::resume(v1_source().unchecked_into(), collecting_sink(None).unchecked_into(), head, point.unchecked_into()).map(|_| ()).map_err(message).unwrap_err();
     assert!(err.contains("resumeFile"), "{err}");
 }
+
+#[cfg(feature = "diff")]
+#[wasm_bindgen_test]
+fn generator_from_signatures_and_ranges_makes_a_patch_that_applies() {
+    let sign = |tree: &[(String, Entry)]| {
+        let mut s = edgepatch_wasm::Signer::new(None).unwrap();
+        for (path, entry) in tree {
+            match entry {
+                Entry::Dir => s.directory(path).unwrap(),
+                Entry::Link(t) => s.symlink(path, t).unwrap(),
+                Entry::File { executable, data } => {
+                    s.begin_file(path, *executable, data.len() as f64).unwrap();
+                    s.update(data).unwrap();
+                    s.finish_file().unwrap();
+                }
+            }
+        }
+        s.finish().unwrap()
+    };
+    let (v1, v2) = (read_tar(V1_TAR), read_tar(V2_TAR));
+    let read = |tree: &[(String, Entry)], ranges: JsValue| -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in Array::from(&ranges).iter() {
+            let (path, offset, len) = (get(&r, "path").as_string().unwrap(), num(&r, "offset") as usize, num(&r, "length") as usize);
+            out.extend_from_slice(&tar_file(tree, &path)[offset..offset + len]);
+        }
+        out
+    };
+    let mut g = edgepatch_wasm::PatchGenerator::new(Some(sign(&v1)), &sign(&v2), Some(19)).map_err(message).unwrap();
+    let mut patch = g.header().unwrap();
+    for i in 0..g.segment_count() {
+        let fresh = read(&v2, g.new_ranges(i).unwrap().into());
+        let old = read(&v1, g.plan_segment(i, &fresh).unwrap().into());
+        patch.extend(g.encode_segment(i, &fresh, old).map_err(message).unwrap());
+    }
+    patch.extend(g.finish().unwrap());
+    let sink = collecting_sink(None);
+    apply(&patch, 999, &v1_source(), &sink).unwrap();
+    assert_eq!(sink_entries(&sink), v2);
+    let m = edgepatch_wasm::ManifestReader::new(g.manifest("v1", "v2").unwrap()).unwrap();
+    assert_eq!(m.patch_blake3(), edgepatch_wasm::blake3_hex(&patch));
+    let err = g.finish().map_err(message).unwrap_err();
+    assert!(err.contains("finish()"), "{err}");
+}
