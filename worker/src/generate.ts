@@ -45,23 +45,8 @@ export type GenerateResult =
   | { ok: true; descriptor: UpdateDescriptor; generated: boolean; stats?: GenerationStats }
   | { ok: false; status: number; error: string };
 
-/** The core's generator (crates/edgepatch-wasm); typed here as the Worker uses it. */
-interface BuildRange {
-  path: string;
-  offset: number;
-  length: number;
-}
-interface PatchGeneratorApi {
-  header(): Uint8Array;
-  readonly segmentCount: number;
-  newRanges(i: number): BuildRange[];
-  planSegment(i: number, newBytes: Uint8Array): BuildRange[];
-  encodeSegment(i: number, newBytes: Uint8Array, oldBytes: Uint8Array): Uint8Array;
-  finish(): Uint8Array;
-  manifest(fromBuild: string, toBuild: string): Uint8Array;
-  free(): void;
-}
-type PatchGeneratorCtor = new (oldSignature: Uint8Array | null, newSignature: Uint8Array, level?: number) => PatchGeneratorApi;
+/** Bytes [offset, offset + length) of the file at `path` of a build (the generator's ranges). */
+type BuildRange = wasm.ByteRange;
 
 class GenerationError extends Error {
   constructor(
@@ -153,8 +138,9 @@ export class PatchGeneration extends DurableObject<Env> {
 
   /** The pair's descriptor, generating it first if no one has. */
   generate(game: string, from: string, to: string): Promise<GenerateResult> {
-    // Set synchronously: every call that arrives while a generation runs joins it.
-    this.inflight ??= this.run(game, from, to).finally(() => {
+    // Checked and set synchronously: every call that arrives while a generation runs joins it.
+    if (this.inflight) return this.inflight.then((r) => (r.ok ? { ...r, generated: false, stats: undefined } : r));
+    this.inflight = this.run(game, from, to).finally(() => {
       this.inflight = null;
     });
     return this.inflight;
@@ -182,11 +168,9 @@ export class PatchGeneration extends DurableObject<Env> {
     const bucket = this.env.BUCKET;
     const started = Date.now();
     const [newBuild, oldBuild] = await Promise.all([loadBuild(bucket, game, to), from === "_" ? null : loadBuild(bucket, game, from)]);
-    const Generator = (wasm as unknown as { PatchGenerator?: PatchGeneratorCtor }).PatchGenerator;
-    if (!Generator) throw new GenerationError(501, "this build of the wasm core has no PatchGenerator");
     wasm.initWasm();
     const level = Number(this.env.PATCH_LEVEL ?? "19");
-    const gen = new Generator(oldBuild?.signature ?? null, newBuild.signature, level);
+    const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, level);
     const patchKey = keys.patch(game, from, to);
     const writer = new R2PartWriter(bucket, patchKey, { httpMetadata: { contentType: "application/octet-stream" } });
     const counters = { reads: 0 };

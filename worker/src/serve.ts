@@ -32,8 +32,10 @@ export function cacheKey(url: URL): Request {
 export async function cacheLookup(request: Request, url: URL): Promise<Response | null> {
   if (request.method !== "GET") return null;
   const headers: Record<string, string> = {};
+  // Only a single range is passed on (the cache would answer several with multipart/byteranges,
+  // which the protocol never uses): anything else gets the whole object.
   const range = request.headers.get("Range");
-  if (range !== null) headers.Range = range;
+  if (range !== null && /^\s*bytes\s*=\s*\d*\s*-\s*\d*\s*$/.test(range)) headers.Range = range;
   const hit = await caches.default.match(new Request(url.toString(), { headers }));
   return hit ? fromCache(hit) : null;
 }

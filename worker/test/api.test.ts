@@ -3,7 +3,7 @@
 // signatures, every refused upload, and a race of concurrent requests for one pair.
 import { env, SELF } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { blake3Hex, initWasm, ManifestReader, PatchApplier } from "../src/wasm";
+import { blake3Hex, initWasm } from "../src/wasm";
 import { bytes, gameBuild, makeTar, type TarEntry } from "./tar";
 
 const TOKEN = "test-token";
@@ -25,74 +25,6 @@ async function errorOf(res: Response): Promise<{ error: string; status: number }
   expect(body.status).toBe(res.status);
   expect(typeof body.error).toBe("string");
   return body;
-}
-
-async function getDescriptor(game: string, from: string, to: string) {
-  const res = await SELF.fetch(`${BASE}/v1/games/${game}/updates/${from}/${to}`);
-  expect(res.status, await res.clone().text()).toBe(200);
-  return { res, d: (await res.json()) as Record<string, string & number> };
-}
-
-/** Retries until the edge cache has the URL (cache.put runs in waitUntil, after the response). */
-async function fetchUntilCached(url: string, init: RequestInit = {}): Promise<Response> {
-  for (let i = 0; i < 50; i++) {
-    const res = await SELF.fetch(url, init);
-    if (res.headers.get("X-Edgepatch-Cache") === "hit") return res;
-    await res.arrayBuffer();
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${url} never became a cache hit`);
-}
-
-/** Applies `patch` to the in-memory `old` entries with the core's applier: path -> content. */
-function applyInMemory(old: TarEntry[], patch: Uint8Array) {
-  const oldFiles = new Map<string, Uint8Array>();
-  for (const e of old) if (e.type === "file") oldFiles.set(e.path, typeof e.data === "string" ? new TextEncoder().encode(e.data) : e.data);
-  const out = new Map<string, { kind: string; data?: number[]; target?: string; executable?: boolean }>();
-  let current: { path: string; chunks: Uint8Array[]; executable: boolean } | null = null;
-  const applier = new PatchApplier(
-    {
-      fileSize: (p: string) => {
-        const f = oldFiles.get(p);
-        if (!f) throw new Error(`no old file ${p}`);
-        return f.length;
-      },
-      readAt: (p: string, offset: number, length: number) => oldFiles.get(p)!.slice(offset, offset + length),
-    },
-    {
-      createDirectory: (p: string) => void out.set(p, { kind: "dir" }),
-      createSymlink: (p: string, target: string) => void out.set(p, { kind: "symlink", target }),
-      beginFile: (path: string, executable: boolean) => void (current = { path, chunks: [], executable }),
-      writeFile: (b: Uint8Array) => void current!.chunks.push(b.slice()),
-      finishFile: () => {
-        const c = current!;
-        const all = new Uint8Array(c.chunks.reduce((n, x) => n + x.length, 0));
-        let o = 0;
-        for (const x of c.chunks) {
-          all.set(x, o);
-          o += x.length;
-        }
-        out.set(c.path, { kind: "file", data: Array.from(blake3Hex(all)).map((ch) => ch.charCodeAt(0)), executable: c.executable });
-      },
-    },
-  );
-  applier.push(patch);
-  applier.finish();
-  applier.free();
-  return out;
-}
-
-function expected(entries: TarEntry[]) {
-  const out = new Map<string, { kind: string; data?: number[]; target?: string; executable?: boolean }>();
-  for (const e of entries) {
-    if (e.type === "dir") out.set(e.path, { kind: "dir" });
-    if (e.type === "symlink") out.set(e.path, { kind: "symlink", target: e.target });
-    if (e.type === "file") {
-      const data = typeof e.data === "string" ? new TextEncoder().encode(e.data) : e.data;
-      out.set(e.path, { kind: "file", data: Array.from(blake3Hex(data)).map((ch) => ch.charCodeAt(0)), executable: ((e.mode ?? 0o644) & 0o111) !== 0 });
-    }
-  }
-  return out;
 }
 
 describe("service", () => {

@@ -1,0 +1,151 @@
+// Cross-component: the native CLI against the Worker under `wrangler dev`. Publishes the
+// fixture builds (and a multi-segment single-file build), updates with `edgepatch update`
+// and compares the result with the real new build byte for byte; checks that 100
+// concurrent requests for a new pair cause one generation and that repeats are cache hits.
+import { execFileSync, spawnSync } from "node:child_process";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { devVars, REPO, startWrangler } from "../../worker/scripts/wrangler-dev.mjs";
+
+const BIN = process.env.EDGEPATCH_BIN ?? join(REPO, "target/release/edgepatch");
+const { token, publicKey } = devVars();
+const work = mkdtempSync(join(tmpdir(), "edgepatch-worker-cli-"));
+let server;
+
+function edgepatch(args, { ok = true } = {}) {
+  const r = spawnSync(BIN, args, { env: { ...process.env, EDGEPATCH_TOKEN: token }, encoding: "utf8" });
+  if (ok) assert.equal(r.status, 0, `edgepatch ${args.join(" ")}\n${r.stdout}${r.stderr}`);
+  return r;
+}
+
+function extract(tar, name) {
+  const dir = join(work, name);
+  mkdirSync(dir, { recursive: true });
+  execFileSync("tar", ["-xf", tar, "-C", dir]);
+  return dir;
+}
+
+/** Every entry of a tree: kind, executable bit, symlink target, content. */
+function snapshot(root) {
+  const out = {};
+  const walk = (rel) => {
+    for (const name of readdirSync(join(root, rel)).sort()) {
+      const path = rel ? `${rel}/${name}` : name;
+      const st = lstatSync(join(root, path));
+      if (st.isSymbolicLink()) out[path] = `link:${readlinkSync(join(root, path))}`;
+      else if (st.isDirectory()) {
+        out[path] = "dir";
+        walk(path);
+      } else out[path] = `file:${(st.mode & 0o111) !== 0 ? "x" : "-"}:${readFileSync(join(root, path)).toString("base64")}`;
+    }
+  };
+  walk("");
+  return out;
+}
+
+function assertSameTree(actual, expected) {
+  const a = snapshot(actual);
+  const e = snapshot(expected);
+  assert.deepEqual(Object.keys(a), Object.keys(e));
+  for (const k of Object.keys(e)) assert.ok(a[k] === e[k], `${k} differs`);
+}
+
+before(async () => {
+  assert.ok(existsSync(BIN), `${BIN} missing: cargo build --release --bin edgepatch`);
+  server = await startWrangler({ port: Number(process.env.EDGEPATCH_TEST_PORT ?? 8791) });
+});
+
+after(() => {
+  server?.stop();
+  rmSync(work, { recursive: true, force: true });
+});
+
+test("publish two fixture builds; edgepatch update reproduces v2 byte-exact (tree)", () => {
+  const v1 = extract(join(REPO, "fixtures/game-v1.tar"), "v1");
+  const v2 = extract(join(REPO, "fixtures/game-v2.tar"), "v2");
+  edgepatch(["publish", "--server", server.url, "--game", "demo", "--build", "v1", v1]);
+  edgepatch(["publish", "--server", server.url, "--game", "demo", "--build", "v2", "--channel", "main", v2]);
+  const out = join(work, "out-v2");
+  const r = edgepatch(["update", "--json", "--server", server.url, "--game", "demo", "--from", "v1", "--to", "v2", "--public-key", publicKey, v1, out]);
+  const summary = JSON.parse(r.stdout);
+  assert.equal(summary.signature_verified, true);
+  assert.equal(summary.public_key_from_server, false);
+  assertSameTree(out, v2);
+  // v1 untouched.
+  assertSameTree(v1, extract(join(REPO, "fixtures/game-v1.tar"), "v1-again"));
+});
+
+test("install from the empty build (_) reproduces v2", () => {
+  const empty = join(work, "empty");
+  mkdirSync(empty, { recursive: true });
+  const out = join(work, "out-install");
+  edgepatch(["update", "--server", server.url, "--game", "demo", "--from", "_", "--to", "v2", "--public-key", publicKey, empty, out]);
+  assertSameTree(out, join(work, "v2"));
+});
+
+test("a single large file over several segments, uploaded in parts, updates byte-exact", () => {
+  // 13 MiB of incompressible data, then the same with edits, an insertion and an appended tail.
+  const a = Buffer.alloc(13 << 20);
+  let x = 12345;
+  for (let i = 0; i < a.length; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    a[i] = x >>> 24;
+  }
+  const b = Buffer.concat([a.subarray(0, 3 << 20), Buffer.from("inserted bytes ".repeat(1000)), a.subarray(3 << 20), Buffer.from("tail")]);
+  for (let i = 5 << 20; i < b.length; i += 1 << 20) b[i] ^= 0xff;
+  const d1 = join(work, "file-v1");
+  const d2 = join(work, "file-v2");
+  mkdirSync(d1);
+  mkdirSync(d2);
+  writeFileSync(join(d1, "game.pak"), a);
+  writeFileSync(join(d2, "game.pak"), b);
+  edgepatch(["publish", "--server", server.url, "--game", "pak", "--build", "v1", "--part-size", String(5 << 20), d1]);
+  edgepatch(["publish", "--server", server.url, "--game", "pak", "--build", "v2", "--part-size", String(5 << 20), d2]);
+  const out = join(work, "out-pak");
+  const r = edgepatch(["update", "--json", "--server", server.url, "--game", "pak", "--from", "v1", "--to", "v2", d1, out]);
+  assert.equal(JSON.parse(r.stdout).public_key_from_server, true);
+  assert.ok(JSON.parse(r.stdout).patch_bytes < b.length / 4, `patch ${JSON.parse(r.stdout).patch_bytes} bytes for ${b.length}`);
+  assertSameTree(out, d2);
+});
+
+test("a wrong public key is refused and nothing is written", () => {
+  const out = join(work, "out-wrongkey");
+  const r = edgepatch(["update", "--server", server.url, "--game", "demo", "--from", "v1", "--to", "v2", "--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", join(work, "v1"), out], { ok: false });
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /signature|public key/);
+  assert.equal(existsSync(out), false);
+});
+
+test("wrong token: 401, nothing published", () => {
+  const r = spawnSync(BIN, ["publish", "--server", server.url, "--game", "demo", "--build", "v3", join(work, "v2")], { env: { ...process.env, EDGEPATCH_TOKEN: "wrong" }, encoding: "utf8" });
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /401/);
+  return fetch(`${server.url}/v1/games/demo/builds/v3`).then((res) => assert.equal(res.status, 404));
+});
+
+test("100 concurrent requests for a new pair: one generation; repeats are cache hits", async () => {
+  const url = `${server.url}/v1/games/demo/updates/v2/v1`;
+  const responses = await Promise.all(Array.from({ length: 100 }, () => fetch(url).then(async (r) => ({ status: r.status, body: await r.text() }))));
+  assert.ok(responses.every((r) => r.status === 200), responses.find((r) => r.status !== 200)?.body);
+  assert.equal(new Set(responses.map((r) => r.body)).size, 1);
+  const gens = await (await fetch(`${url}/generations`, { headers: { Authorization: `Bearer ${token}` } })).json();
+  assert.equal(gens.count, 1);
+  const d = JSON.parse(responses[0].body);
+  const patchUrl = new URL(d.patchUrl, url);
+  await (await fetch(patchUrl)).arrayBuffer();
+  let hits = 0;
+  for (let i = 0; i < 40; i++) {
+    const r = await fetch(patchUrl);
+    await r.arrayBuffer();
+    if (r.headers.get("x-edgepatch-cache") === "hit") hits++;
+    else await new Promise((res) => setTimeout(res, 50));
+  }
+  assert.ok(hits >= 30, `${hits} of 40 repeated patch requests were cache hits`);
+  const range = await fetch(patchUrl, { headers: { Range: "bytes=0-7" } });
+  assert.equal(range.status, 206);
+  assert.equal(Buffer.from(await range.arrayBuffer()).toString(), "EDGEPTCH");
+  assert.equal((await fetch(patchUrl, { headers: { Range: `bytes=${d.patchSize}-` } })).status, 416);
+});

@@ -1,0 +1,237 @@
+// Updates in workerd: descriptors generated on demand and once, signed manifests, patches
+// that the core's applier turns into the new build, single ranges, ETags and cache hits.
+import { env, SELF } from "cloudflare:test";
+import { beforeAll, describe, expect, it } from "vitest";
+import { blake3Hex, initWasm, ManifestReader, PatchApplier } from "../src/wasm";
+import { bytes, gameBuild, makeTar, type TarEntry } from "./tar";
+
+const BASE = "https://edgepatch.test";
+const auth = { Authorization: "Bearer test-token" };
+const PUBLIC_KEY = "A7uEkRVTltb5Gdqhsb0Piu0KMJI4LOoKdIdcjruHpUs=";
+
+interface Descriptor {
+  game: string;
+  from: string;
+  to: string;
+  manifestUrl: string;
+  manifestSize: number;
+  manifestBlake3: string;
+  patchUrl: string;
+  patchSize: number;
+  patchBlake3: string;
+  manifestSignature: string;
+}
+
+async function publish(game: string, build: string, entries: TarEntry[]): Promise<void> {
+  const res = await SELF.fetch(`${BASE}/v1/games/${game}/builds/${build}`, { method: "PUT", headers: auth, body: makeTar(entries) });
+  expect(res.status, await res.clone().text()).toBe(201);
+}
+
+async function descriptor(game: string, from: string, to: string): Promise<{ res: Response; d: Descriptor; url: string }> {
+  const url = `${BASE}/v1/games/${game}/updates/${from}/${to}`;
+  const res = await SELF.fetch(url);
+  expect(res.status, await res.clone().text()).toBe(200);
+  return { res, d: (await res.json()) as Descriptor, url };
+}
+
+async function generations(game: string, from: string, to: string): Promise<number> {
+  const res = await SELF.fetch(`${BASE}/v1/games/${game}/updates/${from}/${to}/generations`, { headers: auth });
+  return ((await res.json()) as { count: number }).count;
+}
+
+async function untilCached(url: string, init: RequestInit = {}): Promise<Response> {
+  for (let i = 0; i < 100; i++) {
+    const res = await SELF.fetch(url, init);
+    if (res.headers.get("X-Edgepatch-Cache") === "hit") return res;
+    await res.arrayBuffer();
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`${url} never became a cache hit`);
+}
+
+function content(e: TarEntry & { type: "file" }): Uint8Array {
+  return typeof e.data === "string" ? new TextEncoder().encode(e.data) : e.data;
+}
+
+/** Applies `patch` to in-memory `old` with the core's applier; returns path -> description. */
+function apply(old: TarEntry[], patch: Uint8Array): Map<string, string> {
+  const files = new Map(old.filter((e) => e.type === "file").map((e) => [e.path, content(e as TarEntry & { type: "file" })]));
+  const out = new Map<string, string>();
+  let cur: { path: string; exec: boolean; parts: Uint8Array[] } | null = null;
+  const applier = new PatchApplier(
+    {
+      fileSize(p: string) {
+        const f = files.get(p);
+        if (!f) throw new Error(`no old file ${p}`);
+        return f.length;
+      },
+      readAt: (p: string, o: number, n: number) => files.get(p)!.slice(o, o + n),
+    },
+    {
+      createDirectory: (p: string) => void out.set(p, "dir"),
+      createSymlink: (p: string, t: string) => void out.set(p, `link:${t}`),
+      beginFile: (path: string, exec: boolean) => void (cur = { path, exec, parts: [] }),
+      writeFile: (b: Uint8Array) => void cur!.parts.push(b.slice()),
+      finishFile() {
+        const all = new Uint8Array(cur!.parts.reduce((n, p) => n + p.length, 0));
+        let o = 0;
+        for (const p of cur!.parts) all.set(p, (o += p.length) - p.length);
+        out.set(cur!.path, `file:${cur!.exec ? "x" : "-"}:${blake3Hex(all)}`);
+      },
+    },
+  );
+  applier.push(patch);
+  applier.finish();
+  applier.free();
+  return out;
+}
+
+function describeBuild(entries: TarEntry[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const e of entries) {
+    if (e.type === "dir") out.set(e.path, "dir");
+    else if (e.type === "symlink") out.set(e.path, `link:${e.target}`);
+    else if (e.type === "file") out.set(e.path, `file:${((e.mode ?? 0o644) & 0o111) !== 0 ? "x" : "-"}:${blake3Hex(content(e))}`);
+  }
+  return out;
+}
+
+function sorted(m: Map<string, string>): [string, string][] {
+  return [...m.entries()].sort(([a], [b]) => (a < b ? -1 : 1));
+}
+
+async function verifySignature(manifest: Uint8Array, signatureB64: string): Promise<boolean> {
+  const raw = Uint8Array.from(atob(PUBLIC_KEY), (c) => c.charCodeAt(0));
+  const key = await crypto.subtle.importKey("raw", raw, { name: "Ed25519" }, false, ["verify"]);
+  return crypto.subtle.verify({ name: "Ed25519" }, key, Uint8Array.from(atob(signatureB64), (c) => c.charCodeAt(0)), manifest);
+}
+
+describe("updates", () => {
+  const v1 = gameBuild(1);
+  const v2 = gameBuild(2);
+  beforeAll(async () => {
+    initWasm();
+    await publish("upd", "v1", v1);
+    await publish("upd", "v2", v2);
+  });
+
+  it("generates a signed manifest and a patch that turns v1 into v2", async () => {
+    const { res, d, url } = await descriptor("upd", "v1", "v2");
+    expect(res.headers.get("X-Edgepatch-Source")).toBe("generated");
+    expect(d).toMatchObject({ game: "upd", from: "v1", to: "v2" });
+    const manifestRes = await SELF.fetch(new URL(d.manifestUrl, url));
+    expect(manifestRes.status).toBe(200);
+    expect(manifestRes.headers.get("Cache-Control")).toBe("public, max-age=31536000, immutable");
+    expect(manifestRes.headers.get("ETag")).toBe(`"${d.manifestBlake3}"`);
+    const manifest = new Uint8Array(await manifestRes.arrayBuffer());
+    expect(manifest.length).toBe(d.manifestSize);
+    expect(blake3Hex(manifest)).toBe(d.manifestBlake3);
+    expect(await verifySignature(manifest, d.manifestSignature)).toBe(true);
+    const flipped = manifest.slice();
+    flipped[100] ^= 1;
+    expect(await verifySignature(flipped, d.manifestSignature)).toBe(false);
+    const reader = new ManifestReader(manifest);
+    expect([reader.kind, reader.fromBuild, reader.toBuild, reader.patchSize, reader.patchBlake3]).toEqual(["patch", "v1", "v2", d.patchSize, d.patchBlake3]);
+    expect(reader.lookup("data/new.json")).toMatchObject({ kind: "file", size: 14 });
+    reader.free();
+
+    const patchRes = await SELF.fetch(new URL(d.patchUrl, url));
+    expect(patchRes.status).toBe(200);
+    expect(patchRes.headers.get("ETag")).toBe(`"${d.patchBlake3}"`);
+    const patch = new Uint8Array(await patchRes.arrayBuffer());
+    expect(patch.length).toBe(d.patchSize);
+    expect(blake3Hex(patch)).toBe(d.patchBlake3);
+    expect(sorted(apply(v1, patch))).toEqual(sorted(describeBuild(v2)));
+    // Smaller than the new build: the unchanged/renamed files are copies, the rest deltas.
+    const newBytes = v2.reduce((n, e) => n + (e.type === "file" ? content(e).length : 0), 0);
+    expect(patch.length).toBeLessThan(newBytes / 5);
+  });
+
+  it("installs from the empty build _", async () => {
+    const { d, url } = await descriptor("upd", "_", "v2");
+    const patch = new Uint8Array(await (await SELF.fetch(new URL(d.patchUrl, url))).arrayBuffer());
+    expect(sorted(apply([], patch))).toEqual(sorted(describeBuild(v2)));
+  });
+
+  it("generates across several segments with bounded reads", async () => {
+    const a = bytes(10 << 20, 21);
+    const b = new Uint8Array(a.length + 5000);
+    b.set(a.subarray(0, 4 << 20));
+    b.set(bytes(5000, 22), 4 << 20);
+    b.set(a.subarray(4 << 20), (4 << 20) + 5000);
+    for (let i = 6 << 20; i < b.length; i += 100_000) b[i] ^= 1;
+    const old: TarEntry[] = [{ type: "file", path: "big.pak", data: a }];
+    const neu: TarEntry[] = [{ type: "file", path: "big.pak", data: b }];
+    await publish("seg", "v1", old);
+    await publish("seg", "v2", neu);
+    const { d, url } = await descriptor("seg", "v1", "v2");
+    const patch = new Uint8Array(await (await SELF.fetch(new URL(d.patchUrl, url))).arrayBuffer());
+    expect(patch.length).toBeLessThan(b.length / 10);
+    expect(sorted(apply(old, patch))).toEqual(sorted(describeBuild(neu)));
+    const runs = (await (await SELF.fetch(`${BASE}/v1/games/seg/updates/v1/v2/generations`, { headers: auth })).json()) as {
+      runs: { segments: number; peakWasmMemoryBytes: number }[];
+    };
+    expect(runs.runs[0].segments).toBeGreaterThanOrEqual(3);
+    expect(runs.runs[0].peakWasmMemoryBytes).toBeLessThan(128 << 20);
+  });
+
+  it("serves single ranges (206, 416) and ignores multi-range requests", async () => {
+    const { d, url } = await descriptor("upd", "v1", "v2");
+    const patchUrl = new URL(d.patchUrl, url).toString();
+    const whole = new Uint8Array(await (await SELF.fetch(patchUrl)).arrayBuffer());
+    const check = async (range: string, start: number, end: number) => {
+      const res = await SELF.fetch(patchUrl, { headers: { Range: range } });
+      expect(res.status, range).toBe(206);
+      expect(res.headers.get("Content-Range")).toBe(`bytes ${start}-${end}/${whole.length}`);
+      expect(new Uint8Array(await res.arrayBuffer())).toEqual(whole.slice(start, end + 1));
+    };
+    await check("bytes=0-7", 0, 7);
+    await check("bytes=10-", 10, whole.length - 1);
+    await check("bytes=-32", whole.length - 32, whole.length - 1);
+    await check(`bytes=5-${whole.length + 100}`, 5, whole.length - 1);
+    const bad = await SELF.fetch(patchUrl, { headers: { Range: `bytes=${whole.length}-` } });
+    expect(bad.status).toBe(416);
+    expect(bad.headers.get("Content-Range")).toBe(`bytes */${whole.length}`);
+    await bad.arrayBuffer();
+    const multi = await SELF.fetch(patchUrl, { headers: { Range: "bytes=0-1,5-6" } });
+    expect(multi.status).toBe(200);
+    expect((await multi.arrayBuffer()).byteLength).toBe(whole.length);
+  });
+
+  it("answers repeats from the edge cache, ranges and ETags included", async () => {
+    const { d, url } = await descriptor("upd", "v1", "v2");
+    const patchUrl = new URL(d.patchUrl, url).toString();
+    const manifestUrl = new URL(d.manifestUrl, url).toString();
+    const hit = await untilCached(patchUrl);
+    expect(hit.status).toBe(200);
+    expect(blake3Hex(new Uint8Array(await hit.arrayBuffer()))).toBe(d.patchBlake3);
+    const rangeHit = await SELF.fetch(patchUrl, { headers: { Range: "bytes=0-7" } });
+    expect(rangeHit.headers.get("X-Edgepatch-Cache")).toBe("hit");
+    expect(rangeHit.status).toBe(206);
+    expect(new TextDecoder().decode(await rangeHit.arrayBuffer())).toBe("EDGEPTCH");
+    await (await untilCached(manifestUrl)).arrayBuffer();
+    await (await untilCached(url)).arrayBuffer();
+    const notModified = await SELF.fetch(manifestUrl, { headers: { "If-None-Match": `"${d.manifestBlake3}"` } });
+    expect(notModified.status).toBe(304);
+    // A URL whose hash is not the pair's is not found, cached or not.
+    expect((await SELF.fetch(patchUrl.replace(/[0-9a-f]{64}$/, "0".repeat(64)))).status).toBe(404);
+    expect((await SELF.fetch(`${BASE}/v1/games/upd/updates/v1/v9`)).status).toBe(404);
+  });
+
+  it("50 concurrent identical requests cause exactly one generation", async () => {
+    await publish("race", "v1", v1);
+    await publish("race", "v2", v2);
+    expect(await generations("race", "v1", "v2")).toBe(0);
+    const responses = await Promise.all(Array.from({ length: 50 }, () => SELF.fetch(`${BASE}/v1/games/race/updates/v1/v2`)));
+    const bodies = await Promise.all(responses.map((r) => r.text()));
+    expect(responses.map((r) => r.status)).toEqual(Array(50).fill(200));
+    expect(new Set(bodies).size).toBe(1);
+    const sources = responses.map((r) => r.headers.get("X-Edgepatch-Source"));
+    expect(sources.filter((s) => s === "generated")).toHaveLength(1);
+    expect(await generations("race", "v1", "v2")).toBe(1);
+    // And later requests never generate again.
+    await Promise.all(Array.from({ length: 10 }, () => SELF.fetch(`${BASE}/v1/games/race/updates/v1/v2`).then((r) => r.text())));
+    expect(await generations("race", "v1", "v2")).toBe(1);
+    expect((await env.BUCKET.list({ prefix: "games/race/patches/" })).objects).toHaveLength(1);
+  });
+});
