@@ -5,7 +5,7 @@
 // Every test starts from a fresh browser profile, so OPFS starts empty.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
+import { createHash, generateKeyPairSync } from "node:crypto";
 import { lstatSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -15,7 +15,7 @@ import { startServer } from "../../web/scripts/serve.mjs";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const dist = join(repo, "web/dist");
-const site = JSON.parse(readFileSync(join(dist, "updates/site.json"), "utf8"));
+const { publicKey, games: site } = JSON.parse(readFileSync(join(dist, "updates/site.json"), "utf8"));
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 
 let server;
@@ -33,7 +33,7 @@ function descriptor(game, from, to) {
 }
 
 /** A fresh profile (so an empty OPFS) and a page on the demo for `game`. */
-async function openDemo(t, game) {
+async function openDemo(t, game, query = "") {
   const profile = mkdtempSync(join(tmpdir(), "edgepatch-e2e-"));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -48,7 +48,7 @@ async function openDemo(t, game) {
   const errors = [];
   page.on("pageerror", (e) => errors.push(e.message));
   page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  const url = `${server.url}demo/?game=${game}&install=v1`;
+  const url = `${server.url}demo/?game=${game}&install=v1${query}`;
   await page.goto(url);
   return { page, url, errors };
 }
@@ -132,7 +132,8 @@ async function assertBuild(page, game, build) {
 }
 
 test("fresh profile installs v1, updates to v2; OPFS byte-exact", async (t) => {
-  const { page, errors } = await openDemo(t, "demo");
+  // With the server's public key: every manifest's ed25519 signature is checked.
+  const { page, errors } = await openDemo(t, "demo", `&publicKey=${encodeURIComponent(publicKey)}`);
   assert.equal(await waitState(page, ["idle", "error"]), "idle");
   assert.equal(await page.textContent("#current"), "none");
 
@@ -250,4 +251,20 @@ test("the page is reloaded while the update is writing: it resumes from the pers
   const st = await assertBuild(page, "big", "v2");
   assert.deepEqual(st.builds, ["v2"]);
   t.diagnostic(`reload mid-update: point ${JSON.stringify(before.update.point)}, downloaded ${again} of ${d.patchSize} B again`);
+});
+
+test("a manifest signed by another key is refused when a public key is configured", async (t) => {
+  const otherKey = Buffer.from(generateKeyPairSync("ed25519").publicKey.export({ format: "jwk" }).x, "base64url").toString("base64");
+  assert.notEqual(otherKey, publicKey);
+  const { page } = await openDemo(t, "demo", `&publicKey=${encodeURIComponent(otherKey)}`);
+  await waitState(page, ["idle"]);
+  server.resetStats();
+  await page.click("#install");
+  assert.equal(await waitState(page, ["done", "error"]), "error");
+  assert.equal(await page.getAttribute("#error", "data-code"), "integrity");
+  assert.match(await page.textContent("#error"), /signature does not match/);
+  const st = await opfsState(page, "demo");
+  assert.equal(st.current, null, "nothing installed");
+  assert.deepEqual(st.builds, []);
+  assert.equal(server.stats.patchBytesServed, 0, "refused before any patch byte was fetched");
 });

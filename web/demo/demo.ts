@@ -2,7 +2,8 @@
 // assets, updates it to the channel's latest build with a progress bar, and
 // continues an interrupted update when the page is opened again.
 //
-// Query parameters: game (demo), base (../updates/), install (v1), channel (stable).
+// Query parameters: game (demo), base (../updates/), install (v1), channel (stable),
+// publicKey (base64 ed25519 key: manifests must be signed with it).
 
 import { EdgepatchError, GameUpdater, type UpdateProgress } from "../src/index.js";
 
@@ -14,6 +15,7 @@ const updater = new GameUpdater({
   baseUrl: new URL(params.get("base") ?? "../updates/", location.href),
   game,
   workerUrl: new URL("../lib/edgepatch-worker.js", import.meta.url),
+  ...(params.get("publicKey") ? { publicKey: params.get("publicKey")! } : {}),
 });
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;

@@ -7,9 +7,10 @@
 // v1 -> v2, _ -> v2; channel "stable" -> v2. With --big, game "big" too: a ~16 MiB
 // file of deterministic pseudo-random bytes with scattered changes, so the v1 -> v2
 // patch has several 4 MiB segments (the resume tests need that).
-// The extracted builds land in --trees/<game>/<build>/ for byte comparisons.
+// Manifests are signed (ed25519, a fixed test key; v1/public-key). The extracted
+// builds land in --trees/<game>/<build>/ for byte comparisons.
 import { execFileSync } from "node:child_process";
-import { createHash } from "node:crypto";
+import { createHash, createPrivateKey, sign as ed25519Sign } from "node:crypto";
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -28,6 +29,11 @@ const out = resolve(opt("--out", join(web, "dist/updates")));
 const trees = resolve(opt("--trees", join(web, "dist/trees")));
 const edgepatch = resolve(opt("--edgepatch", join(repo, "target/release/edgepatch")));
 const big = args.includes("--big");
+// A fixed ed25519 key (32-byte seed; a test key, not a secret): the site signs every
+// manifest and publishes v1/public-key, as a signing server does.
+const SEED = Buffer.alloc(32, 7);
+const signingKey = createPrivateKey({ key: Buffer.concat([Buffer.from("302e020100300506032b657004220420", "hex"), SEED]), format: "der", type: "pkcs8" });
+const publicKey = Buffer.from(signingKey.export({ format: "jwk" }).x, "base64url").toString("base64");
 
 rmSync(out, { recursive: true, force: true });
 rmSync(trees, { recursive: true, force: true });
@@ -38,6 +44,7 @@ const tmp = join(trees, ".work");
 mkdirSync(join(tmp, "empty"), { recursive: true });
 
 const index = {};
+writeFileSync(join(out, "v1/public-key"), JSON.stringify({ algorithm: "ed25519", publicKey }) + "\n");
 
 function publish(game, from, to, oldDir, newDir, level) {
   const patch = join(tmp, `${game}-${from}-${to}.patch`);
@@ -59,6 +66,7 @@ function publish(game, from, to, oldDir, newDir, level) {
     manifestBlake3: mHash,
     patchUrl: `../../../patches/${pHash}`,
     patchSize: pBytes.length,
+    manifestSignature: ed25519Sign(null, mBytes, signingKey).toString("base64"),
   };
   writeFileSync(join(dir, to), JSON.stringify(descriptor, null, 2) + "\n");
   (index[game] ??= { updates: [] }).updates.push({ ...descriptor, segments: diff.segments, newBytes: diff.new_bytes });
@@ -111,5 +119,5 @@ if (big) {
 }
 
 rmSync(tmp, { recursive: true, force: true });
-writeFileSync(join(out, "site.json"), JSON.stringify(index, null, 2) + "\n");
+writeFileSync(join(out, "site.json"), JSON.stringify({ publicKey, games: index }, null, 2) + "\n");
 console.error(`site: ${out}`);

@@ -9,6 +9,11 @@ export interface UpdateOptions {
   retries?: number;
   /** First retry delay in ms, doubled per further retry (default 300). */
   retryDelayMs?: number;
+  /**
+   * The server's ed25519 public key (base64 of 32 bytes, as `v1/public-key` gives it).
+   * When set, every manifest must carry a valid `manifestSignature` or the update is refused.
+   */
+  publicKey?: string;
   /** Smallest range worth its own request, bytes (default 1 MiB); ranges split at segment boundaries. */
   minRangeBytes?: number;
 }

@@ -209,6 +209,29 @@ export async function pendingUpdate(gameName: string): Promise<PendingUpdate | n
   return { game: gameName, from: r.from, to: r.to, patchSize: r.patchSize, patchOffset: r.point?.patchOffset ?? 0, segmentsDone: r.point?.segmentsDone ?? 0 };
 }
 
+function fromBase64(what: string, s: string): Uint8Array {
+  try {
+    return Uint8Array.from(atob(s.trim()), (c) => c.charCodeAt(0));
+  } catch {
+    throw new ProtocolError(`${what} is not base64`);
+  }
+}
+
+/** ed25519 over the manifest bytes (docs/UPDATE_PROTOCOL.md), with WebCrypto. */
+async function verifySignature(publicKey: string, signature: string | undefined, manifest: Uint8Array, url: string): Promise<void> {
+  if (signature === undefined) throw new IntegrityError(`manifest ${url} is not signed, and a public key is configured`, { url });
+  const raw = fromBase64("the public key", publicKey);
+  if (raw.length !== 32) throw new ProtocolError(`the public key has ${raw.length} bytes, not 32`);
+  let ok: boolean;
+  try {
+    const key = await crypto.subtle.importKey("raw", raw as BufferSource, { name: "Ed25519" }, false, ["verify"]);
+    ok = await crypto.subtle.verify({ name: "Ed25519" }, key, fromBase64("manifestSignature", signature) as BufferSource, manifest as BufferSource);
+  } catch (e) {
+    throw new IntegrityError(`checking the signature of ${url} failed: ${messageOf(e)}`, { url });
+  }
+  if (!ok) throw new IntegrityError(`manifest ${url}: the ed25519 signature does not match the configured public key`, { url });
+}
+
 async function names(dir: FileSystemDirectoryHandle): Promise<string[]> {
   const out: string[] = [];
   for await (const name of dir.keys()) out.push(name);
@@ -249,9 +272,7 @@ async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => voi
   if (manifestBytes.length !== desc.manifestSize) throw new IntegrityError(`manifest ${desc.manifestUrl} is ${manifestBytes.length} bytes, the descriptor says ${desc.manifestSize}`, { url: desc.manifestUrl });
   const manifestHash = wasm.blake3Hex(manifestBytes);
   if (manifestHash !== desc.manifestBlake3) throw new IntegrityError(`manifest ${desc.manifestUrl} has BLAKE3 ${manifestHash}, the descriptor says ${desc.manifestBlake3}`, { url: desc.manifestUrl });
-  if (desc.manifestSignature !== undefined) {
-    // Signature checking needs a configured public key; none is supported yet (web/README.md).
-  }
+  if (req.publicKey !== undefined) await verifySignature(req.publicKey, desc.manifestSignature, manifestBytes, desc.manifestUrl);
   let manifest: ManifestReader;
   try {
     manifest = new ManifestReader(manifestBytes);
