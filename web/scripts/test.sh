@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# web/scripts/test.sh — type-checks web/ and runs the browser end-to-end tests
-# (tests/e2e: Debian Chromium headless via playwright-core, real OPFS, real HTTP).
+# web/scripts/test.sh — builds web/ (and the wasm module and static update site it
+# needs), type-checks it and runs the browser end-to-end tests (tests/e2e: Debian
+# Chromium headless via playwright-core, real OPFS, real HTTP). About 50 s here.
 # Assumes scripts/setup.sh ran (cargo, wasm-pack, chromium, node 20, npm workspaces).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
+web/scripts/build-all.sh --big
 echo "[web] tsc --noEmit (web/tsconfig.json)" >&2
 node_modules/.bin/tsc -p web/tsconfig.json
-web/scripts/build-all.sh --big
 echo "[web] browser e2e tests (tests/e2e)" >&2
 node --test --test-concurrency=1 --test-timeout=120000 tests/e2e/
