@@ -20,4 +20,4 @@ rm -f "$log"
 step "esbuild bundles -> web/dist"
 node web/scripts/build.mjs
 step "static update site -> web/dist/updates"
-node web/scripts/make-static-site.mjs "$@"
+node web/scripts/make-static-site.mjs --edgepatch "${CARGO_TARGET_DIR:-$repo/target}/release/edgepatch" "$@"
