@@ -285,3 +285,17 @@ fn list_tree(root: &Path) -> io::Result<Vec<(String, PathBuf, ListedKind)>> {
     out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
     Ok(out)
 }
+
+/// glibc raises its mmap threshold whenever a large mmapped block is freed, so
+/// the multi-MiB buffers apply frees and allocates segment after segment
+/// (window, prefetch, streams) end up on the heap, where freed space is not
+/// returned and peak RSS grows well past the live memory (measured: 40 MB
+/// instead of 29 MB on the 101 MiB pair). A fixed threshold keeps every large
+/// buffer mmapped and returned on free.
+pub fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator parameters; called before other threads start.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+    }
+}

@@ -107,6 +107,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    build_files::tune_allocator();
     let cli = Cli::parse();
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
