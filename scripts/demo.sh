@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# scripts/demo.sh — the main job: builds the CLI, diffs fixture game v1 -> v2,
-# applies the patch to a copy of v1, verifies the result, and prints what it saved.
+# scripts/demo.sh [--port N] — the main job: builds the CLI, diffs fixture game v1 -> v2,
+# applies the patch to a copy of v1, verifies the result, and prints what it saved;
+# then serves the demo game portal (web/) on 127.0.0.1 and prints its URL (Ctrl-C stops it).
+# EDGEPATCH_DEMO_CHECK=1: serve, fetch the page once and exit (non-interactive).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"
@@ -35,3 +37,10 @@ import sys
 patch, full = int(sys.argv[1]), int(sys.argv[2])
 print(f"== downloaded {patch:,} bytes instead of {full:,} (the whole v2 build): saved {100 * (1 - patch / full):.1f}%")
 PY
+
+echo "== the demo game portal: installs v1 into the browser's OPFS, then updates it to v2"
+rm -rf "$WORK"; trap - EXIT
+if [ -n "${EDGEPATCH_DEMO_CHECK:-}" ]; then
+  exec web/scripts/demo.sh --check "$@"
+fi
+exec web/scripts/demo.sh "$@"

@@ -35,3 +35,6 @@ echo "== edgepatch-js (Node, over the wasm build): same bytes as the native CLI,
 cargo build --release --quiet --bin edgepatch
 EDGEPATCH_BIN="$REPO/target/release/edgepatch" node --test packages/edgepatch-js/test/
 npx --no-install edgepatch-js --help >/dev/null
+
+echo "== web/: type-check and browser end-to-end tests (Chromium headless: install, update, corruption, resume)"
+web/scripts/test.sh
