@@ -147,7 +147,7 @@ impl<R: Read> PatchInput<R> {
             return Ok(());
         }
         let start = self.offset;
-        comp.resize(comp_len as usize, 0);
+        resize_exact(comp, comp_len as usize);
         self.exact(comp, what)?;
         out.reserve_exact(raw_len as usize);
         let corrupt = |why: String| Error::Corrupt { input: Input::Patch, offset: start, what: format!("{what}: {why}") };
@@ -381,13 +381,15 @@ impl DeltaStream {
             Segment::Ops(h) => h,
             Segment::Window(w) => {
                 // Only one kind of segment's buffers is held at a time.
-                (self.diff, self.ctrl, self.prefetch) = (Vec::new(), Vec::new(), Vec::new());
+                release(&mut self.diff);
+                release(&mut self.ctrl);
+                release(&mut self.prefetch);
                 self.prefetched.clear();
                 let mut window = std::mem::take(&mut self.window);
                 // Every byte is overwritten below: only growth needs zeroing.
                 let len = w.window_len() as usize;
                 if window.len() < len {
-                    window.resize(len, 0);
+                    resize_exact(&mut window, len);
                 }
                 window.truncate(len);
                 let mut filled = 0;
@@ -414,7 +416,7 @@ impl DeltaStream {
                     }
                 }
                 self.window = window;
-                self.comp.resize(w.comp_len as usize, 0);
+                resize_exact(&mut self.comp, w.comp_len as usize);
                 input.exact(&mut self.comp, "window segment frame")?;
                 decompress_with_window(&self.comp, &self.window, w.new_len, &mut self.extra, self.segment_at)?;
                 self.diff.clear();
@@ -425,7 +427,7 @@ impl DeltaStream {
                 return Ok(());
             }
         };
-        self.window = Vec::new();
+        release(&mut self.window);
         input.frame(h.ctrl_comp, h.ctrl_raw, &mut self.comp, &mut self.ctrl, "segment control")?;
         input.frame(h.diff_comp, h.diff_raw, &mut self.comp, &mut self.diff, "segment diff")?;
         input.frame(h.extra_comp, h.extra_raw, &mut self.comp, &mut self.extra, "segment extra")?;
@@ -627,6 +629,27 @@ impl DeltaStream {
     }
 }
 
+/// Gives up a buffer between segments that do not need it. Natively it is
+/// freed (peak RSS tracks live memory); in wasm it is kept for reuse, because
+/// a linear memory never shrinks and freeing and reallocating multi-MiB
+/// buffers fragments it until it grows (measured: 71 MB of wasm memory for
+/// the 101 MiB pair when freed, see BENCHMARKS.md).
+/// `resize` without the amortized growth (which can double a multi-MiB buffer).
+fn resize_exact(buf: &mut Vec<u8>, len: usize) {
+    if len > buf.capacity() {
+        buf.reserve_exact(len - buf.len());
+    }
+    buf.resize(len, 0);
+}
+
+fn release(buf: &mut Vec<u8>) {
+    if cfg!(target_arch = "wasm32") {
+        buf.clear();
+    } else {
+        *buf = Vec::new();
+    }
+}
+
 pub(crate) fn display_path(path: &str) -> String {
     if path.is_empty() { "(the file)".into() } else { path.to_string() }
 }
@@ -679,7 +702,14 @@ pub struct PatchApplier {
     /// Started by `resume`: the patch checksum cannot be checked.
     resumed: bool,
     resume_point: Option<ResumePoint>,
+    /// Size of the unit being received, once its header has arrived (checked against the limits).
+    unit_hint: u64,
 }
+
+/// A claimed unit size is trusted for preallocation up to this (a 4 MiB
+/// segment compresses to less); larger units grow as their bytes arrive, so a
+/// hostile header cannot make the applier reserve memory it never fills.
+const MAX_UNIT_HINT: u64 = 8 << 20;
 
 impl Default for PatchApplier {
     fn default() -> Self {
@@ -702,6 +732,7 @@ impl PatchApplier {
             summary: ApplySummary::default(),
             resumed: false,
             resume_point: None,
+            unit_hint: 0,
         }
     }
 
@@ -810,13 +841,21 @@ impl PatchApplier {
         if self.expect == Expect::Done && !data.is_empty() {
             return Err(Error::Corrupt { input: Input::Patch, offset: self.offset, what: "bytes after the patch checksum".into() });
         }
+        // Grows to the unit being received (its size is known from its header),
+        // not to the next power of two: steady, bounded memory in wasm.
+        let want = self.pending.len() + data.len();
+        if want > self.pending.capacity() {
+            let hint = self.unit_hint.min(MAX_UNIT_HINT) as usize;
+            self.pending.reserve_exact(want.max(hint) - self.pending.len());
+        }
         self.pending.extend_from_slice(data);
         self.progress.patch_bytes_read += data.len() as u64;
         while let Some(len) = self.next_unit_len()? {
-            let unit = std::mem::take(&mut self.pending);
-            let (now, rest) = unit.split_at(len);
-            self.process_unit(now, old, sink)?;
-            self.pending = rest.to_vec();
+            // The buffer is kept (not reallocated per unit): steady memory in wasm.
+            let mut unit = std::mem::take(&mut self.pending);
+            self.process_unit(&unit[..len], old, sink)?;
+            unit.drain(..len);
+            self.pending = unit;
         }
         if self.expect == Expect::Done && !self.pending.is_empty() {
             return Err(Error::Corrupt { input: Input::Patch, offset: self.offset, what: "bytes after the patch checksum".into() });
@@ -839,7 +878,7 @@ impl PatchApplier {
 
     /// Size of the next unit if `pending` holds all of it; its header is parsed
     /// (and checked against the limits) by the same code that processes it.
-    fn next_unit_len(&self) -> Result<Option<usize>> {
+    fn next_unit_len(&mut self) -> Result<Option<usize>> {
         let need_more = |e: &Error, end: u64| matches!(e, Error::Truncated { offset, .. } if *offset >= end);
         let end = self.offset + self.pending.len() as u64;
         let mut peek = PatchInput::resume(self.pending.as_slice(), blake3::Hasher::new(), self.offset);
@@ -855,6 +894,7 @@ impl PatchApplier {
         match body {
             Ok(body) => {
                 let len = (peek.offset() - self.offset).saturating_add(body);
+                self.unit_hint = len;
                 Ok((len <= self.pending.len() as u64).then_some(len as usize))
             }
             Err(e) if need_more(&e, end) => Ok(None),
