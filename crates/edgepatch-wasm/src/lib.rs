@@ -617,6 +617,7 @@ extern "C" {
     pub type ByteRanges;
 }
 
+#[cfg(feature = "diff")]
 fn ranges_to_js(ranges: &[edgepatch_core::generate::ByteRange]) -> ByteRanges {
     let arr = js_sys::Array::new();
     for r in ranges {
