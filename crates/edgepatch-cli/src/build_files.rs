@@ -59,6 +59,9 @@ pub fn with_path(path: &Path, e: io::Error) -> io::Error {
 }
 
 /// The old build on disk, a file or a directory; keeps recently used files open.
+/// Old files kept open at once (well under the usual 1024 descriptors).
+const MAX_OPEN_OLD_FILES: usize = 512;
+
 pub struct OldBuildFiles {
     root: PathBuf,
     /// Open files, most recently used last (reads mostly hit the last one).
@@ -79,7 +82,7 @@ impl OldBuildFiles {
                 self.open.push(used);
             }
             None => {
-                if self.open.len() >= 64 {
+                if self.open.len() >= MAX_OPEN_OLD_FILES {
                     self.open.remove(0);
                 }
                 let full = if path.is_empty() { self.root.clone() } else { self.root.join(path) };
@@ -97,7 +100,13 @@ impl OldBuildFiles {
 
 impl OldBuild for OldBuildFiles {
     fn file_size(&mut self, path: &str) -> io::Result<u64> {
-        Ok(self.file(path)?.metadata()?.len())
+        // One stat, no open: the applier asks for every old file's size up front.
+        let full = if path.is_empty() { self.root.clone() } else { self.root.join(path) };
+        let meta = fs::symlink_metadata(&full)?;
+        if !meta.is_file() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+        }
+        Ok(meta.len())
     }
 
     fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
