@@ -1,0 +1,103 @@
+#!/usr/bin/env node
+// bench/generator.mjs — the bounded-memory generator (PatchGenerator, what the Worker
+// runs) on the corpus pairs, in the same wasm module as the Worker, in Node: patch size
+// next to the native `edgepatch diff` patch, time, and the module's peak linear memory.
+// Every patch is applied back (native CLI) and compared byte-exact.
+//
+//   node bench/generator.mjs [--pairs a,b] [--level N]
+//
+// Each pair runs in a fresh process (a linear memory only grows: its size at the end is
+// the peak). Old and new files are read by range from disk, as the Worker reads R2.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(import.meta.url);
+const args = process.argv.slice(2);
+const opt = (name, dflt) => (args.includes(name) ? args[args.indexOf(name) + 1] : dflt);
+const level = Number(opt('--level', '19'));
+const corpus = process.env.EDGEPATCH_CORPUS || path.join(os.homedir(), '.cache/edgepatch-corpus');
+const work = process.env.EDGEPATCH_BENCH_WORK || path.join(os.homedir(), '.cache/edgepatch-bench');
+
+if (process.env.EDGEPATCH_GENERATOR_CHILD) {
+  // Child: generate one patch, print JSON.
+  const [oldPath, newPath, out] = args;
+  const w = require(path.join(repo, 'packages/edgepatch-js/wasm/edgepatch_wasm.js'));
+  const sign = (file) => {
+    const s = new w.Signer();
+    const fd = fs.openSync(file, 'r');
+    const size = fs.fstatSync(fd).size;
+    s.beginFile('', false, size);
+    const buf = Buffer.allocUnsafe(1 << 20);
+    for (let at = 0; at < size; ) {
+      const n = fs.readSync(fd, buf, 0, buf.length, at);
+      s.update(buf.subarray(0, n));
+      at += n;
+    }
+    s.finishFile();
+    fs.closeSync(fd);
+    return s.finish();
+  };
+  const readRanges = (file, ranges) => {
+    const total = ranges.reduce((n, r) => n + r.length, 0);
+    const out = Buffer.allocUnsafe(total);
+    const fd = fs.openSync(file, 'r');
+    let at = 0;
+    for (const r of ranges) {
+      fs.readSync(fd, out, at, r.length, r.offset);
+      at += r.length;
+    }
+    fs.closeSync(fd);
+    return out;
+  };
+  const t0 = performance.now();
+  const gen = new w.PatchGenerator(sign(oldPath), sign(newPath), level);
+  const t1 = performance.now();
+  const fd = fs.openSync(out, 'w');
+  fs.writeSync(fd, gen.header());
+  for (let i = 0; i < gen.segmentCount; i++) {
+    const fresh = readRanges(newPath, gen.newRanges(i));
+    const old = readRanges(oldPath, gen.planSegment(i, fresh));
+    fs.writeSync(fd, gen.encodeSegment(i, fresh, old));
+  }
+  fs.writeSync(fd, gen.finish());
+  fs.closeSync(fd);
+  console.log(JSON.stringify({ signMs: t1 - t0, generateMs: performance.now() - t1, memory: w.wasmMemoryBytes(), rss: process.memoryUsage().rss }));
+  process.exit(0);
+}
+
+const pairs = [
+  ['havok-wasm', path.join(corpus, 'pairs/havok-wasm')],
+  ['phaser-js', path.join(corpus, 'pairs/phaser-js')],
+  ['esbuild-wasm-adj', path.join(corpus, 'pairs/esbuild-wasm-adj')],
+  ['freedoom2-wad', path.join(corpus, 'pairs/freedoom2-wad')],
+  ['concat-101mib', path.join(work, 'derived/concat-101mib')],
+].filter(([name]) => !opt('--pairs', null) || opt('--pairs').split(',').includes(name));
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'edgepatch-generator-'));
+console.log(`| pair | new MB | generator patch bytes | native diff patch bytes | generator / native | sign + generate s | wasm memory MB |`);
+console.log(`|---|---:|---:|---:|---:|---:|---:|`);
+for (const [name, dir] of pairs) {
+  const [oldPath, newPath] = [path.join(dir, 'old'), path.join(dir, 'new')];
+  if (!fs.existsSync(oldPath)) continue;
+  const patch = path.join(tmp, 'patch');
+  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), oldPath, newPath, patch, '--level', String(level)], {
+    env: { ...process.env, EDGEPATCH_GENERATOR_CHILD: '1' },
+    encoding: 'utf8',
+  });
+  if (r.status !== 0) throw new Error(`${name}: ${r.stderr}`);
+  const m = JSON.parse(r.stdout);
+  const out = path.join(tmp, 'out');
+  fs.rmSync(out, { force: true });
+  const a = spawnSync(path.join(repo, 'target/release/edgepatch'), ['--quiet', 'apply', oldPath, patch, out], { encoding: 'utf8' });
+  if (a.status !== 0 || Buffer.compare(fs.readFileSync(out), fs.readFileSync(newPath)) !== 0) throw new Error(`${name}: generator patch does not reproduce new: ${a.stderr}`);
+  const nativePatch = path.join(work, 'runs', name, 'edgepatch.patch');
+  const nativeBytes = fs.existsSync(nativePatch) ? fs.statSync(nativePatch).size : NaN;
+  const bytes = fs.statSync(patch).size;
+  console.log(`| ${name} | ${(fs.statSync(newPath).size / 1e6).toFixed(1)} | ${bytes.toLocaleString('en')} | ${nativeBytes.toLocaleString('en')} | ${(bytes / nativeBytes).toFixed(2)} | ${((m.signMs + m.generateMs) / 1000).toFixed(1)} | ${(m.memory / 1e6).toFixed(1)} |`);
+}
+fs.rmSync(tmp, { recursive: true, force: true });
