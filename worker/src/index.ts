@@ -32,9 +32,16 @@ function limits(env: Env): Limits {
 }
 
 function withCors(res: Response): Response {
-  const out = new Response(res.body, res);
-  for (const [k, v] of Object.entries(CORS)) out.headers.set(k, v);
-  return out;
+  // Set in place where the headers are mutable: re-wrapping would turn a body of known
+  // length into a stream (chunked), which some clients then wait on.
+  try {
+    for (const [k, v] of Object.entries(CORS)) res.headers.set(k, v);
+    return res;
+  } catch {
+    const out = new Response(res.body, res);
+    for (const [k, v] of Object.entries(CORS)) out.headers.set(k, v);
+    return out;
+  }
 }
 
 route("GET", "/v1/health", async () => json({ status: "ok", version: VERSION }, 200, { "Cache-Control": "no-store" }));

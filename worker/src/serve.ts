@@ -63,22 +63,27 @@ export async function serveImmutable(request: Request, url: URL, ctx: ExecutionC
   if (request.method === "HEAD") {
     return new Response(null, { status: 200, headers: { ...headers, "Content-Length": String(head.size) } });
   }
-  // Fill the cache with the whole object; the edge answers later ranges from it.
-  ctx.waitUntil(
-    (async () => {
-      const whole = await bucket.get(key);
-      if (whole === null) return;
-      const { "X-Edgepatch-Cache": _, ...cachedHeaders } = headers;
-      await caches.default.put(cacheKey(url), new Response(whole.body, { headers: { ...cachedHeaders, "Content-Length": String(head.size) } }));
-    })().catch(() => {}),
-  );
+  // Fill the cache with the whole object (the edge answers later ranges from it): from the
+  // same R2 read when the whole object is asked for, else from a read of its own.
+  const fill = (body: ReadableStream) =>
+    ctx.waitUntil(
+      caches.default.put(cacheKey(url), new Response(body, { headers: { ...headers, "X-Edgepatch-Cache": "hit", "Content-Length": String(head.size) } })).catch(() => {}),
+    );
   if (range === null) {
     const obj = await bucket.get(key);
     if (obj === null) throw new HttpError(404, `not found: ${url.pathname}`);
-    return new Response(obj.body, { status: 200, headers: { ...headers, "Content-Length": String(head.size) } });
+    const [forClient, forCache] = obj.body.tee();
+    fill(forCache);
+    return new Response(forClient, { status: 200, headers: { ...headers, "Content-Length": String(head.size) } });
   }
   const obj = await bucket.get(key, { range });
   if (obj === null) throw new HttpError(404, `not found: ${url.pathname}`);
+  ctx.waitUntil(
+    bucket
+      .get(key)
+      .then((whole) => whole && fill(whole.body))
+      .catch(() => {}),
+  );
   return new Response(obj.body, {
     status: 206,
     headers: {

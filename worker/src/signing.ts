@@ -8,7 +8,10 @@ export interface ManifestSigner {
   publicKey: string;
 }
 
-let cached: { secret: string; signer: Promise<ManifestSigner> } | null = null;
+// The loaded signer, never a pending promise: in workerd a promise created by one request
+// (or the Durable Object) and awaited by another stalls until the first one's context runs
+// again, which is what a generation followed by GET /v1/public-key ran into.
+let cached: { secret: string; signer: ManifestSigner } | null = null;
 
 export function base64(bytes: Uint8Array): string {
   let s = "";
@@ -52,6 +55,9 @@ async function load(secret: string): Promise<ManifestSigner> {
 /** The signer for the configured key, or null when the server does not sign. */
 export function manifestSigner(secret: string | undefined): Promise<ManifestSigner> | null {
   if (!secret) return null;
-  if (cached?.secret !== secret) cached = { secret, signer: load(secret) };
-  return cached.signer;
+  if (cached?.secret === secret) return Promise.resolve(cached.signer);
+  return load(secret).then((signer) => {
+    cached = { secret, signer };
+    return signer;
+  });
 }

@@ -19,8 +19,15 @@ pub const DEFAULT_PART_BYTES: u64 = 64 << 20;
 
 pub struct Server {
     base: url::Url,
+    /// No read timeout: an update descriptor waits for its generation, which may take minutes.
     agent: ureq::Agent,
+    /// For the public key and immutable objects, whose answer should start at once: a stalled request is retried.
+    fetch_agent: ureq::Agent,
 }
+
+/// Read timeout of `fetch_agent`, and how many times an immutable object is asked for.
+const FETCH_STALL: std::time::Duration = std::time::Duration::from_secs(10);
+const FETCH_TRIES: u32 = 3;
 
 fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
@@ -50,11 +57,34 @@ impl Server {
         if base.scheme() != "http" && base.scheme() != "https" {
             return Err(format!("--server {base}: not an http(s) URL"));
         }
-        Ok(Server { base, agent: ureq::AgentBuilder::new().build() })
+        // Under local `wrangler dev`, a request sent right after a long generation sometimes
+        // stalls until another connection arrives (worker/README.md, "Known issues"): one
+        // connection per request, and immutable objects are asked for again after a stall.
+        let agent = ureq::AgentBuilder::new().max_idle_connections(0).timeout_connect(std::time::Duration::from_secs(30)).build();
+        let fetch_agent = ureq::AgentBuilder::new()
+            .max_idle_connections(0)
+            .timeout_connect(std::time::Duration::from_secs(30))
+            .timeout_read(FETCH_STALL)
+            .build();
+        Ok(Server { base, agent, fetch_agent })
     }
 
     fn url(&self, path: &str) -> Result<url::Url, String> {
         self.base.join(path).map_err(|e| format!("{path}: {e}"))
+    }
+
+    /// GET of an immutable object; a request that stalls before its answer (transport
+    /// error, e.g. the read timeout) is sent again, up to FETCH_TRIES times.
+    fn get_immutable(&self, url: &url::Url) -> Result<ureq::Response, String> {
+        let mut last = String::new();
+        for _ in 0..FETCH_TRIES {
+            match self.fetch_agent.request_url("GET", url).call() {
+                Ok(r) => return Ok(r),
+                Err(e @ ureq::Error::Status(..)) => return Err(describe(e)),
+                Err(e) => last = describe(e),
+            }
+        }
+        Err(format!("{url}: {last} ({FETCH_TRIES} tries)"))
     }
 
     fn get_json(&self, url: &url::Url) -> Result<Value, String> {
@@ -277,14 +307,15 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: &UpdateOptions, progre
     let key_text = match o.public_key {
         Some(k) => k.to_string(),
         None => {
-            let v = server.get_json(&server.url("v1/public-key")?)?;
+            let url = server.url("v1/public-key")?;
+            let v: Value = server.get_immutable(&url)?.into_json().map_err(|e| format!("{url}: not JSON: {e}"))?;
             v["publicKey"].as_str().ok_or("v1/public-key has no publicKey")?.to_string()
         }
     };
     let key = verifying_key(&key_text)?;
 
     // Manifest: size, BLAKE3, signature, then what it says about the patch.
-    let resp = server.agent.request_url("GET", &manifest_url).call().map_err(describe)?;
+    let resp = server.get_immutable(&manifest_url)?;
     let mut manifest = Vec::with_capacity(manifest_size.min(64 << 20) as usize);
     resp.into_reader().take(manifest_size + 1).read_to_end(&mut manifest).map_err(|e| format!("{manifest_url}: {e}"))?;
     if manifest.len() as u64 != manifest_size {
@@ -312,7 +343,7 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: &UpdateOptions, progre
     let patch_blake3 = view.patch_blake3();
 
     // Patch: streamed from the response into the applier; committed only if its BLAKE3 is the signed one.
-    let resp = server.agent.request_url("GET", &patch_url).call().map_err(describe)?;
+    let resp = server.get_immutable(&patch_url)?;
     let mut reader = HashingReader { inner: resp.into_reader().take(patch_size + 1), hasher: edgepatch_core::blake3::Hasher::new(), count: 0 };
     let mut old_files = OldBuildFiles::new(old);
     let mut staged = StagedOutput::new(out).map_err(|e| e.to_string())?;
