@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/demo.sh [--port N] — the main job: builds the CLI, diffs fixture game v1 -> v2,
 # applies the patch to a copy of v1, verifies the result, and prints what it saved;
-# then serves the demo game portal (web/) on 127.0.0.1 and prints its URL (Ctrl-C stops it).
+# then does the same update through the Worker (wrangler dev: publish v1 and v2, edgepatch
+# update); then serves the demo game portal (web/) on 127.0.0.1 and prints its URL (Ctrl-C stops it).
 # EDGEPATCH_DEMO_CHECK=1: serve, fetch the page once and exit (non-interactive).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +38,11 @@ import sys
 patch, full = int(sys.argv[1]), int(sys.argv[2])
 print(f"== downloaded {patch:,} bytes instead of {full:,} (the whole v2 build): saved {100 * (1 - patch / full):.1f}%")
 PY
+
+echo "== the same update through the Worker: publish v1 and v2, then edgepatch update (patch generated on demand)"
+source worker/scripts/node22.sh
+worker/scripts/build-wasm.sh >/dev/null
+(PATH="$(dirname "$(command -v node)"):$PATH"; EDGEPATCH_BIN="$EDGEPATCH" node worker/scripts/demo.mjs "$WORK/v1" "$WORK/v2")
 
 echo "== the demo game portal: installs v1 into the browser's OPFS, then updates it to v2"
 rm -rf "$WORK"; trap - EXIT

@@ -77,3 +77,7 @@ if [ ! -e "$edgepatch_js_wasm" ] || [ -n "$(find "$SETUP_REPO/crates/edgepatch-c
     || { cat "${TMPDIR:-/tmp}/edgepatch-wasm-build.log" >&2; exit 1; }
 fi
 log "wasm ready: $(wasm-pack --version), $(wasm-bindgen --version), node $(node --version)"
+
+# Node 22 for wrangler (the Worker: worker/), project-local in .tools/node22; wrangler
+# refuses the system Node 20 (../shared/TOOLCHAIN.md). Only wrangler's commands use it.
+source "$SETUP_REPO/worker/scripts/node22.sh" >/dev/null

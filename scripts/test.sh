@@ -38,3 +38,6 @@ npx --no-install edgepatch-js --help >/dev/null
 
 echo "== web/: type-check and browser end-to-end tests (Chromium headless: install, update, corruption, resume)"
 web/scripts/test.sh
+
+echo "== Worker: typecheck, vitest in workerd (real R2/DO/Cache), dry-run bundle size, edgepatch publish/update against wrangler dev"
+worker/scripts/test.sh

@@ -16,5 +16,5 @@ echo "== worker: wrangler deploy --dry-run (bundle size)"
 rm -rf "${TMPDIR:-/tmp}/edgepatch-worker-dry-run"
 npx --no-install wrangler deploy --dry-run --outdir "${TMPDIR:-/tmp}/edgepatch-worker-dry-run" 2>&1 | grep -E "Total Upload|dry-run"
 echo "== worker + CLI: edgepatch publish/update against wrangler dev (tests/worker-cli)"
-[ -x target/release/edgepatch ] || cargo build --release --quiet --bin edgepatch
+cargo build --release --quiet --bin edgepatch
 EDGEPATCH_BIN="$REPO/target/release/edgepatch" node --test tests/worker-cli/worker-cli.test.mjs
