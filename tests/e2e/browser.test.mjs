@@ -268,3 +268,29 @@ test("a manifest signed by another key is refused when a public key is configure
   assert.deepEqual(st.builds, []);
   assert.equal(server.stats.patchBytesServed, 0, "refused before any patch byte was fetched");
 });
+
+test("the same library against the Worker (wrangler dev): install v1, update to the channel's v2, signed manifests, byte-exact", async (t) => {
+  // The generator issue's Worker: builds published with the native CLI, patches generated on demand.
+  const { startWrangler, devVars } = await import("../../worker/scripts/wrangler-dev.mjs");
+  const { execFileSync } = await import("node:child_process");
+  const worker = await startWrangler({ port: 8794 });
+  t.after(() => worker.stop());
+  const { token, publicKey: workerKey } = devVars();
+  const bin = process.env.EDGEPATCH_BIN ?? join(repo, "target/release/edgepatch");
+  for (const build of ["v1", "v2"]) {
+    execFileSync(bin, ["--quiet", "publish", "--server", worker.url, "--game", "demo", "--build", build, "--channel", "stable", join(dist, "trees/demo", build)], {
+      env: { ...process.env, EDGEPATCH_TOKEN: token },
+    });
+  }
+  const { page, errors } = await openDemo(t, "demo", `&base=${encodeURIComponent(worker.url + "/")}&publicKey=${encodeURIComponent(workerKey)}`);
+  assert.equal(await waitState(page, ["idle", "error"]), "idle");
+  await page.click("#install");
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+  await assertBuild(page, "demo", "v1");
+  await page.click("#update");
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+  const st = await assertBuild(page, "demo", "v2");
+  assert.deepEqual(st.builds, ["v2"]);
+  assert.match(await page.textContent("#progress-text"), /downloaded .* of .*, saved \d+\.\d%/);
+  assert.deepEqual(errors, []);
+});
