@@ -40,9 +40,7 @@ print(f"== downloaded {patch:,} bytes instead of {full:,} (the whole v2 build): 
 PY
 
 echo "== the same update through the Worker: publish v1 and v2, then edgepatch update (patch generated on demand)"
-source worker/scripts/node22.sh
-worker/scripts/build-wasm.sh >/dev/null
-(PATH="$(dirname "$(command -v node)"):$PATH"; EDGEPATCH_BIN="$EDGEPATCH" node worker/scripts/demo.mjs "$WORK/v1" "$WORK/v2")
+EDGEPATCH_BIN="$EDGEPATCH" node worker/scripts/demo.mjs "$WORK/v1" "$WORK/v2"
 
 echo "== the demo game portal: installs v1 into the browser's OPFS, then updates it to v2"
 rm -rf "$WORK"; trap - EXIT

@@ -79,5 +79,6 @@ fi
 log "wasm ready: $(wasm-pack --version), $(wasm-bindgen --version), node $(node --version)"
 
 # Node 22 for wrangler (the Worker: worker/), project-local in .tools/node22; wrangler
-# refuses the system Node 20 (../shared/TOOLCHAIN.md). Only wrangler's commands use it.
-source "$SETUP_REPO/worker/scripts/node22.sh" >/dev/null
+# refuses the system Node 20 (../shared/TOOLCHAIN.md). Installed here, put on PATH only by
+# the worker scripts that run wrangler (everything else keeps the system Node).
+"$SETUP_REPO/worker/scripts/node22.sh" >/dev/null

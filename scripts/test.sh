@@ -33,7 +33,7 @@ wasm-pack test --headless --chrome --chromedriver "$(command -v chromedriver)" -
 
 echo "== edgepatch-js (Node, over the wasm build): same bytes as the native CLI, byte-exact apply"
 cargo build --release --quiet --bin edgepatch
-EDGEPATCH_BIN="$REPO/target/release/edgepatch" node --test packages/edgepatch-js/test/
+EDGEPATCH_BIN="$REPO/target/release/edgepatch" node --test packages/edgepatch-js/test/*.test.js
 npx --no-install edgepatch-js --help >/dev/null
 
 echo "== web/: type-check and browser end-to-end tests (Chromium headless: install, update, corruption, resume)"
