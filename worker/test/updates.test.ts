@@ -4,23 +4,14 @@ import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { blake3Hex, initWasm, ManifestReader, PatchApplier } from "../src/wasm";
 import { bytes, gameBuild, makeTar, type TarEntry } from "./tar";
+import type { UpdateDescriptor } from "../src/generate";
 
 const BASE = "https://edgepatch.test";
 const auth = { Authorization: "Bearer test-token" };
 const PUBLIC_KEY = "A7uEkRVTltb5Gdqhsb0Piu0KMJI4LOoKdIdcjruHpUs=";
 
-interface Descriptor {
-  game: string;
-  from: string;
-  to: string;
-  manifestUrl: string;
-  manifestSize: number;
-  manifestBlake3: string;
-  patchUrl: string;
-  patchSize: number;
-  patchBlake3: string;
-  manifestSignature: string;
-}
+/** This server has a signing key: every descriptor carries a signature. */
+type Descriptor = Required<UpdateDescriptor>;
 
 async function publish(game: string, build: string, entries: TarEntry[]): Promise<void> {
   const res = await SELF.fetch(`${BASE}/v1/games/${game}/builds/${build}`, { method: "PUT", headers: auth, body: makeTar(entries) });

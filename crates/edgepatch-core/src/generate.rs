@@ -28,7 +28,7 @@ use crate::diff::{encode_header_and_tree, plan_tree, DiffStats, PlannedKind};
 use crate::error::{Error, Result};
 use crate::inspect::{patch_manifest, PatchInfo};
 use crate::patch_format::*;
-use crate::signature::{RollingAdler32, SignedKind, Signature};
+use crate::signature::{find_block_matches, SignedKind, Signature};
 use crate::wire::put_varint;
 
 /// New bytes per segment (the window's back reach is the same).
@@ -333,34 +333,14 @@ impl PatchGenerator {
     /// (position in `new`, position in the reference stream) of old blocks found
     /// in `new` by the rolling weak hash and confirmed by the strong hash.
     fn block_matches(&self, new: &[u8]) -> Vec<(u64, u64)> {
-        let bs = self.block_size;
-        let mut found = Vec::new();
-        if self.blocks.is_empty() || new.len() < bs {
-            return found;
+        if self.blocks.is_empty() {
+            return Vec::new();
         }
-        let mut i = 0;
-        let mut rolling = RollingAdler32::new(&new[..bs]);
-        loop {
-            let hit = self.blocks.get(&rolling.hash()).and_then(|c| {
-                let strong = xxh3_64(&new[i..i + bs]);
-                c.iter().find(|(s, _)| *s == strong).map(|(_, at)| *at)
-            });
-            if let Some(at) = hit {
-                found.push((i as u64, at));
-                i += bs;
-                if i + bs > new.len() {
-                    break;
-                }
-                rolling = RollingAdler32::new(&new[i..i + bs]);
-            } else {
-                if i + bs >= new.len() {
-                    break;
-                }
-                rolling.roll(new[i], new[i + bs]);
-                i += 1;
-            }
-        }
-        found
+        find_block_matches(new, self.block_size, |weak, window| {
+            let candidates = self.blocks.get(&weak)?;
+            let strong = xxh3_64(window);
+            candidates.iter().find(|(s, _)| *s == strong).map(|(_, at)| *at)
+        })
     }
 
     /// Reference-stream spans as ranges of old files.

@@ -275,28 +275,20 @@ pub fn check_file_content(signed: &SignedKind, block_size: u32, reader: &mut dyn
     Ok(Some(Damage::DamagedBlocks(damaged)))
 }
 
-/// Bytes of `new` covered by blocks of the signed old file found by rolling
-/// the weak hash over `new` (rsync-style alignment). Used to measure block sizes.
-pub fn block_matched_bytes(old_blocks: &[BlockHash], block_size: usize, new: &[u8]) -> u64 {
-    let mut by_weak: HashMap<u32, Vec<u64>> = HashMap::new();
-    for b in old_blocks {
-        by_weak.entry(b.weak).or_default().push(b.strong);
+/// Rsync-style alignment: slides a `block_size` window over `new` with the
+/// rolling weak hash; where `lookup(weak, window)` names a match (it checks the
+/// strong hash), records (offset in `new`, what it returned) and jumps a whole
+/// block ahead. Returns the matches in order.
+pub fn find_block_matches<T>(new: &[u8], block_size: usize, mut lookup: impl FnMut(u32, &[u8]) -> Option<T>) -> Vec<(u64, T)> {
+    let mut found = Vec::new();
+    if block_size == 0 || new.len() < block_size {
+        return found;
     }
-    if new.len() < block_size {
-        return 0;
-    }
-    let mut covered = 0u64;
     let mut i = 0usize;
     let mut rolling = RollingAdler32::new(&new[..block_size]);
     loop {
-        let mut matched = false;
-        if let Some(strongs) = by_weak.get(&rolling.hash()) {
-            if strongs.contains(&xxh3_64(&new[i..i + block_size])) {
-                matched = true;
-            }
-        }
-        if matched {
-            covered += block_size as u64;
+        if let Some(hit) = lookup(rolling.hash(), &new[i..i + block_size]) {
+            found.push((i as u64, hit));
             i += block_size;
             if i + block_size > new.len() {
                 break;
@@ -310,7 +302,18 @@ pub fn block_matched_bytes(old_blocks: &[BlockHash], block_size: usize, new: &[u
             i += 1;
         }
     }
-    covered
+    found
+}
+
+/// Bytes of `new` covered by blocks of the signed old file found by rolling
+/// the weak hash over `new` (rsync-style alignment). Used to measure block sizes.
+pub fn block_matched_bytes(old_blocks: &[BlockHash], block_size: usize, new: &[u8]) -> u64 {
+    let mut by_weak: HashMap<u32, Vec<u64>> = HashMap::new();
+    for b in old_blocks {
+        by_weak.entry(b.weak).or_default().push(b.strong);
+    }
+    let matches = find_block_matches(new, block_size, |weak, window| by_weak.get(&weak).filter(|s| s.contains(&xxh3_64(window))).map(|_| ()));
+    matches.len() as u64 * block_size as u64
 }
 
 #[cfg(test)]

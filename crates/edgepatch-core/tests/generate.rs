@@ -9,21 +9,11 @@ use edgepatch_core::manifest::ManifestView;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::patch_format::Segment;
 use edgepatch_core::signature::Signature;
-use edgepatch_core::{apply_patch, reference_apply, Build, BuildEntry, EntryContent, Error, PatchApplier};
+use edgepatch_core::{apply_patch, reference_apply, Build, Error, PatchApplier};
 
 mod fixture_builds;
 
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
+use fixture_builds::{file, noise};
 
 fn reader(build: &Build) -> impl FnMut(&str, u64, &mut [u8]) -> edgepatch_core::Result<()> + '_ {
     move |path, offset, buf| {
@@ -52,10 +42,6 @@ fn apply(patch: &[u8], old: &Build) -> Build {
     let fast = sink.into_build();
     assert_eq!(fast, reference_apply(patch, old).expect("reference apply"));
     fast
-}
-
-fn file(path: &str, data: Vec<u8>) -> BuildEntry {
-    BuildEntry { path: path.into(), content: EntryContent::File { executable: false, data } }
 }
 
 #[test]

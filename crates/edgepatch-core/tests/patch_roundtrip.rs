@@ -1,25 +1,11 @@
 //! Round trips through diff, the streaming applier and the reference applier,
 //! on builds made here: single files, trees with every kind of change.
 
+mod fixture_builds;
+
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
+use fixture_builds::{file, noise};
 use edgepatch_core::{apply_patch, diff_builds, reference_apply, Build, BuildEntry, DiffOptions, EntryContent};
-
-/// Deterministic pseudo-random bytes (xorshift), so tests need no extra crates.
-pub fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
-fn file(path: &str, data: Vec<u8>) -> BuildEntry {
-    BuildEntry { path: path.into(), content: EntryContent::File { executable: false, data } }
-}
 
 fn dir(path: &str) -> BuildEntry {
     BuildEntry { path: path.into(), content: EntryContent::Directory }

@@ -5,21 +5,13 @@
 
 use std::io;
 
+mod fixture_builds;
+
+use fixture_builds::{file, noise};
+
 use edgepatch_core::inspect::inspect_patch;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
-use edgepatch_core::{diff_builds, Build, BuildEntry, BuildSink, DiffOptions, EntryContent, PatchApplier, ResumePoint};
-
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
+use edgepatch_core::{diff_builds, Build, BuildSink, DiffOptions, PatchApplier, ResumePoint};
 
 /// Text-like bytes: words from a small vocabulary (compresses like source code or JSON).
 fn words(seed: u64, len: usize) -> Vec<u8> {
@@ -48,10 +40,6 @@ fn edited(data: &[u8], seed: u64) -> Vec<u8> {
         (at, k) = (at + gap, k + 4);
     }
     out
-}
-
-fn file(path: &str, data: Vec<u8>) -> BuildEntry {
-    BuildEntry { path: path.into(), content: EntryContent::File { executable: false, data } }
 }
 
 /// Several segments, files that span segment boundaries, an empty file at a

@@ -393,8 +393,8 @@ fn core_err(e: impl std::fmt::Display) -> JsError {
     JsError::new(&e.to_string())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+fn hex(bytes: &[u8; 32]) -> String {
+    edgepatch_core::blake3::Hash::from_bytes(*bytes).to_hex().to_string()
 }
 
 /// BLAKE3 of `bytes`, as 64 lowercase hex digits (as manifests and descriptors spell it).
