@@ -58,43 +58,67 @@ pub fn with_path(path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
-/// The old build on disk, a file or a directory; keeps recently used files open.
-/// Old files kept open at once (well under the usual 1024 descriptors).
-const MAX_OPEN_OLD_FILES: usize = 512;
-
+/// The old build on disk, a file or a directory; keeps up to `max_open` files
+/// open. A tree's delta segments read from many old files in turn, so a cache
+/// smaller than the tree reopens files over and over (three-tree: 2,952 opens
+/// of 1,264 files with 512 slots; one open each with enough slots).
 pub struct OldBuildFiles {
     root: PathBuf,
-    /// Open files, most recently used last (reads mostly hit the last one).
-    open: Vec<(String, File)>,
+    open: HashMap<String, (File, u64)>,
+    /// Last-use counter for the least-recently-used eviction.
+    tick: u64,
+    max_open: usize,
 }
-
 
 impl OldBuildFiles {
     pub fn new(root: &Path) -> Self {
-        OldBuildFiles { root: root.to_path_buf(), open: Vec::new() }
+        // Resolved once, so each open walks the build's own path only (the
+        // kernel's path walk was 5% of a tree apply through a symlinked root).
+        let root = fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        OldBuildFiles { root, open: HashMap::new(), tick: 0, max_open: old_files_open_limit() }
     }
 
     fn file(&mut self, path: &str) -> io::Result<&File> {
-        match self.open.iter().rposition(|(p, _)| p == path) {
-            Some(i) if i + 1 == self.open.len() => {}
-            Some(i) => {
-                let used = self.open.remove(i);
-                self.open.push(used);
+        self.tick += 1;
+        if !self.open.contains_key(path) {
+            if self.open.len() >= self.max_open {
+                let oldest = self.open.iter().min_by_key(|(_, (_, used))| *used).map(|(p, _)| p.clone());
+                self.open.remove(&oldest.expect("the cache is full"));
             }
-            None => {
-                if self.open.len() >= MAX_OPEN_OLD_FILES {
-                    self.open.remove(0);
-                }
-                let full = if path.is_empty() { self.root.clone() } else { self.root.join(path) };
-                // Old inputs are read through no symlink: the patch names regular files.
-                let meta = fs::symlink_metadata(&full)?;
-                if !meta.is_file() {
-                    return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
-                }
-                self.open.push((path.to_string(), File::open(&full)?));
-            }
+            let full = if path.is_empty() { self.root.clone() } else { self.root.join(path) };
+            // Old inputs are read through no symlink (O_NOFOLLOW) and never
+            // block (O_NONBLOCK: a FIFO swapped in fails its read instead).
+            // `file_size` checked each one is a regular file; not stat'ing
+            // again saves a system call per old file.
+            let file = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&full)?;
+            self.open.insert(path.to_string(), (file, 0));
         }
-        Ok(&self.open.last().expect("just ensured").1)
+        let (file, used) = self.open.get_mut(path).expect("just ensured");
+        *used = self.tick;
+        Ok(file)
+    }
+}
+
+/// How many old files apply keeps open: half the descriptor limit (the rest is
+/// for outputs, the patch and the process), at most 4,096 and at least 16.
+fn old_files_open_limit() -> usize {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct it is given.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 { limit.rlim_cur } else { 1024 };
+    (soft / 2).clamp(16, 4096) as usize
+}
+
+/// Raises the soft limit on open files to the hard limit, as Go programs do at
+/// start: the default soft limit (1,024) is a relic of select(2), which this
+/// program does not use. Best effort: a failure keeps the soft limit.
+pub fn raise_open_files_limit() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit read and write the struct they are given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max.min(1 << 16).max(limit.rlim_cur);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
     }
 }
 
@@ -116,15 +140,54 @@ impl OldBuild for OldBuildFiles {
 
 /// Writes the new build into a staging path beside OUT; `commit` renames it to
 /// OUT, dropping it uncommitted removes it. OUT must not exist.
+///
+/// A file whose whole content fits in the write buffer is opened only when it
+/// is complete and written with one call. (Handing small files to a writer
+/// thread was measured slower: a thread wake-up per file costs more on this
+/// VM than creating the file.)
 pub struct StagedOutput {
     staging: PathBuf,
     out: PathBuf,
     single_file: Option<bool>,
-    current: Option<(File, bool)>,
+    /// The file being written: its path and mode, and its handle once the
+    /// content outgrew the buffer (until then nothing is opened).
+    current: Option<(PathBuf, u32, Option<File>)>,
     /// One write buffer for all files (a buffer per file would cost an
     /// allocation and its page faults for every small file of a tree).
     buffer: Vec<u8>,
     committed: bool,
+}
+
+fn create_new_file(path: &Path, mode: u32) -> io::Result<File> {
+    // create_new: never follows or replaces anything already there.
+    let f = OpenOptions::new().write(true).create_new(true).mode(mode).open(path)?;
+    // The umask must not change what the patch says; skip the call when it would not.
+    if process_umask().is_none_or(|umask| umask & mode != 0) {
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
+    }
+    Ok(f)
+}
+
+fn write_new_file(path: &Path, mode: u32, data: &[u8]) -> io::Result<()> {
+    create_new_file(path, mode)?.write_all(data)
+}
+
+static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// The umask read by [`read_umask`] at start, if it was.
+fn process_umask() -> Option<u32> {
+    UMASK.get().copied()
+}
+
+/// Reads the process umask (setting and restoring it: call before any thread starts).
+pub fn read_umask() {
+    // SAFETY: umask only swaps the process's file mode mask; restored at once.
+    let mask = unsafe {
+        let mask = libc::umask(0o022);
+        libc::umask(mask);
+        mask
+    };
+    let _ = UMASK.set(mask as u32);
 }
 
 impl StagedOutput {
@@ -134,7 +197,14 @@ impl StagedOutput {
         }
         let name = out.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "output path has no file name"))?;
         let staging = out.with_file_name(format!(".{}.edgepatch-staging-{}", name.to_string_lossy(), std::process::id()));
-        Ok(StagedOutput { staging, out: out.to_path_buf(), single_file: None, current: None, buffer: Vec::with_capacity(WRITE_BUFFER), committed: false })
+        Ok(StagedOutput {
+            staging,
+            out: out.to_path_buf(),
+            single_file: None,
+            current: None,
+            buffer: Vec::with_capacity(WRITE_BUFFER),
+            committed: false,
+        })
     }
 
     fn target(&mut self, path: &str) -> io::Result<PathBuf> {
@@ -182,32 +252,35 @@ impl BuildSink for StagedOutput {
 
     fn begin_file(&mut self, path: &str, executable: bool, _size: u64) -> io::Result<()> {
         let p = self.target(path)?;
-        // create_new: never follows or replaces anything already there.
-        let f = OpenOptions::new().write(true).create_new(true).mode(if executable { 0o755 } else { 0o644 }).open(p)?;
-        self.current = Some((f, executable));
+        self.current = Some((p, if executable { 0o755 } else { 0o644 }, None));
         self.buffer.clear();
         Ok(())
     }
 
     fn write_file(&mut self, data: &[u8]) -> io::Result<()> {
-        let (file, _) = self.current.as_mut().ok_or_else(|| io::Error::other("write outside a file"))?;
+        let (path, mode, file) = self.current.as_mut().ok_or_else(|| io::Error::other("write outside a file"))?;
         if self.buffer.len() + data.len() > WRITE_BUFFER {
+            let file = match file {
+                Some(f) => f,
+                None => file.insert(create_new_file(path, *mode)?),
+            };
             file.write_all(&self.buffer)?;
             self.buffer.clear();
-        }
-        if data.len() >= WRITE_BUFFER {
-            return file.write_all(data);
+            if data.len() >= WRITE_BUFFER {
+                return file.write_all(data);
+            }
         }
         self.buffer.extend_from_slice(data);
         Ok(())
     }
 
     fn finish_file(&mut self) -> io::Result<()> {
-        let (mut f, executable) = self.current.take().ok_or_else(|| io::Error::other("finish outside a file"))?;
-        f.write_all(&self.buffer)?;
+        let (path, mode, file) = self.current.take().ok_or_else(|| io::Error::other("finish outside a file"))?;
+        match file {
+            Some(mut f) => f.write_all(&self.buffer)?,
+            None => write_new_file(&path, mode, &self.buffer)?,
+        }
         self.buffer.clear();
-        // Mode is set explicitly: the umask must not change what the patch says.
-        f.set_permissions(fs::Permissions::from_mode(if executable { 0o755 } else { 0o644 }))?;
         Ok(())
     }
 }

@@ -107,7 +107,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Process-wide settings, before any thread starts.
     build_files::tune_allocator();
+    build_files::read_umask();
+    build_files::raise_open_files_limit();
     let cli = Cli::parse();
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,

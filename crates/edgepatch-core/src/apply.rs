@@ -507,14 +507,26 @@ impl DeltaStream {
     /// Counts produced bytes and keeps the last MAX_WINDOW_BACK of them for
     /// later window segments.
     fn remember(&mut self, data: &[u8]) {
-        let total = data.len() as u64;
         let ring = MAX_WINDOW_BACK as usize;
         let mut data = data;
         if self.history.len() < ring {
-            self.history.resize(ring, 0);
+            // Grow with the output rather than zero-filling the whole ring up
+            // front: a small build never touches (or page-faults in) 4 MiB.
+            self.history.reserve_exact(ring - self.history.len());
+            if self.produced == self.history.len() as u64 {
+                let n = data.len().min(ring - self.history.len());
+                self.history.extend_from_slice(&data[..n]);
+                self.produced += n as u64;
+                data = &data[n..];
+                if data.is_empty() {
+                    return;
+                }
+            } else {
+                self.history.resize(ring, 0);
+            }
         }
         let mut at = (self.produced % MAX_WINDOW_BACK) as usize;
-        self.produced += total;
+        self.produced += data.len() as u64;
         if data.len() > ring {
             at = (at + data.len() - ring) % ring;
             data = &data[data.len() - ring..];
@@ -815,7 +827,7 @@ impl PatchApplier {
                 while done < written {
                     let chunk = &mut a.buf[..(written - done).min(CHUNK as u64) as usize];
                     sink.read_written(path, done, chunk).map_err(|e| out_err(path, e))?;
-                    hash_chunk(&mut hasher, chunk);
+                    hasher.update(chunk);
                     done += chunk.len() as u64;
                 }
                 sink.resume_file(path, *executable, *size, written).map_err(|e| out_err(path, e))?;
@@ -986,7 +998,7 @@ impl PatchApplier {
                     while done < *size {
                         let chunk = &mut self.buf[..(size - done).min(CHUNK as u64) as usize];
                         old.read_at(from, done, chunk).map_err(|e| Error::OldRead { path: display_path(from), source: e })?;
-                        hash_chunk(&mut hasher, chunk);
+                        hasher.update(chunk);
                         sink.write_file(chunk).map_err(|e| out_err(path, e))?;
                         done += chunk.len() as u64;
                     }
@@ -1036,7 +1048,7 @@ impl PatchApplier {
             let (i, left, hasher) = self.files.open.as_mut().expect("a file is open");
             let path = self.tree.entries[*i].path.as_str();
             let n = (*left).min(data.len() as u64) as usize;
-            hash_chunk(hasher, &data[..n]);
+            hasher.update(&data[..n]);
             sink.write_file(&data[..n]).map_err(|e| out_err(path, e))?;
             *left -= n as u64;
             data = &data[n..];
@@ -1059,16 +1071,6 @@ impl PatchApplier {
         }
         Ok(())
     }
-}
-
-/// Hashes on all cores where there are threads and the chunk is large enough to pay.
-fn hash_chunk(hasher: &mut blake3::Hasher, data: &[u8]) {
-    #[cfg(not(target_arch = "wasm32"))]
-    if data.len() >= 128 << 10 {
-        hasher.update_rayon(data);
-        return;
-    }
-    hasher.update(data);
 }
 
 fn out_err(path: &str, e: io::Error) -> Error {
