@@ -1,16 +1,16 @@
 //! Native file system adapters: reading a build from disk, random access to the
-//! old build, and a sink that stages the new build and commits it by rename.
+//! old build, signing and verifying a directory, and process settings for
+//! apply. The sink that writes the new build is in `staged_output.rs`.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 
-const WRITE_BUFFER: usize = 256 << 10;
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use edgepatch_core::signature::{check_file_content, sign_content, Damage, SignedEntry, SignedKind, Signature};
-use edgepatch_core::{Build, BuildEntry, BuildSink, EntryContent, OldBuild};
+use edgepatch_core::{Build, BuildEntry, EntryContent, OldBuild};
 
 /// Reads a file or a directory tree into memory as a build.
 pub fn read_build(root: &Path) -> io::Result<Build> {
@@ -135,153 +135,6 @@ impl OldBuild for OldBuildFiles {
 
     fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.file(path)?.read_exact_at(buf, offset)
-    }
-}
-
-/// Writes the new build into a staging path beside OUT; `commit` renames it to
-/// OUT, dropping it uncommitted removes it. OUT must not exist.
-///
-/// A file whose whole content fits in the write buffer is opened only when it
-/// is complete and written with one call. (Handing small files to a writer
-/// thread was measured slower: a thread wake-up per file costs more on this
-/// VM than creating the file.)
-pub struct StagedOutput {
-    staging: PathBuf,
-    out: PathBuf,
-    single_file: Option<bool>,
-    /// The file being written: its path and mode, and its handle once the
-    /// content outgrew the buffer (until then nothing is opened).
-    current: Option<(PathBuf, u32, Option<File>)>,
-    /// One write buffer for all files (a buffer per file would cost an
-    /// allocation and its page faults for every small file of a tree).
-    buffer: Vec<u8>,
-    committed: bool,
-}
-
-fn create_new_file(path: &Path, mode: u32) -> io::Result<File> {
-    // create_new: never follows or replaces anything already there.
-    let f = OpenOptions::new().write(true).create_new(true).mode(mode).open(path)?;
-    // The umask must not change what the patch says; skip the call when it would not.
-    if process_umask().is_none_or(|umask| umask & mode != 0) {
-        f.set_permissions(fs::Permissions::from_mode(mode))?;
-    }
-    Ok(f)
-}
-
-fn write_new_file(path: &Path, mode: u32, data: &[u8]) -> io::Result<()> {
-    create_new_file(path, mode)?.write_all(data)
-}
-
-static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-
-/// The umask read by [`read_umask`] at start, if it was.
-fn process_umask() -> Option<u32> {
-    UMASK.get().copied()
-}
-
-/// Reads the process umask (setting and restoring it: call before any thread starts).
-pub fn read_umask() {
-    // SAFETY: umask only swaps the process's file mode mask; restored at once.
-    let mask = unsafe {
-        let mask = libc::umask(0o022);
-        libc::umask(mask);
-        mask
-    };
-    let _ = UMASK.set(mask as u32);
-}
-
-impl StagedOutput {
-    pub fn new(out: &Path) -> io::Result<Self> {
-        if fs::symlink_metadata(out).is_ok() {
-            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} already exists", out.display())));
-        }
-        let name = out.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "output path has no file name"))?;
-        let staging = out.with_file_name(format!(".{}.edgepatch-staging-{}", name.to_string_lossy(), std::process::id()));
-        Ok(StagedOutput {
-            staging,
-            out: out.to_path_buf(),
-            single_file: None,
-            current: None,
-            buffer: Vec::with_capacity(WRITE_BUFFER),
-            committed: false,
-        })
-    }
-
-    fn target(&mut self, path: &str) -> io::Result<PathBuf> {
-        if path.is_empty() {
-            self.single_file = Some(true);
-            return Ok(self.staging.clone());
-        }
-        if self.single_file.is_none() {
-            fs::create_dir(&self.staging)?;
-            self.single_file = Some(false);
-        }
-        Ok(self.staging.join(path))
-    }
-
-    pub fn commit(mut self) -> io::Result<()> {
-        if self.single_file.is_none() {
-            // A build with no entries at all is an empty directory.
-            fs::create_dir(&self.staging)?;
-        }
-        fs::rename(&self.staging, &self.out)?;
-        self.committed = true;
-        Ok(())
-    }
-}
-
-impl Drop for StagedOutput {
-    fn drop(&mut self) {
-        if !self.committed {
-            self.current = None;
-            let _ = fs::remove_dir_all(&self.staging).or_else(|_| fs::remove_file(&self.staging));
-        }
-    }
-}
-
-impl BuildSink for StagedOutput {
-    fn create_directory(&mut self, path: &str) -> io::Result<()> {
-        let p = self.target(path)?;
-        fs::create_dir(p)
-    }
-
-    fn create_symlink(&mut self, path: &str, target: &str) -> io::Result<()> {
-        let p = self.target(path)?;
-        std::os::unix::fs::symlink(target, p)
-    }
-
-    fn begin_file(&mut self, path: &str, executable: bool, _size: u64) -> io::Result<()> {
-        let p = self.target(path)?;
-        self.current = Some((p, if executable { 0o755 } else { 0o644 }, None));
-        self.buffer.clear();
-        Ok(())
-    }
-
-    fn write_file(&mut self, data: &[u8]) -> io::Result<()> {
-        let (path, mode, file) = self.current.as_mut().ok_or_else(|| io::Error::other("write outside a file"))?;
-        if self.buffer.len() + data.len() > WRITE_BUFFER {
-            let file = match file {
-                Some(f) => f,
-                None => file.insert(create_new_file(path, *mode)?),
-            };
-            file.write_all(&self.buffer)?;
-            self.buffer.clear();
-            if data.len() >= WRITE_BUFFER {
-                return file.write_all(data);
-            }
-        }
-        self.buffer.extend_from_slice(data);
-        Ok(())
-    }
-
-    fn finish_file(&mut self) -> io::Result<()> {
-        let (path, mode, file) = self.current.take().ok_or_else(|| io::Error::other("finish outside a file"))?;
-        match file {
-            Some(mut f) => f.write_all(&self.buffer)?,
-            None => write_new_file(&path, mode, &self.buffer)?,
-        }
-        self.buffer.clear();
-        Ok(())
     }
 }
 

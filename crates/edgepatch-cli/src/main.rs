@@ -3,6 +3,7 @@
 
 mod build_files;
 mod server_client;
+mod staged_output;
 
 use std::fs::File;
 use std::io::{self, BufReader};
@@ -16,7 +17,8 @@ use serde_json::json;
 
 use edgepatch_core::{apply_patch, diff_builds, DiffOptions};
 
-use build_files::{read_build, with_path, OldBuildFiles, StagedOutput};
+use build_files::{read_build, with_path, OldBuildFiles};
+use staged_output::StagedOutput;
 
 #[derive(Parser)]
 #[command(name = "edgepatch", version, about = "Block-hashed, zstd-compressed patches for game builds")]
@@ -109,7 +111,7 @@ enum Command {
 fn main() -> ExitCode {
     // Process-wide settings, before any thread starts.
     build_files::tune_allocator();
-    build_files::read_umask();
+    staged_output::read_umask();
     build_files::raise_open_files_limit();
     let cli = Cli::parse();
     match run(&cli) {

@@ -12,7 +12,8 @@ use ed25519_dalek::{Signature, VerifyingKey};
 use edgepatch_core::manifest::{ManifestKind, ManifestView};
 use serde_json::Value;
 
-use crate::build_files::{with_path, OldBuildFiles, StagedOutput};
+use crate::build_files::{with_path, OldBuildFiles};
+use crate::staged_output::StagedOutput;
 
 /// Bodies up to this size go in one request; larger ones upload in parts of this size.
 pub const DEFAULT_PART_BYTES: u64 = 64 << 20;

@@ -1,0 +1,162 @@
+//! The sink that writes a new build: into a staging path beside OUT, renamed
+//! to OUT only when the whole build is written and verified.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use edgepatch_core::BuildSink;
+
+/// Files up to this size are gathered whole; larger ones are written in
+/// pieces of this size as they arrive.
+const WRITE_BUFFER: usize = 256 << 10;
+
+/// Writes the new build into a staging path beside OUT; `commit` renames it to
+/// OUT, dropping it uncommitted removes it. OUT must not exist.
+///
+/// A file whose whole content fits in the write buffer is opened only once it
+/// is complete, and written with one call. Creating small files on a second
+/// thread was tried and measured slower on the 2-core test machine, per file
+/// and in batches of 1 MiB alike (three-tree on tmpfs: 128 ms against 74 ms
+/// on one thread; the threads wait on each other in the kernel), so it is
+/// not done.
+pub struct StagedOutput {
+    staging: PathBuf,
+    out: PathBuf,
+    single_file: Option<bool>,
+    /// The file being written: its path and mode, and its handle once its
+    /// content outgrew the buffer (until then nothing is opened).
+    current: Option<(PathBuf, u32, Option<File>)>,
+    /// One write buffer for all files (a buffer per file would cost an
+    /// allocation and its page faults for every small file of a tree).
+    buffer: Vec<u8>,
+    committed: bool,
+}
+
+fn create_new_file(path: &Path, mode: u32) -> io::Result<File> {
+    // create_new: never follows or replaces anything already there.
+    let f = OpenOptions::new().write(true).create_new(true).mode(mode).open(path)?;
+    // The umask must not change what the patch says; skip the call when it would not.
+    if process_umask().is_none_or(|umask| umask & mode != 0) {
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
+    }
+    Ok(f)
+}
+
+fn write_new_file(path: &Path, mode: u32, data: &[u8]) -> io::Result<()> {
+    create_new_file(path, mode)?.write_all(data)
+}
+
+static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// The umask read by [`read_umask`] at start, if it was.
+fn process_umask() -> Option<u32> {
+    UMASK.get().copied()
+}
+
+/// Reads the process umask (setting and restoring it: call before any thread starts).
+pub fn read_umask() {
+    // SAFETY: umask only swaps the process's file mode mask; restored at once.
+    let mask = unsafe {
+        let mask = libc::umask(0o022);
+        libc::umask(mask);
+        mask
+    };
+    let _ = UMASK.set(mask as u32);
+}
+
+impl StagedOutput {
+    pub fn new(out: &Path) -> io::Result<Self> {
+        if fs::symlink_metadata(out).is_ok() {
+            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} already exists", out.display())));
+        }
+        let name = out.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "output path has no file name"))?;
+        let staging = out.with_file_name(format!(".{}.edgepatch-staging-{}", name.to_string_lossy(), std::process::id()));
+        Ok(StagedOutput {
+            staging,
+            out: out.to_path_buf(),
+            single_file: None,
+            current: None,
+            buffer: Vec::with_capacity(WRITE_BUFFER),
+            committed: false,
+        })
+    }
+
+    fn target(&mut self, path: &str) -> io::Result<PathBuf> {
+        if path.is_empty() {
+            self.single_file = Some(true);
+            return Ok(self.staging.clone());
+        }
+        if self.single_file.is_none() {
+            fs::create_dir(&self.staging)?;
+            self.single_file = Some(false);
+        }
+        Ok(self.staging.join(path))
+    }
+
+    pub fn commit(mut self) -> io::Result<()> {
+        if self.single_file.is_none() {
+            // A build with no entries at all is an empty directory.
+            fs::create_dir(&self.staging)?;
+        }
+        fs::rename(&self.staging, &self.out)?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for StagedOutput {
+    fn drop(&mut self) {
+        if !self.committed {
+            self.current = None;
+            let _ = fs::remove_dir_all(&self.staging).or_else(|_| fs::remove_file(&self.staging));
+        }
+    }
+}
+
+impl BuildSink for StagedOutput {
+    fn create_directory(&mut self, path: &str) -> io::Result<()> {
+        let p = self.target(path)?;
+        fs::create_dir(p)
+    }
+
+    fn create_symlink(&mut self, path: &str, target: &str) -> io::Result<()> {
+        let p = self.target(path)?;
+        std::os::unix::fs::symlink(target, p)
+    }
+
+    fn begin_file(&mut self, path: &str, executable: bool, _size: u64) -> io::Result<()> {
+        let p = self.target(path)?;
+        self.current = Some((p, if executable { 0o755 } else { 0o644 }, None));
+        self.buffer.clear();
+        Ok(())
+    }
+
+    fn write_file(&mut self, data: &[u8]) -> io::Result<()> {
+        let (path, mode, file) = self.current.as_mut().ok_or_else(|| io::Error::other("write outside a file"))?;
+        if self.buffer.len() + data.len() > WRITE_BUFFER {
+            let file = match file {
+                Some(f) => f,
+                None => file.insert(create_new_file(path, *mode)?),
+            };
+            file.write_all(&self.buffer)?;
+            self.buffer.clear();
+            if data.len() >= WRITE_BUFFER {
+                return file.write_all(data);
+            }
+        }
+        self.buffer.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn finish_file(&mut self) -> io::Result<()> {
+        let (path, mode, file) = self.current.take().ok_or_else(|| io::Error::other("finish outside a file"))?;
+        match file {
+            Some(mut f) => f.write_all(&self.buffer)?,
+            None => write_new_file(&path, mode, &self.buffer)?,
+        }
+        self.buffer.clear();
+        Ok(())
+    }
+}
