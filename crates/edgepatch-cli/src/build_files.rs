@@ -87,9 +87,8 @@ impl OldBuildFiles {
             }
             let full = if path.is_empty() { self.root.clone() } else { self.root.join(path) };
             // Old inputs are read through no symlink (O_NOFOLLOW) and never
-            // block (O_NONBLOCK: a FIFO swapped in fails its read instead).
-            // `file_size` checked each one is a regular file; not stat'ing
-            // again saves a system call per old file.
+            // block (O_NONBLOCK: a FIFO fails its read instead). `file_size`
+            // checks that each is a regular file.
             let file = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&full)?;
             self.open.insert(path.to_string(), (file, 0));
         }
@@ -124,9 +123,10 @@ pub fn raise_open_files_limit() {
 
 impl OldBuild for OldBuildFiles {
     fn file_size(&mut self, path: &str) -> io::Result<u64> {
-        // One stat, no open: the applier asks for every old file's size up front.
-        let full = if path.is_empty() { self.root.clone() } else { self.root.join(path) };
-        let meta = fs::symlink_metadata(&full)?;
+        // The applier asks for every old file's size up front: opening it
+        // then (kept in the cache for the reads) and asking the descriptor
+        // walks each path once, where a stat by path and a later open walk it twice.
+        let meta = self.file(path)?.metadata()?;
         if !meta.is_file() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
         }

@@ -360,6 +360,9 @@ impl PatchGenerator {
     }
 }
 
+/// Reads `buf.len()` bytes of the build's file `path` from `offset`.
+pub type ReadRange<'a> = dyn FnMut(&str, u64, &mut [u8]) -> Result<()> + 'a;
+
 /// Drives a [`PatchGenerator`] over two builds whose files are read by range
 /// through `read_old`/`read_new(path, offset, buf)` (memory, disk, object
 /// storage); the patch goes to `out` as it is made. Returns the generator
@@ -368,13 +371,13 @@ pub fn generate_patch(
     old: Option<&Signature>,
     new: &Signature,
     level: i32,
-    read_old: &mut dyn FnMut(&str, u64, &mut [u8]) -> Result<()>,
-    read_new: &mut dyn FnMut(&str, u64, &mut [u8]) -> Result<()>,
+    read_old: &mut ReadRange,
+    read_new: &mut ReadRange,
     out: &mut dyn FnMut(&[u8]) -> Result<()>,
 ) -> Result<PatchGenerator> {
     let mut g = PatchGenerator::new(old, new, level)?;
     out(&g.header()?)?;
-    let read_all = |ranges: &[ByteRange], read: &mut dyn FnMut(&str, u64, &mut [u8]) -> Result<()>| -> Result<Vec<u8>> {
+    let read_all = |ranges: &[ByteRange], read: &mut ReadRange| -> Result<Vec<u8>> {
         let mut buf = vec![0u8; ranges.iter().map(|r| r.len as usize).sum()];
         let mut at = 0;
         for r in ranges {

@@ -44,13 +44,13 @@ pub fn reference_apply(patch: &[u8], old: &Build) -> Result<Build> {
         let (mut d, mut x) = (0usize, 0usize);
         let start = new_stream.len();
         for op in decode_control(&ctrl, h.new_len, 0)? {
-            let mut cursor = (new_stream.len() - start) as i64 + op.diagonal;
+            let first = (new_stream.len() - start) as i64 + op.diagonal;
             let (copy, add) = (op.copy_len as usize, op.extra_len as usize);
-            for _ in 0..copy {
-                let o = *reference.get(cursor as usize).ok_or_else(|| Error::Invalid("copy outside old data".into()))?;
+            for i in 0..copy as i64 {
+                let at = usize::try_from(first + i).map_err(|_| Error::Invalid("copy outside old data".into()))?;
+                let o = *reference.get(at).ok_or_else(|| Error::Invalid("copy outside old data".into()))?;
                 let delta = *diff.get(d).ok_or_else(|| Error::Invalid("diff stream too short".into()))?;
                 new_stream.push(o.wrapping_add(delta));
-                cursor += 1;
                 d += 1;
             }
             new_stream.extend_from_slice(extra.get(x..x + add).ok_or_else(|| Error::Invalid("extra stream too short".into()))?);
