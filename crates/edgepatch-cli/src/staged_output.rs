@@ -72,7 +72,9 @@ impl StagedOutput {
             return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} already exists", out.display())));
         }
         let name = out.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "output path has no file name"))?;
-        let staging = out.with_file_name(format!(".{}.edgepatch-staging-{}", name.to_string_lossy(), std::process::id()));
+        let prefix = format!(".{}.edgepatch-staging-", name.to_string_lossy());
+        remove_abandoned_staging(out, &prefix);
+        let staging = out.with_file_name(format!("{prefix}{}", std::process::id()));
         Ok(StagedOutput {
             staging,
             out: out.to_path_buf(),
@@ -103,6 +105,30 @@ impl StagedOutput {
         fs::rename(&self.staging, &self.out)?;
         self.committed = true;
         Ok(())
+    }
+}
+
+/// Removes the staging areas that earlier applies to the same OUT left when
+/// they were killed (SIGKILL, power loss): `.OUT.edgepatch-staging-PID` whose
+/// process no longer runs. One still running (another apply to the same OUT)
+/// is left alone. Best effort: what cannot be listed or removed stays.
+fn remove_abandoned_staging(out: &Path, prefix: &str) {
+    let dir = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)).and_then(|p| p.parse::<libc::pid_t>().ok()) else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 only checks whether the process exists.
+        let gone = pid > 0 && unsafe { libc::kill(pid, 0) } != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let path = entry.path();
+            let _ = fs::remove_dir_all(&path).or_else(|_| fs::remove_file(&path));
+        }
     }
 }
 

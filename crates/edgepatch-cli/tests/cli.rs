@@ -134,6 +134,39 @@ fn corrupt_patch_fails_and_leaves_nothing() {
 }
 
 #[test]
+fn killed_apply_leaves_old_and_out_alone_and_the_next_apply_clears_its_staging() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v1, v2) = (unpack("game-v1.tar", tmp.path()), unpack("game-v2.tar", tmp.path()));
+    let before = snapshot(&v1);
+    let patch = tmp.path().join("p.patch");
+    ok(edgepatch(&[&"diff", &v1, &v2, &patch]));
+    // A patch that never ends: the apply blocks reading it, mid-build, until killed.
+    let fifo = tmp.path().join("slow.patch");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let out = tmp.path().join("out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edgepatch")).args([&"apply" as &dyn AsRef<std::ffi::OsStr>, &v1, &fifo, &out].iter().map(|a| a.as_ref())).spawn().unwrap();
+    let mut writer = fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    let good = fs::read(&patch).unwrap();
+    std::io::Write::write_all(&mut writer, &good[..good.len() / 2]).unwrap();
+    let staging = tmp.path().join(format!(".out.edgepatch-staging-{}", child.id()));
+    for _ in 0..200 {
+        if staging.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(staging.exists(), "the apply never started writing");
+    child.kill().unwrap(); // SIGKILL: no destructor runs
+    child.wait().unwrap();
+    drop(writer);
+    assert!(staging.exists() && !out.exists());
+    assert_eq!(snapshot(&v1), before, "OLD was modified");
+    ok(edgepatch(&[&"apply", &v1, &patch, &out]));
+    assert_eq!(snapshot(&out), snapshot(&v2));
+    assert!(leftovers(tmp.path()).is_empty(), "staging left behind: {:?}", leftovers(tmp.path()));
+}
+
+#[test]
 fn refuses_existing_output_and_bad_arguments() {
     let tmp = tempfile::tempdir().unwrap();
     let (v1, v2) = (unpack("game-v1.tar", tmp.path()), unpack("game-v2.tar", tmp.path()));
