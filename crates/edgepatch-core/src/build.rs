@@ -80,23 +80,36 @@ fn invalid(path: &str, why: &str) -> Error {
 /// A build path must be relative, `/`-separated, without empty, `.` or `..`
 /// components, without NUL or backslash, and at most `MAX_PATH_LEN` bytes.
 pub fn validate_path(path: &str) -> Result<()> {
-    if path.is_empty() {
-        return Err(invalid(path, "empty path"));
+    if let Some(why) = relative_path_problem(path) {
+        return Err(invalid(path, why));
     }
-    if path.len() > MAX_PATH_LEN {
-        return Err(invalid(path, "longer than 4096 bytes"));
-    }
-    if path.contains('\0') || path.contains('\\') {
-        return Err(invalid(path, "contains NUL or backslash"));
-    }
-    for component in path.split('/') {
-        match component {
-            "" => return Err(invalid(path, "absolute or has an empty component")),
-            "." | ".." => return Err(invalid(path, "has a '.' or '..' component")),
-            _ => {}
-        }
+    if path.contains('\\') {
+        return Err(invalid(path, "contains a backslash"));
     }
     Ok(())
+}
+
+/// What makes `path` not a relative path inside the build, if anything: the
+/// rules builds, patches, signatures and manifests share (manifests allow a
+/// backslash as an ordinary byte; see docs/FORMAT.md).
+pub fn relative_path_problem(path: &str) -> Option<&'static str> {
+    if path.is_empty() {
+        return Some("empty path");
+    }
+    if path.len() > MAX_PATH_LEN {
+        return Some("path longer than 4096 bytes");
+    }
+    if path.as_bytes().contains(&0) {
+        return Some("path contains a NUL byte");
+    }
+    if path.starts_with('/') {
+        return Some("absolute path");
+    }
+    path.split('/').find_map(|c| match c {
+        "" => Some("empty path component"),
+        "." | ".." => Some("'.' or '..' path component"),
+        _ => None,
+    })
 }
 
 /// A symlink target must be relative and, resolved from the link's directory,

@@ -160,26 +160,7 @@ fn invalid(what: impl Into<String>, at: u64, reason: impl Into<String>) -> Manif
 /// [`MAX_PATH_LEN`] bytes, no NUL, not starting with `/`, and no empty, `.`
 /// or `..` components (so no trailing `/` and no `//`). Returns why not.
 pub fn check_path(path: &str) -> Result<(), &'static str> {
-    if path.is_empty() {
-        return Err("empty path");
-    }
-    if path.len() > MAX_PATH_LEN {
-        return Err("path longer than 4096 bytes");
-    }
-    if path.as_bytes().contains(&0) {
-        return Err("path contains a NUL byte");
-    }
-    if path.starts_with('/') {
-        return Err("absolute path");
-    }
-    for c in path.split('/') {
-        match c {
-            "" => return Err("empty path component"),
-            "." | ".." => return Err("'.' or '..' path component"),
-            _ => {}
-        }
-    }
-    Ok(())
+    crate::build::relative_path_problem(path).map_or(Ok(()), Err)
 }
 
 fn check_symlink_target(t: &str) -> Result<(), &'static str> {
