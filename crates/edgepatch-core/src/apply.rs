@@ -752,6 +752,7 @@ impl PatchApplier {
         self.progress
     }
 
+
     /// The tree, once the header and tree have been read.
     pub fn tree(&self) -> Option<&PatchTree> {
         (self.expect != Expect::HeaderAndTree).then_some(&self.tree)
@@ -805,7 +806,7 @@ impl PatchApplier {
             };
             let path = entry.path.as_str();
             if let FileSource::Copy { .. } = source {
-                (a.progress.entries_done, a.summary.files, a.summary.bytes_written) = (a.progress.entries_done + 1, a.summary.files + 1, a.summary.bytes_written + size);
+                count_file_done(&mut a.summary, &mut a.progress, *size);
                 a.progress.new_bytes_written += size;
                 continue;
             }
@@ -817,7 +818,7 @@ impl PatchApplier {
                 sink.read_written(path, h0 - start, dst).map_err(|e| out_err(path, e))?;
             }
             if end <= at.new_offset {
-                (a.progress.entries_done, a.summary.files, a.summary.bytes_written) = (a.progress.entries_done + 1, a.summary.files + 1, a.summary.bytes_written + size);
+                count_file_done(&mut a.summary, &mut a.progress, *size);
                 a.progress.new_bytes_written += size;
                 a.files.next += 1;
             } else if start < at.new_offset {
@@ -1059,9 +1060,7 @@ impl PatchApplier {
                 let path = self.tree.entries[i].path.as_str();
                 check_hash(path, expected, hasher)?;
                 sink.finish_file().map_err(|e| out_err(path, e))?;
-                self.summary.files += 1;
-                self.summary.bytes_written += size;
-                self.progress.entries_done += 1;
+                count_file_done(&mut self.summary, &mut self.progress, *size);
             } else if data.is_empty() {
                 break;
             }
@@ -1071,6 +1070,13 @@ impl PatchApplier {
         }
         Ok(())
     }
+}
+
+/// A file is complete and verified (its bytes are counted as they are written).
+fn count_file_done(summary: &mut ApplySummary, progress: &mut ApplyProgress, size: u64) {
+    summary.files += 1;
+    summary.bytes_written += size;
+    progress.entries_done += 1;
 }
 
 fn out_err(path: &str, e: io::Error) -> Error {
