@@ -26,6 +26,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -209,18 +210,29 @@ def measure(command: Command, log_path: Path, timeout_s: float) -> Run:
     (the largest process in the command, in KiB) from time's %M."""
     time_file = log_path.with_suffix(".time")
     argv = ["/usr/bin/time", "-f", "%e %M", "-o", str(time_file), *command]
+    timed_out = threading.Event()
     with open(log_path, "wb") as log_file:
         started = time.perf_counter()
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file,
                                    stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            exit_code = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+
+        def kill() -> None:
+            timed_out.set()
             os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            return Run(error=f"timed out after {timeout_s:.0f} s")
+
+        # Not wait(timeout=...): that polls with sleeps of 0.5, 1, 2, ... 50 ms, so
+        # every wall time would be rounded up to the next poll (8, 16, 32, 64, 114 ms).
+        # A blocking waitpid returns when the process ends; a timer kills it if late.
+        killer = threading.Timer(timeout_s, kill)
+        killer.start()
+        try:
+            exit_code = process.wait()
+        finally:
+            killer.cancel()
         wall_s = time.perf_counter() - started
-    run = Run(wall_s=round(wall_s, 3), exit_code=exit_code)
+        if timed_out.is_set():
+            return Run(error=f"timed out after {timeout_s:.0f} s")
+    run = Run(wall_s=round(wall_s, 4), exit_code=exit_code)
     try:
         # time prints "Command exited with non-zero status N" before the format line
         _elapsed, max_rss_kib = time_file.read_text().split()[-2:]
