@@ -82,6 +82,16 @@ const MAX_READ = 16 << 20;
 const READ_CONCURRENCY = 4;
 
 /**
+ * Lets the event loop go idle once, so queued requests, timers and I/O run. Without it (seen
+ * under local workerd, where R2 is simulated in the same process) a generation held the thread
+ * from start to end: every other request to the Worker and the inspector waited for it, and a
+ * connection reused right after it was dropped or stalled (worker/README.md, "Known issues").
+ */
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+/**
  * The concatenation of `ranges` of a stored build, by R2 range reads of its tar: spans
  * are sorted, merged across small gaps (tar headers, neighbouring files), read a few at a
  * time and scattered into place.
@@ -190,6 +200,8 @@ export class PatchGeneration extends DurableObject<Env> {
         newBytesRead += newBytes.length;
         oldBytesRead += oldBytes.length;
         peakJs = Math.max(peakJs, newBytes.length + oldBytes.length);
+        // Seconds of synchronous wasm follow: let everything else run first.
+        await yieldToEventLoop();
         await writer.write(gen.encodeSegment(i, newBytes, oldBytes));
       }
       await writer.write(gen.finish());

@@ -58,8 +58,9 @@ impl Server {
         if base.scheme() != "http" && base.scheme() != "https" {
             return Err(format!("--server {base}: not an http(s) URL"));
         }
-        // Under local `wrangler dev`, a request sent right after a long generation sometimes
-        // stalls until another connection arrives (worker/README.md, "Known issues"): one
+        // Under local `wrangler dev`, a request sent right after a long generation used to stall
+        // until another connection arrived (fixed in the Worker, worker/README.md "Known
+        // issues"). Kept as a guard against servers and proxies that stall like that: one
         // connection per request, and immutable objects are asked for again after a stall.
         let agent = ureq::AgentBuilder::new().max_idle_connections(0).timeout_connect(std::time::Duration::from_secs(30)).build();
         let fetch_agent = ureq::AgentBuilder::new()
