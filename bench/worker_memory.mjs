@@ -1,26 +1,31 @@
 #!/usr/bin/env node
-// Whole-isolate memory of the Worker while it generates the largest corpus pair, measured
-// from inside V8 through the inspector that `wrangler dev` exposes (Chrome DevTools
-// Protocol over a WebSocket), not estimated from our own buffers.
+// Whole-isolate memory of the Worker while it generates the largest corpus pair, read from
+// inside V8 through the inspector that `wrangler dev` exposes (Chrome DevTools Protocol over
+// a WebSocket), not estimated from our own buffers.
 //
 //   source worker/scripts/node22.sh && cargo build --release --bin edgepatch
 //   node bench/worker_memory.mjs [--pair freedoom2-wad] [--corpus /work/corpus]
 //        [--port 8801] [--inspector-port 9301] [--interval-ms 25]
 //
 // Starts `wrangler dev` on loopback (fresh local state, --inspector-port), publishes the
-// pair's old and new file as two builds with `edgepatch publish`, then, while the update
-// descriptor, manifest and patch are requested (the descriptor request runs the generation
-// in the PatchGeneration Durable Object, in the same isolate as the Worker), polls
-// `Runtime.getHeapUsage` every --interval-ms:
-//   usedSize / totalSize      V8 JS heap, used / reserved by the heap;
-//   backingStorageSize        ArrayBuffer backing stores V8 accounts to this isolate;
-//   embedderHeapUsedSize      workerd's own (cppgc) objects of this isolate.
-// The wasm linear memory is read from the generation's own statistics (a linear memory only
-// grows, so its size afterwards is its peak); whether the backing stores already include it
-// is read off the numbers (the table says). As an outer bound it also samples the resident
-// set (VmRSS) of every workerd process wrangler started (which also hold the local R2 and
-// cache simulators, and all other isolates). Bounded (6 minutes), loopback only, and the
-// wrangler process group it starts is ended however it exits.
+// pair's old and new file as builds of two games with `edgepatch publish`, and for each game
+// requests the update descriptor (which runs the generation in the PatchGeneration Durable
+// Object, in the Worker's isolate), the manifest and the patch, while it polls the isolate:
+//   as allocated: `Runtime.getHeapUsage` every --interval-ms, nothing else: usedSize/totalSize
+//                 (V8 JS heap used/reserved), backingStorageSize (ArrayBuffer backing stores
+//                 V8 accounts to the isolate, garbage not yet collected included),
+//                 embedderHeapUsedSize (workerd's own objects);
+//   live:         `HeapProfiler.takeHeapSnapshot` (a full GC first) then `Runtime.getHeapUsage`:
+//                 what is still referenced. The snapshot also names every ArrayBuffer's backing
+//                 store, the wasm linear memory among them, so its size is read from V8 itself.
+// The wasm linear memory is not in backingStorageSize (checked below); it is added from the
+// snapshot and cross-checked with the generation's own statistics (memory.buffer after the
+// run; a linear memory only grows). Samples land between JS turns: the inspector needs the
+// isolate's lock, so it waits while a segment's synchronous wasm encode runs (the generation
+// yields to the event loop before each encode, worker/src/generate.ts). As an outer bound it
+// samples the resident set of every workerd process wrangler started (which also hold the local
+// R2/cache simulators and all other isolates). Bounded (8 minutes), loopback only; the wrangler
+// process group it starts is ended however it exits.
 import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -37,7 +42,7 @@ const PORT = Number(arg("port", 8801));
 const INSPECTOR_PORT = Number(arg("inspector-port", 9301));
 const INTERVAL_MS = Math.max(5, Number(arg("interval-ms", 25)));
 const BIN = process.env.EDGEPATCH_BIN ?? join(REPO, "target/release/edgepatch");
-const DEADLINE = Date.now() + 6 * 60_000;
+const DEADLINE = Date.now() + 8 * 60_000;
 const { token } = devVars();
 const MiB = 2 ** 20;
 const mib = (x) => (x / MiB).toFixed(1);
@@ -55,9 +60,11 @@ async function inspect(url) {
   // wrangler's inspector proxy refuses upgrades without an Origin it knows (loopback is one).
   const ws = new WebSocket(url, { headers: { Origin: `http://127.0.0.1:${INSPECTOR_PORT}` } });
   const pending = new Map();
+  let chunks = [];
   let next = 0;
   ws.onmessage = (m) => {
     const d = JSON.parse(m.data);
+    if (d.method === "HeapProfiler.addHeapSnapshotChunk") chunks.push(d.params.chunk);
     const p = pending.get(d.id);
     if (p) {
       pending.delete(d.id);
@@ -68,15 +75,39 @@ async function inspect(url) {
     ws.onopen = resolve;
     ws.onerror = () => reject(new Error(`inspector ${url}: WebSocket refused`));
   });
+  const send = (method, params = {}) =>
+    new Promise((resolve, reject) => {
+      const id = ++next;
+      pending.set(id, { resolve, reject, method });
+      ws.send(JSON.stringify({ id, method, params }));
+    });
   return {
-    send: (method, params = {}) =>
-      new Promise((resolve, reject) => {
-        const id = ++next;
-        pending.set(id, { resolve, reject, method });
-        ws.send(JSON.stringify({ id, method, params }));
-      }),
+    send,
+    /** A heap snapshot (V8 collects all garbage first), parsed; sent with `then` in one go. */
+    async snapshotThen(method) {
+      chunks = [];
+      const [, after] = await Promise.all([send("HeapProfiler.takeHeapSnapshot", { reportProgress: false }), send(method)]);
+      return { snapshot: JSON.parse(chunks.join("")), after };
+    },
     close: () => ws.close(),
   };
+}
+
+/** Backing stores of live ArrayBuffers in a heap snapshot: their total and the largest. */
+function arrayBufferData(snap) {
+  const meta = snap.snapshot.meta;
+  const n = meta.node_fields.length;
+  const iName = meta.node_fields.indexOf("name");
+  const iSize = meta.node_fields.indexOf("self_size");
+  let total = 0;
+  let largest = 0;
+  for (let i = 0; i < snap.nodes.length; i += n) {
+    if (snap.strings[snap.nodes[i + iName]] === "system / JSArrayBufferData") {
+      total += snap.nodes[i + iSize];
+      largest = Math.max(largest, snap.nodes[i + iSize]);
+    }
+  }
+  return { total, largest };
 }
 
 /** pids of the workerd processes in wrangler's process group (Linux /proc). */
@@ -104,91 +135,112 @@ function rssBytes(pid) {
 const server = await startWrangler({ port: PORT, args: ["--inspector-port", String(INSPECTOR_PORT)] });
 const work = mkdtempSync(join(tmpdir(), "edgepatch-memory-"));
 let session;
+let failed = false;
 try {
-  // --- publish both builds ------------------------------------------------------------
   for (const v of ["old", "new"]) {
     mkdirSync(join(work, v));
     copyFileSync(join(pairDir, v), join(work, v, PAIR));
-    const r = spawnSync(BIN, ["publish", "--server", server.url, "--game", "mem", "--build", v, join(work, v)], { env: { ...process.env, EDGEPATCH_TOKEN: token }, encoding: "utf8" });
-    if (r.status !== 0) throw new Error(`publish ${v}: ${r.stderr}`);
   }
+  const publish = (game) => {
+    for (const v of ["old", "new"]) {
+      const r = spawnSync(BIN, ["publish", "--server", server.url, "--game", game, "--build", v, join(work, v)], { env: { ...process.env, EDGEPATCH_TOKEN: token }, encoding: "utf8" });
+      if (r.status !== 0) throw new Error(`publish ${game}/${v}: ${r.stderr}`);
+    }
+  };
 
-  // --- the inspector: the Worker's isolate ----------------------------------------------
+  // The Worker's isolate, through wrangler's inspector proxy.
   const targets = await (await fetch(`http://127.0.0.1:${INSPECTOR_PORT}/json`)).json();
   const target = targets.find((t) => t.webSocketDebuggerUrl);
   if (!target) throw new Error(`no inspector target on port ${INSPECTOR_PORT}: ${JSON.stringify(targets)}`);
   session = await inspect(target.webSocketDebuggerUrl);
   const pids = workerdPids(server.pid);
-  const sample = async () => {
+  const rss = () => pids.reduce((s, p) => s + rssBytes(p), 0);
+
+  /** One generation of the pair as game `game`, sampled by `sample()` until the downloads end. */
+  async function generate(game, sample) {
+    publish(game);
+    const baseline = await sample();
+    const samples = [];
+    let polling = true;
+    const poller = (async () => {
+      while (polling && Date.now() < DEADLINE) {
+        samples.push(await sample());
+        await new Promise((r) => setTimeout(r, INTERVAL_MS));
+      }
+    })();
+    const descUrl = `${server.url}/v1/games/${game}/updates/old/new`;
+    const res = await fetch(descUrl, { signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) });
+    if (res.status !== 200) throw new Error(`descriptor: ${res.status} ${await res.text()}`);
+    const d = await res.json();
+    const manifest = Buffer.from(await (await fetch(new URL(d.manifestUrl, descUrl))).arrayBuffer());
+    const patch = Buffer.from(await (await fetch(new URL(d.patchUrl, descUrl))).arrayBuffer());
+    if (manifest.length !== d.manifestSize || patch.length !== d.patchSize) throw new Error("manifest or patch size differs from the descriptor");
+    await new Promise((r) => setTimeout(r, 500));
+    polling = false;
+    await poller;
+    const gens = await (await fetch(`${descUrl}/generations`, { headers: { Authorization: `Bearer ${token}` } })).json();
+    const gaps = samples.slice(1).map((s, i) => s.t - samples[i].t);
+    return { d, run: gens.runs[0], baseline, samples, longestGapMs: Math.max(...gaps) };
+  }
+
+  // --- as allocated: getHeapUsage only -------------------------------------------------
+  const allocated = await generate("mem-allocated", async () => {
     const t = performance.now();
     const h = await session.send("Runtime.getHeapUsage");
-    return { t, answeredMs: performance.now() - t, rss: pids.reduce((s, p) => s + rssBytes(p), 0), ...h };
-  };
-  const baseline = await sample();
-  if (baseline.backingStorageSize === undefined) throw new Error(`this V8 reports no backingStorageSize: ${JSON.stringify(baseline)}`);
+    return { t, rss: rss(), ...h, wasm: null };
+  });
+  // --- live: a full GC (heap snapshot) before each getHeapUsage ---------------------------
+  const live = await generate("mem-live", async () => {
+    const t = performance.now();
+    const { snapshot, after } = await session.snapshotThen("Runtime.getHeapUsage");
+    const ab = arrayBufferData(snapshot);
+    return { t, rss: rss(), ...after, wasm: ab.largest, arrayBuffersInSnapshot: ab.total };
+  });
 
-  // --- poll while the generation and the downloads run ------------------------------------
-  const samples = [];
-  let polling = true;
-  const poller = (async () => {
-    while (polling && Date.now() < DEADLINE) {
-      samples.push(await sample());
-      await new Promise((r) => setTimeout(r, INTERVAL_MS));
-    }
-  })();
-  const t0 = performance.now();
-  const descUrl = `${server.url}/v1/games/mem/updates/old/new`;
-  const res = await fetch(descUrl, { signal: AbortSignal.timeout(DEADLINE - Date.now()) });
-  if (res.status !== 200) throw new Error(`descriptor: ${res.status} ${await res.text()}`);
-  const d = await res.json();
-  const tGenerated = performance.now();
-  const manifest = Buffer.from(await (await fetch(new URL(d.manifestUrl, descUrl))).arrayBuffer());
-  const patch = Buffer.from(await (await fetch(new URL(d.patchUrl, descUrl))).arrayBuffer());
-  if (manifest.length !== d.manifestSize || patch.length !== d.patchSize) throw new Error("manifest or patch size differs from the descriptor");
-  await new Promise((r) => setTimeout(r, 500)); // one more second of samples after the downloads
-  polling = false;
-  await poller;
-  const after = await sample();
-  await session.send("HeapProfiler.collectGarbage");
-  const afterGc = await sample();
-
-  const gens = await (await fetch(`${descUrl}/generations`, { headers: { Authorization: `Bearer ${token}` } })).json();
-  const run = gens.runs[0];
+  // The wasm memory, from V8's own snapshot, after both runs, and whether getHeapUsage counts it.
+  const { snapshot: finalSnap, after: finalUsage } = await session.snapshotThen("Runtime.getHeapUsage");
+  const finalAb = arrayBufferData(finalSnap);
+  const wasmStats = Math.max(allocated.run.peakWasmMemoryBytes, live.run.peakWasmMemoryBytes);
+  const wasmInBacking = finalUsage.backingStorageSize >= finalAb.largest;
+  const wasm = finalAb.largest;
 
   // --- report ---------------------------------------------------------------------------
-  const peak = (f) => samples.reduce((best, s) => (f(s) > f(best) ? s : best), samples[0]);
-  const gaps = samples.slice(1).map((s, i) => s.t - samples[i].t);
-  const pUsedBacking = peak((s) => s.usedSize + s.backingStorageSize);
-  const pTotalBacking = peak((s) => s.totalSize + s.backingStorageSize + s.embedderHeapUsedSize);
-  const wasm = run.peakWasmMemoryBytes;
-  const wasmInBacking = afterGc.backingStorageSize >= wasm;
-  const row = (what, s) =>
-    `| ${what} | ${mib(s.usedSize)} | ${mib(s.totalSize)} | ${mib(s.backingStorageSize)} | ${mib(s.embedderHeapUsedSize)} | ${mib(s.usedSize + s.backingStorageSize)} | ${mib(s.rss)} |`;
+  // The wasm memory at its final size (it only grows) with every sample: an upper bound.
+  const isolate = (s) => s.usedSize + s.backingStorageSize + s.embedderHeapUsedSize + (wasmInBacking ? 0 : wasm);
+  const peakOf = (samples, f) => samples.reduce((best, s) => (f(s) > f(best) ? s : best), samples[0]);
   const newBytes = statSync(join(pairDir, "new")).size;
-  console.log(`pair ${PAIR}: new ${(newBytes / 1e6).toFixed(1)} MB, patch ${d.patchSize} bytes; generation ${run.seconds.toFixed(1)} s in the Worker ` +
-    `(descriptor request ${((tGenerated - t0) / 1000).toFixed(1)} s), level ${run.level}, ${run.segments} segments, ${run.r2Reads} R2 reads`);
-  console.log(`${samples.length} samples of Runtime.getHeapUsage, asked every ${INTERVAL_MS} ms; median gap ${gaps.sort((a, b) => a - b)[gaps.length >> 1]?.toFixed(0)} ms, ` +
-    `longest ${Math.max(...gaps).toFixed(0)} ms (the inspector answers between JS/wasm turns, not during one synchronous wasm call)`);
-  console.log("\n| moment | JS heap used MiB | JS heap total MiB | backing stores MiB | embedder heap MiB | used + backing MiB | workerd RSS MiB (all processes) |");
-  console.log("|---|---:|---:|---:|---:|---:|---:|");
-  console.log(row("before the descriptor request (both builds published)", baseline));
-  console.log(row("peak of used + backing, during generation/downloads", pUsedBacking));
-  console.log(row("peak of total + backing + embedder", pTotalBacking));
-  console.log(row("peak backing stores", peak((s) => s.backingStorageSize)));
-  console.log(row("peak JS heap used", peak((s) => s.usedSize)));
-  console.log(row("peak workerd RSS", peak((s) => s.rss)));
-  console.log(row("after the downloads", after));
-  console.log(row("after a forced GC", afterGc));
-  console.log(`\nwasm linear memory (the generation's statistics: memory.buffer after the run, = its peak): ${mib(wasm)} MiB; ` +
-    `the generator's JS segment buffers by its own count: ${mib(run.peakJsBufferBytes)} MiB`);
-  console.log(`backing stores after GC (${mib(afterGc.backingStorageSize)} MiB) ${wasmInBacking ? "include" : "do NOT include"} the wasm memory (${mib(wasm)} MiB)`);
-  const isolatePeak = pTotalBacking.totalSize + pTotalBacking.backingStorageSize + pTotalBacking.embedderHeapUsedSize + (wasmInBacking ? 0 : wasm);
-  const usedPeak = pUsedBacking.usedSize + pUsedBacking.backingStorageSize + (wasmInBacking ? 0 : wasm);
-  console.log(`isolate peak, JS heap used + backing stores${wasmInBacking ? "" : " + wasm memory"}: ${mib(usedPeak)} MiB (${(usedPeak / 1e6).toFixed(1)} MB)`);
-  console.log(`isolate peak, JS heap reserved + backing stores + embedder heap${wasmInBacking ? "" : " + wasm memory"}: ${mib(isolatePeak)} MiB (${(isolatePeak / 1e6).toFixed(1)} MB); limit 128 MB`);
-  console.log(JSON.stringify({ pair: PAIR, patchBytes: d.patchSize, generationSeconds: run.seconds, samples: samples.length, intervalMs: INTERVAL_MS, longestGapMs: Math.max(...gaps), baseline, peakUsedPlusBacking: pUsedBacking, peakReservedPlusBacking: pTotalBacking, afterGc, wasmMemoryBytes: wasm, wasmInBacking, isolatePeakUsedBytes: usedPeak, isolatePeakReservedBytes: isolatePeak }));
+  console.log(`pair ${PAIR}: new ${(newBytes / 1e6).toFixed(1)} MB, patch ${allocated.d.patchSize} bytes, level ${allocated.run.level}, ${allocated.run.segments} segments`);
+  for (const [name, r] of [["as allocated", allocated], ["live", live]]) {
+    console.log(`${name}: generation ${r.run.seconds.toFixed(1)} s, ${r.samples.length} samples, longest gap ${r.longestGapMs.toFixed(0)} ms (a segment's wasm encode)`);
+  }
+  console.log(`wasm linear memory: ${mib(wasm)} MiB by V8's heap snapshot (the largest ArrayBuffer backing store), ${mib(wasmStats)} MiB by the generation's statistics; ` +
+    `getHeapUsage's backingStorageSize ${wasmInBacking ? "includes" : "does not include"} it (${mib(finalUsage.backingStorageSize)} MiB after a full GC)`);
+  console.log("\n| moment | JS heap used MiB | JS heap reserved MiB | ArrayBuffer backing stores MiB | embedder heap MiB | largest live ArrayBuffer MiB | isolate: used + backing + embedder + final wasm MiB | workerd RSS MiB (all processes) |");
+  console.log("|---|---:|---:|---:|---:|---:|---:|---:|");
+  const row = (what, s) =>
+    console.log(`| ${what} | ${mib(s.usedSize)} | ${mib(s.totalSize)} | ${mib(s.backingStorageSize)} | ${mib(s.embedderHeapUsedSize)} | ${s.wasm === null ? "-" : mib(s.wasm)} | ${mib(isolate(s))} | ${mib(s.rss)} |`);
+  row("as allocated: before the descriptor request", allocated.baseline);
+  row("as allocated: peak during generation + downloads", peakOf(allocated.samples, isolate));
+  row("live (after full GC): before the descriptor request", live.baseline);
+  row("live (after full GC): peak during generation + downloads", peakOf(live.samples, isolate));
+  row("live (after full GC): after both runs", { ...finalUsage, wasm, rss: rss() });
+  const peakAllocated = isolate(peakOf(allocated.samples, isolate));
+  const peakLive = isolate(peakOf(live.samples, isolate));
+  console.log(`\npeak isolate memory, as allocated: ${mib(peakAllocated)} MiB = ${(peakAllocated / 1e6).toFixed(1)} MB; live: ${mib(peakLive)} MiB = ${(peakLive / 1e6).toFixed(1)} MB (limit 128 MB)`);
+  console.log(JSON.stringify({
+    pair: PAIR,
+    patchBytes: allocated.d.patchSize,
+    wasmMemoryBytes: { snapshot: wasm, generationStats: wasmStats },
+    wasmInBackingStorage: wasmInBacking,
+    allocated: { seconds: allocated.run.seconds, samples: allocated.samples.length, peak: peakOf(allocated.samples, isolate), peakIsolateBytes: peakAllocated },
+    live: { seconds: live.run.seconds, samples: live.samples.length, peak: peakOf(live.samples, isolate), peakIsolateBytes: peakLive },
+  }));
+} catch (e) {
+  failed = true;
+  console.error(e);
 } finally {
   session?.close();
   server.stop();
   rmSync(work, { recursive: true, force: true });
 }
+process.exit(failed ? 1 : 0);

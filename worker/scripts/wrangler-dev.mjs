@@ -16,13 +16,14 @@ export function devVars() {
 }
 
 /**
- * Starts the Worker locally on 127.0.0.1:`port` and resolves once /v1/health answers.
- * Returns { url, stop(), log() }; stop() ends the process group it started.
+ * Starts the Worker locally on 127.0.0.1:`port` and resolves once /v1/health answers;
+ * `args` go to wrangler (e.g. ["--inspector-port", "9301"]).
+ * Returns { url, pid, stop(), log() }; pid is the process group's leader, and stop() ends that group.
  */
-export async function startWrangler({ port = 8791, timeoutMs = 90_000 } = {}) {
+export async function startWrangler({ port = 8791, timeoutMs = 90_000, args = [] } = {}) {
   const state = mkdtempSync(join(tmpdir(), "edgepatch-wrangler-"));
   let output = "";
-  const child = spawn(join(REPO, "worker/scripts/dev.sh"), ["--persist-to", state, "--log-level", "warn"], {
+  const child = spawn(join(REPO, "worker/scripts/dev.sh"), ["--persist-to", state, "--log-level", "warn", ...args], {
     cwd: REPO,
     env: { ...process.env, EDGEPATCH_PORT: String(port), CI: "true" },
     detached: true,
@@ -46,7 +47,7 @@ export async function startWrangler({ port = 8791, timeoutMs = 90_000 } = {}) {
     if (exited) throw new Error(`wrangler dev exited:\n${output}`);
     try {
       const res = await fetch(`${url}/v1/health`);
-      if (res.ok) return { url, stop, log: () => output };
+      if (res.ok) return { url, pid: child.pid, stop, log: () => output };
     } catch {}
     await new Promise((r) => setTimeout(r, 250));
   }
