@@ -1,0 +1,174 @@
+#!/usr/bin/env node
+// Every corpus pair through the Worker, checked byte for byte: for each pair (a file pair
+// under CORPUS/pairs/<name>/{old,new}, published as a one-file build, or a tree under
+// CORPUS/trees/<name>/{old,new}) `edgepatch publish` old and new to `wrangler dev`, then
+// `edgepatch update` (which asks for the update, so the Worker generates the patch) into a
+// fresh directory, and compare it with the new build: `diff -r --no-dereference` for contents
+// plus every entry's kind, permission bits and symlink target.
+//
+//   source worker/scripts/node22.sh && cargo build --release --bin edgepatch
+//   node bench/worker_corpus.mjs [--corpus /work/corpus] [--port 8802] [--only NAME]
+//
+// Prints one row per pair: new bytes, patch bytes served, generation seconds (the Worker's own
+// statistics), `edgepatch update` seconds (wall, process included: it waits for the
+// generation, then downloads, verifies and applies), the same update run again once the patch
+// exists (download, verify, apply alone; checked too), OK or FAIL. Loopback only, fresh local
+// state, bounded (25 minutes); the wrangler process group it starts is ended however it exits.
+import { spawnSync } from "node:child_process";
+import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync } from "node:fs";
+import http from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { devVars, REPO, startWrangler } from "../worker/scripts/wrangler-dev.mjs";
+
+const arg = (name, dflt) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i < 0 ? dflt : process.argv[i + 1];
+};
+const CORPUS = arg("corpus", process.env.EDGEPATCH_CORPUS ?? "/work/corpus");
+const PORT = Number(arg("port", 8802));
+const ONLY = arg("only", null);
+const BIN = process.env.EDGEPATCH_BIN ?? join(REPO, "target/release/edgepatch");
+const DEADLINE = Date.now() + 25 * 60_000;
+const { token, publicKey } = devVars();
+
+if (!existsSync(BIN)) {
+  console.error(`${BIN} missing: cargo build --release --bin edgepatch`);
+  process.exit(2);
+}
+const list = (dir) => (existsSync(dir) ? readdirSync(dir).sort() : []);
+const pairs = [
+  ...list(join(CORPUS, "pairs")).map((name) => ({ name, kind: "file", dir: join(CORPUS, "pairs", name) })),
+  ...list(join(CORPUS, "trees")).map((name) => ({ name, kind: "tree", dir: join(CORPUS, "trees", name) })),
+].filter((p) => existsSync(join(p.dir, "old")) && existsSync(join(p.dir, "new")) && (ONLY === null || p.name === ONLY));
+if (pairs.length === 0) {
+  console.error(`no pairs under ${CORPUS}/pairs or ${CORPUS}/trees`);
+  process.exit(2);
+}
+
+function edgepatch(args) {
+  const t = performance.now();
+  const r = spawnSync(BIN, ["--json", ...args], { env: { ...process.env, EDGEPATCH_TOKEN: token }, encoding: "utf8", timeout: Math.max(1, DEADLINE - Date.now()) });
+  const seconds = (performance.now() - t) / 1000;
+  if (r.status !== 0) throw new Error(`edgepatch ${args[0]}: ${r.error ?? ""}${r.stderr.trim()}`);
+  return { seconds, json: JSON.parse(r.stdout) };
+}
+
+/**
+ * GET of a JSON document on a connection of its own: the CLI runs synchronously in between, so
+ * a kept-alive connection could be closed by the server before this process sees it.
+ */
+function getJson(url, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { agent: false, headers }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c) => (body += c));
+      res.on("end", () => (res.statusCode === 200 ? resolve(JSON.parse(body)) : reject(new Error(`${url}: HTTP ${res.statusCode} ${body}`))));
+    });
+    req.on("error", reject);
+    req.setTimeout(60_000, () => req.destroy(new Error(`${url}: no answer in 60 s`)));
+  });
+}
+
+/** Kind, permission bits and symlink target of every entry under root (contents: diff -r). */
+function entries(root) {
+  const out = new Map();
+  const walk = (rel) => {
+    for (const name of readdirSync(join(root, rel)).sort()) {
+      const path = rel ? `${rel}/${name}` : name;
+      const st = lstatSync(join(root, path));
+      const kind = st.isSymbolicLink() ? `link -> ${readlinkSync(join(root, path))}` : st.isDirectory() ? "dir" : st.isFile() ? "file" : "other";
+      out.set(path, `${kind} ${st.isSymbolicLink() ? "" : (st.mode & 0o7777).toString(8)}`);
+      if (st.isDirectory()) walk(path);
+    }
+  };
+  walk("");
+  return out;
+}
+
+/** Problems between OUT and the new build, or [] when byte-exact with the same kinds and modes. */
+function compare(out, expected) {
+  const problems = [];
+  const d = spawnSync("diff", ["-r", "--no-dereference", "-q", expected, out], { encoding: "utf8" });
+  if (d.status !== 0) problems.push(`diff -r: ${(d.stdout + d.stderr).trim().split("\n").slice(0, 5).join("; ")}`);
+  const a = entries(out);
+  const e = entries(expected);
+  for (const [path, what] of e) if (a.get(path) !== what) problems.push(`${path}: ${a.get(path) ?? "missing"}, expected ${what}`);
+  for (const path of a.keys()) if (!e.has(path)) problems.push(`${path}: unexpected`);
+  return problems;
+}
+
+const server = await startWrangler({ port: PORT });
+const work = mkdtempSync(join(tmpdir(), "edgepatch-worker-corpus-"));
+const rows = [];
+try {
+  for (const p of pairs) {
+    if (Date.now() > DEADLINE) {
+      rows.push({ ...p, status: "SKIPPED (time)" });
+      continue;
+    }
+    const game = p.name.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 64);
+    const builds = {};
+    for (const v of ["old", "new"]) {
+      if (p.kind === "tree") {
+        builds[v] = realpathSync(join(p.dir, v));
+      } else {
+        // A one-file build; the file keeps its permission bits.
+        builds[v] = join(work, p.name, v);
+        mkdirSync(builds[v], { recursive: true });
+        copyFileSync(join(p.dir, v), join(builds[v], p.name));
+        chmodSync(join(builds[v], p.name), statSync(join(p.dir, v)).mode & 0o7777);
+      }
+    }
+    const row = { ...p, newBytes: 0, files: 0 };
+    try {
+      for (const e of entries(builds.new).keys()) {
+        const st = lstatSync(join(builds.new, e));
+        if (st.isFile()) {
+          row.newBytes += st.size;
+          row.files++;
+        }
+      }
+      row.publishSeconds = ["old", "new"].map((v) => edgepatch(["publish", "--server", server.url, "--game", game, "--build", v, builds[v]]).seconds);
+      const out = join(work, `${p.name}-out`);
+      const u = edgepatch(["update", "--server", server.url, "--game", game, "--from", "old", "--to", "new", "--public-key", publicKey, builds.old, out]);
+      row.updateSeconds = u.seconds;
+      row.patchBytes = u.json.patch_bytes;
+      row.manifestBytes = u.json.manifest_bytes;
+      const gens = await getJson(`${server.url}/v1/games/${game}/updates/old/new/generations`, { Authorization: `Bearer ${token}` });
+      row.generations = gens.count;
+      row.generationSeconds = gens.runs[0]?.seconds;
+      row.segments = gens.runs[0]?.segments;
+      row.problems = compare(out, builds.new);
+      rmSync(out, { recursive: true, force: true });
+      // Again, now that the patch exists: download, verify and apply alone.
+      const again = edgepatch(["update", "--server", server.url, "--game", game, "--from", "old", "--to", "new", "--public-key", publicKey, builds.old, out]);
+      row.againSeconds = again.seconds;
+      row.problems.push(...compare(out, builds.new).map((x) => `second update: ${x}`));
+      rmSync(out, { recursive: true, force: true });
+      row.status = row.problems.length === 0 && u.json.signature_verified === true && again.json.signature_verified === true ? "OK" : "FAIL";
+    } catch (e) {
+      row.status = "FAIL";
+      row.problems = [`${e.message ?? e}${e.cause ? ` (${e.cause.code ?? ""} ${e.cause.message ?? e.cause})` : ""}`];
+    }
+    rows.push(row);
+    console.error(`${p.name}: ${row.status}${row.problems?.length ? ` (${row.problems.slice(0, 3).join("; ")})` : ""}`);
+  }
+} finally {
+  server.stop();
+  rmSync(work, { recursive: true, force: true });
+}
+
+const n = (x, d = 0) => (x === undefined ? "-" : x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }));
+console.log(`\n\`node bench/worker_corpus.mjs\` (wrangler dev on 127.0.0.1:${PORT}, PATCH_LEVEL from wrangler.toml), ${new Date().toISOString()}\n`);
+console.log("| pair | kind | files | new bytes | patch bytes served | patch % of new | segments | generation s (Worker) | `edgepatch update` s (incl. generation) | update again s (patch exists) | publish old / new s | result |");
+console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+for (const r of rows) {
+  const pct = r.patchBytes === undefined ? "-" : ((100 * r.patchBytes) / r.newBytes).toFixed(2);
+  console.log(`| ${r.name} | ${r.kind} | ${n(r.files)} | ${n(r.newBytes)} | ${n(r.patchBytes)} | ${pct} | ${n(r.segments)} | ${n(r.generationSeconds, 1)} | ${n(r.updateSeconds, 1)} | ${n(r.againSeconds, 2)} | ${r.publishSeconds ? r.publishSeconds.map((s) => s.toFixed(1)).join(" / ") : "-"} | ${r.status}${r.generations > 1 ? ` (${r.generations} generations)` : ""} |`);
+}
+const failed = rows.filter((r) => r.status !== "OK");
+for (const r of failed) console.log(`\n${r.name}: ${r.status}\n  ${(r.problems ?? []).slice(0, 20).join("\n  ")}`);
+console.log(`\n${rows.length - failed.length} of ${rows.length} pairs byte-exact (contents, kinds, permission bits, symlink targets)`);
+process.exit(failed.length ? 1 : 0);
