@@ -1,7 +1,8 @@
 // Cross-component: the native CLI against the Worker under `wrangler dev`. Publishes the
 // fixture builds (and a multi-segment single-file build), updates with `edgepatch update`
-// and compares the result with the real new build byte for byte; checks that 100
-// concurrent requests for a new pair cause one generation and that repeats are cache hits.
+// (also to a channel's build, --channel) and compares the result with the real new build
+// byte for byte; checks that 100 concurrent requests for a new pair cause one generation and
+// that repeats are cache hits.
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -148,4 +149,35 @@ test("100 concurrent requests for a new pair: one generation; repeats are cache 
   assert.equal(range.status, 206);
   assert.equal(Buffer.from(await range.arrayBuffer()).toString(), "EDGEPTCH");
   assert.equal((await fetch(patchUrl, { headers: { Range: `bytes=${d.patchSize}-` } })).status, 416);
+});
+
+test("update --channel: to the build the channel points at now, and after it moves", async () => {
+  // The first test published demo v2 with --channel main.
+  const out = join(work, "out-channel");
+  const r = edgepatch(["update", "--json", "--server", server.url, "--game", "demo", "--from", "v1", "--channel", "main", "--public-key", publicKey, join(work, "v1"), out]);
+  const summary = JSON.parse(r.stdout);
+  assert.equal(summary.to, "v2");
+  assert.equal(summary.channel, "main");
+  assertSameTree(out, join(work, "v2"));
+
+  // Move main back to v1: an install from nothing now gives v1.
+  const moved = await fetch(`${server.url}/v1/games/demo/channels/main`, { method: "PUT", headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" }, body: JSON.stringify({ build: "v1" }) });
+  assert.equal(moved.status, 200, await moved.text());
+  const empty = join(work, "empty-channel");
+  mkdirSync(empty, { recursive: true });
+  const out1 = join(work, "out-channel-v1");
+  const r1 = edgepatch(["update", "--json", "--server", server.url, "--game", "demo", "--from", "_", "--channel", "main", "--public-key", publicKey, empty, out1]);
+  assert.equal(JSON.parse(r1.stdout).to, "v1");
+  assertSameTree(out1, join(work, "v1"));
+
+  // No such channel: a clear error, nothing written; --to and --channel together: refused.
+  const missing = join(work, "out-no-channel");
+  const bad = edgepatch(["update", "--server", server.url, "--game", "demo", "--from", "v1", "--channel", "nosuch", join(work, "v1"), missing], { ok: false });
+  assert.notEqual(bad.status, 0);
+  assert.match(bad.stderr, /404.*no channel demo\/nosuch/);
+  assert.equal(existsSync(missing), false);
+  const both = edgepatch(["update", "--server", server.url, "--game", "demo", "--from", "v1", "--to", "v2", "--channel", "main", join(work, "v1"), missing], { ok: false });
+  assert.notEqual(both.status, 0);
+  assert.match(both.stderr, /cannot be used with/);
+  assert.equal(existsSync(missing), false);
 });

@@ -89,7 +89,9 @@ enum Command {
         part_size: u64,
         dir: PathBuf,
     },
-    /// Turn OLD_DIR (build FROM, or `_` for none) into OUT_DIR = build TO, from an update server.
+    /// Turn OLD_DIR (build FROM, or `_` for none) into OUT_DIR = build TO, or the build CHANNEL
+    /// points at now, from an update server.
+    #[command(group(clap::ArgGroup::new("target").required(true).args(["to", "channel"])))]
     Update {
         #[arg(long)]
         server: String,
@@ -97,8 +99,12 @@ enum Command {
         game: String,
         #[arg(long)]
         from: String,
+        /// The build to update to.
         #[arg(long)]
-        to: String,
+        to: Option<String>,
+        /// Update to the build this channel points at now (instead of --to).
+        #[arg(long)]
+        channel: Option<String>,
         /// base64 ed25519 key that must have signed the manifest (default: EDGEPATCH_PUBLIC_KEY,
         /// else the server's v1/public-key, which catches damage but not a hostile server).
         #[arg(long)]
@@ -257,11 +263,16 @@ fn run(cli: &Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Update { server, game, from, to, public_key, old_dir, out_dir } => {
+        Command::Update { server, game, from, to, channel, public_key, old_dir, out_dir } => {
             let started = Instant::now();
             let server = server_client::Server::new(server)?;
             let env_key = std::env::var("EDGEPATCH_PUBLIC_KEY").ok();
-            let opts = server_client::UpdateOptions { game, from, to, public_key: public_key.as_deref().or(env_key.as_deref()) };
+            let target = match (to, channel) {
+                (Some(b), _) => server_client::UpdateTarget::Build(b),
+                (None, Some(c)) => server_client::UpdateTarget::Channel(c),
+                (None, None) => return Err("update needs --to BUILD or --channel NAME".into()),
+            };
+            let opts = server_client::UpdateOptions { game, from, to: target, public_key: public_key.as_deref().or(env_key.as_deref()) };
             let bar = progress_bar(cli, 0, "update");
             let s = server_client::update(&server, old_dir, out_dir, &opts, &mut |done, total| {
                 bar.set_length(total);
@@ -270,12 +281,13 @@ fn run(cli: &Cli) -> Result<(), String> {
             bar.finish_and_clear();
             let secs = started.elapsed().as_secs_f64();
             if cli.json {
-                println!("{}", json!({ "ok": true, "command": "update", "entries": s.apply.entries, "files": s.apply.files,
+                println!("{}", json!({ "ok": true, "command": "update", "to": s.to, "channel": channel, "entries": s.apply.entries, "files": s.apply.files,
                     "bytes_written": s.apply.bytes_written, "patch_bytes": s.patch_bytes, "manifest_bytes": s.manifest_bytes,
                     "signature_verified": true, "public_key_from_server": s.key_from_server, "seconds": secs }));
             } else {
-                println!("updated {game} {from} -> {to}: {} entries, {} bytes written from a {}-byte patch, manifest signature and every file verified; {secs:.2}s",
-                    s.apply.entries, s.apply.bytes_written, s.patch_bytes);
+                let via = channel.as_ref().map(|c| format!(" (channel {c})")).unwrap_or_default();
+                println!("updated {game} {from} -> {}{via}: {} entries, {} bytes written from a {}-byte patch, manifest signature and every file verified; {secs:.2}s",
+                    s.to, s.apply.entries, s.apply.bytes_written, s.patch_bytes);
             }
             Ok(())
         }

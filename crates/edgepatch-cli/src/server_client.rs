@@ -237,19 +237,39 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
     })
 }
 
+/// What to update to: a named build, or whichever build a channel points at when asked.
+#[derive(Clone, Copy)]
+pub enum UpdateTarget<'a> {
+    Build(&'a str),
+    Channel(&'a str),
+}
+
 pub struct UpdateOptions<'a> {
     pub game: &'a str,
     pub from: &'a str,
-    pub to: &'a str,
+    pub to: UpdateTarget<'a>,
     /// base64 ed25519 public key; None: ask the server (`v1/public-key`).
     pub public_key: Option<&'a str>,
 }
 
 pub struct UpdateSummary {
     pub apply: edgepatch_core::ApplySummary,
+    /// The build OUT now is (the channel's, when the target was a channel).
+    pub to: String,
     pub manifest_bytes: u64,
     pub patch_bytes: u64,
     pub key_from_server: bool,
+}
+
+/// The build `channel` of `game` points at now (`v1/games/{game}/channels/{channel}`).
+pub fn channel_build(server: &Server, game: &str, channel: &str) -> Result<String, String> {
+    name_ok("game", game)?;
+    name_ok("channel", channel)?;
+    let url = server.url(&format!("v1/games/{game}/channels/{channel}"))?;
+    let v = server.get_json(&url)?;
+    let build = v.get("build").and_then(|b| b.as_str()).ok_or_else(|| format!("{url}: the answer names no build"))?;
+    name_ok(&format!("channel {channel}'s build"), build)?;
+    Ok(build.to_string())
 }
 
 /// Hashes what it reads, so the patch can be tied to the signed manifest.
@@ -292,8 +312,16 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: &UpdateOptions, progre
     if o.from != "_" {
         name_ok("from build", o.from)?;
     }
-    name_ok("to build", o.to)?;
-    let descriptor_url = server.url(&format!("v1/games/{}/updates/{}/{}", o.game, o.from, o.to))?;
+    // A channel is resolved once: the update is to that build even if the channel moves meanwhile.
+    let to = match o.to {
+        UpdateTarget::Build(b) => {
+            name_ok("to build", b)?;
+            b.to_string()
+        }
+        UpdateTarget::Channel(c) => channel_build(server, o.game, c)?,
+    };
+    let to = to.as_str();
+    let descriptor_url = server.url(&format!("v1/games/{}/updates/{}/{to}", o.game, o.from))?;
     let d = server.get_json(&descriptor_url)?;
     let field = |k: &str| d.get(k).ok_or_else(|| format!("update descriptor has no {k}"));
     let str_field = |k: &str| field(k).and_then(|v| v.as_str().map(str::to_string).ok_or_else(|| format!("update descriptor: {k} is not a string")));
@@ -336,8 +364,8 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: &UpdateOptions, progre
         return Err("manifest is not a patch manifest".into());
     }
     let from_ok = view.from_build() == Some(o.from) || (o.from == "_" && matches!(view.from_build(), None | Some("_")));
-    if view.to_build() != o.to || !from_ok {
-        return Err(format!("manifest is for {:?} -> {}, not {} -> {}", view.from_build(), view.to_build(), o.from, o.to));
+    if view.to_build() != to || !from_ok {
+        return Err(format!("manifest is for {:?} -> {}, not {} -> {to}", view.from_build(), view.to_build(), o.from));
     }
     if view.patch_size() != patch_size {
         return Err(format!("manifest says the patch is {} bytes, the descriptor {patch_size}", view.patch_size()));
@@ -361,5 +389,5 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: &UpdateOptions, progre
     }
     staged.commit().map_err(|e| format!("{}: {e}", out.display()))?;
     io::stderr().flush().ok();
-    Ok(UpdateSummary { apply, manifest_bytes: manifest_size, patch_bytes: patch_size, key_from_server })
+    Ok(UpdateSummary { apply, to: to.to_string(), manifest_bytes: manifest_size, patch_bytes: patch_size, key_from_server })
 }
