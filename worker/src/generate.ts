@@ -82,13 +82,15 @@ const MAX_READ = 16 << 20;
 const READ_CONCURRENCY = 4;
 
 /**
- * Lets the event loop go idle once, so queued requests, timers and I/O run. Without it (seen
- * under local workerd, where R2 is simulated in the same process) a generation held the thread
- * from start to end: every other request to the Worker and the inspector waited for it, and a
- * connection reused right after it was dropped or stalled (worker/README.md, "Known issues").
+ * Lets the event loop go idle for a moment, so queued requests, timers and I/O run. Without it
+ * (seen under local workerd, where R2 is simulated in the same process) a generation held the
+ * thread from start to end: every other request to the Worker and the inspector waited for it,
+ * and a connection reused right after it was dropped or stalled (worker/README.md, "Known
+ * issues"). 5 ms rather than 0: with 0 some waiting requests did not get through and waited
+ * for a later segment.
  */
 function yieldToEventLoop(): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, 0));
+  return new Promise((resolve) => setTimeout(resolve, 5));
 }
 
 /**
