@@ -15,12 +15,13 @@
 //                 (V8 JS heap used/reserved), backingStorageSize (ArrayBuffer backing stores
 //                 V8 accounts to the isolate, garbage not yet collected included),
 //                 embedderHeapUsedSize (workerd's own objects);
-//   live:         `HeapProfiler.takeHeapSnapshot` (a full GC first) then `Runtime.getHeapUsage`:
-//                 what is still referenced. The snapshot also names every ArrayBuffer's backing
-//                 store, the wasm linear memory among them, so its size is read from V8 itself.
-// The wasm linear memory is not in backingStorageSize (checked below); it is added from the
-// snapshot and cross-checked with the generation's own statistics (memory.buffer after the
-// run; a linear memory only grows). Samples land between JS turns: the inspector needs the
+//   live:         `HeapProfiler.takeHeapSnapshot` (a full GC first): what is still referenced,
+//                 in one view: every node's own size, JS objects and each ArrayBuffer's backing
+//                 store ("system / JSArrayBufferData"), the wasm linear memory (the largest)
+//                 among them, so its size is read from V8 itself.
+// The wasm linear memory is not in backingStorageSize (checked below); every sample gets it at
+// its final size (a linear memory only grows: an upper bound), cross-checked with the
+// generation's own statistics (memory.buffer after the run). Samples land between JS turns: the inspector needs the
 // isolate's lock, so it waits while a segment's synchronous wasm encode runs (the generation
 // yields to the event loop before each encode, worker/src/generate.ts). As an outer bound it
 // samples the resident set of every workerd process wrangler started (which also hold the local
@@ -83,31 +84,38 @@ async function inspect(url) {
     });
   return {
     send,
-    /** A heap snapshot (V8 collects all garbage first), parsed; sent with `then` in one go. */
-    async snapshotThen(method) {
+    /** A heap snapshot (V8 collects all garbage first), parsed. */
+    async snapshot() {
       chunks = [];
-      const [, after] = await Promise.all([send("HeapProfiler.takeHeapSnapshot", { reportProgress: false }), send(method)]);
-      return { snapshot: JSON.parse(chunks.join("")), after };
+      await send("HeapProfiler.takeHeapSnapshot", { reportProgress: false });
+      return JSON.parse(chunks.join(""));
     },
     close: () => ws.close(),
   };
 }
 
-/** Backing stores of live ArrayBuffers in a heap snapshot: their total and the largest. */
-function arrayBufferData(snap) {
+/**
+ * What a heap snapshot holds, all of it live: every node's own size (JS objects, and the
+ * backing store of each ArrayBuffer as a "system / JSArrayBufferData" node), the backing
+ * stores, and the largest of them (the wasm linear memory).
+ */
+function snapshotSizes(snap) {
   const meta = snap.snapshot.meta;
   const n = meta.node_fields.length;
   const iName = meta.node_fields.indexOf("name");
   const iSize = meta.node_fields.indexOf("self_size");
   let total = 0;
+  let arrayBuffers = 0;
   let largest = 0;
   for (let i = 0; i < snap.nodes.length; i += n) {
+    const size = snap.nodes[i + iSize];
+    total += size;
     if (snap.strings[snap.nodes[i + iName]] === "system / JSArrayBufferData") {
-      total += snap.nodes[i + iSize];
-      largest = Math.max(largest, snap.nodes[i + iSize]);
+      arrayBuffers += size;
+      largest = Math.max(largest, size);
     }
   }
-  return { total, largest };
+  return { total, arrayBuffers, largest };
 }
 
 /** pids of the workerd processes in wrangler's process group (Linux /proc). */
@@ -187,26 +195,25 @@ try {
   const allocated = await generate("mem-allocated", async () => {
     const t = performance.now();
     const h = await session.send("Runtime.getHeapUsage");
-    return { t, rss: rss(), ...h, wasm: null };
+    return { t, rss: rss(), jsHeap: h.usedSize, reserved: h.totalSize, arrayBuffers: h.backingStorageSize, embedder: h.embedderHeapUsedSize, wasm: null };
   });
-  // --- live: a full GC (heap snapshot) before each getHeapUsage ---------------------------
+  // --- live: a heap snapshot (full GC first) each time -------------------------------------
   const live = await generate("mem-live", async () => {
     const t = performance.now();
-    const { snapshot, after } = await session.snapshotThen("Runtime.getHeapUsage");
-    const ab = arrayBufferData(snapshot);
-    return { t, rss: rss(), ...after, wasm: ab.largest, arrayBuffersInSnapshot: ab.total };
+    const z = snapshotSizes(await session.snapshot());
+    return { t, rss: rss(), jsHeap: z.total - z.arrayBuffers, reserved: null, arrayBuffers: z.arrayBuffers - z.largest, embedder: null, wasm: z.largest };
   });
 
-  // The wasm memory, from V8's own snapshot, after both runs, and whether getHeapUsage counts it.
-  const { snapshot: finalSnap, after: finalUsage } = await session.snapshotThen("Runtime.getHeapUsage");
-  const finalAb = arrayBufferData(finalSnap);
+  // The wasm memory, from V8's own snapshot, once idle; then whether getHeapUsage counts it.
+  const finalSizes = snapshotSizes(await session.snapshot());
+  const finalUsage = await session.send("Runtime.getHeapUsage");
   const wasmStats = Math.max(allocated.run.peakWasmMemoryBytes, live.run.peakWasmMemoryBytes);
-  const wasmInBacking = finalUsage.backingStorageSize >= finalAb.largest;
-  const wasm = finalAb.largest;
+  const wasm = finalSizes.largest;
+  const wasmInBacking = finalUsage.backingStorageSize >= wasm;
 
   // --- report ---------------------------------------------------------------------------
-  // The wasm memory at its final size (it only grows) with every sample: an upper bound.
-  const isolate = (s) => s.usedSize + s.backingStorageSize + s.embedderHeapUsedSize + (wasmInBacking ? 0 : wasm);
+  // Every sample with the wasm memory at its final size (it only grows): an upper bound.
+  const isolate = (s) => s.jsHeap + s.arrayBuffers + (s.embedder ?? 0) + (s.wasm === null && wasmInBacking ? 0 : wasm);
   const peakOf = (samples, f) => samples.reduce((best, s) => (f(s) > f(best) ? s : best), samples[0]);
   const newBytes = statSync(join(pairDir, "new")).size;
   console.log(`pair ${PAIR}: new ${(newBytes / 1e6).toFixed(1)} MB, patch ${allocated.d.patchSize} bytes, level ${allocated.run.level}, ${allocated.run.segments} segments`);
@@ -215,15 +222,16 @@ try {
   }
   console.log(`wasm linear memory: ${mib(wasm)} MiB by V8's heap snapshot (the largest ArrayBuffer backing store), ${mib(wasmStats)} MiB by the generation's statistics; ` +
     `getHeapUsage's backingStorageSize ${wasmInBacking ? "includes" : "does not include"} it (${mib(finalUsage.backingStorageSize)} MiB after a full GC)`);
-  console.log("\n| moment | JS heap used MiB | JS heap reserved MiB | ArrayBuffer backing stores MiB | embedder heap MiB | largest live ArrayBuffer MiB | isolate: used + backing + embedder + final wasm MiB | workerd RSS MiB (all processes) |");
+  console.log("\n| moment | JS heap used MiB | JS heap reserved MiB | ArrayBuffer backing stores (no wasm) MiB | embedder heap MiB | wasm memory then MiB | isolate, wasm at its final size MiB | workerd RSS MiB (all processes) |");
   console.log("|---|---:|---:|---:|---:|---:|---:|---:|");
+  const opt = (x) => (x === null ? "-" : mib(x));
   const row = (what, s) =>
-    console.log(`| ${what} | ${mib(s.usedSize)} | ${mib(s.totalSize)} | ${mib(s.backingStorageSize)} | ${mib(s.embedderHeapUsedSize)} | ${s.wasm === null ? "-" : mib(s.wasm)} | ${mib(isolate(s))} | ${mib(s.rss)} |`);
-  row("as allocated: before the descriptor request", allocated.baseline);
-  row("as allocated: peak during generation + downloads", peakOf(allocated.samples, isolate));
-  row("live (after full GC): before the descriptor request", live.baseline);
-  row("live (after full GC): peak during generation + downloads", peakOf(live.samples, isolate));
-  row("live (after full GC): after both runs", { ...finalUsage, wasm, rss: rss() });
+    console.log(`| ${what} | ${mib(s.jsHeap)} | ${opt(s.reserved)} | ${mib(s.arrayBuffers)} | ${opt(s.embedder)} | ${opt(s.wasm)} | ${mib(isolate(s))} | ${mib(s.rss)} |`);
+  row("as allocated (getHeapUsage): before the descriptor request", allocated.baseline);
+  row("as allocated (getHeapUsage): peak during generation + downloads", peakOf(allocated.samples, isolate));
+  row("live (heap snapshot): before the descriptor request", live.baseline);
+  row("live (heap snapshot): peak during generation + downloads", peakOf(live.samples, isolate));
+  row("live (heap snapshot): after both runs", { jsHeap: finalSizes.total - finalSizes.arrayBuffers, reserved: null, arrayBuffers: finalSizes.arrayBuffers - wasm, embedder: null, wasm, rss: rss() });
   const peakAllocated = isolate(peakOf(allocated.samples, isolate));
   const peakLive = isolate(peakOf(live.samples, isolate));
   console.log(`\npeak isolate memory, as allocated: ${mib(peakAllocated)} MiB = ${(peakAllocated / 1e6).toFixed(1)} MB; live: ${mib(peakLive)} MiB = ${(peakLive / 1e6).toFixed(1)} MB (limit 128 MB)`);
