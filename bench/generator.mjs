@@ -15,13 +15,12 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
+import { arg, filePairs, WORK as work } from './bench_env.mjs';
+
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
 const args = process.argv.slice(2);
-const opt = (name, dflt) => (args.includes(name) ? args[args.indexOf(name) + 1] : dflt);
-const level = Number(opt('--level', '19'));
-const corpus = process.env.EDGEPATCH_CORPUS || path.join(os.homedir(), '.cache/edgepatch-corpus');
-const work = process.env.EDGEPATCH_BENCH_WORK || path.join(os.homedir(), '.cache/edgepatch-bench');
+const level = Number(arg('level', '19'));
 
 if (process.env.EDGEPATCH_GENERATOR_CHILD) {
   // Child: generate one patch, print JSON.
@@ -70,13 +69,7 @@ if (process.env.EDGEPATCH_GENERATOR_CHILD) {
   process.exit(0);
 }
 
-const pairs = [
-  ['havok-wasm', path.join(corpus, 'pairs/havok-wasm')],
-  ['phaser-js', path.join(corpus, 'pairs/phaser-js')],
-  ['esbuild-wasm-adj', path.join(corpus, 'pairs/esbuild-wasm-adj')],
-  ['freedoom2-wad', path.join(corpus, 'pairs/freedoom2-wad')],
-  ['concat-101mib', path.join(work, 'derived/concat-101mib')],
-].filter(([name]) => !opt('--pairs', null) || opt('--pairs').split(',').includes(name));
+const pairs = filePairs();
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'edgepatch-generator-'));
 console.log(`| pair | new MB | generator patch bytes | native diff patch bytes | generator / native | sign + generate s | wasm memory MB |`);

@@ -25,29 +25,15 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
+import { arg, filePairs, WORK as work } from './bench_env.mjs';
+
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : dflt;
-};
-const runs = Number(opt('--runs', '5'));
-const corpus = process.env.EDGEPATCH_CORPUS || path.join(os.homedir(), '.cache/edgepatch-corpus');
-const work = process.env.EDGEPATCH_BENCH_WORK || path.join(os.homedir(), '.cache/edgepatch-bench');
+const runs = Number(arg('runs', '5'));
 const native = path.join(repo, 'target/release/edgepatch');
 const jsBin = path.join(repo, 'packages/edgepatch-js/bin/edgepatch-js.js');
 
-const allPairs = [
-  ['havok-wasm', path.join(corpus, 'pairs/havok-wasm')],
-  ['phaser-js', path.join(corpus, 'pairs/phaser-js')],
-  ['esbuild-wasm-adj', path.join(corpus, 'pairs/esbuild-wasm-adj')],
-  ['freedoom2-wad', path.join(corpus, 'pairs/freedoom2-wad')],
-  ['concat-101mib', path.join(work, 'derived/concat-101mib')],
-];
-const only = opt('--pairs', null)?.split(',');
-const pairs = allPairs
-  .filter(([name]) => !only || only.includes(name))
+const pairs = filePairs()
   .map(([name, dir]) => ({ name, old: path.join(dir, 'old'), new: path.join(dir, 'new'), patch: path.join(work, 'runs', name, 'edgepatch.patch') }))
   .filter((p) => {
     const ok = [p.old, p.new, p.patch].every((f) => fs.existsSync(f));
@@ -102,7 +88,7 @@ for (const r of results) {
   r.nodeMem = Number(spawnSync(process.execPath, ['-e', code], { encoding: 'utf8' }).stdout.trim());
 }
 
-if (!args.includes('--no-browser')) await browser(results);
+if (!process.argv.includes('--no-browser')) await browser(results);
 fs.rmSync(tmp, { recursive: true, force: true });
 
 const mb = (b) => (b / 1e6).toFixed(1);

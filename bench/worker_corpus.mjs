@@ -7,7 +7,7 @@
 // plus every entry's kind, permission bits and symlink target.
 //
 //   source worker/scripts/node22.sh && cargo build --release --bin edgepatch
-//   node bench/worker_corpus.mjs [--corpus /work/corpus] [--port 8802] [--only NAME]
+//   node bench/worker_corpus.mjs [--corpus DIR] [--port 8802] [--only NAME]
 //
 // Prints one row per pair: new bytes, patch bytes served, generation seconds (the Worker's own
 // statistics), `edgepatch update` seconds (wall, process included: it waits for the
@@ -20,12 +20,8 @@ import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { devVars, REPO, startWrangler } from "../worker/scripts/wrangler-dev.mjs";
+import { arg, CORPUS } from "./bench_env.mjs";
 
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i < 0 ? dflt : process.argv[i + 1];
-};
-const CORPUS = arg("corpus", process.env.EDGEPATCH_CORPUS ?? "/work/corpus");
 const PORT = Number(arg("port", 8802));
 const ONLY = arg("only", null);
 const BIN = process.env.EDGEPATCH_BIN ?? join(REPO, "target/release/edgepatch");

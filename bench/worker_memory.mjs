@@ -4,7 +4,7 @@
 // a WebSocket), not estimated from our own buffers.
 //
 //   source worker/scripts/node22.sh && cargo build --release --bin edgepatch
-//   node bench/worker_memory.mjs [--pair freedoom2-wad] [--corpus /work/corpus]
+//   node bench/worker_memory.mjs [--pair freedoom2-wad] [--corpus DIR]
 //        [--port 8801] [--inspector-port 9301] [--interval-ms 25]
 //
 // Starts `wrangler dev` on loopback (fresh local state, --inspector-port), publishes the
@@ -32,13 +32,9 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFile
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { devVars, REPO, startWrangler } from "../worker/scripts/wrangler-dev.mjs";
+import { arg, CORPUS } from "./bench_env.mjs";
 
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i < 0 ? dflt : process.argv[i + 1];
-};
 const PAIR = arg("pair", "freedoom2-wad");
-const CORPUS = arg("corpus", process.env.EDGEPATCH_CORPUS ?? "/work/corpus");
 const PORT = Number(arg("port", 8801));
 const INSPECTOR_PORT = Number(arg("inspector-port", 9301));
 const INTERVAL_MS = Math.max(5, Number(arg("interval-ms", 25)));

@@ -11,14 +11,10 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, copyFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { devVars, REPO, startWrangler } from "../../worker/scripts/wrangler-dev.mjs";
+import { arg, CORPUS } from "../bench_env.mjs";
 
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i < 0 ? dflt : process.argv[i + 1];
-};
 const CLIENTS = Math.min(200, Math.max(1, Number(arg("clients", 50))));
 const ROUNDS = Math.min(10, Math.max(1, Number(arg("rounds", 3))));
-const CORPUS = arg("corpus", process.env.EDGEPATCH_CORPUS ?? "/work/corpus");
 const DEADLINE = Date.now() + 9 * 60_000; // everything within 9 minutes
 const BIN = process.env.EDGEPATCH_BIN ?? join(REPO, "target/release/edgepatch");
 const { token } = devVars();
