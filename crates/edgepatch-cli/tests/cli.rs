@@ -52,6 +52,16 @@ fn snapshot(root: &Path) -> Vec<(String, String, u32, Vec<u8>)> {
     out
 }
 
+/// The fixture builds unpacked into a temporary directory and the tree patch
+/// between them: (directory, v1, v2, patch).
+fn diffed_fixtures() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v1, v2) = (unpack("game-v1.tar", tmp.path()), unpack("game-v2.tar", tmp.path()));
+    let patch = tmp.path().join("p.patch");
+    ok(edgepatch(&[&"diff", &v1, &v2, &patch]));
+    (tmp, v1, v2, patch)
+}
+
 fn leftovers(dir: &Path) -> Vec<String> {
     fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains("edgepatch")).collect()
 }
@@ -107,11 +117,8 @@ fn single_file_round_trip() {
 
 #[test]
 fn corrupt_patch_fails_and_leaves_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (v1, v2) = (unpack("game-v1.tar", tmp.path()), unpack("game-v2.tar", tmp.path()));
+    let (tmp, v1, _v2, patch) = diffed_fixtures();
     let before = snapshot(&v1);
-    let patch = tmp.path().join("p.patch");
-    ok(edgepatch(&[&"diff", &v1, &v2, &patch]));
     let good = fs::read(&patch).unwrap();
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("truncated", good[..good.len() * 2 / 3].to_vec()),
@@ -135,11 +142,8 @@ fn corrupt_patch_fails_and_leaves_nothing() {
 
 #[test]
 fn killed_apply_leaves_old_and_out_alone_and_the_next_apply_clears_its_staging() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (v1, v2) = (unpack("game-v1.tar", tmp.path()), unpack("game-v2.tar", tmp.path()));
+    let (tmp, v1, v2, patch) = diffed_fixtures();
     let before = snapshot(&v1);
-    let patch = tmp.path().join("p.patch");
-    ok(edgepatch(&[&"diff", &v1, &v2, &patch]));
     // A patch that never ends: the apply blocks reading it, mid-build, until killed.
     let fifo = tmp.path().join("slow.patch");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
@@ -168,10 +172,7 @@ fn killed_apply_leaves_old_and_out_alone_and_the_next_apply_clears_its_staging()
 
 #[test]
 fn refuses_existing_output_and_bad_arguments() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (v1, v2) = (unpack("game-v1.tar", tmp.path()), unpack("game-v2.tar", tmp.path()));
-    let patch = tmp.path().join("p.patch");
-    ok(edgepatch(&[&"diff", &v1, &v2, &patch]));
+    let (tmp, v1, v2, patch) = diffed_fixtures();
     let res = edgepatch(&[&"apply", &v1, &patch, &v2]);
     assert!(!res.status.success() && String::from_utf8_lossy(&res.stderr).contains("already exists"));
     let res = edgepatch(&[&"diff", &v1.join("game.wasm"), &v2, &tmp.path().join("x")]);
