@@ -89,7 +89,10 @@ impl OldBuildFiles {
             // Old inputs are read through no symlink (O_NOFOLLOW) and never
             // block (O_NONBLOCK: a FIFO fails its read instead). `file_size`
             // checks that each is a regular file.
-            let file = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&full)?;
+            let file = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&full).map_err(|e| {
+                // O_NOFOLLOW reports a symlink as ELOOP ("too many levels of symbolic links").
+                if e.raw_os_error() == Some(libc::ELOOP) { io::Error::new(io::ErrorKind::InvalidInput, "not a regular file (a symlink)") } else { e }
+            })?;
             self.open.insert(path.to_string(), (file, 0));
         }
         let (file, used) = self.open.get_mut(path).expect("just ensured");
