@@ -400,7 +400,8 @@ def time_applies_interleaved(pair: Pair, tools: list[DeltaTool], results: dict[s
             out = apply_output(name, pair, work, apply_out)
             remove(out)
             log(f"{pair.name}: {name} apply, interleaved ({attempt + 1}/{repeat})")
-            (work / "runs" / pair.name / f"{name}.scratch").mkdir(parents=True, exist_ok=True)
+            if name in by_name:     # a tool's own apply may use its scratch directory
+                (work / "runs" / pair.name / f"{name}.scratch").mkdir(parents=True, exist_ok=True)
             run = measure(command(out), work / "runs" / pair.name / f"{name}.interleaved.log", timeout_s)
             remove(out)
             if run.error:
@@ -412,7 +413,7 @@ def time_applies_interleaved(pair: Pair, tools: list[DeltaTool], results: dict[s
         results[name].apply.wall_s = best[name].wall_s
     if "zstd+tar" in best:
         results["zstd"].tree_pipeline_apply_s = best["zstd+tar"].wall_s
-    for name in commands:
+    for name in timed:
         remove(work / "runs" / pair.name / f"{name}.scratch")
 
 
