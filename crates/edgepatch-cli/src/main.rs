@@ -63,6 +63,10 @@ enum Command {
     Manifest {
         patch: PathBuf,
         manifest: PathBuf,
+        /// The new build the patch produces: its files' BLAKE3s go into the manifest
+        /// (the patch holds one digest for all of them, which they must match).
+        #[arg(long, value_name = "DIR")]
+        new: PathBuf,
         /// Name of the build the patch applies to.
         #[arg(long, default_value = "old")]
         from: String,
@@ -234,13 +238,23 @@ fn run(cli: &Cli) -> Result<(), String> {
             }
             if problems.is_empty() { Ok(()) } else { Err(format!("{} entries do not match the signature", problems.len())) }
         }
-        Command::Manifest { patch, manifest, from, to } => {
+        Command::Manifest { patch, manifest, new, from, to } => {
             let bytes = std::fs::read(patch).map_err(|e| with_path(patch, e).to_string())?;
             let info = edgepatch_core::inspect::inspect_patch(bytes.as_slice()).map_err(|e| e.to_string())?;
             if info.tree.single_file {
                 return Err("manifests describe trees; this patch is for a single file".into());
             }
-            let m = edgepatch_core::inspect::patch_manifest(&info, *blake3_of(&bytes).as_bytes(), from, to).map_err(|e| e.to_string())?;
+            let mut hashes = vec![[0u8; 32]; info.tree.entries.len()];
+            for (i, e) in info.tree.entries.iter().enumerate() {
+                if let edgepatch_core::patch_format::TreeEntryKind::File { .. } = e.kind {
+                    let path = new.join(&e.path);
+                    let mut hasher = edgepatch_core::blake3::Hasher::new();
+                    hasher.update_reader(std::fs::File::open(&path).map_err(|e| with_path(&path, e).to_string())?).map_err(|e| with_path(&path, e).to_string())?;
+                    hashes[i] = *hasher.finalize().as_bytes();
+                }
+            }
+            let m = edgepatch_core::inspect::patch_manifest(&info, |i| hashes[i], *blake3_of(&bytes).as_bytes(), from, to)
+                .map_err(|_| format!("{}: not the build this patch produces (its files do not match the patch's files digest)", new.display()))?;
             let encoded = m.encode().map_err(|e| e.to_string())?;
             write_atomically(manifest, &encoded)?;
             if cli.json {

@@ -85,13 +85,22 @@ fn tree_diff_apply_verify_round_trip() {
     ok(edgepatch(&[&"sign", &v2, &sig]));
     assert!(ok(edgepatch(&[&"verify", &out, &sig])).contains("match"));
     let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
-    assert_eq!(info["format_version"], 1);
+    assert_eq!(info["format_version"], edgepatch_core::patch_format::PATCH_VERSION);
     let manifest = tmp.path().join("p.manifest");
-    let m: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"manifest", &patch, &manifest, &"--from", &"v1", &"--to", &"v2"]))).unwrap();
+    let m: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"manifest", &patch, &manifest, &"--new", &v2, &"--from", &"v1", &"--to", &"v2"]))).unwrap();
     assert_eq!(m["entries"], 28);
     let view_bytes = fs::read(&manifest).unwrap();
     let view = edgepatch_core::manifest::ManifestView::open(&view_bytes).unwrap();
-    assert_eq!(view.lookup("game.wasm").unwrap().unwrap().size, fs::metadata(v2.join("game.wasm")).unwrap().len());
+    let wasm_entry = view.lookup("game.wasm").unwrap().unwrap();
+    assert_eq!(wasm_entry.size, fs::metadata(v2.join("game.wasm")).unwrap().len());
+    assert_eq!(wasm_entry.blake3, *edgepatch_core::blake3::hash(&fs::read(v2.join("game.wasm")).unwrap()).as_bytes());
+    // The manifest's hashes come from --new, which must be the build the patch produces.
+    let not_new = unpack("game-v2.tar", &tmp.path().join("not-new"));
+    let mut bytes = fs::read(not_new.join("game.wasm")).unwrap();
+    bytes[7] ^= 1;
+    fs::write(not_new.join("game.wasm"), bytes).unwrap();
+    let wrong = edgepatch(&[&"manifest", &patch, &tmp.path().join("q.manifest"), &"--new", &not_new]);
+    assert!(!wrong.status.success() && String::from_utf8_lossy(&wrong.stderr).contains("not the build this patch produces"), "{wrong:?}");
 
     // Damage one file: verify names it and fails.
     let wasm = out.join("game.wasm");

@@ -26,7 +26,9 @@ pub trait BuildSink {
     fn create_symlink(&mut self, path: &str, target: &str) -> io::Result<()>;
     fn begin_file(&mut self, path: &str, executable: bool, size: u64) -> io::Result<()>;
     fn write_file(&mut self, data: &[u8]) -> io::Result<()>;
-    /// Called only once the file's content matched its BLAKE3.
+    /// The file's bytes are all written. Its BLAKE3 is checked, with every
+    /// other file's, against the patch's files digest when the delta stream
+    /// ends: nothing counts before `apply_patch` returned Ok.
     fn finish_file(&mut self) -> io::Result<()>;
 
     /// Resuming only ([`PatchApplier::resume`]): reopens a file of which the
@@ -670,12 +672,17 @@ fn hex(h: &[u8]) -> String {
     h.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn check_hash(path: &str, expected: &[u8; 32], hasher: blake3::Hasher) -> Result<()> {
-    let actual = hasher.finalize();
-    if actual.as_bytes() != expected {
-        return Err(Error::HashMismatch { path: display_path(path), expected: hex(expected), actual: actual.to_hex().to_string() });
+/// BLAKE3 of the first `len` bytes already written to the new file at `path` (resuming).
+fn hash_written<S: BuildSink>(sink: &mut S, path: &str, len: u64, buf: &mut [u8]) -> Result<blake3::Hasher> {
+    let mut hasher = blake3::Hasher::new();
+    let mut done = 0;
+    while done < len {
+        let chunk = &mut buf[..(len - done).min(CHUNK as u64) as usize];
+        sink.read_written(path, done, chunk).map_err(|e| out_err(path, e))?;
+        hasher.update(chunk);
+        done += chunk.len() as u64;
     }
-    Ok(())
+    Ok(hasher)
 }
 
 /// What the applier expects next in the patch.
@@ -709,6 +716,9 @@ pub struct PatchApplier {
     delta: Option<DeltaStream>,
     files: DeltaFiles,
     buf: Vec<u8>,
+    /// BLAKE3 over the files' BLAKE3s as they complete (`PatchTree::digest_order`),
+    /// until it is checked (then None).
+    digest: Option<blake3::Hasher>,
     progress: ApplyProgress,
     summary: ApplySummary,
     /// Started by `resume`: the patch checksum cannot be checked.
@@ -740,6 +750,7 @@ impl PatchApplier {
             delta: None,
             files: DeltaFiles { entries: Vec::new(), next: 0, open: None },
             buf: Vec::new(),
+            digest: Some(blake3::Hasher::new()),
             progress: ApplyProgress::default(),
             summary: ApplySummary::default(),
             resumed: false,
@@ -796,6 +807,9 @@ impl PatchApplier {
             return Err(bad(format!("resume point {at:?} does not fit this patch ({delta_total} delta bytes, tree ends at byte {tree_end})")));
         }
         // Everything that is not a delta file, and every delta file that ends before the point, is done.
+        // The files digest needs the BLAKE3 of each of those files: they are
+        // read back from the output (written and durable, not downloaded again).
+        let (mut copies, mut done_before) = (Vec::new(), Vec::new());
         let mut start = 0u64;
         let back_from = at.new_offset.saturating_sub(MAX_WINDOW_BACK);
         let mut history = vec![0u8; (at.new_offset - back_from) as usize];
@@ -806,6 +820,7 @@ impl PatchApplier {
             };
             let path = entry.path.as_str();
             if let FileSource::Copy { .. } = source {
+                copies.push(i);
                 count_file_done(&mut a.summary, &mut a.progress, *size);
                 a.progress.new_bytes_written += size;
                 continue;
@@ -818,19 +833,13 @@ impl PatchApplier {
                 sink.read_written(path, h0 - start, dst).map_err(|e| out_err(path, e))?;
             }
             if end <= at.new_offset {
+                done_before.push(i);
                 count_file_done(&mut a.summary, &mut a.progress, *size);
                 a.progress.new_bytes_written += size;
                 a.files.next += 1;
             } else if start < at.new_offset {
                 let written = at.new_offset - start;
-                let mut hasher = blake3::Hasher::new();
-                let mut done = 0;
-                while done < written {
-                    let chunk = &mut a.buf[..(written - done).min(CHUNK as u64) as usize];
-                    sink.read_written(path, done, chunk).map_err(|e| out_err(path, e))?;
-                    hasher.update(chunk);
-                    done += chunk.len() as u64;
-                }
+                let hasher = hash_written(sink, path, written, &mut a.buf)?;
                 sink.resume_file(path, *executable, *size, written).map_err(|e| out_err(path, e))?;
                 a.progress.new_bytes_written += written;
                 a.files.open = Some((i, size - written, hasher));
@@ -838,6 +847,12 @@ impl PatchApplier {
             }
             a.files.entries.push(i);
             start = end;
+        }
+        for i in copies.into_iter().chain(done_before) {
+            let TreeEntryKind::File { size, .. } = a.tree.entries[i].kind else { unreachable!("files only") };
+            let path = a.tree.entries[i].path.as_str();
+            let hasher = hash_written(sink, path, size, &mut a.buf)?;
+            a.file_hashed(hasher);
         }
         delta.produced = back_from;
         delta.remember(&history);
@@ -941,6 +956,9 @@ impl PatchApplier {
                     if self.files.open.is_some() || self.files.next < self.files.entries.len() {
                         return Err(Error::Corrupt { input: Input::Patch, offset: at, what: "delta stream ended before all files were produced".into() });
                     }
+                    if self.digest.is_some() {
+                        self.check_digest()?;
+                    }
                     self.expect = Expect::Checksum;
                 }
                 self.delta = Some(delta);
@@ -991,7 +1009,7 @@ impl PatchApplier {
                     self.files.entries.push(i);
                     continue;
                 }
-                TreeEntryKind::File { executable, size, blake3: expected, source: FileSource::Copy { old_index } } => {
+                TreeEntryKind::File { executable, size, source: FileSource::Copy { old_index } } => {
                     sink.begin_file(path, *executable, *size).map_err(|e| out_err(path, e))?;
                     let from = &tree.old_files[*old_index].path;
                     let mut hasher = blake3::Hasher::new();
@@ -1003,7 +1021,7 @@ impl PatchApplier {
                         sink.write_file(chunk).map_err(|e| out_err(path, e))?;
                         done += chunk.len() as u64;
                     }
-                    check_hash(path, expected, hasher)?;
+                    self.digest.as_mut().expect("files digest not yet checked").update(hasher.finalize().as_bytes());
                     sink.finish_file().map_err(|e| out_err(path, e))?;
                     self.summary.files += 1;
                     self.summary.bytes_written += size;
@@ -1013,8 +1031,24 @@ impl PatchApplier {
             self.progress.entries_done += 1;
         }
         self.delta = Some(DeltaStream::new(tree));
+        if self.files.entries.is_empty() {
+            self.check_digest()?;
+        }
         // Empty delta files need no segment.
         self.distribute(&[], sink)
+    }
+
+    fn file_hashed(&mut self, hasher: blake3::Hasher) {
+        self.digest.as_mut().expect("files digest not yet checked").update(hasher.finalize().as_bytes());
+    }
+
+    /// Once every file is hashed: the files digest must match.
+    fn check_digest(&mut self) -> Result<()> {
+        let actual = self.digest.take().expect("files digest checked once").finalize();
+        if actual.as_bytes() != &self.tree.files_digest {
+            return Err(Error::FilesDigestMismatch { expected: hex(&self.tree.files_digest), actual: actual.to_hex().to_string() });
+        }
+        Ok(())
     }
 
     fn drain_segment<O: OldBuild, S: BuildSink>(&mut self, delta: &mut DeltaStream, old: &mut O, sink: &mut S) -> Result<()> {
@@ -1056,9 +1090,13 @@ impl PatchApplier {
             self.progress.new_bytes_written += n as u64;
             if *left == 0 {
                 let (i, _, hasher) = self.files.open.take().expect("a file is open");
-                let TreeEntryKind::File { size, blake3: expected, .. } = &self.tree.entries[i].kind else { unreachable!() };
+                self.file_hashed(hasher);
+                // The last file is finished only after the digest of all of them matched.
+                if self.files.next == self.files.entries.len() {
+                    self.check_digest()?;
+                }
+                let TreeEntryKind::File { size, .. } = &self.tree.entries[i].kind else { unreachable!() };
                 let path = self.tree.entries[i].path.as_str();
-                check_hash(path, expected, hasher)?;
                 sink.finish_file().map_err(|e| out_err(path, e))?;
                 count_file_done(&mut self.summary, &mut self.progress, *size);
             } else if data.is_empty() {

@@ -167,7 +167,7 @@ pub(crate) fn plan_tree(single_file: bool, old_files: &[(&str, u64, [u8; 32])], 
                         FileSource::Delta
                     }
                 };
-                TreeEntryKind::File { executable: *executable, size: *size, blake3: *blake3, source }
+                TreeEntryKind::File { executable: *executable, size: *size, source }
             }
         };
         entries.push(TreeEntry { path: path.to_string(), kind });
@@ -175,7 +175,12 @@ pub(crate) fn plan_tree(single_file: bool, old_files: &[(&str, u64, [u8; 32])], 
     // Old files that are neither copied nor referenced need not be listed, but
     // indexes must stay stable: keep the table whole (it is small).
     let old_files = old_files.iter().map(|(path, size, _)| OldFile { path: path.to_string(), size: *size, in_reference: any_delta && *size > 0 }).collect();
-    (PatchTree { single_file, old_files, entries }, stats)
+    let mut tree = PatchTree { single_file, old_files, entries, files_digest: [0; 32] };
+    tree.files_digest = tree.digest_of(|i| match new_entries[i].1 {
+        PlannedKind::File { blake3, .. } => blake3,
+        _ => unreachable!("the digest hashes files only"),
+    });
+    (tree, stats)
 }
 
 /// Magic, version, flags and the compressed tree: the patch up to its first segment.

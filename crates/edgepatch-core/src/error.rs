@@ -37,8 +37,8 @@ pub enum Error {
     Limit { input: Input, what: String },
     #[error("invalid path {path:?}: {why}")]
     InvalidPath { path: String, why: String },
-    #[error("{path}: content does not match its BLAKE3 (expected {expected}, got {actual}); the old build differs from the one the patch was made for, or the patch is corrupt")]
-    HashMismatch { path: String, expected: String, actual: String },
+    #[error("the new files do not match the patch's files digest (expected {expected}, got {actual}): the old build differs from the one the patch was made for (`edgepatch verify` names damaged files), or the patch is corrupt")]
+    FilesDigestMismatch { expected: String, actual: String },
     #[error("old build: {path}: {source}")]
     OldRead { path: String, source: io::Error },
     #[error("output: {path}: {source}")]

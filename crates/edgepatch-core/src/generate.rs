@@ -79,6 +79,8 @@ pub struct PatchGenerator {
     header_done: bool,
     /// BLAKE3 of the whole patch, once finished.
     patch_blake3: Option<[u8; 32]>,
+    /// Per new entry, its BLAKE3 (files) from the new signature, for the manifest.
+    new_hashes: Vec<[u8; 32]>,
     stats: DiffStats,
 }
 
@@ -178,6 +180,7 @@ impl PatchGenerator {
             spans: Vec::new(),
             header_done: false,
             patch_blake3: None,
+            new_hashes: new.entries.iter().map(|e| if let SignedKind::File { blake3, .. } = e.kind { blake3 } else { [0; 32] }).collect(),
             stats,
         })
     }
@@ -315,7 +318,7 @@ impl PatchGenerator {
     pub fn manifest(&self, from_build: &str, to_build: &str) -> Result<Vec<u8>> {
         let blake3 = self.patch_blake3.ok_or_else(|| invalid("manifest() before finish()"))?;
         let info = PatchInfo { version: PATCH_VERSION, tree: self.tree.clone(), segments: self.segments.clone(), segment_spans: self.spans.clone(), patch_bytes: self.out_len };
-        let m = patch_manifest(&info, blake3, from_build, to_build).map_err(|e| invalid(e.to_string()))?;
+        let m = patch_manifest(&info, |i| self.new_hashes[i], blake3, from_build, to_build).map_err(|e| invalid(e.to_string()))?;
         m.encode().map_err(|e| invalid(e.to_string()))
     }
 

@@ -53,14 +53,20 @@ pub fn inspect_patch<R: Read>(patch: R) -> Result<PatchInfo> {
 /// The patch manifest of a tree patch: every entry of the new build with its
 /// hash and where its content comes from, and where each segment lies in the
 /// patch, so a client can look up one file and fetch only what it needs.
-pub fn patch_manifest(info: &PatchInfo, patch_blake3: [u8; 32], from_build: &str, to_build: &str) -> Result<Manifest, ManifestError> {
+/// The patch carries one digest for all files, not a hash per file:
+/// `file_hash(i)` gives the BLAKE3 of file entry `i` (from the new build or its
+/// signature), and together they must reproduce the patch's files digest.
+pub fn patch_manifest(info: &PatchInfo, file_hash: impl Fn(usize) -> [u8; 32], patch_blake3: [u8; 32], from_build: &str, to_build: &str) -> Result<Manifest, ManifestError> {
+    if info.tree.digest_of(&file_hash) != info.tree.files_digest {
+        return Err(ManifestError::Encode("the file hashes given are not those of the build this patch produces (files digest differs)".into()));
+    }
     let mut entries = Vec::with_capacity(info.tree.entries.len());
     let mut delta_at = 0u64;
-    for e in &info.tree.entries {
+    for (i, e) in info.tree.entries.iter().enumerate() {
         let (kind, executable, size, blake3, symlink_target, source) = match &e.kind {
             TreeEntryKind::Directory => (EntryKind::Directory, false, 0, [0; 32], None, EntrySource::None),
             TreeEntryKind::Symlink { target } => (EntryKind::Symlink, false, 0, [0; 32], Some(target.clone()), EntrySource::None),
-            TreeEntryKind::File { executable, size, blake3, source } => {
+            TreeEntryKind::File { executable, size, source } => {
                 let source = match source {
                     FileSource::Delta => {
                         delta_at += size;
@@ -71,7 +77,7 @@ pub fn patch_manifest(info: &PatchInfo, patch_blake3: [u8; 32], from_build: &str
                         p => EntrySource::CopyOf { old_path: p.clone() },
                     },
                 };
-                (EntryKind::File, *executable, *size, *blake3, None, source)
+                (EntryKind::File, *executable, *size, file_hash(i), None, source)
             }
         };
         entries.push(ManifestEntry { path: e.path.clone(), kind, executable, size, blake3, symlink_target, source });

@@ -1,4 +1,4 @@
-//! The patch container, version 1 (normative description: docs/FORMAT.md §3).
+//! The patch container, version 2 (normative description: docs/FORMAT.md §2).
 //! This module owns the constants, the limits and the tree section codec that the
 //! writer (`diff`), the streaming applier (`apply`) and the reference applier share.
 
@@ -8,7 +8,7 @@ use crate::matcher::Op;
 use crate::wire::{put_str, put_varint, unzigzag, zigzag, SliceReader};
 
 pub const PATCH_MAGIC: [u8; 8] = *b"EDGEPTCH";
-pub const PATCH_VERSION: u16 = 1;
+pub const PATCH_VERSION: u16 = 2;
 pub const FLAG_SINGLE_FILE: u16 = 1;
 pub const SEGMENT_TAG: u8 = b'S';
 pub const WINDOW_SEGMENT_TAG: u8 = b'W';
@@ -33,8 +33,13 @@ pub const MAX_WINDOW_LOG: u32 = 24;
 pub const KIND_FILE: u8 = 0;
 pub const KIND_SYMLINK: u8 = 1;
 pub const KIND_DIRECTORY: u8 = 2;
-pub const SOURCE_DELTA: u8 = 0;
-pub const SOURCE_COPY: u8 = 1;
+/// Entry codes of the tree section (§2.1): kind, source and executable bit in one byte.
+const CODE_DIRECTORY: u8 = 0;
+const CODE_SYMLINK: u8 = 1;
+const CODE_DELTA: u8 = 2;
+const CODE_DELTA_EXECUTABLE: u8 = 3;
+const CODE_COPY: u8 = 4;
+const CODE_COPY_EXECUTABLE: u8 = 5;
 
 /// An old file the patch reads: copied from, or part of the reference stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +60,7 @@ pub enum FileSource {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TreeEntryKind {
-    File { executable: bool, size: u64, blake3: [u8; 32], source: FileSource },
+    File { executable: bool, size: u64, source: FileSource },
     Symlink { target: String },
     Directory,
 }
@@ -72,6 +77,10 @@ pub struct PatchTree {
     pub single_file: bool,
     pub old_files: Vec<OldFile>,
     pub entries: Vec<TreeEntry>,
+    /// BLAKE3 of the new files' BLAKE3s in [`PatchTree::digest_order`] (§2.1):
+    /// one 32-byte hash verifies every file, where one per file would cost
+    /// 32 incompressible bytes for each of a tree's thousands of files.
+    pub files_digest: [u8; 32],
 }
 
 impl PatchTree {
@@ -91,107 +100,187 @@ impl PatchTree {
         self.old_files.iter().filter(|f| f.in_reference).map(|f| f.size).sum()
     }
 
+    /// Indexes of the file entries in the order the files digest hashes them,
+    /// which is the order an applier completes them: the copied files in entry
+    /// order, then the delta-stream files in entry order.
+    pub fn digest_order(&self) -> impl Iterator<Item = usize> + '_ {
+        let files = |copies: bool| {
+            self.entries.iter().enumerate().filter_map(move |(i, e)| match &e.kind {
+                TreeEntryKind::File { source, .. } => (matches!(source, FileSource::Copy { .. }) == copies).then_some(i),
+                _ => None,
+            })
+        };
+        files(true).chain(files(false))
+    }
+
+    /// The files digest of this tree given each entry's BLAKE3 (`hash_of(i)`
+    /// for entry `i`, asked only for files).
+    pub fn digest_of(&self, mut hash_of: impl FnMut(usize) -> [u8; 32]) -> [u8; 32] {
+        let mut digest = blake3::Hasher::new();
+        for i in self.digest_order() {
+            digest.update(&hash_of(i));
+        }
+        *digest.finalize().as_bytes()
+    }
+
+    /// The tree section, version 2 (§2.1): columns (paths, codes, targets,
+    /// sizes, copy sources, then the old table) so that zstd sees like next to
+    /// like, paths front-coded, and old paths that a new entry repeats given
+    /// by reference.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        put_varint(&mut out, self.old_files.len() as u64);
-        for f in &self.old_files {
-            put_str(&mut out, &f.path);
-            put_varint(&mut out, f.size);
-            out.push(f.in_reference as u8);
-        }
         put_varint(&mut out, self.entries.len() as u64);
+        let mut previous = "";
         for e in &self.entries {
-            put_str(&mut out, &e.path);
-            match &e.kind {
-                TreeEntryKind::File { executable, size, blake3, source } => {
-                    out.push(KIND_FILE);
-                    out.push(*executable as u8);
-                    put_varint(&mut out, *size);
-                    out.extend_from_slice(blake3);
-                    match source {
-                        FileSource::Delta => out.push(SOURCE_DELTA),
-                        FileSource::Copy { old_index } => {
-                            out.push(SOURCE_COPY);
-                            put_varint(&mut out, *old_index as u64);
-                        }
-                    }
-                }
-                TreeEntryKind::Symlink { target } => {
-                    out.push(KIND_SYMLINK);
-                    put_str(&mut out, target);
-                }
-                TreeEntryKind::Directory => out.push(KIND_DIRECTORY),
+            put_front_coded(&mut out, previous, &e.path);
+            previous = &e.path;
+        }
+        for e in &self.entries {
+            out.push(match &e.kind {
+                TreeEntryKind::Directory => CODE_DIRECTORY,
+                TreeEntryKind::Symlink { .. } => CODE_SYMLINK,
+                TreeEntryKind::File { executable, source: FileSource::Delta, .. } => CODE_DELTA + *executable as u8,
+                TreeEntryKind::File { executable, source: FileSource::Copy { .. }, .. } => CODE_COPY + *executable as u8,
+            });
+        }
+        for e in &self.entries {
+            if let TreeEntryKind::Symlink { target } = &e.kind {
+                put_str(&mut out, target);
             }
         }
+        for e in &self.entries {
+            if let TreeEntryKind::File { size, source: FileSource::Delta, .. } = &e.kind {
+                put_varint(&mut out, *size);
+            }
+        }
+        for e in &self.entries {
+            if let TreeEntryKind::File { source: FileSource::Copy { old_index }, .. } = &e.kind {
+                put_varint(&mut out, *old_index as u64);
+            }
+        }
+        put_varint(&mut out, self.old_files.len() as u64);
+        let (mut next_entry, mut previous_explicit) = (0usize, "");
+        for f in &self.old_files {
+            // Both lists are sorted by path, so a repeated path is found by walking forward.
+            let rest = &self.entries[next_entry.min(self.entries.len())..];
+            match rest.iter().position(|e| e.path.as_bytes() >= f.path.as_bytes()).filter(|&k| rest[k].path == f.path) {
+                Some(k) => {
+                    put_varint(&mut out, k as u64 + 1);
+                    next_entry += k + 1;
+                }
+                None => {
+                    put_varint(&mut out, 0);
+                    put_front_coded(&mut out, previous_explicit, &f.path);
+                    previous_explicit = &f.path;
+                }
+            }
+        }
+        for f in &self.old_files {
+            put_varint(&mut out, f.size);
+        }
+        for f in &self.old_files {
+            out.push(f.in_reference as u8);
+        }
+        out.extend_from_slice(&self.files_digest);
         out
     }
 
     /// Decodes and validates a tree section: paths, order, parents, symlink
-    /// targets, indexes and the single-file shape.
+    /// targets, indexes, copy sizes and the single-file shape.
     pub fn decode(bytes: &[u8], base: u64, single_file: bool) -> Result<PatchTree> {
         let mut r = SliceReader::new(bytes, base, Input::Patch);
-        let old_count = r.varint_max(MAX_ENTRIES, "old file count")? as usize;
-        let mut old_files = Vec::with_capacity(old_count.min(bytes.len() / 3));
-        for _ in 0..old_count {
-            let path = r.string(MAX_PATH_LEN, "old file path")?.to_string();
-            if !single_file {
-                validate_path(&path)?;
-            }
-            let size = r.varint("old file size")?;
-            let flag = r.u8("old file flags")?;
-            if flag > 1 {
-                return Err(r.corrupt(format!("old file flags {flag} unknown")));
-            }
-            old_files.push(OldFile { path, size, in_reference: flag == 1 });
-        }
-        let count = r.varint_max(MAX_ENTRIES, "entry count")? as usize;
-        let mut entries = Vec::with_capacity(count.min(bytes.len() / 3));
+        // Every entry takes at least two bytes (path prefix and code): a count
+        // beyond that is caught before anything is allocated for it.
+        let count = r.varint_max(MAX_ENTRIES.min(bytes.len() as u64 / 2), "entry count")? as usize;
+        let mut paths: Vec<String> = Vec::with_capacity(count);
         let mut checker = TreeChecker::default();
         for _ in 0..count {
-            let path = r.string(MAX_PATH_LEN, "entry path")?.to_string();
-            let kind_at = r.offset();
-            let kind = match r.u8("entry kind")? {
-                KIND_FILE => {
-                    let executable = match r.u8("file flags")? {
-                        0 => false,
-                        1 => true,
-                        f => return Err(r.corrupt(format!("file flags {f} unknown"))),
-                    };
-                    let size = r.varint("file size")?;
-                    let blake3 = r.array::<32>("file hash")?;
-                    let source = match r.u8("file source")? {
-                        SOURCE_DELTA => FileSource::Delta,
-                        SOURCE_COPY => {
-                            let i = r.varint("copy source")?;
-                            let f = old_files.get(i as usize).ok_or_else(|| {
-                                r.corrupt(format!("copy source {i} is not an old file index"))
-                            })?;
-                            if f.size != size {
-                                return Err(r.corrupt(format!("copy of {:?} has size {size}, the old file {}", f.path, f.size)));
-                            }
-                            FileSource::Copy { old_index: i as usize }
-                        }
-                        s => return Err(r.corrupt(format!("file source {s} unknown"))),
-                    };
-                    TreeEntryKind::File { executable, size, blake3, source }
-                }
-                KIND_SYMLINK => {
+            let path = read_front_coded(&mut r, paths.last().map_or("", |p| p.as_str()), "entry path")?;
+            paths.push(path);
+        }
+        let mut codes = Vec::with_capacity(count);
+        for path in &paths {
+            let code = r.u8("entry code")?;
+            if code > CODE_COPY_EXECUTABLE {
+                return Err(r.corrupt(format!("entry code {code} unknown")));
+            }
+            if !single_file {
+                checker.check(path, code == CODE_DIRECTORY)?;
+            }
+            codes.push(code);
+        }
+        let mut entries = Vec::with_capacity(count);
+        let mut copies = Vec::new();
+        for (path, &code) in paths.into_iter().zip(&codes) {
+            let kind = match code {
+                CODE_DIRECTORY => TreeEntryKind::Directory,
+                CODE_SYMLINK => {
                     let target = r.string(MAX_PATH_LEN, "symlink target")?.to_string();
                     validate_symlink_target(&path, &target)?;
                     TreeEntryKind::Symlink { target }
                 }
-                KIND_DIRECTORY => TreeEntryKind::Directory,
-                k => {
-                    return Err(Error::Corrupt { input: Input::Patch, offset: kind_at, what: format!("entry kind {k} unknown") })
-                }
+                _ => TreeEntryKind::File { executable: code & 1 == 1, size: 0, source: FileSource::Delta },
             };
-            if !single_file {
-                checker.check(&path, matches!(kind, TreeEntryKind::Directory))?;
-            }
             entries.push(TreeEntry { path, kind });
         }
+        for (e, &code) in entries.iter_mut().zip(&codes) {
+            if let (TreeEntryKind::File { size, .. }, CODE_DELTA | CODE_DELTA_EXECUTABLE) = (&mut e.kind, code) {
+                *size = r.varint("file size")?;
+            }
+        }
+        for (i, &code) in codes.iter().enumerate() {
+            if code >= CODE_COPY {
+                copies.push((i, r.offset(), r.varint("copy source")?));
+            }
+        }
+        let old_count = r.varint_max(MAX_ENTRIES.min(r.remaining() as u64 / 2), "old file count")? as usize;
+        let mut old_paths = Vec::with_capacity(old_count);
+        let (mut next_entry, mut previous_explicit) = (0usize, String::new());
+        for _ in 0..old_count {
+            let at = r.offset();
+            let path = match r.varint("old file path reference")? {
+                0 => {
+                    let path = read_front_coded(&mut r, &previous_explicit, "old file path")?;
+                    if !single_file {
+                        validate_path(&path)?;
+                    }
+                    previous_explicit.clone_from(&path);
+                    path
+                }
+                k => {
+                    let e = next_entry.checked_add(k as usize - 1).and_then(|i| entries.get(i).map(|e| (i, e)));
+                    let (i, e) = e.ok_or_else(|| Error::Corrupt { input: Input::Patch, offset: at, what: format!("old file path reference {k} is past the last entry") })?;
+                    next_entry = i + 1;
+                    e.path.clone()
+                }
+            };
+            old_paths.push(path);
+        }
+        let mut old_files = Vec::with_capacity(old_count);
+        for path in old_paths {
+            let size = r.varint("old file size")?;
+            old_files.push(OldFile { path, size, in_reference: false });
+        }
+        for f in &mut old_files {
+            f.in_reference = match r.u8("old file flags")? {
+                0 => false,
+                1 => true,
+                flag => return Err(r.corrupt(format!("old file flags {flag} unknown"))),
+            };
+        }
+        for (i, at, old_index) in copies {
+            let f = old_files.get(old_index as usize).ok_or_else(|| Error::Corrupt {
+                input: Input::Patch,
+                offset: at,
+                what: format!("copy source {old_index} is not an old file index"),
+            })?;
+            if let TreeEntryKind::File { size, source, .. } = &mut entries[i].kind {
+                (*size, *source) = (f.size, FileSource::Copy { old_index: old_index as usize });
+            }
+        }
+        let files_digest = r.array::<32>("files digest")?;
         if !r.is_empty() {
-            return Err(r.corrupt("bytes after the last tree entry"));
+            return Err(r.corrupt("bytes after the files digest"));
         }
         if single_file {
             let ok_entries = matches!(entries.as_slice(), [TreeEntry { path, kind: TreeEntryKind::File { .. } }] if path.is_empty());
@@ -204,8 +293,35 @@ impl PatchTree {
                 });
             }
         }
-        Ok(PatchTree { single_file, old_files, entries })
+        Ok(PatchTree { single_file, old_files, entries, files_digest })
     }
+}
+
+/// A path as the length of the prefix it shares with `previous`, then the rest.
+fn put_front_coded(out: &mut Vec<u8>, previous: &str, path: &str) {
+    let mut shared = previous.bytes().zip(path.bytes()).take_while(|(a, b)| a == b).count();
+    while !path.is_char_boundary(shared) {
+        shared -= 1;
+    }
+    put_varint(out, shared as u64);
+    put_str(out, &path[shared..]);
+}
+
+fn read_front_coded(r: &mut SliceReader, previous: &str, what: &str) -> Result<String> {
+    let at = r.offset();
+    let shared = r.varint_max(previous.len() as u64, what)? as usize;
+    let rest = r.string(MAX_PATH_LEN, what)?;
+    let corrupt = |why: &str| Error::Corrupt { input: Input::Patch, offset: at, what: format!("{what} {why}") };
+    if !previous.is_char_boundary(shared) {
+        return Err(corrupt("splits a character"));
+    }
+    if shared + rest.len() > MAX_PATH_LEN {
+        return Err(corrupt(&format!("is longer than {MAX_PATH_LEN} bytes")));
+    }
+    let mut path = String::with_capacity(shared + rest.len());
+    path.push_str(&previous[..shared]);
+    path.push_str(rest);
+    Ok(path)
 }
 
 /// Sizes of one segment as written in its header.

@@ -68,7 +68,7 @@ pub fn reference_apply(patch: &[u8], old: &Build) -> Result<Build> {
         let content = match &e.kind {
             TreeEntryKind::Directory => EntryContent::Directory,
             TreeEntryKind::Symlink { target } => EntryContent::Symlink { target: target.clone() },
-            TreeEntryKind::File { executable, size, blake3, source } => {
+            TreeEntryKind::File { executable, size, source } => {
                 let data = match source {
                     FileSource::Copy { old_index } => old_data(&tree.old_files[*old_index].path)?.to_vec(),
                     FileSource::Delta => {
@@ -78,9 +78,6 @@ pub fn reference_apply(patch: &[u8], old: &Build) -> Result<Build> {
                         bytes.to_vec()
                     }
                 };
-                if blake3::hash(&data).as_bytes() != blake3 {
-                    return Err(Error::Invalid(format!("{}: hash mismatch", e.path)));
-                }
                 EntryContent::File { executable: *executable, data }
             }
         };
@@ -88,6 +85,13 @@ pub fn reference_apply(patch: &[u8], old: &Build) -> Result<Build> {
     }
     if at != new_stream.len() {
         return Err(Error::Invalid("delta stream longer than the files".into()));
+    }
+    let digest = tree.digest_of(|i| match &entries[i].content {
+        EntryContent::File { data, .. } => *blake3::hash(data).as_bytes(),
+        _ => unreachable!("the digest hashes files only"),
+    });
+    if digest != tree.files_digest {
+        return Err(Error::Invalid("the new files do not match the files digest".into()));
     }
     Ok(Build { entries })
 }

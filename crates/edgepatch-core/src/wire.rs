@@ -46,6 +46,10 @@ impl<'a> SliceReader<'a> {
         self.pos >= self.bytes.len()
     }
 
+    pub fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.pos)
+    }
+
     pub fn truncated(&self, what: &str) -> Error {
         Error::Truncated { input: self.input, offset: self.offset(), what: what.to_string() }
     }

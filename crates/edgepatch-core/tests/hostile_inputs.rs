@@ -1,5 +1,5 @@
 //! Truncated, bit-flipped, garbage and empty patches and signatures must give a
-//! clear error, never a panic, and never a finished file that was not verified.
+//! clear error and never a panic; damage that still decodes fails the files digest.
 
 mod fixture_builds;
 
@@ -74,18 +74,36 @@ fn wrong_version_is_named() {
 }
 
 #[test]
-fn damaged_patch_finishes_no_unverified_file() {
+fn damage_behind_a_valid_checksum_is_caught_by_the_files_digest() {
     let (old, patch) = golden_patch();
-    // Damage the middle of the delta data: files before it may finish (verified),
-    // the damaged one and all after must not.
-    let mut damaged = patch.clone();
-    let mid = patch.len() / 2;
-    damaged[mid] ^= 0x10;
-    let v2 = load_tar("game-v2.tar");
-    let mut sink = MemorySink::default();
-    assert!(apply_patch(&damaged[..], &mut MemoryOldBuild::new(&old), &mut sink, &mut |_| {}).is_err());
-    for e in sink.into_build().entries {
-        assert!(v2.entries.contains(&e), "{} was finished with wrong content", e.path);
+    // Flip bytes and then recompute the trailer, as a buggy or hostile
+    // producer would: whatever still decodes must fail the files digest.
+    let body = patch.len() - 32;
+    let mut digest_failures = 0;
+    for i in (1024..body).step_by(97) {
+        let mut damaged = patch.clone();
+        damaged[i] ^= 0x20;
+        let sum = *blake3::hash(&damaged[..body]).as_bytes();
+        damaged[body..].copy_from_slice(&sum);
+        digest_failures += matches!(must_fail(&old, &damaged), Error::FilesDigestMismatch { .. }) as u32;
+    }
+    assert!(digest_failures > 0, "no damage reached the files digest: the test does not test it");
+}
+
+#[test]
+fn damaged_old_build_is_refused() {
+    let (old, patch) = golden_patch();
+    // A copied file (the moved theme.wav) and a reference file (game.wasm, which
+    // the delta reads), each with one byte changed and its size kept.
+    for path in ["assets/music/theme.wav", "game.wasm"] {
+        let mut damaged = old.clone();
+        let entry = damaged.entries.iter_mut().find(|e| e.path == path).expect("fixture has the file");
+        let edgepatch_core::EntryContent::File { data, .. } = &mut entry.content else { panic!("{path} is a file") };
+        let at = data.len() / 2;
+        data[at] ^= 0x01;
+        let err = must_fail(&damaged, &patch);
+        assert!(matches!(err, Error::FilesDigestMismatch { .. }), "{path}: {err}");
+        assert!(err.to_string().contains("old build differs"), "{err}");
     }
 }
 
