@@ -50,7 +50,7 @@ function publish(game, from, to, oldDir, newDir, level) {
   const patch = join(tmp, `${game}-${from}-${to}.patch`);
   const manifest = join(tmp, `${game}-${from}-${to}.manifest`);
   const diff = JSON.parse(execFileSync(edgepatch, ["--json", "--quiet", "diff", "--level", String(level), oldDir, newDir, patch], { encoding: "utf8" }));
-  execFileSync(edgepatch, ["--json", "--quiet", "manifest", "--new", newDir, "--from", from, "--to", to, patch, manifest]);
+  execFileSync(edgepatch, ["--json", "--quiet", "manifest", "--old", oldDir, "--new", newDir, "--from", from, "--to", to, patch, manifest]);
   const pBytes = readFileSync(patch);
   const mBytes = readFileSync(manifest);
   const pHash = blake3Hex(pBytes);

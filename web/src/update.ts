@@ -4,7 +4,7 @@
 // points, check every file, then switch the `current` pointer.
 
 import { ManifestReader, PatchApplier, Signer } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import type { BuildSink, ManifestEntry, ManifestSegment, OldBuildSource, ResumePoint } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import type { BuildSink, ListedEntry, ManifestEntry, ManifestSegment, OldBuildSource, ResumePoint } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import * as wasm from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import {
   AbortedError,
@@ -53,6 +53,11 @@ async function openSync(fh: FileSystemFileHandle, readOnly: boolean): Promise<Sy
 /** The old build, read with synchronous access handles (zero-copy `readInto`). */
 class OpfsOldBuild implements OldBuildSource {
   readonly handles = new Map<string, SyncHandle>();
+  /** The old build's entries, from its stored manifest: what a tree patch keeps unnamed. */
+  entries: ListedEntry[] = [];
+  listing(): ListedEntry[] {
+    return this.entries;
+  }
   fileSize(path: string): number {
     const h = this.handles.get(path);
     if (!h) throw new Error(`the old build has no file ${path}`);
@@ -318,6 +323,7 @@ async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => voi
       const oldManifest = await buildManifest(g, from);
       const oldEntries = oldManifest.entries();
       oldManifest.free();
+      old.entries = oldEntries;
       const oldFiles = await dirAt(builds, `${from}/files`, false);
       for (const e of files(oldEntries)) old.handles.set(e.path, await openSync(await fileAt(oldFiles, e.path, false), true));
     }

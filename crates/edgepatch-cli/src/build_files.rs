@@ -10,11 +10,13 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use edgepatch_core::signature::{check_file_content, sign_content, Damage, SignedEntry, SignedKind, Signature};
+use edgepatch_core::patch_format::ListedEntry;
 use edgepatch_core::{Build, BuildEntry, EntryContent, OldBuild};
 
 /// Reads a file or a directory tree into memory as a build.
 pub fn read_build(root: &Path) -> io::Result<Build> {
-    let meta = fs::symlink_metadata(root).map_err(|e| with_path(root, e))?;
+    // The root itself may be a symlink (to the build); entries inside are not followed.
+    let meta = fs::metadata(root).map_err(|e| with_path(root, e))?;
     if meta.is_file() {
         return Ok(Build::single_file(fs::read(root).map_err(|e| with_path(root, e))?));
     }
@@ -139,6 +141,28 @@ impl OldBuild for OldBuildFiles {
     fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.file(path)?.read_exact_at(buf, offset)
     }
+
+    fn listing(&mut self) -> io::Result<Vec<ListedEntry>> {
+        old_listing(&self.root)
+    }
+}
+
+/// The listing of the old build at `root` (what a tree patch keeps by position).
+/// Anything but a regular file, directory or symlink makes it differ from any
+/// build's listing, so the patch is refused as made for another build.
+pub fn old_listing(root: &Path) -> io::Result<Vec<ListedEntry>> {
+    let listed = list_tree(root)?;
+    Ok(listed
+        .into_iter()
+        .map(|(path, _, kind)| ListedEntry {
+            path,
+            kind: match kind {
+                ListedKind::File(executable, size) => edgepatch_core::patch_format::ListedKind::File { executable, size },
+                ListedKind::Symlink(target) => edgepatch_core::patch_format::ListedKind::Symlink { target },
+                ListedKind::Directory => edgepatch_core::patch_format::ListedKind::Directory,
+            },
+        })
+        .collect())
 }
 
 /// Signs a file or directory, streaming each file (never the whole build in memory).
@@ -148,7 +172,7 @@ pub fn sign_path(root: &Path, block_size: u32) -> io::Result<Signature> {
         let kind = match kind {
             ListedKind::Directory => SignedKind::Directory,
             ListedKind::Symlink(target) => SignedKind::Symlink { target },
-            ListedKind::File(executable) => {
+            ListedKind::File(executable, _) => {
                 let mut f = File::open(&full).map_err(|e| with_path(&full, e))?;
                 let (size, blake3, blocks) = sign_content(&mut f, block_size).map_err(|e| with_path(&full, e))?;
                 SignedKind::File { executable, size, blake3, blocks }
@@ -168,7 +192,7 @@ pub fn verify_path(root: &Path, sig: &Signature) -> io::Result<Vec<(String, Dama
             (None, _) => Some(Damage::Missing),
             (Some((_, ListedKind::Directory)), SignedKind::Directory) => None,
             (Some((_, ListedKind::Symlink(t))), SignedKind::Symlink { target }) => (t != target).then_some(Damage::WrongTarget),
-            (Some((full, ListedKind::File(x))), kind @ SignedKind::File { executable, .. }) => {
+            (Some((full, ListedKind::File(x, _))), kind @ SignedKind::File { executable, .. }) => {
                 let mut f = File::open(full).map_err(|e| with_path(full, e))?;
                 match check_file_content(kind, sig.block_size, &mut f).map_err(|e| with_path(full, e))? {
                     None if x != executable => Some(Damage::WrongMode),
@@ -189,16 +213,18 @@ pub fn verify_path(root: &Path, sig: &Signature) -> io::Result<Vec<(String, Dama
 }
 
 enum ListedKind {
-    File(bool),
+    /// Executable, size.
+    File(bool, u64),
     Symlink(String),
     Directory,
 }
 
 /// Lists a file ("" path) or a directory tree in sorted order without reading contents.
 fn list_tree(root: &Path) -> io::Result<Vec<(String, PathBuf, ListedKind)>> {
-    let meta = fs::symlink_metadata(root).map_err(|e| with_path(root, e))?;
+    // The root itself may be a symlink (to the build); entries inside are not followed.
+    let meta = fs::metadata(root).map_err(|e| with_path(root, e))?;
     if meta.is_file() {
-        return Ok(vec![(String::new(), root.to_path_buf(), ListedKind::File(meta.permissions().mode() & 0o111 != 0))]);
+        return Ok(vec![(String::new(), root.to_path_buf(), ListedKind::File(meta.permissions().mode() & 0o111 != 0, meta.len()))]);
     }
     let mut out = Vec::new();
     let mut stack = vec![(root.to_path_buf(), String::new())];
@@ -215,7 +241,7 @@ fn list_tree(root: &Path) -> io::Result<Vec<(String, PathBuf, ListedKind)>> {
                 stack.push((full.clone(), path.clone()));
                 ListedKind::Directory
             } else {
-                ListedKind::File(m.permissions().mode() & 0o111 != 0)
+                ListedKind::File(m.permissions().mode() & 0o111 != 0, m.len())
             };
             out.push((path, full, kind));
         }

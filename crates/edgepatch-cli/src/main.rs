@@ -63,6 +63,9 @@ enum Command {
     Manifest {
         patch: PathBuf,
         manifest: PathBuf,
+        /// The old build the patch applies to (the patch keeps its unchanged entries without naming them).
+        #[arg(long, value_name = "DIR")]
+        old: PathBuf,
         /// The new build the patch produces: its files' BLAKE3s go into the manifest
         /// (the patch holds one digest for all of them, which they must match).
         #[arg(long, value_name = "DIR")]
@@ -238,14 +241,16 @@ fn run(cli: &Cli) -> Result<(), String> {
             }
             if problems.is_empty() { Ok(()) } else { Err(format!("{} entries do not match the signature", problems.len())) }
         }
-        Command::Manifest { patch, manifest, new, from, to } => {
+        Command::Manifest { patch, manifest, old, new, from, to } => {
             let bytes = std::fs::read(patch).map_err(|e| with_path(patch, e).to_string())?;
             let info = edgepatch_core::inspect::inspect_patch(bytes.as_slice()).map_err(|e| e.to_string())?;
             if info.tree.single_file {
                 return Err("manifests describe trees; this patch is for a single file".into());
             }
-            let mut hashes = vec![[0u8; 32]; info.tree.entries.len()];
-            for (i, e) in info.tree.entries.iter().enumerate() {
+            let listing = build_files::old_listing(old).map_err(|e| e.to_string())?;
+            let tree = info.resolve(listing).map_err(|e| e.to_string())?;
+            let mut hashes = vec![[0u8; 32]; tree.entries.len()];
+            for (i, e) in tree.entries.iter().enumerate() {
                 if let edgepatch_core::patch_format::TreeEntryKind::File { .. } = e.kind {
                     let path = new.join(&e.path);
                     let mut hasher = edgepatch_core::blake3::Hasher::new();
@@ -253,7 +258,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                     hashes[i] = *hasher.finalize().as_bytes();
                 }
             }
-            let m = edgepatch_core::inspect::patch_manifest(&info, |i| hashes[i], *blake3_of(&bytes).as_bytes(), from, to)
+            let m = edgepatch_core::inspect::patch_manifest(&tree, &info.layout, |i| hashes[i], *blake3_of(&bytes).as_bytes(), from, to)
                 .map_err(|_| format!("{}: not the build this patch produces (its files do not match the patch's files digest)", new.display()))?;
             let encoded = m.encode().map_err(|e| e.to_string())?;
             write_atomically(manifest, &encoded)?;
@@ -331,7 +336,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
 fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
     use edgepatch_core::patch_format::{FileSource, Segment, SegmentHeader, TreeEntryKind};
     let (mut files, mut copies, mut deltas, mut links, mut dirs) = (0, 0, 0, 0, 0);
-    for e in &info.tree.entries {
+    for e in &info.tree.named {
         match &e.kind {
             TreeEntryKind::File { source: FileSource::Copy { .. }, .. } => { files += 1; copies += 1 }
             TreeEntryKind::File { .. } => { files += 1; deltas += 1 }
@@ -340,28 +345,31 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
         }
     }
     let ops_sum = |f: fn(&SegmentHeader) -> u64| {
-        info.segments.iter().map(|s| if let Segment::Ops(h) = s { f(h) } else { 0 }).sum::<u64>()
+        info.layout.segments.iter().map(|s| if let Segment::Ops(h) = s { f(h) } else { 0 }).sum::<u64>()
     };
     let (ctrl, diff, extra) = (ops_sum(|s| s.ctrl_comp), ops_sum(|s| s.diff_comp), ops_sum(|s| s.extra_comp));
-    let window: u64 = info.segments.iter().map(|s| if let Segment::Window(w) = s { w.comp_len } else { 0 }).sum();
+    let window: u64 = info.layout.segments.iter().map(|s| if let Segment::Window(w) = s { w.comp_len } else { 0 }).sum();
     if cli.json {
-        let segments: Vec<_> = info.segments.iter().map(|s| match s {
+        let segments: Vec<_> = info.layout.segments.iter().map(|s| match s {
             Segment::Ops(s) => json!({ "kind": "ops", "new_bytes": s.new_len, "control": [s.ctrl_raw, s.ctrl_comp],
                 "diff": [s.diff_raw, s.diff_comp], "extra": [s.extra_raw, s.extra_comp] }),
             Segment::Window(w) => json!({ "kind": "window", "new_bytes": w.new_len, "window_bytes": w.window_len(),
                 "spans": w.spans.len(), "compressed": w.comp_len }),
         }).collect();
-        println!("{}", json!({ "ok": true, "format_version": info.version, "single_file": info.tree.single_file, "patch_bytes": info.patch_bytes,
-            "files": files, "copied": copies, "delta_files": deltas, "symlinks": links, "directories": dirs,
-            "old_files": info.tree.old_files.len(), "reference_bytes": info.tree.reference_bytes(), "delta_bytes": info.tree.delta_bytes(),
+        println!("{}", json!({ "ok": true, "format_version": info.version, "single_file": info.tree.single_file, "patch_bytes": info.layout.patch_bytes,
+            "kept": info.tree.kept(), "files": files, "copied": copies, "delta_files": deltas, "symlinks": links, "directories": dirs,
+            "old_files": info.tree.old_table.len(), "reference_files": info.tree.old_table.iter().filter(|f| f.1).count(), "delta_bytes": info.tree.delta_bytes(),
             "compressed": { "control": ctrl, "diff": diff, "extra": extra, "window": window }, "segments": segments }));
     } else {
-        println!("edgepatch patch, format version {}, {} bytes, checksum OK", info.version, info.patch_bytes);
+        println!("edgepatch patch, format version {}, {} bytes, checksum OK", info.version, info.layout.patch_bytes);
+        if !info.tree.single_file {
+            println!("tree: {} entries of the old build kept as they are (not named)", info.tree.kept());
+        }
         println!("{}: {files} files ({copies} copied from old, {deltas} from the delta stream), {links} symlinks, {dirs} directories",
-            if info.tree.single_file { "single file" } else { "tree" });
-        println!("reads {} old files, {} bytes of old reference data", info.tree.old_files.len(), info.tree.reference_bytes());
+            if info.tree.single_file { "single file" } else { "named" });
+        println!("reads {} old files, {} of them as reference data for the delta", info.tree.old_table.len(), info.tree.old_table.iter().filter(|f| f.1).count());
         println!("delta stream: {} bytes in {} segments; compressed control {ctrl}, diff {diff}, extra {extra}, window segments {window} bytes",
-            info.tree.delta_bytes(), info.segments.len());
+            info.tree.delta_bytes(), info.layout.segments.len());
     }
 }
 

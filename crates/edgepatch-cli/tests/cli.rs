@@ -87,7 +87,7 @@ fn tree_diff_apply_verify_round_trip() {
     let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
     assert_eq!(info["format_version"], edgepatch_core::patch_format::PATCH_VERSION);
     let manifest = tmp.path().join("p.manifest");
-    let m: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"manifest", &patch, &manifest, &"--new", &v2, &"--from", &"v1", &"--to", &"v2"]))).unwrap();
+    let m: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"manifest", &patch, &manifest, &"--old", &v1, &"--new", &v2, &"--from", &"v1", &"--to", &"v2"]))).unwrap();
     assert_eq!(m["entries"], 28);
     let view_bytes = fs::read(&manifest).unwrap();
     let view = edgepatch_core::manifest::ManifestView::open(&view_bytes).unwrap();
@@ -99,7 +99,7 @@ fn tree_diff_apply_verify_round_trip() {
     let mut bytes = fs::read(not_new.join("game.wasm")).unwrap();
     bytes[7] ^= 1;
     fs::write(not_new.join("game.wasm"), bytes).unwrap();
-    let wrong = edgepatch(&[&"manifest", &patch, &tmp.path().join("q.manifest"), &"--new", &not_new]);
+    let wrong = edgepatch(&[&"manifest", &patch, &tmp.path().join("q.manifest"), &"--old", &v1, &"--new", &not_new]);
     assert!(!wrong.status.success() && String::from_utf8_lossy(&wrong.stderr).contains("not the build this patch produces"), "{wrong:?}");
 
     // Damage one file: verify names it and fails.

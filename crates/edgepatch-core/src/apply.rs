@@ -17,6 +17,27 @@ pub trait OldBuild {
     fn file_size(&mut self, path: &str) -> io::Result<u64>;
     /// Fills all of `buf` from `offset` of the file.
     fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Tree patches only: every entry of the old build (files with their size
+    /// and executable bit, symlinks with their target, directories), sorted by
+    /// path bytes. A patch keeps what did not change by position in this list
+    /// instead of naming it; the list must be exactly the one the patch was
+    /// made from (its digest is checked before anything is written).
+    fn listing(&mut self) -> io::Result<Vec<ListedEntry>> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, "this old build cannot list its entries (needed for a tree patch)"))
+    }
+}
+
+/// The old build's listing: asked of `old` for a tree patch, made from the one
+/// file's size for a single-file patch.
+pub(crate) fn old_listing<O: OldBuild + ?Sized>(old: &mut O, single_file: bool) -> Result<Vec<ListedEntry>> {
+    let whole = |e| Error::OldRead { path: "(the old build)".into(), source: e };
+    if single_file {
+        let size = old.file_size("").map_err(|e| Error::OldRead { path: display_path(""), source: e })?;
+        return Ok(single_file_listing(size));
+    }
+    let mut listing = old.listing().map_err(whole)?;
+    listing.sort_unstable_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    Ok(listing)
 }
 
 /// Where the new build goes. Nothing written is final until `apply_patch`
@@ -188,12 +209,19 @@ impl<R: Read> PatchInput<R> {
 }
 
 /// Reads the fixed header and the tree section.
-pub(crate) fn read_header_and_tree<R: Read>(input: &mut PatchInput<R>) -> Result<PatchTree> {
+/// The header and the tree section as the patch states it, and where the tree starts.
+pub(crate) fn read_header_and_tree<R: Read>(input: &mut PatchInput<R>) -> Result<(EncodedTree, u64)> {
     let (flags, raw, comp) = read_fixed_header(input)?;
     let (mut comp_buf, mut tree_bytes) = (Vec::new(), Vec::new());
     let tree_at = input.offset();
     input.frame(comp, raw, &mut comp_buf, &mut tree_bytes, "tree section")?;
-    PatchTree::decode(&tree_bytes, tree_at, flags & FLAG_SINGLE_FILE != 0)
+    Ok((EncodedTree::decode(&tree_bytes, tree_at, flags & FLAG_SINGLE_FILE != 0)?, tree_at))
+}
+
+/// The header and tree resolved against the old build's listing.
+pub(crate) fn read_tree_for<R: Read, O: OldBuild + ?Sized>(input: &mut PatchInput<R>, old: &mut O) -> Result<PatchTree> {
+    let (encoded, tree_at) = read_header_and_tree(input)?;
+    encoded.resolve(old_listing(old, encoded.single_file)?, tree_at)
 }
 
 /// Magic, version, flags and the tree section's sizes, all checked.
@@ -793,7 +821,7 @@ impl PatchApplier {
     /// [`resume_point`]: PatchApplier::resume_point
     pub fn resume<O: OldBuild, S: BuildSink>(header_and_tree: &[u8], at: ResumePoint, old: &mut O, sink: &mut S) -> Result<PatchApplier> {
         let mut input = PatchInput::new(header_and_tree);
-        let tree = read_header_and_tree(&mut input)?;
+        let tree = read_tree_for(&mut input, old)?;
         let tree_end = input.offset();
         let bad = |what: String| Error::Invalid(format!("cannot resume: {what}"));
         if tree_end != header_and_tree.len() as u64 {
@@ -935,7 +963,7 @@ impl PatchApplier {
         let mut input = PatchInput::resume(unit, hasher, self.offset);
         match self.expect {
             Expect::HeaderAndTree => {
-                self.tree = read_header_and_tree(&mut input)?;
+                self.tree = read_tree_for(&mut input, old)?;
                 (self.hasher, self.offset) = input.into_state();
                 self.start(old, sink)?;
                 self.expect = Expect::SegmentOrEnd;

@@ -88,7 +88,7 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
             (e.path.as_str(), kind)
         })
         .collect();
-    let (tree, mut stats) = plan_tree(single_file, &old_list, &new_list);
+    let (tree, mut stats) = plan_tree(single_file, build_listing(old), &old_list, &new_list);
     let new_paths: std::collections::HashSet<&str> = new.entries.iter().map(|e| e.path.as_str()).collect();
     stats.removed = old.entries.iter().filter(|e| !new_paths.contains(e.path.as_str())).count() as u64;
     let new_stream_parts: Vec<&[u8]> = new
@@ -123,6 +123,25 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     Ok((out, stats))
 }
 
+/// The listing of a build in memory (docs/FORMAT.md §2.1).
+pub fn build_listing(build: &Build) -> Vec<ListedEntry> {
+    if build.is_single_file() {
+        return single_file_listing(build.total_file_bytes());
+    }
+    build
+        .entries
+        .iter()
+        .map(|e| ListedEntry {
+            path: e.path.clone(),
+            kind: match &e.content {
+                EntryContent::Directory => ListedKind::Directory,
+                EntryContent::Symlink { target } => ListedKind::Symlink { target: target.clone() },
+                EntryContent::File { executable, data } => ListedKind::File { executable: *executable, size: data.len() as u64 },
+            },
+        })
+        .collect()
+}
+
 /// A new build entry as the tree planner sees it: file content only by size and hash.
 pub(crate) enum PlannedKind<'a> {
     Directory,
@@ -135,7 +154,7 @@ pub(crate) enum PlannedKind<'a> {
 /// hash) or renamed/moved (same hash elsewhere) files are copies, all others
 /// (except empty files, which are free either way) come from the delta stream.
 /// Every non-empty old file is in the reference stream when there is a delta.
-pub(crate) fn plan_tree(single_file: bool, old_files: &[(&str, u64, [u8; 32])], new_entries: &[(&str, PlannedKind)]) -> (PatchTree, DiffStats) {
+pub(crate) fn plan_tree(single_file: bool, old_listing: Vec<ListedEntry>, old_files: &[(&str, u64, [u8; 32])], new_entries: &[(&str, PlannedKind)]) -> (PatchTree, DiffStats) {
     let mut by_hash: HashMap<[u8; 32], usize> = HashMap::new();
     let mut by_path: HashMap<&str, usize> = HashMap::new();
     for (i, (path, _, hash)) in old_files.iter().enumerate() {
@@ -175,7 +194,7 @@ pub(crate) fn plan_tree(single_file: bool, old_files: &[(&str, u64, [u8; 32])], 
     // Old files that are neither copied nor referenced need not be listed, but
     // indexes must stay stable: keep the table whole (it is small).
     let old_files = old_files.iter().map(|(path, size, _)| OldFile { path: path.to_string(), size: *size, in_reference: any_delta && *size > 0 }).collect();
-    let mut tree = PatchTree { single_file, old_files, entries, files_digest: [0; 32] };
+    let mut tree = PatchTree { single_file, old_listing, old_files, entries, files_digest: [0; 32] };
     tree.files_digest = tree.digest_of(|i| match new_entries[i].1 {
         PlannedKind::File { blake3, .. } => blake3,
         _ => unreachable!("the digest hashes files only"),
@@ -189,7 +208,7 @@ pub(crate) fn encode_header_and_tree(tree: &PatchTree, level: i32) -> Result<Vec
     out.extend_from_slice(&PATCH_MAGIC);
     out.extend_from_slice(&PATCH_VERSION.to_le_bytes());
     out.extend_from_slice(&(if tree.single_file { FLAG_SINGLE_FILE } else { 0 }).to_le_bytes());
-    let tree_bytes = tree.encode();
+    let tree_bytes = tree.encode()?;
     if tree_bytes.len() as u64 > MAX_TREE_BYTES {
         return Err(Error::Invalid(format!("tree section {} bytes exceeds {MAX_TREE_BYTES}", tree_bytes.len())));
     }

@@ -26,7 +26,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::diff::{encode_header_and_tree, plan_tree, DiffStats, PlannedKind};
 use crate::error::{Error, Result};
-use crate::inspect::{patch_manifest, PatchInfo};
+use crate::inspect::{patch_manifest, PatchLayout};
 use crate::patch_format::*;
 use crate::signature::{find_block_matches, SignedKind, Signature};
 use crate::wire::put_varint;
@@ -123,7 +123,22 @@ impl PatchGenerator {
                 (e.path.as_str(), kind)
             })
             .collect();
-        let (tree, mut stats) = plan_tree(single_file, &old_list, &new_list);
+        let listing = if single_file {
+            single_file_listing(old_list.first().map_or(0, |f| f.1))
+        } else {
+            old_entries
+                .iter()
+                .map(|e| ListedEntry {
+                    path: e.path.clone(),
+                    kind: match &e.kind {
+                        SignedKind::File { executable, size, .. } => ListedKind::File { executable: *executable, size: *size },
+                        SignedKind::Symlink { target } => ListedKind::Symlink { target: target.clone() },
+                        SignedKind::Directory => ListedKind::Directory,
+                    },
+                })
+                .collect()
+        };
+        let (tree, mut stats) = plan_tree(single_file, listing, &old_list, &new_list);
 
         let (mut reference, mut at) = (Vec::new(), 0u64);
         let mut by_path = HashMap::new();
@@ -317,8 +332,8 @@ impl PatchGenerator {
     /// The binary patch manifest (docs/FORMAT.md §4), once finished.
     pub fn manifest(&self, from_build: &str, to_build: &str) -> Result<Vec<u8>> {
         let blake3 = self.patch_blake3.ok_or_else(|| invalid("manifest() before finish()"))?;
-        let info = PatchInfo { version: PATCH_VERSION, tree: self.tree.clone(), segments: self.segments.clone(), segment_spans: self.spans.clone(), patch_bytes: self.out_len };
-        let m = patch_manifest(&info, |i| self.new_hashes[i], blake3, from_build, to_build).map_err(|e| invalid(e.to_string()))?;
+        let layout = PatchLayout { segments: self.segments.clone(), segment_spans: self.spans.clone(), patch_bytes: self.out_len };
+        let m = patch_manifest(&self.tree, &layout, |i| self.new_hashes[i], blake3, from_build, to_build).map_err(|e| invalid(e.to_string()))?;
         m.encode().map_err(|e| invalid(e.to_string()))
     }
 

@@ -6,25 +6,44 @@ use std::io::Read;
 use crate::apply::{read_header_and_tree, read_segment_header, PatchInput};
 use crate::error::Result;
 use crate::manifest::{EntryKind, EntrySource, Manifest, ManifestEntry, ManifestError, ManifestKind, SegmentRef};
-use crate::patch_format::{FileSource, PatchTree, Segment, TreeEntryKind, PATCH_VERSION};
+use crate::patch_format::{EncodedTree, FileSource, ListedEntry, PatchTree, Segment, TreeEntryKind, PATCH_VERSION};
 
 #[derive(Debug, Clone)]
 pub struct PatchInfo {
     pub version: u16,
-    pub tree: PatchTree,
+    /// The tree as the patch states it; [`PatchInfo::resolve`] with the old
+    /// build's listing gives the whole new tree.
+    pub tree: EncodedTree,
+    /// Where the tree section starts in the patch.
+    pub tree_at: u64,
+    pub layout: PatchLayout,
+}
+
+/// Where the segments lie in a patch.
+#[derive(Debug, Clone, Default)]
+pub struct PatchLayout {
     pub segments: Vec<Segment>,
     /// Per segment: where it starts in the patch and how many bytes it takes.
     pub segment_spans: Vec<(u64, u64)>,
     pub patch_bytes: u64,
 }
 
+impl PatchInfo {
+    /// The whole tree, given the listing of the old build the patch was made from.
+    pub fn resolve(&self, old_listing: Vec<ListedEntry>) -> Result<PatchTree> {
+        self.tree.resolve(old_listing, self.tree_at)
+    }
+}
+
+/// Reads a patch through and checks its structure and checksum. Without the
+/// old build, window spans are not checked against the reference's size.
 pub fn inspect_patch<R: Read>(patch: R) -> Result<PatchInfo> {
     let mut input = PatchInput::new(patch);
-    let tree = read_header_and_tree(&mut input)?;
+    let (tree, tree_at) = read_header_and_tree(&mut input)?;
     let mut segments = Vec::new();
     let mut produced = 0;
     let mut scratch = (Vec::new(), Vec::new());
-    let reference_len = tree.reference_bytes();
+    let reference_len = u64::MAX;
     let mut segment_spans = Vec::new();
     loop {
         let start = input.offset();
@@ -47,7 +66,7 @@ pub fn inspect_patch<R: Read>(patch: R) -> Result<PatchInfo> {
         segment_spans.push((start, input.offset() - start));
     }
     let patch_bytes = input.finish()?;
-    Ok(PatchInfo { version: PATCH_VERSION, tree, segments, segment_spans, patch_bytes })
+    Ok(PatchInfo { version: PATCH_VERSION, tree, tree_at, layout: PatchLayout { segments, segment_spans, patch_bytes } })
 }
 
 /// The patch manifest of a tree patch: every entry of the new build with its
@@ -56,13 +75,13 @@ pub fn inspect_patch<R: Read>(patch: R) -> Result<PatchInfo> {
 /// The patch carries one digest for all files, not a hash per file:
 /// `file_hash(i)` gives the BLAKE3 of file entry `i` (from the new build or its
 /// signature), and together they must reproduce the patch's files digest.
-pub fn patch_manifest(info: &PatchInfo, file_hash: impl Fn(usize) -> [u8; 32], patch_blake3: [u8; 32], from_build: &str, to_build: &str) -> Result<Manifest, ManifestError> {
-    if info.tree.digest_of(&file_hash) != info.tree.files_digest {
+pub fn patch_manifest(tree: &PatchTree, layout: &PatchLayout, file_hash: impl Fn(usize) -> [u8; 32], patch_blake3: [u8; 32], from_build: &str, to_build: &str) -> Result<Manifest, ManifestError> {
+    if tree.digest_of(&file_hash) != tree.files_digest {
         return Err(ManifestError::Encode("the file hashes given are not those of the build this patch produces (files digest differs)".into()));
     }
-    let mut entries = Vec::with_capacity(info.tree.entries.len());
+    let mut entries = Vec::with_capacity(tree.entries.len());
     let mut delta_at = 0u64;
-    for (i, e) in info.tree.entries.iter().enumerate() {
+    for (i, e) in tree.entries.iter().enumerate() {
         let (kind, executable, size, blake3, symlink_target, source) = match &e.kind {
             TreeEntryKind::Directory => (EntryKind::Directory, false, 0, [0; 32], None, EntrySource::None),
             TreeEntryKind::Symlink { target } => (EntryKind::Symlink, false, 0, [0; 32], Some(target.clone()), EntrySource::None),
@@ -72,7 +91,7 @@ pub fn patch_manifest(info: &PatchInfo, file_hash: impl Fn(usize) -> [u8; 32], p
                         delta_at += size;
                         EntrySource::Delta { new_offset: delta_at - size }
                     }
-                    FileSource::Copy { old_index } => match &info.tree.old_files[*old_index].path {
+                    FileSource::Copy { old_index } => match &tree.old_files[*old_index].path {
                         p if *p == e.path => EntrySource::Unchanged,
                         p => EntrySource::CopyOf { old_path: p.clone() },
                     },
@@ -83,10 +102,10 @@ pub fn patch_manifest(info: &PatchInfo, file_hash: impl Fn(usize) -> [u8; 32], p
         entries.push(ManifestEntry { path: e.path.clone(), kind, executable, size, blake3, symlink_target, source });
     }
     let mut new_offset = 0;
-    let segments = info
+    let segments = layout
         .segments
         .iter()
-        .zip(&info.segment_spans)
+        .zip(&layout.segment_spans)
         .map(|(s, &(patch_offset, patch_len))| {
             new_offset += s.new_len();
             SegmentRef { patch_offset, patch_len, new_offset: new_offset - s.new_len(), new_len: s.new_len() }
@@ -96,7 +115,7 @@ pub fn patch_manifest(info: &PatchInfo, file_hash: impl Fn(usize) -> [u8; 32], p
         kind: ManifestKind::Patch,
         from_build: Some(from_build.to_string()),
         to_build: to_build.to_string(),
-        patch_size: info.patch_bytes,
+        patch_size: layout.patch_bytes,
         patch_blake3,
         segments,
         entries,

@@ -6,15 +6,17 @@ use std::collections::HashMap;
 use std::io;
 
 use crate::apply::{BuildSink, OldBuild};
+use crate::patch_format::ListedEntry;
 use crate::build::{Build, BuildEntry, EntryContent};
 
 pub struct MemoryOldBuild<'a> {
+    build: &'a Build,
     files: HashMap<&'a str, &'a [u8]>,
 }
 
 impl<'a> MemoryOldBuild<'a> {
     pub fn new(build: &'a Build) -> Self {
-        MemoryOldBuild { files: build.files().collect() }
+        MemoryOldBuild { build, files: build.files().collect() }
     }
 
     fn file(&self, path: &str) -> io::Result<&'a [u8]> {
@@ -32,6 +34,10 @@ impl OldBuild for MemoryOldBuild<'_> {
         let src = usize::try_from(offset).ok().and_then(|o| data.get(o..o.checked_add(buf.len())?));
         buf.copy_from_slice(src.ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end"))?);
         Ok(())
+    }
+
+    fn listing(&mut self) -> io::Result<Vec<ListedEntry>> {
+        Ok(crate::diff::build_listing(self.build))
     }
 }
 

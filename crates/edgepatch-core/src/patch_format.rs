@@ -41,6 +41,48 @@ const CODE_DELTA_EXECUTABLE: u8 = 3;
 const CODE_COPY: u8 = 4;
 const CODE_COPY_EXECUTABLE: u8 = 5;
 
+/// One entry of the old build as an applier lists it, without content: what a
+/// tree patch keeps from the old build without naming it (§2.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedEntry {
+    pub path: String,
+    pub kind: ListedKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListedKind {
+    File { executable: bool, size: u64 },
+    Symlink { target: String },
+    Directory,
+}
+
+/// BLAKE3 of a listing (sorted by path) in its canonical encoding (§2.1).
+pub fn listing_digest(listing: &[ListedEntry]) -> [u8; 32] {
+    let mut out = Vec::with_capacity(listing.len() * 48);
+    put_varint(&mut out, listing.len() as u64);
+    for e in listing {
+        put_str(&mut out, &e.path);
+        match &e.kind {
+            ListedKind::File { executable, size } => {
+                out.push(KIND_FILE);
+                out.push(*executable as u8);
+                put_varint(&mut out, *size);
+            }
+            ListedKind::Symlink { target } => {
+                out.push(KIND_SYMLINK);
+                put_str(&mut out, target);
+            }
+            ListedKind::Directory => out.push(KIND_DIRECTORY),
+        }
+    }
+    *blake3::hash(&out).as_bytes()
+}
+
+/// The listing of a single-file patch's old build: its one file, never executable.
+pub fn single_file_listing(size: u64) -> Vec<ListedEntry> {
+    vec![ListedEntry { path: String::new(), kind: ListedKind::File { executable: false, size } }]
+}
+
 /// An old file the patch reads: copied from, or part of the reference stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OldFile {
@@ -71,10 +113,14 @@ pub struct TreeEntry {
     pub kind: TreeEntryKind,
 }
 
-/// Everything the applier must know before the delta stream starts.
+/// The new build and where its content comes from: everything the applier
+/// must know before the delta stream starts (the patch's tree section,
+/// resolved against the old build's listing).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PatchTree {
     pub single_file: bool,
+    /// Every entry of the old build, sorted by path.
+    pub old_listing: Vec<ListedEntry>,
     pub old_files: Vec<OldFile>,
     pub entries: Vec<TreeEntry>,
     /// BLAKE3 of the new files' BLAKE3s in [`PatchTree::digest_order`] (§2.1):
@@ -83,16 +129,30 @@ pub struct PatchTree {
     pub files_digest: [u8; 32],
 }
 
+fn files_in_digest_order(entries: &[TreeEntry]) -> impl Iterator<Item = usize> + '_ {
+    let files = move |copies: bool| {
+        entries.iter().enumerate().filter_map(move |(i, e)| match &e.kind {
+            TreeEntryKind::File { source, .. } => (matches!(source, FileSource::Copy { .. }) == copies).then_some(i),
+            _ => None,
+        })
+    };
+    files(true).chain(files(false))
+}
+
+fn delta_bytes_of(entries: &[TreeEntry]) -> u64 {
+    entries
+        .iter()
+        .filter_map(|e| match &e.kind {
+            TreeEntryKind::File { size, source: FileSource::Delta, .. } => Some(*size),
+            _ => None,
+        })
+        .sum()
+}
+
 impl PatchTree {
     /// Total bytes the delta stream must produce.
     pub fn delta_bytes(&self) -> u64 {
-        self.entries
-            .iter()
-            .filter_map(|e| match &e.kind {
-                TreeEntryKind::File { size, source: FileSource::Delta, .. } => Some(*size),
-                _ => None,
-            })
-            .sum()
+        delta_bytes_of(&self.entries)
     }
 
     /// Total bytes of the old reference stream.
@@ -104,13 +164,7 @@ impl PatchTree {
     /// which is the order an applier completes them: the copied files in entry
     /// order, then the delta-stream files in entry order.
     pub fn digest_order(&self) -> impl Iterator<Item = usize> + '_ {
-        let files = |copies: bool| {
-            self.entries.iter().enumerate().filter_map(move |(i, e)| match &e.kind {
-                TreeEntryKind::File { source, .. } => (matches!(source, FileSource::Copy { .. }) == copies).then_some(i),
-                _ => None,
-            })
-        };
-        files(true).chain(files(false))
+        files_in_digest_order(&self.entries)
     }
 
     /// The files digest of this tree given each entry's BLAKE3 (`hash_of(i)`
@@ -123,19 +177,61 @@ impl PatchTree {
         *digest.finalize().as_bytes()
     }
 
-    /// The tree section, version 2 (§2.1): columns (paths, codes, targets,
-    /// sizes, copy sources, then the old table) so that zstd sees like next to
-    /// like, paths front-coded, and old paths that a new entry repeats given
-    /// by reference.
-    pub fn encode(&self) -> Vec<u8> {
+    /// Whether new entry `e` is old listing entry `o` kept as it is (same
+    /// path, kind, mode, target; a file copied from the same path).
+    fn keeps(&self, e: &TreeEntry, o: &ListedEntry) -> bool {
+        e.path == o.path
+            && match (&e.kind, &o.kind) {
+                (TreeEntryKind::Directory, ListedKind::Directory) => true,
+                (TreeEntryKind::Symlink { target }, ListedKind::Symlink { target: old }) => target == old,
+                (TreeEntryKind::File { executable, source: FileSource::Copy { old_index }, .. }, ListedKind::File { executable: old_x, .. }) => {
+                    executable == old_x && self.old_files[*old_index].path == o.path
+                }
+                _ => false,
+            }
+    }
+
+    /// The tree section, version 2 (§2.1): the old build's entries kept as
+    /// they are by runs over its listing; the others in columns (paths,
+    /// codes, targets, sizes, copy sources) so that zstd sees like next to
+    /// like, paths front-coded; the old table as positions in the listing.
+    pub fn encode(&self) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        put_varint(&mut out, self.entries.len() as u64);
-        let mut previous = "";
+        out.extend_from_slice(&listing_digest(&self.old_listing));
+        // Merge the sorted listing and entries: which old entries are kept.
+        let mut kept_old = vec![false; self.old_listing.len()];
+        let mut named = Vec::new();
+        let mut o = 0;
         for e in &self.entries {
+            while o < self.old_listing.len() && self.old_listing[o].path.as_bytes() < e.path.as_bytes() {
+                o += 1;
+            }
+            if o < self.old_listing.len() && self.keeps(e, &self.old_listing[o]) {
+                kept_old[o] = true;
+            } else {
+                named.push(e);
+            }
+        }
+        let mut runs = Vec::new();
+        let mut i = 0;
+        while i < kept_old.len() {
+            let keep = kept_old[i..].iter().take_while(|k| **k).count();
+            let drop = kept_old[i + keep..].iter().take_while(|k| !**k).count();
+            runs.push((keep, drop));
+            i += keep + drop;
+        }
+        put_varint(&mut out, runs.len() as u64);
+        for (keep, drop) in runs {
+            put_varint(&mut out, keep as u64);
+            put_varint(&mut out, drop as u64);
+        }
+        put_varint(&mut out, named.len() as u64);
+        let mut previous = "";
+        for e in &named {
             put_front_coded(&mut out, previous, &e.path);
             previous = &e.path;
         }
-        for e in &self.entries {
+        for e in &named {
             out.push(match &e.kind {
                 TreeEntryKind::Directory => CODE_DIRECTORY,
                 TreeEntryKind::Symlink { .. } => CODE_SYMLINK,
@@ -143,74 +239,104 @@ impl PatchTree {
                 TreeEntryKind::File { executable, source: FileSource::Copy { .. }, .. } => CODE_COPY + *executable as u8,
             });
         }
-        for e in &self.entries {
+        for e in &named {
             if let TreeEntryKind::Symlink { target } = &e.kind {
                 put_str(&mut out, target);
             }
         }
-        for e in &self.entries {
+        for e in &named {
             if let TreeEntryKind::File { size, source: FileSource::Delta, .. } = &e.kind {
                 put_varint(&mut out, *size);
             }
         }
-        for e in &self.entries {
+        for e in &named {
             if let TreeEntryKind::File { source: FileSource::Copy { old_index }, .. } = &e.kind {
                 put_varint(&mut out, *old_index as u64);
             }
         }
+        // Old files by their position among the listing's files (ascending).
+        let file_ordinal: std::collections::HashMap<&str, u64> = self
+            .old_listing
+            .iter()
+            .filter(|e| matches!(e.kind, ListedKind::File { .. }))
+            .enumerate()
+            .map(|(n, e)| (e.path.as_str(), n as u64))
+            .collect();
         put_varint(&mut out, self.old_files.len() as u64);
-        let (mut next_entry, mut previous_explicit) = (0usize, "");
+        let mut next = 0;
         for f in &self.old_files {
-            // Both lists are sorted by path, so a repeated path is found by walking forward.
-            let rest = &self.entries[next_entry.min(self.entries.len())..];
-            match rest.iter().position(|e| e.path.as_bytes() >= f.path.as_bytes()).filter(|&k| rest[k].path == f.path) {
-                Some(k) => {
-                    put_varint(&mut out, k as u64 + 1);
-                    next_entry += k + 1;
-                }
-                None => {
-                    put_varint(&mut out, 0);
-                    put_front_coded(&mut out, previous_explicit, &f.path);
-                    previous_explicit = &f.path;
-                }
+            let n = *file_ordinal.get(f.path.as_str()).ok_or_else(|| Error::Invalid(format!("old file {:?} is not in the old listing", f.path)))?;
+            if n < next {
+                return Err(Error::Invalid("old files are not in listing order".into()));
             }
-        }
-        for f in &self.old_files {
-            put_varint(&mut out, f.size);
+            put_varint(&mut out, n - next);
+            next = n + 1;
         }
         for f in &self.old_files {
             out.push(f.in_reference as u8);
         }
         out.extend_from_slice(&self.files_digest);
-        out
+        Ok(out)
+    }
+}
+
+/// A tree section as the patch states it, before the old build's listing
+/// resolves it into a [`PatchTree`] (what `inspect` can tell without the old build).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EncodedTree {
+    pub single_file: bool,
+    pub listing_digest: [u8; 32],
+    /// (keep, drop) runs over the old listing.
+    pub runs: Vec<(u64, u64)>,
+    /// The entries the patch names; a copy's size is 0 until resolved.
+    pub named: Vec<TreeEntry>,
+    /// Old files as (position among the listing's files, in_reference).
+    pub old_table: Vec<(u64, bool)>,
+    pub files_digest: [u8; 32],
+}
+
+impl EncodedTree {
+    /// Old entries kept without being named.
+    pub fn kept(&self) -> u64 {
+        self.runs.iter().map(|r| r.0).sum()
     }
 
-    /// Decodes and validates a tree section: paths, order, parents, symlink
-    /// targets, indexes, copy sizes and the single-file shape.
-    pub fn decode(bytes: &[u8], base: u64, single_file: bool) -> Result<PatchTree> {
+    pub fn delta_bytes(&self) -> u64 {
+        delta_bytes_of(&self.named)
+    }
+
+    /// Decodes a tree section and checks what it can without the old build:
+    /// counts, codes, paths, symlink targets, copy indexes.
+    pub fn decode(bytes: &[u8], base: u64, single_file: bool) -> Result<EncodedTree> {
         let mut r = SliceReader::new(bytes, base, Input::Patch);
-        // Every entry takes at least two bytes (path prefix and code): a count
-        // beyond that is caught before anything is allocated for it.
-        let count = r.varint_max(MAX_ENTRIES.min(bytes.len() as u64 / 2), "entry count")? as usize;
+        let listing_digest = r.array::<32>("old listing digest")?;
+        // Every count below is bounded by the bytes left (each item takes at
+        // least one byte), so no claimed count allocates more than the input.
+        let run_count = r.varint_max(MAX_ENTRIES.min(r.remaining() as u64 / 2), "run count")? as usize;
+        let mut runs = Vec::with_capacity(run_count);
+        for _ in 0..run_count {
+            let keep = r.varint_max(MAX_ENTRIES, "kept entries")?;
+            let drop = r.varint_max(MAX_ENTRIES, "dropped entries")?;
+            runs.push((keep, drop));
+        }
+        let count = r.varint_max(MAX_ENTRIES.min(r.remaining() as u64 / 2), "entry count")? as usize;
         let mut paths: Vec<String> = Vec::with_capacity(count);
-        let mut checker = TreeChecker::default();
         for _ in 0..count {
             let path = read_front_coded(&mut r, paths.last().map_or("", |p| p.as_str()), "entry path")?;
+            if !single_file {
+                validate_path(&path)?;
+            }
             paths.push(path);
         }
         let mut codes = Vec::with_capacity(count);
-        for path in &paths {
+        for _ in 0..count {
             let code = r.u8("entry code")?;
             if code > CODE_COPY_EXECUTABLE {
                 return Err(r.corrupt(format!("entry code {code} unknown")));
             }
-            if !single_file {
-                checker.check(path, code == CODE_DIRECTORY)?;
-            }
             codes.push(code);
         }
-        let mut entries = Vec::with_capacity(count);
-        let mut copies = Vec::new();
+        let mut named = Vec::with_capacity(count);
         for (path, &code) in paths.into_iter().zip(&codes) {
             let kind = match code {
                 CODE_DIRECTORY => TreeEntryKind::Directory,
@@ -221,79 +347,129 @@ impl PatchTree {
                 }
                 _ => TreeEntryKind::File { executable: code & 1 == 1, size: 0, source: FileSource::Delta },
             };
-            entries.push(TreeEntry { path, kind });
+            named.push(TreeEntry { path, kind });
         }
-        for (e, &code) in entries.iter_mut().zip(&codes) {
+        for (e, &code) in named.iter_mut().zip(&codes) {
             if let (TreeEntryKind::File { size, .. }, CODE_DELTA | CODE_DELTA_EXECUTABLE) = (&mut e.kind, code) {
                 *size = r.varint("file size")?;
             }
         }
+        let mut copies = Vec::new();
         for (i, &code) in codes.iter().enumerate() {
             if code >= CODE_COPY {
                 copies.push((i, r.offset(), r.varint("copy source")?));
             }
         }
-        let old_count = r.varint_max(MAX_ENTRIES.min(r.remaining() as u64 / 2), "old file count")? as usize;
-        let mut old_paths = Vec::with_capacity(old_count);
-        let (mut next_entry, mut previous_explicit) = (0usize, String::new());
+        let old_count = r.varint_max(MAX_ENTRIES.min(r.remaining() as u64), "old file count")? as usize;
+        let mut old_table = Vec::with_capacity(old_count);
+        let mut next = 0u64;
         for _ in 0..old_count {
-            let at = r.offset();
-            let path = match r.varint("old file path reference")? {
-                0 => {
-                    let path = read_front_coded(&mut r, &previous_explicit, "old file path")?;
-                    if !single_file {
-                        validate_path(&path)?;
-                    }
-                    previous_explicit.clone_from(&path);
-                    path
-                }
-                k => {
-                    let e = next_entry.checked_add(k as usize - 1).and_then(|i| entries.get(i).map(|e| (i, e)));
-                    let (i, e) = e.ok_or_else(|| Error::Corrupt { input: Input::Patch, offset: at, what: format!("old file path reference {k} is past the last entry") })?;
-                    next_entry = i + 1;
-                    e.path.clone()
-                }
-            };
-            old_paths.push(path);
+            let n = next.checked_add(r.varint_max(MAX_ENTRIES, "old file position")?).filter(|&n| n < MAX_ENTRIES);
+            let n = n.ok_or_else(|| r.corrupt("old file position beyond the limit"))?;
+            old_table.push((n, false));
+            next = n + 1;
         }
-        let mut old_files = Vec::with_capacity(old_count);
-        for path in old_paths {
-            let size = r.varint("old file size")?;
-            old_files.push(OldFile { path, size, in_reference: false });
-        }
-        for f in &mut old_files {
-            f.in_reference = match r.u8("old file flags")? {
+        for f in &mut old_table {
+            f.1 = match r.u8("old file flags")? {
                 0 => false,
                 1 => true,
                 flag => return Err(r.corrupt(format!("old file flags {flag} unknown"))),
             };
         }
         for (i, at, old_index) in copies {
-            let f = old_files.get(old_index as usize).ok_or_else(|| Error::Corrupt {
-                input: Input::Patch,
-                offset: at,
-                what: format!("copy source {old_index} is not an old file index"),
-            })?;
-            if let TreeEntryKind::File { size, source, .. } = &mut entries[i].kind {
-                (*size, *source) = (f.size, FileSource::Copy { old_index: old_index as usize });
+            if old_index >= old_count as u64 {
+                return Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("copy source {old_index} is not an old file index") });
+            }
+            if let TreeEntryKind::File { source, .. } = &mut named[i].kind {
+                *source = FileSource::Copy { old_index: old_index as usize };
             }
         }
         let files_digest = r.array::<32>("files digest")?;
         if !r.is_empty() {
             return Err(r.corrupt("bytes after the files digest"));
         }
-        if single_file {
+        Ok(EncodedTree { single_file, listing_digest, runs, named, old_table, files_digest })
+    }
+
+    /// The tree against the old build's listing (sorted by path), which must
+    /// be the one the patch was made from (its digest is checked).
+    pub fn resolve(&self, listing: Vec<ListedEntry>, tree_at: u64) -> Result<PatchTree> {
+        let corrupt = |what: String| Error::Corrupt { input: Input::Patch, offset: tree_at, what };
+        if listing_digest(&listing) != self.listing_digest {
+            return Err(Error::OldRead {
+                path: "(the old build)".into(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "not the build this patch was made from: its list of files, directories and links (paths, sizes, modes, link targets) differs",
+                ),
+            });
+        }
+        let files: Vec<usize> = listing.iter().enumerate().filter(|(_, e)| matches!(e.kind, ListedKind::File { .. })).map(|(i, _)| i).collect();
+        let mut old_files = Vec::with_capacity(self.old_table.len());
+        for &(n, in_reference) in &self.old_table {
+            let &i = files.get(n as usize).ok_or_else(|| corrupt(format!("old file {n} is beyond the old build's {} files", files.len())))?;
+            let ListedKind::File { size, .. } = listing[i].kind else { unreachable!("files only") };
+            old_files.push(OldFile { path: listing[i].path.clone(), size, in_reference });
+        }
+        let mut kept = Vec::new();
+        let mut at = 0usize;
+        for &(keep, drop) in &self.runs {
+            let end = at.checked_add(keep as usize).filter(|&e| e <= listing.len()).ok_or_else(|| corrupt("runs go beyond the old listing".into()))?;
+            kept.extend(at..end);
+            at = end.checked_add(drop as usize).filter(|&e| e <= listing.len()).ok_or_else(|| corrupt("runs go beyond the old listing".into()))?;
+        }
+        // A kept file copies the old file of the same path: its old-table
+        // record, or one added after the table (not part of the reference).
+        let mut entries = Vec::with_capacity(kept.len() + self.named.len());
+        let mut named = self.named.iter().peekable();
+        let mut kept = kept.into_iter().peekable();
+        loop {
+            let take_kept = match (kept.peek(), named.peek()) {
+                (Some(&k), Some(n)) => listing[k].path.as_bytes() < n.path.as_bytes(),
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            if take_kept {
+                let k = kept.next().expect("peeked");
+                let o = &listing[k];
+                let kind = match &o.kind {
+                    ListedKind::Directory => TreeEntryKind::Directory,
+                    ListedKind::Symlink { target } => TreeEntryKind::Symlink { target: target.clone() },
+                    ListedKind::File { executable, size } => {
+                        let ordinal = files.partition_point(|&i| i < k) as u64;
+                        let old_index = match self.old_table.binary_search_by_key(&ordinal, |f| f.0) {
+                            Ok(j) => j,
+                            Err(_) => {
+                                old_files.push(OldFile { path: o.path.clone(), size: *size, in_reference: false });
+                                old_files.len() - 1
+                            }
+                        };
+                        TreeEntryKind::File { executable: *executable, size: *size, source: FileSource::Copy { old_index } }
+                    }
+                };
+                entries.push(TreeEntry { path: o.path.clone(), kind });
+            } else {
+                let mut e = named.next().expect("peeked").clone();
+                if let TreeEntryKind::File { size, source: FileSource::Copy { old_index }, .. } = &mut e.kind {
+                    *size = old_files[*old_index].size;
+                }
+                entries.push(e);
+            }
+        }
+        if self.single_file {
             let ok_entries = matches!(entries.as_slice(), [TreeEntry { path, kind: TreeEntryKind::File { .. } }] if path.is_empty());
             let ok_old = old_files.len() <= 1 && old_files.iter().all(|f| f.path.is_empty());
             if !ok_entries || !ok_old {
-                return Err(Error::Corrupt {
-                    input: Input::Patch,
-                    offset: base,
-                    what: "single-file patch must hold exactly one file entry with an empty path".into(),
-                });
+                return Err(corrupt("single-file patch must hold exactly one file entry with an empty path".into()));
+            }
+        } else {
+            let mut checker = TreeChecker::default();
+            for e in &entries {
+                checker.check(&e.path, matches!(e.kind, TreeEntryKind::Directory))?;
             }
         }
-        Ok(PatchTree { single_file, old_files, entries, files_digest })
+        Ok(PatchTree { single_file: self.single_file, old_listing: listing, old_files, entries, files_digest: self.files_digest })
     }
 }
 

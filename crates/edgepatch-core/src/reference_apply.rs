@@ -12,7 +12,8 @@ use crate::patch_format::{decode_control, FileSource, Segment, TreeEntryKind};
 pub fn reference_apply(patch: &[u8], old: &Build) -> Result<Build> {
     let old_files: HashMap<&str, &[u8]> = old.files().collect();
     let mut input = PatchInput::new(patch);
-    let tree = read_header_and_tree(&mut input)?;
+    let (encoded, tree_at) = read_header_and_tree(&mut input)?;
+    let tree = encoded.resolve(crate::diff::build_listing(old), tree_at)?;
     let old_data = |path: &str| old_files.get(path).copied().ok_or_else(|| Error::Invalid(format!("old file {path:?} missing")));
 
     let mut reference = Vec::new();

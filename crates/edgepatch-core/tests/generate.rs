@@ -58,8 +58,8 @@ fn fixture_trees_and_installs_round_trip() {
     assert_eq!(view.patch_blake3(), *blake3::hash(&patch).as_bytes());
     let info = inspect_patch(patch.as_slice()).unwrap();
     let segments = view.segments().unwrap();
-    assert_eq!(segments.len(), info.segment_spans.len());
-    for (s, (offset, len)) in segments.iter().zip(&info.segment_spans) {
+    assert_eq!(segments.len(), info.layout.segment_spans.len());
+    for (s, (offset, len)) in segments.iter().zip(&info.layout.segment_spans) {
         assert_eq!((s.patch_offset, s.patch_len), (*offset, *len));
     }
     // Install from nothing.
@@ -95,13 +95,13 @@ fn multi_segment_patches_reach_back_and_resume() {
     let (patch, _) = generate(Some(&old), &new, 3);
     assert_eq!(apply(&patch, &old), new);
     let info = inspect_patch(patch.as_slice()).unwrap();
-    assert!(info.segments.len() >= 2);
-    assert!(info.segments.iter().skip(1).all(|s| matches!(s, Segment::Window(w) if w.back_len > 0)));
+    assert!(info.layout.segments.len() >= 2);
+    assert!(info.layout.segments.iter().skip(1).all(|s| matches!(s, Segment::Window(w) if w.back_len > 0)));
     assert!(patch.len() < 1_500_000, "c.bin repeats b.bin through the history: {} bytes", patch.len());
 
     // Resume after each segment: the history is rebuilt from what was written.
-    let head = &patch[..info.segment_spans[0].0 as usize];
-    for k in 1..info.segments.len() {
+    let head = &patch[..info.layout.segment_spans[0].0 as usize];
+    for k in 1..info.layout.segments.len() {
         let (mut oldb, mut sink) = (MemoryOldBuild::new(&old), MemorySink::default());
         let mut a = PatchApplier::new();
         let mut at = 0;

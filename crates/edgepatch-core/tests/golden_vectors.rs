@@ -31,11 +31,12 @@ fn golden_vectors_match_the_encoder() {
     let (patch, _) = diff_builds(&v1, &v2, &golden_options(), &|_, _| {}).unwrap();
     let signature = Signature::of_build(&v2, GOLDEN_BLOCK_SIZE).encode();
     let info = inspect_patch(patch.as_slice()).unwrap();
-    let hash_of = |i: usize| match &v2.entries.iter().find(|e| e.path == info.tree.entries[i].path).unwrap().content {
+    let tree = info.resolve(edgepatch_core::diff::build_listing(&v1)).unwrap();
+    let hash_of = |i: usize| match &v2.entries.iter().find(|e| e.path == tree.entries[i].path).unwrap().content {
         EntryContent::File { data, .. } => *blake3::hash(data).as_bytes(),
         _ => unreachable!("files only"),
     };
-    let manifest = patch_manifest(&info, hash_of, *blake3::hash(&patch).as_bytes(), "game-v1", "game-v2").unwrap().encode().unwrap();
+    let manifest = patch_manifest(&tree, &info.layout, hash_of, *blake3::hash(&patch).as_bytes(), "game-v1", "game-v2").unwrap().encode().unwrap();
     let dir = fixtures_dir().join("golden");
     let vectors = serde_json::json!({
         "comment": "Made by crates/edgepatch-core/tests/golden_vectors.rs from fixtures/game-v1.tar and game-v2.tar",

@@ -122,3 +122,28 @@ fn signatures_truncated_flipped_or_garbage() {
     }
     assert!(matches!(Signature::decode(b"EDGEPTCH\x01\x00"), Err(Error::BadMagic { .. })));
 }
+
+#[test]
+fn old_build_with_other_entries_is_refused_before_anything_is_written() {
+    let (old, patch) = golden_patch();
+    // The patch keeps unchanged entries by their place in the old build's
+    // listing: an extra, a missing or a resized entry must stop it up front.
+    let mut extra = old.entries.clone();
+    extra.push(edgepatch_core::BuildEntry { path: "zz-extra.txt".into(), content: edgepatch_core::EntryContent::File { executable: false, data: b"x".to_vec() } });
+    let missing: Vec<_> = old.entries.iter().filter(|e| e.path != "style.css").cloned().collect();
+    let mut exec = old.entries.clone();
+    for e in &mut exec {
+        if let edgepatch_core::EntryContent::File { executable, .. } = &mut e.content {
+            *executable = !*executable;
+            break;
+        }
+    }
+    for entries in [extra, missing, exec] {
+        let other = Build::from_entries(entries).unwrap();
+        let mut sink = MemorySink::default();
+        let err = apply_patch(&patch[..], &mut MemoryOldBuild::new(&other), &mut sink, &mut |_| {}).unwrap_err();
+        assert!(err.to_string().contains("not the build this patch was made from"), "{err}");
+        assert!(sink.into_build().entries.is_empty(), "something was written");
+        assert!(reference_apply(&patch, &other).is_err());
+    }
+}

@@ -70,7 +70,7 @@ fn pair() -> (Build, Build) {
 
 fn header_and_tree(patch: &[u8]) -> &[u8] {
     let info = inspect_patch(patch).unwrap();
-    &patch[..info.segment_spans[0].0 as usize]
+    &patch[..info.layout.segment_spans[0].0 as usize]
 }
 
 /// Pushes `patch` in 4 KiB chunks until `stop` says so or a push fails; returns the resume point then.
@@ -88,7 +88,7 @@ fn resume_at_every_segment_boundary_gives_the_same_build() {
     let (old, new) = pair();
     let (patch, _) = diff_builds(&old, &new, &DiffOptions { level: 3, threads: 2, ..DiffOptions::default() }, &|_, _| {}).unwrap();
     let info = inspect_patch(patch.as_slice()).unwrap();
-    let segments = info.segments.len() as u64;
+    let segments = info.layout.segments.len() as u64;
     assert!(segments >= 4, "{segments} segments");
     for k in 1..=segments {
         let mut sink = MemorySink::default();
@@ -96,7 +96,7 @@ fn resume_at_every_segment_boundary_gives_the_same_build() {
         let mut a = PatchApplier::new();
         let point = push_until(&mut a, &patch, 0, &mut oldb, &mut sink, |p| p.is_some_and(|p| p.segments_done == k)).unwrap();
         assert_eq!(point.segments_done, k);
-        assert_eq!(point.patch_offset, info.segment_spans[k as usize - 1].0 + info.segment_spans[k as usize - 1].1);
+        assert_eq!(point.patch_offset, info.layout.segment_spans[k as usize - 1].0 + info.layout.segment_spans[k as usize - 1].1);
         drop(a);
         let mut b = PatchApplier::resume(header_and_tree(&patch), point, &mut oldb, &mut sink).unwrap();
         assert_eq!(b.progress().new_bytes_written, point.new_offset + 4, "delta bytes plus the copied file");

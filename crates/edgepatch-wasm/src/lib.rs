@@ -15,6 +15,7 @@
 use std::io;
 
 use edgepatch_core::apply::{BuildSink, OldBuild, PatchApplier as CoreApplier};
+use edgepatch_core::patch_format::{ListedEntry, ListedKind};
 #[cfg(feature = "diff")]
 use edgepatch_core::{diff_builds, Build, DiffOptions};
 use js_sys::{Object, Reflect, Uint8Array};
@@ -36,6 +37,26 @@ export interface OldBuildSource {
    * 0, target.length, offset)` or `accessHandle.read(target, { at: offset })`).
    */
   readInto?(path: string, offset: number, target: Uint8Array): void | number;
+  /**
+   * Needed for tree patches: every entry of the old build (any order; the
+   * applier sorts). A patch keeps unchanged entries by their place in this
+   * list, so it must be exactly the old build (its digest is checked): a
+   * build's stored manifest entries give it (`{ path, kind, executable, size,
+   * symlinkTarget }` of `ManifestEntry` fits).
+   */
+  listing?(): ListedEntry[];
+}
+
+/** One entry of the old build, as `OldBuildSource.listing` returns it. */
+export interface ListedEntry {
+  path: string;
+  kind: "file" | "symlink" | "directory";
+  /** Files: the executable bit. */
+  executable?: boolean;
+  /** Files: the size in bytes. */
+  size?: number;
+  /** Symlinks: the target. */
+  symlinkTarget?: string;
 }
 
 /**
@@ -98,6 +119,8 @@ extern "C" {
     fn read_at(this: &OldBuildSource, path: &str, offset: f64, length: u32) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = readInto)]
     fn read_into(this: &OldBuildSource, path: &str, offset: f64, target: &Uint8Array) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = listing)]
+    fn listing(this: &OldBuildSource) -> Result<JsValue, JsValue>;
 
     #[wasm_bindgen(typescript_type = "BuildSink")]
     pub type JsBuildSink;
@@ -207,6 +230,31 @@ impl OldBuild for JsOld {
         }
         bytes.copy_to(buf);
         Ok(())
+    }
+
+    fn listing(&mut self) -> io::Result<Vec<ListedEntry>> {
+        if !has_method(&self.source, "listing") {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "the old build source has no method listing (a tree patch needs it)"));
+        }
+        let v = self.source.listing().map_err(js_io)?;
+        let array: js_sys::Array = v.dyn_into().map_err(|v| io::Error::other(format!("listing returned {v:?}, not an array")))?;
+        let field = |o: &JsValue, k: &str| Reflect::get(o, &JsValue::from_str(k)).unwrap_or(JsValue::UNDEFINED);
+        let mut out = Vec::with_capacity(array.length() as usize);
+        for (i, e) in array.iter().enumerate() {
+            let bad = |what: &str| io::Error::other(format!("listing entry {i}: {what}"));
+            let path = field(&e, "path").as_string().ok_or_else(|| bad("path is not a string"))?;
+            let kind = match field(&e, "kind").as_string().as_deref() {
+                Some("file") => {
+                    let size = field(&e, "size").as_f64().filter(|n| (0.0..=MAX_SAFE).contains(n) && n.fract() == 0.0);
+                    ListedKind::File { executable: field(&e, "executable").is_truthy(), size: size.ok_or_else(|| bad("size is not a byte count"))? as u64 }
+                }
+                Some("symlink") => ListedKind::Symlink { target: field(&e, "symlinkTarget").as_string().ok_or_else(|| bad("symlinkTarget is not a string"))? },
+                Some("directory") => ListedKind::Directory,
+                _ => return Err(bad("kind is not \"file\", \"symlink\" or \"directory\"")),
+            };
+            out.push(ListedEntry { path, kind });
+        }
+        Ok(out)
     }
 }
 

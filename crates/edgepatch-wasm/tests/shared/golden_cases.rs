@@ -2,7 +2,7 @@
 #[cfg(feature = "diff")]
 use edgepatch_wasm::diff_files;
 use edgepatch_wasm::PatchApplier;
-use js_sys::{Array, Function, Reflect, Uint8Array};
+use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use wasm_bindgen::{JsCast, JsError, JsValue};
 use wasm_bindgen_test::*;
 
@@ -60,23 +60,42 @@ fn js_fn(args: &str, body: &str) -> Function {
 }
 
 /// An `OldBuildSource` over files held in a JS Map (with `readInto` too if `read_into`).
+/// An `OldBuildSource` over plain (not executable) files only.
 fn old_source(files: &[(&str, &[u8])]) -> JsValue {
-    old_source_with(files, false)
+    let entries: Vec<(String, Entry)> = files.iter().map(|(p, d)| (p.to_string(), Entry::File { executable: false, data: d.to_vec() })).collect();
+    old_source_with(&entries, false)
 }
 
-fn old_source_with(files: &[(&str, &[u8])], read_into: bool) -> JsValue {
-    let (paths, datas) = (Array::new(), Array::new());
-    for (p, d) in files {
-        paths.push(&JsValue::from_str(p));
-        datas.push(&Uint8Array::from(*d));
+fn old_source_with(entries: &[(String, Entry)], read_into: bool) -> JsValue {
+    let (paths, datas, listing) = (Array::new(), Array::new(), Array::new());
+    for (p, e) in entries {
+        let item = Object::new();
+        Reflect::set(&item, &"path".into(), &JsValue::from_str(p)).unwrap();
+        let kind = match e {
+            Entry::Dir => "directory",
+            Entry::Link(target) => {
+                Reflect::set(&item, &"symlinkTarget".into(), &JsValue::from_str(target)).unwrap();
+                "symlink"
+            }
+            Entry::File { executable, data } => {
+                paths.push(&JsValue::from_str(p));
+                datas.push(&Uint8Array::from(data.as_slice()));
+                Reflect::set(&item, &"executable".into(), &JsValue::from_bool(*executable)).unwrap();
+                Reflect::set(&item, &"size".into(), &JsValue::from_f64(data.len() as f64)).unwrap();
+                "file"
+            }
+        };
+        Reflect::set(&item, &"kind".into(), &JsValue::from_str(kind)).unwrap();
+        listing.push(&item);
     }
     js_fn(
-        "paths, datas, readInto",
+        "paths, datas, readInto, listing",
         "const m = new Map(paths.map((p, i) => [p, datas[i]]));
          const get = (p) => { const f = m.get(p); if (!f) throw new Error('no old file ' + JSON.stringify(p)); return f; };
          const source = { reads: 0, intoReads: 0,
                   fileSize(p) { return get(p).length; },
-                  readAt(p, o, n) { this.reads++; return get(p).subarray(o, o + n); } };
+                  readAt(p, o, n) { this.reads++; return get(p).subarray(o, o + n); },
+                  listing() { return listing; } };
          if (readInto) source.readInto = function (p, o, target) {
            this.intoReads++;
            const f = get(p);
@@ -85,7 +104,7 @@ fn old_source_with(files: &[(&str, &[u8])], read_into: bool) -> JsValue {
          };
          return source;",
     )
-    .call3(&JsValue::NULL, &paths, &datas, &JsValue::from_bool(read_into))
+    .apply(&JsValue::NULL, &Array::of4(&paths, &datas, &JsValue::from_bool(read_into), &listing))
     .unwrap()
 }
 
@@ -164,15 +183,7 @@ fn v1_source() -> JsValue {
 }
 
 fn v1_source_with(read_into: bool) -> JsValue {
-    let v1 = read_tar(V1_TAR);
-    let files: Vec<(&str, &[u8])> = v1
-        .iter()
-        .filter_map(|(p, e)| match e {
-            Entry::File { data, .. } => Some((p.as_str(), data.as_slice())),
-            _ => None,
-        })
-        .collect();
-    old_source_with(&files, read_into)
+    old_source_with(&read_tar(V1_TAR), read_into)
 }
 
 #[wasm_bindgen_test]
@@ -197,7 +208,7 @@ fn read_into_is_used_when_the_source_has_it() {
     assert_eq!(num(&old, "reads"), 0, "readAt unused");
 
     // A readInto that says it read less than asked is an error naming the old file.
-    let short = js_fn("src", "return { fileSize: (p) => src.fileSize(p), readAt() { throw new Error('unused'); },
+    let short = js_fn("src", "return { fileSize: (p) => src.fileSize(p), listing: () => src.listing(), readAt() { throw new Error('unused'); },
                                       readInto(p, o, t) { src.readInto(p, o, t); return t.length - 1; } };")
         .call1(&JsValue::NULL, &v1_source_with(true))
         .unwrap();
@@ -239,7 +250,7 @@ fn corrupted_patch_is_an_error_with_a_clear_message() {
         let mut bad = GOLDEN_PATCH.to_vec();
         bad[at] ^= 0x55;
         let err = apply(&bad, 1000, &v1_source(), &collecting_sink(None)).map(|_| ()).expect_err("corrupt patch refused");
-        assert!(err.starts_with("patch corrupt at byte") || err.contains("BLAKE3"), "message: {err}");
+        assert!(err.starts_with("patch corrupt at byte") || err.contains("files digest"), "message: {err}");
     }
     let mut bad = GOLDEN_PATCH.to_vec();
     bad[0] = b'X';
@@ -275,13 +286,13 @@ fn wrong_old_build_and_throwing_callbacks_are_named() {
         })
         .collect();
     let err = apply(GOLDEN_PATCH, 1000, &old_source(&files), &collecting_sink(None)).map(|_| ()).unwrap_err();
-    assert!(err.starts_with("old build:") || err.contains("BLAKE3"), "{err}");
+    assert!(err.starts_with("old build:") && err.contains("not the build this patch was made from"), "{err}");
 
     let err = apply(GOLDEN_PATCH, 1000, &v1_source(), &collecting_sink(Some("game.wasm"))).map(|_| ()).unwrap_err();
     assert_eq!(err, "output: game.wasm: disk full writing game.wasm");
 
     let err = apply(GOLDEN_PATCH, 1000, &old_source(&[]), &collecting_sink(None)).map(|_| ()).unwrap_err();
-    assert!(err.starts_with("old build: ") && err.contains("no old file"), "{err}");
+    assert!(err.starts_with("old build: ") && err.contains("not the build this patch was made from"), "{err}");
 
     let not_bytes = js_fn("", "return { fileSize() { return 100000000; }, readAt() { return [1, 2, 3]; } };").call0(&JsValue::NULL).unwrap();
     let err = apply(GOLDEN_PATCH, 1000, &not_bytes, &collecting_sink(None)).map(|_| ()).unwrap_err();
