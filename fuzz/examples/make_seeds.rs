@@ -162,7 +162,7 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 /// has no delta stream.
 fn as_window_patch(patch: &[u8], old: &Build, new: &Build, segments: usize) -> Option<Vec<u8>> {
     let info = inspect_patch(patch).unwrap();
-    let tree = &info.tree;
+    let tree = &info.resolve(edgepatch_core::diff::build_listing(old)).unwrap();
     let data_of = |b: &Build, path: &str| -> Vec<u8> {
         b.entries
             .iter()
@@ -211,7 +211,7 @@ fn as_window_patch(patch: &[u8], old: &Build, new: &Build, segments: usize) -> O
     put_varint(&mut out, stream.len() as u64);
     let hash = blake3::hash(&out);
     out.extend_from_slice(hash.as_bytes());
-    let windows = inspect_patch(out.as_slice()).unwrap().segments.iter().filter(|s| matches!(s, Segment::Window(_))).count();
+    let windows = inspect_patch(out.as_slice()).unwrap().layout.segments.iter().filter(|s| matches!(s, Segment::Window(_))).count();
     assert_eq!(windows, parts.len());
     Some(out)
 }
@@ -238,7 +238,7 @@ fn main() {
             let (patch, _) = diff_builds(&old, &new, &opts, &|_, _| {}).expect("diff");
             check_applies(&patch, &old, &new);
             let info = inspect_patch(patch.as_slice()).unwrap();
-            window_segments += info.segments.iter().filter(|s| matches!(s, Segment::Window(_))).count();
+            window_segments += info.layout.segments.iter().filter(|s| matches!(s, Segment::Window(_))).count();
             write(&dir, &format!("{name}-{tag}.patch"), &patch);
             if tag == "l3" {
                 for n in [1, 3] {

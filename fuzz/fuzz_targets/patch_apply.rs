@@ -26,7 +26,7 @@ fn olds() -> &'static [Build; 2] {
 
 fn check(data: &[u8]) {
     let info = inspect_patch(data);
-    let declared_new: Option<u64> = info.as_ref().ok().map(|i| i.segments.iter().map(|s| s.new_len()).sum());
+    let declared_new: Option<u64> = info.as_ref().ok().map(|i| i.layout.segments.iter().map(|s| s.new_len()).sum());
 
     for old in olds() {
         let mut sink = MemSink::new(SINK_LIMIT);

@@ -112,6 +112,9 @@ impl OldBuild for MemOld<'_> {
         buf.copy_from_slice(&data[range]);
         Ok(())
     }
+    fn listing(&mut self) -> io::Result<Vec<edgepatch_core::patch_format::ListedEntry>> {
+        Ok(edgepatch_core::diff::build_listing(self.0))
+    }
 }
 
 /// Collects the new build in memory, in the order the applier produced it.
