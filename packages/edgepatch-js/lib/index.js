@@ -72,6 +72,8 @@ function applyFile(oldPath, patchPath, outPath, { chunkSize = CHUNK, onProgress 
         if (p !== '') throw singleFileOnly(`old file ${JSON.stringify(p)}`);
         readExactly(oldFd, offset, target.length, target);
       },
+      // Asked only by tree patches.
+      listing() { throw singleFileOnly('the old build'); },
     };
     const sink = {
       createDirectory(p) { throw singleFileOnly(`directory ${JSON.stringify(p)}`); },
