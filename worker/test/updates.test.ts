@@ -57,6 +57,15 @@ function apply(old: TarEntry[], patch: Uint8Array): Map<string, string> {
         return f.length;
       },
       readAt: (p: string, o: number, n: number) => files.get(p)!.slice(o, o + n),
+      // The old build's entries: a tree patch keeps unchanged ones by their place here.
+      listing: () =>
+        old.map((e) =>
+          e.type === "dir"
+            ? { path: e.path, kind: "directory" as const }
+            : e.type === "symlink"
+              ? { path: e.path, kind: "symlink" as const, symlinkTarget: e.target }
+              : { path: e.path, kind: "file" as const, executable: (((e as TarEntry & { type: "file" }).mode ?? 0o644) & 0o111) !== 0, size: content(e as TarEntry & { type: "file" }).length },
+        ),
     },
     {
       createDirectory: (p: string) => void out.set(p, "dir"),
