@@ -61,6 +61,14 @@ LARGE_PAIR_PARTS: list[tuple[str, str]] = [
 ]
 
 
+FEW_CHANGES_PAIR_NAME = "three-tree-10-changed"
+# A synthetic tree pair where little changes, as between two patch releases of a
+# game's asset tree: old = three-tree's new side, new = the same with 10 of its .js
+# files edited (a comment inserted mid-file). It measures what unchanged entries cost.
+FEW_CHANGES_BASE = "trees/three-tree/new"
+FEW_CHANGES_FILES = 10
+
+
 def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
@@ -121,6 +129,36 @@ def build_large_pair(corpus: Path, work: Path) -> Pair:
         recipe_file.write_text(recipe)
     old, new = pair_dir / "old", pair_dir / "new"
     return Pair(LARGE_PAIR_NAME, "file", old, new, old, new, False)
+
+
+def deterministic_tar(directory: Path, out: Path) -> None:
+    """The corpus's own tar recipe (../shared/corpus/fetch.sh dtar), so peers see what they see there."""
+    subprocess.run(["tar", "--sort=name", "--owner=0", "--group=0", "--numeric-owner", "--mtime=@0",
+                    "--format=gnu", "--exclude=.unpacked", "-C", str(directory), "-cf", str(out), "."], check=True)
+
+
+def build_few_changes_pair(corpus: Path, work: Path) -> Pair:
+    """WORK/derived/three-tree-10-changed/{old,new} and their tars (rebuilt when missing)."""
+    base = (corpus / FEW_CHANGES_BASE).resolve()
+    pair_dir = work / "derived" / FEW_CHANGES_PAIR_NAME
+    done = pair_dir / "DONE"
+    if not done.is_file() or done.read_text() != str(base) + "\n":
+        log(f"building {FEW_CHANGES_PAIR_NAME} in {pair_dir}")
+        remove(pair_dir)
+        pair_dir.mkdir(parents=True)
+        ignore = shutil.ignore_patterns(".unpacked")
+        shutil.copytree(base, pair_dir / "old", symlinks=True, ignore=ignore)
+        shutil.copytree(base, pair_dir / "new", symlinks=True, ignore=ignore)
+        scripts = sorted(p for p in (pair_dir / "new").rglob("*.js") if p.is_file() and not p.is_symlink())
+        step = max(1, len(scripts) // FEW_CHANGES_FILES)
+        for path in scripts[::step][:FEW_CHANGES_FILES]:
+            data = path.read_bytes()
+            path.write_bytes(data[:len(data) // 2] + b"/* edited */" + data[len(data) // 2:])
+        for side in ("old", "new"):
+            deterministic_tar(pair_dir / side, pair_dir / f"{side}.tar")
+        done.write_text(str(base) + "\n")
+    return Pair(FEW_CHANGES_PAIR_NAME, "tree", pair_dir / "old", pair_dir / "new",
+                pair_dir / "old.tar", pair_dir / "new.tar", False)
 
 
 # --------------------------------------------------------------------------- tools
@@ -609,7 +647,7 @@ def render_report(pairs: list[Pair], tools: list[DeltaTool], results: dict[str, 
             out.append(f"Size ratio over the {len(ratios)} corpus pairs: geometric mean "
                        f"**{geometric_mean(ratios):.3f}**, max **{max(ratios):.3f}**.")
         if len(all_ratios) > len(ratios):
-            out.append(f"Including the synthetic pair: geometric mean {geometric_mean(all_ratios):.3f}, "
+            out.append(f"Including the synthetic pairs: geometric mean {geometric_mean(all_ratios):.3f}, "
                        f"max {max(all_ratios):.3f}.")
         out += ["", "### Issue requirements", ""]
         rows = [[c.requirement, c.measured, {True: "PASS", False: "FAIL", None: "not measured"}[c.passed]]
@@ -704,9 +742,11 @@ def main(argv: list[str]) -> int:
     if any(t.name == "edgepatch" for t in tools) and not os.access(args.edgepatch, os.X_OK):
         raise SystemExit(f"edgepatch binary not found or not executable: {args.edgepatch}")
 
-    available = [p.name for p in corpus_pairs(corpus)] + ([] if args.no_large else [LARGE_PAIR_NAME])
+    available = [p.name for p in corpus_pairs(corpus)] + [FEW_CHANGES_PAIR_NAME] + ([] if args.no_large else [LARGE_PAIR_NAME])
     pair_names = select(args.pairs, available, "pairs")
     pairs = [p for p in corpus_pairs(corpus) if p.name in pair_names]
+    if FEW_CHANGES_PAIR_NAME in pair_names:
+        pairs.append(build_few_changes_pair(corpus, work))
     if LARGE_PAIR_NAME in pair_names:
         pairs.append(build_large_pair(corpus, work))
 

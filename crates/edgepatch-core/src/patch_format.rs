@@ -197,7 +197,12 @@ impl PatchTree {
     /// like, paths front-coded; the old table as positions in the listing.
     pub fn encode(&self) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        out.extend_from_slice(&listing_digest(&self.old_listing));
+        match (self.single_file, self.old_listing.as_slice()) {
+            // A single file's listing is its size: 2-5 bytes instead of a digest.
+            (true, [ListedEntry { kind: ListedKind::File { size, .. }, .. }]) => put_varint(&mut out, *size),
+            (true, _) => return Err(Error::Invalid("a single-file patch's old build is one file".into())),
+            (false, listing) => out.extend_from_slice(&listing_digest(listing)),
+        }
         // Merge the sorted listing and entries: which old entries are kept.
         let mut kept_old = vec![false; self.old_listing.len()];
         let mut named = Vec::new();
@@ -309,7 +314,11 @@ impl EncodedTree {
     /// counts, codes, paths, symlink targets, copy indexes.
     pub fn decode(bytes: &[u8], base: u64, single_file: bool) -> Result<EncodedTree> {
         let mut r = SliceReader::new(bytes, base, Input::Patch);
-        let listing_digest = r.array::<32>("old listing digest")?;
+        let listing_digest = if single_file {
+            listing_digest(&single_file_listing(r.varint("old file size")?))
+        } else {
+            r.array::<32>("old listing digest")?
+        };
         // Every count below is bounded by the bytes left (each item takes at
         // least one byte), so no claimed count allocates more than the input.
         let run_count = r.varint_max(MAX_ENTRIES.min(r.remaining() as u64 / 2), "run count")? as usize;
