@@ -526,6 +526,31 @@ impl DeltaStream {
         Ok(())
     }
 
+    /// When the output goes on with extra bytes: up to `max` of them, as a
+    /// range of `extra` (counted as produced and remembered, like `fill`).
+    fn extra_run(&mut self, max: usize) -> Result<Option<std::ops::Range<usize>>> {
+        while self.copy_left == 0 && self.extra_left == 0 && self.segment_left > 0 {
+            if self.op_index >= self.ops.len() {
+                return Err(self.corrupt("control stream ended before the segment's output".into()));
+            }
+            self.next_op()?;
+        }
+        // Short runs (between an ops segment's copies) are gathered into `buf`:
+        // one sink write per 256 KiB, not one per run.
+        if self.copy_left > 0 || self.extra_left < (64 << 10) {
+            return Ok(None);
+        }
+        let n = self.extra_left.min(max as u64) as usize;
+        let range = self.extra_pos..self.extra_pos + n;
+        self.extra_pos += n;
+        self.extra_left -= n as u64;
+        self.segment_left -= n as u64;
+        let extra = std::mem::take(&mut self.extra);
+        self.remember(&extra[range.clone()]);
+        self.extra = extra;
+        Ok(Some(range))
+    }
+
     /// A segment must be used up exactly before the next unit.
     fn check_segment_used_up(&self) -> Result<()> {
         if self.segment_left > 0 || self.op_index != self.ops.len() || self.diff_pos != self.diff.len() || self.extra_pos != self.extra.len() {
@@ -1081,15 +1106,30 @@ impl PatchApplier {
 
     fn drain_segment<O: OldBuild, S: BuildSink>(&mut self, delta: &mut DeltaStream, old: &mut O, sink: &mut S) -> Result<()> {
         let mut buf = std::mem::take(&mut self.buf);
+        let result = self.drain_into(delta, old, sink, &mut buf);
+        self.buf = buf;
+        result
+    }
+
+    fn drain_into<O: OldBuild, S: BuildSink>(&mut self, delta: &mut DeltaStream, old: &mut O, sink: &mut S, buf: &mut [u8]) -> Result<()> {
+        let as_corrupt = |delta: &DeltaStream, e| match e {
+            Error::Invalid(what) => delta.corrupt(what),
+            e => e,
+        };
         while delta.segment_left > 0 {
+            // Extra bytes (all of a window segment's output) go out from where
+            // they were decompressed, without a copy through `buf`.
+            if let Some(range) = delta.extra_run(CHUNK)? {
+                let extra = std::mem::take(&mut delta.extra);
+                let written = self.distribute(&extra[range], sink);
+                delta.extra = extra;
+                written.map_err(|e| as_corrupt(delta, e))?;
+                continue;
+            }
             let n = delta.segment_left.min(CHUNK as u64) as usize;
             delta.fill(&mut buf[..n], old, &self.tree)?;
-            self.distribute(&buf[..n], sink).map_err(|e| match e {
-                Error::Invalid(what) => delta.corrupt(what),
-                e => e,
-            })?;
+            self.distribute(&buf[..n], sink).map_err(|e| as_corrupt(delta, e))?;
         }
-        self.buf = buf;
         Ok(())
     }
 
