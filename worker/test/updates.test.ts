@@ -4,7 +4,8 @@ import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { blake3Hex, initWasm, ManifestReader, PatchApplier } from "../src/wasm";
 import { bytes, gameBuild, makeTar, type TarEntry } from "./tar";
-import type { UpdateDescriptor } from "../src/generate";
+import { planBuildReads, readBuildRanges, type StoredBuild, type UpdateDescriptor } from "../src/generate";
+import { R2RangeReader, type BuildRecord } from "../src/store";
 
 const BASE = "https://edgepatch.test";
 const auth = { Authorization: "Bearer test-token" };
@@ -224,5 +225,48 @@ describe("updates", () => {
     await Promise.all(Array.from({ length: 10 }, () => SELF.fetch(`${BASE}/v1/games/race/updates/v1/v2`).then((r) => r.text())));
     expect(await generations("race", "v1", "v2")).toBe(1);
     expect((await env.BUCKET.list({ prefix: "games/race/patches/" })).objects).toHaveLength(1);
+  });
+});
+
+describe("range reads", () => {
+  it("scatter R2 bodies, read through small reused buffers, into the concatenation of the ranges", async () => {
+    const tar = bytes(700_000, 31);
+    const tarKey = "test/ranges/build.tar";
+    await env.BUCKET.put(tarKey, tar);
+    // Three files; gaps of 500 and 448,500 bytes between them (one merged read, one not).
+    const index: Record<string, [number, number]> = { a: [1000, 100_000], b: [101_500, 50_000], c: [600_000, 40_000] };
+    const build: StoredBuild = { record: { build: "t" } as BuildRecord, tarKey, index, signature: new Uint8Array(0) };
+    const ranges = [
+      { path: "b", offset: 10, length: 30_000 },
+      { path: "a", offset: 0, length: 5000 },
+      { path: "a", offset: 4000, length: 20_000 }, // overlaps the one before
+      { path: "c", offset: 0, length: 0 },
+      { path: "c", offset: 39_990, length: 10 },
+      { path: "a", offset: 99_000, length: 1000 },
+      { path: "b", offset: 0, length: 50_000 },
+    ];
+    const expected = new Uint8Array(ranges.reduce((n, r) => n + r.length, 0));
+    let at = 0;
+    for (const r of ranges) {
+      const start = index[r.path][0] + r.offset;
+      expected.set(tar.subarray(start, start + r.length), at);
+      at += r.length;
+    }
+    const plan = planBuildReads(build, ranges);
+    expect(plan.total).toBe(expected.length);
+    expect(plan.groups).toHaveLength(2);
+    // 777-byte buffers: every read arrives in many chunks, most of them across span bounds.
+    const reader = new R2RangeReader(env.BUCKET, 2, 777);
+    const out = new Uint8Array(plan.total);
+    await readBuildRanges(reader, build, plan, () => out);
+    expect(reader.reads).toBe(2);
+    expect(out).toEqual(expected);
+    // Reused: reading again through the same reader gives the same bytes.
+    const again = new Uint8Array(plan.total);
+    await readBuildRanges(reader, build, plan, () => again);
+    expect(again).toEqual(expected);
+    // A range the object does not have is an error, not a short buffer.
+    await expect(reader.read(tarKey, 699_000, 2000, () => {})).rejects.toThrow();
+    expect(() => planBuildReads(build, [{ path: "a", offset: 99_999, length: 2 }])).toThrow(/bytes 99999\+2 of a/);
   });
 });
