@@ -722,6 +722,8 @@ impl PatchGenerator {
     /// `newBytesView()` then.
     #[wasm_bindgen(js_name = newBytesTarget)]
     pub fn new_bytes_target(&mut self, length: u32) -> Uint8Array {
+        // The last segment's output is written by now: free it before the next allocations.
+        self.out_buf = Vec::new();
         self.new_buf.clear();
         self.new_buf.resize(length as usize, 0);
         view_of(&mut self.new_buf)
@@ -733,14 +735,12 @@ impl PatchGenerator {
         view_of(&mut self.new_buf)
     }
 
-    /// As `newBytesTarget`, for the old bytes `planFilledSegment` asked for. The
-    /// buffer has room for the window the core appends to it, so encoding does
-    /// not copy it again.
+    /// As `newBytesTarget`, for the old bytes `planFilledSegment` asked for.
+    /// (Reserving room here for the window the core appends made the module's
+    /// memory 4 MiB larger on freedoom2-wad, not smaller: left to the core.)
     #[wasm_bindgen(js_name = oldBytesTarget)]
     pub fn old_bytes_target(&mut self, length: u32) -> Uint8Array {
-        let room = length as usize + edgepatch_core::patch_format::MAX_WINDOW_BACK as usize;
         self.old_buf.clear();
-        self.old_buf.reserve_exact(room);
         self.old_buf.resize(length as usize, 0);
         view_of(&mut self.old_buf)
     }
@@ -769,7 +769,8 @@ impl PatchGenerator {
     }
 
     /// A view of the last `encodeFilledSegment` output, valid as the views of
-    /// `newBytesTarget` are (take it again when detached).
+    /// `newBytesTarget` are (take it again when detached), and only until the
+    /// next `newBytesTarget`, which frees it.
     #[wasm_bindgen(js_name = segmentOutput)]
     pub fn segment_output(&mut self) -> Uint8Array {
         view_of(&mut self.out_buf)
