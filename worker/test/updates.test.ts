@@ -2,7 +2,7 @@
 // that the core's applier turns into the new build, single ranges, ETags and cache hits.
 import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { blake3Hex, initWasm, ManifestReader, PatchApplier } from "../src/wasm";
+import { blake3Hex, initWasm, ManifestReader, PatchApplier, PatchGenerator, Signer } from "../src/wasm";
 import { bytes, gameBuild, makeTar, type TarEntry } from "./tar";
 import { planBuildReads, readBuildRanges, type StoredBuild, type UpdateDescriptor } from "../src/generate";
 import { R2RangeReader, type BuildRecord } from "../src/store";
@@ -268,5 +268,54 @@ describe("range reads", () => {
     // A range the object does not have is an error, not a short buffer.
     await expect(reader.read(tarKey, 699_000, 2000, () => {})).rejects.toThrow();
     expect(() => planBuildReads(build, [{ path: "a", offset: 99_999, length: 2 }])).toThrow(/bytes 99999\+2 of a/);
+  });
+});
+
+describe("generator fed in place", () => {
+  it("gives the same patch as the copying API, segment by segment", () => {
+    initWasm();
+    const sign = (data: Uint8Array) => {
+      const s = new Signer();
+      s.beginFile("big.pak", false, data.length);
+      s.update(data);
+      s.finishFile();
+      return s.finish();
+    };
+    const a = bytes(9 << 20, 41);
+    const b = a.slice();
+    for (let i = 1000; i < b.length; i += 300_000) b.set(bytes(700, i), i);
+    const cat = (f: Uint8Array, ranges: { offset: number; length: number }[]) => {
+      const out = new Uint8Array(ranges.reduce((n, r) => n + r.length, 0));
+      let at = 0;
+      for (const r of ranges) {
+        out.set(f.subarray(r.offset, r.offset + r.length), at);
+        at += r.length;
+      }
+      return out;
+    };
+    const [sa, sb] = [sign(a), sign(b)];
+    const copying = new PatchGenerator(sa, sb, 3);
+    const inPlace = new PatchGenerator(sa, sb, 3);
+    try {
+      expect(inPlace.header()).toEqual(copying.header());
+      expect(copying.segmentCount).toBeGreaterThanOrEqual(3);
+      for (let i = 0; i < copying.segmentCount; i++) {
+        const fresh = cat(b, copying.newRanges(i));
+        const wanted = copying.planSegment(i, fresh);
+        const expected = copying.encodeSegment(i, fresh, cat(a, wanted));
+        inPlace.newBytesTarget(fresh.length).set(fresh);
+        const wantedInPlace = inPlace.planFilledSegment(i);
+        expect(wantedInPlace).toEqual(wanted);
+        const old = cat(a, wantedInPlace);
+        inPlace.oldBytesTarget(old.length).set(old);
+        expect(inPlace.encodeFilledSegment(i)).toBe(expected.length);
+        expect(inPlace.segmentOutput()).toEqual(expected);
+      }
+      expect(inPlace.finish()).toEqual(copying.finish());
+      expect(inPlace.manifest("v1", "v2")).toEqual(copying.manifest("v1", "v2"));
+    } finally {
+      copying.free();
+      inPlace.free();
+    }
   });
 });
