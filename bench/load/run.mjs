@@ -63,7 +63,7 @@ try {
       r2Reads: run.r2Reads,
       oldBytesRead: run.oldBytesRead,
       peakWasmMemoryMiB: run.peakWasmMemoryBytes / 2 ** 20,
-      peakJsBufferMiB: run.peakJsBufferBytes / 2 ** 20,
+      jsBufferMiB: run.jsBufferBytes / 2 ** 20,
       level: run.level,
       cliUpdateMs: tu,
       cliUpdateByteExact: same,
@@ -136,7 +136,7 @@ console.log(JSON.stringify(results, null, 2));
 if (typeof results.memory === "object") {
   const m = results.memory;
   console.log(`\nmemory: ${m.pair} (${(m.newBytes / 1e6).toFixed(1)} MB new): generation ${m.generationSeconds.toFixed(1)} s at level ${m.level}, ${m.segments} segments, ` +
-    `peak wasm memory ${m.peakWasmMemoryMiB.toFixed(1)} MiB + ${m.peakJsBufferMiB.toFixed(1)} MiB of JS buffers; patch ${m.patchPercent.toFixed(2)}% of new; CLI update byte-exact: ${m.cliUpdateByteExact}`);
+    `peak wasm memory ${m.peakWasmMemoryMiB.toFixed(1)} MiB + ${m.jsBufferMiB.toFixed(1)} MiB of JS buffers; patch ${m.patchPercent.toFixed(2)}% of new; CLI update byte-exact: ${m.cliUpdateByteExact}`);
 }
 const l = results.load;
 console.log(`load: ${CLIENTS} clients x ${ROUNDS} rounds over ${l.games} pairs: ` +

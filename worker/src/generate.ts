@@ -4,12 +4,13 @@
 // (DO storage and R2), so it runs once.
 //
 // The generation streams: the core's PatchGenerator asks for the new bytes of one segment
-// (<= 16 MiB) and the old ranges it wants (<= 8 MiB), each read from the stored tars by
-// R2 range reads; the patch leaves segment by segment into an R2 multipart upload. No
-// build is ever held whole.
+// (4 MiB) and the old ranges it wants (<= 8 MiB), each read from the stored tars by R2 range
+// reads straight into the generator's buffers in wasm memory; the patch leaves segment by
+// segment into an R2 multipart upload. No build is ever held whole, and nothing is allocated
+// per segment or per read on the JS side (garbage V8 would hold until it collects).
 import { DurableObject } from "cloudflare:workers";
 import * as wasm from "./wasm";
-import { keys, getJson, putJson, R2PartWriter, type BuildRecord, type TarIndex } from "./store";
+import { keys, getJson, putJson, R2PartWriter, R2RangeReader, PART_BYTES, type BuildRecord, type TarIndex } from "./store";
 import { manifestSigner } from "./signing";
 import type { Env } from "./env";
 
@@ -36,8 +37,11 @@ export interface GenerationStats {
   patchBytes: number;
   /** wasm linear memory after the generation (it only grows): the peak of the module. */
   peakWasmMemoryBytes: number;
-  /** Largest bytes of segment data held in JS at once (new + old bytes + one R2 part buffer). */
-  peakJsBufferBytes: number;
+  /**
+   * Bytes of the buffers the generation holds in JS: the R2 read buffers and one R2 part. The
+   * segment data itself is read into wasm memory (in `peakWasmMemoryBytes`).
+   */
+  jsBufferBytes: number;
   level: number;
 }
 
@@ -58,7 +62,7 @@ class GenerationError extends Error {
 }
 
 /** A stored build as the generator reads it: its tar, and where each file's data is in it. */
-interface StoredBuild {
+export interface StoredBuild {
   record: BuildRecord;
   tarKey: string;
   index: TarIndex;
@@ -93,12 +97,26 @@ function yieldToEventLoop(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 5));
 }
 
+/** Where one stored build's ranges are in its tar (`src`) and in their concatenation (`dst`). */
+interface Span {
+  src: number;
+  len: number;
+  dst: number;
+}
+
+/** The R2 range reads of a stored build's tar that fetch the concatenation of some of its ranges. */
+export interface BuildReads {
+  /** Bytes of the concatenation. */
+  total: number;
+  /** One R2 read each: tar bytes [start, end), and the spans it holds, sorted by `src`. */
+  groups: { start: number; end: number; spans: Span[] }[];
+}
+
 /**
- * The concatenation of `ranges` of a stored build, by R2 range reads of its tar: spans
- * are sorted, merged across small gaps (tar headers, neighbouring files), read a few at a
- * time and scattered into place.
+ * Plans the reads of the concatenation of `ranges` of a stored build: spans sorted, merged
+ * across small gaps (tar headers, neighbouring files) into reads of at most MAX_READ bytes.
  */
-export async function readBuildRanges(bucket: R2Bucket, build: StoredBuild, ranges: BuildRange[], counters: { reads: number }): Promise<Uint8Array> {
+export function planBuildReads(build: StoredBuild, ranges: BuildRange[]): BuildReads {
   let total = 0;
   const spans = ranges.map((r) => {
     const entry = build.index[r.path];
@@ -108,9 +126,8 @@ export async function readBuildRanges(bucket: R2Bucket, build: StoredBuild, rang
     total += r.length;
     return span;
   });
-  const out = new Uint8Array(total);
   const sorted = spans.filter((s) => s.len > 0).sort((a, b) => a.src - b.src);
-  const groups: { start: number; end: number; spans: typeof spans }[] = [];
+  const groups: BuildReads["groups"] = [];
   for (const s of sorted) {
     const g = groups[groups.length - 1];
     const end = s.src + s.len;
@@ -121,20 +138,47 @@ export async function readBuildRanges(bucket: R2Bucket, build: StoredBuild, rang
       groups.push({ start: s.src, end, spans: [s] });
     }
   }
+  return { total, groups };
+}
+
+/**
+ * Reads `plan` of a stored build into `target()`: a view of `plan.total` bytes, taken again
+ * for every chunk (it may be a view of wasm memory, which a memory growth detaches). The
+ * reads run a few at a time; each chunk is scattered into its spans as it arrives, so no
+ * read is ever held whole.
+ */
+export async function readBuildRanges(reader: R2RangeReader, build: StoredBuild, plan: BuildReads, target: () => Uint8Array): Promise<void> {
+  if (target().length !== plan.total) throw new GenerationError(500, `read target is ${target().length} bytes, the ranges ${plan.total}`);
   let next = 0;
-  const worker = async () => {
-    while (next < groups.length) {
-      const g = groups[next++];
-      const obj = await bucket.get(build.tarKey, { range: { offset: g.start, length: g.end - g.start } });
-      counters.reads++;
-      if (obj === null) throw new GenerationError(500, `${build.tarKey} disappeared`);
-      const bytes = new Uint8Array(await obj.arrayBuffer());
-      if (bytes.length !== g.end - g.start) throw new GenerationError(500, `${build.tarKey}: short read at ${g.start}`);
-      for (const s of g.spans) out.set(bytes.subarray(s.src - g.start, s.src - g.start + s.len), s.dst);
+  const lane = async () => {
+    while (next < plan.groups.length) {
+      const g = plan.groups[next++];
+      // Chunks arrive in order: spans before `first` have all their bytes.
+      let first = 0;
+      await reader.read(build.tarKey, g.start, g.end - g.start, (chunk, at) => {
+        const a = g.start + at;
+        const b = a + chunk.length;
+        const out = target();
+        while (first < g.spans.length && g.spans[first].src + g.spans[first].len <= a) first++;
+        for (let k = first; k < g.spans.length && g.spans[k].src < b; k++) {
+          const s = g.spans[k];
+          const from = Math.max(a, s.src);
+          const to = Math.min(b, s.src + s.len);
+          if (from < to) out.set(chunk.subarray(from - a, to - a), s.dst + (from - s.src));
+        }
+      });
     }
   };
-  await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY, groups.length) }, worker));
-  return out;
+  await Promise.all(Array.from({ length: Math.min(reader.lanes, plan.groups.length) }, lane));
+}
+
+/**
+ * A view of a buffer in the wasm module's memory: `take()` again once the view is detached
+ * (a memory growth detaches every view of the old memory; a detached view has length 0).
+ */
+function wasmView(take: () => Uint8Array): () => Uint8Array {
+  let view = take();
+  return () => (view.byteLength === 0 ? (view = take()) : view);
 }
 
 export function descriptorUrls(game: string, from: string, to: string, manifestBlake3: string, patchBlake3: string) {
@@ -185,26 +229,31 @@ export class PatchGeneration extends DurableObject<Env> {
     const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, level);
     const patchKey = keys.patch(game, from, to);
     const writer = new R2PartWriter(bucket, patchKey, { httpMetadata: { contentType: "application/octet-stream" } });
-    const counters = { reads: 0 };
+    // Segment data goes from R2 straight into the generator's own buffers in wasm memory,
+    // through the reader's few reused buffers: nothing is allocated per segment or per read.
+    const r2 = new R2RangeReader(bucket, READ_CONCURRENCY);
     let newBytesRead = 0;
     let oldBytesRead = 0;
-    let peakJs = 0;
     let manifest: Uint8Array;
     let segments = 0;
     try {
       await writer.write(gen.header());
       segments = gen.segmentCount;
       for (let i = 0; i < segments; i++) {
-        const newBytes = await readBuildRanges(bucket, newBuild, gen.newRanges(i), counters);
-        const wanted = gen.planSegment(i, newBytes);
+        const newReads = planBuildReads(newBuild, gen.newRanges(i));
+        gen.newBytesTarget(newReads.total);
+        await readBuildRanges(r2, newBuild, newReads, wasmView(() => gen.newBytesView()));
+        const wanted = gen.planFilledSegment(i);
         if (wanted.length > 0 && oldBuild === null) throw new GenerationError(500, "generator asked for old data of the empty build");
-        const oldBytes = oldBuild === null ? new Uint8Array(0) : await readBuildRanges(bucket, oldBuild, wanted, counters);
-        newBytesRead += newBytes.length;
-        oldBytesRead += oldBytes.length;
-        peakJs = Math.max(peakJs, newBytes.length + oldBytes.length);
+        const oldReads = oldBuild === null ? { total: 0, groups: [] } : planBuildReads(oldBuild, wanted);
+        gen.oldBytesTarget(oldReads.total);
+        if (oldBuild !== null) await readBuildRanges(r2, oldBuild, oldReads, wasmView(() => gen.oldBytesView()));
+        newBytesRead += newReads.total;
+        oldBytesRead += oldReads.total;
         // Seconds of synchronous wasm follow: let everything else run first.
         await yieldToEventLoop();
-        await writer.write(gen.encodeSegment(i, newBytes, oldBytes));
+        gen.encodeFilledSegment(i);
+        await writer.write(wasmView(() => gen.segmentOutput()));
       }
       await writer.write(gen.finish());
       manifest = gen.manifest(from, to);
@@ -240,10 +289,10 @@ export class PatchGeneration extends DurableObject<Env> {
       segments,
       newBytesRead,
       oldBytesRead,
-      r2Reads: counters.reads,
+      r2Reads: r2.reads,
       patchBytes: patchSize,
       peakWasmMemoryBytes: wasm.wasmMemoryBytes(),
-      peakJsBufferBytes: peakJs + (8 << 20),
+      jsBufferBytes: r2.bufferBytes + PART_BYTES,
       level,
     };
     await putJson(bucket, keys.descriptor(game, from, to), descriptor);

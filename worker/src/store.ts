@@ -62,11 +62,20 @@ export class R2PartWriter {
     return this.total;
   }
 
-  async write(bytes: Uint8Array): Promise<void> {
+  /**
+   * Appends `bytes`, or what `source()` returns: a view that may be invalidated while a part
+   * uploads (a view of wasm memory, detached when the memory grows), so it is taken again
+   * after every await.
+   */
+  async write(bytes: Uint8Array | (() => Uint8Array)): Promise<void> {
+    const source = typeof bytes === "function" ? bytes : () => bytes;
+    const length = source().length;
     let i = 0;
-    while (i < bytes.length) {
-      const n = Math.min(PART_BYTES - this.fill, bytes.length - i);
-      this.buffer.set(bytes.subarray(i, i + n), this.fill);
+    while (i < length) {
+      const src = source();
+      if (src.length !== length) throw new Error(`R2PartWriter: the bytes being written changed size (${length} -> ${src.length})`);
+      const n = Math.min(PART_BYTES - this.fill, length - i);
+      this.buffer.set(src.subarray(i, i + n), this.fill);
       this.fill += n;
       i += n;
       this.total += n;
@@ -98,6 +107,69 @@ export class R2PartWriter {
     this.done = true;
     this.buffer = new Uint8Array(0);
     if (this.upload) await this.upload.abort().catch(() => {});
+  }
+}
+
+/** Bytes of the buffer each concurrent R2 range read streams through. */
+export const READ_CHUNK_BYTES = 256 << 10;
+
+/**
+ * Reads ranges of R2 objects through buffers allocated once, one per concurrent read ("lane"):
+ * each body is read by a BYOB reader into its lane's buffer (the stream hands the buffer back
+ * with every chunk), and each chunk goes to the caller's `sink` before the next read. Unlike
+ * `arrayBuffer()`, which allocates a buffer the size of the body on every read (besides the
+ * stream's own chunks), this leaves nothing for V8 to collect: garbage that the isolate holds
+ * until a GC runs, and that may count against the Worker's memory limit meanwhile.
+ */
+export class R2RangeReader {
+  private readonly free: ArrayBuffer[] = [];
+  /** R2 range reads made. */
+  reads = 0;
+
+  constructor(
+    private readonly bucket: R2Bucket,
+    readonly lanes: number,
+    readonly chunkBytes = READ_CHUNK_BYTES,
+  ) {
+    for (let i = 0; i < lanes; i++) this.free.push(new ArrayBuffer(chunkBytes));
+  }
+
+  /** Bytes held in read buffers. */
+  get bufferBytes(): number {
+    return this.lanes * this.chunkBytes;
+  }
+
+  /**
+   * Bytes [offset, offset + length) of the object at `key`, passed to `sink` in order, chunk
+   * by chunk (`at`: the chunk's offset from `offset`). A chunk is a view of a reused buffer:
+   * valid only during the call. Throws unless exactly `length` bytes arrive.
+   */
+  async read(key: string, offset: number, length: number, sink: (chunk: Uint8Array, at: number) => void): Promise<void> {
+    let buffer: ArrayBuffer | undefined = this.free.pop();
+    if (buffer === undefined) throw new Error(`R2RangeReader: more than ${this.lanes} concurrent reads`);
+    try {
+      const obj = await this.bucket.get(key, { range: { offset, length } });
+      this.reads++;
+      if (obj === null) throw new Error(`${key} disappeared`);
+      const reader = obj.body.getReader({ mode: "byob" });
+      let at = 0;
+      for (;;) {
+        // Up to a whole buffer per turn; one byte more than the range to see its end.
+        const want = Math.max(1, Math.min(buffer.byteLength, length - at));
+        const { value, done }: ReadableStreamReadResult<Uint8Array> = await reader.readAtLeast(want, new Uint8Array(buffer, 0, want));
+        // The read took the buffer over (detached it) and hands it back as value's buffer.
+        buffer = value ? (value.buffer as ArrayBuffer) : new ArrayBuffer(this.chunkBytes);
+        if (value && value.length > 0) {
+          if (at + value.length > length) throw new Error(`${key}: range ${offset}+${length} returned more bytes`);
+          sink(value, at);
+          at += value.length;
+        }
+        if (done) break;
+      }
+      if (at !== length) throw new Error(`${key}: short read at ${offset + at} (${at} of ${length} bytes)`);
+    } finally {
+      this.free.push(buffer);
+    }
   }
 }
 

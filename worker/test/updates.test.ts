@@ -2,9 +2,10 @@
 // that the core's applier turns into the new build, single ranges, ETags and cache hits.
 import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { blake3Hex, initWasm, ManifestReader, PatchApplier } from "../src/wasm";
+import { blake3Hex, initWasm, ManifestReader, PatchApplier, PatchGenerator, Signer } from "../src/wasm";
 import { bytes, gameBuild, makeTar, type TarEntry } from "./tar";
-import type { UpdateDescriptor } from "../src/generate";
+import { planBuildReads, readBuildRanges, type StoredBuild, type UpdateDescriptor } from "../src/generate";
+import { R2RangeReader, type BuildRecord } from "../src/store";
 
 const BASE = "https://edgepatch.test";
 const auth = { Authorization: "Bearer test-token" };
@@ -233,5 +234,97 @@ describe("updates", () => {
     await Promise.all(Array.from({ length: 10 }, () => SELF.fetch(`${BASE}/v1/games/race/updates/v1/v2`).then((r) => r.text())));
     expect(await generations("race", "v1", "v2")).toBe(1);
     expect((await env.BUCKET.list({ prefix: "games/race/patches/" })).objects).toHaveLength(1);
+  });
+});
+
+describe("range reads", () => {
+  it("scatter R2 bodies, read through small reused buffers, into the concatenation of the ranges", async () => {
+    const tar = bytes(700_000, 31);
+    const tarKey = "test/ranges/build.tar";
+    await env.BUCKET.put(tarKey, tar);
+    // Three files; gaps of 500 and 448,500 bytes between them (one merged read, one not).
+    const index: Record<string, [number, number]> = { a: [1000, 100_000], b: [101_500, 50_000], c: [600_000, 40_000] };
+    const build: StoredBuild = { record: { build: "t" } as BuildRecord, tarKey, index, signature: new Uint8Array(0) };
+    const ranges = [
+      { path: "b", offset: 10, length: 30_000 },
+      { path: "a", offset: 0, length: 5000 },
+      { path: "a", offset: 4000, length: 20_000 }, // overlaps the one before
+      { path: "c", offset: 0, length: 0 },
+      { path: "c", offset: 39_990, length: 10 },
+      { path: "a", offset: 99_000, length: 1000 },
+      { path: "b", offset: 0, length: 50_000 },
+    ];
+    const expected = new Uint8Array(ranges.reduce((n, r) => n + r.length, 0));
+    let at = 0;
+    for (const r of ranges) {
+      const start = index[r.path][0] + r.offset;
+      expected.set(tar.subarray(start, start + r.length), at);
+      at += r.length;
+    }
+    const plan = planBuildReads(build, ranges);
+    expect(plan.total).toBe(expected.length);
+    expect(plan.groups).toHaveLength(2);
+    // 777-byte buffers: every read arrives in many chunks, most of them across span bounds.
+    const reader = new R2RangeReader(env.BUCKET, 2, 777);
+    const out = new Uint8Array(plan.total);
+    await readBuildRanges(reader, build, plan, () => out);
+    expect(reader.reads).toBe(2);
+    expect(out).toEqual(expected);
+    // Reused: reading again through the same reader gives the same bytes.
+    const again = new Uint8Array(plan.total);
+    await readBuildRanges(reader, build, plan, () => again);
+    expect(again).toEqual(expected);
+    // A range the object does not have is an error, not a short buffer.
+    await expect(reader.read(tarKey, 699_000, 2000, () => {})).rejects.toThrow();
+    expect(() => planBuildReads(build, [{ path: "a", offset: 99_999, length: 2 }])).toThrow(/bytes 99999\+2 of a/);
+  });
+});
+
+describe("generator fed in place", () => {
+  it("gives the same patch as the copying API, segment by segment", () => {
+    initWasm();
+    const sign = (data: Uint8Array) => {
+      const s = new Signer();
+      s.beginFile("big.pak", false, data.length);
+      s.update(data);
+      s.finishFile();
+      return s.finish();
+    };
+    const a = bytes(9 << 20, 41);
+    const b = a.slice();
+    for (let i = 1000; i < b.length; i += 300_000) b.set(bytes(700, i), i);
+    const cat = (f: Uint8Array, ranges: { offset: number; length: number }[]) => {
+      const out = new Uint8Array(ranges.reduce((n, r) => n + r.length, 0));
+      let at = 0;
+      for (const r of ranges) {
+        out.set(f.subarray(r.offset, r.offset + r.length), at);
+        at += r.length;
+      }
+      return out;
+    };
+    const [sa, sb] = [sign(a), sign(b)];
+    const copying = new PatchGenerator(sa, sb, 3);
+    const inPlace = new PatchGenerator(sa, sb, 3);
+    try {
+      expect(inPlace.header()).toEqual(copying.header());
+      expect(copying.segmentCount).toBeGreaterThanOrEqual(3);
+      for (let i = 0; i < copying.segmentCount; i++) {
+        const fresh = cat(b, copying.newRanges(i));
+        const wanted = copying.planSegment(i, fresh);
+        const expected = copying.encodeSegment(i, fresh, cat(a, wanted));
+        inPlace.newBytesTarget(fresh.length).set(fresh);
+        const wantedInPlace = inPlace.planFilledSegment(i);
+        expect(wantedInPlace).toEqual(wanted);
+        const old = cat(a, wantedInPlace);
+        inPlace.oldBytesTarget(old.length).set(old);
+        expect(inPlace.encodeFilledSegment(i)).toBe(expected.length);
+        expect(inPlace.segmentOutput()).toEqual(expected);
+      }
+      expect(inPlace.finish()).toEqual(copying.finish());
+      expect(inPlace.manifest("v1", "v2")).toEqual(copying.manifest("v1", "v2"));
+    } finally {
+      copying.free();
+      inPlace.free();
+    }
   });
 });

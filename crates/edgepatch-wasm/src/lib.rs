@@ -693,10 +693,32 @@ fn ranges_to_js(ranges: &[edgepatch_core::generate::ByteRange]) -> ByteRanges {
 /// write(gen.finish());
 /// const manifest = gen.manifest("v1", "v2");
 /// ```
+///
+/// Or without a JS buffer per segment: the segment's data is read straight into
+/// the module's own buffers (`newBytesTarget`, `oldBytesTarget`), then
+/// `planFilledSegment(i)`, `encodeFilledSegment(i)` and `segmentOutput()`.
 #[cfg(feature = "diff")]
 #[wasm_bindgen]
 pub struct PatchGenerator {
     inner: edgepatch_core::generate::PatchGenerator,
+    /// Segment data filled in place by the caller, kept across segments so that
+    /// reading a segment allocates nothing on the JS side.
+    new_buf: Vec<u8>,
+    old_buf: Vec<u8>,
+    /// The last `encodeFilledSegment` output.
+    out_buf: Vec<u8>,
+}
+
+/// A view of `buf` for JS to read or fill in place.
+///
+/// It aliases `buf` without a borrow (the methods that hand one out say so): it
+/// is valid until `buf` is resized or dropped or the memory grows. A growth
+/// detaches it (`byteLength` 0), so JS sees a stale view rather than writing
+/// through it; the generator resizes its buffers only in the methods that
+/// return a fresh view, or in `encodeFilledSegment`/`finish`.
+#[cfg(feature = "diff")]
+fn view_of(buf: &mut [u8]) -> Uint8Array {
+    unsafe { Uint8Array::view_mut_raw(buf.as_mut_ptr(), buf.len()) }
 }
 
 #[cfg(feature = "diff")]
@@ -709,7 +731,7 @@ impl PatchGenerator {
         let old = old_signature.map(|b| Signature::decode(&b)).transpose().map_err(|e| JsError::new(&format!("old signature: {e}")))?;
         let new = Signature::decode(new_signature).map_err(|e| JsError::new(&format!("new signature: {e}")))?;
         let inner = edgepatch_core::generate::PatchGenerator::new(old.as_ref(), &new, level.unwrap_or(19)).map_err(core_err)?;
-        Ok(PatchGenerator { inner })
+        Ok(PatchGenerator { inner, new_buf: Vec::new(), old_buf: Vec::new(), out_buf: Vec::new() })
     }
 
     #[wasm_bindgen(getter, js_name = segmentCount)]
@@ -740,8 +762,73 @@ impl PatchGenerator {
         self.inner.encode_segment(i.into(), new_bytes, old_bytes).map_err(core_err)
     }
 
+    /// Sizes the module's buffer for segment data read from the new build to
+    /// `length` bytes (the sum of `newRanges(i)`) and returns a view of it to fill
+    /// in place. The view stays valid until this generator resizes the buffer
+    /// or the module's memory grows (any call into the module may grow it,
+    /// which detaches the view: `byteLength` 0); take it again with
+    /// `newBytesView()` then.
+    #[wasm_bindgen(js_name = newBytesTarget)]
+    pub fn new_bytes_target(&mut self, length: u32) -> Uint8Array {
+        // The last segment's output is written by now: free it before the next allocations.
+        self.out_buf = Vec::new();
+        self.new_buf.clear();
+        self.new_buf.resize(length as usize, 0);
+        view_of(&mut self.new_buf)
+    }
+
+    /// The buffer `newBytesTarget` sized, again (valid as its view is).
+    #[wasm_bindgen(js_name = newBytesView)]
+    pub fn new_bytes_view(&mut self) -> Uint8Array {
+        view_of(&mut self.new_buf)
+    }
+
+    /// As `newBytesTarget`, for the old bytes `planFilledSegment` asked for.
+    /// (Reserving room here for the window the core appends made the module's
+    /// memory 4 MiB larger on freedoom2-wad, not smaller: left to the core.)
+    #[wasm_bindgen(js_name = oldBytesTarget)]
+    pub fn old_bytes_target(&mut self, length: u32) -> Uint8Array {
+        self.old_buf.clear();
+        self.old_buf.resize(length as usize, 0);
+        view_of(&mut self.old_buf)
+    }
+
+    /// The buffer `oldBytesTarget` sized, again (valid as its view is).
+    #[wasm_bindgen(js_name = oldBytesView)]
+    pub fn old_bytes_view(&mut self) -> Uint8Array {
+        view_of(&mut self.old_buf)
+    }
+
+    /// `planSegment(i, newBytes)` with the bytes filled in `newBytesTarget`.
+    #[wasm_bindgen(js_name = planFilledSegment)]
+    pub fn plan_filled_segment(&mut self, i: u32) -> Result<ByteRanges, JsError> {
+        Ok(ranges_to_js(&self.inner.plan_segment(i.into(), &self.new_buf).map_err(core_err)?))
+    }
+
+    /// `encodeSegment` with the bytes filled in `newBytesTarget` and
+    /// `oldBytesTarget` (the old buffer is used up). Returns the segment's patch
+    /// length; its bytes are `segmentOutput()`.
+    #[wasm_bindgen(js_name = encodeFilledSegment)]
+    pub fn encode_filled_segment(&mut self, i: u32) -> Result<u32, JsError> {
+        let old = std::mem::take(&mut self.old_buf);
+        self.out_buf = Vec::new();
+        self.out_buf = self.inner.encode_segment(i.into(), &self.new_buf, old).map_err(core_err)?;
+        Ok(self.out_buf.len() as u32)
+    }
+
+    /// A view of the last `encodeFilledSegment` output, valid as the views of
+    /// `newBytesTarget` are (take it again when detached), and only until the
+    /// next `newBytesTarget`, which frees it.
+    #[wasm_bindgen(js_name = segmentOutput)]
+    pub fn segment_output(&mut self) -> Uint8Array {
+        view_of(&mut self.out_buf)
+    }
+
     /// The last bytes of the patch (end marker and checksum).
     pub fn finish(&mut self) -> Result<Vec<u8>, JsError> {
+        self.new_buf = Vec::new();
+        self.old_buf = Vec::new();
+        self.out_buf = Vec::new();
         self.inner.finish().map_err(core_err)
     }
 
