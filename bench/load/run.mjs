@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Load and memory benchmark of the Worker under `wrangler dev` (loopback only, bounded):
-//   node bench/load/run.mjs [--clients N] [--rounds R] [--corpus DIR]
+//   node bench/load/run.mjs [--clients N] [--rounds R] [--games G] [--corpus DIR]
 // 1. memory: publishes the largest corpus pair (freedoom2-wad, 29 MB) with `edgepatch
 //    publish`, generates its patch in the Worker and reads the generation's wasm memory;
 // 2. load: N concurrent clients publish builds (fixtures v1/v2 as tar streams), then run
@@ -75,7 +75,8 @@ try {
 
   // --- 2. load: publish -------------------------------------------------------------------
   const tars = { v1: readFileSync(join(REPO, "fixtures/game-v1.tar")), v2: readFileSync(join(REPO, "fixtures/game-v2.tar")) };
-  const GAMES = Math.max(1, Math.ceil(CLIENTS / 10)); // ~10 clients race for each pair
+  // ~10 clients race for each pair by default; `--games 1`: all of them for one pair.
+  const GAMES = Math.min(CLIENTS, Math.max(1, Number(arg("games", Math.ceil(CLIENTS / 10)))));
   const publishLatency = [];
   await Promise.all(
     Array.from({ length: GAMES * 2 }, async (_, k) => {
