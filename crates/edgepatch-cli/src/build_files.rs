@@ -80,6 +80,17 @@ impl OldBuildFiles {
         OldBuildFiles { root, open: HashMap::new(), tick: 0, max_open: old_files_open_limit() }
     }
 
+    /// How many descriptors apply may hold at once: the old files it keeps
+    /// open, and a few for the patch, an output file and a copy under way.
+    pub fn descriptors_needed(&self) -> usize {
+        self.max_open + 64
+    }
+
+    /// The old build's path, resolved.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     fn file(&mut self, path: &str) -> io::Result<&File> {
         self.tick += 1;
         if !self.open.contains_key(path) {

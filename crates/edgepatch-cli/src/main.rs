@@ -4,6 +4,7 @@
 mod build_files;
 mod server_client;
 mod staged_output;
+mod unchanged_copies;
 
 use std::fs::File;
 use std::io::{self, BufReader};
@@ -195,6 +196,7 @@ fn run(cli: &Cli) -> Result<(), String> {
             let patch_len = patch_file.metadata().map(|m| m.len()).unwrap_or(0);
             let mut old_files = OldBuildFiles::new(old);
             let mut staged = StagedOutput::new(out).map_err(|e| e.to_string())?;
+            staged.copy_unchanged_from(old_files.root(), old_files.descriptors_needed());
             let bar = progress_bar(cli, patch_len, "apply");
             let summary = apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| {
                 bar.set_position(p.patch_bytes_read)

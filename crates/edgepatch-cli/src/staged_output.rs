@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use edgepatch_core::BuildSink;
 
+use crate::unchanged_copies::UnchangedCopies;
+
 /// Files up to this size are gathered whole; larger ones are written in
 /// pieces of this size as they arrive.
 const WRITE_BUFFER: usize = 256 << 10;
@@ -16,11 +18,12 @@ const WRITE_BUFFER: usize = 256 << 10;
 /// OUT, dropping it uncommitted removes it. OUT must not exist.
 ///
 /// A file whose whole content fits in the write buffer is opened only once it
-/// is complete, and written with one call. Creating small files on a second
-/// thread was tried and measured slower on the 2-core test machine, per file
-/// and in batches of 1 MiB alike (three-tree on tmpfs: 128 ms against 74 ms
-/// on one thread; the threads wait on each other in the kernel), so it is
-/// not done.
+/// is complete, and written with one call. Handing the delta files' output
+/// to a second thread was tried and measured slower on the 2-core test
+/// machine, per file and in batches of 1 MiB alike (three-tree on tmpfs:
+/// 128 ms against 74 ms on one thread; the threads wait on each other), so
+/// it is not done. Unchanged files are copied on a second thread instead
+/// (`copy_unchanged_from`): those copies need nothing from the first.
 pub struct StagedOutput {
     staging: PathBuf,
     out: PathBuf,
@@ -31,10 +34,12 @@ pub struct StagedOutput {
     /// One write buffer for all files (a buffer per file would cost an
     /// allocation and its page faults for every small file of a tree).
     buffer: Vec<u8>,
+    /// The old build's root and the thread copying its unchanged files.
+    copies: Option<(PathBuf, UnchangedCopies)>,
     committed: bool,
 }
 
-fn create_new_file(path: &Path, mode: u32) -> io::Result<File> {
+pub(crate) fn create_new_file(path: &Path, mode: u32) -> io::Result<File> {
     // create_new: never follows or replaces anything already there.
     let f = OpenOptions::new().write(true).create_new(true).mode(mode).open(path)?;
     // The umask must not change what the patch says; skip the call when it would not.
@@ -81,8 +86,16 @@ impl StagedOutput {
             single_file: None,
             current: None,
             buffer: Vec::with_capacity(WRITE_BUFFER),
+            copies: None,
             committed: false,
         })
+    }
+
+    /// Takes the copies of unchanged files from the old build at `old_root`
+    /// (see `BuildSink::copy_old_file`) and makes them on a second thread.
+    /// `descriptors`: how many files the process may hold open at once.
+    pub fn copy_unchanged_from(&mut self, old_root: &Path, descriptors: usize) {
+        self.copies = Some((old_root.to_path_buf(), UnchangedCopies::new(descriptors)));
     }
 
     fn target(&mut self, path: &str) -> io::Result<PathBuf> {
@@ -98,6 +111,9 @@ impl StagedOutput {
     }
 
     pub fn commit(mut self) -> io::Result<()> {
+        // The applier waited for the copies before it checked the files
+        // digest; dropping the thread's handle here only joins it.
+        self.copies = None;
         if self.single_file.is_none() {
             // A build with no entries at all is an empty directory.
             fs::create_dir(&self.staging)?;
@@ -136,6 +152,8 @@ impl Drop for StagedOutput {
     fn drop(&mut self) {
         if !self.committed {
             self.current = None;
+            // Waits for the copy under way before the staging area goes.
+            self.copies = None;
             let _ = fs::remove_dir_all(&self.staging).or_else(|_| fs::remove_file(&self.staging));
         }
     }
@@ -153,6 +171,10 @@ impl BuildSink for StagedOutput {
     }
 
     fn begin_file(&mut self, path: &str, executable: bool, _size: u64) -> io::Result<()> {
+        if let Some((_, copies)) = &mut self.copies {
+            // The delta files begin: every copy has been offered.
+            copies.send()?;
+        }
         let p = self.target(path)?;
         self.current = Some((p, if executable { 0o755 } else { 0o644 }, None));
         self.buffer.clear();
@@ -174,6 +196,24 @@ impl BuildSink for StagedOutput {
         }
         self.buffer.extend_from_slice(data);
         Ok(())
+    }
+
+    fn copy_old_file(&mut self, from: &str, path: &str, executable: bool, size: u64) -> io::Result<bool> {
+        if self.copies.is_none() {
+            return Ok(false);
+        }
+        let to = self.target(path)?;
+        let (old_root, copies) = self.copies.as_mut().expect("checked above");
+        let from = if from.is_empty() { old_root.clone() } else { old_root.join(from) };
+        copies.push(from, to, if executable { 0o755 } else { 0o644 }, size)?;
+        Ok(true)
+    }
+
+    fn finish_copies(&mut self) -> io::Result<Vec<[u8; 32]>> {
+        match &mut self.copies {
+            Some((_, copies)) => copies.finish(),
+            None => Ok(Vec::new()),
+        }
     }
 
     fn finish_file(&mut self) -> io::Result<()> {

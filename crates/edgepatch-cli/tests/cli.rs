@@ -191,3 +191,56 @@ fn refuses_existing_output_and_bad_arguments() {
     let res = edgepatch(&[&"apply", &tmp.path().join("missing"), &patch, &tmp.path().join("z")]);
     assert!(!res.status.success() && !tmp.path().join("z").exists());
 }
+
+/// A tree of `n` small files in a few directories, the content of each a function of `seed`.
+fn many_files(root: &Path, n: usize, edited: &[usize]) {
+    for i in 0..n {
+        let dir = root.join(format!("d{}", i % 7));
+        fs::create_dir_all(&dir).unwrap();
+        let mut text = format!("file {i}\n").repeat(20 + i % 50);
+        if edited.contains(&i) {
+            text.insert_str(text.len() / 2, "edited\n");
+        }
+        fs::write(dir.join(format!("f{i:04}.txt")), text).unwrap();
+        if i % 97 == 0 {
+            fs::set_permissions(dir.join(format!("f{i:04}.txt")), fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+}
+
+#[test]
+fn unchanged_files_are_copied_on_a_second_thread_and_checked() {
+    // 600 files, 3 edited: the unchanged ones go to the copying thread in several batches.
+    let tmp = tempfile::tempdir().unwrap();
+    let (v1, v2) = (tmp.path().join("v1"), tmp.path().join("v2"));
+    many_files(&v1, 600, &[]);
+    many_files(&v2, 600, &[5, 300, 599]);
+    let patch = tmp.path().join("p.patch");
+    let summary: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"diff", &v1, &v2, &patch]))).unwrap();
+    assert_eq!((summary["unchanged"].as_u64(), summary["delta_files"].as_u64()), (Some(597), Some(3)), "{summary}");
+    let out = tmp.path().join("out");
+    ok(edgepatch(&[&"apply", &v1, &patch, &out]));
+    assert_eq!(snapshot(&out), snapshot(&v2));
+
+    // An unchanged file damaged in place (same size, so the listing still
+    // matches) late in the copies: the files digest refuses the build, and
+    // nothing is left behind.
+    let damaged = v1.join("d3").join("f0451.txt");
+    let mut bytes = fs::read(&damaged).unwrap();
+    bytes[3] ^= 1;
+    fs::write(&damaged, bytes).unwrap();
+    let before = snapshot(&v1);
+    let out = tmp.path().join("out-damaged");
+    let res = edgepatch(&[&"apply", &v1, &patch, &out]);
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(!res.status.success() && err.contains("files digest") && err.lines().count() == 1, "{err}");
+    assert!(!out.exists() && leftovers(tmp.path()).is_empty(), "left behind: {:?}", leftovers(tmp.path()));
+    assert_eq!(snapshot(&v1), before, "OLD was modified");
+
+    // An unchanged file removed after the listing was taken cannot be
+    // simulated from outside; one missing from the start is refused as
+    // another build before anything is written.
+    fs::remove_file(&damaged).unwrap();
+    let res = edgepatch(&[&"apply", &v1, &patch, &out]);
+    assert!(!res.status.success() && !out.exists() && leftovers(tmp.path()).is_empty());
+}

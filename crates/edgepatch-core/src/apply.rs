@@ -67,6 +67,24 @@ pub trait BuildSink {
         let _ = (path, offset, buf);
         Err(io::Error::new(io::ErrorKind::Unsupported, "this output cannot resume an interrupted apply"))
     }
+
+    /// Offers to copy the old build's file `from`, unchanged, to the new file
+    /// `path` (of `size` bytes) on the sink's own, e.g. on another thread while
+    /// the applier decodes the delta files. `Ok(false)` (the default) leaves
+    /// the copy to the applier, through `read_at` and `write_file`. A sink
+    /// that takes it must read exactly `size` bytes and write them, and report
+    /// their BLAKE3 through `finish_copies`; the files digest checks it.
+    fn copy_old_file(&mut self, from: &str, path: &str, executable: bool, size: u64) -> io::Result<bool> {
+        let _ = (from, path, executable, size);
+        Ok(false)
+    }
+
+    /// Once every copy was offered: waits for the copies the sink took and
+    /// returns the BLAKE3 of each, in the order they were offered. Called
+    /// before the files digest is checked, so before the last file is finished.
+    fn finish_copies(&mut self) -> io::Result<Vec<[u8; 32]>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Where an interrupted apply can continue: after `segments_done` segments,
@@ -772,6 +790,10 @@ pub struct PatchApplier {
     /// BLAKE3 over the files' BLAKE3s as they complete (`PatchTree::digest_order`),
     /// until it is checked (then None).
     digest: Option<blake3::Hasher>,
+    /// Once the sink took a copy (`BuildSink::copy_old_file`), whose BLAKE3
+    /// arrives only at the end: every file's BLAKE3 in digest order, None for
+    /// those the sink copies, until the digest is checked.
+    held_hashes: Option<Vec<Option<[u8; 32]>>>,
     progress: ApplyProgress,
     summary: ApplySummary,
     /// Started by `resume`: the patch checksum cannot be checked.
@@ -804,6 +826,7 @@ impl PatchApplier {
             files: DeltaFiles { entries: Vec::new(), next: 0, open: None },
             buf: Vec::new(),
             digest: Some(blake3::Hasher::new()),
+            held_hashes: None,
             progress: ApplyProgress::default(),
             summary: ApplySummary::default(),
             resumed: false,
@@ -1010,7 +1033,7 @@ impl PatchApplier {
                         return Err(Error::Corrupt { input: Input::Patch, offset: at, what: "delta stream ended before all files were produced".into() });
                     }
                     if self.digest.is_some() {
-                        self.check_digest()?;
+                        self.check_digest(sink)?;
                     }
                     self.expect = Expect::Checksum;
                 }
@@ -1063,8 +1086,16 @@ impl PatchApplier {
                     continue;
                 }
                 TreeEntryKind::File { executable, size, source: FileSource::Copy { old_index } } => {
-                    sink.begin_file(path, *executable, *size).map_err(|e| out_err(path, e))?;
                     let from = &tree.old_files[*old_index].path;
+                    if sink.copy_old_file(from, path, *executable, *size).map_err(Error::Copy)? {
+                        self.held_hashes.get_or_insert_with(Vec::new).push(None);
+                        self.summary.files += 1;
+                        self.summary.bytes_written += size;
+                        self.progress.new_bytes_written += size;
+                        self.progress.entries_done += 1;
+                        continue;
+                    }
+                    sink.begin_file(path, *executable, *size).map_err(|e| out_err(path, e))?;
                     let mut hasher = blake3::Hasher::new();
                     let mut done = 0;
                     while done < *size {
@@ -1074,7 +1105,13 @@ impl PatchApplier {
                         sink.write_file(chunk).map_err(|e| out_err(path, e))?;
                         done += chunk.len() as u64;
                     }
-                    self.digest.as_mut().expect("files digest not yet checked").update(hasher.finalize().as_bytes());
+                    let hash = hasher.finalize();
+                    match &mut self.held_hashes {
+                        Some(held) => held.push(Some(*hash.as_bytes())),
+                        None => {
+                            self.digest.as_mut().expect("files digest not yet checked").update(hash.as_bytes());
+                        }
+                    }
                     sink.finish_file().map_err(|e| out_err(path, e))?;
                     self.summary.files += 1;
                     self.summary.bytes_written += size;
@@ -1085,19 +1122,38 @@ impl PatchApplier {
         }
         self.delta = Some(DeltaStream::new(tree));
         if self.files.entries.is_empty() {
-            self.check_digest()?;
+            self.check_digest(sink)?;
         }
         // Empty delta files need no segment.
         self.distribute(&[], sink)
     }
 
     fn file_hashed(&mut self, hasher: blake3::Hasher) {
-        self.digest.as_mut().expect("files digest not yet checked").update(hasher.finalize().as_bytes());
+        let hash = hasher.finalize();
+        match &mut self.held_hashes {
+            Some(held) => held.push(Some(*hash.as_bytes())),
+            None => {
+                self.digest.as_mut().expect("files digest not yet checked").update(hash.as_bytes());
+            }
+        }
     }
 
-    /// Once every file is hashed: the files digest must match.
-    fn check_digest(&mut self) -> Result<()> {
-        let actual = self.digest.take().expect("files digest checked once").finalize();
+    /// Once every file is hashed: the files digest must match. Waits for the
+    /// copies the sink took, if any.
+    fn check_digest<S: BuildSink>(&mut self, sink: &mut S) -> Result<()> {
+        let mut digest = self.digest.take().expect("files digest checked once");
+        if let Some(held) = self.held_hashes.take() {
+            let copied = sink.finish_copies().map_err(Error::Copy)?;
+            let taken = held.iter().filter(|h| h.is_none()).count();
+            if copied.len() != taken {
+                return Err(Error::Copy(io::Error::other(format!("the output copied {} files, {taken} were handed to it", copied.len()))));
+            }
+            let mut copied = copied.iter();
+            for hash in &held {
+                digest.update(hash.as_ref().or_else(|| copied.next()).expect("counted above"));
+            }
+        }
+        let actual = digest.finalize();
         if actual.as_bytes() != &self.tree.files_digest {
             return Err(Error::FilesDigestMismatch { expected: hex(&self.tree.files_digest), actual: actual.to_hex().to_string() });
         }
@@ -1161,7 +1217,7 @@ impl PatchApplier {
                 self.file_hashed(hasher);
                 // The last file is finished only after the digest of all of them matched.
                 if self.files.next == self.files.entries.len() {
-                    self.check_digest()?;
+                    self.check_digest(sink)?;
                 }
                 let TreeEntryKind::File { size, .. } = &self.tree.entries[i].kind else { unreachable!() };
                 let path = self.tree.entries[i].path.as_str();

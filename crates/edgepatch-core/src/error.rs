@@ -41,6 +41,8 @@ pub enum Error {
     FilesDigestMismatch { expected: String, actual: String },
     #[error("old build: {path}: {source}")]
     OldRead { path: String, source: io::Error },
+    #[error("copying unchanged files: {0}")]
+    Copy(io::Error),
     #[error("output: {path}: {source}")]
     Output { path: String, source: io::Error },
     #[error("reading {input}: {source}")]
