@@ -32,7 +32,13 @@ apt_updated=
 apt_install() {
   [ -n "$apt_updated" ] || { apt-get update -qq; apt_updated=1; }
   log "apt-get install $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  # One retry after finishing any half-configured packages: a fresh machine's
+  # first chromium install once failed in dpkg and succeeded when run again.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null || {
+    log "apt-get install failed; dpkg --configure -a and one retry"
+    DEBIAN_FRONTEND=noninteractive dpkg --configure -a || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -f "$@" >/dev/null
+  }
 }
 
 # zstd-sys compiles libzstd for wasm32 with clang (gcc has no wasm32 backend).
