@@ -375,6 +375,7 @@ struct DeltaStream {
     /// Prefetched reference spans of the current ops segment: (start, end, offset in `prefetch`).
     prefetched: Vec<(u64, u64, usize)>,
     /// The last MAX_WINDOW_BACK delta bytes produced (a ring), for window segments.
+    /// Not kept during the last segment, which no window segment follows.
     history: Vec<u8>,
     cursor: u64,
     copy_left: u64,
@@ -382,6 +383,12 @@ struct DeltaStream {
     segment_left: u64,
     segments: u64,
     produced: u64,
+    /// Bytes of all delta files: the stream's length.
+    total: u64,
+    /// False during the last segment: `history` is no longer filled (for a
+    /// build under 4 MiB of changes, the only segment: a copy and up to
+    /// 1,000 page faults saved).
+    keep_history: bool,
 }
 
 impl DeltaStream {
@@ -416,6 +423,8 @@ impl DeltaStream {
             segment_left: 0,
             segments: 0,
             produced: 0,
+            total: tree.entries.iter().map(|e| match e.kind { TreeEntryKind::File { size, source: FileSource::Delta, .. } => size, _ => 0 }).sum(),
+            keep_history: true,
         }
     }
 
@@ -428,6 +437,14 @@ impl DeltaStream {
         let segment = read_segment_header(input, self.segments, self.produced, self.reference_len)?
             .ok_or_else(|| Error::Truncated { input: Input::Patch, offset: self.segment_at, what: "delta stream ended before all files were produced".into() })?;
         self.segments += 1;
+        let new_len = match &segment {
+            Segment::Ops(h) => h.new_len,
+            Segment::Window(w) => w.new_len,
+        };
+        if new_len > self.total - self.produced {
+            return Err(self.corrupt(format!("segment of {new_len} bytes, only {} bytes of delta files are left", self.total - self.produced)));
+        }
+        self.keep_history = self.produced + new_len < self.total;
         let h = match segment {
             Segment::Ops(h) => h,
             Segment::Window(w) => {
@@ -584,6 +601,10 @@ impl DeltaStream {
     /// Counts produced bytes and keeps the last MAX_WINDOW_BACK of them for
     /// later window segments.
     fn remember(&mut self, data: &[u8]) {
+        if !self.keep_history {
+            self.produced += data.len() as u64;
+            return;
+        }
         let ring = MAX_WINDOW_BACK as usize;
         let mut data = data;
         if self.history.len() < ring {
@@ -895,7 +916,7 @@ impl PatchApplier {
         let mut a = PatchApplier { tree, expect: Expect::SegmentOrEnd, resumed: true, ..PatchApplier::new() };
         a.check_old_build(old)?;
         let mut delta = DeltaStream::new(&a.tree);
-        let delta_total: u64 = a.tree.entries.iter().map(|e| match e.kind { TreeEntryKind::File { size, source: FileSource::Delta, .. } => size, _ => 0 }).sum();
+        let delta_total = delta.total;
         if at.segments_done == 0 || at.new_offset == 0 || at.new_offset > delta_total || at.patch_offset < tree_end || at.new_offset < at.segments_done {
             return Err(bad(format!("resume point {at:?} does not fit this patch ({delta_total} delta bytes, tree ends at byte {tree_end})")));
         }
