@@ -3,6 +3,7 @@
 
 mod build_files;
 mod server_client;
+mod large_file_writer;
 mod staged_output;
 mod unchanged_copies;
 
@@ -196,7 +197,7 @@ fn run(cli: &Cli) -> Result<(), String> {
             let patch_len = patch_file.metadata().map(|m| m.len()).unwrap_or(0);
             let mut old_files = OldBuildFiles::new(old);
             let mut staged = StagedOutput::new(out).map_err(|e| e.to_string())?;
-            staged.copy_unchanged_from(old_files.root(), old_files.descriptors_needed());
+            staged.use_second_thread(old_files.root(), old_files.descriptors_needed());
             let bar = progress_bar(cli, patch_len, "apply");
             let summary = apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| {
                 bar.set_position(p.patch_bytes_read)

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
+use crate::build_files::reserve_descriptors;
 use crate::staged_output::create_new_file;
 
 /// Files up to this size are read and written with one call each; larger
@@ -120,26 +121,6 @@ impl Drop for UnchangedCopies {
         self.queue = None;
         if let Some(worker) = self.worker.take() {
             let _ = worker.join();
-        }
-    }
-}
-
-/// Grows the process's descriptor table to `count` entries while it has one
-/// thread. Once a second thread shares the table, the kernel waits for an
-/// RCU grace period each time the table grows (`expand_fdtable`), and the
-/// applier keeps every old file open: on three-tree that wait made two
-/// threads slower than one (measured: 0.8 CPUs used). The table never
-/// shrinks, so a descriptor taken and released at `count - 1` is enough.
-/// Best effort: on failure the table just grows later.
-fn reserve_descriptors(count: usize) {
-    let Ok(probe) = File::open("/dev/null") else { return };
-    let at = count.saturating_sub(1).min(i32::MAX as usize) as libc::c_int;
-    // SAFETY: F_DUPFD_CLOEXEC takes the lowest free descriptor >= `at` (never
-    // one in use), which is closed at once.
-    unsafe {
-        let fd = libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&probe), libc::F_DUPFD_CLOEXEC, at);
-        if fd >= 0 {
-            libc::close(fd);
         }
     }
 }

@@ -244,3 +244,22 @@ fn unchanged_files_are_copied_on_a_second_thread_and_checked() {
     let res = edgepatch(&[&"apply", &v1, &patch, &out]);
     assert!(!res.status.success() && !out.exists() && leftovers(tmp.path()).is_empty());
 }
+
+#[test]
+fn large_file_round_trip_through_the_writing_thread() {
+    // 3 MiB: written from the second thread in 256 KiB buffers, several times over.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut x = 7u32;
+    let old: Vec<u8> = (0..3 << 20).map(|_| { x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223); (x >> 24) as u8 }).collect();
+    let mut new = old.clone();
+    for i in (0..new.len()).step_by(100_003) {
+        new[i] ^= 0x55;
+    }
+    new.extend_from_slice(b"appended");
+    let (o, n, p, out) = (tmp.path().join("old.bin"), tmp.path().join("new.bin"), tmp.path().join("p"), tmp.path().join("out.bin"));
+    fs::write(&o, &old).unwrap();
+    fs::write(&n, &new).unwrap();
+    ok(edgepatch(&[&"diff", &o, &n, &p]));
+    ok(edgepatch(&[&"apply", &o, &p, &out]));
+    assert!(fs::read(&out).unwrap() == new, "applied file differs");
+}
