@@ -263,3 +263,14 @@ fn large_file_round_trip_through_the_writing_thread() {
     ok(edgepatch(&[&"apply", &o, &p, &out]));
     assert!(fs::read(&out).unwrap() == new, "applied file differs");
 }
+
+#[test]
+fn a_special_file_in_old_is_refused_before_anything_is_written() {
+    let (tmp, v1, _v2, patch) = diffed_fixtures();
+    assert!(Command::new("mkfifo").arg(v1.join("pipe")).status().unwrap().success());
+    let out = tmp.path().join("out");
+    let res = edgepatch(&[&"apply", &v1, &patch, &out]);
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(!res.status.success() && err.contains("not a regular file, directory or symlink") && err.lines().count() == 1, "{err}");
+    assert!(!out.exists() && leftovers(tmp.path()).is_empty());
+}
