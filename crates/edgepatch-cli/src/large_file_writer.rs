@@ -9,8 +9,6 @@ use std::io::{self, Write};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use crate::build_files::reserve_descriptors;
-
 /// Buffers a file's writes circulate through: the one being filled, one
 /// queued, one being written. More only raised peak RSS.
 const BUFFERS: usize = 3;
@@ -25,9 +23,9 @@ pub struct LargeFileWriter {
 }
 
 impl LargeFileWriter {
-    /// Starts writing `file` (created, empty). `descriptors`: see `reserve_descriptors`.
-    pub fn start(mut file: File, buffer_size: usize, descriptors: usize) -> io::Result<Self> {
-        reserve_descriptors(descriptors);
+    /// Starts writing `file` (created, empty). The caller grew the
+    /// descriptor table first (`reserve_descriptors`).
+    pub fn start(mut file: File, buffer_size: usize) -> io::Result<Self> {
         let (full, full_rx) = mpsc::sync_channel::<Vec<u8>>(1);
         let (empty_tx, empty) = mpsc::channel::<Vec<u8>>();
         let thread = std::thread::Builder::new().name("large file writer".into()).spawn(move || {
@@ -101,7 +99,7 @@ mod tests {
     fn writes_every_buffer_in_order_and_reports_a_failed_write() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("large");
-        let mut w = LargeFileWriter::start(File::create(&path).unwrap(), 1000, 64).unwrap();
+        let mut w = LargeFileWriter::start(File::create(&path).unwrap(), 1000).unwrap();
         let mut expected = Vec::new();
         let mut buf = Vec::with_capacity(1000);
         for i in 0..25u32 {
@@ -117,7 +115,7 @@ mod tests {
 
         // A file that cannot be written (opened read-only): the error comes back.
         let read_only = File::open(&path).unwrap();
-        let mut w = LargeFileWriter::start(read_only, 1000, 64).unwrap();
+        let mut w = LargeFileWriter::start(read_only, 1000).unwrap();
         let mut result = Ok(Vec::new());
         for _ in 0..5 {
             result = w.write(vec![1u8; 1000]);

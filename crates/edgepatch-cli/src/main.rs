@@ -196,8 +196,7 @@ fn run(cli: &Cli) -> Result<(), String> {
             let patch_file = File::open(patch).map_err(|e| with_path(patch, e).to_string())?;
             let patch_len = patch_file.metadata().map(|m| m.len()).unwrap_or(0);
             let mut old_files = OldBuildFiles::new(old);
-            let mut staged = StagedOutput::new(out).map_err(|e| e.to_string())?;
-            staged.use_second_thread(old_files.root(), old_files.descriptors_needed());
+            let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| e.to_string())?;
             let bar = progress_bar(cli, patch_len, "apply");
             let summary = apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| {
                 bar.set_position(p.patch_bytes_read)

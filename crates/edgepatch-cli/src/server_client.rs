@@ -376,8 +376,7 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: &UpdateOptions, progre
     let resp = server.get_immutable(&patch_url)?;
     let mut reader = HashingReader { inner: resp.into_reader().take(patch_size + 1), hasher: edgepatch_core::blake3::Hasher::new(), count: 0 };
     let mut old_files = OldBuildFiles::new(old);
-    let mut staged = StagedOutput::new(out).map_err(|e| e.to_string())?;
-    staged.use_second_thread(old_files.root(), old_files.descriptors_needed());
+    let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| e.to_string())?;
     let apply = edgepatch_core::apply_patch(&mut reader, &mut old_files, &mut staged, &mut |p| progress(p.patch_bytes_read, patch_size))
         .map_err(|e| format!("applying {patch_url}: {e}"))?;
     // The applier stops at the checksum; anything after it would be a different patch.

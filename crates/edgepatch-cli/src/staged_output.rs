@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use edgepatch_core::BuildSink;
 
+use crate::build_files::reserve_descriptors;
 use crate::large_file_writer::LargeFileWriter;
 use crate::unchanged_copies::UnchangedCopies;
 
@@ -19,27 +20,25 @@ const WRITE_BUFFER: usize = 256 << 10;
 /// OUT, dropping it uncommitted removes it. OUT must not exist.
 ///
 /// A file whose whole content fits in the write buffer is opened only once it
-/// is complete, and written with one call. With `use_second_thread`, a larger
-/// file is written on a second thread while the applier fills the next
-/// buffer (`LargeFileWriter`), and unchanged files are copied on another
-/// (`UnchangedCopies`). (Small files are not handed over: session 3 measured
+/// is complete, and written with one call. A larger file is written on a
+/// second thread while the applier fills the next buffer (`LargeFileWriter`),
+/// and unchanged files are copied on another (`UnchangedCopies`). (Small files are not handed over: session 3 measured
 /// that slower, 128 ms against 74 ms on three-tree, largely because the
 /// descriptor table grew while two threads shared it; see `reserve_descriptors`.)
 pub struct StagedOutput {
     staging: PathBuf,
     out: PathBuf,
     single_file: Option<bool>,
-    /// The file being written: its path and mode, and its handle once its
-    /// content outgrew the buffer (until then nothing is opened).
-    current: Option<(PathBuf, u32, Option<File>)>,
+    /// The file being written: its path and mode (it is opened when its
+    /// content outgrows the buffer, by the writing thread, or when complete).
+    current: Option<(PathBuf, u32)>,
     /// One write buffer for all files (a buffer per file would cost an
     /// allocation and its page faults for every small file of a tree).
     buffer: Vec<u8>,
     /// The old build's root and the thread copying its unchanged files.
-    copies: Option<(PathBuf, UnchangedCopies)>,
-    /// With `use_second_thread`: how many descriptors apply may hold (for
-    /// `reserve_descriptors`), and the thread writing the current large file.
-    descriptors: Option<usize>,
+    old_root: PathBuf,
+    copies: UnchangedCopies,
+    /// The thread writing the current file, once it outgrew the buffer.
     writer: Option<LargeFileWriter>,
     committed: bool,
 }
@@ -77,7 +76,11 @@ pub fn read_umask() {
 }
 
 impl StagedOutput {
-    pub fn new(out: &Path) -> io::Result<Self> {
+    /// Stages OUT; unchanged files are copied from the old build at
+    /// `old_root`. `descriptors`: how many files the process may hold open at
+    /// once (the table is grown for them now, before any thread starts: see
+    /// `reserve_descriptors`).
+    pub fn new(out: &Path, old_root: &Path, descriptors: usize) -> io::Result<Self> {
         if fs::symlink_metadata(out).is_ok() {
             return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} already exists", out.display())));
         }
@@ -85,26 +88,18 @@ impl StagedOutput {
         let prefix = format!(".{}.edgepatch-staging-", name.to_string_lossy());
         remove_abandoned_staging(out, &prefix);
         let staging = out.with_file_name(format!("{prefix}{}", std::process::id()));
+        reserve_descriptors(descriptors);
         Ok(StagedOutput {
             staging,
             out: out.to_path_buf(),
             single_file: None,
             current: None,
             buffer: Vec::with_capacity(WRITE_BUFFER),
-            copies: None,
-            descriptors: None,
+            old_root: old_root.to_path_buf(),
+            copies: UnchangedCopies::new(),
             writer: None,
             committed: false,
         })
-    }
-
-    /// Uses a second core: takes the copies of unchanged files from the old
-    /// build at `old_root` (see `BuildSink::copy_old_file`), and writes large
-    /// files from a second thread. `descriptors`: how many files the process
-    /// may hold open at once.
-    pub fn use_second_thread(&mut self, old_root: &Path, descriptors: usize) {
-        self.copies = Some((old_root.to_path_buf(), UnchangedCopies::new(descriptors)));
-        self.descriptors = Some(descriptors);
     }
 
     fn target(&mut self, path: &str) -> io::Result<PathBuf> {
@@ -121,8 +116,8 @@ impl StagedOutput {
 
     pub fn commit(mut self) -> io::Result<()> {
         // The applier waited for the copies before it checked the files
-        // digest; dropping the thread's handle here only joins it.
-        self.copies = None;
+        // digest; this only joins the thread.
+        self.copies.finish()?;
         if self.single_file.is_none() {
             // A build with no entries at all is an empty directory.
             fs::create_dir(&self.staging)?;
@@ -163,7 +158,7 @@ impl Drop for StagedOutput {
             self.writer = None;
             self.current = None;
             // Waits for the copy under way before the staging area goes.
-            self.copies = None;
+            self.copies.stop();
             let _ = fs::remove_dir_all(&self.staging).or_else(|_| fs::remove_file(&self.staging));
         }
     }
@@ -181,43 +176,24 @@ impl BuildSink for StagedOutput {
     }
 
     fn begin_file(&mut self, path: &str, executable: bool, _size: u64) -> io::Result<()> {
-        if let Some((_, copies)) = &mut self.copies {
-            // The delta files begin: every copy has been offered.
-            copies.send()?;
-        }
+        // The delta files begin: every copy has been offered.
+        self.copies.send()?;
         let p = self.target(path)?;
-        self.current = Some((p, if executable { 0o755 } else { 0o644 }, None));
+        self.current = Some((p, if executable { 0o755 } else { 0o644 }));
         self.buffer.clear();
         Ok(())
     }
 
     fn write_file(&mut self, mut data: &[u8]) -> io::Result<()> {
-        let (path, mode, file) = self.current.as_mut().ok_or_else(|| io::Error::other("write outside a file"))?;
-        if self.buffer.len() + data.len() <= WRITE_BUFFER {
-            self.buffer.extend_from_slice(data);
-            return Ok(());
-        }
-        let Some(descriptors) = self.descriptors else {
-            let file = match file {
-                Some(f) => f,
-                None => file.insert(create_new_file(path, *mode)?),
-            };
-            file.write_all(&self.buffer)?;
-            self.buffer.clear();
-            if data.len() >= WRITE_BUFFER {
-                return file.write_all(data);
-            }
-            self.buffer.extend_from_slice(data);
-            return Ok(());
-        };
-        // Full buffers go to the writing thread (its first one, created with the file).
+        let (path, mode) = self.current.as_ref().ok_or_else(|| io::Error::other("write outside a file"))?;
+        // Full buffers go to the writing thread (started with the file's creation).
         while self.buffer.len() + data.len() > WRITE_BUFFER {
             let n = WRITE_BUFFER - self.buffer.len();
             self.buffer.extend_from_slice(&data[..n]);
             data = &data[n..];
             let writer = match &mut self.writer {
                 Some(w) => w,
-                None => self.writer.insert(LargeFileWriter::start(create_new_file(path, *mode)?, WRITE_BUFFER, descriptors)?),
+                None => self.writer.insert(LargeFileWriter::start(create_new_file(path, *mode)?, WRITE_BUFFER)?),
             };
             let full = std::mem::take(&mut self.buffer);
             self.buffer = writer.write(full)?;
@@ -227,34 +203,24 @@ impl BuildSink for StagedOutput {
     }
 
     fn copy_old_file(&mut self, from: &str, path: &str, executable: bool, size: u64) -> io::Result<bool> {
-        if self.copies.is_none() {
-            return Ok(false);
-        }
         let to = self.target(path)?;
-        let (old_root, copies) = self.copies.as_mut().expect("checked above");
-        let from = if from.is_empty() { old_root.clone() } else { old_root.join(from) };
-        copies.push(from, to, if executable { 0o755 } else { 0o644 }, size)?;
+        let from = if from.is_empty() { self.old_root.clone() } else { self.old_root.join(from) };
+        self.copies.push(from, to, if executable { 0o755 } else { 0o644 }, size)?;
         Ok(true)
     }
 
     fn finish_copies(&mut self) -> io::Result<Vec<[u8; 32]>> {
-        match &mut self.copies {
-            Some((_, copies)) => copies.finish(),
-            None => Ok(Vec::new()),
-        }
+        self.copies.finish()
     }
 
     fn finish_file(&mut self) -> io::Result<()> {
-        let (path, mode, file) = self.current.take().ok_or_else(|| io::Error::other("finish outside a file"))?;
+        let (path, mode) = self.current.take().ok_or_else(|| io::Error::other("finish outside a file"))?;
         if let Some(writer) = self.writer.take() {
             let last = std::mem::take(&mut self.buffer);
             self.buffer = writer.finish(last)?;
             return Ok(());
         }
-        match file {
-            Some(mut f) => f.write_all(&self.buffer)?,
-            None => write_new_file(&path, mode, &self.buffer)?,
-        }
+        write_new_file(&path, mode, &self.buffer)?;
         self.buffer.clear();
         Ok(())
     }

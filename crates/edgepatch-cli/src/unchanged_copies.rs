@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
-use crate::build_files::reserve_descriptors;
 use crate::staged_output::create_new_file;
 
 /// Files up to this size are read and written with one call each; larger
@@ -34,8 +33,6 @@ const BATCH: usize = 256;
 /// The copying thread (started with the first batch) and the copies queued for it.
 pub struct UnchangedCopies {
     batch: Vec<Copy>,
-    /// How many files the process may hold open at once (`reserve_descriptors`).
-    descriptors: usize,
     queue: Option<mpsc::Sender<Vec<Copy>>>,
     worker: Option<JoinHandle<io::Result<Vec<[u8; 32]>>>>,
     /// Set when the apply failed: the thread stops after the copy under way.
@@ -44,8 +41,10 @@ pub struct UnchangedCopies {
 }
 
 impl UnchangedCopies {
-    pub fn new(descriptors: usize) -> Self {
-        UnchangedCopies { batch: Vec::new(), descriptors, queue: None, worker: None, cancel: Arc::default(), finished: false }
+    /// The thread starts with the first batch; the caller grew the
+    /// descriptor table before (`reserve_descriptors`).
+    pub fn new() -> Self {
+        UnchangedCopies { batch: Vec::new(), queue: None, worker: None, cancel: Arc::default(), finished: false }
     }
 
     /// Queues a copy of the old file `from` (`size` bytes) to the new file `to`.
@@ -80,7 +79,6 @@ impl UnchangedCopies {
     }
 
     fn spawn(&mut self) -> io::Result<()> {
-        reserve_descriptors(self.descriptors);
         let (queue, batches) = mpsc::channel::<Vec<Copy>>();
         let cancel = Arc::clone(&self.cancel);
         let worker = std::thread::Builder::new().name("unchanged copies".into()).spawn(move || {
@@ -112,16 +110,23 @@ impl UnchangedCopies {
     }
 }
 
-impl Drop for UnchangedCopies {
+impl UnchangedCopies {
     /// Cancels the copies not yet made and waits for the one under way, so
     /// nothing is written into the staging area after its owner removes it.
-    fn drop(&mut self) {
+    pub fn stop(&mut self) {
         self.cancel.store(true, Ordering::Relaxed);
+        self.finished = true;
         self.batch.clear();
         self.queue = None;
         if let Some(worker) = self.worker.take() {
             let _ = worker.join();
         }
+    }
+}
+
+impl Drop for UnchangedCopies {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -166,7 +171,7 @@ mod tests {
         std::fs::create_dir(&new).unwrap();
         // More files than a batch; an empty one; one larger than the buffer.
         let sizes: Vec<usize> = (0..BATCH + 5).map(|i| if i == 7 { 0 } else if i == 9 { COPY_BUFFER * 2 + 3 } else { i * 13 }).collect();
-        let mut copies = UnchangedCopies::new(256);
+        let mut copies = UnchangedCopies::new();
         for (i, &size) in sizes.iter().enumerate() {
             let data: Vec<u8> = (0..size).map(|b| (b * 31 + i) as u8).collect();
             std::fs::write(old.join(format!("{i}")), &data).unwrap();
@@ -182,13 +187,13 @@ mod tests {
 
         // A missing old file and one of another size: the error names the path.
         for (name, size) in [("missing", 4u64), ("0", 99)] {
-            let mut copies = UnchangedCopies::new(256);
+            let mut copies = UnchangedCopies::new();
             copies.push(old.join(name), new.join(format!("x{name}")), 0o644, size).unwrap();
             let err = copies.finish().unwrap_err().to_string();
             assert!(err.starts_with("old build: ") && err.contains(&*old.join(name).to_string_lossy()), "{err}");
         }
         // An output that exists already is never replaced.
-        let mut copies = UnchangedCopies::new(256);
+        let mut copies = UnchangedCopies::new();
         copies.push(old.join("1"), new.join("1"), 0o644, 13).unwrap();
         assert!(copies.finish().unwrap_err().to_string().starts_with("output: "));
     }

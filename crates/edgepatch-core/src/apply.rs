@@ -1140,13 +1140,7 @@ impl PatchApplier {
                         sink.write_file(chunk).map_err(|e| out_err(path, e))?;
                         done += chunk.len() as u64;
                     }
-                    let hash = hasher.finalize();
-                    match &mut self.held_hashes {
-                        Some(held) => held.push(Some(*hash.as_bytes())),
-                        None => {
-                            self.digest.as_mut().expect("files digest not yet checked").update(hash.as_bytes());
-                        }
-                    }
+                    record_hash(&mut self.digest, &mut self.held_hashes, hasher);
                     sink.finish_file().map_err(|e| out_err(path, e))?;
                     self.summary.files += 1;
                     self.summary.bytes_written += size;
@@ -1164,13 +1158,7 @@ impl PatchApplier {
     }
 
     fn file_hashed(&mut self, hasher: blake3::Hasher) {
-        let hash = hasher.finalize();
-        match &mut self.held_hashes {
-            Some(held) => held.push(Some(*hash.as_bytes())),
-            None => {
-                self.digest.as_mut().expect("files digest not yet checked").update(hash.as_bytes());
-            }
-        }
+        record_hash(&mut self.digest, &mut self.held_hashes, hasher);
     }
 
     /// Once every file is hashed: the files digest must match. Waits for the
@@ -1266,6 +1254,19 @@ impl PatchApplier {
             return Err(Error::Invalid("delta stream is longer than its files".into()));
         }
         Ok(())
+    }
+}
+
+/// A file's BLAKE3 goes into the files digest, or is held in digest order
+/// while copies the sink took are outstanding (`PatchApplier::held_hashes`).
+/// (Free of `PatchApplier` so `start` can call it while it borrows the tree.)
+fn record_hash(digest: &mut Option<blake3::Hasher>, held: &mut Option<Vec<Option<[u8; 32]>>>, hasher: blake3::Hasher) {
+    let hash = hasher.finalize();
+    match held {
+        Some(held) => held.push(Some(*hash.as_bytes())),
+        None => {
+            digest.as_mut().expect("files digest not yet checked").update(hash.as_bytes());
+        }
     }
 }
 
