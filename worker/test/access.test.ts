@@ -7,7 +7,7 @@ import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloud
 import { beforeAll, describe, expect, it } from "vitest";
 import worker from "../src/index";
 import { blake3Hex, initWasm, ManifestReader } from "../src/wasm";
-import { channelStatement, keyId } from "../src/statements";
+import { channelStatement, keyId, updateStatement } from "../src/statements";
 import { decodeIndex, keys, type BuildRecord } from "../src/store";
 import { gameBuild, makeTar, type TarEntry } from "./tar";
 import { PUBLIC_KEY, TEST_TOKEN } from "./keys";
@@ -326,14 +326,52 @@ describe("rate limit", () => {
   });
 });
 
-describe("settings", () => {
-  async function call(overrides: Record<string, string>, path: string): Promise<Response> {
-    const ctx = createExecutionContext();
-    const res = await worker.fetch(new Request(`${BASE}${path}`, { headers: auth }), { ...env, ...overrides }, ctx);
-    await waitOnExecutionContext(ctx);
-    return res;
-  }
+/** A request with the owner's token to the Worker under `env` with some settings changed. */
+async function call(overrides: Record<string, string>, path: string): Promise<Response> {
+  const ctx = createExecutionContext();
+  const res = await worker.fetch(new Request(`${BASE}${path}`, { headers: auth }), { ...env, ...overrides }, ctx);
+  await waitOnExecutionContext(ctx);
+  return res;
+}
 
+describe("key rotation", () => {
+  it("signs with the new key, lists the retired one, and re-signs descriptors of the old key", async () => {
+    await publish("rot8", "v1", gameBuild(1));
+    const path = "/v1/games/rot8/updates/_/v1";
+    const old = (await (await owner(path)).json()) as { keyId: string; signature: string; manifestSize: number; manifestBlake3: string };
+    expect(old.keyId).toBe(keyId(b64(PUBLIC_KEY)));
+    // The edge cache holds the old descriptor (up to an hour in production): drop it here.
+    await until("the descriptor cached", async () => (await caches.default.match(`${BASE}${path}`))?.text());
+    expect(await caches.default.delete(`${BASE}${path}`)).toBe(true);
+    // The owner rotates: a new MANIFEST_SIGNING_KEY, the old public key in PREVIOUS_PUBLIC_KEYS.
+    const rotated = { MANIFEST_SIGNING_KEY: "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=", PREVIOUS_PUBLIC_KEYS: PUBLIC_KEY };
+    const keysDoc = (await (await call(rotated, "/v1/public-key")).json()) as { publicKey: string; keyId: string; keys: { keyId: string; publicKey: string }[] };
+    expect(keysDoc.publicKey).not.toBe(PUBLIC_KEY);
+    expect(keysDoc.keyId).toBe(keyId(b64(keysDoc.publicKey)));
+    expect(keysDoc.keys).toEqual([
+      { keyId: keysDoc.keyId, publicKey: keysDoc.publicKey },
+      { keyId: old.keyId, publicKey: PUBLIC_KEY },
+    ]);
+    const res = await call(rotated, path);
+    const fresh = (await res.json()) as typeof old;
+    expect(fresh.keyId).toBe(keysDoc.keyId);
+    const key = await crypto.subtle.importKey("raw", b64(keysDoc.publicKey), { name: "Ed25519" }, false, ["verify"]);
+    const statement = updateStatement(fresh.keyId, "rot8", "_", "v1", old.manifestSize, old.manifestBlake3);
+    expect(await crypto.subtle.verify({ name: "Ed25519" }, key, b64(fresh.signature), statement)).toBe(true);
+    expect(await verify(statement, fresh.signature)).toBe(false);
+  });
+});
+
+describe("errors", () => {
+  it("answer a 500 with a generic message, never the runtime's", async () => {
+    await env.BUCKET.put(keys.descriptor("broken", "_", "v1"), "{ not json");
+    const res = await owner("/v1/games/broken/updates/_/v1");
+    expect(res.status).toBe(500);
+    expect(await res.json()).toEqual({ error: "internal error", status: 500 });
+  });
+});
+
+describe("settings", () => {
   const malformed: Record<string, string>[] = [
     { PATCH_LEVEL: "abc" },
     { PATCH_LEVEL: "23" },
