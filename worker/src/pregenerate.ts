@@ -43,6 +43,7 @@ export async function consumePairs(batch: MessageBatch<unknown>, env: Env): Prom
     const stub = env.GENERATIONS.get(env.GENERATIONS.idFromName(`${job.game}/${job.from}/${job.to}`));
     const result = await stub.generate(job.game, job.from, job.to);
     if (result.ok || result.status === 404) message.ack();
-    else message.retry({ delaySeconds: result.retryAfter ?? 60 });
+    // Queues delay a retry by at most 12 hours.
+    else message.retry({ delaySeconds: Math.min(result.retryAfter ?? 60, 12 * 3600) });
   }
 }
