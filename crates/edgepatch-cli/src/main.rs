@@ -5,6 +5,7 @@ mod build_files;
 mod server_client;
 mod large_file_writer;
 mod staged_output;
+mod static_site;
 mod trusted_keys;
 mod unchanged_copies;
 
@@ -102,6 +103,11 @@ enum Command {
         allow_insecure_http: bool,
         dir: PathBuf,
     },
+    /// A static update site any CDN or bucket can serve (docs/STATIC_SITE.md).
+    Site {
+        #[command(subcommand)]
+        command: SiteCommand,
+    },
     /// Make a new ed25519 signing key: KEYFILE gets the 32-byte seed as base64 (keep it
     /// secret: e.g. `wrangler secret put MANIFEST_SIGNING_KEY < KEYFILE`); prints the
     /// public key and key id that clients pin.
@@ -133,6 +139,105 @@ enum Command {
         old_dir: PathBuf,
         out_dir: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum SiteCommand {
+    /// Publish build DIR: patches from nothing and from the game's last --history builds,
+    /// manifests and signed descriptors under SITE/public; optionally move a channel to it.
+    Add {
+        #[arg(long)]
+        site: PathBuf,
+        /// Signing key file from `edgepatch keygen`.
+        #[arg(long)]
+        key: PathBuf,
+        #[arg(long)]
+        game: String,
+        #[arg(long)]
+        build: String,
+        /// Also point this channel at the build.
+        #[arg(long)]
+        channel: Option<String>,
+        /// Patches are made from this many of the game's previous builds (newest first).
+        #[arg(long, default_value_t = 8)]
+        history: usize,
+        /// zstd level, 1..=22.
+        #[arg(long, default_value_t = 19)]
+        level: i32,
+        /// Channel documents expire after this many days (re-sign with `site refresh`).
+        #[arg(long, default_value_t = 7)]
+        ttl_days: u64,
+        dir: PathBuf,
+    },
+    /// Point CHANNEL at an existing build (signed, sequence + 1).
+    Channel {
+        #[arg(long)]
+        site: PathBuf,
+        #[arg(long)]
+        key: PathBuf,
+        #[arg(long)]
+        game: String,
+        #[arg(long)]
+        channel: String,
+        #[arg(long)]
+        build: String,
+        #[arg(long, default_value_t = 7)]
+        ttl_days: u64,
+    },
+    /// Re-sign every channel document with a fresh expiry (run from a scheduled job).
+    Refresh {
+        #[arg(long)]
+        site: PathBuf,
+        #[arg(long)]
+        key: PathBuf,
+        #[arg(long, default_value_t = 7)]
+        ttl_days: u64,
+    },
+}
+
+fn run_site(cli: &Cli, command: &SiteCommand) -> Result<(), String> {
+    const DAY: u64 = 86_400;
+    match command {
+        SiteCommand::Add { site, key, game, build, channel, history, level, ttl_days, dir } => {
+            let started = Instant::now();
+            let key = static_site::SiteKey::load(key)?;
+            let mut s = static_site::Site::open(site)?;
+            let o = static_site::AddOptions { game, build, channel: channel.as_deref(), history: *history, level: *level, ttl_secs: ttl_days * DAY };
+            let pairs = s.add(&key, dir, &o)?;
+            let secs = started.elapsed().as_secs_f64();
+            if cli.json {
+                let list: Vec<_> = pairs.iter().map(|p| json!({ "from": p.from, "patch_bytes": p.patch_bytes })).collect();
+                println!("{}", json!({ "ok": true, "command": "site add", "game": game, "build": build, "channel": channel, "key_id": key.key_id_hex(), "pairs": list, "seconds": secs }));
+            } else {
+                for p in &pairs {
+                    println!("site: {game} {} -> {build}: patch {} bytes", p.from, p.patch_bytes);
+                }
+                let via = channel.as_ref().map(|c| format!(", channel {c} -> {build}")).unwrap_or_default();
+                println!("site: published {game}/{build} ({} patches{via}), signed by key {}; upload {}; {secs:.2}s", pairs.len(), key.key_id_hex(), site.join("public").display());
+            }
+            Ok(())
+        }
+        SiteCommand::Channel { site, key, game, channel, build, ttl_days } => {
+            let key = static_site::SiteKey::load(key)?;
+            let sequence = static_site::Site::open(site)?.move_channel(&key, game, channel, build, ttl_days * DAY)?;
+            if cli.json {
+                println!("{}", json!({ "ok": true, "command": "site channel", "game": game, "channel": channel, "build": build, "sequence": sequence }));
+            } else {
+                println!("site: channel {game}/{channel} -> {build} (position {sequence})");
+            }
+            Ok(())
+        }
+        SiteCommand::Refresh { site, key, ttl_days } => {
+            let key = static_site::SiteKey::load(key)?;
+            let n = static_site::Site::open(site)?.refresh(&key, ttl_days * DAY)?;
+            if cli.json {
+                println!("{}", json!({ "ok": true, "command": "site refresh", "channels": n }));
+            } else {
+                println!("site: re-signed {n} channel documents, valid {ttl_days} days");
+            }
+            Ok(())
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -283,6 +388,7 @@ fn run(cli: &Cli) -> Result<(), String> {
             }
             Ok(())
         }
+        Command::Site { command } => run_site(cli, command),
         Command::Keygen { keyfile } => {
             let (seed, key) = trusted_keys::generate_key()?;
             write_secret(keyfile, &(seed + "\n"))?;

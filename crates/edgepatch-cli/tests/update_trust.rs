@@ -284,3 +284,67 @@ fn keygen_writes_a_secret_seed_once_and_prints_the_key_id() {
     let err = refused(edgepatch(&["keygen", key.to_str().unwrap()], tmp.path()));
     assert!(err.contains("exists"), "{err}");
 }
+
+/// Every file under `dir`, as URL path -> bytes.
+fn load_site(site: &Site, dir: &Path) {
+    let mut stack = vec![dir.to_path_buf()];
+    let mut s = site.lock().unwrap();
+    s.clear();
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().replace('\\', "/");
+                s.insert(format!("/{rel}"), fs::read(&p).unwrap());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_static_site_made_by_site_add_serves_installs_direct_updates_and_signed_channels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (v1, v2) = (unpack("game-v1.tar", t), unpack("game-v2.tar", t));
+    let (site_dir, key, config) = (t.join("site"), t.join("site.key"), t.join("config"));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    ok(edgepatch(&["keygen", &s(&key)], t));
+    for (build, dir) in [("v1", &v1), ("v2", &v2)] {
+        ok(edgepatch(&["--quiet", "site", "add", "--site", &s(&site_dir), "--key", &s(&key), "--game", "demo", "--build", build, "--channel", "stable", "--level", "3", &s(dir)], t));
+    }
+    // v2 has patches from nothing and from v1; publishing v2 again is refused.
+    let public = site_dir.join("public");
+    assert!(public.join("v1/games/demo/updates/_/v2").is_file() && public.join("v1/games/demo/updates/v1/v2").is_file());
+    let err = refused(edgepatch(&["site", "add", "--site", &s(&site_dir), "--key", &s(&key), "--game", "demo", "--build", "v2", &s(&v2)], t));
+    assert!(err.contains("immutable"), "{err}");
+
+    let site: Site = Arc::new(Mutex::new(HashMap::new()));
+    let base = serve(site.clone());
+    load_site(&site, &public);
+    let update = |from: &str, old: &Path, out: &Path, target: &[&str]| {
+        let mut args = vec!["--quiet", "update", "--server", &base, "--game", "demo", "--from", from];
+        args.extend_from_slice(target);
+        let (o, d) = (s(old), s(out));
+        args.extend_from_slice(&[&o, &d]);
+        edgepatch(&args, &config)
+    };
+    // Install from nothing through the channel (key pinned on first use), then a direct v1 -> v2.
+    let empty = t.join("empty");
+    fs::create_dir(&empty).unwrap();
+    ok(update("_", &empty, &t.join("installed"), &["--channel", "stable"]));
+    assert_eq!(tree_bytes(&t.join("installed")), tree_bytes(&v2));
+    ok(update("v1", &v1, &t.join("updated"), &["--to", "v2"]));
+    assert_eq!(tree_bytes(&t.join("updated")), tree_bytes(&v2));
+
+    // The owner moves the channel back to v1: a new, higher position, accepted.
+    ok(edgepatch(&["site", "channel", "--site", &s(&site_dir), "--key", &s(&key), "--game", "demo", "--channel", "stable", "--build", "v1"], t));
+    load_site(&site, &public);
+    ok(update("_", &empty, &t.join("back"), &["--channel", "stable"]));
+    assert_eq!(tree_bytes(&t.join("back")), tree_bytes(&v1));
+    // `site refresh` re-signs with the same position: still accepted.
+    ok(edgepatch(&["site", "refresh", "--site", &s(&site_dir), "--key", &s(&key)], t));
+    load_site(&site, &public);
+    ok(update("_", &empty, &t.join("refreshed"), &["--channel", "stable"]));
+}
