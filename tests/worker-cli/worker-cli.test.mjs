@@ -14,10 +14,12 @@ import { devVars, REPO, startWrangler } from "../../worker/scripts/wrangler-dev.
 const BIN = process.env.EDGEPATCH_BIN ?? join(REPO, "target/release/edgepatch");
 const { token, publicKey } = devVars();
 const work = mkdtempSync(join(tmpdir(), "edgepatch-worker-cli-"));
+// The CLI pins a server's key on first use in its config directory: a fresh one per run.
+const configDir = join(work, "config");
 let server;
 
 function edgepatch(args, { ok = true } = {}) {
-  const r = spawnSync(BIN, args, { env: { ...process.env, EDGEPATCH_TOKEN: token }, encoding: "utf8" });
+  const r = spawnSync(BIN, args, { env: { ...process.env, EDGEPATCH_TOKEN: token, EDGEPATCH_CONFIG_DIR: configDir, EDGEPATCH_PUBLIC_KEY: "" }, encoding: "utf8" });
   if (ok) assert.equal(r.status, 0, `edgepatch ${args.join(" ")}\n${r.stdout}${r.stderr}`);
   return r;
 }
@@ -74,7 +76,7 @@ test("publish two fixture builds; edgepatch update reproduces v2 byte-exact (tre
   const r = edgepatch(["update", "--json", "--server", server.url, "--game", "demo", "--from", "v1", "--to", "v2", "--public-key", publicKey, v1, out]);
   const summary = JSON.parse(r.stdout);
   assert.equal(summary.signature_verified, true);
-  assert.equal(summary.public_key_from_server, false);
+  assert.equal(summary.key_source, "--public-key");
   assertSameTree(out, v2);
   // v1 untouched.
   assertSameTree(v1, extract(join(REPO, "fixtures/game-v1.tar"), "v1-again"));
@@ -108,7 +110,9 @@ test("a single large file over several segments, uploaded in parts, updates byte
   edgepatch(["publish", "--server", server.url, "--game", "pak", "--build", "v2", "--channel", "main", "--part-size", String(5 << 20), d2]);
   const out = join(work, "out-pak");
   const r = edgepatch(["update", "--json", "--server", server.url, "--game", "pak", "--from", "v1", "--to", "v2", d1, out]);
-  assert.equal(JSON.parse(r.stdout).public_key_from_server, true);
+  // No key given: the server's key is pinned on first use, and it is the documented one.
+  assert.match(JSON.parse(r.stdout).key_source, /pinned on first use/);
+  assert.match(readFileSync(join(configDir, "known_keys"), "utf8"), new RegExp(publicKey.replace(/[+/=]/g, "\\$&")));
   assert.ok(JSON.parse(r.stdout).patch_bytes < b.length / 4, `patch ${JSON.parse(r.stdout).patch_bytes} bytes for ${b.length}`);
   assertSameTree(out, d2);
 });

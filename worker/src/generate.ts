@@ -199,8 +199,19 @@ function wasmView(take: () => Uint8Array): () => Uint8Array {
   return () => (view.byteLength === 0 ? (view = take()) : view);
 }
 
-/** Copies wasm-memory bytes through a JS buffer before handing them back to wasm (a call that allocates in wasm may grow its memory and detach the view). */
+/**
+ * Segment data is hashed through a JS buffer of this size: handing a view of wasm memory
+ * straight back to wasm is unsafe (the copy into wasm allocates, which may grow the memory
+ * and detach the view).
+ */
 const HASH_CHUNK = 256 << 10;
+
+/**
+ * The core's Signer serves as a streaming BLAKE3 of files here (`finishFile` returns it); the
+ * block hashes it keeps besides are not used: 1 MiB blocks keep them few (2,048 for 2 GiB)
+ * and bound the block buffer it holds.
+ */
+const HASHING_BLOCK_SIZE = 1 << 20;
 
 /**
  * Hashes the new build's files from the bytes the generator reads, in the order it reads them
@@ -208,7 +219,7 @@ const HASH_CHUNK = 256 << 10;
  * signature's per-file BLAKE3 (through the manifest, which copies it) before the patch is signed.
  */
 class NewFileHasher {
-  private readonly signer = new wasm.Signer();
+  private readonly signer = new wasm.Signer(HASHING_BLOCK_SIZE);
   private readonly scratch = new Uint8Array(HASH_CHUNK);
   private current: { path: string; size: number; done: number } | null = null;
   /** path -> BLAKE3 of every file read in full. */
@@ -269,7 +280,7 @@ async function verifyOldFiles(reader: R2RangeReader, build: StoredBuild, ranges:
   for (const r of ranges) {
     if (r.length === 0 || verified.has(r.path)) continue;
     const entry = build.index.get(r.path)!;
-    const signer = new wasm.Signer();
+    const signer = new wasm.Signer(HASHING_BLOCK_SIZE);
     try {
       signer.beginFile(r.path, false, entry.size);
       if (entry.size > 0) await reader.read(build.tarKey, entry.offset, entry.size, (chunk) => signer.update(chunk));
