@@ -223,7 +223,7 @@ route("POST", "/v1/games/:game/builds/:build/uploads/:upload/complete", "owner",
     if (head.size > l.maxBuildBytes) throw new HttpError(413, `build upload of ${head.size} bytes is larger than the limit of ${l.maxBuildBytes} bytes`);
     const obj = await env.BUCKET.get(dataKey);
     if (obj === null) throw new InternalError("completed upload is missing");
-    const signed = await signTarStream(obj.body, l.maxBuildBytes);
+    const signed = await signTarStream(obj.body, l.maxBuildBytes, undefined, "storage");
     record = await storeSigned(env.BUCKET, game, build, upload, signed);
   } catch (e) {
     await deleteUpload(env.BUCKET, game, build, upload);

@@ -31,6 +31,7 @@ export async function signTarStream(
   stream: ReadableStream<Uint8Array>,
   maxBytes: number,
   sink?: (bytes: Uint8Array) => Promise<void>,
+  source: "request" | "storage" = "request",
 ): Promise<SignedBuild> {
   initWasm();
   const signer = new Signer();
@@ -64,7 +65,15 @@ export async function signTarStream(
   let total = 0;
   try {
     for (;;) {
-      const { done, value } = await reader.read();
+      let chunk: ReadableStreamReadResult<Uint8Array>;
+      try {
+        chunk = await reader.read();
+      } catch (e) {
+        // A request body that breaks off is the client's; a stored object that does, ours.
+        if (source === "storage") throw new InternalError("reading the assembled upload failed", e);
+        throw e;
+      }
+      const { done, value } = chunk;
       if (done) break;
       total += value.length;
       if (total > maxBytes) throw new HttpError(413, `build upload larger than the limit of ${maxBytes} bytes`);

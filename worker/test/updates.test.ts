@@ -235,6 +235,22 @@ describe("updates", () => {
     expect(new Uint8Array(await second.arrayBuffer())).toEqual(whole.slice(8, 16));
   });
 
+  it("answers concurrent ranged misses of one object, all from one cache fill", async () => {
+    await publish("rng2", "v1", v1);
+    await publish("rng2", "v2", v2);
+    const { d, url } = await descriptor("rng2", "_", "v2");
+    const patchUrl = new URL(d.patchUrl, url).toString();
+    const ranges = Array.from({ length: 8 }, (_, i) => [i * 1000, i * 1000 + 999]);
+    const responses = await Promise.all(ranges.map(([a, b]) => get(`${patchUrl}?r=${a}`, { headers: { Range: `bytes=${a}-${b}` } })));
+    const bodies = await Promise.all(responses.map((r) => r.arrayBuffer().then((x) => new Uint8Array(x))));
+    const whole = new Uint8Array(await (await get(patchUrl)).arrayBuffer());
+    expect(blake3Hex(whole)).toBe(d.patchBlake3);
+    responses.forEach((r, i) => {
+      expect(r.status).toBe(206);
+      expect(bodies[i]).toEqual(whole.slice(ranges[i][0], ranges[i][1] + 1));
+    });
+  });
+
   it("answers repeats from the edge cache, ranges and ETags included", async () => {
     const { d, url } = await descriptor("upd", "v1", "v2");
     const patchUrl = new URL(d.patchUrl, url).toString();
