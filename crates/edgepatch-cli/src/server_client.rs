@@ -258,6 +258,17 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
     })
 }
 
+/// Points `channel` of `game` at `build` on the server (the owner's token); the server
+/// signs the new position and pre-generates the updates it releases. Returns its answer.
+pub fn set_channel(server: &Server, game: &str, channel: &str, build: &str) -> Result<Value, String> {
+    name_ok("game", game)?;
+    name_ok("channel", channel)?;
+    name_ok("build", build)?;
+    let auth = format!("Bearer {}", token()?);
+    let url = server.url(&format!("v1/games/{game}/channels/{channel}"))?;
+    server.agent.request_url("PUT", &url).set("Authorization", &auth).send_json(serde_json::json!({ "build": build })).map_err(describe)?.into_json().map_err(|e| format!("{url}: {e}"))
+}
+
 /// What to update to: a named build, or whichever build a channel points at when asked.
 #[derive(Clone, Copy)]
 pub enum UpdateTarget<'a> {
