@@ -61,8 +61,8 @@ fn main() {
     }
     let scratch = std::env::temp_dir().join(format!("wasm-transform-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("scratch dir");
-    println!("| pair | new bytes | edgepatch plain | edgepatch wasm-transform (diff + side info) | transform / plain | bsdiff | zstd -19 --patch-from | HDiffPatch | best peer | transform / best peer | bsdiff on normalized | forward old+new ms | inverse ms | functions matched | refs renumbered (call / PC) | exceptions | raw bodies |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| pair | new bytes | edgepatch plain | edgepatch wasm-transform (diff + side info) | transform / plain | bsdiff | zstd -19 --patch-from | HDiffPatch | best peer | transform / best peer | bsdiff on normalized | forward old+new ms | inverse ms | functions matched | refs renumbered (call / PC / address) | address pieces | exceptions | raw bodies |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for dir in dirs {
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let (Ok(old), Ok(new)) = (std::fs::read(dir.join("old")), std::fs::read(dir.join("new"))) else {
@@ -82,6 +82,13 @@ fn main() {
         assert!(rebuilt == new, "{name}: inverse did not rebuild the new module");
         assert!(inverse(&old_norm.bytes, &old_norm.side_info).expect("inverse old") == old, "{name}: old round trip");
 
+        if let Some(dump) = std::env::var_os("WASM_TRANSFORM_DUMP") {
+            // For analysis: the normalized forms, to diff section by section.
+            let dump = Path::new(&dump).join(&name);
+            std::fs::create_dir_all(&dump).expect("dump dir");
+            std::fs::write(dump.join("old"), &old_norm.bytes).expect("dump");
+            std::fs::write(dump.join("new"), &new_norm.bytes).expect("dump");
+        }
         let side = zstd::bulk::compress(&new_norm.side_info, 19).expect("zstd").len();
         let transformed = edgepatch_size(&old_norm.bytes, &new_norm.bytes) + side;
         let bsdiff = peer_size(&scratch, &old, &new, "bsdiff");
@@ -90,7 +97,7 @@ fn main() {
         let bsdiff_norm = peer_size(&scratch, &old_norm.bytes, &new_norm.bytes, "bsdiff").map(|s| s + side);
         let best = [bsdiff, zstd_peer, hdiff].into_iter().flatten().min();
         println!(
-            "| {name} | {} | {plain} | {transformed} (side {side}) | {:.3} | {} | {} | {} | {} | {} | {} | {forward_ms:.0} | {inverse_ms:.0} | {}/{} | {} / {} | {} | {} |",
+            "| {name} | {} | {plain} | {transformed} (side {side}) | {:.3} | {} | {} | {} | {} | {} | {} | {forward_ms:.0} | {inverse_ms:.0} | {}/{} | {} / {} / {} | {} | {} | {} |",
             new.len(),
             transformed as f64 / plain as f64,
             show(bsdiff),
@@ -103,6 +110,8 @@ fn main() {
             stats.functions,
             stats.function_refs,
             stats.pc_refs,
+            stats.address_refs,
+            stats.address_pieces,
             stats.exceptions,
             stats.raw_bodies,
         );

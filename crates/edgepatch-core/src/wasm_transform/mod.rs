@@ -17,11 +17,13 @@
 //! apply: old' = forward(None, old).normalized; new' = patch(old'); new = inverse(new', side)
 //! ```
 
+mod addresses;
 mod leb;
 mod matching;
 mod module;
 mod side_info;
 
+use addresses::{data_segments, index_windows, AddressMap, WindowIndex};
 use leb::{unsigned_width, write_signed, write_unsigned, write_unsigned_padded};
 use matching::{match_functions, FunctionShapes};
 use module::{parse_module, walk_body, Immediate, ImmediateKind, Module, PcTable, CODE_SECTION};
@@ -44,6 +46,7 @@ pub enum TransformError {
 pub struct WasmReference {
     shapes: FunctionShapes,
     pc_table: Option<PcTable>,
+    data_windows: WindowIndex,
 }
 
 /// The normalized bytes and what [`inverse`] needs besides them.
@@ -61,6 +64,8 @@ pub struct TransformStats {
     pub raw_bodies: u64,
     pub function_refs: u64,
     pub pc_refs: u64,
+    pub address_refs: u64,
+    pub address_pieces: u64,
     pub exceptions: u64,
 }
 
@@ -68,7 +73,8 @@ pub struct TransformStats {
 pub fn reference(old: &[u8]) -> Result<WasmReference, TransformError> {
     let module = parse(old)?;
     let shapes = shapes(old, &module);
-    Ok(WasmReference { shapes, pc_table: module.pc_table })
+    let data_windows = index_windows(old, &segments(old, &module));
+    Ok(WasmReference { shapes, pc_table: module.pc_table, data_windows })
 }
 
 /// The normalized form of `bytes`. With `reference` = None, functions keep
@@ -83,21 +89,28 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
     let module = parse(bytes)?;
     let own_shapes = shapes(bytes, &module);
     let mut stats = TransformStats { functions: own_shapes.count(), ..Default::default() };
-    let (map, ref_pc) = match reference {
+    let (map, ref_pc, addresses) = match reference {
         Some(r) => {
             let map = match_functions(&r.shapes, &own_shapes);
             stats.matched_functions = map.iter().filter(|&&m| m < r.shapes.count()).count() as u64;
-            (map, r.pc_table)
+            (map, r.pc_table, AddressMap::learn(&r.data_windows, bytes, &segments(bytes, &module)))
         }
         None => {
             stats.matched_functions = own_shapes.count();
-            ((0..own_shapes.count()).collect(), module.pc_table)
+            ((0..own_shapes.count()).collect(), module.pc_table, AddressMap::default())
         }
     };
+    stats.address_pieces = addresses.pieces().len() as u64;
     let function_map = FunctionMap::from_forward(&map);
-    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc };
+    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc, addresses: &addresses };
 
-    let mut side = SideInfo { ref_pc, runs: function_map.runs.clone(), ..Default::default() };
+    let mut side = SideInfo {
+        ref_pc,
+        runs: function_map.runs.clone(),
+        address_pieces: addresses.pieces().to_vec(),
+        address_end: addresses.new_end(),
+        ..Default::default()
+    };
     let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16);
     out.extend_from_slice(&bytes[..8]);
     let mut ordinal = 0u64;
@@ -144,7 +157,9 @@ pub fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, Transform
     let side = SideInfo::decode(side_info)?;
     let module = parse_module(normalized).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
     let function_map = FunctionMap::from_runs(side.runs.clone()).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
-    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc };
+    let addresses =
+        AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
+    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc, addresses: &addresses };
     let mut out = Vec::with_capacity(normalized.len());
     out.extend_from_slice(&normalized[..8]);
     let mut raw = side.raw_bodies.iter().peekable();
@@ -197,6 +212,10 @@ fn write_size(out: &mut Vec<u8>, len: u64, width: usize, at: usize) -> Result<()
     Ok(())
 }
 
+fn segments(bytes: &[u8], module: &Module) -> Vec<(u64, usize, usize)> {
+    module.data.map_or_else(Vec::new, |d| data_segments(bytes, &module.sections[d]))
+}
+
 fn parse(bytes: &[u8]) -> Result<Module, TransformError> {
     parse_module(bytes).map_err(|e| TransformError::NotWasm { offset: e.offset, what: e.what })
 }
@@ -214,6 +233,7 @@ fn shapes(bytes: &[u8], module: &Module) -> FunctionShapes {
                 let blank = match imm.kind {
                     ImmediateKind::Function => true,
                     ImmediateKind::I64Const => pc.is_some_and(|t| pc_slot(imm.value, t).is_some()),
+                    ImmediateKind::I32Const => false,
                 };
                 if blank {
                     hasher.update(&bytes[at..imm.start]);
@@ -250,6 +270,7 @@ struct References<'a> {
     own_pc: Option<PcTable>,
     /// The PC table of the reference (old side) numbering.
     ref_pc: Option<PcTable>,
+    addresses: &'a AddressMap,
 }
 
 impl References<'_> {
@@ -259,9 +280,10 @@ impl References<'_> {
                 Some(n) if n <= u64::from(u32::MAX) => n as i64,
                 _ => value,
             },
+            ImmediateKind::I32Const => self.address_forward(value, i64::from(i32::MAX)),
             ImmediateKind::I64Const => {
-                let (Some(own), Some(theirs)) = (self.own_pc, self.ref_pc) else { return value };
-                let Some(function) = pc_slot(value, own) else { return value };
+                let (Some(own), Some(theirs)) = (self.own_pc, self.ref_pc) else { return self.address_forward(value, i64::MAX) };
+                let Some(function) = pc_slot(value, own) else { return self.address_forward(value, i64::MAX) };
                 let Some(normalized) = self.map.forward(function) else { return value };
                 let Some(slot) = normalized.checked_sub(u64::from(theirs.first)).and_then(|o| o.checked_add(u64::from(theirs.base))) else {
                     return value;
@@ -280,13 +302,39 @@ impl References<'_> {
                 Some(n) if n <= u64::from(u32::MAX) && value >= 0 => n as i64,
                 _ => value,
             },
+            ImmediateKind::I32Const => self.address_inverse(value, i64::from(i32::MAX)),
             ImmediateKind::I64Const => {
-                let (Some(own), Some(theirs)) = (self.own_pc, self.ref_pc) else { return value };
-                let Some(normalized) = pc_slot(value, PcTable { len: u32::MAX, ..theirs }) else { return value };
-                let Some(function) = self.map.inverse(normalized) else { return value };
-                let Some(offset) = function.checked_sub(u64::from(own.first)).filter(|&o| o < u64::from(own.len)) else { return value };
-                (((u64::from(own.base) + offset) << 16) | (value as u64 & 0xffff)) as i64
+                let pc = |(own, theirs): (PcTable, PcTable)| {
+                    let normalized = pc_slot(value, PcTable { len: u32::MAX, ..theirs })?;
+                    let function = self.map.inverse(normalized)?;
+                    let offset = function.checked_sub(u64::from(own.first)).filter(|&o| o < u64::from(own.len))?;
+                    Some((((u64::from(own.base) + offset) << 16) | (value as u64 & 0xffff)) as i64)
+                };
+                match self.own_pc.zip(self.ref_pc).and_then(pc) {
+                    Some(v) => v,
+                    None => self.address_inverse(value, i64::MAX),
+                }
             }
+        }
+    }
+
+    fn address_forward(&self, value: i64, max: i64) -> i64 {
+        if value < 0 {
+            return value;
+        }
+        match self.addresses.forward(value as u64) {
+            Some(n) if n <= max as u64 => n as i64,
+            _ => value,
+        }
+    }
+
+    fn address_inverse(&self, value: i64, max: i64) -> i64 {
+        if value < 0 {
+            return value;
+        }
+        match self.addresses.inverse(value as u64) {
+            Some(n) if n <= max as u64 => n as i64,
+            _ => value,
         }
     }
 }
@@ -294,7 +342,7 @@ impl References<'_> {
 fn write_immediate(out: &mut Vec<u8>, kind: ImmediateKind, value: i64) {
     match kind {
         ImmediateKind::Function => write_unsigned(out, value as u64),
-        ImmediateKind::I64Const => write_signed(out, value),
+        ImmediateKind::I64Const | ImmediateKind::I32Const => write_signed(out, value),
     }
 }
 
@@ -328,7 +376,8 @@ fn normalize_body(
             if normalized != imm.value {
                 match imm.kind {
                     ImmediateKind::Function => stats.function_refs += 1,
-                    ImmediateKind::I64Const => stats.pc_refs += 1,
+                    ImmediateKind::I64Const if refs.own_pc.is_some_and(|t| pc_slot(imm.value, t).is_some()) => stats.pc_refs += 1,
+                    ImmediateKind::I64Const | ImmediateKind::I32Const => stats.address_refs += 1,
                 }
             }
             write_immediate(out, imm.kind, normalized);

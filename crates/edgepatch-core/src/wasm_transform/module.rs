@@ -10,6 +10,7 @@ pub(crate) const MAGIC: &[u8; 8] = b"\0asm\x01\0\0\0";
 pub(crate) const CODE_SECTION: u8 = 10;
 const IMPORT_SECTION: u8 = 2;
 const ELEM_SECTION: u8 = 9;
+const DATA_SECTION: u8 = 11;
 
 /// A parse failure: what was wrong, at which byte of the input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +120,8 @@ pub(crate) struct Module {
     pub pc_table: Option<PcTable>,
     /// Index into `sections` of the code section.
     pub code: Option<usize>,
+    /// Index into `sections` of the data section.
+    pub data: Option<usize>,
     pub bodies: Vec<Body>,
 }
 
@@ -128,7 +131,7 @@ pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
         return Err(ParseError { offset: 0, what: "no wasm magic and version 1" });
     }
     let mut c = Cursor::new(bytes, 8);
-    let mut module = Module { sections: Vec::new(), imported_functions: Vec::new(), pc_table: None, code: None, bodies: Vec::new() };
+    let mut module = Module { sections: Vec::new(), imported_functions: Vec::new(), pc_table: None, code: None, data: None, bodies: Vec::new() };
     while c.pos < bytes.len() {
         let start = c.pos;
         let id = c.u8()?;
@@ -148,6 +151,7 @@ pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
                 module.code = Some(module.sections.len());
                 module.bodies = parse_bodies(&bytes[..section.end], contents)?;
             }
+            DATA_SECTION => module.data = Some(module.sections.len()),
             _ => {}
         }
         module.sections.push(section);
@@ -262,6 +266,8 @@ pub(crate) enum ImmediateKind {
     Function,
     /// `i64.const`: a PC, a data address or a plain number.
     I64Const,
+    /// `i32.const`: a data address or a plain number.
+    I32Const,
 }
 
 /// An immediate the transform may rewrite: `bytes[start..end]` holds its LEB128.
@@ -350,7 +356,9 @@ pub(crate) fn walk_body(bytes: &[u8], start: usize, end: usize, on_immediate: &m
             }
             0x28..=0x3e => memarg(&mut c)?,
             0x41 => {
-                c.s32()?;
+                let s = c.pos;
+                let v = c.s32()?;
+                on_immediate(Immediate { start: s, end: c.pos, kind: ImmediateKind::I32Const, value: v });
             }
             0x42 => {
                 let s = c.pos;

@@ -2,6 +2,7 @@
 //! (docs/WASM_TRANSFORM.md §3 gives the layout).
 
 use super::leb::{read_unsigned, write_unsigned};
+use super::addresses::Piece;
 use super::module::PcTable;
 use super::TransformError;
 
@@ -84,6 +85,9 @@ pub(crate) struct SideInfo {
     pub size_widths: Vec<(u64, u8)>,
     /// Ordinals of immediates kept verbatim.
     pub exceptions: Vec<u64>,
+    /// The data address map's pieces and the end of the new data.
+    pub address_pieces: Vec<Piece>,
+    pub address_end: u64,
 }
 
 fn put_ascending(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) {
@@ -119,6 +123,14 @@ impl SideInfo {
         put_ascending(&mut out, self.size_widths.iter().map(|w| w.0));
         out.extend(self.size_widths.iter().map(|w| w.1));
         put_ascending(&mut out, self.exceptions.iter().copied());
+        write_unsigned(&mut out, self.address_pieces.len() as u64);
+        let mut prev = 0u64;
+        for p in &self.address_pieces {
+            write_unsigned(&mut out, p.new_start.wrapping_sub(prev));
+            write_unsigned(&mut out, zigzag(p.delta));
+            prev = p.new_start;
+        }
+        write_unsigned(&mut out, self.address_end.wrapping_sub(prev));
         out
     }
 
@@ -162,10 +174,19 @@ impl SideInfo {
             size_widths.push((p, w));
         }
         let exceptions = r.ascending()?;
+        let count = r.count()?;
+        let mut address_pieces = Vec::with_capacity(count);
+        let mut prev = 0u64;
+        for _ in 0..count {
+            let new_start = prev.checked_add(r.varint()?).ok_or_else(|| r.err("address piece overflows"))?;
+            address_pieces.push(Piece { new_start, delta: unzigzag(r.varint()?) });
+            prev = new_start;
+        }
+        let address_end = prev.checked_add(r.varint()?).ok_or_else(|| r.err("address end overflows"))?;
         if r.pos != bytes.len() {
             return Err(r.err("bytes after the end"));
         }
-        Ok(SideInfo { code_size_width: code_size_width as u8, ref_pc, runs, raw_bodies, size_widths, exceptions })
+        Ok(SideInfo { code_size_width: code_size_width as u8, ref_pc, runs, raw_bodies, size_widths, exceptions, address_pieces, address_end })
     }
 }
 
