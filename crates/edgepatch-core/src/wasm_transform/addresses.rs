@@ -86,6 +86,56 @@ pub(crate) fn index_windows(bytes: &[u8], segments: &[(u64, usize, usize)]) -> W
     index
 }
 
+/// The longest subsequence of `items` strictly ascending in `key`.
+fn longest_ascending(items: &[Piece], key: impl Fn(&Piece) -> i64) -> Vec<Piece> {
+    let mut tails: Vec<usize> = Vec::new();
+    let mut parent = vec![usize::MAX; items.len()];
+    for i in 0..items.len() {
+        let k = key(&items[i]);
+        let len = tails.partition_point(|&t| key(&items[t]) < k);
+        if len > 0 {
+            parent[i] = tails[len - 1];
+        }
+        if len == tails.len() {
+            tails.push(i);
+        } else {
+            tails[len] = i;
+        }
+    }
+    let mut out = Vec::with_capacity(tails.len());
+    let mut at = tails.last().copied().unwrap_or(usize::MAX);
+    while at != usize::MAX {
+        out.push(items[at]);
+        at = parent[at];
+    }
+    out.reverse();
+    out
+}
+
+/// The old build's data as the new build's forward transform needs it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OldData {
+    windows: WindowIndex,
+    /// (address, bytes), sorted by address.
+    image: Vec<(u64, Vec<u8>)>,
+}
+
+impl OldData {
+    pub fn new(bytes: &[u8], segments: &[(u64, usize, usize)]) -> OldData {
+        let mut image: Vec<(u64, Vec<u8>)> = segments.iter().map(|&(a, s, e)| (a, bytes[s..e].to_vec())).collect();
+        image.sort_by_key(|i| i.0);
+        OldData { windows: index_windows(bytes, segments), image }
+    }
+}
+
+/// The byte at `address` of a data image sorted by address (later segments
+/// win where they overlap, as at instantiation; close enough here).
+fn byte_at<T: AsRef<[u8]>>(image: &[(u64, T)], address: u64) -> Option<u8> {
+    let i = image.partition_point(|s| s.0 <= address).checked_sub(1)?;
+    let (start, data) = (image[i].0, image[i].1.as_ref());
+    data.get(usize::try_from(address - start).ok()?).copied()
+}
+
 /// A step function over new addresses: from `new_start` on (until the next
 /// piece), add `delta`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,8 +156,11 @@ pub(crate) struct AddressMap {
 
 impl AddressMap {
     /// Builds the map from the old build's window index and the new data.
-    pub fn learn(old: &WindowIndex, bytes: &[u8], segments: &[(u64, usize, usize)]) -> AddressMap {
+    pub fn learn(old_data: &OldData, bytes: &[u8], segments: &[(u64, usize, usize)]) -> AddressMap {
+        let old = &old_data.windows;
         let new = index_windows(bytes, segments);
+        let mut new_image: Vec<(u64, &[u8])> = segments.iter().map(|&(a, s, e)| (a, &bytes[s..e])).collect();
+        new_image.sort_by_key(|i| i.0);
         let mut anchors: Vec<(u64, i64)> = new
             .iter()
             .filter(|(_, &(_, n))| n == 1)
@@ -117,22 +170,77 @@ impl AddressMap {
             })
             .collect();
         anchors.sort_unstable();
-        let mut pieces: Vec<Piece> = Vec::new();
+        let new_end = segments.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0);
+        let lowest = segments.iter().map(|s| s.0).min().unwrap_or(0);
+        // Runs of anchors that agree on the displacement.
+        let mut runs: Vec<Piece> = Vec::new();
         let mut i = 0;
         while i < anchors.len() {
             let mut j = i + 1;
             while j < anchors.len() && anchors[j].1 == anchors[i].1 {
                 j += 1;
             }
-            if j - i >= MIN_RUN && pieces.last().map_or(true, |p| p.delta != anchors[i].1) {
-                pieces.push(Piece { new_start: anchors[i].0, delta: anchors[i].1 });
+            if j - i >= MIN_RUN {
+                runs.push(Piece { new_start: anchors[i].0, delta: anchors[i].1 });
             }
             i = j;
         }
-        let new_end = segments.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0);
-        if let (Some(first), Some(lowest)) = (pieces.first_mut(), segments.iter().map(|s| s.0).min()) {
-            first.new_start = first.new_start.min(lowest);
+        // Keep the runs whose old addresses ascend too (moved blocks are left
+        // to the diff), so that the pieces' images can be made disjoint.
+        let old_start = |p: &Piece| p.new_start as i64 + p.delta;
+        let mut kept: Vec<Piece> = longest_ascending(&runs, old_start);
+        kept.dedup_by(|b, a| a.delta == b.delta);
+        if let Some(first) = kept.first_mut() {
+            // Data before the first anchor keeps its displacement.
+            if lowest < first.new_start && lowest.checked_add_signed(first.delta).is_some() {
+                first.new_start = lowest;
+            }
         }
+        // Where the new data grew, the grown part gets fresh addresses past
+        // every old one, so that no two new addresses share a normalized one.
+        let end_of = |k: usize| kept.get(k + 1).map_or(new_end, |n| n.new_start);
+        let image_end = (0..kept.len()).filter_map(|k| end_of(k).checked_add_signed(kept[k].delta)).max().unwrap_or(0);
+        let mut fresh = image_end.max(new_end).next_multiple_of(1 << 12);
+        let mut pieces: Vec<Piece> = Vec::with_capacity(kept.len() * 2);
+        for k in 0..kept.len() {
+            let piece = kept[k];
+            pieces.push(piece);
+            if let Some(next) = kept.get(k + 1) {
+                let new_len = next.new_start - piece.new_start;
+                let old_len = (old_start(next) - old_start(&piece)).max(0) as u64;
+                if old_len < new_len {
+                    // The grown part starts where the bytes stop matching
+                    // under this piece's displacement.
+                    let matching = (0..old_len)
+                        .take_while(|&o| {
+                            let a = piece.new_start + o;
+                            let old_byte = a.checked_add_signed(piece.delta).and_then(|b| byte_at(&old_data.image, b));
+                            old_byte.is_some() && old_byte == byte_at(&new_image, a)
+                        })
+                        .count() as u64;
+                    let grown = new_len - old_len;
+                    // ... and the bytes before the next piece match under its one.
+                    let matching_after = (0..old_len)
+                        .take_while(|&o| {
+                            let a = next.new_start - 1 - o;
+                            let old_byte = a.checked_add_signed(next.delta).and_then(|b| byte_at(&old_data.image, b));
+                            old_byte.is_some() && old_byte == byte_at(&new_image, a)
+                        })
+                        .count() as u64;
+                    // Both agree on any split in [old_len - after, matching];
+                    // when edits leave no such split, trust the later piece.
+                    let matching = if matching + matching_after >= old_len { matching } else { old_len - matching_after };
+                    let grown_at = piece.new_start + matching;
+                    pieces.push(Piece { new_start: grown_at, delta: fresh as i64 - grown_at as i64 });
+                    fresh += grown;
+                    if matching < old_len {
+                        pieces.push(Piece { new_start: grown_at + grown, delta: next.delta });
+                    }
+                }
+            }
+        }
+        pieces.retain(|p| p.new_start < new_end);
+        pieces.dedup_by(|b, a| a.new_start == b.new_start);
         AddressMap::from_pieces(pieces, new_end).unwrap_or_default()
     }
 

@@ -23,7 +23,7 @@ mod matching;
 mod module;
 mod side_info;
 
-use addresses::{data_segments, index_windows, AddressMap, WindowIndex};
+use addresses::{data_segments, AddressMap, OldData};
 use leb::{unsigned_width, write_signed, write_unsigned, write_unsigned_padded};
 use matching::{match_functions, FunctionShapes};
 use module::{parse_module, walk_body, Immediate, ImmediateKind, Module, PcTable, CODE_SECTION};
@@ -46,7 +46,7 @@ pub enum TransformError {
 pub struct WasmReference {
     shapes: FunctionShapes,
     pc_table: Option<PcTable>,
-    data_windows: WindowIndex,
+    old_data: OldData,
 }
 
 /// The normalized bytes and what [`inverse`] needs besides them.
@@ -66,6 +66,8 @@ pub struct TransformStats {
     pub pc_refs: u64,
     pub address_refs: u64,
     pub address_pieces: u64,
+    /// Pointer-sized words in data segments rewritten.
+    pub data_refs: u64,
     pub exceptions: u64,
 }
 
@@ -73,8 +75,8 @@ pub struct TransformStats {
 pub fn reference(old: &[u8]) -> Result<WasmReference, TransformError> {
     let module = parse(old)?;
     let shapes = shapes(old, &module);
-    let data_windows = index_windows(old, &segments(old, &module));
-    Ok(WasmReference { shapes, pc_table: module.pc_table, data_windows })
+    let old_data = OldData::new(old, &segments(old, &module));
+    Ok(WasmReference { shapes, pc_table: module.pc_table, old_data })
 }
 
 /// The normalized form of `bytes`. With `reference` = None, functions keep
@@ -93,7 +95,7 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
         Some(r) => {
             let map = match_functions(&r.shapes, &own_shapes);
             stats.matched_functions = map.iter().filter(|&&m| m < r.shapes.count()).count() as u64;
-            (map, r.pc_table, AddressMap::learn(&r.data_windows, bytes, &segments(bytes, &module)))
+            (map, r.pc_table, AddressMap::learn(&r.old_data, bytes, &segments(bytes, &module)))
         }
         None => {
             stats.matched_functions = own_shapes.count();
@@ -114,7 +116,16 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
     let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16);
     out.extend_from_slice(&bytes[..8]);
     let mut ordinal = 0u64;
+    let data_segments = segments(bytes, &module);
     for (index, section) in module.sections.iter().enumerate() {
+        if Some(index) == module.data {
+            let at = out.len();
+            out.extend_from_slice(&bytes[section.start..section.end]);
+            let rebased: Vec<(u64, usize, usize)> =
+                data_segments.iter().map(|&(a, s, e)| (a, s - section.start + at, e - section.start + at)).collect();
+            stats.data_refs = rewrite_data_words(&mut out, &rebased, &refs, Direction::Forward, &mut side.data_exceptions)?;
+            continue;
+        }
         if Some(index) != module.code {
             out.extend_from_slice(&bytes[section.start..section.end]);
             continue;
@@ -146,7 +157,7 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
         write_unsigned(&mut out, contents.len() as u64);
         out.extend_from_slice(&contents);
     }
-    stats.exceptions = side.exceptions.len() as u64;
+    stats.exceptions = (side.exceptions.len() + side.data_exceptions.len()) as u64;
     Ok((Normalized { bytes: out, side_info: side.encode() }, stats))
 }
 
@@ -166,7 +177,17 @@ pub fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, Transform
     let mut widths = side.size_widths.iter().peekable();
     let mut exceptions = side.exceptions.iter().peekable();
     let mut ordinal = 0u64;
+    let data_segments = segments(normalized, &module);
     for (index, section) in module.sections.iter().enumerate() {
+        if Some(index) == module.data {
+            let at = out.len();
+            out.extend_from_slice(&normalized[section.start..section.end]);
+            let rebased: Vec<(u64, usize, usize)> =
+                data_segments.iter().map(|&(a, s, e)| (a, s - section.start + at, e - section.start + at)).collect();
+            let mut listed = side.data_exceptions.clone();
+            rewrite_data_words(&mut out, &rebased, &refs, Direction::Inverse, &mut listed)?;
+            continue;
+        }
         if Some(index) != module.code {
             out.extend_from_slice(&normalized[section.start..section.end]);
             continue;
@@ -337,6 +358,88 @@ impl References<'_> {
             _ => value,
         }
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Forward,
+    Inverse,
+}
+
+/// Rewrites the pointer-sized words of the data segments (8 bytes in Go,
+/// whose pointers and PCs are 64-bit; 4 bytes otherwise), aligned by address,
+/// in place: the section keeps its size. Forward fills `exceptions` with the
+/// ordinals of words kept verbatim; inverse reads them from it. Returns how
+/// many words changed.
+fn rewrite_data_words(
+    out: &mut [u8],
+    segments: &[(u64, usize, usize)],
+    refs: &References,
+    direction: Direction,
+    exceptions: &mut Vec<u64>,
+) -> Result<u64, TransformError> {
+    if refs.addresses.pieces().is_empty() && refs.map.is_identity() {
+        if direction == Direction::Inverse && !exceptions.is_empty() {
+            return Err(TransformError::SideInfo { offset: 0, what: "data exceptions without a mapping" });
+        }
+        return Ok(0);
+    }
+    let (width, kind) = if refs.own_pc.is_some() { (8usize, ImmediateKind::I64Const) } else { (4, ImmediateKind::I32Const) };
+    let mut ordinal = 0u64;
+    let mut changed = 0u64;
+    let mut listed = std::mem::take(exceptions);
+    let mut next_listed = 0usize;
+    for &(address, start, stop) in segments {
+        let skip = ((width as u64 - address % width as u64) % width as u64) as usize;
+        let mut p = start + skip;
+        while p + width <= stop {
+            let word = &mut out[p..p + width];
+            let value = if width == 8 {
+                i64::from_le_bytes(word.try_into().expect("8 bytes"))
+            } else {
+                i64::from(u32::from_le_bytes(word.try_into().expect("4 bytes")))
+            };
+            match direction {
+                Direction::Forward => {
+                    let n = refs.forward(kind, value);
+                    if n != value {
+                        if refs.inverse(kind, n) == value {
+                            write_word(word, n);
+                            changed += 1;
+                        } else {
+                            listed.push(ordinal);
+                        }
+                    } else if refs.inverse(kind, n) != value {
+                        listed.push(ordinal);
+                    }
+                }
+                Direction::Inverse => {
+                    if listed.get(next_listed) == Some(&ordinal) {
+                        next_listed += 1;
+                    } else {
+                        let v = refs.inverse(kind, value);
+                        if v != value {
+                            write_word(word, v);
+                            changed += 1;
+                        }
+                    }
+                }
+            }
+            ordinal += 1;
+            p += width;
+        }
+    }
+    if direction == Direction::Inverse && next_listed != listed.len() {
+        return Err(TransformError::SideInfo { offset: 0, what: "data exceptions beyond the data words" });
+    }
+    *exceptions = listed;
+    Ok(changed)
+}
+
+fn write_word(word: &mut [u8], value: i64) {
+    let bytes = value.to_le_bytes();
+    let n = word.len();
+    word.copy_from_slice(&bytes[..n]);
 }
 
 fn write_immediate(out: &mut Vec<u8>, kind: ImmediateKind, value: i64) {

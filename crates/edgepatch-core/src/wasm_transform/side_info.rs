@@ -60,6 +60,11 @@ impl FunctionMap {
         Ok(FunctionMap { runs, by_norm })
     }
 
+    /// True when every function keeps its number.
+    pub fn is_identity(&self) -> bool {
+        self.runs.iter().all(|r| r.new_start == r.norm_start)
+    }
+
     pub fn forward(&self, index: u64) -> Option<u64> {
         let i = self.runs.partition_point(|r| r.new_start <= index).checked_sub(1)?;
         let r = &self.runs[i];
@@ -88,6 +93,8 @@ pub(crate) struct SideInfo {
     /// The data address map's pieces and the end of the new data.
     pub address_pieces: Vec<Piece>,
     pub address_end: u64,
+    /// Ordinals of data words kept verbatim.
+    pub data_exceptions: Vec<u64>,
 }
 
 fn put_ascending(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) {
@@ -131,6 +138,7 @@ impl SideInfo {
             prev = p.new_start;
         }
         write_unsigned(&mut out, self.address_end.wrapping_sub(prev));
+        put_ascending(&mut out, self.data_exceptions.iter().copied());
         out
     }
 
@@ -183,10 +191,11 @@ impl SideInfo {
             prev = new_start;
         }
         let address_end = prev.checked_add(r.varint()?).ok_or_else(|| r.err("address end overflows"))?;
+        let data_exceptions = r.ascending()?;
         if r.pos != bytes.len() {
             return Err(r.err("bytes after the end"));
         }
-        Ok(SideInfo { code_size_width: code_size_width as u8, ref_pc, runs, raw_bodies, size_widths, exceptions, address_pieces, address_end })
+        Ok(SideInfo { code_size_width: code_size_width as u8, ref_pc, runs, raw_bodies, size_widths, exceptions, address_pieces, address_end, data_exceptions })
     }
 }
 
