@@ -345,3 +345,58 @@ fn hostile_input_never_panics_and_accepted_input_round_trips() {
     }
     assert!(accepted > 100, "mutations kept some modules parseable ({accepted})");
 }
+
+/// Pseudo-random bytes: data whose windows are unique.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut rng = Rng(seed);
+    (0..len).map(|_| rng.next() as u8).collect()
+}
+
+fn data_section(segments: &[(u32, Vec<u8>)]) -> Vec<u8> {
+    let items: Vec<Vec<u8>> = segments
+        .iter()
+        .map(|(address, bytes)| {
+            let mut s = vec![0x00, 0x41];
+            s.extend(sleb(i64::from(*address)));
+            s.push(0x0b);
+            s.extend(uleb(bytes.len() as u64));
+            s.extend_from_slice(bytes);
+            s
+        })
+        .collect();
+    section(11, &vec_of(&items))
+}
+
+fn i32_const(v: i64) -> Vec<u8> {
+    let mut out = vec![0x41];
+    out.extend(sleb(v));
+    out.push(0x1a);
+    out
+}
+
+/// Data grows in the middle: the addresses after the insertion, in code and in
+/// pointers stored in the data, normalize to the old ones.
+#[test]
+fn shifted_data_addresses_normalize_to_the_old_ones() {
+    let (a, b) = (noise(1, 2048), noise(2, 2048));
+    let base = 1024u32;
+    let pointer_to_b = |b_at: u32| [noise(3, 12), (b_at + 100).to_le_bytes().to_vec()].concat(); // 4-aligned
+    let build = |gap: usize| {
+        let b_at = base + 2048 + gap as u32;
+        let data = [a.clone(), noise(4, gap), b.clone(), pointer_to_b(b_at)].concat();
+        let bodies = vec![[i32_const(i64::from(b_at)), i32_const(i64::from(b_at) + 1500), i32_const(i64::from(base) + 10)].concat()];
+        let mut m = module(&[], &bodies, None);
+        m.extend(data_section(&[(base, data)]));
+        m
+    };
+    let (old, new) = (build(0), build(256));
+    round_trip(&old, &new);
+    let old_norm = forward(None, &old).unwrap();
+    let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    assert!(stats.address_refs >= 2 && stats.data_refs >= 1, "{stats:?}");
+    assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&old_norm.bytes), "code addresses normalize");
+    assert_ne!(code_bodies(&new), code_bodies(&old), "the test must shift addresses");
+    // The stored pointer (the module's last 4 bytes) normalizes to the old one.
+    assert_eq!(new_norm.bytes[new_norm.bytes.len() - 4..], old_norm.bytes[old_norm.bytes.len() - 4..]);
+    assert_ne!(new[new.len() - 4..], old[old.len() - 4..]);
+}
