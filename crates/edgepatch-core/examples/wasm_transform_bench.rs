@@ -14,8 +14,7 @@ use edgepatch_core::wasm_transform::{forward, forward_with_stats, inverse, refer
 use edgepatch_core::{diff_builds, Build, DiffOptions};
 
 fn edgepatch_size(old: &[u8], new: &[u8]) -> usize {
-    let (patch, _) = diff_builds(&Build::single_file(old.to_vec()), &Build::single_file(new.to_vec()), &DiffOptions::default(), &|_, _| {})
-        .expect("diff");
+    let (patch, _) = diff_builds(&Build::single_file(old.to_vec()), &Build::single_file(new.to_vec()), &DiffOptions::default(), &|_, _| {}).expect("diff");
     patch.len()
 }
 
@@ -27,13 +26,7 @@ fn peer_size(dir: &Path, old: &[u8], new: &[u8], tool: &str) -> Option<usize> {
     let _ = std::fs::remove_file(&p);
     let status = match tool {
         "bsdiff" => Command::new("bsdiff").arg(&o).arg(&n).arg(&p).status(),
-        "zstd" => Command::new("zstd")
-            .args(["-q", "-f", "-19", "--long=27"])
-            .arg(format!("--patch-from={}", o.display()))
-            .arg(&n)
-            .arg("-o")
-            .arg(&p)
-            .status(),
+        "zstd" => Command::new("zstd").args(["-q", "-f", "-19", "--long=27"]).arg(format!("--patch-from={}", o.display())).arg(&n).arg("-o").arg(&p).status(),
         "hdiffpatch" => {
             let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/hdiffpatch_cli.py");
             Command::new("python3").arg(script).arg("diff").arg(&o).arg(&n).arg(&p).status()

@@ -215,8 +215,7 @@ fn go_pcs_are_renumbered_with_their_functions() {
     let base = 0x1000u32;
     let pc = |defined: u32, block: i64| (i64::from(base + defined) << 16) | block;
     let old_bodies = vec![[call(1), i64_const(pc(1, 3))].concat(), [i64_const(pc(0, 0)), i64_const(4_921_520)].concat()];
-    let new_bodies =
-        vec![i64_const(7), [call(2), i64_const(pc(2, 3))].concat(), [i64_const(pc(1, 0)), i64_const(4_921_520)].concat()];
+    let new_bodies = vec![i64_const(7), [call(2), i64_const(pc(2, 3))].concat(), [i64_const(pc(1, 0)), i64_const(4_921_520)].concat()];
     let old = module(&["x"], &old_bodies, Some(base));
     let new = module(&["x"], &new_bodies, Some(base));
     round_trip(&old, &new);

@@ -23,31 +23,43 @@ pub(crate) fn data_segments(bytes: &[u8], section: &Section) -> Vec<(u64, usize,
     let mut out = Vec::new();
     let end = section.end;
     let mut pos = section.contents;
-    let Ok(count) = read_unsigned(&bytes[..end], &mut pos, 32) else { return out };
+    let Ok(count) = read_unsigned(&bytes[..end], &mut pos, 32) else {
+        return out;
+    };
     for _ in 0..count {
-        let Ok(flags) = read_unsigned(&bytes[..end], &mut pos, 32) else { return Vec::new() };
+        let Ok(flags) = read_unsigned(&bytes[..end], &mut pos, 32) else {
+            return Vec::new();
+        };
         let address = match flags {
             0 | 2 => {
                 if flags == 2 && read_unsigned(&bytes[..end], &mut pos, 32) != Ok(0) {
                     return Vec::new();
                 }
-                let Some(&op) = bytes[..end].get(pos) else { return Vec::new() };
+                let Some(&op) = bytes[..end].get(pos) else {
+                    return Vec::new();
+                };
                 pos += 1;
                 let value = match op {
                     0x41 => read_signed(&bytes[..end], &mut pos, 32),
                     0x42 => read_signed(&bytes[..end], &mut pos, 64),
                     _ => return Vec::new(),
                 };
-                let (Ok(v), Some(0x0b)) = (value, bytes[..end].get(pos)) else { return Vec::new() };
+                let (Ok(v), Some(0x0b)) = (value, bytes[..end].get(pos)) else {
+                    return Vec::new();
+                };
                 pos += 1;
                 Some(v as u32 as u64)
             }
             1 => None,
             _ => return Vec::new(),
         };
-        let Ok(len) = read_unsigned(&bytes[..end], &mut pos, 32) else { return Vec::new() };
+        let Ok(len) = read_unsigned(&bytes[..end], &mut pos, 32) else {
+            return Vec::new();
+        };
         let start = pos;
-        let Some(stop) = pos.checked_add(len as usize).filter(|&s| s <= end) else { return Vec::new() };
+        let Some(stop) = pos.checked_add(len as usize).filter(|&s| s <= end) else {
+            return Vec::new();
+        };
         pos = stop;
         if let Some(a) = address {
             out.push((a, start, stop));

@@ -97,10 +97,8 @@ pub(crate) fn match_functions(old: &FunctionShapes, new: &FunctionShapes) -> Vec
             map[new_imports + j] = old_imports + *o as u64;
         }
     }
-    let mut next = old.count();
-    for slot in map.iter_mut().filter(|s| **s == unmatched) {
-        *slot = next;
-        next += 1;
+    for (fresh, slot) in (old.count()..).zip(map.iter_mut().filter(|s| **s == unmatched)) {
+        *slot = fresh;
     }
     map
 }

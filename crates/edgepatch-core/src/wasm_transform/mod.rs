@@ -121,8 +121,7 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
         if Some(index) == module.data {
             let at = out.len();
             out.extend_from_slice(&bytes[section.start..section.end]);
-            let rebased: Vec<(u64, usize, usize)> =
-                data_segments.iter().map(|&(a, s, e)| (a, s - section.start + at, e - section.start + at)).collect();
+            let rebased: Vec<(u64, usize, usize)> = data_segments.iter().map(|&(a, s, e)| (a, s - section.start + at, e - section.start + at)).collect();
             stats.data_refs = rewrite_data_words(&mut out, &rebased, &refs, Direction::Forward, &mut side.data_exceptions)?;
             continue;
         }
@@ -168,8 +167,7 @@ pub fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, Transform
     let side = SideInfo::decode(side_info)?;
     let module = parse_module(normalized).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
     let function_map = FunctionMap::from_runs(side.runs.clone()).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
-    let addresses =
-        AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
+    let addresses = AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc, addresses: &addresses };
     let mut out = Vec::with_capacity(normalized.len());
     out.extend_from_slice(&normalized[..8]);
@@ -182,8 +180,7 @@ pub fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, Transform
         if Some(index) == module.data {
             let at = out.len();
             out.extend_from_slice(&normalized[section.start..section.end]);
-            let rebased: Vec<(u64, usize, usize)> =
-                data_segments.iter().map(|&(a, s, e)| (a, s - section.start + at, e - section.start + at)).collect();
+            let rebased: Vec<(u64, usize, usize)> = data_segments.iter().map(|&(a, s, e)| (a, s - section.start + at, e - section.start + at)).collect();
             let mut listed = side.data_exceptions.clone();
             rewrite_data_words(&mut out, &rebased, &refs, Direction::Inverse, &mut listed)?;
             continue;
@@ -303,9 +300,15 @@ impl References<'_> {
             },
             ImmediateKind::I32Const => self.address_forward(value, i64::from(i32::MAX)),
             ImmediateKind::I64Const => {
-                let (Some(own), Some(theirs)) = (self.own_pc, self.ref_pc) else { return self.address_forward(value, i64::MAX) };
-                let Some(function) = pc_slot(value, own) else { return self.address_forward(value, i64::MAX) };
-                let Some(normalized) = self.map.forward(function) else { return value };
+                let (Some(own), Some(theirs)) = (self.own_pc, self.ref_pc) else {
+                    return self.address_forward(value, i64::MAX);
+                };
+                let Some(function) = pc_slot(value, own) else {
+                    return self.address_forward(value, i64::MAX);
+                };
+                let Some(normalized) = self.map.forward(function) else {
+                    return value;
+                };
                 let Some(slot) = normalized.checked_sub(u64::from(theirs.first)).and_then(|o| o.checked_add(u64::from(theirs.base))) else {
                     return value;
                 };
@@ -506,8 +509,7 @@ fn restore_body(
     out: &mut Vec<u8>,
 ) -> Result<(), TransformError> {
     let mut immediates = Vec::new();
-    walk_body(normalized, start, end, &mut |imm| immediates.push(imm))
-        .map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+    walk_body(normalized, start, end, &mut |imm| immediates.push(imm)).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
     let mut at = start;
     for imm in immediates {
         out.extend_from_slice(&normalized[at..imm.start]);

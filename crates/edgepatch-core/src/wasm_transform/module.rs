@@ -140,9 +140,7 @@ pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
         c.skip(size)?;
         let section = Section { start, contents, end: c.pos };
         match id {
-            IMPORT_SECTION if module.imported_functions.is_empty() => {
-                module.imported_functions = parse_imports(&bytes[..section.end], contents)?
-            }
+            IMPORT_SECTION if module.imported_functions.is_empty() => module.imported_functions = parse_imports(&bytes[..section.end], contents)?,
             ELEM_SECTION => module.pc_table = parse_pc_table(&bytes[..section.end], contents),
             CODE_SECTION => {
                 if module.code.is_some() {

@@ -1,8 +1,8 @@
 //! The side info: what the inverse needs besides the normalized bytes
 //! (docs/WASM_TRANSFORM.md §3 gives the layout).
 
-use super::leb::{read_unsigned, write_unsigned};
 use super::addresses::Piece;
+use super::leb::{read_unsigned, write_unsigned};
 use super::module::PcTable;
 use super::TransformError;
 
