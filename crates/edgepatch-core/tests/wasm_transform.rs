@@ -399,3 +399,17 @@ fn shifted_data_addresses_normalize_to_the_old_ones() {
     assert_eq!(new_norm.bytes[new_norm.bytes.len() - 4..], old_norm.bytes[old_norm.bytes.len() - 4..]);
     assert_ne!(new[new.len() - 4..], old[old.len() - 4..]);
 }
+
+/// With no reference every function keeps its number and no address moves,
+/// and size fields keep their widths, so a module whose immediates are
+/// canonical is its own normalized form: an applier reads the old file as is.
+#[test]
+fn old_side_normalized_form_is_the_module_itself_when_canonical() {
+    let m = module(&["a"], &[[call(1), i64_const(5)].concat(), call(0)], Some(0x1000));
+    assert_eq!(forward(None, &m).unwrap().bytes, m);
+    for pair in ["havok-wasm", "esbuild-wasm-adj"] {
+        if let Ok(old) = std::fs::read(std::path::Path::new("/work/corpus/pairs").join(pair).join("old")) {
+            assert!(forward(None, &old).unwrap().bytes == old, "{pair}: the old module is its own normalized form");
+        }
+    }
+}

@@ -136,9 +136,6 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
         let mut body_out = Vec::new();
         for (body_index, body) in module.bodies.iter().enumerate() {
             let width = body.start - body.size_field;
-            if width != unsigned_width((body.end - body.start) as u64) {
-                side.size_widths.push((body_index as u64, width as u8));
-            }
             body_out.clear();
             if !normalize_body(bytes, body.start, body.end, &refs, &mut ordinal, &mut side.exceptions, &mut stats, &mut body_out) {
                 side.raw_bodies.push(body_index as u64);
@@ -146,14 +143,18 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
                 body_out.clear();
                 body_out.extend_from_slice(&bytes[body.start..body.end]);
             }
-            write_unsigned(&mut contents, body_out.len() as u64);
+            // The size field keeps its original width (Go pads every one to
+            // 5 bytes), so an unchanged module is its own normalized form.
+            if !write_size_like(&mut contents, body_out.len() as u64, width) {
+                side.size_widths.push((body_index as u64, width as u8));
+            }
             contents.extend_from_slice(&body_out);
         }
         if contents.len() > u32::MAX as usize {
             return Err(TransformError::NotWasm { offset: section.start, what: "code section too large once normalized" });
         }
         out.push(CODE_SECTION);
-        write_unsigned(&mut out, contents.len() as u64);
+        write_size_like(&mut out, contents.len() as u64, side.code_size_width as usize);
         out.extend_from_slice(&contents);
     }
     stats.exceptions = (side.exceptions.len() + side.data_exceptions.len()) as u64;
@@ -201,7 +202,7 @@ pub fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, Transform
             } else {
                 restore_body(normalized, body.start, body.end, &refs, &mut ordinal, &mut exceptions, &mut body_out)?;
             }
-            let width = widths.next_if(|w| w.0 == body_index).map_or(0, |w| w.1 as usize);
+            let width = widths.next_if(|w| w.0 == body_index).map_or(body.start - body.size_field, |w| w.1 as usize);
             let len = body_out.len() as u64;
             write_size(&mut contents, len, width, body.size_field)?;
             contents.extend_from_slice(&body_out);
@@ -216,13 +217,22 @@ pub fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, Transform
     Ok(out)
 }
 
+/// Writes `len` padded to `width` bytes if it fits (true), else canonically.
+fn write_size_like(out: &mut Vec<u8>, len: u64, width: usize) -> bool {
+    if unsigned_width(len) <= width {
+        write_unsigned_padded(out, len, width);
+        true
+    } else {
+        write_unsigned(out, len);
+        false
+    }
+}
+
 fn write_size(out: &mut Vec<u8>, len: u64, width: usize, at: usize) -> Result<(), TransformError> {
     if len > u64::from(u32::MAX) {
         return Err(TransformError::Normalized { offset: at, what: "size over 4 GiB" });
     }
-    if width == 0 {
-        write_unsigned(out, len);
-    } else if width >= unsigned_width(len) && width <= 5 {
+    if width >= unsigned_width(len) && width <= 5 {
         write_unsigned_padded(out, len, width);
     } else {
         return Err(TransformError::SideInfo { offset: 0, what: "size field width does not fit the size" });

@@ -86,7 +86,8 @@ pub(crate) struct SideInfo {
     pub runs: Vec<Run>,
     /// Ordinals of function bodies kept verbatim.
     pub raw_bodies: Vec<u64>,
-    /// (body ordinal, width) of body size fields that were not canonical.
+    /// (body ordinal, original width) of body size fields whose normalized
+    /// value did not fit the original width.
     pub size_widths: Vec<(u64, u8)>,
     /// Ordinals of immediates kept verbatim.
     pub exceptions: Vec<u64>,
@@ -176,8 +177,8 @@ impl SideInfo {
         let mut size_widths = Vec::with_capacity(positions.len());
         for p in positions {
             let w = r.byte()?;
-            if !(2..=5).contains(&w) {
-                return Err(r.err("size field width not in 2..=5"));
+            if !(1..=5).contains(&w) {
+                return Err(r.err("size field width not in 1..=5"));
             }
             size_widths.push((p, w));
         }
