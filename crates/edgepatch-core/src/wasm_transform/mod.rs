@@ -251,6 +251,10 @@ fn parse(bytes: &[u8]) -> Result<Module, TransformError> {
 /// The hash of each body with its references blanked, for matching.
 fn shapes(bytes: &[u8], module: &Module) -> FunctionShapes {
     let pc = module.pc_table;
+    // Constants pointing into the data move when data grows: blank them so
+    // that the function still matches.
+    let data = segments(bytes, module);
+    let data_range = data.iter().map(|s| s.0 as i64).min().unwrap_or(0)..data.iter().map(|s| s.0 as i64 + (s.2 - s.1) as i64).max().unwrap_or(0);
     let bodies = module
         .bodies
         .iter()
@@ -260,8 +264,8 @@ fn shapes(bytes: &[u8], module: &Module) -> FunctionShapes {
             let walked = walk_body(bytes, body.start, body.end, &mut |imm: Immediate| {
                 let blank = match imm.kind {
                     ImmediateKind::Function => true,
-                    ImmediateKind::I64Const => pc.is_some_and(|t| pc_slot(imm.value, t).is_some()),
-                    ImmediateKind::I32Const => false,
+                    ImmediateKind::I64Const => pc.is_some_and(|t| pc_slot(imm.value, t).is_some()) || data_range.contains(&imm.value),
+                    ImmediateKind::I32Const => data_range.contains(&imm.value),
                 };
                 if blank {
                     hasher.update(&bytes[at..imm.start]);
