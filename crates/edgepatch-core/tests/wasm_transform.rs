@@ -326,7 +326,10 @@ fn hostile_input_never_panics_and_accepted_input_round_trips() {
             b
         })
         .collect();
-    let medium = module(&["a", "b"], &bodies, Some(0x1000));
+    let mut medium = module(&["a", "b"], &bodies, Some(0x1000));
+    // Data with pointers into itself and PCs, so data words are rewritten too.
+    let words: Vec<u8> = (0..64u64).flat_map(|i| (if i % 2 == 0 { 4096 + i * 8 } else { (0x1003 << 16) | i }).to_le_bytes()).collect();
+    medium.extend(data_section(&[(4096, [noise(7, 600), words].concat()), (8192, noise(8, 300))]));
     let r = reference(&medium).unwrap();
     let mut accepted = 0;
     for round in 0..900 {
