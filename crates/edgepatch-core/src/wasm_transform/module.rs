@@ -21,7 +21,7 @@ pub(crate) struct ParseError {
 
 pub(crate) type ParseResult<T> = Result<T, ParseError>;
 
-/// A bounds-checked cursor over `bytes`; `base` is added to offsets in errors.
+/// A bounds-checked cursor over `bytes`; errors carry the absolute offset.
 pub(crate) struct Cursor<'a> {
     pub bytes: &'a [u8],
     pub pos: usize,
