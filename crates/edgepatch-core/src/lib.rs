@@ -20,6 +20,7 @@ pub mod reference_apply;
 pub mod signature;
 pub mod signer;
 pub mod trust;
+pub mod wasm_transform;
 mod wire;
 
 /// Re-exported so adapters hash exactly as the core does.

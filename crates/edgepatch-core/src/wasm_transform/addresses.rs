@@ -1,0 +1,297 @@
+//! Data addresses that shift between builds. Constants in code that point
+//! into the data segments (`i32.const` in wasm32 toolchains, `i64.const` in
+//! Go) are rewritten as the address the same bytes had in the old build.
+//!
+//! The old-to-new layout is learned from the data itself: 16-byte windows,
+//! picked by content (so the same bytes are picked on both sides), that occur
+//! once in each build give (new address, old address) anchors; runs of
+//! anchors with the same displacement become pieces of a step function.
+
+use std::collections::HashMap;
+
+use super::leb::{read_signed, read_unsigned};
+use super::module::Section;
+
+const WINDOW: usize = 16;
+/// One window in 2^SAMPLE_BITS is an anchor candidate.
+const SAMPLE_BITS: u32 = 3;
+/// A displacement needs this many agreeing anchors in a row to become a piece.
+const MIN_RUN: usize = 2;
+
+/// Active data segments of memory 0: (address, byte range in the module).
+pub(crate) fn data_segments(bytes: &[u8], section: &Section) -> Vec<(u64, usize, usize)> {
+    let mut out = Vec::new();
+    let end = section.end;
+    let mut pos = section.contents;
+    let Ok(count) = read_unsigned(&bytes[..end], &mut pos, 32) else {
+        return out;
+    };
+    for _ in 0..count {
+        let Ok(flags) = read_unsigned(&bytes[..end], &mut pos, 32) else {
+            return Vec::new();
+        };
+        let address = match flags {
+            0 | 2 => {
+                if flags == 2 && read_unsigned(&bytes[..end], &mut pos, 32) != Ok(0) {
+                    return Vec::new();
+                }
+                let Some(&op) = bytes[..end].get(pos) else {
+                    return Vec::new();
+                };
+                pos += 1;
+                let value = match op {
+                    0x41 => read_signed(&bytes[..end], &mut pos, 32),
+                    0x42 => read_signed(&bytes[..end], &mut pos, 64),
+                    _ => return Vec::new(),
+                };
+                let (Ok(v), Some(0x0b)) = (value, bytes[..end].get(pos)) else {
+                    return Vec::new();
+                };
+                pos += 1;
+                Some(v as u32 as u64)
+            }
+            1 => None,
+            _ => return Vec::new(),
+        };
+        let Ok(len) = read_unsigned(&bytes[..end], &mut pos, 32) else {
+            return Vec::new();
+        };
+        let start = pos;
+        let Some(stop) = pos.checked_add(len as usize).filter(|&s| s <= end) else {
+            return Vec::new();
+        };
+        pos = stop;
+        if let Some(a) = address {
+            out.push((a, start, stop));
+        }
+    }
+    out
+}
+
+/// Sampled windows of a data image: hash -> (address, occurrences).
+pub(crate) type WindowIndex = HashMap<u64, (u64, u32)>;
+
+fn for_each_window(bytes: &[u8], segments: &[(u64, usize, usize)], f: &mut dyn FnMut(u64, u64)) {
+    for &(address, start, stop) in segments {
+        let data = &bytes[start..stop];
+        if data.len() < WINDOW {
+            continue;
+        }
+        for p in 0..=data.len() - WINDOW {
+            let w = &data[p..p + WINDOW];
+            if w.iter().all(|&b| b == w[0]) {
+                continue;
+            }
+            let h = xxhash_rust::xxh3::xxh3_64(w);
+            if h >> (64 - SAMPLE_BITS) == 0 {
+                f(h, address + p as u64);
+            }
+        }
+    }
+}
+
+pub(crate) fn index_windows(bytes: &[u8], segments: &[(u64, usize, usize)]) -> WindowIndex {
+    let mut index = WindowIndex::new();
+    for_each_window(bytes, segments, &mut |h, a| {
+        index.entry(h).and_modify(|e| e.1 += 1).or_insert((a, 1));
+    });
+    index
+}
+
+/// The longest subsequence of `items` strictly ascending in `key`.
+fn longest_ascending(items: &[Piece], key: impl Fn(&Piece) -> i64) -> Vec<Piece> {
+    let mut tails: Vec<usize> = Vec::new();
+    let mut parent = vec![usize::MAX; items.len()];
+    for i in 0..items.len() {
+        let k = key(&items[i]);
+        let len = tails.partition_point(|&t| key(&items[t]) < k);
+        if len > 0 {
+            parent[i] = tails[len - 1];
+        }
+        if len == tails.len() {
+            tails.push(i);
+        } else {
+            tails[len] = i;
+        }
+    }
+    let mut out = Vec::with_capacity(tails.len());
+    let mut at = tails.last().copied().unwrap_or(usize::MAX);
+    while at != usize::MAX {
+        out.push(items[at]);
+        at = parent[at];
+    }
+    out.reverse();
+    out
+}
+
+/// The old build's data as the new build's forward transform needs it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OldData {
+    windows: WindowIndex,
+    /// (address, bytes), sorted by address.
+    image: Vec<(u64, Vec<u8>)>,
+}
+
+impl OldData {
+    pub fn new(bytes: &[u8], segments: &[(u64, usize, usize)]) -> OldData {
+        let mut image: Vec<(u64, Vec<u8>)> = segments.iter().map(|&(a, s, e)| (a, bytes[s..e].to_vec())).collect();
+        image.sort_by_key(|i| i.0);
+        OldData { windows: index_windows(bytes, segments), image }
+    }
+}
+
+/// The byte at `address` of a data image sorted by address (later segments
+/// win where they overlap, as at instantiation; close enough here).
+fn byte_at<T: AsRef<[u8]>>(image: &[(u64, T)], address: u64) -> Option<u8> {
+    let i = image.partition_point(|s| s.0 <= address).checked_sub(1)?;
+    let (start, data) = (image[i].0, image[i].1.as_ref());
+    data.get(usize::try_from(address - start).ok()?).copied()
+}
+
+/// A step function over new addresses: from `new_start` on (until the next
+/// piece), add `delta`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Piece {
+    pub new_start: u64,
+    pub delta: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AddressMap {
+    /// Sorted by `new_start`.
+    pieces: Vec<Piece>,
+    /// Addresses at or past this are not mapped.
+    new_end: u64,
+    /// (image start, image end, piece), sorted by image start.
+    images: Vec<(u64, u64, usize)>,
+}
+
+impl AddressMap {
+    /// Builds the map from the old build's window index and the new data.
+    pub fn learn(old_data: &OldData, bytes: &[u8], segments: &[(u64, usize, usize)]) -> AddressMap {
+        let old = &old_data.windows;
+        let new = index_windows(bytes, segments);
+        let mut new_image: Vec<(u64, &[u8])> = segments.iter().map(|&(a, s, e)| (a, &bytes[s..e])).collect();
+        new_image.sort_by_key(|i| i.0);
+        let mut anchors: Vec<(u64, i64)> = new
+            .iter()
+            .filter(|(_, &(_, n))| n == 1)
+            .filter_map(|(h, &(a, _))| match old.get(h) {
+                Some(&(o, 1)) => Some((a, o as i64 - a as i64)),
+                _ => None,
+            })
+            .collect();
+        anchors.sort_unstable();
+        let new_end = segments.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0);
+        let lowest = segments.iter().map(|s| s.0).min().unwrap_or(0);
+        // Runs of anchors that agree on the displacement.
+        let mut runs: Vec<Piece> = Vec::new();
+        let mut i = 0;
+        while i < anchors.len() {
+            let mut j = i + 1;
+            while j < anchors.len() && anchors[j].1 == anchors[i].1 {
+                j += 1;
+            }
+            if j - i >= MIN_RUN {
+                runs.push(Piece { new_start: anchors[i].0, delta: anchors[i].1 });
+            }
+            i = j;
+        }
+        // Keep the runs whose old addresses ascend too (moved blocks are left
+        // to the diff), so that the pieces' images can be made disjoint.
+        let old_start = |p: &Piece| p.new_start as i64 + p.delta;
+        let mut kept: Vec<Piece> = longest_ascending(&runs, old_start);
+        kept.dedup_by(|b, a| a.delta == b.delta);
+        if let Some(first) = kept.first_mut() {
+            // Data before the first anchor keeps its displacement.
+            if lowest < first.new_start && lowest.checked_add_signed(first.delta).is_some() {
+                first.new_start = lowest;
+            }
+        }
+        // Where the new data grew, the grown part gets fresh addresses past
+        // every old one, so that no two new addresses share a normalized one.
+        let end_of = |k: usize| kept.get(k + 1).map_or(new_end, |n| n.new_start);
+        let image_end = (0..kept.len()).filter_map(|k| end_of(k).checked_add_signed(kept[k].delta)).max().unwrap_or(0);
+        let mut fresh = image_end.max(new_end).next_multiple_of(1 << 12);
+        let mut pieces: Vec<Piece> = Vec::with_capacity(kept.len() * 2);
+        for k in 0..kept.len() {
+            let piece = kept[k];
+            pieces.push(piece);
+            if let Some(next) = kept.get(k + 1) {
+                let new_len = next.new_start - piece.new_start;
+                let old_len = (old_start(next) - old_start(&piece)).max(0) as u64;
+                if old_len < new_len {
+                    // The grown part starts where the bytes stop matching
+                    // under this piece's displacement.
+                    let matching = (0..old_len)
+                        .take_while(|&o| {
+                            let a = piece.new_start + o;
+                            let old_byte = a.checked_add_signed(piece.delta).and_then(|b| byte_at(&old_data.image, b));
+                            old_byte.is_some() && old_byte == byte_at(&new_image, a)
+                        })
+                        .count() as u64;
+                    let grown = new_len - old_len;
+                    // ... and the bytes before the next piece match under its one.
+                    let matching_after = (0..old_len)
+                        .take_while(|&o| {
+                            let a = next.new_start - 1 - o;
+                            let old_byte = a.checked_add_signed(next.delta).and_then(|b| byte_at(&old_data.image, b));
+                            old_byte.is_some() && old_byte == byte_at(&new_image, a)
+                        })
+                        .count() as u64;
+                    // Both agree on any split in [old_len - after, matching];
+                    // when edits leave no such split, trust the later piece.
+                    let matching = if matching + matching_after >= old_len { matching } else { old_len - matching_after };
+                    let grown_at = piece.new_start + matching;
+                    pieces.push(Piece { new_start: grown_at, delta: fresh as i64 - grown_at as i64 });
+                    fresh += grown;
+                    if matching < old_len {
+                        pieces.push(Piece { new_start: grown_at + grown, delta: next.delta });
+                    }
+                }
+            }
+        }
+        pieces.retain(|p| p.new_start < new_end);
+        pieces.dedup_by(|b, a| a.new_start == b.new_start);
+        AddressMap::from_pieces(pieces, new_end).unwrap_or_default()
+    }
+
+    /// Checks the pieces (ascending, inside the address range) and indexes
+    /// their images for the inverse.
+    pub fn from_pieces(pieces: Vec<Piece>, new_end: u64) -> Result<AddressMap, &'static str> {
+        let mut images = Vec::with_capacity(pieces.len());
+        for (k, p) in pieces.iter().enumerate() {
+            let end = pieces.get(k + 1).map_or(new_end, |n| n.new_start);
+            if end <= p.new_start {
+                return Err("address pieces not ascending");
+            }
+            let start = p.new_start.checked_add_signed(p.delta).ok_or("address piece out of range")?;
+            let stop = end.checked_add_signed(p.delta).ok_or("address piece out of range")?;
+            images.push((start, stop, k));
+        }
+        images.sort_unstable();
+        Ok(AddressMap { pieces, new_end, images })
+    }
+
+    pub fn pieces(&self) -> &[Piece] {
+        &self.pieces
+    }
+
+    pub fn new_end(&self) -> u64 {
+        self.new_end
+    }
+
+    pub fn forward(&self, address: u64) -> Option<u64> {
+        if address >= self.new_end {
+            return None;
+        }
+        let k = self.pieces.partition_point(|p| p.new_start <= address).checked_sub(1)?;
+        address.checked_add_signed(self.pieces[k].delta)
+    }
+
+    pub fn inverse(&self, normalized: u64) -> Option<u64> {
+        let i = self.images.partition_point(|im| im.0 <= normalized).checked_sub(1)?;
+        let (_, stop, k) = self.images[i];
+        (normalized < stop).then(|| normalized.checked_add_signed(-self.pieces[k].delta)).flatten()
+    }
+}

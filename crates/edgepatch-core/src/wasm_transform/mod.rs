@@ -1,0 +1,540 @@
+//! wasm-aware transform (research; not yet part of the patch format).
+//!
+//! A WebAssembly module is rewritten into a "normalized" form in which the
+//! references that merely shift between two builds (function indices of
+//! `call`/`return_call`/`ref.func`, and Go's code addresses in `i64.const`)
+//! are expressed in the old build's numbering, so an unchanged function has
+//! the same bytes in both normalized forms and a byte-granular diff of the
+//! normalized forms finds it whole. [`inverse`] rebuilds the exact original
+//! bytes from the normalized form and a small side info, for every input,
+//! non-canonical LEB128s included. docs/WASM_TRANSFORM.md is the
+//! specification.
+//!
+//! ```text
+//! old ──forward(None)──────────► old'  ┐
+//! new ──forward(Some(ref(old)))─► new' ├─ diff old' → new'   (+ side info)
+//!                                       ┘
+//! apply: old' = forward(None, old).normalized; new' = patch(old'); new = inverse(new', side)
+//! ```
+
+mod addresses;
+mod leb;
+mod matching;
+mod module;
+mod side_info;
+
+use addresses::{data_segments, AddressMap, OldData};
+use leb::{unsigned_width, write_signed, write_unsigned, write_unsigned_padded};
+use matching::{match_functions, FunctionShapes};
+use module::{parse_module, walk_body, Immediate, ImmediateKind, Module, PcTable, CODE_SECTION};
+use side_info::{FunctionMap, SideInfo};
+
+/// Why a transform step failed. `NotWasm` means "use the plain diff".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransformError {
+    #[error("not a WebAssembly module the transform reads: {what} at byte {offset}")]
+    NotWasm { offset: usize, what: &'static str },
+    #[error("wasm transform side info corrupt at byte {offset}: {what}")]
+    SideInfo { offset: usize, what: &'static str },
+    #[error("normalized wasm corrupt at byte {offset}: {what}")]
+    Normalized { offset: usize, what: &'static str },
+}
+
+/// What the forward transform of the new module needs from the old one.
+#[derive(Debug, Clone)]
+pub struct WasmReference {
+    shapes: FunctionShapes,
+    pc_table: Option<PcTable>,
+    old_data: OldData,
+}
+
+/// The normalized bytes and what [`inverse`] needs besides them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Normalized {
+    pub bytes: Vec<u8>,
+    pub side_info: Vec<u8>,
+}
+
+/// Counters of one forward run, for benchmarks and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransformStats {
+    pub functions: u64,
+    pub matched_functions: u64,
+    pub raw_bodies: u64,
+    pub function_refs: u64,
+    pub pc_refs: u64,
+    pub address_refs: u64,
+    pub address_pieces: u64,
+    /// Pointer-sized words in data segments rewritten.
+    pub data_refs: u64,
+    pub exceptions: u64,
+}
+
+/// Parses `old` into the reference the new module's forward transform needs.
+pub fn reference(old: &[u8]) -> Result<WasmReference, TransformError> {
+    let module = parse(old)?;
+    let shapes = shapes(old, &module);
+    let old_data = OldData::new(old, &segments(old, &module));
+    Ok(WasmReference { shapes, pc_table: module.pc_table, old_data })
+}
+
+/// The normalized form of `bytes`. With `reference` = None, functions keep
+/// their own numbers (the old side); with the old module's reference, the
+/// new module's references are renumbered into the old numbering.
+pub fn forward(reference: Option<&WasmReference>, bytes: &[u8]) -> Result<Normalized, TransformError> {
+    forward_with_stats(reference, bytes).map(|(n, _)| n)
+}
+
+/// [`forward`], also returning counters.
+pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Result<(Normalized, TransformStats), TransformError> {
+    let module = parse(bytes)?;
+    let own_shapes = shapes(bytes, &module);
+    let mut stats = TransformStats { functions: own_shapes.count(), ..Default::default() };
+    let (map, ref_pc, addresses) = match reference {
+        Some(r) => {
+            let map = match_functions(&r.shapes, &own_shapes);
+            stats.matched_functions = map.iter().filter(|&&m| m < r.shapes.count()).count() as u64;
+            (map, r.pc_table, AddressMap::learn(&r.old_data, bytes, &segments(bytes, &module)))
+        }
+        None => {
+            stats.matched_functions = own_shapes.count();
+            ((0..own_shapes.count()).collect(), module.pc_table, AddressMap::default())
+        }
+    };
+    stats.address_pieces = addresses.pieces().len() as u64;
+    let function_map = FunctionMap::from_forward(&map);
+    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc, addresses: &addresses };
+
+    let mut side = SideInfo {
+        ref_pc,
+        runs: function_map.runs.clone(),
+        address_pieces: addresses.pieces().to_vec(),
+        address_end: addresses.new_end(),
+        ..Default::default()
+    };
+    let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16);
+    out.extend_from_slice(&bytes[..8]);
+    let mut ordinal = 0u64;
+    let data_segments = segments(bytes, &module);
+    for (index, section) in module.sections.iter().enumerate() {
+        if Some(index) == module.data {
+            let at = out.len();
+            out.extend_from_slice(&bytes[section.start..section.end]);
+            let rebased: Vec<(u64, usize, usize)> = data_segments.iter().map(|&(a, s, e)| (a, s - section.start + at, e - section.start + at)).collect();
+            stats.data_refs = rewrite_data_words(&mut out, &rebased, &refs, Direction::Forward, &mut side.data_exceptions)?;
+            continue;
+        }
+        if Some(index) != module.code {
+            out.extend_from_slice(&bytes[section.start..section.end]);
+            continue;
+        }
+        side.code_size_width = (section.contents - section.start - 1) as u8;
+        let mut contents = Vec::with_capacity(section.end - section.contents);
+        let first_body = module.bodies.first().map_or(section.end, |b| b.size_field);
+        contents.extend_from_slice(&bytes[section.contents..first_body]);
+        let mut body_out = Vec::new();
+        for (body_index, body) in module.bodies.iter().enumerate() {
+            let width = body.start - body.size_field;
+            body_out.clear();
+            if !normalize_body(bytes, body.start, body.end, &refs, &mut ordinal, &mut side.exceptions, &mut stats, &mut body_out) {
+                side.raw_bodies.push(body_index as u64);
+                stats.raw_bodies += 1;
+                body_out.clear();
+                body_out.extend_from_slice(&bytes[body.start..body.end]);
+            }
+            // The size field keeps its original width (Go pads every one to
+            // 5 bytes), so an unchanged module is its own normalized form.
+            if !write_size_like(&mut contents, body_out.len() as u64, width) {
+                side.size_widths.push((body_index as u64, width as u8));
+            }
+            contents.extend_from_slice(&body_out);
+        }
+        if contents.len() > u32::MAX as usize {
+            return Err(TransformError::NotWasm { offset: section.start, what: "code section too large once normalized" });
+        }
+        out.push(CODE_SECTION);
+        write_size_like(&mut out, contents.len() as u64, side.code_size_width as usize);
+        out.extend_from_slice(&contents);
+    }
+    stats.exceptions = (side.exceptions.len() + side.data_exceptions.len()) as u64;
+    Ok((Normalized { bytes: out, side_info: side.encode() }, stats))
+}
+
+/// Rebuilds the original module from its normalized form and side info.
+/// Hostile input gives an error, never a panic; the output is at most a few
+/// bytes per immediate larger than `normalized`.
+pub fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
+    let side = SideInfo::decode(side_info)?;
+    let module = parse_module(normalized).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+    let function_map = FunctionMap::from_runs(side.runs.clone()).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
+    let addresses = AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
+    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc, addresses: &addresses };
+    let mut out = Vec::with_capacity(normalized.len());
+    out.extend_from_slice(&normalized[..8]);
+    let mut raw = side.raw_bodies.iter().peekable();
+    let mut widths = side.size_widths.iter().peekable();
+    let mut exceptions = side.exceptions.iter().peekable();
+    let mut ordinal = 0u64;
+    let data_segments = segments(normalized, &module);
+    for (index, section) in module.sections.iter().enumerate() {
+        if Some(index) == module.data {
+            let at = out.len();
+            out.extend_from_slice(&normalized[section.start..section.end]);
+            let rebased: Vec<(u64, usize, usize)> = data_segments.iter().map(|&(a, s, e)| (a, s - section.start + at, e - section.start + at)).collect();
+            let mut listed = side.data_exceptions.clone();
+            rewrite_data_words(&mut out, &rebased, &refs, Direction::Inverse, &mut listed)?;
+            continue;
+        }
+        if Some(index) != module.code {
+            out.extend_from_slice(&normalized[section.start..section.end]);
+            continue;
+        }
+        let mut contents = Vec::with_capacity(section.end - section.contents);
+        let first_body = module.bodies.first().map_or(section.end, |b| b.size_field);
+        contents.extend_from_slice(&normalized[section.contents..first_body]);
+        let mut body_out = Vec::new();
+        for (body_index, body) in module.bodies.iter().enumerate() {
+            let body_index = body_index as u64;
+            body_out.clear();
+            if raw.next_if(|&&r| r == body_index).is_some() {
+                body_out.extend_from_slice(&normalized[body.start..body.end]);
+            } else {
+                restore_body(normalized, body.start, body.end, &refs, &mut ordinal, &mut exceptions, &mut body_out)?;
+            }
+            let width = widths.next_if(|w| w.0 == body_index).map_or(body.start - body.size_field, |w| w.1 as usize);
+            let len = body_out.len() as u64;
+            write_size(&mut contents, len, width, body.size_field)?;
+            contents.extend_from_slice(&body_out);
+        }
+        if raw.peek().is_some() || widths.peek().is_some() || exceptions.peek().is_some() {
+            return Err(TransformError::SideInfo { offset: 0, what: "entries beyond the module's functions" });
+        }
+        out.push(CODE_SECTION);
+        write_size(&mut out, contents.len() as u64, side.code_size_width as usize, section.start)?;
+        out.extend_from_slice(&contents);
+    }
+    Ok(out)
+}
+
+/// Writes `len` padded to `width` bytes if it fits (true), else canonically.
+fn write_size_like(out: &mut Vec<u8>, len: u64, width: usize) -> bool {
+    if unsigned_width(len) <= width {
+        write_unsigned_padded(out, len, width);
+        true
+    } else {
+        write_unsigned(out, len);
+        false
+    }
+}
+
+fn write_size(out: &mut Vec<u8>, len: u64, width: usize, at: usize) -> Result<(), TransformError> {
+    if len > u64::from(u32::MAX) {
+        return Err(TransformError::Normalized { offset: at, what: "size over 4 GiB" });
+    }
+    if width >= unsigned_width(len) && width <= 5 {
+        write_unsigned_padded(out, len, width);
+    } else {
+        return Err(TransformError::SideInfo { offset: 0, what: "size field width does not fit the size" });
+    }
+    Ok(())
+}
+
+fn segments(bytes: &[u8], module: &Module) -> Vec<(u64, usize, usize)> {
+    module.data.map_or_else(Vec::new, |d| data_segments(bytes, &module.sections[d]))
+}
+
+fn parse(bytes: &[u8]) -> Result<Module, TransformError> {
+    parse_module(bytes).map_err(|e| TransformError::NotWasm { offset: e.offset, what: e.what })
+}
+
+/// The hash of each body with its references blanked, for matching.
+fn shapes(bytes: &[u8], module: &Module) -> FunctionShapes {
+    let pc = module.pc_table;
+    // Constants pointing into the data move when data grows: blank them so
+    // that the function still matches.
+    let data = segments(bytes, module);
+    let data_range = data.iter().map(|s| s.0 as i64).min().unwrap_or(0)..data.iter().map(|s| s.0 as i64 + (s.2 - s.1) as i64).max().unwrap_or(0);
+    let bodies = module
+        .bodies
+        .iter()
+        .map(|body| {
+            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+            let mut at = body.start;
+            let walked = walk_body(bytes, body.start, body.end, &mut |imm: Immediate| {
+                let blank = match imm.kind {
+                    ImmediateKind::Function => true,
+                    ImmediateKind::I64Const => pc.is_some_and(|t| pc_slot(imm.value, t).is_some()) || data_range.contains(&imm.value),
+                    ImmediateKind::I32Const => data_range.contains(&imm.value),
+                };
+                if blank {
+                    hasher.update(&bytes[at..imm.start]);
+                    hasher.update(&[0xff]);
+                    at = imm.end;
+                }
+            });
+            if walked.is_err() {
+                let mut raw = xxhash_rust::xxh3::Xxh3::new();
+                raw.update(&bytes[body.start..body.end]);
+                return raw.digest();
+            }
+            hasher.update(&bytes[at..body.end]);
+            hasher.digest()
+        })
+        .collect();
+    FunctionShapes { imports: module.imported_functions.clone(), bodies }
+}
+
+/// The function index a Go PC refers to, if it lies in the PC table.
+fn pc_slot(value: i64, table: PcTable) -> Option<u64> {
+    if value < 0 {
+        return None;
+    }
+    let slot = (value as u64) >> 16;
+    let offset = slot.checked_sub(u64::from(table.base))?;
+    (offset < u64::from(table.len)).then(|| u64::from(table.first) + offset)
+}
+
+/// How references are renumbered in one direction or the other.
+struct References<'a> {
+    map: &'a FunctionMap,
+    /// The PC table of the module being transformed (new side).
+    own_pc: Option<PcTable>,
+    /// The PC table of the reference (old side) numbering.
+    ref_pc: Option<PcTable>,
+    addresses: &'a AddressMap,
+}
+
+impl References<'_> {
+    fn forward(&self, kind: ImmediateKind, value: i64) -> i64 {
+        match kind {
+            ImmediateKind::Function => match self.map.forward(value as u64) {
+                Some(n) if n <= u64::from(u32::MAX) => n as i64,
+                _ => value,
+            },
+            ImmediateKind::I32Const => self.address_forward(value, i64::from(i32::MAX)),
+            ImmediateKind::I64Const => {
+                let (Some(own), Some(theirs)) = (self.own_pc, self.ref_pc) else {
+                    return self.address_forward(value, i64::MAX);
+                };
+                let Some(function) = pc_slot(value, own) else {
+                    return self.address_forward(value, i64::MAX);
+                };
+                let Some(normalized) = self.map.forward(function) else {
+                    return value;
+                };
+                let Some(slot) = normalized.checked_sub(u64::from(theirs.first)).and_then(|o| o.checked_add(u64::from(theirs.base))) else {
+                    return value;
+                };
+                if slot >= 1 << 47 {
+                    return value;
+                }
+                ((slot << 16) | (value as u64 & 0xffff)) as i64
+            }
+        }
+    }
+
+    fn inverse(&self, kind: ImmediateKind, value: i64) -> i64 {
+        match kind {
+            ImmediateKind::Function => match self.map.inverse(value as u64) {
+                Some(n) if n <= u64::from(u32::MAX) && value >= 0 => n as i64,
+                _ => value,
+            },
+            ImmediateKind::I32Const => self.address_inverse(value, i64::from(i32::MAX)),
+            ImmediateKind::I64Const => {
+                let pc = |(own, theirs): (PcTable, PcTable)| {
+                    let normalized = pc_slot(value, PcTable { len: u32::MAX, ..theirs })?;
+                    let function = self.map.inverse(normalized)?;
+                    let offset = function.checked_sub(u64::from(own.first)).filter(|&o| o < u64::from(own.len))?;
+                    Some((((u64::from(own.base) + offset) << 16) | (value as u64 & 0xffff)) as i64)
+                };
+                match self.own_pc.zip(self.ref_pc).and_then(pc) {
+                    Some(v) => v,
+                    None => self.address_inverse(value, i64::MAX),
+                }
+            }
+        }
+    }
+
+    fn address_forward(&self, value: i64, max: i64) -> i64 {
+        if value < 0 {
+            return value;
+        }
+        match self.addresses.forward(value as u64) {
+            Some(n) if n <= max as u64 => n as i64,
+            _ => value,
+        }
+    }
+
+    fn address_inverse(&self, value: i64, max: i64) -> i64 {
+        if value < 0 {
+            return value;
+        }
+        match self.addresses.inverse(value as u64) {
+            Some(n) if n <= max as u64 => n as i64,
+            _ => value,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Forward,
+    Inverse,
+}
+
+/// Rewrites the pointer-sized words of the data segments (8 bytes in Go,
+/// whose pointers and PCs are 64-bit; 4 bytes otherwise), aligned by address,
+/// in place: the section keeps its size. Forward fills `exceptions` with the
+/// ordinals of words kept verbatim; inverse reads them from it. Returns how
+/// many words changed.
+fn rewrite_data_words(
+    out: &mut [u8],
+    segments: &[(u64, usize, usize)],
+    refs: &References,
+    direction: Direction,
+    exceptions: &mut Vec<u64>,
+) -> Result<u64, TransformError> {
+    if refs.addresses.pieces().is_empty() && refs.map.is_identity() {
+        if direction == Direction::Inverse && !exceptions.is_empty() {
+            return Err(TransformError::SideInfo { offset: 0, what: "data exceptions without a mapping" });
+        }
+        return Ok(0);
+    }
+    let (width, kind) = if refs.own_pc.is_some() { (8usize, ImmediateKind::I64Const) } else { (4, ImmediateKind::I32Const) };
+    let mut ordinal = 0u64;
+    let mut changed = 0u64;
+    let mut listed = std::mem::take(exceptions);
+    let mut next_listed = 0usize;
+    for &(address, start, stop) in segments {
+        let skip = ((width as u64 - address % width as u64) % width as u64) as usize;
+        let mut p = start + skip;
+        while p + width <= stop {
+            let word = &mut out[p..p + width];
+            let value = if width == 8 {
+                i64::from_le_bytes(word.try_into().expect("8 bytes"))
+            } else {
+                i64::from(u32::from_le_bytes(word.try_into().expect("4 bytes")))
+            };
+            match direction {
+                Direction::Forward => {
+                    let n = refs.forward(kind, value);
+                    if n != value {
+                        if refs.inverse(kind, n) == value {
+                            write_word(word, n);
+                            changed += 1;
+                        } else {
+                            listed.push(ordinal);
+                        }
+                    } else if refs.inverse(kind, n) != value {
+                        listed.push(ordinal);
+                    }
+                }
+                Direction::Inverse => {
+                    if listed.get(next_listed) == Some(&ordinal) {
+                        next_listed += 1;
+                    } else {
+                        let v = refs.inverse(kind, value);
+                        if v != value {
+                            write_word(word, v);
+                            changed += 1;
+                        }
+                    }
+                }
+            }
+            ordinal += 1;
+            p += width;
+        }
+    }
+    if direction == Direction::Inverse && next_listed != listed.len() {
+        return Err(TransformError::SideInfo { offset: 0, what: "data exceptions beyond the data words" });
+    }
+    *exceptions = listed;
+    Ok(changed)
+}
+
+fn write_word(word: &mut [u8], value: i64) {
+    let bytes = value.to_le_bytes();
+    let n = word.len();
+    word.copy_from_slice(&bytes[..n]);
+}
+
+fn write_immediate(out: &mut Vec<u8>, kind: ImmediateKind, value: i64) {
+    match kind {
+        ImmediateKind::Function => write_unsigned(out, value as u64),
+        ImmediateKind::I64Const | ImmediateKind::I32Const => write_signed(out, value),
+    }
+}
+
+/// Appends the normalized body to `out`; false if the body does not parse
+/// (it is then kept raw).
+#[allow(clippy::too_many_arguments)]
+fn normalize_body(
+    bytes: &[u8],
+    start: usize,
+    end: usize,
+    refs: &References,
+    ordinal: &mut u64,
+    exceptions: &mut Vec<u64>,
+    stats: &mut TransformStats,
+    out: &mut Vec<u8>,
+) -> bool {
+    let mut immediates = Vec::new();
+    if walk_body(bytes, start, end, &mut |imm| immediates.push(imm)).is_err() {
+        return false;
+    }
+    let mut at = start;
+    let mut canonical = Vec::with_capacity(10);
+    for imm in immediates {
+        out.extend_from_slice(&bytes[at..imm.start]);
+        at = imm.end;
+        let original = &bytes[imm.start..imm.end];
+        let normalized = refs.forward(imm.kind, imm.value);
+        canonical.clear();
+        write_immediate(&mut canonical, imm.kind, imm.value);
+        if canonical == original && refs.inverse(imm.kind, normalized) == imm.value {
+            if normalized != imm.value {
+                match imm.kind {
+                    ImmediateKind::Function => stats.function_refs += 1,
+                    ImmediateKind::I64Const if refs.own_pc.is_some_and(|t| pc_slot(imm.value, t).is_some()) => stats.pc_refs += 1,
+                    ImmediateKind::I64Const | ImmediateKind::I32Const => stats.address_refs += 1,
+                }
+            }
+            write_immediate(out, imm.kind, normalized);
+        } else {
+            // Kept verbatim: a non-canonical LEB, or a value the mapping cannot
+            // give back.
+            exceptions.push(*ordinal);
+            out.extend_from_slice(original);
+        }
+        *ordinal += 1;
+    }
+    out.extend_from_slice(&bytes[at..end]);
+    true
+}
+
+fn restore_body(
+    normalized: &[u8],
+    start: usize,
+    end: usize,
+    refs: &References,
+    ordinal: &mut u64,
+    exceptions: &mut std::iter::Peekable<std::slice::Iter<u64>>,
+    out: &mut Vec<u8>,
+) -> Result<(), TransformError> {
+    let mut immediates = Vec::new();
+    walk_body(normalized, start, end, &mut |imm| immediates.push(imm)).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+    let mut at = start;
+    for imm in immediates {
+        out.extend_from_slice(&normalized[at..imm.start]);
+        at = imm.end;
+        if exceptions.next_if(|&&e| e == *ordinal).is_some() {
+            out.extend_from_slice(&normalized[imm.start..imm.end]);
+        } else {
+            write_immediate(out, imm.kind, refs.inverse(imm.kind, imm.value));
+        }
+        *ordinal += 1;
+    }
+    out.extend_from_slice(&normalized[at..end]);
+    Ok(())
+}

@@ -1,0 +1,412 @@
+//! Just enough of a WebAssembly module parser for the transform: the section
+//! layout, function imports, the function table's element segment, and an
+//! instruction walker over function bodies that reports the immediates the
+//! transform rewrites. Every read is bounds-checked; hostile input gives an
+//! error, never a panic.
+
+use super::leb::{read_signed, read_unsigned, LebError};
+
+pub(crate) const MAGIC: &[u8; 8] = b"\0asm\x01\0\0\0";
+pub(crate) const CODE_SECTION: u8 = 10;
+const IMPORT_SECTION: u8 = 2;
+const ELEM_SECTION: u8 = 9;
+const DATA_SECTION: u8 = 11;
+
+/// A parse failure: what was wrong, at which byte of the input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ParseError {
+    pub offset: usize,
+    pub what: &'static str,
+}
+
+pub(crate) type ParseResult<T> = Result<T, ParseError>;
+
+/// A bounds-checked cursor over `bytes`; errors carry the absolute offset.
+pub(crate) struct Cursor<'a> {
+    pub bytes: &'a [u8],
+    pub pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(bytes: &'a [u8], pos: usize) -> Self {
+        Cursor { bytes, pos }
+    }
+
+    fn err(&self, what: &'static str) -> ParseError {
+        ParseError { offset: self.pos, what }
+    }
+
+    fn leb_err(&self, e: LebError, what: &'static str) -> ParseError {
+        match e {
+            LebError::Truncated => self.err(what),
+            LebError::TooLong => self.err("malformed LEB128"),
+        }
+    }
+
+    pub fn u8(&mut self) -> ParseResult<u8> {
+        let b = *self.bytes.get(self.pos).ok_or_else(|| self.err("truncated"))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    pub fn u32(&mut self) -> ParseResult<u32> {
+        read_unsigned(self.bytes, &mut self.pos, 32).map(|v| v as u32).map_err(|e| self.leb_err(e, "truncated LEB128"))
+    }
+
+    pub fn u64(&mut self) -> ParseResult<u64> {
+        read_unsigned(self.bytes, &mut self.pos, 64).map_err(|e| self.leb_err(e, "truncated LEB128"))
+    }
+
+    pub fn s32(&mut self) -> ParseResult<i64> {
+        read_signed(self.bytes, &mut self.pos, 32).map_err(|e| self.leb_err(e, "truncated LEB128"))
+    }
+
+    pub fn s33(&mut self) -> ParseResult<i64> {
+        read_signed(self.bytes, &mut self.pos, 33).map_err(|e| self.leb_err(e, "truncated LEB128"))
+    }
+
+    pub fn s64(&mut self) -> ParseResult<i64> {
+        read_signed(self.bytes, &mut self.pos, 64).map_err(|e| self.leb_err(e, "truncated LEB128"))
+    }
+
+    pub fn skip(&mut self, n: usize) -> ParseResult<&'a [u8]> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or_else(|| self.err("truncated"))?;
+        let s = &self.bytes[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn name(&mut self) -> ParseResult<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.skip(n)
+    }
+}
+
+/// One section: where its id byte, size field and contents are.
+#[derive(Debug, Clone)]
+pub(crate) struct Section {
+    /// Offset of the id byte.
+    pub start: usize,
+    /// Offset of the contents (after the size field).
+    pub contents: usize,
+    pub end: usize,
+}
+
+/// A function body inside the code section.
+#[derive(Debug, Clone)]
+pub(crate) struct Body {
+    /// Offset of the body's size field.
+    pub size_field: usize,
+    /// Offset of the body (locals, then instructions).
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Go's linker puts every defined function, in order, into one element segment
+/// and uses `(table slot << 16) | resume point` as a code address ("PC"); such
+/// PCs appear as `i64.const` in code. `slot = base + (function - first)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PcTable {
+    pub base: u32,
+    pub first: u32,
+    pub len: u32,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Module {
+    pub sections: Vec<Section>,
+    /// (module, field) of each imported function, in index order.
+    pub imported_functions: Vec<Vec<u8>>,
+    pub pc_table: Option<PcTable>,
+    /// Index into `sections` of the code section.
+    pub code: Option<usize>,
+    /// Index into `sections` of the data section.
+    pub data: Option<usize>,
+    pub bodies: Vec<Body>,
+}
+
+/// Parses the section layout. Errors mean "not a module this transform reads".
+pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
+    if bytes.len() < 8 || &bytes[..8] != MAGIC {
+        return Err(ParseError { offset: 0, what: "no wasm magic and version 1" });
+    }
+    let mut c = Cursor::new(bytes, 8);
+    let mut module = Module { sections: Vec::new(), imported_functions: Vec::new(), pc_table: None, code: None, data: None, bodies: Vec::new() };
+    while c.pos < bytes.len() {
+        let start = c.pos;
+        let id = c.u8()?;
+        let size = c.u32()? as usize;
+        let contents = c.pos;
+        c.skip(size)?;
+        let section = Section { start, contents, end: c.pos };
+        match id {
+            IMPORT_SECTION if module.imported_functions.is_empty() => module.imported_functions = parse_imports(&bytes[..section.end], contents)?,
+            ELEM_SECTION => module.pc_table = parse_pc_table(&bytes[..section.end], contents),
+            CODE_SECTION => {
+                if module.code.is_some() {
+                    return Err(ParseError { offset: start, what: "second code section" });
+                }
+                module.code = Some(module.sections.len());
+                module.bodies = parse_bodies(&bytes[..section.end], contents)?;
+            }
+            DATA_SECTION => module.data = Some(module.sections.len()),
+            _ => {}
+        }
+        module.sections.push(section);
+    }
+    Ok(module)
+}
+
+fn skip_limits(c: &mut Cursor) -> ParseResult<()> {
+    let flags = c.u8()?;
+    if flags > 0x0f {
+        return Err(c.err("unknown limits flags"));
+    }
+    c.u64()?;
+    if flags & 1 != 0 {
+        c.u64()?;
+    }
+    if flags & 0x08 != 0 {
+        c.u32()?; // custom page size
+    }
+    Ok(())
+}
+
+fn skip_value_type(c: &mut Cursor) -> ParseResult<()> {
+    let b = c.u8()?;
+    if b == 0x63 || b == 0x64 {
+        c.s33()?;
+    }
+    Ok(())
+}
+
+fn parse_imports(bytes: &[u8], at: usize) -> ParseResult<Vec<Vec<u8>>> {
+    let mut c = Cursor::new(bytes, at);
+    let count = c.u32()?;
+    let mut functions = Vec::new();
+    for _ in 0..count {
+        let module = c.name()?;
+        let field = c.name()?;
+        match c.u8()? {
+            0x00 => {
+                c.u32()?;
+                let mut key = Vec::with_capacity(module.len() + field.len() + 1);
+                key.extend_from_slice(module);
+                key.push(0);
+                key.extend_from_slice(field);
+                functions.push(key);
+            }
+            0x01 => {
+                skip_value_type(&mut c)?;
+                skip_limits(&mut c)?;
+            }
+            0x02 => skip_limits(&mut c)?,
+            0x03 => {
+                skip_value_type(&mut c)?;
+                c.u8()?;
+            }
+            0x04 => {
+                c.u8()?;
+                c.u32()?;
+            }
+            _ => return Err(c.err("unknown import kind")),
+        }
+    }
+    Ok(functions)
+}
+
+/// Recognises Go's layout: one active segment `(i32.const base)` listing
+/// consecutive function indices. Anything else: no PC table.
+fn parse_pc_table(bytes: &[u8], at: usize) -> Option<PcTable> {
+    let mut c = Cursor::new(bytes, at);
+    if c.u32().ok()? != 1 || c.u32().ok()? != 0 || c.u8().ok()? != 0x41 {
+        return None;
+    }
+    let base = u32::try_from(c.s32().ok()?).ok()?;
+    if c.u8().ok()? != 0x0b {
+        return None;
+    }
+    let len = c.u32().ok()?;
+    let first = c.u32().ok()?;
+    for i in 1..len {
+        if c.u32().ok()? != first.checked_add(i)? {
+            return None;
+        }
+    }
+    (len > 0 && c.pos == bytes.len()).then_some(PcTable { base, first, len })
+}
+
+fn parse_bodies(bytes: &[u8], at: usize) -> ParseResult<Vec<Body>> {
+    let mut c = Cursor::new(bytes, at);
+    let count = c.u32()?;
+    // Each body takes at least one byte: a count larger than the section is a lie.
+    if count as usize > bytes.len() - c.pos {
+        return Err(c.err("function count larger than the code section"));
+    }
+    let mut bodies = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let size_field = c.pos;
+        let size = c.u32()? as usize;
+        let start = c.pos;
+        c.skip(size)?;
+        bodies.push(Body { size_field, start, end: c.pos });
+    }
+    if c.pos != bytes.len() {
+        return Err(c.err("bytes after the last function body"));
+    }
+    Ok(bodies)
+}
+
+/// The kind of a rewritten immediate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ImmediateKind {
+    /// `call`, `return_call`, `ref.func`: a function index (u32).
+    Function,
+    /// `i64.const`: a PC, a data address or a plain number.
+    I64Const,
+    /// `i32.const`: a data address or a plain number.
+    I32Const,
+}
+
+/// An immediate the transform may rewrite: `bytes[start..end]` holds its LEB128.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Immediate {
+    pub start: usize,
+    pub end: usize,
+    pub kind: ImmediateKind,
+    pub value: i64,
+}
+
+fn memarg(c: &mut Cursor) -> ParseResult<()> {
+    let align = c.u32()?;
+    if align & 0x40 != 0 {
+        c.u32()?; // memory index (multi-memory)
+    }
+    c.u64()?;
+    Ok(())
+}
+
+fn block_type(c: &mut Cursor) -> ParseResult<()> {
+    let b = *c.bytes.get(c.pos).ok_or_else(|| c.err("truncated"))?;
+    if b == 0x63 || b == 0x64 {
+        c.pos += 1;
+        c.s33()?;
+    } else {
+        c.s33()?; // 0x40, a value type (one byte, negative) or a type index
+    }
+    Ok(())
+}
+
+/// Walks the body `bytes[start..end]` (locals, then instructions) and calls
+/// `on_immediate` for each rewritten immediate, in order. Fails on any
+/// instruction it does not know; the caller then keeps the body as it is.
+pub(crate) fn walk_body(bytes: &[u8], start: usize, end: usize, on_immediate: &mut dyn FnMut(Immediate)) -> ParseResult<()> {
+    let mut c = Cursor::new(&bytes[..end], start);
+    let groups = c.u32()?;
+    for _ in 0..groups {
+        c.u32()?;
+        skip_value_type(&mut c)?;
+    }
+    while c.pos < end {
+        let op = c.u8()?;
+        match op {
+            0x00 | 0x01 | 0x05 | 0x0a | 0x0b | 0x0f | 0x19 | 0x1a | 0x1b | 0x45..=0xc4 | 0xd1 | 0xd3 | 0xd4 => {}
+            0x02..=0x04 | 0x06 => block_type(&mut c)?,
+            0x07..=0x09 | 0x0c | 0x0d | 0x14 | 0x15 | 0x18 | 0x20..=0x26 | 0x3f | 0x40 | 0xd5 | 0xd6 => {
+                c.u32()?;
+            }
+            0x0e => {
+                let n = c.u32()?;
+                for _ in 0..=n {
+                    c.u32()?;
+                }
+            }
+            0x10 | 0x12 | 0xd2 => {
+                let s = c.pos;
+                let v = c.u32()?;
+                on_immediate(Immediate { start: s, end: c.pos, kind: ImmediateKind::Function, value: i64::from(v) });
+            }
+            0x11 | 0x13 => {
+                c.u32()?;
+                c.u32()?;
+            }
+            0x1c => {
+                let n = c.u32()?;
+                for _ in 0..n {
+                    skip_value_type(&mut c)?;
+                }
+            }
+            0x1f => {
+                block_type(&mut c)?;
+                let n = c.u32()?;
+                for _ in 0..n {
+                    match c.u8()? {
+                        0 | 1 => {
+                            c.u32()?;
+                            c.u32()?;
+                        }
+                        2 | 3 => {
+                            c.u32()?;
+                        }
+                        _ => return Err(c.err("unknown catch kind")),
+                    }
+                }
+            }
+            0x28..=0x3e => memarg(&mut c)?,
+            0x41 => {
+                let s = c.pos;
+                let v = c.s32()?;
+                on_immediate(Immediate { start: s, end: c.pos, kind: ImmediateKind::I32Const, value: v });
+            }
+            0x42 => {
+                let s = c.pos;
+                let v = c.s64()?;
+                on_immediate(Immediate { start: s, end: c.pos, kind: ImmediateKind::I64Const, value: v });
+            }
+            0x43 => {
+                c.skip(4)?;
+            }
+            0x44 => {
+                c.skip(8)?;
+            }
+            0xd0 => {
+                c.s33()?;
+            }
+            0xfc => match c.u32()? {
+                0..=7 => {}
+                8 | 10 | 12 | 14 => {
+                    c.u32()?;
+                    c.u32()?;
+                }
+                9 | 11 | 13 | 15 | 16 | 17 => {
+                    c.u32()?;
+                }
+                _ => return Err(c.err("unknown 0xfc instruction")),
+            },
+            0xfd => match c.u32()? {
+                0..=11 | 92 | 93 => memarg(&mut c)?,
+                12 | 13 => {
+                    c.skip(16)?;
+                }
+                21..=34 => {
+                    c.u8()?;
+                }
+                84..=91 => {
+                    memarg(&mut c)?;
+                    c.u8()?;
+                }
+                14..=20 | 35..=83 | 94..=275 => {}
+                _ => return Err(c.err("unknown SIMD instruction")),
+            },
+            0xfe => match c.u32()? {
+                3 => {
+                    c.u8()?;
+                }
+                0..=2 | 0x10..=0x4e => memarg(&mut c)?,
+                _ => return Err(c.err("unknown atomic instruction")),
+            },
+            _ => return Err(c.err("unknown opcode")),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,258 @@
+//! The side info: what the inverse needs besides the normalized bytes
+//! (docs/WASM_TRANSFORM.md §3 gives the layout).
+
+use super::addresses::Piece;
+use super::leb::{read_unsigned, write_unsigned};
+use super::module::PcTable;
+use super::TransformError;
+
+const MAGIC: &[u8; 4] = b"EPWT";
+const VERSION: u8 = 1;
+
+/// New function indices `[new_start, new_start + len)` are normalized to
+/// `[norm_start, norm_start + len)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Run {
+    pub new_start: u64,
+    pub norm_start: u64,
+    pub len: u64,
+}
+
+/// The function renumbering, both ways, stored as runs.
+#[derive(Debug, Clone)]
+pub(crate) struct FunctionMap {
+    /// Sorted by `new_start`, contiguous from 0.
+    pub runs: Vec<Run>,
+    /// Indices into `runs`, sorted by `norm_start`.
+    by_norm: Vec<usize>,
+}
+
+impl FunctionMap {
+    pub fn from_forward(map: &[u64]) -> FunctionMap {
+        let mut runs: Vec<Run> = Vec::new();
+        for (i, &n) in map.iter().enumerate() {
+            match runs.last_mut() {
+                Some(r) if r.norm_start + r.len == n => r.len += 1,
+                _ => runs.push(Run { new_start: i as u64, norm_start: n, len: 1 }),
+            }
+        }
+        FunctionMap::from_runs(runs).expect("a matching is injective")
+    }
+
+    /// Checks that the runs are contiguous in new indices and do not overlap
+    /// in normalized ones (so the map is invertible).
+    pub fn from_runs(runs: Vec<Run>) -> Result<FunctionMap, &'static str> {
+        let mut next = 0u64;
+        for r in &runs {
+            if r.new_start != next || r.len == 0 || r.norm_start.checked_add(r.len).is_none() {
+                return Err("function runs not contiguous");
+            }
+            next = r.new_start.checked_add(r.len).ok_or("function runs overflow")?;
+        }
+        let mut by_norm: Vec<usize> = (0..runs.len()).collect();
+        by_norm.sort_by_key(|&i| runs[i].norm_start);
+        for w in by_norm.windows(2) {
+            let (a, b) = (&runs[w[0]], &runs[w[1]]);
+            if a.norm_start + a.len > b.norm_start {
+                return Err("function runs overlap");
+            }
+        }
+        Ok(FunctionMap { runs, by_norm })
+    }
+
+    /// True when every function keeps its number.
+    pub fn is_identity(&self) -> bool {
+        self.runs.iter().all(|r| r.new_start == r.norm_start)
+    }
+
+    pub fn forward(&self, index: u64) -> Option<u64> {
+        let i = self.runs.partition_point(|r| r.new_start <= index).checked_sub(1)?;
+        let r = &self.runs[i];
+        (index < r.new_start + r.len).then(|| r.norm_start + (index - r.new_start))
+    }
+
+    pub fn inverse(&self, normalized: u64) -> Option<u64> {
+        let i = self.by_norm.partition_point(|&k| self.runs[k].norm_start <= normalized).checked_sub(1)?;
+        let r = &self.runs[self.by_norm[i]];
+        (normalized < r.norm_start + r.len).then(|| r.new_start + (normalized - r.norm_start))
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SideInfo {
+    /// Width of the original code section's size field (0: no code section).
+    pub code_size_width: u8,
+    pub ref_pc: Option<PcTable>,
+    pub runs: Vec<Run>,
+    /// Ordinals of function bodies kept verbatim.
+    pub raw_bodies: Vec<u64>,
+    /// (body ordinal, original width) of body size fields whose normalized
+    /// value did not fit the original width.
+    pub size_widths: Vec<(u64, u8)>,
+    /// Ordinals of immediates kept verbatim.
+    pub exceptions: Vec<u64>,
+    /// The data address map's pieces and the end of the new data.
+    pub address_pieces: Vec<Piece>,
+    pub address_end: u64,
+    /// Ordinals of data words kept verbatim.
+    pub data_exceptions: Vec<u64>,
+}
+
+fn put_ascending(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) {
+    write_unsigned(out, values.len() as u64);
+    let mut prev = 0u64;
+    for (i, v) in values.enumerate() {
+        write_unsigned(out, if i == 0 { v } else { v - prev - 1 });
+        prev = v;
+    }
+}
+
+impl SideInfo {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.push(VERSION);
+        write_unsigned(&mut out, u64::from(self.code_size_width));
+        match self.ref_pc {
+            None => out.push(0),
+            Some(t) => {
+                out.push(1);
+                write_unsigned(&mut out, u64::from(t.base));
+                write_unsigned(&mut out, u64::from(t.first));
+            }
+        }
+        write_unsigned(&mut out, self.runs.len() as u64);
+        let mut expected = 0u64;
+        for r in &self.runs {
+            write_unsigned(&mut out, zigzag(r.norm_start.wrapping_sub(expected) as i64));
+            write_unsigned(&mut out, r.len);
+            expected = r.norm_start + r.len;
+        }
+        put_ascending(&mut out, self.raw_bodies.iter().copied());
+        put_ascending(&mut out, self.size_widths.iter().map(|w| w.0));
+        out.extend(self.size_widths.iter().map(|w| w.1));
+        put_ascending(&mut out, self.exceptions.iter().copied());
+        write_unsigned(&mut out, self.address_pieces.len() as u64);
+        let mut prev = 0u64;
+        for p in &self.address_pieces {
+            write_unsigned(&mut out, p.new_start.wrapping_sub(prev));
+            write_unsigned(&mut out, zigzag(p.delta));
+            prev = p.new_start;
+        }
+        write_unsigned(&mut out, self.address_end.wrapping_sub(prev));
+        put_ascending(&mut out, self.data_exceptions.iter().copied());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<SideInfo, TransformError> {
+        let mut r = Reader { bytes, pos: 0 };
+        if bytes.len() < 5 || &bytes[..4] != MAGIC {
+            return Err(r.err("bad magic"));
+        }
+        if bytes[4] != VERSION {
+            return Err(TransformError::SideInfo { offset: 4, what: "unsupported version" });
+        }
+        r.pos = 5;
+        let code_size_width = r.varint()?;
+        if code_size_width > 5 {
+            return Err(r.err("code size width over 5"));
+        }
+        let ref_pc = match r.byte()? {
+            0 => None,
+            1 => Some(PcTable { base: r.u32()?, first: r.u32()?, len: u32::MAX }),
+            _ => return Err(r.err("bad PC table flag")),
+        };
+        let count = r.count()?;
+        let mut runs = Vec::with_capacity(count);
+        let (mut expected, mut new_start) = (0u64, 0u64);
+        for _ in 0..count {
+            let norm_start = expected.wrapping_add(unzigzag(r.varint()?) as u64);
+            let len = r.varint()?;
+            let end = norm_start.checked_add(len).ok_or_else(|| r.err("function run overflows"))?;
+            runs.push(Run { new_start, norm_start, len });
+            new_start = new_start.checked_add(len).ok_or_else(|| r.err("function runs overflow"))?;
+            expected = end;
+        }
+        let raw_bodies = r.ascending()?;
+        let positions = r.ascending()?;
+        let mut size_widths = Vec::with_capacity(positions.len());
+        for p in positions {
+            let w = r.byte()?;
+            if !(1..=5).contains(&w) {
+                return Err(r.err("size field width not in 1..=5"));
+            }
+            size_widths.push((p, w));
+        }
+        let exceptions = r.ascending()?;
+        let count = r.count()?;
+        let mut address_pieces = Vec::with_capacity(count);
+        let mut prev = 0u64;
+        for _ in 0..count {
+            let new_start = prev.checked_add(r.varint()?).ok_or_else(|| r.err("address piece overflows"))?;
+            address_pieces.push(Piece { new_start, delta: unzigzag(r.varint()?) });
+            prev = new_start;
+        }
+        let address_end = prev.checked_add(r.varint()?).ok_or_else(|| r.err("address end overflows"))?;
+        let data_exceptions = r.ascending()?;
+        if r.pos != bytes.len() {
+            return Err(r.err("bytes after the end"));
+        }
+        Ok(SideInfo { code_size_width: code_size_width as u8, ref_pc, runs, raw_bodies, size_widths, exceptions, address_pieces, address_end, data_exceptions })
+    }
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn err(&self, what: &'static str) -> TransformError {
+        TransformError::SideInfo { offset: self.pos, what }
+    }
+
+    fn byte(&mut self) -> Result<u8, TransformError> {
+        let b = *self.bytes.get(self.pos).ok_or_else(|| self.err("truncated"))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn varint(&mut self) -> Result<u64, TransformError> {
+        let at = self.pos;
+        read_unsigned(self.bytes, &mut self.pos, 64).map_err(|_| TransformError::SideInfo { offset: at, what: "bad varint" })
+    }
+
+    fn u32(&mut self) -> Result<u32, TransformError> {
+        u32::try_from(self.varint()?).map_err(|_| self.err("value over 32 bits"))
+    }
+
+    /// A count of entries that each take at least one byte: never more than
+    /// the bytes left, so a hostile count cannot make us allocate.
+    fn count(&mut self) -> Result<usize, TransformError> {
+        let n = self.varint()?;
+        if n > (self.bytes.len() - self.pos) as u64 {
+            return Err(self.err("count larger than the side info"));
+        }
+        Ok(n as usize)
+    }
+
+    fn ascending(&mut self) -> Result<Vec<u64>, TransformError> {
+        let n = self.count()?;
+        let mut out = Vec::with_capacity(n);
+        let mut prev = 0u64;
+        for i in 0..n {
+            let d = self.varint()?;
+            let v = if i == 0 { d } else { prev.checked_add(d).and_then(|v| v.checked_add(1)).ok_or_else(|| self.err("ordinal overflows"))? };
+            out.push(v);
+            prev = v;
+        }
+        Ok(out)
+    }
+}

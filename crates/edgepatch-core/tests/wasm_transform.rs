@@ -1,0 +1,418 @@
+//! The wasm transform (src/wasm_transform): exact round trip on real modules
+//! (the fixture game's game.wasm, the corpus' wasm when present) and on
+//! hand-made modules with non-canonical LEB128s; references to functions that
+//! merely moved normalize to the same bytes; hostile input never panics.
+
+mod fixture_builds;
+
+use edgepatch_core::wasm_transform::{forward, forward_with_stats, inverse, reference, TransformError};
+use edgepatch_core::EntryContent;
+
+fn game_wasm(tar: &str) -> Vec<u8> {
+    let build = fixture_builds::load_tar(tar);
+    let entry = build.entries.iter().find(|e| e.path == "game.wasm").expect("game.wasm in the fixture");
+    match &entry.content {
+        EntryContent::File { data, .. } => data.clone(),
+        _ => panic!("game.wasm is not a file"),
+    }
+}
+
+fn uleb(v: u64) -> Vec<u8> {
+    uleb_padded(v, 0)
+}
+
+/// Unsigned LEB128, padded to `width` bytes when `width` is larger than needed.
+fn uleb_padded(mut v: u64, width: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 && out.len() + 1 >= width {
+            out.push(b);
+            return out;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn sleb(mut v: i64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let b = (v as u8) & 0x7f;
+        v >>= 7;
+        if (v == 0 && b & 0x40 == 0) || (v == -1 && b & 0x40 != 0) {
+            out.push(b);
+            return out;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn section(id: u8, contents: &[u8]) -> Vec<u8> {
+    let mut out = vec![id];
+    out.extend(uleb(contents.len() as u64));
+    out.extend_from_slice(contents);
+    out
+}
+
+fn vec_of(items: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = uleb(items.len() as u64);
+    for i in items {
+        out.extend_from_slice(i);
+    }
+    out
+}
+
+/// A module with function imports `env.<name>`, one `() -> ()` type, and the
+/// given bodies (instructions without the final `end`). With `pc_base`, a
+/// table and one element segment at that base list every defined function in
+/// order, as Go's linker lays them out.
+fn module(imports: &[&str], bodies: &[Vec<u8>], pc_base: Option<u32>) -> Vec<u8> {
+    let mut out = b"\0asm\x01\0\0\0".to_vec();
+    out.extend(section(1, &vec_of(&[vec![0x60, 0, 0]])));
+    let import_items: Vec<Vec<u8>> = imports
+        .iter()
+        .map(|name| {
+            let mut i = vec_of(&[]);
+            i.clear();
+            i.extend(uleb(3));
+            i.extend_from_slice(b"env");
+            i.extend(uleb(name.len() as u64));
+            i.extend_from_slice(name.as_bytes());
+            i.extend([0x00, 0x00]);
+            i
+        })
+        .collect();
+    out.extend(section(2, &vec_of(&import_items)));
+    out.extend(section(3, &vec_of(&vec![vec![0u8]; bodies.len()])));
+    if let Some(base) = pc_base {
+        let mut table = vec![1u8, 0x70, 0x00];
+        table.extend(uleb(u64::from(base) + bodies.len() as u64));
+        out.extend(section(4, &table));
+        let mut seg = vec![1u8, 0x00, 0x41];
+        seg.extend(sleb(i64::from(base)));
+        seg.push(0x0b);
+        let funcs: Vec<Vec<u8>> = (0..bodies.len()).map(|i| uleb((imports.len() + i) as u64)).collect();
+        seg.extend(vec_of(&funcs));
+        out.extend(section(9, &seg));
+    }
+    let code_items: Vec<Vec<u8>> = bodies
+        .iter()
+        .map(|b| {
+            let mut body = vec![0u8]; // no locals
+            body.extend_from_slice(b);
+            body.push(0x0b);
+            let mut item = uleb(body.len() as u64);
+            item.extend(body);
+            item
+        })
+        .collect();
+    out.extend(section(10, &vec_of(&code_items)));
+    out
+}
+
+/// The function bodies of a module's code section (after the body count),
+/// for modules whose code section is small (one-byte count).
+fn code_bodies(m: &[u8]) -> Vec<u8> {
+    let mut pos = 8;
+    while pos < m.len() {
+        let id = m[pos];
+        let (mut size, mut shift, mut at) = (0usize, 0, pos + 1);
+        loop {
+            let b = m[at];
+            size |= usize::from(b & 0x7f) << shift;
+            shift += 7;
+            at += 1;
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        if id == 10 {
+            return m[at + 1..at + size].to_vec();
+        }
+        pos = at + size;
+    }
+    panic!("no code section");
+}
+
+fn call(f: u64) -> Vec<u8> {
+    let mut out = vec![0x10];
+    out.extend(uleb(f));
+    out
+}
+
+fn i64_const(v: i64) -> Vec<u8> {
+    let mut out = vec![0x42];
+    out.extend(sleb(v));
+    out.push(0x1a); // drop
+    out
+}
+
+fn round_trip(old: &[u8], new: &[u8]) {
+    let old_norm = forward(None, old).expect("old forward");
+    assert_eq!(inverse(&old_norm.bytes, &old_norm.side_info).expect("old inverse"), old, "old side round trip");
+    let r = reference(old).expect("reference");
+    let new_norm = forward(Some(&r), new).expect("new forward");
+    assert_eq!(inverse(&new_norm.bytes, &new_norm.side_info).expect("new inverse"), new, "new side round trip");
+}
+
+#[test]
+fn game_wasm_round_trips_exactly() {
+    let (v1, v2) = (game_wasm("game-v1.tar"), game_wasm("game-v2.tar"));
+    // The fixture's game.wasm is a valid module holding one custom section and
+    // no code: it must pass through unchanged in structure and round-trip.
+    round_trip(&v1, &v2);
+    round_trip(&v2, &v1);
+}
+
+#[test]
+fn corpus_wasm_round_trips_exactly() {
+    let pairs = std::path::Path::new("/work/corpus/pairs");
+    let mut seen = 0;
+    for pair in ["havok-wasm", "esbuild-wasm-adj"] {
+        let dir = pairs.join(pair);
+        let (Ok(old), Ok(new)) = (std::fs::read(dir.join("old")), std::fs::read(dir.join("new"))) else {
+            continue;
+        };
+        round_trip(&old, &new);
+        seen += 1;
+    }
+    if seen == 0 {
+        println!("NOTE: /work/corpus absent, corpus wasm round trip not run (CI has no corpus)");
+    }
+}
+
+/// The transform's reason to exist: a function inserted at the front shifts
+/// every later index, yet the unchanged bodies normalize to the same bytes.
+#[test]
+fn inserted_function_does_not_change_the_others_normalized_bytes() {
+    let imports = ["a", "b"];
+    // Defined functions start at index 2; bodies call each other and an import.
+    let f = |calls: &[u64], extra: u8| {
+        let mut b: Vec<u8> = calls.iter().flat_map(|&c| call(c)).collect();
+        b.extend([0x41, extra, 0x1a]); // i32.const extra; drop: makes bodies distinct
+        b
+    };
+    let old_bodies = vec![f(&[3, 4], 1), f(&[4, 0], 2), f(&[2], 3)];
+    // New: a new function at defined index 0; everything else moves up by one.
+    let new_bodies = vec![f(&[1], 9), f(&[4, 5], 1), f(&[5, 0], 2), f(&[3], 3)];
+    let old = module(&imports, &old_bodies, None);
+    let new = module(&imports, &new_bodies, None);
+    round_trip(&old, &new);
+    let old_norm = forward(None, &old).unwrap();
+    let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    assert_eq!(stats.matched_functions, 5, "{stats:?}");
+    // The old module's bodies all appear, in order and verbatim, after the
+    // inserted one in the new normalized code section.
+    let (old_code, new_code) = (code_bodies(&old_norm.bytes), code_bodies(&new_norm.bytes));
+    assert!(new_code.ends_with(&old_code), "unchanged bodies normalize identically");
+    // Without the transform the same bytes differ.
+    assert!(!code_bodies(&new).ends_with(&code_bodies(&old)), "the test must shift indices");
+}
+
+#[test]
+fn go_pcs_are_renumbered_with_their_functions() {
+    let base = 0x1000u32;
+    let pc = |defined: u32, block: i64| (i64::from(base + defined) << 16) | block;
+    let old_bodies = vec![[call(1), i64_const(pc(1, 3))].concat(), [i64_const(pc(0, 0)), i64_const(4_921_520)].concat()];
+    let new_bodies = vec![i64_const(7), [call(2), i64_const(pc(2, 3))].concat(), [i64_const(pc(1, 0)), i64_const(4_921_520)].concat()];
+    let old = module(&["x"], &old_bodies, Some(base));
+    let new = module(&["x"], &new_bodies, Some(base));
+    round_trip(&old, &new);
+    let old_norm = forward(None, &old).unwrap();
+    let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    assert!(stats.pc_refs >= 2 && stats.function_refs >= 1, "{stats:?}");
+    assert!(code_bodies(&new_norm.bytes).ends_with(&code_bodies(&old_norm.bytes)), "renumbered bodies equal the old ones");
+    assert!(!code_bodies(&new).ends_with(&code_bodies(&old)), "the test must shift indices and PCs");
+}
+
+#[test]
+fn non_canonical_lebs_round_trip_exactly() {
+    // A padded call index, a padded i64.const, a padded body size and a padded
+    // code section size.
+    let mut body = vec![0u8, 0x10];
+    body.extend(uleb_padded(1, 5));
+    body.extend([0x42, 0x80, 0x80, 0x00, 0x1a]); // i64.const 0 in 3 bytes
+    body.extend(call(0));
+    body.push(0x0b);
+    let mut code = uleb(2);
+    code.extend(uleb_padded(body.len() as u64, 4));
+    code.extend(&body);
+    code.extend(uleb(2));
+    code.extend([0x00, 0x0b]);
+    let mut m = b"\0asm\x01\0\0\0".to_vec();
+    m.extend(section(1, &vec_of(&[vec![0x60, 0, 0]])));
+    m.extend(section(3, &vec_of(&[vec![0], vec![0]])));
+    m.push(10);
+    m.extend(uleb_padded(code.len() as u64, 5));
+    m.extend(&code);
+    round_trip(&m, &m);
+    let (n, stats) = forward_with_stats(None, &m).unwrap();
+    assert_eq!(stats.exceptions, 2, "the two padded immediates are kept verbatim");
+    assert_eq!(inverse(&n.bytes, &n.side_info).unwrap(), m);
+}
+
+#[test]
+fn unknown_instructions_keep_the_body_raw() {
+    let bodies = vec![vec![0xfb, 0x7f, 0x10, 0x00], call(0)];
+    let m = module(&[], &bodies, None);
+    let (n, stats) = forward_with_stats(None, &m).unwrap();
+    assert_eq!(stats.raw_bodies, 1);
+    assert_eq!(inverse(&n.bytes, &n.side_info).unwrap(), m);
+}
+
+#[test]
+fn not_wasm_is_an_error() {
+    for bad in [&b""[..], b"\0asm", b"\0asm\x02\0\0\0", b"PK\x03\x04 not a module", b"\0asm\x01\0\0\0\x0a\x05\x01"] {
+        assert!(matches!(forward(None, bad), Err(TransformError::NotWasm { .. })), "{bad:?}");
+    }
+}
+
+/// xorshift64*: deterministic mutations without extra crates.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn mutate(rng: &mut Rng, data: &[u8]) -> Vec<u8> {
+    let mut m = data.to_vec();
+    match rng.below(4) {
+        0 => m.truncate(rng.below(m.len().max(1))),
+        1 => {
+            for _ in 0..1 + rng.below(8) {
+                let i = rng.below(m.len().max(1));
+                if let Some(b) = m.get_mut(i) {
+                    *b ^= 1 << rng.below(8);
+                }
+            }
+        }
+        2 => {
+            let i = rng.below(m.len().max(1));
+            if let Some(b) = m.get_mut(i) {
+                *b = [0x00, 0x7f, 0x80, 0xff][rng.below(4)];
+            }
+        }
+        _ => {
+            let i = rng.below(m.len().max(1));
+            let at = i.min(m.len());
+            m.splice(at..at, [0xff, 0xff, 0xff, 0xff, 0x0f]);
+        }
+    }
+    m
+}
+
+/// Hostile modules: forward either refuses or round-trips exactly; hostile
+/// normalized bytes and side info give an error or some output, never a panic.
+#[test]
+fn hostile_input_never_panics_and_accepted_input_round_trips() {
+    let game = game_wasm("game-v1.tar");
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // A module with many instruction kinds: calls, Go PCs, blocks, br_table,
+    // memory access, locals, f64 constants.
+    let bodies: Vec<Vec<u8>> = (0..24u64)
+        .map(|i| {
+            let mut b = vec![0x02, 0x40, 0x41, 0x01, 0x0e, 0x02, 0x00, 0x00, 0x00, 0x0b];
+            b.extend(call(rng.next() % 26));
+            b.extend(i64_const((i64::from(0x1000 + (rng.next() % 24) as u32) << 16) | (i as i64)));
+            b.extend([0x41, 0x08, 0x29, 0x03, 0x10, 0x1a, 0x44, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0x1a]);
+            b
+        })
+        .collect();
+    let mut medium = module(&["a", "b"], &bodies, Some(0x1000));
+    // Data with pointers into itself and PCs, so data words are rewritten too.
+    let words: Vec<u8> = (0..64u64).flat_map(|i| (if i % 2 == 0 { 4096 + i * 8 } else { (0x1003 << 16) | i }).to_le_bytes()).collect();
+    medium.extend(data_section(&[(4096, [noise(7, 600), words].concat()), (8192, noise(8, 300))]));
+    let r = reference(&medium).unwrap();
+    let mut accepted = 0;
+    for round in 0..900 {
+        let base: &[u8] = if round % 5 == 0 { &game } else { &medium };
+        let hostile = mutate(&mut rng, base);
+        let reference = if round % 2 == 0 { Some(&r) } else { None };
+        if let Ok(n) = forward(reference, &hostile) {
+            accepted += 1;
+            assert_eq!(inverse(&n.bytes, &n.side_info).expect("inverse of an accepted module"), hostile, "round {round}");
+            let bad_bytes = mutate(&mut rng, &n.bytes);
+            let _ = inverse(&bad_bytes, &n.side_info);
+            let bad_side = mutate(&mut rng, &n.side_info);
+            let _ = inverse(&n.bytes, &bad_side);
+        }
+    }
+    assert!(accepted > 100, "mutations kept some modules parseable ({accepted})");
+}
+
+/// Pseudo-random bytes: data whose windows are unique.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut rng = Rng(seed);
+    (0..len).map(|_| rng.next() as u8).collect()
+}
+
+fn data_section(segments: &[(u32, Vec<u8>)]) -> Vec<u8> {
+    let items: Vec<Vec<u8>> = segments
+        .iter()
+        .map(|(address, bytes)| {
+            let mut s = vec![0x00, 0x41];
+            s.extend(sleb(i64::from(*address)));
+            s.push(0x0b);
+            s.extend(uleb(bytes.len() as u64));
+            s.extend_from_slice(bytes);
+            s
+        })
+        .collect();
+    section(11, &vec_of(&items))
+}
+
+fn i32_const(v: i64) -> Vec<u8> {
+    let mut out = vec![0x41];
+    out.extend(sleb(v));
+    out.push(0x1a);
+    out
+}
+
+/// Data grows in the middle: the addresses after the insertion, in code and in
+/// pointers stored in the data, normalize to the old ones.
+#[test]
+fn shifted_data_addresses_normalize_to_the_old_ones() {
+    let (a, b) = (noise(1, 2048), noise(2, 2048));
+    let base = 1024u32;
+    let pointer_to_b = |b_at: u32| [noise(3, 12), (b_at + 100).to_le_bytes().to_vec()].concat(); // 4-aligned
+    let build = |gap: usize| {
+        let b_at = base + 2048 + gap as u32;
+        let data = [a.clone(), noise(4, gap), b.clone(), pointer_to_b(b_at)].concat();
+        let bodies = vec![[i32_const(i64::from(b_at)), i32_const(i64::from(b_at) + 1500), i32_const(i64::from(base) + 10)].concat()];
+        let mut m = module(&[], &bodies, None);
+        m.extend(data_section(&[(base, data)]));
+        m
+    };
+    let (old, new) = (build(0), build(256));
+    round_trip(&old, &new);
+    let old_norm = forward(None, &old).unwrap();
+    let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    assert!(stats.address_refs >= 2 && stats.data_refs >= 1, "{stats:?}");
+    assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&old_norm.bytes), "code addresses normalize");
+    assert_ne!(code_bodies(&new), code_bodies(&old), "the test must shift addresses");
+    // The stored pointer (the module's last 4 bytes) normalizes to the old one.
+    assert_eq!(new_norm.bytes[new_norm.bytes.len() - 4..], old_norm.bytes[old_norm.bytes.len() - 4..]);
+    assert_ne!(new[new.len() - 4..], old[old.len() - 4..]);
+}
+
+/// With no reference every function keeps its number and no address moves,
+/// and size fields keep their widths, so a module whose immediates are
+/// canonical is its own normalized form: an applier reads the old file as is.
+#[test]
+fn old_side_normalized_form_is_the_module_itself_when_canonical() {
+    let m = module(&["a"], &[[call(1), i64_const(5)].concat(), call(0)], Some(0x1000));
+    assert_eq!(forward(None, &m).unwrap().bytes, m);
+    for pair in ["havok-wasm", "esbuild-wasm-adj"] {
+        if let Ok(old) = std::fs::read(std::path::Path::new("/work/corpus/pairs").join(pair).join("old")) {
+            assert!(forward(None, &old).unwrap().bytes == old, "{pair}: the old module is its own normalized form");
+        }
+    }
+}
