@@ -44,7 +44,7 @@ pub fn reference_apply(patch: &[u8], old: &Build) -> Result<Build> {
         input.frame(h.extra_comp, h.extra_raw, &mut comp, &mut extra, "extra")?;
         let (mut d, mut x) = (0usize, 0usize);
         let start = new_stream.len();
-        for op in decode_control(&ctrl, h.new_len, 0)? {
+        for op in decode_control(&ctrl, h.new_len, h.diff_raw, h.extra_raw, 0)? {
             let first = (new_stream.len() - start) as i64 + op.diagonal;
             let (copy, add) = (op.copy_len as usize, op.extra_len as usize);
             for i in 0..copy as i64 {
