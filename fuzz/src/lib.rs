@@ -4,6 +4,8 @@
 
 use std::io;
 
+pub mod hostile;
+
 use edgepatch_core::{Build, BuildEntry, BuildSink, EntryContent, OldBuild};
 
 /// All three formats end in a BLAKE3 of everything before it, which a
