@@ -288,6 +288,7 @@ pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_s
     // `produced`: delta bytes before this segment, which bounds how far back a window may reach.
     let at = input.offset();
     let corrupt = |what: String| Error::Corrupt { input: Input::Patch, offset: at, what };
+    let limit = |what: String| Error::Limit { input: Input::Patch, offset: at, what };
     match input.u8("segment or end marker")? {
         SEGMENT_TAG => {
             let mut f = [0u64; 7];
@@ -300,12 +301,15 @@ pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_s
         }
         WINDOW_SEGMENT_TAG => {
             let new_len = input.varint("segment size")?;
-            if new_len == 0 || new_len > MAX_SEGMENT_NEW {
-                return Err(corrupt(format!("segment produces {new_len} bytes (must be 1..={MAX_SEGMENT_NEW})")));
+            if new_len == 0 {
+                return Err(corrupt("window segment produces 0 bytes".into()));
+            }
+            if new_len > MAX_SEGMENT_NEW {
+                return Err(limit(format!("segment produces {new_len} bytes, above the limit {MAX_SEGMENT_NEW}")));
             }
             let count = input.varint("window span count")?;
             if count > MAX_WINDOW_SPANS {
-                return Err(corrupt(format!("{count} window spans, above the limit {MAX_WINDOW_SPANS}")));
+                return Err(limit(format!("{count} window spans, above the limit {MAX_WINDOW_SPANS}")));
             }
             let (mut spans, mut end, mut total) = (Vec::with_capacity(count as usize), 0u64, 0u64);
             for _ in 0..count {
@@ -313,15 +317,18 @@ pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_s
                 let len = input.varint("window span length")?;
                 let stop = start.and_then(|s| s.checked_add(len)).filter(|&e| e <= reference_len && len > 0);
                 let stop = stop.ok_or_else(|| corrupt("window span empty or outside the old data".into()))?;
-                total += len;
+                total += len; // each len is within the reference: no overflow until the total passes the limit
                 if total > MAX_WINDOW_BYTES {
-                    return Err(corrupt(format!("window over {MAX_WINDOW_BYTES} bytes")));
+                    return Err(limit(format!("window spans over {MAX_WINDOW_BYTES} bytes")));
                 }
                 spans.push((stop - len, len));
                 end = stop;
             }
             let back_len = input.varint("window back length")?;
-            if back_len > MAX_WINDOW_BACK || back_len > produced {
+            if back_len > MAX_WINDOW_BACK {
+                return Err(limit(format!("window reaches {back_len} bytes back, above the limit {MAX_WINDOW_BACK}")));
+            }
+            if back_len > produced {
                 return Err(corrupt(format!("window reaches {back_len} bytes back, more than {} available (limit {MAX_WINDOW_BACK})", produced.min(MAX_WINDOW_BACK))));
             }
             let comp_len = input.varint("window segment compressed size")?;
@@ -528,7 +535,7 @@ impl DeltaStream {
         input.frame(h.ctrl_comp, h.ctrl_raw, &mut self.comp, &mut self.ctrl, "segment control")?;
         input.frame(h.diff_comp, h.diff_raw, &mut self.comp, &mut self.diff, "segment diff")?;
         input.frame(h.extra_comp, h.extra_raw, &mut self.comp, &mut self.extra, "segment extra")?;
-        self.ops = OpCursor::new(&self.ctrl, h.new_len, h.diff_raw, h.extra_raw, self.segment_at).map_err(|e| self.corrupt(format!("control stream: {e}")))?;
+        self.ops = OpCursor::new(&self.ctrl, h.new_len, h.diff_raw, h.extra_raw, self.segment_at)?;
         self.prefetch_copies(old, tree)?;
         (self.segment_pos, self.diff_pos, self.extra_pos) = (0, 0, 0);
         (self.cursor, self.copy_left, self.extra_left) = (0, 0, 0);

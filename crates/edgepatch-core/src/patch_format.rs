@@ -617,14 +617,21 @@ impl SegmentHeader {
     /// Checks the sizes against the limits and each other.
     pub fn validate(&self, offset: u64) -> Result<()> {
         let bad = |what: String| Err(Error::Corrupt { input: Input::Patch, offset, what });
-        if self.new_len == 0 || self.new_len > MAX_SEGMENT_NEW {
-            return bad(format!("segment produces {} bytes (must be 1..={MAX_SEGMENT_NEW})", self.new_len));
+        let limit = |what: String| Err(Error::Limit { input: Input::Patch, offset, what });
+        if self.new_len == 0 {
+            return bad("segment produces 0 bytes".into());
+        }
+        if self.new_len > MAX_SEGMENT_NEW {
+            return limit(format!("segment produces {} bytes, above the limit {MAX_SEGMENT_NEW}", self.new_len));
         }
         if self.diff_raw.checked_add(self.extra_raw) != Some(self.new_len) {
             return bad("segment diff and extra sizes do not add up to its output size".into());
         }
-        if self.ctrl_raw == 0 || self.ctrl_raw > MAX_SEGMENT_CTRL {
-            return bad(format!("segment control size {} out of range", self.ctrl_raw));
+        if self.ctrl_raw == 0 {
+            return bad("segment control stream is empty".into());
+        }
+        if self.ctrl_raw > MAX_SEGMENT_CTRL {
+            return limit(format!("segment control size {} above the limit {MAX_SEGMENT_CTRL}", self.ctrl_raw));
         }
         for (raw, comp) in [(self.ctrl_raw, self.ctrl_comp), (self.diff_raw, self.diff_comp), (self.extra_raw, self.extra_comp)] {
             // zstd never expands by more than a small bound; reject absurd claims.
