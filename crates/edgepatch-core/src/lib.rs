@@ -15,7 +15,6 @@ pub mod memory;
 pub mod patch_format;
 pub mod manifest;
 mod perfect_hash;
-pub mod reference_apply;
 pub mod signature;
 pub mod signer;
 mod wire;
@@ -26,4 +25,3 @@ pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild, P
 pub use build::{Build, BuildEntry, EntryContent};
 pub use diff::{diff_builds, DiffOptions, DiffStats};
 pub use error::{Error, Input, Result};
-pub use reference_apply::reference_apply;
