@@ -519,6 +519,11 @@ impl EncodedTree {
         if old_files.iter().filter(|f| f.in_reference).try_fold(0u64, |total, f| total.checked_add(f.size)).is_none() {
             return Err(corrupt("the old files the patch reads add up to more than 2^64-1 bytes".into()));
         }
+        // Every later sum of file sizes (progress, the delta stream) is a part of this one.
+        let mut file_sizes = entries.iter().filter_map(|e| if let TreeEntryKind::File { size, .. } = e.kind { Some(size) } else { None });
+        if file_sizes.try_fold(0u64, |total, size| total.checked_add(size)).is_none() {
+            return Err(corrupt("the new files add up to more than 2^64-1 bytes".into()));
+        }
         if entries.len() as u64 > MAX_ENTRIES {
             return Err(Error::Limit { input: Input::Patch, offset: tree_at, what: format!("the new tree has {} entries, above the limit {MAX_ENTRIES}", entries.len()) });
         }

@@ -496,7 +496,7 @@ const HOSTILE_INDEX: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/.
 
 macro_rules! hostile {
     ($file:literal) => {
-        ($file, &include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/hostile/", $file))[..])
+        ($file, include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/hostile/", $file)) as &[u8])
     };
 }
 
