@@ -270,15 +270,11 @@ fn read_fixed_header<R: Read>(input: &mut PatchInput<R>) -> Result<(u16, u64, u6
     let at = input.offset();
     let raw = input.varint("tree size")?;
     let comp = input.varint("tree compressed size")?;
-    if raw == 0 || comp == 0 || raw > MAX_TREE_BYTES || comp > raw + raw / 64 + 1024 {
-        return Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("tree sizes {raw}/{comp} out of range") });
+    if raw > MAX_TREE_BYTES {
+        return Err(Error::Limit { input: Input::Patch, offset: at, what: format!("tree section of {raw} bytes, above the limit {MAX_TREE_BYTES}") });
     }
-    if raw > max_tree_bytes(comp) {
-        return Err(Error::Limit {
-            input: Input::Patch,
-            offset: at,
-            what: format!("a tree section of {comp} compressed bytes may decode to at most {} bytes, not {raw}", max_tree_bytes(comp)),
-        });
+    if raw == 0 || comp == 0 || comp > raw + raw / 64 + 1024 {
+        return Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("tree sizes {raw}/{comp} out of range") });
     }
     Ok((flags, raw, comp))
 }

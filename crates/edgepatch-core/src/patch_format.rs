@@ -21,31 +21,31 @@ pub const END_TAG: u8 = b'E';
 
 /// Decoded tree section may not exceed this (bounds apply-side memory).
 pub const MAX_TREE_BYTES: u64 = 64 << 20;
-/// ...nor `TREE_FLOOR + TREE_EXPANSION * compressed size` (§2.7): a few KB of
-/// compressed tree cannot claim 64 MiB.
-pub const TREE_FLOOR: u64 = 1 << 20;
-pub const TREE_EXPANSION: u64 = 64;
 /// The named entries' paths and symlink targets, decoded (front coding can make
 /// 3 bytes of tree a 4096-byte path), may not exceed this in total...
 pub const MAX_TREE_NAME_BYTES: u64 = 64 << 20;
-/// ...nor `TREE_FLOOR + TREE_NAME_EXPANSION * decoded tree size`.
-pub const TREE_NAME_EXPANSION: u64 = 16;
-
-/// The largest decoded tree section a tree of `compressed` bytes may declare (§2.7).
-pub fn max_tree_bytes(compressed: u64) -> u64 {
-    MAX_TREE_BYTES.min(TREE_FLOOR.saturating_add(TREE_EXPANSION.saturating_mul(compressed)))
-}
+/// ...nor `TREE_NAME_FLOOR + TREE_NAME_EXPANSION * decoded tree size` (§2.7):
+/// a few KB of tree cannot claim 64 MiB of paths. Real trees name 3-30 path
+/// bytes per tree byte; a bomb names up to 1,365.
+pub const TREE_NAME_FLOOR: u64 = 1 << 20;
+pub const TREE_NAME_EXPANSION: u64 = 64;
 
 /// The most path and target bytes a decoded tree section of `decoded` bytes may name (§2.7).
 pub fn max_tree_name_bytes(decoded: u64) -> u64 {
-    MAX_TREE_NAME_BYTES.min(TREE_FLOOR.saturating_add(TREE_NAME_EXPANSION.saturating_mul(decoded)))
+    MAX_TREE_NAME_BYTES.min(TREE_NAME_FLOOR.saturating_add(TREE_NAME_EXPANSION.saturating_mul(decoded)))
 }
+
 /// New bytes one segment may produce; bounds apply-side memory.
 pub const MAX_SEGMENT_NEW: u64 = 16 << 20;
 /// Control bytes one segment may carry (the writer never comes near: an op
 /// takes a few bytes and produces at least 9 new bytes in practice).
 pub const MAX_SEGMENT_CTRL: u64 = 2 * MAX_SEGMENT_NEW;
 pub const MAX_ENTRIES: u64 = 1 << 22;
+/// Entries a tree patch may name (§2.7): the tree is held whole while it is
+/// checked, at about 110 bytes an entry, so 2^20 named entries cost 114 MiB
+/// (measured), where 2^22 cost 456 MiB from a 1.3 KB patch. Kept entries are
+/// not named (they come from the old build's own listing).
+pub const MAX_NAMED_ENTRIES: u64 = 1 << 20;
 /// zstd frames in a patch may not ask for a window above 2^24.
 pub const MAX_WINDOW_LOG: u32 = 24;
 
@@ -348,7 +348,7 @@ impl EncodedTree {
             runs.push((keep, drop));
         }
         // An entry takes at least 3 bytes: its path's two varints and its code.
-        let count = r.varint_max(MAX_ENTRIES.min(r.remaining() as u64 / 3), "entry count")? as usize;
+        let count = r.varint_max(MAX_NAMED_ENTRIES.min(r.remaining() as u64 / 3), "entry count")? as usize;
         let name_budget = max_tree_name_bytes(bytes.len() as u64);
         let mut names = 0u64;
         let mut count_name = |r: &SliceReader, len: usize| {

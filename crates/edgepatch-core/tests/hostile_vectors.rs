@@ -230,12 +230,18 @@ fn make_vectors() -> Vec<Vector> {
 
     // Tree bombs.
     {
-        // 64 MiB of zeros compress to a few KB: the declared size is refused before decompressing.
+        // 64 MiB of zeros compress to a few KB: decoded (the 64 MiB are within
+        // the fixed budget), they are an empty tree followed by junk.
         let zeros = vec![0u8; 64 << 20];
         let mut p = PatchBytes::new(&[]);
         p.tree_frame = Some(zstd(&zeros));
         p.tree_sizes = Some((zeros.len() as u64, p.tree_frame.as_ref().unwrap().len() as u64));
-        v.push(patch_vector("tree-size-bomb", "a tree section of a few KB of zstd declaring 64 MiB decoded", ErrorKind::Limit, p.encode()));
+        v.push(patch_vector("tree-zero-bomb", "a few KB of zstd decoding to a 64 MiB tree section of zeros", ErrorKind::Corrupt, p.encode()));
+        // One byte more is refused before anything is allocated.
+        let zeros = vec![0u8; (64 << 20) + 1];
+        p.tree_frame = Some(zstd(&zeros));
+        p.tree_sizes = Some((zeros.len() as u64, p.tree_frame.as_ref().unwrap().len() as u64));
+        v.push(patch_vector("tree-over-cap", "a tree section declaring 64 MiB + 1 decoded (the cap is 64 MiB)", ErrorKind::Limit, p.encode()));
     }
     {
         // One 4096-byte path, then 100,000 entries that share 4095 bytes of it
@@ -258,9 +264,9 @@ fn make_vectors() -> Vec<Vector> {
     }
     {
         let mut t = vec![0];
-        put_varint(&mut t, 1 << 22);
+        put_varint(&mut t, 1 << 20);
         t.extend_from_slice(&[0u8; 64]);
-        v.push(patch_vector("entry-count-bomb", "an entry count of 2^22 in a 100-byte tree", ErrorKind::Limit, PatchBytes::new(&t).encode()));
+        v.push(patch_vector("entry-count-bomb", "an entry count of 2^20 in a 100-byte tree", ErrorKind::Limit, PatchBytes::new(&t).encode()));
     }
     {
         let bytes = PatchBytes::new(&delta_files_tree(&[u64::MAX, 1])).encode();
@@ -449,6 +455,9 @@ fn hostile_vectors_are_current_and_each_is_refused_with_its_kind_within_budget()
     for kind in [ErrorKind::Magic, ErrorKind::Truncated, ErrorKind::Corrupt, ErrorKind::Limit, ErrorKind::Link, ErrorKind::OldBuild] {
         assert!(seen.contains(&kind), "no vector of kind {kind}");
     }
+    // In this same test: the counters are global, and tests run in parallel.
+    let peak = worst_case_tree_entries_peak();
+    assert!(peak <= 120 << 20, "the most entries a patch may name cost {} MiB (FORMAT.md §2.7 says about 115)", peak >> 20);
 }
 
 #[test]
@@ -459,4 +468,29 @@ fn error_kind_names_are_stable_and_round_trip() {
         assert_eq!(ErrorKind::from_name(k.as_str()), Some(k));
     }
     assert_eq!(ErrorKind::from_name("nope"), None);
+}
+
+/// The tree's fixed budget at its worst: 2^20 named one-byte paths (a 4 MiB
+/// tree section, a 411-byte patch), the most a patch may name. Not a
+/// committed vector (nothing new to refuse); measured here because it sets
+/// the tree's budget in FORMAT.md §2.7. Returns the peak allocation.
+fn worst_case_tree_entries_peak() -> usize {
+    let n = 1u64 << 20;
+    let mut t = vec![0];
+    put_varint(&mut t, n);
+    for _ in 0..n {
+        t.extend_from_slice(&[0, 1, b'a']);
+    }
+    t.extend(std::iter::repeat_n(0u8, n as usize));
+    t.push(0);
+    t.extend_from_slice(&[0u8; 32]);
+    let patch = PatchBytes::new(&t).encode();
+    drop(t);
+    let base = CURRENT.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let kind = apply_kind(&patch);
+    let peak = PEAK.load(Ordering::Relaxed) - base;
+    println!("{n} named entries: patch {} bytes, refused as {kind:?}, peak allocation {} MiB", patch.len(), peak >> 20);
+    assert_eq!(kind, Some(ErrorKind::Path), "the paths repeat");
+    peak
 }

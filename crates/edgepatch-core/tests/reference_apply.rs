@@ -212,3 +212,54 @@ fn window_segments_apply_identically() {
         both_give(&patch, &Build::single_file(old.clone()), &Build::single_file(new.clone()), &format!("window segments cut at {cuts:?}"));
     }
 }
+
+#[test]
+fn a_link_to_a_link_applies_but_a_target_through_a_link_is_a_link_chain() {
+    let link = |path: &str, target: &str| BuildEntry { path: path.into(), content: EntryContent::Symlink { target: target.into() } };
+    let empty = Build::from_entries(Vec::new()).unwrap();
+    let opts = DiffOptions { threads: 1, ..DiffOptions::default() };
+    // `y -> x` names the link x as its last component: nothing is followed through x.
+    let fine = Build::from_entries(vec![file("f", b"data".to_vec()), link("x", "."), link("y", "x"), link("z", "f")]).unwrap();
+    let (patch, _) = diff_builds(&empty, &fine, &opts, &|_, _| {}).unwrap();
+    both_give(&patch, &empty, &fine, "links to links");
+    // `s -> x/..` goes through the link x (which points at the root): refused by both, as a link chain by the core.
+    let chain = Build::from_entries(vec![link("s", "x/.."), link("x", ".")]).unwrap();
+    let (patch, _) = diff_builds(&empty, &chain, &opts, &|_, _| {}).unwrap();
+    assert!(reference_applier::apply(&patch, &empty).unwrap_err().contains("link chain"));
+    assert_eq!(fast(&patch, &empty).unwrap_err().kind(), edgepatch_core::error::ErrorKind::Link);
+}
+
+#[test]
+fn a_large_regular_tree_compressing_1000x_applies() {
+    // 40,000 files whose paths differ only in a counter, each a few bytes:
+    // about the most compressible tree a real build makes (measured: 1,107x).
+    // A limit on the tree's expansion over its compressed size would refuse
+    // such builds; §2.7 bounds the tree in absolute terms instead.
+    let mut entries = vec![BuildEntry { path: "assets".into(), content: EntryContent::Directory }];
+    for d in 0..40 {
+        entries.push(BuildEntry { path: format!("assets/level_{d:03}"), content: EntryContent::Directory });
+        for f in 0..1000 {
+            entries.push(file(&format!("assets/level_{d:03}/sprite_frame_{f:05}.png"), format!("{d}-{f}").into_bytes()));
+        }
+    }
+    let new = Build::from_entries(entries).unwrap();
+    let empty = Build::from_entries(Vec::new()).unwrap();
+    let (patch, _) = diff_builds(&empty, &new, &DiffOptions { threads: 1, level: 19, ..DiffOptions::default() }, &|_, _| {}).unwrap();
+    let mut r = &patch[12..];
+    let varint = |r: &mut &[u8]| {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let b = r[0];
+            *r = &r[1..];
+            v |= u64::from(b & 0x7f) << shift;
+            shift += 7;
+            if b < 0x80 {
+                return v;
+            }
+        }
+    };
+    let (decoded, compressed) = (varint(&mut r), varint(&mut r));
+    println!("tree: {decoded} bytes decoded from {compressed} ({:.1}x)", decoded as f64 / compressed as f64);
+    assert!(decoded > 300 * compressed, "the tree compresses as this test means it to ({decoded} / {compressed})");
+    both_give(&patch, &empty, &new, "40,000-file tree");
+}

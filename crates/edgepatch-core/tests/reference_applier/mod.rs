@@ -228,9 +228,6 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
     if tree_size == 0 || tree_size > MAX_TREE || tree_comp == 0 || tree_comp > tree_size + tree_size / 64 + 1024 {
         return Err("tree sizes out of range".into());
     }
-    if tree_size > MIB + 64 * tree_comp {
-        return Err("tree expands more than 1 MiB + 64x".into());
-    }
     let tree_bytes = one_frame(r.take(tree_comp)?, tree_size, None, 24)?;
 
     // §2.1 tree section.
@@ -253,8 +250,8 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
     for _ in 0..runs_n {
         runs.push((t.at_most(MAX_COUNT, "keep")?, t.at_most(MAX_COUNT, "drop")?));
     }
-    let count = t.at_most(MAX_COUNT.min(t.left() / 3), "entries")?;
-    let name_limit = MAX_NAMES.min(MIB + 16 * tree_size);
+    let count = t.at_most((1 << 20u64).min(t.left() / 3), "entries")?;
+    let name_limit = MAX_NAMES.min(MIB + 64 * tree_size);
     let mut names = 0u64;
     let mut paths: Vec<String> = Vec::new();
     for _ in 0..count {
