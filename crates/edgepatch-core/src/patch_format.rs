@@ -864,3 +864,44 @@ impl Segment {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctrl(codes: &[u64], copies: &[u64], extras: &[u64]) -> Vec<u8> {
+        let mut c = Vec::new();
+        put_varint(&mut c, codes.len() as u64);
+        for v in codes.iter().chain(copies).chain(extras) {
+            put_varint(&mut c, *v);
+        }
+        c
+    }
+
+    #[test]
+    fn diagonal_history_follows_the_diagonal_alone() {
+        // -3 explicitly (code 2 + zigzag(-3) = 7), back to 0 (code 0), then code 1
+        // names h2 = 0 = h0: the history stays (0, -3, 0), so code 0 names -3 (FORMAT.md §2.4).
+        let c = ctrl(&[7, 0, 1, 0], &[0; 4], &[1; 4]);
+        let ops = decode_control(&c, 4, 0, 4, 0).unwrap();
+        assert_eq!(ops.iter().map(|o| o.diagonal).collect::<Vec<_>>(), [-3, 0, 0, -3]);
+    }
+
+    #[test]
+    fn op_sums_are_checked_before_any_output() {
+        let err = |c: &[u8], new_len, diff, extra| decode_control(c, new_len, diff, extra, 100).unwrap_err();
+        // copy_len + extra_len overflows.
+        assert!(matches!(err(&ctrl(&[2], &[u64::MAX], &[1]), 1, 0, 1), Error::Corrupt { .. }));
+        // An op producing nothing.
+        assert!(matches!(err(&ctrl(&[2, 2], &[0, 0], &[1, 0]), 2, 0, 1), Error::Corrupt { .. }));
+        // Ops using more extra bytes than the segment has, or fewer.
+        assert!(matches!(err(&ctrl(&[2], &[0], &[5]), 4, 0, 4), Error::Corrupt { .. }));
+        assert!(matches!(err(&ctrl(&[2], &[0], &[3]), 4, 0, 4), Error::Corrupt { .. }));
+        // More ops than 3 bytes each can hold: a limit, before anything is read.
+        let mut c = Vec::new();
+        put_varint(&mut c, 1000);
+        assert!(matches!(err(&c, 4096, 0, 4096), Error::Limit { .. }));
+        // The diagonal overflows: i64::MAX - 1, then as much again.
+        assert!(matches!(err(&ctrl(&[u64::MAX - 1, u64::MAX - 1], &[0, 0], &[1, 1]), 2, 0, 2), Error::Corrupt { .. }));
+    }
+}
