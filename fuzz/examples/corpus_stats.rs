@@ -10,7 +10,8 @@ use std::path::Path;
 
 use edgepatch_core::manifest::{self, ManifestView};
 use edgepatch_core::signature::Signature;
-use edgepatch_core::{apply_patch, inspect::inspect_patch, reference_apply};
+use edgepatch_core::{apply_patch, inspect::inspect_patch};
+use edgepatch_fuzz::reference_apply;
 use edgepatch_fuzz::*;
 
 fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {

@@ -15,7 +15,8 @@ use edgepatch_core::inspect::inspect_patch;
 use edgepatch_core::patch_format::{FileSource, Segment, TreeEntryKind, WindowSegmentHeader, END_TAG};
 use edgepatch_core::manifest::{EntryKind, EntrySource, Manifest, ManifestEntry, ManifestKind, SegmentRef};
 use edgepatch_core::signature::Signature;
-use edgepatch_core::{apply_patch, diff_builds, reference_apply, Build, BuildEntry, DiffOptions, EntryContent};
+use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
+use edgepatch_fuzz::reference_apply;
 use edgepatch_fuzz::*;
 
 fn corpus(target: &str) -> PathBuf {

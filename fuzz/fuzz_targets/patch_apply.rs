@@ -9,7 +9,8 @@
 
 use std::sync::OnceLock;
 
-use edgepatch_core::{apply_patch, inspect::inspect_patch, reference_apply, Build};
+use edgepatch_core::{apply_patch, inspect::inspect_patch, Build};
+use edgepatch_fuzz::reference_apply;
 use edgepatch_fuzz::{old_single, old_tree, with_fixed_trailer, MemOld, MemSink};
 use libfuzzer_sys::fuzz_target;
 

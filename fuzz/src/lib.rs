@@ -4,6 +4,14 @@
 
 use std::io;
 
+pub mod hostile;
+
+/// The independent reference applier of the core's tests (written from
+/// docs/FORMAT.md alone), which every differential check compares against.
+#[path = "../../crates/edgepatch-core/tests/reference_applier/mod.rs"]
+pub mod reference_applier;
+pub use reference_applier::apply as reference_apply;
+
 use edgepatch_core::{Build, BuildEntry, BuildSink, EntryContent, OldBuild};
 
 /// All three formats end in a BLAKE3 of everything before it, which a

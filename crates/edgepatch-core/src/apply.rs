@@ -118,6 +118,9 @@ const CHUNK: usize = 256 << 10;
 
 /// Old data an ops segment prefetches for its copies, at most (see `prefetch_copies`).
 const PREFETCH_BUDGET: u64 = 8 << 20;
+/// Copy spans an ops segment considers for prefetching, at most: 6 MiB of
+/// bookkeeping, not 24 bytes for each of a hostile segment's millions of ops.
+const MAX_PREFETCH_SPANS: usize = 1 << 18;
 
 /// Counts and hashes every byte read, so errors carry offsets and the trailer
 /// checksum can be verified without buffering the patch.
@@ -195,6 +198,7 @@ impl<R: Read> PatchInput<R> {
         self.exact(comp, what)?;
         out.reserve_exact(raw_len as usize);
         let corrupt = |why: String| Error::Corrupt { input: Input::Patch, offset: start, what: format!("{what}: {why}") };
+        check_one_frame(comp).map_err(corrupt)?;
         let mut d = zstd::bulk::Decompressor::new().map_err(|e| corrupt(e.to_string()))?;
         d.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(MAX_WINDOW_LOG)).map_err(|e| corrupt(e.to_string()))?;
         // Decompress into spare capacity bounded by raw_len: a frame that wants more fails.
@@ -266,7 +270,10 @@ fn read_fixed_header<R: Read>(input: &mut PatchInput<R>) -> Result<(u16, u64, u6
     let at = input.offset();
     let raw = input.varint("tree size")?;
     let comp = input.varint("tree compressed size")?;
-    if raw == 0 || raw > MAX_TREE_BYTES || comp == 0 || comp > raw + raw / 64 + 1024 {
+    if raw > MAX_TREE_BYTES {
+        return Err(Error::Limit { input: Input::Patch, offset: at, what: format!("tree section of {raw} bytes, above the limit {MAX_TREE_BYTES}") });
+    }
+    if raw == 0 || comp == 0 || comp > raw + raw / 64 + 1024 {
         return Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("tree sizes {raw}/{comp} out of range") });
     }
     Ok((flags, raw, comp))
@@ -277,6 +284,7 @@ pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_s
     // `produced`: delta bytes before this segment, which bounds how far back a window may reach.
     let at = input.offset();
     let corrupt = |what: String| Error::Corrupt { input: Input::Patch, offset: at, what };
+    let limit = |what: String| Error::Limit { input: Input::Patch, offset: at, what };
     match input.u8("segment or end marker")? {
         SEGMENT_TAG => {
             let mut f = [0u64; 7];
@@ -289,12 +297,15 @@ pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_s
         }
         WINDOW_SEGMENT_TAG => {
             let new_len = input.varint("segment size")?;
-            if new_len == 0 || new_len > MAX_SEGMENT_NEW {
-                return Err(corrupt(format!("segment produces {new_len} bytes (must be 1..={MAX_SEGMENT_NEW})")));
+            if new_len == 0 {
+                return Err(corrupt("window segment produces 0 bytes".into()));
+            }
+            if new_len > MAX_SEGMENT_NEW {
+                return Err(limit(format!("segment produces {new_len} bytes, above the limit {MAX_SEGMENT_NEW}")));
             }
             let count = input.varint("window span count")?;
             if count > MAX_WINDOW_SPANS {
-                return Err(corrupt(format!("{count} window spans, above the limit {MAX_WINDOW_SPANS}")));
+                return Err(limit(format!("{count} window spans, above the limit {MAX_WINDOW_SPANS}")));
             }
             let (mut spans, mut end, mut total) = (Vec::with_capacity(count as usize), 0u64, 0u64);
             for _ in 0..count {
@@ -302,15 +313,18 @@ pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_s
                 let len = input.varint("window span length")?;
                 let stop = start.and_then(|s| s.checked_add(len)).filter(|&e| e <= reference_len && len > 0);
                 let stop = stop.ok_or_else(|| corrupt("window span empty or outside the old data".into()))?;
-                total += len;
+                total += len; // each len is within the reference: no overflow until the total passes the limit
                 if total > MAX_WINDOW_BYTES {
-                    return Err(corrupt(format!("window over {MAX_WINDOW_BYTES} bytes")));
+                    return Err(limit(format!("window spans over {MAX_WINDOW_BYTES} bytes")));
                 }
                 spans.push((stop - len, len));
                 end = stop;
             }
             let back_len = input.varint("window back length")?;
-            if back_len > MAX_WINDOW_BACK || back_len > produced {
+            if back_len > MAX_WINDOW_BACK {
+                return Err(limit(format!("window reaches {back_len} bytes back, above the limit {MAX_WINDOW_BACK}")));
+            }
+            if back_len > produced {
                 return Err(corrupt(format!("window reaches {back_len} bytes back, more than {} available (limit {MAX_WINDOW_BACK})", produced.min(MAX_WINDOW_BACK))));
             }
             let comp_len = input.varint("window segment compressed size")?;
@@ -331,10 +345,25 @@ pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_s
     }
 }
 
+/// A zstd stream in a patch is exactly one zstd frame (§1): libzstd would
+/// also decode concatenated frames and skip skippable ones.
+fn check_one_frame(comp: &[u8]) -> std::result::Result<(), String> {
+    const ZSTD_MAGIC: [u8; 4] = 0xFD2F_B528u32.to_le_bytes();
+    if comp.get(..4) != Some(&ZSTD_MAGIC[..]) {
+        return Err("not a zstd frame (a skippable frame or other bytes)".into());
+    }
+    match zstd::zstd_safe::find_frame_compressed_size(comp) {
+        Ok(n) if n == comp.len() => Ok(()),
+        Ok(n) => Err(format!("{} bytes after the zstd frame's {n} (a stream is one frame)", comp.len() - n)),
+        Err(code) => Err(zstd_error(code)),
+    }
+}
+
 /// Decompresses a window segment's frame with `window` as its zstd prefix.
 pub(crate) fn decompress_with_window(comp: &[u8], window: &[u8], new_len: u64, out: &mut Vec<u8>, offset: u64) -> Result<()> {
     let corrupt = |why: String| Error::Corrupt { input: Input::Patch, offset, what: format!("window segment: {why}") };
     out.clear();
+    check_one_frame(comp).map_err(corrupt)?;
     out.reserve_exact(new_len as usize);
     let mut d = zstd::zstd_safe::DCtx::create();
     d.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(MAX_WINDOW_LOG + 1)).map_err(|c| corrupt(zstd_error(c)))?;
@@ -357,8 +386,8 @@ struct DeltaStream {
     reference_len: u64,
     segment_at: u64,
     ctrl: Vec<u8>,
-    ops: Vec<Op>,
-    op_index: usize,
+    /// The current segment's ops, read one at a time from `ctrl`.
+    ops: OpCursor,
     /// Output position within the current segment.
     segment_pos: u64,
     diff: Vec<u8>,
@@ -406,8 +435,7 @@ impl DeltaStream {
             reference_len: start,
             segment_at: 0,
             ctrl: Vec::new(),
-            ops: Vec::new(),
-            op_index: 0,
+            ops: OpCursor::default(),
             segment_pos: 0,
             diff: Vec::new(),
             diff_pos: 0,
@@ -487,8 +515,10 @@ impl DeltaStream {
                 input.exact(&mut self.comp, "window segment frame")?;
                 decompress_with_window(&self.comp, &self.old_data, w.new_len, &mut self.extra, self.segment_at)?;
                 self.diff.clear();
-                self.ops = vec![Op { diagonal: 0, copy_len: 0, extra_len: w.new_len }];
-                (self.op_index, self.segment_pos, self.diff_pos, self.extra_pos) = (0, 0, 0, 0);
+                // The frame's output read as one op of extra bytes.
+                self.ctrl = encode_control(&[Op { diagonal: 0, copy_len: 0, extra_len: w.new_len }]);
+                self.ops = OpCursor::new(&self.ctrl, w.new_len, 0, w.new_len, self.segment_at)?;
+                (self.segment_pos, self.diff_pos, self.extra_pos) = (0, 0, 0);
                 (self.cursor, self.copy_left, self.extra_left) = (0, 0, 0);
                 self.segment_left = w.new_len;
                 return Ok(());
@@ -501,17 +531,17 @@ impl DeltaStream {
         input.frame(h.ctrl_comp, h.ctrl_raw, &mut self.comp, &mut self.ctrl, "segment control")?;
         input.frame(h.diff_comp, h.diff_raw, &mut self.comp, &mut self.diff, "segment diff")?;
         input.frame(h.extra_comp, h.extra_raw, &mut self.comp, &mut self.extra, "segment extra")?;
-        self.ops = decode_control(&self.ctrl, h.new_len, self.segment_at).map_err(|e| self.corrupt(format!("control stream: {e}")))?;
+        self.ops = OpCursor::new(&self.ctrl, h.new_len, h.diff_raw, h.extra_raw, self.segment_at)?;
         self.prefetch_copies(old, tree)?;
-        (self.op_index, self.segment_pos, self.diff_pos, self.extra_pos) = (0, 0, 0, 0);
+        (self.segment_pos, self.diff_pos, self.extra_pos) = (0, 0, 0);
         (self.cursor, self.copy_left, self.extra_left) = (0, 0, 0);
         self.segment_left = h.new_len;
         Ok(())
     }
 
     fn next_op(&mut self) -> Result<()> {
-        let Op { diagonal, copy_len: copy, extra_len: extra } = self.ops[self.op_index];
-        self.op_index += 1;
+        let op = self.ops.next_op(&self.ctrl);
+        let Op { diagonal, copy_len: copy, extra_len: extra } = op.ok_or_else(|| self.corrupt("control stream ended before the segment's output".into()))?;
         let start = (self.segment_pos as i64).checked_add(diagonal).filter(|c| *c >= 0 && (*c as u64) <= self.reference_len);
         let start = start.ok_or_else(|| self.corrupt(format!("diagonal {diagonal} at {} leaves the old data", self.segment_pos)))? as u64;
         if copy > self.reference_len - start {
@@ -555,9 +585,6 @@ impl DeltaStream {
                 self.remember(&out[at..at + n]);
                 at += n;
             } else if self.segment_left > 0 {
-                if self.op_index >= self.ops.len() {
-                    return Err(self.corrupt("control stream ended before the segment's output".into()));
-                }
                 self.next_op()?;
             } else {
                 return Err(self.corrupt("asked for more bytes than the segment holds".into()));
@@ -570,9 +597,6 @@ impl DeltaStream {
     /// range of `extra` (counted as produced and remembered, like `fill`).
     fn extra_run(&mut self, max: usize) -> Result<Option<std::ops::Range<usize>>> {
         while self.copy_left == 0 && self.extra_left == 0 && self.segment_left > 0 {
-            if self.op_index >= self.ops.len() {
-                return Err(self.corrupt("control stream ended before the segment's output".into()));
-            }
             self.next_op()?;
         }
         // Short runs (between an ops segment's copies) are gathered into `buf`:
@@ -593,7 +617,7 @@ impl DeltaStream {
 
     /// A segment must be used up exactly before the next unit.
     fn check_segment_used_up(&self) -> Result<()> {
-        if self.segment_left > 0 || self.op_index != self.ops.len() || self.diff_pos != self.diff.len() || self.extra_pos != self.extra.len() {
+        if self.segment_left > 0 || self.ops.remaining() != 0 || self.diff_pos != self.diff.len() || self.extra_pos != self.extra.len() {
             return Err(self.corrupt("unused bytes left at the end of the segment".into()));
         }
         Ok(())
@@ -658,15 +682,22 @@ impl DeltaStream {
             }
             _ => merged.push((a, b, n)),
         };
+        // `OpCursor::new` checked that the ops produce the segment's bytes
+        // (at most 16 MiB), so `at` stays small.
         let mut at = 0i64;
-        for op in &self.ops {
+        let mut ops = self.ops.clone();
+        while let Some(op) = ops.next_op(&self.ctrl) {
             // Invalid ops are left for `next_op` to report.
             if let Some(start) = at.checked_add(op.diagonal).filter(|s| *s >= 0).map(|s| s as u64) {
                 if op.copy_len > 0 && op.copy_len <= self.reference_len.saturating_sub(start) {
+                    // Past this many spans the rest are read directly: the list stays small whatever the op count.
+                    if merged.len() >= MAX_PREFETCH_SPANS {
+                        break;
+                    }
                     push(&mut merged, (start, start + op.copy_len, 1));
                 }
             }
-            at = at.saturating_add((op.copy_len + op.extra_len) as i64);
+            at = at.saturating_add(op.copy_len.saturating_add(op.extra_len).min(i64::MAX as u64) as i64);
         }
         merged.sort_unstable();
         // Sorted and made disjoint (a span overlapping a full cluster starts where it ends).

@@ -16,7 +16,6 @@ pub mod patch_format;
 pub mod manifest;
 pub mod manifest_binding;
 mod perfect_hash;
-pub mod reference_apply;
 pub mod signature;
 pub mod signer;
 pub mod trust;
@@ -29,4 +28,3 @@ pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild, P
 pub use build::{Build, BuildEntry, EntryContent};
 pub use diff::{diff_builds, DiffOptions, DiffStats};
 pub use error::{Error, Input, Result};
-pub use reference_apply::reference_apply;

@@ -21,12 +21,31 @@ pub const END_TAG: u8 = b'E';
 
 /// Decoded tree section may not exceed this (bounds apply-side memory).
 pub const MAX_TREE_BYTES: u64 = 64 << 20;
+/// The named entries' paths and symlink targets, decoded (front coding can make
+/// 3 bytes of tree a 4096-byte path), may not exceed this in total...
+pub const MAX_TREE_NAME_BYTES: u64 = 64 << 20;
+/// ...nor `TREE_NAME_FLOOR + TREE_NAME_EXPANSION * decoded tree size` (§2.7):
+/// a few KB of tree cannot claim 64 MiB of paths. Real trees name 3-30 path
+/// bytes per tree byte; a bomb names up to 1,365.
+pub const TREE_NAME_FLOOR: u64 = 1 << 20;
+pub const TREE_NAME_EXPANSION: u64 = 64;
+
+/// The most path and target bytes a decoded tree section of `decoded` bytes may name (§2.7).
+pub fn max_tree_name_bytes(decoded: u64) -> u64 {
+    MAX_TREE_NAME_BYTES.min(TREE_NAME_FLOOR.saturating_add(TREE_NAME_EXPANSION.saturating_mul(decoded)))
+}
+
 /// New bytes one segment may produce; bounds apply-side memory.
 pub const MAX_SEGMENT_NEW: u64 = 16 << 20;
 /// Control bytes one segment may carry (the writer never comes near: an op
 /// takes a few bytes and produces at least 9 new bytes in practice).
 pub const MAX_SEGMENT_CTRL: u64 = 2 * MAX_SEGMENT_NEW;
 pub const MAX_ENTRIES: u64 = 1 << 22;
+/// Entries a tree patch may name (§2.7): the tree is held whole while it is
+/// checked, at about 110 bytes an entry, so 2^20 named entries cost 114 MiB
+/// (measured), where 2^22 cost 456 MiB from a 1.3 KB patch. Kept entries are
+/// not named (they come from the old build's own listing).
+pub const MAX_NAMED_ENTRIES: u64 = 1 << 20;
 /// zstd frames in a patch may not ask for a window above 2^24.
 pub const MAX_WINDOW_LOG: u32 = 24;
 
@@ -328,10 +347,25 @@ impl EncodedTree {
             let drop = r.varint_max(MAX_ENTRIES, "dropped entries")?;
             runs.push((keep, drop));
         }
-        let count = r.varint_max(MAX_ENTRIES.min(r.remaining() as u64 / 2), "entry count")? as usize;
+        // An entry takes at least 3 bytes: its path's two varints and its code.
+        let count = r.varint_max(MAX_NAMED_ENTRIES.min(r.remaining() as u64 / 3), "entry count")? as usize;
+        let name_budget = max_tree_name_bytes(bytes.len() as u64);
+        let mut names = 0u64;
+        let mut count_name = |r: &SliceReader, len: usize| {
+            names += len as u64;
+            if names > name_budget {
+                return Err(Error::Limit {
+                    input: Input::Patch,
+                    offset: r.offset(),
+                    what: format!("the tree's paths and link targets add up to more than {name_budget} bytes (the limit for a {}-byte tree section)", bytes.len()),
+                });
+            }
+            Ok(())
+        };
         let mut paths: Vec<String> = Vec::with_capacity(count);
         for _ in 0..count {
             let path = read_front_coded(&mut r, paths.last().map_or("", |p| p.as_str()), "entry path")?;
+            count_name(&r, path.len())?;
             if !single_file {
                 validate_path(&path)?;
             }
@@ -351,6 +385,7 @@ impl EncodedTree {
                 CODE_DIRECTORY => TreeEntryKind::Directory,
                 CODE_SYMLINK => {
                     let target = r.string(MAX_PATH_LEN, "symlink target")?.to_string();
+                    count_name(&r, target.len())?;
                     validate_symlink_target(&path, &target)?;
                     TreeEntryKind::Symlink { target }
                 }
@@ -358,9 +393,11 @@ impl EncodedTree {
             };
             named.push(TreeEntry { path, kind });
         }
+        let mut delta_total = 0u64;
         for (e, &code) in named.iter_mut().zip(&codes) {
             if let (TreeEntryKind::File { size, .. }, CODE_DELTA | CODE_DELTA_EXECUTABLE) = (&mut e.kind, code) {
                 *size = r.varint("file size")?;
+                delta_total = delta_total.checked_add(*size).ok_or_else(|| r.corrupt("the delta files' sizes add up to more than 2^64-1"))?;
             }
         }
         let mut copies = Vec::new();
@@ -477,9 +514,58 @@ impl EncodedTree {
             for e in &entries {
                 checker.check(&e.path, matches!(e.kind, TreeEntryKind::Directory))?;
             }
+            check_link_chains(&entries)?;
+        }
+        if old_files.iter().filter(|f| f.in_reference).try_fold(0u64, |total, f| total.checked_add(f.size)).is_none() {
+            return Err(corrupt("the old files the patch reads add up to more than 2^64-1 bytes".into()));
+        }
+        // Every later sum of file sizes (progress, the delta stream) is a part of this one.
+        let mut file_sizes = entries.iter().filter_map(|e| if let TreeEntryKind::File { size, .. } = e.kind { Some(size) } else { None });
+        if file_sizes.try_fold(0u64, |total, size| total.checked_add(size)).is_none() {
+            return Err(corrupt("the new files add up to more than 2^64-1 bytes".into()));
+        }
+        if entries.len() as u64 > MAX_ENTRIES {
+            return Err(Error::Limit { input: Input::Patch, offset: tree_at, what: format!("the new tree has {} entries, above the limit {MAX_ENTRIES}", entries.len()) });
         }
         Ok(PatchTree { single_file: self.single_file, old_listing: listing, old_files, entries, files_digest: self.files_digest })
     }
+}
+
+/// Refuses a symlink whose target, resolved lexically from the link's
+/// directory, passes through another symlink of the tree (§2.7): `x -> .` is
+/// harmless alone, but with it `s -> x/..` resolves lexically to the root and,
+/// followed, to the root's parent. Pointing at a symlink as the last component
+/// is fine (the link itself is not followed).
+pub fn check_link_chains(entries: &[TreeEntry]) -> Result<()> {
+    let links: std::collections::HashSet<&str> =
+        entries.iter().filter(|e| matches!(e.kind, TreeEntryKind::Symlink { .. })).map(|e| e.path.as_str()).collect();
+    if links.is_empty() {
+        return Ok(());
+    }
+    for e in entries {
+        let TreeEntryKind::Symlink { target } = &e.kind else { continue };
+        let mut at: Vec<&str> = e.path.split('/').collect();
+        at.pop();
+        let steps: Vec<&str> = target.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+        for (i, step) in steps.iter().enumerate() {
+            if *step == ".." {
+                if at.pop().is_none() {
+                    break; // outside the build: no entry of this tree is on the way
+                }
+                continue;
+            }
+            at.push(step);
+            let here = at.join("/");
+            if i + 1 < steps.len() && links.contains(here.as_str()) {
+                return Err(Error::UnsafeLink {
+                    path: e.path.clone(),
+                    target: target.clone(),
+                    why: format!("the target passes through the symlink {here:?} (a link chain can lead outside the build)"),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A path as the length of the prefix it shares with `previous`, then the rest.
@@ -536,14 +622,21 @@ impl SegmentHeader {
     /// Checks the sizes against the limits and each other.
     pub fn validate(&self, offset: u64) -> Result<()> {
         let bad = |what: String| Err(Error::Corrupt { input: Input::Patch, offset, what });
-        if self.new_len == 0 || self.new_len > MAX_SEGMENT_NEW {
-            return bad(format!("segment produces {} bytes (must be 1..={MAX_SEGMENT_NEW})", self.new_len));
+        let limit = |what: String| Err(Error::Limit { input: Input::Patch, offset, what });
+        if self.new_len == 0 {
+            return bad("segment produces 0 bytes".into());
+        }
+        if self.new_len > MAX_SEGMENT_NEW {
+            return limit(format!("segment produces {} bytes, above the limit {MAX_SEGMENT_NEW}", self.new_len));
         }
         if self.diff_raw.checked_add(self.extra_raw) != Some(self.new_len) {
             return bad("segment diff and extra sizes do not add up to its output size".into());
         }
-        if self.ctrl_raw == 0 || self.ctrl_raw > MAX_SEGMENT_CTRL {
-            return bad(format!("segment control size {} out of range", self.ctrl_raw));
+        if self.ctrl_raw == 0 {
+            return bad("segment control stream is empty".into());
+        }
+        if self.ctrl_raw > MAX_SEGMENT_CTRL {
+            return limit(format!("segment control size {} above the limit {MAX_SEGMENT_CTRL}", self.ctrl_raw));
         }
         for (raw, comp) in [(self.ctrl_raw, self.ctrl_comp), (self.diff_raw, self.diff_comp), (self.extra_raw, self.extra_comp)] {
             // zstd never expands by more than a small bound; reject absurd claims.
@@ -587,10 +680,19 @@ enum DiagonalCode {
 }
 
 /// The current diagonal and the two used before it.
-#[derive(Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy)]
 struct DiagonalHistory([i64; 3]);
 
 impl DiagonalHistory {
+    /// The diagonal a code names (§2.4), or None if it overflows.
+    fn decode(&self, code: u64) -> Option<i64> {
+        match code {
+            0 => Some(self.0[1]),
+            1 => Some(self.0[2]),
+            c => self.0[0].checked_add(unzigzag(c - 2)),
+        }
+    }
+
     fn code_for(&self, diagonal: i64) -> DiagonalCode {
         if diagonal != self.0[0] {
             if diagonal == self.0[1] {
@@ -616,34 +718,93 @@ impl DiagonalHistory {
     }
 }
 
-/// Decodes a control stream into ops, checking its shape (not yet the bounds
-/// of old data, which the applier checks as it goes).
-pub fn decode_control(ctrl: &[u8], max_ops: u64, offset: u64) -> Result<Vec<Op>> {
-    let mut r = SliceReader::new(ctrl, offset, Input::Patch);
-    let count = r.varint_max(max_ops.min(ctrl.len() as u64), "op count")? as usize;
-    let mut ops = Vec::with_capacity(count);
-    let mut history = DiagonalHistory::default();
-    for _ in 0..count {
-        let code = r.varint("diagonal code")?;
-        let diagonal = match code {
-            0 => history.0[1],
-            1 => history.0[2],
-            c => {
-                let delta = unzigzag(c - 2);
-                history.0[0].checked_add(delta).ok_or_else(|| r.corrupt("diagonal overflows"))?
+/// An ops segment's control stream, checked whole and then read one op at a
+/// time: the ops are never collected, so a segment costs its control bytes
+/// and nothing per op (a 32 MiB control stream holds up to 11M ops, which as a
+/// `Vec<Op>` would take 256 MiB).
+#[derive(Debug, Clone, Default)]
+pub struct OpCursor {
+    left: u64,
+    /// Read positions in the diagonal, copy and extra columns.
+    pos: [usize; 3],
+    history: DiagonalHistory,
+}
+
+impl OpCursor {
+    /// Checks the whole control stream of a segment producing `new_len`
+    /// bytes, `diff_len` of them from the diff stream and `extra_len` from
+    /// the extra stream (§2.4, §2.5): varints and columns, no bytes after the
+    /// last column, each op producing 1.. bytes (sums checked, never
+    /// wrapped), and the ops together using exactly the segment's diff and
+    /// extra bytes. Only the bounds of the old data are left to the applier.
+    pub fn new(ctrl: &[u8], new_len: u64, diff_len: u64, extra_len: u64, offset: u64) -> Result<OpCursor> {
+        let mut r = SliceReader::new(ctrl, offset, Input::Patch);
+        // Each op takes at least 3 bytes and produces at least 1.
+        let count = r.varint_max(new_len.min(ctrl.len() as u64 / 3), "op count")?;
+        let diag_at = ctrl.len() - r.remaining();
+        let mut history = DiagonalHistory::default();
+        for _ in 0..count {
+            let code = r.varint("diagonal code")?;
+            let diagonal = history.decode(code).ok_or_else(|| r.corrupt("diagonal overflows"))?;
+            history.use_diagonal(diagonal);
+        }
+        let copy_at = ctrl.len() - r.remaining();
+        for _ in 0..count {
+            r.varint("copy length")?;
+        }
+        let extra_at = ctrl.len() - r.remaining();
+        let mut copies = SliceReader::new(&ctrl[copy_at..], offset + copy_at as u64, Input::Patch);
+        let (mut copied, mut added) = (0u64, 0u64);
+        for _ in 0..count {
+            let copy = copies.varint("copy length")?;
+            let extra = r.varint("extra length")?;
+            if copy.checked_add(extra).is_none_or(|n| n == 0) {
+                return Err(r.corrupt(format!("an op of copy length {copy} and extra length {extra} produces nothing or overflows")));
             }
+            copied = copied.checked_add(copy).filter(|&n| n <= diff_len).ok_or_else(|| r.corrupt(format!("ops copy more than the segment's {diff_len} diff bytes")))?;
+            added = added.checked_add(extra).filter(|&n| n <= extra_len).ok_or_else(|| r.corrupt(format!("ops add more than the segment's {extra_len} extra bytes")))?;
+        }
+        if !r.is_empty() {
+            return Err(r.corrupt("bytes after the last control op"));
+        }
+        if copied != diff_len || added != extra_len {
+            return Err(r.corrupt(format!("ops use {copied} diff and {added} extra bytes, the segment has {diff_len} and {extra_len}")));
+        }
+        Ok(OpCursor { left: count, pos: [diag_at, copy_at, extra_at], history: DiagonalHistory::default() })
+    }
+
+    /// The ops not yet read.
+    pub fn remaining(&self) -> u64 {
+        self.left
+    }
+
+    /// The next op of `ctrl` (the stream this cursor was made for), or None
+    /// after the last.
+    pub fn next_op(&mut self, ctrl: &[u8]) -> Option<Op> {
+        if self.left == 0 {
+            return None;
+        }
+        let mut read = |column: usize| -> Option<u64> {
+            let mut r = SliceReader::new(ctrl.get(self.pos[column]..)?, 0, Input::Patch);
+            let v = r.varint("control op").ok()?;
+            self.pos[column] = ctrl.len() - r.remaining();
+            Some(v)
         };
-        history.use_diagonal(diagonal);
-        ops.push(Op { diagonal, copy_len: 0, extra_len: 0 });
+        let (code, copy_len, extra_len) = (read(0)?, read(1)?, read(2)?);
+        let diagonal = self.history.decode(code)?;
+        self.history.use_diagonal(diagonal);
+        self.left -= 1;
+        Some(Op { diagonal, copy_len, extra_len })
     }
-    for op in ops.iter_mut() {
-        op.copy_len = r.varint("copy length")?;
-    }
-    for op in ops.iter_mut() {
-        op.extra_len = r.varint("extra length")?;
-    }
-    if !r.is_empty() {
-        return Err(r.corrupt("bytes after the last control op"));
+}
+
+/// Decodes a whole control stream into ops (for tools and tests; the
+/// applier reads them one at a time through [`OpCursor`]).
+pub fn decode_control(ctrl: &[u8], new_len: u64, diff_len: u64, extra_len: u64, offset: u64) -> Result<Vec<Op>> {
+    let mut cursor = OpCursor::new(ctrl, new_len, diff_len, extra_len, offset)?;
+    let mut ops = Vec::new();
+    while let Some(op) = cursor.next_op(ctrl) {
+        ops.push(op);
     }
     Ok(ops)
 }
@@ -701,5 +862,46 @@ impl Segment {
             Segment::Ops(h) => h.compressed_len(),
             Segment::Window(w) => w.comp_len,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctrl(codes: &[u64], copies: &[u64], extras: &[u64]) -> Vec<u8> {
+        let mut c = Vec::new();
+        put_varint(&mut c, codes.len() as u64);
+        for v in codes.iter().chain(copies).chain(extras) {
+            put_varint(&mut c, *v);
+        }
+        c
+    }
+
+    #[test]
+    fn diagonal_history_follows_the_diagonal_alone() {
+        // -3 explicitly (code 2 + zigzag(-3) = 7), back to 0 (code 0), then code 1
+        // names h2 = 0 = h0: the history stays (0, -3, 0), so code 0 names -3 (FORMAT.md §2.4).
+        let c = ctrl(&[7, 0, 1, 0], &[0; 4], &[1; 4]);
+        let ops = decode_control(&c, 4, 0, 4, 0).unwrap();
+        assert_eq!(ops.iter().map(|o| o.diagonal).collect::<Vec<_>>(), [-3, 0, 0, -3]);
+    }
+
+    #[test]
+    fn op_sums_are_checked_before_any_output() {
+        let err = |c: &[u8], new_len, diff, extra| decode_control(c, new_len, diff, extra, 100).unwrap_err();
+        // copy_len + extra_len overflows.
+        assert!(matches!(err(&ctrl(&[2], &[u64::MAX], &[1]), 1, 0, 1), Error::Corrupt { .. }));
+        // An op producing nothing.
+        assert!(matches!(err(&ctrl(&[2, 2], &[0, 0], &[1, 0]), 2, 0, 1), Error::Corrupt { .. }));
+        // Ops using more extra bytes than the segment has, or fewer.
+        assert!(matches!(err(&ctrl(&[2], &[0], &[5]), 4, 0, 4), Error::Corrupt { .. }));
+        assert!(matches!(err(&ctrl(&[2], &[0], &[3]), 4, 0, 4), Error::Corrupt { .. }));
+        // More ops than 3 bytes each can hold: a limit, before anything is read.
+        let mut c = Vec::new();
+        put_varint(&mut c, 1000);
+        assert!(matches!(err(&c, 4096, 0, 4096), Error::Limit { .. }));
+        // The diagonal overflows: i64::MAX - 1, then as much again.
+        assert!(matches!(err(&ctrl(&[u64::MAX - 1, u64::MAX - 1], &[0, 0], &[1, 1]), 2, 0, 2), Error::Corrupt { .. }));
     }
 }

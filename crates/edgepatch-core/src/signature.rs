@@ -208,12 +208,16 @@ impl Signature {
             let path = r.string(MAX_PATH_LEN, "entry path")?.to_string();
             let kind = match r.u8("entry kind")? {
                 KIND_FILE => {
-                    let executable = r.u8("file flags")? == 1;
+                    let executable = match r.u8("file flags")? {
+                        0 => false,
+                        1 => true,
+                        flag => return Err(r.corrupt(format!("file flags {flag} unknown"))),
+                    };
                     let size = r.varint("file size")?;
                     let blake3 = r.array::<32>("file hash")?;
                     let n = size.div_ceil(block_size as u64);
                     // Each block takes 12 bytes: a claimed size must fit in what is left.
-                    if n.saturating_mul(12) > (body.len() as u64) {
+                    if n.saturating_mul(12) > r.remaining() as u64 {
                         return Err(r.corrupt(format!("file size {size} needs more block hashes than the signature holds")));
                     }
                     let mut blocks = Vec::with_capacity(n as usize);
@@ -224,11 +228,19 @@ impl Signature {
                     }
                     SignedKind::File { executable, size, blake3, blocks }
                 }
-                KIND_SYMLINK => SignedKind::Symlink { target: r.string(MAX_PATH_LEN, "symlink target")?.to_string() },
+                KIND_SYMLINK => {
+                    let target = r.string(MAX_PATH_LEN, "symlink target")?.to_string();
+                    crate::build::validate_symlink_target(&path, &target)?;
+                    SignedKind::Symlink { target }
+                }
                 KIND_DIRECTORY => SignedKind::Directory,
                 k => return Err(r.corrupt(format!("entry kind {k} unknown"))),
             };
-            if !(count == 1 && path.is_empty()) {
+            if count == 1 && path.is_empty() {
+                if !matches!(kind, SignedKind::File { .. }) {
+                    return Err(r.corrupt("a single-file signature's entry is not a file"));
+                }
+            } else {
                 checker.check(&path, matches!(kind, SignedKind::Directory))?;
             }
             entries.push(SignedEntry { path, kind });

@@ -98,7 +98,7 @@ impl<'a> SliceReader<'a> {
         let at = self.offset();
         let v = self.varint(what)?;
         if v > max {
-            return Err(Error::Corrupt {
+            return Err(Error::Limit {
                 input: self.input,
                 offset: at,
                 what: format!("{what} is {v}, above the limit {max}"),

@@ -9,9 +9,11 @@ use edgepatch_core::manifest::ManifestView;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::patch_format::Segment;
 use edgepatch_core::signature::Signature;
-use edgepatch_core::{apply_patch, reference_apply, Build, Error, PatchApplier};
+use edgepatch_core::{apply_patch, Build, Error, PatchApplier};
+use reference_applier::apply as reference_apply;
 
 mod fixture_builds;
+mod reference_applier;
 
 use fixture_builds::{file, noise};
 

@@ -5,13 +5,15 @@
 //! this fails: bump the version, then regenerate with EDGEPATCH_UPDATE_GOLDEN=1.
 
 mod fixture_builds;
+mod reference_applier;
 
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::patch_format::PATCH_VERSION;
 use edgepatch_core::signature::{Signature, SIGNATURE_VERSION};
 use edgepatch_core::inspect::{inspect_patch, patch_manifest};
 use edgepatch_core::manifest::{EntrySource, ManifestView};
-use edgepatch_core::{apply_patch, diff_builds, reference_apply, DiffOptions, EntryContent};
+use edgepatch_core::{apply_patch, diff_builds, DiffOptions, EntryContent};
+use reference_applier::apply as reference_apply;
 use fixture_builds::{fixtures_dir, load_tar};
 
 /// The settings the golden patch is made with (also in vectors.json).

@@ -2,10 +2,12 @@
 //! clear error and never a panic; damage that still decodes fails the files digest.
 
 mod fixture_builds;
+mod reference_applier;
 
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::signature::Signature;
-use edgepatch_core::{apply_patch, reference_apply, Build, Error};
+use edgepatch_core::{apply_patch, Build, Error};
+use reference_applier::apply as reference_apply;
 use fixture_builds::{fixtures_dir, load_tar};
 
 fn golden_patch() -> (Build, Vec<u8>) {

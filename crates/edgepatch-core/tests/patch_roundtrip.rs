@@ -2,10 +2,12 @@
 //! on builds made here: single files, trees with every kind of change.
 
 mod fixture_builds;
+mod reference_applier;
 
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use fixture_builds::{file, noise};
-use edgepatch_core::{apply_patch, diff_builds, reference_apply, Build, BuildEntry, DiffOptions, EntryContent};
+use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
+use reference_applier::apply as reference_apply;
 
 fn dir(path: &str) -> BuildEntry {
     BuildEntry { path: path.into(), content: EntryContent::Directory }

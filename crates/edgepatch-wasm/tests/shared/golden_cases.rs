@@ -519,3 +519,73 @@ fn generator_from_signatures_and_ranges_makes_a_patch_that_applies() {
     let err = g.finish().map_err(message).unwrap_err();
     assert!(err.contains("finish()"), "{err}");
 }
+
+// Hostile vectors (fixtures/hostile/vectors.json): every one refused, with the
+// error kind the index names. The core compiled into this same wasm module
+// gives the kind (`Error::kind`, `ManifestError::kind`); the bindings must
+// refuse the same bytes with the same error.
+const HOSTILE_INDEX: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/hostile/vectors.json"));
+
+macro_rules! hostile {
+    ($file:literal) => {
+        ($file, include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/hostile/", $file)) as &[u8])
+    };
+}
+
+const HOSTILE_FILES: &[(&str, &[u8])] = &[
+    hostile!("garbage.patch"),
+    hostile!("empty.patch"),
+    hostile!("truncated.patch"),
+    hostile!("trailing-bytes.patch"),
+    hostile!("tree-zero-bomb.patch"),
+    hostile!("tree-over-cap.patch"),
+    hostile!("tree-path-bomb.patch"),
+    hostile!("entry-count-bomb.patch"),
+    hostile!("delta-size-overflow.patch"),
+    hostile!("tree-two-frames.patch"),
+    hostile!("tree-skippable-frame.patch"),
+    hostile!("ops-length-overflow.patch"),
+    hostile!("ops-diagonal-far.patch"),
+    hostile!("ops-count-bomb.patch"),
+    hostile!("segment-over-cap.patch"),
+    hostile!("control-over-cap.patch"),
+    hostile!("segment-beyond-files.patch"),
+    hostile!("window-span-overflow.patch"),
+    hostile!("link-chain-dot.patch"),
+    hostile!("link-chain-dir.patch"),
+    hostile!("wrong-old-build.patch"),
+    hostile!("manifest-oversized.manifest"),
+    hostile!("manifest-entry-count.manifest"),
+    hostile!("manifest-count-vs-bytes.manifest"),
+    hostile!("manifest-records-offset.manifest"),
+    hostile!("manifest-garbage.manifest"),
+];
+
+#[wasm_bindgen_test]
+fn hostile_vectors_are_refused_with_their_kind() {
+    let index = js_sys::JSON::parse(HOSTILE_INDEX).unwrap();
+    let vectors = Array::from(&get(&index, "vectors"));
+    assert_eq!(vectors.length() as usize, HOSTILE_FILES.len(), "every vector of vectors.json is included here");
+    for v in vectors.iter() {
+        let (name, file, kind) = (get(&v, "name").as_string().unwrap(), get(&v, "file").as_string().unwrap(), get(&v, "kind").as_string().unwrap());
+        let bytes = HOSTILE_FILES.iter().find(|(f, _)| *f == file).unwrap_or_else(|| panic!("{file} not included")).1;
+        assert_eq!(edgepatch_core::blake3::hash(bytes).to_hex().as_str(), get(&v, "blake3").as_string().unwrap(), "{name}");
+        match get(&v, "input").as_string().unwrap().as_str() {
+            "patch" => {
+                let old = edgepatch_core::Build::from_entries(Vec::new()).unwrap();
+                let mut sink = edgepatch_core::memory::MemorySink::default();
+                let core = edgepatch_core::apply_patch(bytes, &mut edgepatch_core::memory::MemoryOldBuild::new(&old), &mut sink, &mut |_| {})
+                    .expect_err(&format!("{name}: the core applied a hostile patch"));
+                assert_eq!(core.kind().as_str(), kind, "{name}: {core}");
+                let js = apply(bytes, 1000, &old_source_with(&[], false), &collecting_sink(None)).map(|_| ()).expect_err(&format!("{name}: PatchApplier applied a hostile patch"));
+                assert_eq!(js.split(" at byte ").next(), core.to_string().split(" at byte ").next(), "{name}: the bindings refuse it otherwise than the core");
+            }
+            "manifest" => {
+                let core = edgepatch_core::manifest::decode(bytes).expect_err(&format!("{name}: the core decoded a hostile manifest"));
+                assert_eq!(core.kind().as_str(), kind, "{name}: {core}");
+                assert!(edgepatch_wasm::ManifestReader::new(bytes.to_vec()).is_err(), "{name}: ManifestReader opened a hostile manifest");
+            }
+            other => panic!("{name}: unknown input {other}"),
+        }
+    }
+}

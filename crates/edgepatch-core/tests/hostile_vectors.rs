@@ -1,0 +1,496 @@
+//! Hostile vectors: attack patches and manifests committed under
+//! fixtures/hostile/ with the error kind each must be refused with
+//! (fixtures/hostile/vectors.json), read by the Rust, wasm, Worker and browser
+//! tests alike. This file also makes them: the vectors are built here, byte
+//! for byte, and the test fails if the committed files differ (regenerate
+//! with `EDGEPATCH_UPDATE_HOSTILE=1 cargo test -p edgepatch-core --test
+//! hostile_vectors`, see fixtures/README.md).
+//!
+//! Every vector is applied with a counting allocator in place: the peak of
+//! what the applier allocates for it must stay under the budget of
+//! docs/FORMAT.md §2.7 (a fixed budget plus a small multiple of the input).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use edgepatch_core::error::ErrorKind;
+use edgepatch_core::manifest;
+use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
+use edgepatch_core::patch_format::listing_digest;
+use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
+
+struct Counting;
+static CURRENT: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            let now = CURRENT.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            if new_size >= layout.size() {
+                let now = CURRENT.fetch_add(new_size - layout.size(), Ordering::Relaxed) + new_size - layout.size();
+                PEAK.fetch_max(now, Ordering::Relaxed);
+            } else {
+                CURRENT.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+            }
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// What an applier may allocate for a hostile input (§2.7): the fixed segment
+/// budget (about 100 MiB at most) plus 64 times the input's size.
+fn budget(input_len: usize) -> usize {
+    (100 << 20) + 64 * input_len
+}
+
+fn hostile_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hostile")
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn zstd(data: &[u8]) -> Vec<u8> {
+    zstd::bulk::compress(data, 19).unwrap()
+}
+
+/// A tree patch against the empty old build: `tree` is the tree section after
+/// the listing digest, `body` the segments; the header, end marker and
+/// checksum are made here (`tree_sizes` overrides the declared sizes).
+struct PatchBytes {
+    tree: Vec<u8>,
+    tree_frame: Option<Vec<u8>>,
+    tree_sizes: Option<(u64, u64)>,
+    body: Vec<u8>,
+    segments: u64,
+    delta: u64,
+}
+
+impl PatchBytes {
+    fn new(tree_after_digest: &[u8]) -> Self {
+        let mut tree = listing_digest(&[]).to_vec();
+        tree.extend_from_slice(tree_after_digest);
+        PatchBytes { tree, tree_frame: None, tree_sizes: None, body: Vec::new(), segments: 0, delta: 0 }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut p = b"EDGEPTCH".to_vec();
+        p.extend_from_slice(&2u16.to_le_bytes());
+        p.extend_from_slice(&0u16.to_le_bytes());
+        let frame = self.tree_frame.clone().unwrap_or_else(|| zstd(&self.tree));
+        let (raw, comp) = self.tree_sizes.unwrap_or((self.tree.len() as u64, frame.len() as u64));
+        put_varint(&mut p, raw);
+        put_varint(&mut p, comp);
+        p.extend_from_slice(&frame);
+        p.extend_from_slice(&self.body);
+        p.push(b'E');
+        put_varint(&mut p, self.segments);
+        put_varint(&mut p, self.delta);
+        let sum = blake3::hash(&p);
+        p.extend_from_slice(sum.as_bytes());
+        p
+    }
+}
+
+/// The tree section (after the digest) naming `files` delta files of the given sizes at the root.
+fn delta_files_tree(sizes: &[u64]) -> Vec<u8> {
+    let mut t = vec![0]; // no runs
+    put_varint(&mut t, sizes.len() as u64);
+    for i in 0..sizes.len() {
+        put_varint(&mut t, 0);
+        let name = format!("f{i:03}");
+        put_varint(&mut t, name.len() as u64);
+        t.extend_from_slice(name.as_bytes());
+    }
+    t.extend(std::iter::repeat_n(2u8, sizes.len()));
+    for &s in sizes {
+        put_varint(&mut t, s);
+    }
+    t.push(0); // no old files
+    t.extend_from_slice(&[0u8; 32]); // files digest (never reached)
+    t
+}
+
+/// An ops segment with the given header fields and raw streams (compressed here).
+fn ops_segment(new_len: u64, ctrl: &[u8], diff: &[u8], extra: &[u8]) -> Vec<u8> {
+    let frame = |d: &[u8]| if d.is_empty() { Vec::new() } else { zstd(d) };
+    let (c, d, e) = (frame(ctrl), frame(diff), frame(extra));
+    let mut s = vec![b'S'];
+    for v in [new_len, ctrl.len() as u64, c.len() as u64, diff.len() as u64, d.len() as u64, extra.len() as u64, e.len() as u64] {
+        put_varint(&mut s, v);
+    }
+    s.extend_from_slice(&c);
+    s.extend_from_slice(&d);
+    s.extend_from_slice(&e);
+    s
+}
+
+fn control(ops: &[(u64, u64, u64)]) -> Vec<u8> {
+    let mut c = Vec::new();
+    put_varint(&mut c, ops.len() as u64);
+    for op in ops {
+        put_varint(&mut c, op.0);
+    }
+    for op in ops {
+        put_varint(&mut c, op.1);
+    }
+    for op in ops {
+        put_varint(&mut c, op.2);
+    }
+    c
+}
+
+/// Named entries (sorted) as a tree section after the digest: directories and symlinks only.
+fn links_tree(entries: &[(&str, Option<&str>)]) -> Vec<u8> {
+    let mut t = vec![0];
+    put_varint(&mut t, entries.len() as u64);
+    for (path, _) in entries {
+        put_varint(&mut t, 0);
+        put_varint(&mut t, path.len() as u64);
+        t.extend_from_slice(path.as_bytes());
+    }
+    for (_, target) in entries {
+        t.push(if target.is_some() { 1 } else { 0 });
+    }
+    for target in entries.iter().filter_map(|e| e.1) {
+        put_varint(&mut t, target.len() as u64);
+        t.extend_from_slice(target.as_bytes());
+    }
+    t.push(0);
+    t.extend_from_slice(blake3::Hasher::new().finalize().as_bytes()); // no files
+    t
+}
+
+/// A small valid patch (empty build -> two files and a directory).
+fn small_valid_patch() -> Vec<u8> {
+    let new = Build::from_entries(vec![
+        BuildEntry { path: "data".into(), content: EntryContent::Directory },
+        BuildEntry { path: "data/level.json".into(), content: EntryContent::File { executable: false, data: b"{\"level\": 1, \"stars\": 3}\n".repeat(40) } },
+        BuildEntry { path: "index.html".into(), content: EntryContent::File { executable: false, data: b"<!doctype html><title>game</title>\n".to_vec() } },
+    ])
+    .unwrap();
+    let opts = DiffOptions { level: 19, threads: 1, ..DiffOptions::default() };
+    diff_builds(&Build::from_entries(Vec::new()).unwrap(), &new, &opts, &|_, _| {}).unwrap().0
+}
+
+struct Vector {
+    name: &'static str,
+    input: &'static str,
+    attacks: &'static str,
+    kind: ErrorKind,
+    bytes: Vec<u8>,
+}
+
+fn patch_vector(name: &'static str, attacks: &'static str, kind: ErrorKind, bytes: Vec<u8>) -> Vector {
+    Vector { name, input: "patch", attacks, kind, bytes }
+}
+
+fn with_manifest_field(base: &[u8], at: usize, value: &[u8]) -> Vec<u8> {
+    let mut m = base.to_vec();
+    m[at..at + value.len()].copy_from_slice(value);
+    let n = m.len() - 32;
+    let sum = blake3::hash(&m[..n]);
+    m[n..].copy_from_slice(sum.as_bytes());
+    m
+}
+
+fn make_vectors() -> Vec<Vector> {
+    let mut v = Vec::new();
+    let valid = small_valid_patch();
+
+    v.push(patch_vector("garbage", "random bytes, not a patch", ErrorKind::Magic, {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        (0..600).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect()
+    }));
+    v.push(patch_vector("empty", "an empty download", ErrorKind::Truncated, Vec::new()));
+    v.push(patch_vector("truncated", "a valid patch cut in the middle of its segment", ErrorKind::Truncated, valid[..valid.len() * 2 / 3].to_vec()));
+    v.push(patch_vector("trailing-bytes", "a valid patch with a byte after its checksum", ErrorKind::Corrupt, [valid.as_slice(), b"!"].concat()));
+
+    // Tree bombs.
+    {
+        // 64 MiB of zeros compress to a few KB: decoded (the 64 MiB are within
+        // the fixed budget), they are an empty tree followed by junk.
+        let zeros = vec![0u8; 64 << 20];
+        let mut p = PatchBytes::new(&[]);
+        p.tree_frame = Some(zstd(&zeros));
+        p.tree_sizes = Some((zeros.len() as u64, p.tree_frame.as_ref().unwrap().len() as u64));
+        v.push(patch_vector("tree-zero-bomb", "a few KB of zstd decoding to a 64 MiB tree section of zeros", ErrorKind::Corrupt, p.encode()));
+        // One byte more is refused before anything is allocated.
+        let zeros = vec![0u8; (64 << 20) + 1];
+        p.tree_frame = Some(zstd(&zeros));
+        p.tree_sizes = Some((zeros.len() as u64, p.tree_frame.as_ref().unwrap().len() as u64));
+        v.push(patch_vector("tree-over-cap", "a tree section declaring 64 MiB + 1 decoded (the cap is 64 MiB)", ErrorKind::Limit, p.encode()));
+    }
+    {
+        // One 4096-byte path, then 100,000 entries that share 4095 bytes of it
+        // and add one: 4 bytes of tree each, 400 MB of paths if decoded.
+        let mut t = vec![0];
+        let n = 100_000u64;
+        put_varint(&mut t, n + 1);
+        put_varint(&mut t, 0);
+        put_varint(&mut t, 4096);
+        t.extend(std::iter::repeat_n(b'a', 4096));
+        for _ in 0..n {
+            put_varint(&mut t, 4095);
+            put_varint(&mut t, 1);
+            t.push(b'b');
+        }
+        t.extend(std::iter::repeat_n(0u8, n as usize + 1)); // directories
+        t.push(0);
+        t.extend_from_slice(&[0u8; 32]);
+        v.push(patch_vector("tree-path-bomb", "front-coded paths: 400 KB of tree (a few hundred bytes compressed) naming 400 MB of paths", ErrorKind::Limit, PatchBytes::new(&t).encode()));
+    }
+    {
+        let mut t = vec![0];
+        put_varint(&mut t, 1 << 20);
+        t.extend_from_slice(&[0u8; 64]);
+        v.push(patch_vector("entry-count-bomb", "an entry count of 2^20 in a 100-byte tree", ErrorKind::Limit, PatchBytes::new(&t).encode()));
+    }
+    {
+        let bytes = PatchBytes::new(&delta_files_tree(&[u64::MAX, 1])).encode();
+        v.push(patch_vector("delta-size-overflow", "two delta files of u64::MAX and 1 bytes: their total wraps", ErrorKind::Corrupt, bytes));
+    }
+
+    // zstd frames.
+    {
+        let mut p = PatchBytes::new(&links_tree(&[("d", None)]));
+        let half = p.tree.len() / 2;
+        let frame = [zstd(&p.tree[..half]), zstd(&p.tree[half..])].concat();
+        p.tree_sizes = Some((p.tree.len() as u64, frame.len() as u64));
+        p.tree_frame = Some(frame);
+        v.push(patch_vector("tree-two-frames", "a tree section split over two zstd frames (libzstd would join them)", ErrorKind::Corrupt, p.encode()));
+    }
+    {
+        let mut p = PatchBytes::new(&links_tree(&[("d", None)]));
+        let mut frame = vec![0x50, 0x2A, 0x4D, 0x18, 4, 0, 0, 0, b'h', b'i', b'd', b'e'];
+        frame.extend_from_slice(&zstd(&p.tree));
+        p.tree_sizes = Some((p.tree.len() as u64, frame.len() as u64));
+        p.tree_frame = Some(frame);
+        v.push(patch_vector("tree-skippable-frame", "a skippable zstd frame before the tree section's frame", ErrorKind::Corrupt, p.encode()));
+    }
+
+    // Ops.
+    {
+        let mut p = PatchBytes::new(&delta_files_tree(&[1]));
+        p.body = ops_segment(1, &control(&[(2, u64::MAX, 1)]), &[], &[7]);
+        (p.segments, p.delta) = (1, 1);
+        v.push(patch_vector("ops-length-overflow", "copy_len u64::MAX + extra_len 1 wraps to 0", ErrorKind::Corrupt, p.encode()));
+    }
+    {
+        let mut p = PatchBytes::new(&delta_files_tree(&[1]));
+        p.body = ops_segment(1, &control(&[(u64::MAX, 0, 1)]), &[], &[7]);
+        (p.segments, p.delta) = (1, 1);
+        v.push(patch_vector("ops-diagonal-far", "a diagonal code of u64::MAX (an old position near i64::MIN)", ErrorKind::Corrupt, p.encode()));
+    }
+    {
+        let mut p = PatchBytes::new(&delta_files_tree(&[1]));
+        let mut ctrl = Vec::new();
+        put_varint(&mut ctrl, 1 << 24);
+        ctrl.extend_from_slice(&[2, 0, 1]);
+        p.body = ops_segment(1, &ctrl, &[], &[7]);
+        (p.segments, p.delta) = (1, 1);
+        v.push(patch_vector("ops-count-bomb", "a control stream of 7 bytes claiming 2^24 ops", ErrorKind::Limit, p.encode()));
+    }
+    {
+        let mut p = PatchBytes::new(&delta_files_tree(&[16 << 20]));
+        let mut s = vec![b'S'];
+        for f in [(16 << 20) + 1u64, 3, 12, 0, 0, (16 << 20) + 1, 100] {
+            put_varint(&mut s, f);
+        }
+        p.body = s;
+        (p.segments, p.delta) = (1, 16 << 20);
+        v.push(patch_vector("segment-over-cap", "a segment declaring 16 MiB + 1 of output (the cap is 16 MiB)", ErrorKind::Limit, p.encode()));
+    }
+    {
+        let mut p = PatchBytes::new(&delta_files_tree(&[4]));
+        let mut s = vec![b'S'];
+        for f in [4u64, (32 << 20) + 1, 100, 0, 0, 4, 20] {
+            put_varint(&mut s, f);
+        }
+        p.body = s;
+        (p.segments, p.delta) = (1, 4);
+        v.push(patch_vector("control-over-cap", "a control stream declaring 32 MiB + 1 raw bytes", ErrorKind::Limit, p.encode()));
+    }
+    {
+        let mut p = PatchBytes::new(&delta_files_tree(&[1]));
+        p.body = ops_segment(5, &control(&[(2, 0, 5)]), &[], b"hello");
+        (p.segments, p.delta) = (1, 5);
+        v.push(patch_vector("segment-beyond-files", "a segment producing more bytes than the files need", ErrorKind::Corrupt, p.encode()));
+    }
+    {
+        let mut p = PatchBytes::new(&delta_files_tree(&[4]));
+        let mut s = vec![b'W'];
+        put_varint(&mut s, 4);
+        put_varint(&mut s, 1);
+        put_varint(&mut s, u64::MAX - 1);
+        put_varint(&mut s, 4);
+        put_varint(&mut s, 0);
+        let frame = zstd(b"abcd");
+        put_varint(&mut s, frame.len() as u64);
+        s.extend_from_slice(&frame);
+        p.body = s;
+        (p.segments, p.delta) = (1, 4);
+        v.push(patch_vector("window-span-overflow", "a window span at offset u64::MAX - 1: start + length wraps", ErrorKind::Corrupt, p.encode()));
+    }
+
+    // Links.
+    v.push(patch_vector(
+        "link-chain-dot",
+        "x -> . and s -> x/..: lexically the root, followed the root's parent",
+        ErrorKind::Link,
+        PatchBytes::new(&links_tree(&[("s", Some("x/..")), ("x", Some("."))])).encode(),
+    ));
+    v.push(patch_vector(
+        "link-chain-dir",
+        "d/l -> .. and e -> d/l/d/..: a target through another link",
+        ErrorKind::Link,
+        PatchBytes::new(&links_tree(&[("d", None), ("d/l", Some("..")), ("e", Some("d/l/d/.."))])).encode(),
+    ));
+
+    // The old build.
+    {
+        let mut p = PatchBytes::new(&links_tree(&[("d", None)]));
+        p.tree[0] ^= 1;
+        v.push(patch_vector("wrong-old-build", "a patch made for another old build (listing digest differs)", ErrorKind::OldBuild, p.encode()));
+    }
+
+    // Manifests (built from the golden manifest; the trailer is recomputed so only the named field is hostile).
+    let golden = std::fs::read(hostile_dir().parent().unwrap().join("golden/game-v1-to-v2.manifest")).unwrap();
+    let manifest_vector = |name, attacks, kind, bytes| Vector { name, input: "manifest", attacks, kind, bytes };
+    v.push(manifest_vector("manifest-oversized", "a manifest header claiming 4 GiB (total_len u32::MAX)", ErrorKind::Truncated, with_manifest_field(&golden, 12, &u32::MAX.to_le_bytes())));
+    v.push(manifest_vector("manifest-entry-count", "an entry count of 2^24 + 1", ErrorKind::Corrupt, with_manifest_field(&golden, 16, &((1u32 << 24) + 1).to_le_bytes())));
+    v.push(manifest_vector("manifest-count-vs-bytes", "2^24 entries claimed in a 2 KB manifest", ErrorKind::Corrupt, with_manifest_field(&golden, 16, &(1u32 << 24).to_le_bytes())));
+    v.push(manifest_vector("manifest-records-offset", "a records offset past the end", ErrorKind::Corrupt, with_manifest_field(&golden, 44, &u32::MAX.to_le_bytes())));
+    v.push(manifest_vector("manifest-garbage", "random bytes, not a manifest", ErrorKind::Magic, v[0].bytes.clone()));
+    v
+}
+
+fn index_json(vectors: &[Vector]) -> serde_json::Value {
+    let list: Vec<serde_json::Value> = vectors
+        .iter()
+        .map(|v| {
+            serde_json::json!({
+                "name": v.name,
+                "input": v.input,
+                "file": format!("{}.{}", v.name, v.input),
+                "old": if v.input == "patch" { "empty-tree" } else { "" },
+                "attacks": v.attacks,
+                "kind": v.kind.as_str(),
+                "size": v.bytes.len(),
+                "blake3": blake3::hash(&v.bytes).to_hex().to_string(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "comment": "Made by crates/edgepatch-core/tests/hostile_vectors.rs (EDGEPATCH_UPDATE_HOSTILE=1 regenerates). Every input must be refused with the error kind named here (docs/FORMAT.md §2.7). old: the old build a patch is applied to; empty-tree = a directory build with no entries.",
+        "vectors": list,
+    })
+}
+
+/// Applies a patch to the empty old tree, returning the error kind (None if it applied).
+fn apply_kind(patch: &[u8]) -> Option<ErrorKind> {
+    let old = Build::from_entries(Vec::new()).unwrap();
+    let mut sink = MemorySink::default();
+    apply_patch(patch, &mut MemoryOldBuild::new(&old), &mut sink, &mut |_| {}).err().map(|e| e.kind())
+}
+
+#[test]
+fn hostile_vectors_are_current_and_each_is_refused_with_its_kind_within_budget() {
+    let vectors = make_vectors();
+    let dir = hostile_dir();
+    let index = index_json(&vectors);
+    if std::env::var("EDGEPATCH_UPDATE_HOSTILE").is_ok() {
+        std::fs::create_dir_all(&dir).unwrap();
+        for v in &vectors {
+            std::fs::write(dir.join(format!("{}.{}", v.name, v.input)), &v.bytes).unwrap();
+        }
+        std::fs::write(dir.join("vectors.json"), serde_json::to_string_pretty(&index).unwrap() + "\n").unwrap();
+    }
+    let committed: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("vectors.json")).unwrap()).unwrap();
+    assert_eq!(committed, index, "fixtures/hostile/ differs from what this test makes: regenerate with EDGEPATCH_UPDATE_HOSTILE=1 (fixtures/README.md)");
+    drop(vectors);
+
+    // From the committed files, as every other implementation reads them.
+    let mut seen = std::collections::HashSet::new();
+    for v in committed["vectors"].as_array().unwrap() {
+        let name = v["name"].as_str().unwrap();
+        let bytes = std::fs::read(dir.join(v["file"].as_str().unwrap())).unwrap();
+        assert_eq!(blake3::hash(&bytes).to_hex().as_str(), v["blake3"].as_str().unwrap(), "{name}: file differs from the index");
+        let expected = ErrorKind::from_name(v["kind"].as_str().unwrap()).unwrap();
+        seen.insert(expected);
+        let base = CURRENT.load(Ordering::Relaxed);
+        PEAK.store(base, Ordering::Relaxed);
+        let kind = match v["input"].as_str().unwrap() {
+            "patch" => apply_kind(&bytes),
+            "manifest" => manifest::decode(&bytes).err().map(|e| e.kind()),
+            other => panic!("{name}: unknown input {other}"),
+        };
+        let peak = PEAK.load(Ordering::Relaxed) - base;
+        println!("{name}: {} bytes, refused as {kind:?}, peak allocation {} KiB", bytes.len(), peak >> 10);
+        assert_eq!(kind, Some(expected), "{name} ({}): wrong outcome", v["attacks"]);
+        assert!(peak <= budget(bytes.len()), "{name}: allocated {peak} bytes, budget {}", budget(bytes.len()));
+    }
+    for kind in [ErrorKind::Magic, ErrorKind::Truncated, ErrorKind::Corrupt, ErrorKind::Limit, ErrorKind::Link, ErrorKind::OldBuild] {
+        assert!(seen.contains(&kind), "no vector of kind {kind}");
+    }
+    // In this same test: the counters are global, and tests run in parallel.
+    let peak = worst_case_tree_entries_peak();
+    assert!(peak <= 120 << 20, "the most entries a patch may name cost {} MiB (FORMAT.md §2.7 says about 115)", peak >> 20);
+}
+
+#[test]
+fn error_kind_names_are_stable_and_round_trip() {
+    let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+    assert_eq!(names, ["magic", "version", "truncated", "corrupt", "limit", "path", "link", "digest", "old_build", "output", "io", "invalid"]);
+    for k in ErrorKind::ALL {
+        assert_eq!(ErrorKind::from_name(k.as_str()), Some(k));
+    }
+    assert_eq!(ErrorKind::from_name("nope"), None);
+}
+
+/// The tree's fixed budget at its worst: 2^20 named one-byte paths (a 4 MiB
+/// tree section, a 411-byte patch), the most a patch may name. Not a
+/// committed vector (nothing new to refuse); measured here because it sets
+/// the tree's budget in FORMAT.md §2.7. Returns the peak allocation.
+fn worst_case_tree_entries_peak() -> usize {
+    let n = 1u64 << 20;
+    let mut t = vec![0];
+    put_varint(&mut t, n);
+    for _ in 0..n {
+        t.extend_from_slice(&[0, 1, b'a']);
+    }
+    t.extend(std::iter::repeat_n(0u8, n as usize));
+    t.push(0);
+    t.extend_from_slice(&[0u8; 32]);
+    let patch = PatchBytes::new(&t).encode();
+    drop(t);
+    let base = CURRENT.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let kind = apply_kind(&patch);
+    let peak = PEAK.load(Ordering::Relaxed) - base;
+    println!("{n} named entries: patch {} bytes, refused as {kind:?}, peak allocation {} MiB", patch.len(), peak >> 20);
+    assert_eq!(kind, Some(ErrorKind::Path), "the paths repeat");
+    peak
+}

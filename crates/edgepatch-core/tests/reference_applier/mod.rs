@@ -1,0 +1,604 @@
+//! An independent reference applier, written from docs/FORMAT.md §1-§2 alone.
+//! It shares no code with the streaming applier in `src/apply.rs` (nor with
+//! `patch_format.rs` or `wire.rs`): its own byte reader, varints, tree parser,
+//! listing digest, link rules, control-stream decoder and op executor. It uses
+//! only the `zstd` crate to decode frames and `blake3` to hash, and the core's
+//! `Build` type to hold builds. It is slow and holds everything in memory on
+//! purpose: the point is to be obviously what the document says, so that a
+//! parser bug in the fast applier shows up as a difference.
+// Each test crate that includes this module uses part of it.
+#![allow(dead_code)]
+
+use std::collections::{HashMap, HashSet};
+
+use edgepatch_core::{Build, BuildEntry, EntryContent};
+
+pub type Outcome<T> = Result<T, String>;
+
+// §2.7 limits, restated from the document.
+const MIB: u64 = 1 << 20;
+const MAX_TREE: u64 = 64 * MIB;
+const MAX_NAMES: u64 = 64 * MIB;
+const MAX_COUNT: u64 = 1 << 22;
+const MAX_PATH: usize = 4096;
+const MAX_SEGMENT: u64 = 16 * MIB;
+const MAX_CONTROL: u64 = 32 * MIB;
+const MAX_SPANS: u64 = 65536;
+const MAX_SPAN_BYTES: u64 = 8 * MIB;
+const MAX_BACK: u64 = 4 * MIB;
+
+struct Bytes<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Bytes<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        Bytes { data, at: 0 }
+    }
+    fn take(&mut self, n: u64) -> Outcome<&'a [u8]> {
+        let n = usize::try_from(n).map_err(|_| "length beyond memory".to_string())?;
+        if self.data.len() - self.at < n {
+            return Err(format!("truncated: {n} bytes wanted at {}", self.at));
+        }
+        self.at += n;
+        Ok(&self.data[self.at - n..self.at])
+    }
+    fn byte(&mut self) -> Outcome<u8> {
+        Ok(self.take(1)?[0])
+    }
+    /// §1: unsigned LEB128, at most 10 bytes, the 10th at most 1.
+    fn varint(&mut self) -> Outcome<u64> {
+        let mut value = 0u64;
+        for i in 0..10 {
+            let b = self.byte()?;
+            if i == 9 && b > 1 {
+                return Err("varint above 2^64-1".into());
+            }
+            value |= u64::from(b & 0x7f) << (7 * i);
+            if b < 0x80 {
+                return Ok(value);
+            }
+        }
+        Err("varint longer than 10 bytes".into())
+    }
+    fn at_most(&mut self, limit: u64, what: &str) -> Outcome<u64> {
+        let v = self.varint()?;
+        if v > limit {
+            return Err(format!("{what} {v} above {limit}"));
+        }
+        Ok(v)
+    }
+    fn text(&mut self, limit: usize) -> Outcome<String> {
+        let n = self.at_most(limit as u64, "string length")?;
+        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "string not UTF-8".to_string())
+    }
+    fn left(&self) -> u64 {
+        (self.data.len() - self.at) as u64
+    }
+    fn done(&self) -> bool {
+        self.at == self.data.len()
+    }
+}
+
+fn push_varint(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let low = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(low);
+            return;
+        }
+        out.push(low | 0x80);
+    }
+}
+
+/// Exactly one zstd frame decoding to exactly `size` bytes (§1, §2.3).
+fn one_frame(frame: &[u8], size: u64, prefix: Option<&[u8]>, window_log: u32) -> Outcome<Vec<u8>> {
+    if frame.len() < 4 || frame[..4] != [0x28, 0xB5, 0x2F, 0xFD] {
+        return Err("not a zstd frame".into());
+    }
+    match zstd::zstd_safe::find_frame_compressed_size(frame) {
+        Ok(n) if n == frame.len() => {}
+        _ => return Err("not exactly one zstd frame".into()),
+    }
+    let mut out = Vec::with_capacity(size as usize);
+    let mut dctx = zstd::zstd_safe::DCtx::create();
+    dctx.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(window_log)).map_err(|_| "zstd parameter".to_string())?;
+    if let Some(p) = prefix {
+        dctx.ref_prefix(p).map_err(|_| "zstd prefix".to_string())?;
+    }
+    let n = dctx.decompress(&mut out, frame).map_err(|c| format!("zstd error {}", zstd::zstd_safe::get_error_name(c)))?;
+    if n as u64 != size {
+        return Err(format!("frame decodes to {n} bytes, not {size}"));
+    }
+    Ok(out)
+}
+
+/// §1 path rules.
+fn path_ok(path: &str) -> bool {
+    !path.is_empty()
+        && path.len() <= MAX_PATH
+        && !path.contains('\0')
+        && !path.contains('\\')
+        && path.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+/// §1 symlink target rules: relative, lexically inside the build.
+fn target_ok(link: &str, target: &str) -> bool {
+    if target.is_empty() || target.len() > MAX_PATH || target.starts_with('/') || target.contains('\0') || target.contains('\\') {
+        return false;
+    }
+    let mut depth = link.split('/').count() as i64 - 1;
+    for c in target.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                depth -= 1;
+                if depth < 0 {
+                    return false;
+                }
+            }
+            _ => depth += 1,
+        }
+    }
+    true
+}
+
+#[derive(Clone, Debug)]
+enum Old {
+    File { executable: bool, size: u64 },
+    Link(String),
+    Dir,
+}
+
+/// The old listing (§2.1): every entry sorted by path bytes.
+fn old_listing(old: &Build) -> Vec<(String, Old)> {
+    let mut list: Vec<(String, Old)> = old
+        .entries
+        .iter()
+        .map(|e| {
+            let kind = match &e.content {
+                EntryContent::File { executable, data } => Old::File { executable: *executable && !old.is_single_file(), size: data.len() as u64 },
+                EntryContent::Symlink { target } => Old::Link(target.clone()),
+                EntryContent::Directory => Old::Dir,
+            };
+            (e.path.clone(), kind)
+        })
+        .collect();
+    list.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    list
+}
+
+fn listing_digest(list: &[(String, Old)]) -> [u8; 32] {
+    let mut enc = Vec::new();
+    push_varint(&mut enc, list.len() as u64);
+    for (path, kind) in list {
+        push_varint(&mut enc, path.len() as u64);
+        enc.extend_from_slice(path.as_bytes());
+        match kind {
+            Old::File { executable, size } => {
+                enc.push(0);
+                enc.push(u8::from(*executable));
+                push_varint(&mut enc, *size);
+            }
+            Old::Link(t) => {
+                enc.push(1);
+                push_varint(&mut enc, t.len() as u64);
+                enc.extend_from_slice(t.as_bytes());
+            }
+            Old::Dir => enc.push(2),
+        }
+    }
+    *blake3::hash(&enc).as_bytes()
+}
+
+#[derive(Clone, Debug)]
+enum New {
+    Dir,
+    Link(String),
+    /// Content from the delta stream.
+    Delta { executable: bool, size: u64 },
+    /// Content of an old file (by path).
+    Copy { executable: bool, from: String },
+}
+
+/// Applies `patch` to `old` as docs/FORMAT.md §2 says; the new build or why not.
+pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
+    // Checksum first: the last 32 bytes are the BLAKE3 of the rest.
+    if patch.len() < 8 || &patch[..8] != b"EDGEPTCH" {
+        return Err("magic".into());
+    }
+    let mut r = Bytes::new(patch);
+    r.take(8)?;
+    let version = u16::from_le_bytes(r.take(2)?.try_into().unwrap());
+    if version != 2 {
+        return Err(format!("version {version}"));
+    }
+    let flags = u16::from_le_bytes(r.take(2)?.try_into().unwrap());
+    if flags > 1 {
+        return Err("unknown flags".into());
+    }
+    let single = flags == 1;
+    if single != old.is_single_file() {
+        return Err("single-file patch for a tree or the reverse".into());
+    }
+    let tree_size = r.varint()?;
+    let tree_comp = r.varint()?;
+    if tree_size == 0 || tree_size > MAX_TREE || tree_comp == 0 || tree_comp > tree_size + tree_size / 64 + 1024 {
+        return Err("tree sizes out of range".into());
+    }
+    let tree_bytes = one_frame(r.take(tree_comp)?, tree_size, None, 24)?;
+
+    // §2.1 tree section.
+    let listing = old_listing(old);
+    let mut t = Bytes::new(&tree_bytes);
+    if single {
+        let size = t.varint()?;
+        let actual = match listing.as_slice() {
+            [(_, Old::File { size, .. })] => *size,
+            _ => return Err("old build is not one file".into()),
+        };
+        if size != actual {
+            return Err("old file size differs".into());
+        }
+    } else if t.take(32)? != listing_digest(&listing) {
+        return Err("old listing digest differs".into());
+    }
+    let runs_n = t.at_most(MAX_COUNT.min(t.left() / 2), "runs")?;
+    let mut runs = Vec::new();
+    for _ in 0..runs_n {
+        runs.push((t.at_most(MAX_COUNT, "keep")?, t.at_most(MAX_COUNT, "drop")?));
+    }
+    let count = t.at_most((1 << 20u64).min(t.left() / 3), "entries")?;
+    let name_limit = MAX_NAMES.min(MIB + 64 * tree_size);
+    let mut names = 0u64;
+    let mut paths: Vec<String> = Vec::new();
+    for _ in 0..count {
+        let prev = paths.last().map(|p| p.as_bytes().to_vec()).unwrap_or_default();
+        let shared = t.varint()?;
+        if shared > prev.len() as u64 {
+            return Err("front coding shares more than the previous path".into());
+        }
+        let rest_len = t.at_most(MAX_PATH as u64, "path length")?;
+        let mut bytes = prev[..shared as usize].to_vec();
+        bytes.extend_from_slice(t.take(rest_len)?);
+        if bytes.len() > MAX_PATH {
+            return Err("path over 4096 bytes".into());
+        }
+        // A `shared` that splits a character leaves invalid UTF-8 (or a different character).
+        if std::str::from_utf8(&prev[..shared as usize]).is_err() {
+            return Err("front coding splits a character".into());
+        }
+        let path = String::from_utf8(bytes).map_err(|_| "path not UTF-8".to_string())?;
+        names += path.len() as u64;
+        if names > name_limit {
+            return Err("paths over their limit".into());
+        }
+        if !single && !path_ok(&path) {
+            return Err(format!("bad path {path:?}"));
+        }
+        paths.push(path);
+    }
+    let mut codes = Vec::new();
+    for _ in 0..count {
+        let c = t.byte()?;
+        if c > 5 {
+            return Err("entry code".into());
+        }
+        codes.push(c);
+    }
+    let mut targets = HashMap::new();
+    for (i, _) in codes.iter().enumerate().filter(|(_, c)| **c == 1) {
+        let target = t.text(MAX_PATH)?;
+        names += target.len() as u64;
+        if names > name_limit || !target_ok(&paths[i], &target) {
+            return Err(format!("bad symlink target {target:?}"));
+        }
+        targets.insert(i, target);
+    }
+    let mut sizes = HashMap::new();
+    let mut delta_total = 0u64;
+    for (i, _) in codes.iter().enumerate().filter(|(_, c)| matches!(**c, 2 | 3)) {
+        let size = t.varint()?;
+        delta_total = delta_total.checked_add(size).ok_or("delta sizes overflow")?;
+        sizes.insert(i, size);
+    }
+    let mut copy_of = HashMap::new();
+    for (i, _) in codes.iter().enumerate().filter(|(_, c)| **c >= 4) {
+        copy_of.insert(i, t.varint()?);
+    }
+    let old_count = t.at_most(MAX_COUNT.min(t.left()), "old files")?;
+    let listed_files: Vec<usize> = listing.iter().enumerate().filter(|(_, e)| matches!(e.1, Old::File { .. })).map(|(i, _)| i).collect();
+    let mut table: Vec<(usize, bool)> = Vec::new();
+    let mut previous: i128 = -1;
+    for _ in 0..old_count {
+        let number = previous + 1 + i128::from(t.varint()?);
+        let &at = listed_files.get(usize::try_from(number).map_err(|_| "old file number")?).ok_or("old file beyond the listing")?;
+        table.push((at, false));
+        previous = number;
+    }
+    for entry in table.iter_mut() {
+        entry.1 = match t.byte()? {
+            0 => false,
+            1 => true,
+            _ => return Err("in_reference flag".into()),
+        };
+    }
+    let files_digest: [u8; 32] = t.take(32)?.try_into().unwrap();
+    if !t.done() {
+        return Err("bytes after the files digest".into());
+    }
+
+    // The new tree: kept old entries merged with the named ones.
+    let mut kept = Vec::new();
+    let mut at = 0u64;
+    for (keep, drop) in runs {
+        let end = at + keep;
+        if end > listing.len() as u64 {
+            return Err("run beyond the listing".into());
+        }
+        kept.extend(at..end);
+        at = end + drop;
+        if at > listing.len() as u64 {
+            return Err("run beyond the listing".into());
+        }
+    }
+    let mut tree: Vec<(String, New)> = Vec::new();
+    for k in kept {
+        let (path, kind) = &listing[k as usize];
+        tree.push((
+            path.clone(),
+            match kind {
+                Old::Dir => New::Dir,
+                Old::Link(t) => New::Link(t.clone()),
+                Old::File { executable, .. } => New::Copy { executable: *executable, from: path.clone() },
+            },
+        ));
+    }
+    for (i, path) in paths.into_iter().enumerate() {
+        let kind = match codes[i] {
+            0 => New::Dir,
+            1 => New::Link(targets[&i].clone()),
+            2 | 3 => New::Delta { executable: codes[i] == 3, size: sizes[&i] },
+            _ => {
+                let &(at, _) = table.get(copy_of[&i] as usize).ok_or("copy index beyond the old table")?;
+                New::Copy { executable: codes[i] == 5, from: listing[at].0.clone() }
+            }
+        };
+        tree.push((path, kind));
+    }
+    tree.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    if tree.len() as u64 > MAX_COUNT {
+        return Err("too many entries".into());
+    }
+
+    // §1 tree rules, or the single-file shape.
+    if single {
+        let ok = matches!(tree.as_slice(), [(p, New::Delta { .. } | New::Copy { .. })] if p.is_empty()) && table.len() <= 1;
+        if !ok {
+            return Err("single-file patch is not one file".into());
+        }
+    } else {
+        let mut dirs = HashSet::new();
+        for (i, (path, kind)) in tree.iter().enumerate() {
+            if i > 0 && tree[i - 1].0.as_bytes() >= path.as_bytes() {
+                return Err(format!("{path:?} repeats"));
+            }
+            if let Some((parent, _)) = path.rsplit_once('/') {
+                if !dirs.contains(parent) {
+                    return Err(format!("{path:?}: parent not a directory listed before"));
+                }
+            }
+            if matches!(kind, New::Dir) {
+                dirs.insert(path.clone());
+            }
+        }
+        // §2.7 link chains.
+        let links: HashSet<&str> = tree.iter().filter(|e| matches!(e.1, New::Link(_))).map(|e| e.0.as_str()).collect();
+        for (path, kind) in &tree {
+            let New::Link(target) = kind else { continue };
+            let mut here: Vec<&str> = path.split('/').collect();
+            here.pop();
+            let steps: Vec<&str> = target.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
+            for (n, step) in steps.iter().enumerate() {
+                if *step == ".." {
+                    here.pop();
+                } else {
+                    here.push(step);
+                    if n + 1 < steps.len() && links.contains(here.join("/").as_str()) {
+                        return Err(format!("link chain: {path:?} -> {target:?}"));
+                    }
+                }
+            }
+        }
+    }
+
+    // Old data: the files the patch reads.
+    let old_data: HashMap<&str, &[u8]> = old.entries.iter().filter_map(|e| match &e.content {
+        EntryContent::File { data, .. } => Some((e.path.as_str(), data.as_slice())),
+        _ => None,
+    }).collect();
+    let mut reference = Vec::new();
+    for &(at, in_reference) in &table {
+        if in_reference {
+            reference.extend_from_slice(old_data[listing[at].0.as_str()]);
+        }
+    }
+
+    // §2.3-§2.6 segments.
+    let mut delta: Vec<u8> = Vec::new();
+    let mut segments = 0u64;
+    loop {
+        match r.byte()? {
+            b'S' => {
+                let mut f = [0u64; 7];
+                for v in f.iter_mut() {
+                    *v = r.varint()?;
+                }
+                let [new_len, ctrl_raw, ctrl_comp, diff_raw, diff_comp, extra_raw, extra_comp] = f;
+                if new_len == 0 || new_len > MAX_SEGMENT || ctrl_raw == 0 || ctrl_raw > MAX_CONTROL || diff_raw.checked_add(extra_raw) != Some(new_len) {
+                    return Err("segment sizes".into());
+                }
+                if new_len > delta_total - delta.len() as u64 {
+                    return Err("segment beyond the files".into());
+                }
+                let mut streams = Vec::new();
+                for (raw, comp) in [(ctrl_raw, ctrl_comp), (diff_raw, diff_comp), (extra_raw, extra_comp)] {
+                    if (raw == 0) != (comp == 0) || comp > raw + raw / 64 + 1024 {
+                        return Err("stream compressed size".into());
+                    }
+                    streams.push(if raw == 0 { Vec::new() } else { one_frame(r.take(comp)?, raw, None, 24)? });
+                }
+                let out = run_ops(&streams[0], &streams[1], &streams[2], new_len, &reference)?;
+                delta.extend_from_slice(&out);
+            }
+            b'W' => {
+                let new_len = r.varint()?;
+                if new_len == 0 || new_len > MAX_SEGMENT || new_len > delta_total - delta.len() as u64 {
+                    return Err("window segment size".into());
+                }
+                let spans = r.at_most(MAX_SPANS, "spans")?;
+                let mut window = Vec::new();
+                let mut end = 0u64;
+                for _ in 0..spans {
+                    let start = end.checked_add(r.varint()?).ok_or("span overflows")?;
+                    let len = r.varint()?;
+                    end = start.checked_add(len).ok_or("span overflows")?;
+                    if len == 0 || end > reference.len() as u64 {
+                        return Err("span outside the reference".into());
+                    }
+                    window.extend_from_slice(&reference[start as usize..end as usize]);
+                    if window.len() as u64 > MAX_SPAN_BYTES {
+                        return Err("spans over 8 MiB".into());
+                    }
+                }
+                let back = r.varint()?;
+                if back > MAX_BACK || back > delta.len() as u64 {
+                    return Err("back_len".into());
+                }
+                window.extend_from_slice(&delta[delta.len() - back as usize..]);
+                let comp = r.varint()?;
+                if comp == 0 || comp > new_len + new_len / 64 + 1024 {
+                    return Err("window frame size".into());
+                }
+                let out = one_frame(r.take(comp)?, new_len, Some(&window), 25)?;
+                delta.extend_from_slice(&out);
+            }
+            b'E' => break,
+            _ => return Err("segment tag".into()),
+        }
+        segments += 1;
+    }
+    if r.varint()? != segments || r.varint()? != delta.len() as u64 {
+        return Err("end marker counts".into());
+    }
+    let body_len = r.at;
+    let sum = r.take(32)?;
+    if !r.done() {
+        return Err("bytes after the checksum".into());
+    }
+    if sum != blake3::hash(&patch[..body_len]).as_bytes() {
+        return Err("checksum".into());
+    }
+    if delta.len() as u64 != delta_total {
+        return Err("delta stream length".into());
+    }
+
+    // Files, and the files digest: the copies' BLAKE3s in entry order, then the delta files' (§2.1).
+    let mut entries = Vec::new();
+    let (mut copy_hashes, mut delta_hashes) = (Vec::new(), Vec::new());
+    let mut taken = 0usize;
+    for (path, kind) in tree {
+        let content = match kind {
+            New::Dir => EntryContent::Directory,
+            New::Link(target) => EntryContent::Symlink { target },
+            New::Copy { executable, from } => {
+                let data = old_data.get(from.as_str()).ok_or("copied old file missing")?.to_vec();
+                copy_hashes.extend_from_slice(blake3::hash(&data).as_bytes());
+                EntryContent::File { executable, data }
+            }
+            New::Delta { executable, size } => {
+                let data = delta[taken..taken + size as usize].to_vec();
+                taken += size as usize;
+                delta_hashes.extend_from_slice(blake3::hash(&data).as_bytes());
+                EntryContent::File { executable, data }
+            }
+        };
+        entries.push(BuildEntry { path, content });
+    }
+    copy_hashes.extend_from_slice(&delta_hashes);
+    if blake3::hash(&copy_hashes).as_bytes() != &files_digest {
+        return Err("files digest differs".into());
+    }
+    Ok(Build { entries })
+}
+
+/// §2.4-§2.5: decodes a control stream and runs its ops over the reference.
+fn run_ops(ctrl: &[u8], diff: &[u8], extra: &[u8], new_len: u64, reference: &[u8]) -> Outcome<Vec<u8>> {
+    let mut c = Bytes::new(ctrl);
+    let n = c.varint()?;
+    if n > new_len || n > ctrl.len() as u64 / 3 {
+        return Err("op count".into());
+    }
+    let mut codes = Vec::new();
+    for _ in 0..n {
+        codes.push(c.varint()?);
+    }
+    let mut copies = Vec::new();
+    for _ in 0..n {
+        copies.push(c.varint()?);
+    }
+    let mut extras = Vec::new();
+    for _ in 0..n {
+        extras.push(c.varint()?);
+    }
+    if !c.done() {
+        return Err("bytes after the ops".into());
+    }
+    let (mut h0, mut h1, mut h2) = (0i64, 0i64, 0i64);
+    let mut out: Vec<u8> = Vec::new();
+    let (mut d, mut x) = (0usize, 0usize);
+    for i in 0..n as usize {
+        let diagonal = match codes[i] {
+            0 => h1,
+            1 => h2,
+            code => {
+                let v = code - 2;
+                let delta = ((v >> 1) as i64) ^ -((v & 1) as i64);
+                h0.checked_add(delta).ok_or("diagonal overflows")?
+            }
+        };
+        // The history follows d alone, whatever code named it.
+        if diagonal == h0 {
+        } else if diagonal == h1 {
+            (h0, h1) = (h1, h0);
+        } else if diagonal == h2 {
+            (h0, h1, h2) = (h2, h0, h1);
+        } else {
+            (h0, h1, h2) = (diagonal, h0, h1);
+        }
+        let (copy, add) = (copies[i], extras[i]);
+        let produced = copy.checked_add(add).ok_or("op lengths overflow")?;
+        if produced == 0 || produced > new_len - out.len() as u64 {
+            return Err("op produces nothing or beyond the segment".into());
+        }
+        let start = (out.len() as i128) + i128::from(diagonal);
+        if start < 0 || start + i128::from(copy) > reference.len() as i128 {
+            return Err("copy outside the reference".into());
+        }
+        if copy > (diff.len() - d) as u64 || add > (extra.len() - x) as u64 {
+            return Err("op beyond the diff or extra stream".into());
+        }
+        for k in 0..copy as usize {
+            out.push(reference[start as usize + k].wrapping_add(diff[d + k]));
+        }
+        d += copy as usize;
+        out.extend_from_slice(&extra[x..x + add as usize]);
+        x += add as usize;
+    }
+    if out.len() as u64 != new_len || d != diff.len() || x != extra.len() {
+        return Err("segment not used up exactly".into());
+    }
+    Ok(out)
+}
