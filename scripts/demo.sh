@@ -23,7 +23,7 @@ echo "== diff fixture game v1 -> v2"
 echo "== inspect"
 "$EDGEPATCH" inspect "$WORK/v1-to-v2.patch"
 echo "== manifest: the per-file index a browser client looks entries up in"
-"$EDGEPATCH" manifest --from game-v1 --to game-v2 "$WORK/v1-to-v2.patch" "$WORK/v1-to-v2.manifest"
+"$EDGEPATCH" manifest --old "$WORK/v1" --new "$WORK/v2" --from game-v1 --to game-v2 "$WORK/v1-to-v2.patch" "$WORK/v1-to-v2.manifest"
 echo "== apply to v1 (untouched), creating a new build"
 "$EDGEPATCH" apply "$WORK/v1" "$WORK/v1-to-v2.patch" "$WORK/updated"
 echo "== verify the result against v2's signature"
@@ -40,7 +40,8 @@ print(f"== downloaded {patch:,} bytes instead of {full:,} (the whole v2 build): 
 PY
 
 echo "== the same update through the Worker: publish v1 and v2, then edgepatch update (patch generated on demand)"
-EDGEPATCH_BIN="$EDGEPATCH" node worker/scripts/demo.mjs "$WORK/v1" "$WORK/v2"
+# The demo server's key is pinned on first use: in a throwaway config directory, not the user's.
+EDGEPATCH_CONFIG_DIR="$WORK/config" EDGEPATCH_BIN="$EDGEPATCH" node worker/scripts/demo.mjs "$WORK/v1" "$WORK/v2"
 
 echo "== the demo game portal: installs v1 into the browser's OPFS, then updates it to v2"
 rm -rf "$WORK"; trap - EXIT

@@ -9,8 +9,15 @@ source scripts/setup.sh
 echo "== fixtures are what make_fixtures.py generates"
 python3 fixtures/make_fixtures.py --check
 
+echo "== Rust style: cargo fmt --check (rustfmt.toml)"
+cargo fmt --all --check
+
 echo "== Rust workspace: unit, integration, golden-vector and hostile-input tests"
 cargo test --workspace --quiet 2>&1 | tee "${TMPDIR:-/tmp}/edgepatch-cargo-test.log"
+
+echo "== Rust lints: cargo clippy -D warnings (native, and the wasm crate for wasm32)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo clippy -p edgepatch-wasm --target wasm32-unknown-unknown --quiet -- -D warnings
 
 echo "== WebAssembly: wasm-pack builds (--target web for browsers and Workers; --target nodejs for edgepatch-js, built by setup)"
 # pkg/web: apply + diffFiles (Workers); pkg/web-apply: apply only, no compressor or suffix array (browsers).
@@ -41,3 +48,6 @@ web/scripts/test.sh
 
 echo "== Worker: typecheck, vitest in workerd (real R2/DO/Cache), dry-run bundle size, edgepatch publish/update against wrangler dev"
 worker/scripts/test.sh
+
+echo "== the README's main command, non-interactively (EDGEPATCH_DEMO_CHECK=1 scripts/demo.sh --port 0)"
+EDGEPATCH_DEMO_CHECK=1 bash scripts/demo.sh --port 0

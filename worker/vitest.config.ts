@@ -3,21 +3,26 @@
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
 
-export const TEST_TOKEN = "test-token";
-// base64 ed25519 seed (the public key is derived by the Worker and checked in the tests).
-export const TEST_SIGNING_KEY = "5z7vZBjBsbLghijgJ/im4yg8fSsSsZH08B+jTERzFs0=";
+import { RETIRED_PUBLIC_KEY, TEST_SIGNING_KEY, TEST_TOKEN } from "./test/keys";
 
 export default defineConfig({
   plugins: [
     cloudflareTest({
       wrangler: { configPath: "../wrangler.toml" },
       miniflare: {
+        // The rate limit test sends 2 * limit + 1 requests: 100 keeps it short (wrangler.toml: 600).
+        ratelimits: { ANONYMOUS_RATE_LIMITER: { namespace_id: "1001", simple: { limit: 100, period: 60 } } },
         bindings: {
           EDGEPATCH_TOKEN: TEST_TOKEN,
           MANIFEST_SIGNING_KEY: TEST_SIGNING_KEY,
           MAX_BUILD_BYTES: String(16 << 20),
           MAX_REQUEST_BYTES: String(12 << 20),
           PATCH_LEVEL: "3",
+          CHANNEL_HISTORY: "2",
+          PREVIOUS_PUBLIC_KEYS: RETIRED_PUBLIC_KEY,
+          // Short backoffs, so the retry tests do not wait a minute.
+          GENERATION_RETRY_SECONDS: "3",
+          GENERATION_RETRY_MAX_SECONDS: "6",
         },
       },
     }),

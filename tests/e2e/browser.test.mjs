@@ -281,6 +281,12 @@ test("the same library against the Worker (wrangler dev): install v1, update to 
     execFileSync(bin, ["--quiet", "publish", "--server", worker.url, "--game", "demo", "--build", build, "--channel", "stable", join(dist, "trees/demo", build)], {
       env: { ...process.env, EDGEPATCH_TOKEN: token },
     });
+    // The Worker serves anonymous callers only what a channel releases: a channel that keeps
+    // v1 as its head lets the page install v1 (_ -> v1); stable releases v1 -> v2.
+    if (build === "v1") {
+      const res = await fetch(`${worker.url}/v1/games/demo/channels/first`, { method: "PUT", headers: { Authorization: `Bearer ${token}` }, body: JSON.stringify({ build: "v1" }) });
+      assert.equal(res.status, 200, await res.text());
+    }
   }
   const { page, errors } = await openDemo(t, "demo", `&base=${encodeURIComponent(worker.url + "/")}&publicKey=${encodeURIComponent(workerKey)}`);
   assert.equal(await waitState(page, ["idle", "error"]), "idle");

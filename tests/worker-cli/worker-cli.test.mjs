@@ -1,8 +1,8 @@
 // Cross-component: the native CLI against the Worker under `wrangler dev`. Publishes the
-// fixture builds (and a multi-segment single-file build), updates with `edgepatch update`
-// (also to a channel's build, --channel) and compares the result with the real new build
-// byte for byte; checks that 100 concurrent requests for a new pair cause one generation and
-// that repeats are cache hits.
+// fixture builds (and a multi-segment single-file build) onto a channel, updates with
+// `edgepatch update` (anonymous: the pairs the channel releases; also --channel) and compares
+// the result with the real new build byte for byte; checks that the owner's 100 concurrent
+// requests for a new pair cause one generation and that repeats are cache hits.
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -14,10 +14,12 @@ import { devVars, REPO, startWrangler } from "../../worker/scripts/wrangler-dev.
 const BIN = process.env.EDGEPATCH_BIN ?? join(REPO, "target/release/edgepatch");
 const { token, publicKey } = devVars();
 const work = mkdtempSync(join(tmpdir(), "edgepatch-worker-cli-"));
+// The CLI pins a server's key on first use in its config directory: a fresh one per run.
+const configDir = join(work, "config");
 let server;
 
 function edgepatch(args, { ok = true } = {}) {
-  const r = spawnSync(BIN, args, { env: { ...process.env, EDGEPATCH_TOKEN: token }, encoding: "utf8" });
+  const r = spawnSync(BIN, args, { env: { ...process.env, EDGEPATCH_TOKEN: token, EDGEPATCH_CONFIG_DIR: configDir, EDGEPATCH_PUBLIC_KEY: "" }, encoding: "utf8" });
   if (ok) assert.equal(r.status, 0, `edgepatch ${args.join(" ")}\n${r.stdout}${r.stderr}`);
   return r;
 }
@@ -67,13 +69,14 @@ after(() => {
 test("publish two fixture builds; edgepatch update reproduces v2 byte-exact (tree)", () => {
   const v1 = extract(join(REPO, "fixtures/game-v1.tar"), "v1");
   const v2 = extract(join(REPO, "fixtures/game-v2.tar"), "v2");
-  edgepatch(["publish", "--server", server.url, "--game", "demo", "--build", "v1", v1]);
+  // Both onto the channel: anonymous callers may then update v1 -> v2 and install v2.
+  edgepatch(["publish", "--server", server.url, "--game", "demo", "--build", "v1", "--channel", "main", v1]);
   edgepatch(["publish", "--server", server.url, "--game", "demo", "--build", "v2", "--channel", "main", v2]);
   const out = join(work, "out-v2");
   const r = edgepatch(["update", "--json", "--server", server.url, "--game", "demo", "--from", "v1", "--to", "v2", "--public-key", publicKey, v1, out]);
   const summary = JSON.parse(r.stdout);
   assert.equal(summary.signature_verified, true);
-  assert.equal(summary.public_key_from_server, false);
+  assert.equal(summary.key_source, "--public-key");
   assertSameTree(out, v2);
   // v1 untouched.
   assertSameTree(v1, extract(join(REPO, "fixtures/game-v1.tar"), "v1-again"));
@@ -103,11 +106,13 @@ test("a single large file over several segments, uploaded in parts, updates byte
   mkdirSync(d2);
   writeFileSync(join(d1, "game.pak"), a);
   writeFileSync(join(d2, "game.pak"), b);
-  edgepatch(["publish", "--server", server.url, "--game", "pak", "--build", "v1", "--part-size", String(5 << 20), d1]);
-  edgepatch(["publish", "--server", server.url, "--game", "pak", "--build", "v2", "--part-size", String(5 << 20), d2]);
+  edgepatch(["publish", "--server", server.url, "--game", "pak", "--build", "v1", "--channel", "main", "--part-size", String(5 << 20), d1]);
+  edgepatch(["publish", "--server", server.url, "--game", "pak", "--build", "v2", "--channel", "main", "--part-size", String(5 << 20), d2]);
   const out = join(work, "out-pak");
   const r = edgepatch(["update", "--json", "--server", server.url, "--game", "pak", "--from", "v1", "--to", "v2", d1, out]);
-  assert.equal(JSON.parse(r.stdout).public_key_from_server, true);
+  // No key given: the server's key is pinned on first use, and it is the documented one.
+  assert.match(JSON.parse(r.stdout).key_source, /pinned on first use/);
+  assert.match(readFileSync(join(configDir, "known_keys"), "utf8"), new RegExp(publicKey.replace(/[+/=]/g, "\\$&")));
   assert.ok(JSON.parse(r.stdout).patch_bytes < b.length / 4, `patch ${JSON.parse(r.stdout).patch_bytes} bytes for ${b.length}`);
   assertSameTree(out, d2);
 });
@@ -116,7 +121,7 @@ test("a wrong public key is refused and nothing is written", () => {
   const out = join(work, "out-wrongkey");
   const r = edgepatch(["update", "--server", server.url, "--game", "demo", "--from", "v1", "--to", "v2", "--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", join(work, "v1"), out], { ok: false });
   assert.notEqual(r.status, 0);
-  assert.match(r.stderr, /signature|public key/);
+  assert.match(r.stderr, /signed by key [0-9a-f]{16}, which is not one of the accepted keys/);
   assert.equal(existsSync(out), false);
 });
 
@@ -124,31 +129,40 @@ test("wrong token: 401, nothing published", () => {
   const r = spawnSync(BIN, ["publish", "--server", server.url, "--game", "demo", "--build", "v3", join(work, "v2")], { env: { ...process.env, EDGEPATCH_TOKEN: "wrong" }, encoding: "utf8" });
   assert.notEqual(r.status, 0);
   assert.match(r.stderr, /401/);
-  return fetch(`${server.url}/v1/games/demo/builds/v3`).then((res) => assert.equal(res.status, 404));
+  return fetch(`${server.url}/v1/games/demo/builds/v3`, { headers: { Authorization: `Bearer ${token}` } }).then((res) => assert.equal(res.status, 404));
 });
 
-test("100 concurrent requests for a new pair: one generation; repeats are cache hits", async () => {
+test("anonymous callers get only released pairs; the owner's 100 concurrent requests for a new pair: one generation; repeats are cache hits", async () => {
   const url = `${server.url}/v1/games/demo/updates/v2/v1`;
-  const responses = await Promise.all(Array.from({ length: 100 }, () => fetch(url).then(async (r) => ({ status: r.status, body: await r.text() }))));
+  // No channel releases v1 from v2: anonymous callers are refused, and nothing is generated.
+  const refused = await fetch(url);
+  assert.equal(refused.status, 401, await refused.text());
+  assert.equal((await fetch(`${server.url}/v1/games/demo/builds`)).status, 401);
+  const owner = { headers: { Authorization: `Bearer ${token}` } };
+  const before = await (await fetch(`${url}/generations`, owner)).json();
+  assert.equal(before.count, 0);
+  const responses = await Promise.all(Array.from({ length: 100 }, () => fetch(url, owner).then(async (r) => ({ status: r.status, body: await r.text() }))));
   assert.ok(responses.every((r) => r.status === 200), responses.find((r) => r.status !== 200)?.body);
   assert.equal(new Set(responses.map((r) => r.body)).size, 1);
-  const gens = await (await fetch(`${url}/generations`, { headers: { Authorization: `Bearer ${token}` } })).json();
+  const gens = await (await fetch(`${url}/generations`, owner)).json();
   assert.equal(gens.count, 1);
   const d = JSON.parse(responses[0].body);
   const patchUrl = new URL(d.patchUrl, url);
-  await (await fetch(patchUrl)).arrayBuffer();
+  await (await fetch(patchUrl, owner)).arrayBuffer();
   let hits = 0;
   for (let i = 0; i < 40; i++) {
-    const r = await fetch(patchUrl);
+    const r = await fetch(patchUrl, owner);
     await r.arrayBuffer();
     if (r.headers.get("x-edgepatch-cache") === "hit") hits++;
     else await new Promise((res) => setTimeout(res, 50));
   }
   assert.ok(hits >= 30, `${hits} of 40 repeated patch requests were cache hits`);
-  const range = await fetch(patchUrl, { headers: { Range: "bytes=0-7" } });
+  const range = await fetch(patchUrl, { headers: { ...owner.headers, Range: "bytes=0-7" } });
   assert.equal(range.status, 206);
   assert.equal(Buffer.from(await range.arrayBuffer()).toString(), "EDGEPTCH");
-  assert.equal((await fetch(patchUrl, { headers: { Range: `bytes=${d.patchSize}-` } })).status, 416);
+  assert.equal((await fetch(patchUrl, { headers: { ...owner.headers, Range: `bytes=${d.patchSize}-` } })).status, 416);
+  // The cached patch of an unreleased pair is still refused to anonymous callers.
+  assert.equal((await fetch(patchUrl)).status, 401);
 });
 
 test("update --channel: to the build the channel points at now, and after it moves", async () => {

@@ -2,8 +2,8 @@
 // worker/scripts/demo.mjs OLD_DIR NEW_DIR — the Worker part of the README's main command:
 // starts `wrangler dev` (fresh local R2/DO/cache state, development secrets from
 // .dev.vars.example), publishes the two builds with `edgepatch publish`, turns a copy of
-// the old one into the new one with `edgepatch update` (the Worker generates, signs and
-// caches the patch on the first request), checks the result byte-exact against NEW_DIR,
+// the old one into the new one with `edgepatch update` (the Worker generates the patch when
+// the channel moves, or on the first request, signs its update statement and caches it), checks the result byte-exact against NEW_DIR,
 // prints what it saved, and stops the Worker.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
@@ -38,7 +38,7 @@ try {
     process.stdout.write(run(["publish", "--server", worker.url, "--game", "demo", "--build", build, "--channel", "stable", dir], { EDGEPATCH_TOKEN: token }));
   }
   const out = join(work, "updated");
-  console.log("== edgepatch update v1 -> v2 through the Worker (generated on demand, signature checked)");
+  console.log("== edgepatch update v1 -> v2 through the Worker (pre-generated when the channel moved, signature checked)");
   process.stdout.write(run(["update", "--server", worker.url, "--game", "demo", "--from", "v1", "--to", "v2", "--public-key", publicKey, oldDir, out]));
   const [want, got] = [files(newDir), files(out)];
   const same = want.size === got.size && [...want].every(([p, d]) => got.has(p) && Buffer.compare(d, got.get(p)) === 0);

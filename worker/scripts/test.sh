@@ -10,7 +10,7 @@ worker/scripts/build-wasm.sh
 export WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false
 echo "== worker: typecheck"
 (cd worker && npx --no-install tsc -p tsconfig.json)
-echo "== worker: vitest in workerd (publish, refused uploads, manifests, patches, ranges, cache, signatures, race)"
+echo "== worker: vitest in workerd (access, channels, pre-generation, backoff, rate limit, settings, integrity, publish, refused uploads, patches, ranges, cache, statements, race)"
 (cd worker && npx --no-install vitest run --reporter=dot 2>&1 | grep -v '^exception = \|^stack: \|^uncaught exception')
 echo "== worker: wrangler deploy --dry-run (bundle size)"
 rm -rf "${TMPDIR:-/tmp}/edgepatch-worker-dry-run"

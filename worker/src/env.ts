@@ -1,15 +1,26 @@
 import type { GameRegistry } from "./registry";
 import type { PatchGeneration } from "./generate";
+import type { PairJob } from "./pregenerate";
 
 export interface Env {
   BUCKET: R2Bucket;
   GENERATIONS: DurableObjectNamespace<PatchGeneration>;
   REGISTRY: DurableObjectNamespace<GameRegistry>;
-  /** Secret: bearer token for publishing. */
+  /** Queue of pairs to generate ahead of requests (producer; this Worker also consumes it). */
+  PREGENERATE: Queue<PairJob>;
+  /** Rate limit of anonymous requests, keyed by the client's address. */
+  ANONYMOUS_RATE_LIMITER: RateLimit;
+  /** Secret: bearer token of the owner (publishing, unreleased builds, listings). */
   EDGEPATCH_TOKEN?: string;
-  /** Secret: base64 of the 32-byte ed25519 seed that signs manifests. */
+  /** Secret: base64 of the 32-byte ed25519 seed that signs update and channel statements. */
   MANIFEST_SIGNING_KEY?: string;
+  /** Comma-separated base64 public keys of retired signing keys (listed at /v1/public-key). */
+  PREVIOUS_PUBLIC_KEYS?: string;
   MAX_BUILD_BYTES?: string;
   MAX_REQUEST_BYTES?: string;
   PATCH_LEVEL?: string;
+  CHANNEL_HISTORY?: string;
+  CHANNEL_TTL_SECONDS?: string;
+  GENERATION_RETRY_SECONDS?: string;
+  GENERATION_RETRY_MAX_SECONDS?: string;
 }

@@ -10,8 +10,10 @@
 // per segment or per read on the JS side (garbage V8 would hold until it collects).
 import { DurableObject } from "cloudflare:workers";
 import * as wasm from "./wasm";
-import { keys, getJson, putJson, R2PartWriter, R2RangeReader, PART_BYTES, type BuildRecord, type TarIndex } from "./store";
-import { manifestSigner } from "./signing";
+import { decodeIndex, keys, getJson, putJson, R2PartWriter, R2RangeReader, PART_BYTES, type BuildRecord, type TarIndex } from "./store";
+import { statementSigner } from "./signing";
+import { updateStatement } from "./statements";
+import { settings } from "./settings";
 import type { Env } from "./env";
 
 export interface UpdateDescriptor {
@@ -24,7 +26,19 @@ export interface UpdateDescriptor {
   patchUrl: string;
   patchSize: number;
   patchBlake3: string;
-  manifestSignature?: string;
+  /** The signing key's id and its signature over the update statement (signing servers). */
+  keyId?: string;
+  signature?: string;
+}
+
+/** A generation that failed: kept in the pair's Durable Object, tried again after `retryAt`. */
+export interface GenerationFailure {
+  attempts: number;
+  /** What went wrong (for the owner: GET .../generations; never sent to anonymous callers). */
+  error: string;
+  failedAt: string;
+  /** Unix milliseconds before which no new attempt is made. */
+  retryAt: number;
 }
 
 export interface GenerationStats {
@@ -33,6 +47,8 @@ export interface GenerationStats {
   segments: number;
   newBytesRead: number;
   oldBytesRead: number;
+  /** Bytes of old files read in full to check them against their BLAKE3 (once per file). */
+  oldBytesVerified: number;
   r2Reads: number;
   patchBytes: number;
   /** wasm linear memory after the generation (it only grows): the peak of the module. */
@@ -47,7 +63,8 @@ export interface GenerationStats {
 
 export type GenerateResult =
   | { ok: true; descriptor: UpdateDescriptor; generated: boolean; stats?: GenerationStats }
-  | { ok: false; status: number; error: string };
+  /** `retryAfter`: seconds until the next attempt, when a recorded failure is in its backoff. */
+  | { ok: false; status: number; error: string; retryAfter?: number };
 
 /** Bytes [offset, offset + length) of the file at `path` of a build (the generator's ranges). */
 type BuildRange = wasm.ByteRange;
@@ -69,15 +86,16 @@ export interface StoredBuild {
   signature: Uint8Array;
 }
 
+/** A stored build, its signature and index checked against the BLAKE3s its record names. */
 async function loadBuild(bucket: R2Bucket, game: string, build: string): Promise<StoredBuild> {
   const record = await getJson<BuildRecord>(bucket, keys.build(game, build));
   if (record === null) throw new GenerationError(404, `no build ${game}/${build}`);
-  const [index, sig] = await Promise.all([
-    getJson<TarIndex>(bucket, keys.buildIndex(game, build, record.upload)),
-    bucket.get(keys.buildSignature(game, build, record.upload)),
-  ]);
-  if (index === null || sig === null) throw new GenerationError(500, `build ${game}/${build}: stored data incomplete`);
-  return { record, tarKey: keys.buildData(game, build, record.upload), index, signature: new Uint8Array(await sig.arrayBuffer()) };
+  const [indexObj, sig] = await Promise.all([bucket.get(keys.buildIndex(game, build, record.upload)), bucket.get(keys.buildSignature(game, build, record.upload))]);
+  if (indexObj === null || sig === null) throw new GenerationError(500, `build ${game}/${build}: stored data incomplete`);
+  const [indexBytes, signature] = await Promise.all([indexObj.arrayBuffer(), sig.arrayBuffer()]).then((b) => b.map((x) => new Uint8Array(x)));
+  if (wasm.blake3Hex(signature) !== record.signatureBlake3) throw new GenerationError(500, `build ${game}/${build}: stored signature does not match its record's BLAKE3`);
+  if (wasm.blake3Hex(indexBytes) !== record.indexBlake3) throw new GenerationError(500, `build ${game}/${build}: stored index does not match its record's BLAKE3`);
+  return { record, tarKey: keys.buildData(game, build, record.upload), index: decodeIndex(new TextDecoder().decode(indexBytes)), signature };
 }
 
 /** Gaps up to this size between wanted spans are read through rather than split into two R2 reads. */
@@ -119,10 +137,10 @@ export interface BuildReads {
 export function planBuildReads(build: StoredBuild, ranges: BuildRange[]): BuildReads {
   let total = 0;
   const spans = ranges.map((r) => {
-    const entry = build.index[r.path];
+    const entry = build.index.get(r.path);
     if (entry === undefined) throw new GenerationError(500, `generator asked for ${r.path}, which is not a file of ${build.record.build}`);
-    if (r.offset < 0 || r.length < 0 || r.offset + r.length > entry[1]) throw new GenerationError(500, `generator asked for bytes ${r.offset}+${r.length} of ${r.path} (${entry[1]} bytes)`);
-    const span = { src: entry[0] + r.offset, len: r.length, dst: total };
+    if (r.offset < 0 || r.length < 0 || r.offset + r.length > entry.size) throw new GenerationError(500, `generator asked for bytes ${r.offset}+${r.length} of ${r.path} (${entry.size} bytes)`);
+    const span = { src: entry.offset + r.offset, len: r.length, dst: total };
     total += r.length;
     return span;
   });
@@ -181,12 +199,126 @@ function wasmView(take: () => Uint8Array): () => Uint8Array {
   return () => (view.byteLength === 0 ? (view = take()) : view);
 }
 
+/**
+ * Segment data is hashed through a JS buffer of this size: handing a view of wasm memory
+ * straight back to wasm is unsafe (the copy into wasm allocates, which may grow the memory
+ * and detach the view).
+ */
+const HASH_CHUNK = 256 << 10;
+
+/**
+ * The core's Signer serves as a streaming BLAKE3 of files here (`finishFile` returns it); the
+ * block hashes it keeps besides are not used: 1 MiB blocks keep them few (2,048 for 2 GiB)
+ * and bound the block buffer it holds.
+ */
+const HASHING_BLOCK_SIZE = 1 << 20;
+
+/**
+ * Hashes the new build's files from the bytes the generator reads, in the order it reads them
+ * (segments cover the new files in order), so that every file read is checked against the new
+ * signature's per-file BLAKE3 (through the manifest, which copies it) before the patch is signed.
+ */
+class NewFileHasher {
+  private readonly signer = new wasm.Signer(HASHING_BLOCK_SIZE);
+  private readonly scratch = new Uint8Array(HASH_CHUNK);
+  private current: { path: string; size: number; done: number } | null = null;
+  /** path -> BLAKE3 of every file read in full. */
+  readonly hashed = new Map<string, string>();
+
+  constructor(private readonly build: StoredBuild) {}
+
+  /** The bytes of `ranges` of segment data (their concatenation, a view taken again per range). */
+  update(ranges: BuildRange[], data: () => Uint8Array): void {
+    let at = 0;
+    for (const r of ranges) {
+      if (r.length === 0) continue;
+      const size = this.build.index.get(r.path)!.size;
+      if (this.current === null || this.current.path !== r.path) {
+        if (this.current !== null) throw new GenerationError(500, `integrity: ${this.current.path} was not read to its end before ${r.path}`);
+        if (r.offset !== 0) throw new GenerationError(500, `integrity: ${r.path} was not read from its start`);
+        this.signer.beginFile(r.path, false, size);
+        this.current = { path: r.path, size, done: 0 };
+      }
+      if (r.offset !== this.current.done) throw new GenerationError(500, `integrity: ${r.path} was not read in order`);
+      for (let i = 0; i < r.length; i += HASH_CHUNK) {
+        const n = Math.min(HASH_CHUNK, r.length - i);
+        this.scratch.set(data().subarray(at + i, at + i + n));
+        this.signer.update(this.scratch.subarray(0, n));
+      }
+      at += r.length;
+      this.current.done += r.length;
+      if (this.current.done === size) {
+        this.hashed.set(r.path, this.signer.finishFile());
+        this.current = null;
+      }
+    }
+  }
+
+  /** Throws unless every file read hashes to what `manifest` lists for it. */
+  check(manifest: wasm.ManifestReader): void {
+    if (this.current !== null) throw new GenerationError(500, `integrity: ${this.current.path} was not read to its end`);
+    for (const [path, blake3] of this.hashed) {
+      const listed = manifest.lookup(path);
+      if (listed === undefined || listed.blake3 !== blake3) {
+        throw new GenerationError(500, `integrity: stored bytes of ${this.build.record.build}/${path} do not match the build's signature (BLAKE3 ${blake3})`);
+      }
+    }
+  }
+
+  free(): void {
+    this.signer.free();
+  }
+}
+
+/**
+ * Checks each old file the generator reads from, in full and once per generation, against the
+ * BLAKE3 the upload's signer computed (kept in the build's index, which is checked against its
+ * record): the ranges the generator reads are parts of files known to be intact in R2.
+ */
+async function verifyOldFiles(reader: R2RangeReader, build: StoredBuild, ranges: BuildRange[], verified: Set<string>): Promise<number> {
+  let bytes = 0;
+  for (const r of ranges) {
+    if (r.length === 0 || verified.has(r.path)) continue;
+    const entry = build.index.get(r.path)!;
+    const signer = new wasm.Signer(HASHING_BLOCK_SIZE);
+    try {
+      signer.beginFile(r.path, false, entry.size);
+      if (entry.size > 0) await reader.read(build.tarKey, entry.offset, entry.size, (chunk) => signer.update(chunk));
+      const blake3 = signer.finishFile();
+      if (blake3 !== entry.blake3) throw new GenerationError(500, `integrity: stored bytes of ${build.record.build}/${r.path} do not match the BLAKE3 recorded at upload`);
+    } finally {
+      signer.free();
+    }
+    verified.add(r.path);
+    bytes += entry.size;
+  }
+  return bytes;
+}
+
 export function descriptorUrls(game: string, from: string, to: string, manifestBlake3: string, patchBlake3: string) {
   // Relative to the descriptor's own URL, /v1/games/{game}/updates/{from}/{to}.
   return {
     manifestUrl: `../../manifests/${from}/${to}/${manifestBlake3}`,
     patchUrl: `../../patches/${from}/${to}/${patchBlake3}`,
   };
+}
+
+/**
+ * The descriptor signed by the current key (its update statement: game, from, to, manifest
+ * size and BLAKE3), or unsigned when the server has no key. A descriptor signed by a key
+ * that has since been rotated out is signed again with this.
+ */
+export async function signDescriptor(env: Env, d: UpdateDescriptor): Promise<UpdateDescriptor> {
+  const { keyId: _k, signature: _s, ...unsigned } = d;
+  const signer = statementSigner(env.MANIFEST_SIGNING_KEY);
+  if (!signer) return unsigned;
+  const s = await signer;
+  return { ...unsigned, keyId: s.keyId, signature: await s.sign(updateStatement(s.keyId, d.game, d.from, d.to, d.manifestSize, d.manifestBlake3)) };
+}
+
+function backoffResult(f: GenerationFailure): GenerateResult {
+  const retryAfter = Math.max(1, Math.ceil((f.retryAt - Date.now()) / 1000));
+  return { ok: false, status: 503, error: "this update could not be generated; it is tried again later", retryAfter };
 }
 
 export class PatchGeneration extends DurableObject<Env> {
@@ -203,30 +335,51 @@ export class PatchGeneration extends DurableObject<Env> {
   }
 
   private async run(game: string, from: string, to: string): Promise<GenerateResult> {
+    const stored = await this.ctx.storage.get<UpdateDescriptor>("descriptor");
+    if (stored) return { ok: true, descriptor: stored, generated: false };
+    const persisted = await getJson<UpdateDescriptor>(this.env.BUCKET, keys.descriptor(game, from, to));
+    if (persisted) {
+      await this.ctx.storage.put("descriptor", persisted);
+      return { ok: true, descriptor: persisted, generated: false };
+    }
+    // A failed pair is tried again only after its backoff, however often it is asked for.
+    const failure = await this.ctx.storage.get<GenerationFailure>("failure");
+    if (failure && Date.now() < failure.retryAt) return backoffResult(failure);
     try {
-      const stored = await this.ctx.storage.get<UpdateDescriptor>("descriptor");
-      if (stored) return { ok: true, descriptor: stored, generated: false };
-      const persisted = await getJson<UpdateDescriptor>(this.env.BUCKET, keys.descriptor(game, from, to));
-      if (persisted) {
-        await this.ctx.storage.put("descriptor", persisted);
-        return { ok: true, descriptor: persisted, generated: false };
-      }
       const { descriptor, stats } = await this.generatePair(game, from, to);
       await this.ctx.storage.put("descriptor", descriptor);
+      await this.ctx.storage.delete("failure");
       return { ok: true, descriptor, generated: true, stats };
     } catch (e) {
-      if (e instanceof GenerationError) return { ok: false, status: e.status, error: e.message };
-      return { ok: false, status: 500, error: `generating ${game} ${from} -> ${to} failed: ${e instanceof Error ? e.message : String(e)}` };
+      // A missing build is the request's problem, not a failed generation.
+      if (e instanceof GenerationError && e.status === 404) return { ok: false, status: 404, error: e.message };
+      const error = e instanceof Error ? e.message : String(e);
+      console.error(`generating ${game} ${from} -> ${to} failed:`, e);
+      const s = settings(this.env);
+      const attempts = (failure?.attempts ?? 0) + 1;
+      const delay = Math.min(s.generationRetryMaxSeconds, s.generationRetrySeconds * 2 ** Math.min(attempts - 1, 30));
+      const recorded: GenerationFailure = { attempts, error, failedAt: new Date().toISOString(), retryAt: Date.now() + delay * 1000 };
+      await this.ctx.storage.put("failure", recorded);
+      return backoffResult(recorded);
     }
+  }
+
+  /** What the owner sees at GET .../generations: the recorded failure, if any. */
+  async failure(): Promise<GenerationFailure | null> {
+    return (await this.ctx.storage.get<GenerationFailure>("failure")) ?? null;
   }
 
   private async generatePair(game: string, from: string, to: string): Promise<{ descriptor: UpdateDescriptor; stats: GenerationStats }> {
     const bucket = this.env.BUCKET;
     const started = Date.now();
+    wasm.initWasm();
     const [newBuild, oldBuild] = await Promise.all([loadBuild(bucket, game, to), from === "_" ? null : loadBuild(bucket, game, from)]);
     wasm.initWasm();
-    const level = Number(this.env.PATCH_LEVEL ?? "19");
+    const level = settings(this.env).patchLevel;
     const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, level);
+    const newHasher = new NewFileHasher(newBuild);
+    const oldVerified = new Set<string>();
+    let oldBytesVerified = 0;
     const patchKey = keys.patch(game, from, to);
     const writer = new R2PartWriter(bucket, patchKey, { httpMetadata: { contentType: "application/octet-stream" } });
     // Segment data goes from R2 straight into the generator's own buffers in wasm memory,
@@ -240,12 +393,16 @@ export class PatchGeneration extends DurableObject<Env> {
       await writer.write(gen.header());
       segments = gen.segmentCount;
       for (let i = 0; i < segments; i++) {
-        const newReads = planBuildReads(newBuild, gen.newRanges(i));
+        const newRanges = gen.newRanges(i);
+        const newReads = planBuildReads(newBuild, newRanges);
         gen.newBytesTarget(newReads.total);
-        await readBuildRanges(r2, newBuild, newReads, wasmView(() => gen.newBytesView()));
+        const newView = wasmView(() => gen.newBytesView());
+        await readBuildRanges(r2, newBuild, newReads, newView);
+        newHasher.update(newRanges, newView);
         const wanted = gen.planFilledSegment(i);
         if (wanted.length > 0 && oldBuild === null) throw new GenerationError(500, "generator asked for old data of the empty build");
         const oldReads = oldBuild === null ? { total: 0, groups: [] } : planBuildReads(oldBuild, wanted);
+        if (oldBuild !== null) oldBytesVerified += await verifyOldFiles(r2, oldBuild, wanted, oldVerified);
         gen.oldBytesTarget(oldReads.total);
         if (oldBuild !== null) await readBuildRanges(r2, oldBuild, oldReads, wasmView(() => gen.oldBytesView()));
         newBytesRead += newReads.total;
@@ -257,11 +414,18 @@ export class PatchGeneration extends DurableObject<Env> {
       }
       await writer.write(gen.finish());
       manifest = gen.manifest(from, to);
+      const reader = new wasm.ManifestReader(manifest);
+      try {
+        newHasher.check(reader);
+      } finally {
+        reader.free();
+      }
     } catch (e) {
       await writer.abort();
       throw e;
     } finally {
       gen.free();
+      newHasher.free();
     }
     const reader = new wasm.ManifestReader(manifest);
     const patchBlake3 = reader.patchBlake3;
@@ -271,8 +435,7 @@ export class PatchGeneration extends DurableObject<Env> {
     if (writer.bytesWritten !== patchSize) throw new GenerationError(500, `patch is ${writer.bytesWritten} bytes, its manifest says ${patchSize}`);
     const manifestBlake3 = wasm.blake3Hex(manifest);
     await bucket.put(keys.manifest(game, from, to), manifest, { httpMetadata: { contentType: "application/octet-stream" }, customMetadata: { blake3: manifestBlake3 } });
-    const signer = manifestSigner(this.env.MANIFEST_SIGNING_KEY);
-    const descriptor: UpdateDescriptor = {
+    const descriptor = await signDescriptor(this.env, {
       game,
       from,
       to,
@@ -281,14 +444,14 @@ export class PatchGeneration extends DurableObject<Env> {
       manifestBlake3,
       patchSize,
       patchBlake3,
-      ...(signer ? { manifestSignature: await (await signer).sign(manifest) } : {}),
-    };
+    });
     const stats: GenerationStats = {
       startedAt: new Date(started).toISOString(),
       seconds: (Date.now() - started) / 1000,
       segments,
       newBytesRead,
       oldBytesRead,
+      oldBytesVerified,
       r2Reads: r2.reads,
       patchBytes: patchSize,
       peakWasmMemoryBytes: wasm.wasmMemoryBytes(),

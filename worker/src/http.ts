@@ -11,6 +11,16 @@ export class HttpError extends Error {
   }
 }
 
+/** A failure of the server itself: the client gets a generic message, the log gets `cause`. */
+export class InternalError extends Error {
+  constructor(
+    message: string,
+    readonly cause?: unknown,
+  ) {
+    super(message);
+  }
+}
+
 export function json(value: unknown, status = 200, headers: Record<string, string> = {}): Response {
   return new Response(JSON.stringify(value), {
     status,

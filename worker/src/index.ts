@@ -1,12 +1,20 @@
-// edgepatch generator: the HTTP API (worker/README.md) over R2, the Cache API and two
-// Durable Objects. A thin layer: formats, diffing and signing live in the wasm core.
-import { requireToken } from "./auth";
-import { checkName, errorResponse, HEX64, HttpError, json } from "./http";
+// edgepatch generator: the HTTP API (worker/README.md) over R2, the Cache API, two Durable
+// Objects and a Queue. A thin layer: formats, diffing and statements live in the wasm core.
+//
+// Who may call what is declared once per route: "anyone" (health, public key, channels),
+// "released" (an update pair some channel currently releases: anyone; any other pair: the
+// owner) and "owner" (everything else: the bearer token). Anonymous requests are rate limited
+// per client address before they reach a route.
+import { carriesToken, tokenRequired } from "./auth";
+import { checkName, errorResponse, HEX64, HttpError, InternalError, json } from "./http";
 import { deleteUpload, ingestBody, signTarStream, storeSigned, type Limits } from "./ingest";
 import { cacheKey, cacheLookup, CORS, serveImmutable } from "./serve";
-import { manifestSigner } from "./signing";
+import { base64, statementSigner } from "./signing";
+import { channelStatement, keyId } from "./statements";
 import { getJson, keys, PART_BYTES, type BuildRecord } from "./store";
-import type { UpdateDescriptor } from "./generate";
+import { ConfigError, settings } from "./settings";
+import { consumePairs, enqueueMove } from "./pregenerate";
+import { signDescriptor, type UpdateDescriptor } from "./generate";
 import type { Env } from "./env";
 
 export { PatchGeneration } from "./generate";
@@ -14,21 +22,34 @@ export { GameRegistry } from "./registry";
 
 const VERSION = "1";
 
-type Handler = (req: Request, env: Env, ctx: ExecutionContext, url: URL, p: string[]) => Promise<Response>;
+/** Who may call a route (see the header). */
+type Access = "anyone" | "released" | "owner";
+
+interface Call {
+  req: Request;
+  env: Env;
+  ctx: ExecutionContext;
+  url: URL;
+  /** The request carries the owner's token. */
+  owner: boolean;
+}
+type Handler = (call: Call, p: string[]) => Promise<Response>;
 interface Route {
   method: string;
   pattern: RegExp;
+  access: Access;
   handler: Handler;
 }
 
 const SEG = "([^/]+)";
 const routes: Route[] = [];
-function route(method: string, path: string, handler: Handler): void {
-  routes.push({ method, pattern: new RegExp(`^${path.replace(/:\w+/g, SEG)}$`), handler });
+function route(method: string, path: string, access: Access, handler: Handler): void {
+  routes.push({ method, pattern: new RegExp(`^${path.replace(/:\w+/g, SEG)}$`), access, handler });
 }
 
 function limits(env: Env): Limits {
-  return { maxBuildBytes: Number(env.MAX_BUILD_BYTES ?? 2 ** 31), maxRequestBytes: Number(env.MAX_REQUEST_BYTES ?? 100 * 2 ** 20) };
+  const s = settings(env);
+  return { maxBuildBytes: s.maxBuildBytes, maxRequestBytes: s.maxRequestBytes };
 }
 
 function withCors(res: Response): Response {
@@ -44,23 +65,36 @@ function withCors(res: Response): Response {
   }
 }
 
-route("GET", "/v1/health", async () => json({ status: "ok", version: VERSION }, 200, { "Cache-Control": "no-store" }));
+function registry(env: Env, game: string) {
+  return env.REGISTRY.get(env.REGISTRY.idFromName(game));
+}
 
-route("GET", "/v1/public-key", async (_req, env) => {
-  const signer = manifestSigner(env.MANIFEST_SIGNING_KEY);
-  if (!signer) throw new HttpError(404, "this server does not sign manifests");
-  return json({ algorithm: "ed25519", publicKey: (await signer).publicKey }, 200, { "Cache-Control": "public, max-age=300" });
+route("GET", "/v1/health", "anyone", async () => json({ status: "ok", version: VERSION }, 200, { "Cache-Control": "no-store" }));
+
+route("GET", "/v1/public-key", "anyone", async ({ env }) => {
+  const signer = statementSigner(env.MANIFEST_SIGNING_KEY);
+  if (!signer) throw new HttpError(404, "this server does not sign");
+  const current = await signer;
+  // The current key first, then retired keys that clients may still hold statements of.
+  const retired = settings(env)
+    .previousPublicKeys.map((pk) => ({ keyId: keyId(pk), publicKey: base64(pk) }))
+    .filter((k) => k.keyId !== current.keyId);
+  return json(
+    { algorithm: "ed25519", publicKey: current.publicKey, keyId: current.keyId, keys: [{ keyId: current.keyId, publicKey: current.publicKey }, ...retired] },
+    200,
+    { "Cache-Control": "public, max-age=300" },
+  );
 });
 
 // --- publishing ---------------------------------------------------------------------
 
 async function commit(env: Env, record: BuildRecord, channel: string | null): Promise<Response> {
-  const registry = env.REGISTRY.get(env.REGISTRY.idFromName(record.game));
-  const result = await registry.commitBuild(record, channel);
+  const result = await registry(env, record.game).commitBuild(record, channel);
   if (!result.ok) {
     await deleteUpload(env.BUCKET, record.game, record.build, record.upload);
     throw new HttpError(result.status, result.error);
   }
+  await enqueueMove(env, record.game, result.moved);
   return json(record, 201, { Location: `/v1/games/${record.game}/builds/${record.build}` });
 }
 
@@ -76,8 +110,7 @@ function channelParam(url: URL): string | null {
 }
 
 // Single request: PUT the whole tar (up to MAX_REQUEST_BYTES).
-route("PUT", "/v1/games/:game/builds/:build", async (req, env, _ctx, url, [game, build]) => {
-  await requireToken(req, env.EDGEPATCH_TOKEN);
+route("PUT", "/v1/games/:game/builds/:build", "owner", async ({ req, env, url }, [game, build]) => {
   checkName("game", game);
   checkName("build", build);
   const channel = channelParam(url);
@@ -109,8 +142,7 @@ function parseUploadToken(token: string): { upload: string; r2UploadId: string }
   }
 }
 
-route("POST", "/v1/games/:game/builds/:build/uploads", async (req, env, _ctx, _url, [game, build]) => {
-  await requireToken(req, env.EDGEPATCH_TOKEN);
+route("POST", "/v1/games/:game/builds/:build/uploads", "owner", async ({ env }, [game, build]) => {
   checkName("game", game);
   checkName("build", build);
   await refuseExisting(env, game, build);
@@ -130,8 +162,7 @@ route("POST", "/v1/games/:game/builds/:build/uploads", async (req, env, _ctx, _u
   );
 });
 
-route("PUT", "/v1/games/:game/builds/:build/uploads/:upload/parts/:part", async (req, env, _ctx, _url, [game, build, token, partText]) => {
-  await requireToken(req, env.EDGEPATCH_TOKEN);
+route("PUT", "/v1/games/:game/builds/:build/uploads/:upload/parts/:part", "owner", async ({ req, env }, [game, build, token, partText]) => {
   checkName("game", game);
   checkName("build", build);
   const { upload, r2UploadId } = parseUploadToken(token);
@@ -146,12 +177,12 @@ route("PUT", "/v1/games/:game/builds/:build/uploads/:upload/parts/:part", async 
     const uploaded = await mpu.uploadPart(part, req.body);
     return json({ partNumber: uploaded.partNumber, etag: uploaded.etag });
   } catch (e) {
-    throw new HttpError(400, `part ${part} refused: ${e instanceof Error ? e.message : String(e)}`);
+    console.error(`part ${part} of ${game}/${build}:`, e);
+    throw new HttpError(400, `part ${part} refused (is the upload id current and the part the agreed size?)`);
   }
 });
 
-route("DELETE", "/v1/games/:game/builds/:build/uploads/:upload", async (req, env, _ctx, _url, [game, build, token]) => {
-  await requireToken(req, env.EDGEPATCH_TOKEN);
+route("DELETE", "/v1/games/:game/builds/:build/uploads/:upload", "owner", async ({ env }, [game, build, token]) => {
   const { upload, r2UploadId } = parseUploadToken(token);
   await env.BUCKET.resumeMultipartUpload(keys.buildData(checkName("game", game), checkName("build", build), upload), r2UploadId)
     .abort()
@@ -159,8 +190,7 @@ route("DELETE", "/v1/games/:game/builds/:build/uploads/:upload", async (req, env
   return new Response(null, { status: 204 });
 });
 
-route("POST", "/v1/games/:game/builds/:build/uploads/:upload/complete", async (req, env, _ctx, url, [game, build, token]) => {
-  await requireToken(req, env.EDGEPATCH_TOKEN);
+route("POST", "/v1/games/:game/builds/:build/uploads/:upload/complete", "owner", async ({ req, env, url }, [game, build, token]) => {
   checkName("game", game);
   checkName("build", build);
   const channel = channelParam(url);
@@ -180,7 +210,8 @@ route("POST", "/v1/games/:game/builds/:build/uploads/:upload/complete", async (r
     await mpu.complete(parts);
   } catch (e) {
     await mpu.abort().catch(() => {});
-    throw new HttpError(400, `upload could not be completed: ${e instanceof Error ? e.message : String(e)}`);
+    console.error(`completing the upload of ${game}/${build}:`, e);
+    throw new HttpError(400, "upload could not be completed (are the parts and their etags those the part uploads answered?)");
   }
   // The parts are one object now: read it back through the parser and signer. A refused
   // build is deleted before the answer, so nothing stays stored.
@@ -188,11 +219,11 @@ route("POST", "/v1/games/:game/builds/:build/uploads/:upload/complete", async (r
   try {
     const l = limits(env);
     const head = await env.BUCKET.head(dataKey);
-    if (head === null) throw new HttpError(500, "completed upload is missing");
+    if (head === null) throw new InternalError("completed upload is missing");
     if (head.size > l.maxBuildBytes) throw new HttpError(413, `build upload of ${head.size} bytes is larger than the limit of ${l.maxBuildBytes} bytes`);
     const obj = await env.BUCKET.get(dataKey);
-    if (obj === null) throw new HttpError(500, "completed upload is missing");
-    const signed = await signTarStream(obj.body, l.maxBuildBytes);
+    if (obj === null) throw new InternalError("completed upload is missing");
+    const signed = await signTarStream(obj.body, l.maxBuildBytes, undefined, "storage");
     record = await storeSigned(env.BUCKET, game, build, upload, signed);
   } catch (e) {
     await deleteUpload(env.BUCKET, game, build, upload);
@@ -203,7 +234,7 @@ route("POST", "/v1/games/:game/builds/:build/uploads/:upload/complete", async (r
 
 // --- builds and channels --------------------------------------------------------------
 
-route("GET", "/v1/games/:game/builds", async (_req, env, _ctx, url, [game]) => {
+route("GET", "/v1/games/:game/builds", "owner", async ({ env, url }, [game]) => {
   checkName("game", game);
   const prefix = keys.buildsPrefix(game);
   const listed = await env.BUCKET.list({ prefix, cursor: url.searchParams.get("cursor") ?? undefined, limit: 1000, include: ["customMetadata"] } as R2ListOptions);
@@ -216,26 +247,37 @@ route("GET", "/v1/games/:game/builds", async (_req, env, _ctx, url, [game]) => {
   return json({ game, builds, ...(listed.truncated ? { cursor: listed.cursor } : {}) }, 200, { "Cache-Control": "no-store" });
 });
 
-route("GET", "/v1/games/:game/builds/:build", async (_req, env, _ctx, _url, [game, build]) => {
+route("GET", "/v1/games/:game/builds/:build", "owner", async ({ env }, [game, build]) => {
   const record = await getJson<BuildRecord>(env.BUCKET, keys.build(checkName("game", game), checkName("build", build)));
   if (record === null) throw new HttpError(404, `no build ${game}/${build}`);
   return json(record, 200, { "Cache-Control": "no-store" });
 });
 
-route("GET", "/v1/games/:game/builds/:build/signature", async (req, env, ctx, url, [game, build]) => {
+route("GET", "/v1/games/:game/builds/:build/signature", "owner", async ({ req, env, ctx, url }, [game, build]) => {
   const record = await getJson<BuildRecord>(env.BUCKET, keys.build(checkName("game", game), checkName("build", build)));
   if (record === null) throw new HttpError(404, `no build ${game}/${build}`);
-  return serveImmutable(req, url, ctx, env.BUCKET, keys.buildSignature(game, build, record.upload), record.signatureBlake3);
+  // Not shared through the edge cache: anonymous callers must not get it from there.
+  return serveImmutable(req, url, ctx, env.BUCKET, keys.buildSignature(game, build, record.upload), record.signatureBlake3, { cache: false });
 });
 
-route("GET", "/v1/games/:game/channels/:channel", async (_req, env, _ctx, _url, [game, channel]) => {
-  const c = await getJson<{ build: string }>(env.BUCKET, keys.channel(checkName("game", game), checkName("channel", channel)));
-  if (c === null) throw new HttpError(404, `no channel ${game}/${channel}`);
-  return json({ game, channel, build: c.build }, 200, { "Cache-Control": "no-store" });
+/** Channel documents are re-signed on each request with a fresh `expires`: only a short cache. */
+const CHANNEL_CACHE = "public, max-age=60";
+
+route("GET", "/v1/games/:game/channels/:channel", "anyone", async ({ env }, [game, channel]) => {
+  checkName("game", game);
+  checkName("channel", channel);
+  const state = await registry(env, game).channel(channel);
+  if (state === null) throw new HttpError(404, `no channel ${game}/${channel}`);
+  const expires = Math.floor(Date.now() / 1000) + settings(env).channelTtlSeconds;
+  const doc = { game, channel, build: state.build, sequence: state.sequence, expires };
+  const signer = statementSigner(env.MANIFEST_SIGNING_KEY);
+  if (!signer) return json(doc, 200, { "Cache-Control": CHANNEL_CACHE });
+  const s = await signer;
+  const signature = await s.sign(channelStatement(s.keyId, game, channel, state.build, state.sequence, expires));
+  return json({ ...doc, keyId: s.keyId, signature }, 200, { "Cache-Control": CHANNEL_CACHE });
 });
 
-route("PUT", "/v1/games/:game/channels/:channel", async (req, env, _ctx, _url, [game, channel]) => {
-  await requireToken(req, env.EDGEPATCH_TOKEN);
+route("PUT", "/v1/games/:game/channels/:channel", "owner", async ({ req, env }, [game, channel]) => {
   checkName("game", game);
   checkName("channel", channel);
   let build: string;
@@ -245,19 +287,17 @@ route("PUT", "/v1/games/:game/channels/:channel", async (req, env, _ctx, _url, [
     throw new HttpError(400, 'channel update needs a JSON body {"build": "<name>"}');
   }
   checkName("build", build);
-  const result = await env.REGISTRY.get(env.REGISTRY.idFromName(game)).setChannel(game, channel, build);
+  const result = await registry(env, game).setChannel(game, channel, build);
   if (!result.ok) throw new HttpError(result.status, result.error);
+  await enqueueMove(env, game, result.moved);
   return json({ game, channel, build });
 });
 
-// --- updates: descriptor (generated on demand, once), manifest, patch -------------------
+// --- updates: descriptor (generated ahead or on demand, once), manifest, patch ---------
 
 const DESCRIPTOR_CACHE = "public, max-age=3600";
 
-route("GET", "/v1/games/:game/updates/:from/:to", async (req, env, ctx, url, [game, from, to]) => {
-  checkName("game", game);
-  checkName("build", from, true);
-  checkName("build", to);
+route("GET", "/v1/games/:game/updates/:from/:to", "released", async ({ req, env, ctx, url }, [game, from, to]) => {
   const cached = await cacheLookup(req, url);
   if (cached) return cached;
   let descriptor = await getJson<UpdateDescriptor>(env.BUCKET, keys.descriptor(game, from, to));
@@ -265,73 +305,120 @@ route("GET", "/v1/games/:game/updates/:from/:to", async (req, env, ctx, url, [ga
   if (descriptor === null) {
     const stub = env.GENERATIONS.get(env.GENERATIONS.idFromName(`${game}/${from}/${to}`));
     const result = await stub.generate(game, from, to);
-    if (!result.ok) throw new HttpError(result.status, result.error);
+    if (!result.ok) throw new HttpError(result.status, result.error, result.retryAfter ? { "Retry-After": String(result.retryAfter) } : {});
     descriptor = result.descriptor;
     source = result.generated ? "generated" : "joined";
+  }
+  const signer = statementSigner(env.MANIFEST_SIGNING_KEY);
+  if ((signer ? (await signer).keyId : undefined) !== descriptor.keyId) {
+    // Signed by a key since rotated out (or the server stopped signing): sign it again.
+    descriptor = await signDescriptor(env, descriptor);
+    await env.BUCKET.put(keys.descriptor(game, from, to), JSON.stringify(descriptor), { httpMetadata: { contentType: "application/json" } });
   }
   const headers = { "Cache-Control": DESCRIPTOR_CACHE, ETag: `"u-${descriptor.manifestBlake3}"` };
   ctx.waitUntil(caches.default.put(cacheKey(url), json(descriptor, 200, headers)).catch(() => {}));
   return json(descriptor, 200, { ...headers, "X-Edgepatch-Cache": "miss", "X-Edgepatch-Source": source });
 });
 
-route("GET", "/v1/games/:game/updates/:from/:to/generations", async (req, env, _ctx, _url, [game, from, to]) => {
-  await requireToken(req, env.EDGEPATCH_TOKEN);
+route("GET", "/v1/games/:game/updates/:from/:to/generations", "owner", async ({ env }, [game, from, to]) => {
   checkName("game", game);
   checkName("build", from, true);
   checkName("build", to);
   const listed = await env.BUCKET.list({ prefix: keys.generationLog(game, from, to) });
   const runs = await Promise.all(listed.objects.map((o) => getJson<unknown>(env.BUCKET, o.key)));
-  return json({ game, from, to, count: listed.objects.length, runs }, 200, { "Cache-Control": "no-store" });
+  const failure = await env.GENERATIONS.get(env.GENERATIONS.idFromName(`${game}/${from}/${to}`)).failure();
+  return json({ game, from, to, count: listed.objects.length, runs, failure }, 200, { "Cache-Control": "no-store" });
 });
 
-async function servePairObject(kind: "manifest" | "patch", req: Request, env: Env, ctx: ExecutionContext, url: URL, [game, from, to, hex]: string[]): Promise<Response> {
-  checkName("game", game);
-  checkName("build", from, true);
-  checkName("build", to);
+async function servePairObject(kind: "manifest" | "patch", { req, env, ctx, url }: Call, [game, from, to, hex]: string[]): Promise<Response> {
   if (!HEX64.test(hex)) throw new HttpError(404, `not found: ${url.pathname}`);
   const cached = await cacheLookup(req, url);
   if (cached) return cached.status === 200 && req.headers.get("If-None-Match") === `"${hex}"` ? new Response(null, { status: 304, headers: { ETag: `"${hex}"` } }) : cached;
   const d = await getJson<UpdateDescriptor>(env.BUCKET, keys.descriptor(game, from, to));
   const expected = kind === "manifest" ? d?.manifestBlake3 : d?.patchBlake3;
   if (!d || expected !== hex) throw new HttpError(404, `not found: ${url.pathname} (fetch the update descriptor first)`);
-  return serveImmutable(req, url, ctx, env.BUCKET, kind === "manifest" ? keys.manifest(game, from, to) : keys.patch(game, from, to), hex, true);
+  return serveImmutable(req, url, ctx, env.BUCKET, kind === "manifest" ? keys.manifest(game, from, to) : keys.patch(game, from, to), hex, { cacheChecked: true });
 }
 
-route("GET", "/v1/games/:game/manifests/:from/:to/:hex", (req, env, ctx, url, p) => servePairObject("manifest", req, env, ctx, url, p));
-route("GET", "/v1/games/:game/patches/:from/:to/:hex", (req, env, ctx, url, p) => servePairObject("patch", req, env, ctx, url, p));
+// Content-addressed under their pair: the same pair check as the descriptor's applies.
+route("GET", "/v1/games/:game/manifests/:from/:to/:hex", "released", (call, p) => servePairObject("manifest", call, p));
+route("GET", "/v1/games/:game/patches/:from/:to/:hex", "released", (call, p) => servePairObject("patch", call, p));
+
+/**
+ * Refuses an anonymous request for a pair no channel releases. The answer is the same whether
+ * the builds exist or not, and it comes before any cache lookup or generation.
+ */
+async function requireReleased(call: Call, [game, from, to]: string[]): Promise<void> {
+  checkName("game", game);
+  checkName("build", from, true);
+  checkName("build", to);
+  if (call.owner) return;
+  if (!(await registry(call.env, game).allows(from, to))) {
+    const refusal = tokenRequired(call.req, call.env.EDGEPATCH_TOKEN, `the update ${from} -> ${to} of ${game}, which no channel releases,`);
+    throw new HttpError(refusal.status === 503 ? 401 : refusal.status, refusal.message, refusal.headers);
+  }
+}
+
+/** The client a rate limit counts against: its address as Cloudflare's edge saw it. */
+function clientKey(req: Request): string {
+  return req.headers.get("CF-Connecting-IP") ?? "unknown";
+}
+
+async function handle(req: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
+  const url = new URL(req.url);
+  const method = req.method === "HEAD" ? "GET" : req.method;
+  settings(env);
+  const owner = await carriesToken(req, env.EDGEPATCH_TOKEN);
+  if (!owner) {
+    const { success } = await env.ANONYMOUS_RATE_LIMITER.limit({ key: clientKey(req) });
+    if (!success) throw new HttpError(429, "too many requests from this address; try again in a minute", { "Retry-After": "60" });
+  }
+  let pathMatched = false;
+  for (const r of routes) {
+    const m = r.pattern.exec(url.pathname);
+    if (!m) continue;
+    pathMatched = true;
+    if (r.method !== method) continue;
+    const params = m.slice(1).map((s) => {
+      try {
+        return decodeURIComponent(s);
+      } catch {
+        throw new HttpError(400, `bad URL encoding in ${url.pathname}`);
+      }
+    });
+    const call: Call = { req, env, ctx, url, owner };
+    if (r.access === "owner" && !owner) throw tokenRequired(req, env.EDGEPATCH_TOKEN, `${method} ${url.pathname}`);
+    if (r.access === "released") await requireReleased(call, params);
+    return withCors(await r.handler(call, params));
+  }
+  if (pathMatched) throw new HttpError(405, `${req.method} is not allowed on ${url.pathname}`);
+  throw new HttpError(404, `no such endpoint: ${req.method} ${url.pathname}`);
+}
 
 export default {
   async fetch(req: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
-    const url = new URL(req.url);
     if (req.method === "OPTIONS") {
       return new Response(null, {
         status: 204,
         headers: { ...CORS, "Access-Control-Allow-Methods": "GET, HEAD, PUT, POST, DELETE", "Access-Control-Allow-Headers": "Range, Authorization, Content-Type, If-None-Match", "Access-Control-Max-Age": "86400" },
       });
     }
-    const method = req.method === "HEAD" ? "GET" : req.method;
-    let pathMatched = false;
     try {
-      for (const r of routes) {
-        const m = r.pattern.exec(url.pathname);
-        if (!m) continue;
-        pathMatched = true;
-        if (r.method !== method) continue;
-        const params = m.slice(1).map((s) => {
-          try {
-            return decodeURIComponent(s);
-          } catch {
-            throw new HttpError(400, `bad URL encoding in ${url.pathname}`);
-          }
-        });
-        return withCors(await r.handler(req, env, ctx, url, params));
-      }
-      if (pathMatched) return errorResponse(405, `${req.method} is not allowed on ${url.pathname}`, CORS);
-      return errorResponse(404, `no such endpoint: ${req.method} ${url.pathname}`, CORS);
+      return await handle(req, env, ctx);
     } catch (e) {
       if (e instanceof HttpError) return errorResponse(e.status, e.message, { ...CORS, ...e.headers });
-      console.error(e);
-      return errorResponse(500, `internal error: ${e instanceof Error ? e.message : String(e)}`, CORS);
+      // Internals (R2, runtime, configuration) go to the log, never to the client.
+      if (e instanceof ConfigError) {
+        console.error(`server misconfigured: ${e.message}`);
+        return errorResponse(500, "server misconfigured", CORS);
+      }
+      console.error(e instanceof InternalError ? `${e.message}:` : "internal error:", e instanceof InternalError ? e.cause ?? "" : e);
+      return errorResponse(500, "internal error", CORS);
     }
+  },
+
+  async queue(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+    settings(env);
+    await consumePairs(batch, env);
   },
 } satisfies ExportedHandler<Env>;

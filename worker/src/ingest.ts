@@ -1,10 +1,10 @@
 // Publishing: a tar stream is parsed as it arrives, every entry checked and signed by the
 // core's Signer, the bytes streamed into R2. Only a complete, valid build is committed;
 // anything else is refused with a 4xx and leaves nothing stored.
-import { HttpError } from "./http";
+import { HttpError, InternalError } from "./http";
 import { blake3Hex, initWasm, Signer } from "./wasm";
 import { TarError, TarParser } from "./tar";
-import { keys, R2PartWriter, type BuildRecord, type TarIndex } from "./store";
+import { encodeIndex, keys, R2PartWriter, type BuildRecord, type TarIndex } from "./store";
 
 /** The signature, index and counts of one tar stream. */
 export interface SignedBuild {
@@ -17,8 +17,8 @@ export interface SignedBuild {
   fileBytes: number;
 }
 
-function badUpload(e: unknown): HttpError {
-  if (e instanceof HttpError) return e;
+function badUpload(e: unknown): Error {
+  if (e instanceof HttpError || e instanceof InternalError) return e;
   const message = e instanceof Error ? e.message : String(e);
   return new HttpError(400, `bad build upload: ${message}`);
 }
@@ -31,10 +31,12 @@ export async function signTarStream(
   stream: ReadableStream<Uint8Array>,
   maxBytes: number,
   sink?: (bytes: Uint8Array) => Promise<void>,
+  source: "request" | "storage" = "request",
 ): Promise<SignedBuild> {
   initWasm();
   const signer = new Signer();
-  const index: TarIndex = {};
+  const index: TarIndex = new Map();
+  let current: string | null = null;
   const counts = { files: 0, directories: 0, symlinks: 0, fileBytes: 0 };
   const parser = new TarParser({
     directory(path) {
@@ -47,7 +49,8 @@ export async function signTarStream(
     },
     beginFile(path, executable, size, dataOffset) {
       signer.beginFile(path, executable, size);
-      index[path] = [dataOffset, size];
+      index.set(path, { offset: dataOffset, size, blake3: "" });
+      current = path;
       counts.files++;
       counts.fileBytes += size;
     },
@@ -55,19 +58,34 @@ export async function signTarStream(
       signer.update(bytes);
     },
     endFile() {
-      signer.finishFile();
+      index.get(current!)!.blake3 = signer.finishFile();
     },
   });
   const reader = stream.getReader();
   let total = 0;
   try {
     for (;;) {
-      const { done, value } = await reader.read();
+      let chunk: ReadableStreamReadResult<Uint8Array>;
+      try {
+        chunk = await reader.read();
+      } catch (e) {
+        // A request body that breaks off is the client's; a stored object that does, ours.
+        if (source === "storage") throw new InternalError("reading the assembled upload failed", e);
+        throw e;
+      }
+      const { done, value } = chunk;
       if (done) break;
       total += value.length;
       if (total > maxBytes) throw new HttpError(413, `build upload larger than the limit of ${maxBytes} bytes`);
       parser.push(value);
-      if (sink) await sink(value);
+      if (sink) {
+        try {
+          await sink(value);
+        } catch (e) {
+          // Storage failed, not the upload: the details go to the log, not to the client.
+          throw new InternalError("storing the build failed", e);
+        }
+      }
     }
     parser.finish();
     const signature = signer.finish();
@@ -107,9 +125,11 @@ export async function ingestBody(bucket: R2Bucket, game: string, build: string, 
 /** Stores what a signed upload needs beside its tar, and returns the build's record. */
 export async function storeSigned(bucket: R2Bucket, game: string, build: string, upload: string, signed: SignedBuild): Promise<BuildRecord> {
   const signatureBlake3 = blake3Hex(signed.signature);
+  const index = new TextEncoder().encode(encodeIndex(signed.index));
+  const indexBlake3 = blake3Hex(index);
   await Promise.all([
     bucket.put(keys.buildSignature(game, build, upload), signed.signature, { customMetadata: { blake3: signatureBlake3 } }),
-    bucket.put(keys.buildIndex(game, build, upload), JSON.stringify(signed.index)),
+    bucket.put(keys.buildIndex(game, build, upload), index, { customMetadata: { blake3: indexBlake3 } }),
   ]);
   return {
     game,
@@ -123,6 +143,7 @@ export async function storeSigned(bucket: R2Bucket, game: string, build: string,
     fileBytes: signed.fileBytes,
     signatureBytes: signed.signature.length,
     signatureBlake3,
+    indexBlake3,
   };
 }
 

@@ -1,20 +1,53 @@
-// GameRegistry: one Durable Object per game that serializes the commits of its builds
-// and the moves of its channels, so that two racing publishes of one build name cannot
-// both win (R2 alone has no put-if-absent that the local simulator gets right).
+// GameRegistry: one Durable Object per game. It serializes the commits of the game's builds
+// (two racing publishes of one build name cannot both win: R2 alone has no put-if-absent that
+// the local simulator gets right) and owns the game's channels: each channel's head, its
+// sequence number (+1 per move, signed into channel documents) and its previous heads, which
+// decide what anonymous callers may fetch (worker/README.md "Who may call what").
 import { DurableObject } from "cloudflare:workers";
 import { keys, putJson, type BuildRecord } from "./store";
+import { settings } from "./settings";
 import type { Env } from "./env";
 
-export type CommitResult = { ok: true } | { ok: false; status: number; error: string };
+export interface ChannelState {
+  build: string;
+  /** Increases by 1 every time the channel moves; never reused. */
+  sequence: number;
+  /** The heads before `build`, newest first, at most CHANNEL_HISTORY of them, without `build`. */
+  previous: string[];
+  updatedAt: string;
+}
+
+/** A channel that moved: its new head and the heads before it (the pairs to generate ahead). */
+export interface ChannelMove {
+  channel: string;
+  build: string;
+  previous: string[];
+}
+
+export type CommitResult = { ok: true; moved: ChannelMove | null } | { ok: false; status: number; error: string };
+
+const CHANNEL_KEY = "channel:";
 
 export class GameRegistry extends DurableObject<Env> {
   private queue: Promise<unknown> = Promise.resolve();
+  /** Every channel of the game, loaded from storage once (a Map: channel names are data). */
+  private channels: Map<string, ChannelState> | null = null;
 
   /** Runs `f` after everything queued before it (R2 awaits would otherwise interleave). */
   private serialized<T>(f: () => Promise<T>): Promise<T> {
     const run = this.queue.then(f, f);
     this.queue = run.catch(() => {});
     return run;
+  }
+
+  private async loadChannels(): Promise<Map<string, ChannelState>> {
+    if (this.channels === null) {
+      const stored = await this.ctx.storage.list<ChannelState>({ prefix: CHANNEL_KEY });
+      const channels = new Map<string, ChannelState>();
+      for (const [k, v] of stored) channels.set(k.slice(CHANNEL_KEY.length), v);
+      this.channels ??= channels;
+    }
+    return this.channels;
   }
 
   /** Commits a build record unless that build name exists; then moves `channel` to it. */
@@ -28,8 +61,7 @@ export class GameRegistry extends DurableObject<Env> {
       await putJson(bucket, key, record, {
         customMetadata: { publishedAt: record.publishedAt, tarBytes: String(record.tarBytes), files: String(record.files) },
       });
-      if (channel !== null) await this.writeChannel(record.game, channel, record.build);
-      return { ok: true };
+      return { ok: true, moved: channel === null ? null : await this.move(channel, record.build) };
     });
   }
 
@@ -38,12 +70,37 @@ export class GameRegistry extends DurableObject<Env> {
       if ((await this.env.BUCKET.head(keys.build(game, build))) === null) {
         return { ok: false, status: 404, error: `no build ${game}/${build}` };
       }
-      await this.writeChannel(game, channel, build);
-      return { ok: true };
+      return { ok: true, moved: await this.move(channel, build) };
     });
   }
 
-  private async writeChannel(game: string, channel: string, build: string): Promise<void> {
-    await putJson(this.env.BUCKET, keys.channel(game, channel), { game, channel, build, updatedAt: new Date().toISOString() });
+  /** The channel's state, or null when it was never set. */
+  async channel(channel: string): Promise<ChannelState | null> {
+    return (await this.loadChannels()).get(channel) ?? null;
+  }
+
+  /**
+   * Whether anonymous callers may fetch the update `from` -> `to`: some channel's head is
+   * `to`, and `from` is `_` or one of that channel's last CHANNEL_HISTORY heads before it.
+   */
+  async allows(from: string, to: string): Promise<boolean> {
+    const history = settings(this.env).channelHistory;
+    for (const c of (await this.loadChannels()).values()) {
+      if (c.build === to && (from === "_" || c.previous.slice(0, history).includes(from))) return true;
+    }
+    return false;
+  }
+
+  /** Moves `channel` to `build` (a move to its current head changes nothing). */
+  private async move(channel: string, build: string): Promise<ChannelMove> {
+    const channels = await this.loadChannels();
+    const history = settings(this.env).channelHistory;
+    const current = channels.get(channel);
+    if (current?.build === build) return { channel, build, previous: current.previous.slice(0, history) };
+    const previous = current ? [current.build, ...current.previous].filter((b, i, all) => b !== build && all.indexOf(b) === i).slice(0, history) : [];
+    const next: ChannelState = { build, sequence: (current?.sequence ?? 0) + 1, previous, updatedAt: new Date().toISOString() };
+    await this.ctx.storage.put(CHANNEL_KEY + channel, next);
+    channels.set(channel, next);
+    return { channel, build, previous };
   }
 }

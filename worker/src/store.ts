@@ -8,7 +8,6 @@ export const keys = {
   buildData: (game: string, build: string, upload: string) => `games/${game}/data/${build}/${upload}/build.tar`,
   buildIndex: (game: string, build: string, upload: string) => `games/${game}/data/${build}/${upload}/index.json`,
   buildSignature: (game: string, build: string, upload: string) => `games/${game}/data/${build}/${upload}/signature`,
-  channel: (game: string, channel: string) => `games/${game}/channels/${channel}.json`,
   descriptor: (game: string, from: string, to: string) => `games/${game}/updates/${from}/${to}.json`,
   manifest: (game: string, from: string, to: string) => `games/${game}/manifests/${from}/${to}.manifest`,
   patch: (game: string, from: string, to: string) => `games/${game}/patches/${from}/${to}.patch`,
@@ -31,10 +30,38 @@ export interface BuildRecord {
   fileBytes: number;
   signatureBytes: number;
   signatureBlake3: string;
+  /** BLAKE3 of the stored index (the generator checks the index it reads against it). */
+  indexBlake3: string;
 }
 
-/** path -> [offset of its data in the tar, size]. */
-export type TarIndex = Record<string, [number, number]>;
+/** Where one file's data is in the stored tar, and what it hashes to. */
+export interface IndexEntry {
+  offset: number;
+  size: number;
+  /** BLAKE3 of the file (hex), as the signer computed it while the build was uploaded. */
+  blake3: string;
+}
+
+/** path -> its entry. A Map, never a plain object: paths are data (`__proto__` is a file name). */
+export type TarIndex = Map<string, IndexEntry>;
+
+/** The stored form of an index: a JSON array of [path, offset, size, blake3]. */
+export function encodeIndex(index: TarIndex): string {
+  return JSON.stringify([...index].map(([path, e]) => [path, e.offset, e.size, e.blake3]));
+}
+
+export function decodeIndex(text: string): TarIndex {
+  const rows = JSON.parse(text) as unknown;
+  if (!Array.isArray(rows)) throw new Error("stored index is not an array");
+  const index: TarIndex = new Map();
+  for (const row of rows) {
+    if (!Array.isArray(row) || row.length !== 4 || typeof row[0] !== "string" || !Number.isSafeInteger(row[1]) || !Number.isSafeInteger(row[2]) || typeof row[3] !== "string") {
+      throw new Error("stored index has a malformed row");
+    }
+    index.set(row[0], { offset: row[1], size: row[2], blake3: row[3] });
+  }
+  return index;
+}
 
 /** R2 multipart parts must all have the same size (at least 5 MiB), except the last. */
 export const PART_BYTES = 8 << 20;

@@ -5,6 +5,7 @@ import { env, SELF } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { blake3Hex, initWasm } from "../src/wasm";
 import { bytes, gameBuild, makeTar, type TarEntry } from "./tar";
+import { RETIRED_PUBLIC_KEY } from "./keys";
 
 const TOKEN = "test-token";
 const BASE = "https://edgepatch.test";
@@ -32,11 +33,23 @@ describe("service", () => {
     const health = await SELF.fetch(`${BASE}/v1/health`);
     expect(health.status).toBe(200);
     expect(await health.json()).toMatchObject({ status: "ok" });
-    const key = (await (await SELF.fetch(`${BASE}/v1/public-key`)).json()) as { algorithm: string; publicKey: string };
-    expect(key).toEqual({ algorithm: "ed25519", publicKey: "A7uEkRVTltb5Gdqhsb0Piu0KMJI4LOoKdIdcjruHpUs=" });
+    initWasm();
+    const publicKey = "A7uEkRVTltb5Gdqhsb0Piu0KMJI4LOoKdIdcjruHpUs=";
+    const id = blake3Hex(Uint8Array.from(atob(publicKey), (c) => c.charCodeAt(0))).slice(0, 16);
+    const key = await (await SELF.fetch(`${BASE}/v1/public-key`)).json();
+    // The current key, and the retired one of vitest.config.ts (PREVIOUS_PUBLIC_KEYS) for rotation.
+    expect(key).toEqual({
+      algorithm: "ed25519",
+      publicKey,
+      keyId: id,
+      keys: [
+        { keyId: id, publicKey },
+        { keyId: blake3Hex(Uint8Array.from(atob(RETIRED_PUBLIC_KEY), (c) => c.charCodeAt(0))).slice(0, 16), publicKey: RETIRED_PUBLIC_KEY },
+      ],
+    });
     expect((await errorOf(await SELF.fetch(`${BASE}/v2/nothing`))).status).toBe(404);
     expect((await errorOf(await SELF.fetch(`${BASE}/v1/health`, { method: "POST" }))).status).toBe(405);
-    expect((await errorOf(await SELF.fetch(`${BASE}/v1/games/.hidden/builds`))).status).toBe(400);
+    expect((await errorOf(await SELF.fetch(`${BASE}/v1/games/.hidden/channels/stable`))).status).toBe(400);
   });
 });
 
@@ -46,13 +59,13 @@ describe("publish", () => {
     expect(res.status, await res.clone().text()).toBe(201);
     const record = (await res.json()) as Record<string, unknown>;
     expect(record).toMatchObject({ game: "pub", build: "v1", files: 5, directories: 2, symlinks: 1 });
-    const list = (await (await SELF.fetch(`${BASE}/v1/games/pub/builds`)).json()) as { builds: { build: string }[] };
+    const list = (await (await SELF.fetch(`${BASE}/v1/games/pub/builds`, { headers: auth })).json()) as { builds: { build: string }[] };
     expect(list.builds.map((b) => b.build)).toEqual(["v1"]);
-    expect(await (await SELF.fetch(`${BASE}/v1/games/pub/channels/stable`)).json()).toEqual({ game: "pub", channel: "stable", build: "v1" });
+    expect(await (await SELF.fetch(`${BASE}/v1/games/pub/channels/stable`)).json()).toMatchObject({ game: "pub", channel: "stable", build: "v1", sequence: 1 });
     expect((await publish("pub", "v2", makeTar(gameBuild(2)), auth, "?channel=stable")).status).toBe(201);
-    expect(await (await SELF.fetch(`${BASE}/v1/games/pub/channels/stable`)).json()).toMatchObject({ build: "v2" });
+    expect(await (await SELF.fetch(`${BASE}/v1/games/pub/channels/stable`)).json()).toMatchObject({ build: "v2", sequence: 2 });
     // The signature is served as stored and is what the record names.
-    const sig = await SELF.fetch(`${BASE}/v1/games/pub/builds/v1/signature`);
+    const sig = await SELF.fetch(`${BASE}/v1/games/pub/builds/v1/signature`, { headers: auth });
     expect(sig.status).toBe(200);
     initWasm();
     expect(blake3Hex(new Uint8Array(await sig.arrayBuffer()))).toBe(record.signatureBlake3);
@@ -112,8 +125,7 @@ describe("refused uploads store nothing", () => {
     ["missing token", () => makeTar(good), 401, /missing bearer token/, {}],
     ["a path with ..", () => makeTar([...good, { type: "file", path: "data/../../etc/passwd", data: "x" }]), 400, /\.\./],
     ["an absolute path", () => makeTar([{ type: "file", path: "/etc/passwd", data: "x" }]), 400, /absolute|\//],
-    ["a symlink escaping the build", () => makeTar([{ type: "dir", path: "a" }, { type: "symlink", path: "a/link", target: "../../outside" }]), 400, /link|escap|above|outside/i],
-    ["an absolute symlink", () => makeTar([{ type: "symlink", path: "link", target: "/etc/passwd" }]), 400, /link|absolute|\//i],
+    ["a link whose own path climbs out", () => makeTar([{ type: "symlink", path: "../link", target: "a" }]), 400, /\.\./],
     ["a hard link", () => makeTar([{ type: "file", path: "a", data: "x" }, { type: "hardlink", path: "b", target: "a" }]), 400, /hard link/],
     ["a FIFO", () => makeTar([{ type: "fifo", path: "pipe" }]), 400, /not allowed/],
     ["a duplicate path", () => makeTar([{ type: "file", path: "a", data: "x" }, { type: "file", path: "a", data: "y" }]), 400, /twice|duplicate/i],

@@ -6,6 +6,8 @@ mod build_files;
 mod server_client;
 mod large_file_writer;
 mod staged_output;
+mod static_site;
+mod trusted_keys;
 mod unchanged_copies;
 
 use std::fs::File;
@@ -97,8 +99,25 @@ enum Command {
         /// Larger tars upload in parts of this many bytes (at least 5 MiB).
         #[arg(long, default_value_t = server_client::DEFAULT_PART_BYTES)]
         part_size: u64,
+        /// Allow plain http to a server that is not this machine.
+        #[arg(long)]
+        allow_insecure_http: bool,
         dir: PathBuf,
     },
+    /// Channels on an update server (token from EDGEPATCH_TOKEN).
+    Channel {
+        #[command(subcommand)]
+        command: ChannelCommand,
+    },
+    /// A static update site any CDN or bucket can serve (docs/STATIC_SITE.md).
+    Site {
+        #[command(subcommand)]
+        command: SiteCommand,
+    },
+    /// Make a new ed25519 signing key: KEYFILE gets the 32-byte seed as base64 (keep it
+    /// secret: e.g. `wrangler secret put MANIFEST_SIGNING_KEY < KEYFILE`); prints the
+    /// public key and key id that clients pin.
+    Keygen { keyfile: PathBuf },
     /// Turn OLD_DIR (build FROM, or `_` for none) into OUT_DIR = build TO, or the build CHANNEL
     /// points at now, from an update server.
     #[command(group(clap::ArgGroup::new("target").required(true).args(["to", "channel"])))]
@@ -115,13 +134,134 @@ enum Command {
         /// Update to the build this channel points at now (instead of --to).
         #[arg(long)]
         channel: Option<String>,
-        /// base64 ed25519 key that must have signed the manifest (default: EDGEPATCH_PUBLIC_KEY,
-        /// else the server's v1/public-key, which catches damage but not a hostile server).
+        /// base64 ed25519 public key the update must be signed with (repeatable, or comma
+        /// separated: any of them). Default: EDGEPATCH_PUBLIC_KEY, else the keys pinned for
+        /// the server in the config directory's known_keys (its key is pinned on first use).
         #[arg(long)]
-        public_key: Option<String>,
+        public_key: Vec<String>,
+        /// Allow plain http to a server that is not this machine.
+        #[arg(long)]
+        allow_insecure_http: bool,
         old_dir: PathBuf,
         out_dir: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum ChannelCommand {
+    /// Point CHANNEL at BUILD (a new signed position; the server pre-generates the updates it releases).
+    Set {
+        #[arg(long)]
+        server: String,
+        #[arg(long)]
+        game: String,
+        #[arg(long)]
+        channel: String,
+        #[arg(long)]
+        build: String,
+        /// Allow plain http to a server that is not this machine.
+        #[arg(long)]
+        allow_insecure_http: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum SiteCommand {
+    /// Publish build DIR: patches from nothing and from the game's last --history builds,
+    /// manifests and signed descriptors under SITE/public; optionally move a channel to it.
+    Add {
+        #[arg(long)]
+        site: PathBuf,
+        /// Signing key file from `edgepatch keygen`.
+        #[arg(long)]
+        key: PathBuf,
+        #[arg(long)]
+        game: String,
+        #[arg(long)]
+        build: String,
+        /// Also point this channel at the build.
+        #[arg(long)]
+        channel: Option<String>,
+        /// Patches are made from this many of the game's previous builds (newest first).
+        #[arg(long, default_value_t = 8)]
+        history: usize,
+        /// zstd level, 1..=22.
+        #[arg(long, default_value_t = 19)]
+        level: i32,
+        /// Channel documents expire after this many days (re-sign with `site refresh`).
+        #[arg(long, default_value_t = 7)]
+        ttl_days: u64,
+        dir: PathBuf,
+    },
+    /// Point CHANNEL at an existing build (signed, sequence + 1).
+    Channel {
+        #[arg(long)]
+        site: PathBuf,
+        #[arg(long)]
+        key: PathBuf,
+        #[arg(long)]
+        game: String,
+        #[arg(long)]
+        channel: String,
+        #[arg(long)]
+        build: String,
+        #[arg(long, default_value_t = 7)]
+        ttl_days: u64,
+    },
+    /// Re-sign every channel document with a fresh expiry (run from a scheduled job).
+    Refresh {
+        #[arg(long)]
+        site: PathBuf,
+        #[arg(long)]
+        key: PathBuf,
+        #[arg(long, default_value_t = 7)]
+        ttl_days: u64,
+    },
+}
+
+fn run_site(cli: &Cli, command: &SiteCommand) -> Result<(), String> {
+    const DAY: u64 = 86_400;
+    match command {
+        SiteCommand::Add { site, key, game, build, channel, history, level, ttl_days, dir } => {
+            let started = Instant::now();
+            let key = static_site::SiteKey::load(key)?;
+            let mut s = static_site::Site::open(site)?;
+            let o = static_site::AddOptions { game, build, channel: channel.as_deref(), history: *history, level: *level, ttl_secs: ttl_days * DAY };
+            let pairs = s.add(&key, dir, &o)?;
+            let secs = started.elapsed().as_secs_f64();
+            if cli.json {
+                let list: Vec<_> = pairs.iter().map(|p| json!({ "from": p.from, "patch_bytes": p.patch_bytes })).collect();
+                println!("{}", json!({ "ok": true, "command": "site add", "game": game, "build": build, "channel": channel, "key_id": key.key_id_hex(), "pairs": list, "seconds": secs }));
+            } else {
+                for p in &pairs {
+                    println!("site: {game} {} -> {build}: patch {} bytes", p.from, p.patch_bytes);
+                }
+                let via = channel.as_ref().map(|c| format!(", channel {c} -> {build}")).unwrap_or_default();
+                println!("site: published {game}/{build} ({} patches{via}), signed by key {}; upload {}; {secs:.2}s", pairs.len(), key.key_id_hex(), site.join("public").display());
+            }
+            Ok(())
+        }
+        SiteCommand::Channel { site, key, game, channel, build, ttl_days } => {
+            let key = static_site::SiteKey::load(key)?;
+            let sequence = static_site::Site::open(site)?.move_channel(&key, game, channel, build, ttl_days * DAY)?;
+            if cli.json {
+                println!("{}", json!({ "ok": true, "command": "site channel", "game": game, "channel": channel, "build": build, "sequence": sequence }));
+            } else {
+                println!("site: channel {game}/{channel} -> {build} (position {sequence})");
+            }
+            Ok(())
+        }
+        SiteCommand::Refresh { site, key, ttl_days } => {
+            let key = static_site::SiteKey::load(key)?;
+            let n = static_site::Site::open(site)?.refresh(&key, ttl_days * DAY)?;
+            if cli.json {
+                println!("{}", json!({ "ok": true, "command": "site refresh", "channels": n }));
+            } else {
+                println!("site: re-signed {n} channel documents, valid {ttl_days} days");
+            }
+            Ok(())
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -275,9 +415,32 @@ fn run(cli: &Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Publish { server, game, build, channel, part_size, dir } => {
+        Command::Site { command } => run_site(cli, command),
+        Command::Channel { command: ChannelCommand::Set { server, game, channel, build, allow_insecure_http } } => {
+            let server = server_client::Server::new(server, *allow_insecure_http)?;
+            let answer = server_client::set_channel(&server, game, channel, build)?;
+            if cli.json {
+                println!("{}", json!({ "ok": true, "command": "channel set", "answer": answer }));
+            } else {
+                let seq = answer.get("sequence").map(|s| format!(" (position {s})")).unwrap_or_default();
+                println!("channel {game}/{channel} -> {build}{seq}");
+            }
+            Ok(())
+        }
+        Command::Keygen { keyfile } => {
+            let (seed, key) = trusted_keys::generate_key()?;
+            write_secret(keyfile, &(seed + "\n"))?;
+            let public_key = trusted_keys::encode_public_key(&key);
+            if cli.json {
+                println!("{}", json!({ "ok": true, "command": "keygen", "keyfile": keyfile, "public_key": public_key, "key_id": key.key_id }));
+            } else {
+                println!("signing key written to {} (secret; mode 0600)\npublic key: {public_key}\nkey id:     {}", keyfile.display(), key.key_id);
+            }
+            Ok(())
+        }
+        Command::Publish { server, game, build, channel, part_size, allow_insecure_http, dir } => {
             let started = Instant::now();
-            let server = server_client::Server::new(server)?;
+            let server = server_client::Server::new(server, *allow_insecure_http)?;
             let opts = server_client::PublishOptions { game, build, channel: channel.as_deref(), part_bytes: *part_size };
             let record = server_client::publish(&server, dir, &opts)?;
             let secs = started.elapsed().as_secs_f64();
@@ -288,18 +451,22 @@ fn run(cli: &Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Update { server, game, from, to, channel, public_key, old_dir, out_dir } => {
+        Command::Update { server, game, from, to, channel, public_key, allow_insecure_http, old_dir, out_dir } => {
             let started = Instant::now();
-            let server = server_client::Server::new(server)?;
+            let server = server_client::Server::new(server, *allow_insecure_http)?;
             let env_key = std::env::var("EDGEPATCH_PUBLIC_KEY").ok();
+            let keys = match trusted_keys::parse_key_list(public_key.iter().map(String::as_str), "--public-key")? {
+                Some(k) => Some(k),
+                None => trusted_keys::parse_key_list(env_key.as_deref(), "EDGEPATCH_PUBLIC_KEY")?,
+            };
             let target = match (to, channel) {
                 (Some(b), _) => server_client::UpdateTarget::Build(b),
                 (None, Some(c)) => server_client::UpdateTarget::Channel(c),
                 (None, None) => return Err("update needs --to BUILD or --channel NAME".into()),
             };
-            let opts = server_client::UpdateOptions { game, from, to: target, public_key: public_key.as_deref().or(env_key.as_deref()) };
+            let opts = server_client::UpdateOptions { game, from, to: target, keys };
             let bar = progress_bar(cli, 0, "update");
-            let s = server_client::update(&server, old_dir, out_dir, &opts, &mut |done, total| {
+            let s = server_client::update(&server, old_dir, out_dir, opts, &mut |done, total| {
                 bar.set_length(total);
                 bar.set_position(done)
             })?;
@@ -308,11 +475,14 @@ fn run(cli: &Cli) -> Result<(), String> {
             if cli.json {
                 println!("{}", json!({ "ok": true, "command": "update", "to": s.to, "channel": channel, "entries": s.apply.entries, "files": s.apply.files,
                     "bytes_written": s.apply.bytes_written, "patch_bytes": s.patch_bytes, "manifest_bytes": s.manifest_bytes,
-                    "signature_verified": true, "public_key_from_server": s.key_from_server, "seconds": secs }));
+                    "signature_verified": true, "key_id": s.key_id, "key_source": s.key_source, "channel_sequence": s.channel_sequence, "seconds": secs }));
             } else {
-                let via = channel.as_ref().map(|c| format!(" (channel {c})")).unwrap_or_default();
-                println!("updated {game} {from} -> {}{via}: {} entries, {} bytes written from a {}-byte patch, manifest signature and every file verified; {secs:.2}s",
-                    s.to, s.apply.entries, s.apply.bytes_written, s.patch_bytes);
+                let via = match (channel, s.channel_sequence) {
+                    (Some(c), Some(n)) => format!(" (channel {c}, position {n})"),
+                    _ => String::new(),
+                };
+                println!("updated {game} {from} -> {}{via}: {} entries, {} bytes written from a {}-byte patch; signed by key {} (accepted keys: {}), every file checked against the signed manifest; {secs:.2}s",
+                    s.to, s.apply.entries, s.apply.bytes_written, s.patch_bytes, s.key_id, s.key_source);
             }
             Ok(())
         }
@@ -327,6 +497,16 @@ fn run(cli: &Cli) -> Result<(), String> {
 
 fn blake3_of(bytes: &[u8]) -> edgepatch_core::blake3::Hash {
     edgepatch_core::blake3::hash(bytes)
+}
+
+/// Creates `path` (refusing to replace one) readable by its owner only.
+fn write_secret(path: &Path, text: &str) -> Result<(), String> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = opts.open(path).map_err(|e| with_path(path, e).to_string())?;
+    io::Write::write_all(&mut f, text.as_bytes()).and_then(|_| f.sync_all()).map_err(|e| with_path(path, e).to_string())
 }
 
 /// Writes via a temporary file and rename, so PATCH appears whole or not at all.

@@ -8,12 +8,14 @@ use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use base64::Engine;
-use ed25519_dalek::{Signature, VerifyingKey};
 use edgepatch_core::manifest::{ManifestKind, ManifestView};
+use edgepatch_core::manifest_binding::{BoundSink, ManifestBinding};
+use edgepatch_core::trust;
 use serde_json::Value;
 
 use crate::build_files::{with_path, OldBuildFiles};
 use crate::staged_output::StagedOutput;
+use crate::trusted_keys::{self, ChannelState, KeySet, KnownKeys, TrustedKey};
 
 /// Bodies up to this size go in one request; larger ones upload in parts of this size.
 pub const DEFAULT_PART_BYTES: u64 = 64 << 20;
@@ -51,12 +53,17 @@ fn describe(e: ureq::Error) -> String {
 }
 
 impl Server {
-    pub fn new(base: &str) -> Result<Server, String> {
+    /// `allow_insecure_http`: plain http to a host that is not this machine (the network
+    /// could then change every unsigned answer and read the publish token).
+    pub fn new(base: &str, allow_insecure_http: bool) -> Result<Server, String> {
         let mut s = base.trim_end_matches('/').to_string();
         s.push('/');
         let base = url::Url::parse(&s).map_err(|e| format!("--server {base}: {e}"))?;
         if base.scheme() != "http" && base.scheme() != "https" {
             return Err(format!("--server {base}: not an http(s) URL"));
+        }
+        if base.scheme() == "http" && !allow_insecure_http && !is_loopback(&base) {
+            return Err(format!("--server {base}: plain http is allowed only to this machine (127.0.0.1, ::1, localhost); use https, or --allow-insecure-http if you must"));
         }
         // Under local `wrangler dev`, a request sent right after a long generation used to stall
         // until another connection arrived (fixed in the Worker, worker/README.md "Known
@@ -69,6 +76,11 @@ impl Server {
             .timeout_read(FETCH_STALL)
             .build();
         Ok(Server { base, agent, fetch_agent })
+    }
+
+    /// `scheme://host:port`: what keys are pinned for.
+    pub fn origin(&self) -> String {
+        self.base.origin().ascii_serialization()
     }
 
     fn url(&self, path: &str) -> Result<url::Url, String> {
@@ -95,15 +107,33 @@ impl Server {
     }
 }
 
+fn is_loopback(u: &url::Url) -> bool {
+    match u.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        None => false,
+    }
+}
+
 fn token() -> Result<String, String> {
     std::env::var("EDGEPATCH_TOKEN").map_err(|_| "EDGEPATCH_TOKEN is not set (the server's publish token)".to_string())
 }
 
-fn name_ok(what: &str, s: &str) -> Result<(), String> {
-    let ok = (1..=64).contains(&s.len())
-        && !s.starts_with('.')
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
-    if ok { Ok(()) } else { Err(format!("{what} {s:?} is not 1-64 of [A-Za-z0-9._-] not starting with '.'")) }
+/// The protocol's name rule, from the core (the one definition every client and server shares).
+fn name_ok(what: &'static str, s: &str) -> Result<(), String> {
+    trust::check_name(what, s).map_err(|e| e.to_string())
+}
+
+/// The executable bit (Unix); other systems have none, so a build made there has no executables.
+fn is_executable(meta: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    return std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 != 0;
+    #[cfg(not(unix))]
+    return {
+        let _ = meta;
+        false
+    };
 }
 
 /// Writes DIR as a tar (paths sorted, modes 0644/0755, mtime 0, owner 0: the same
@@ -136,9 +166,8 @@ pub fn write_tar(dir: &Path, out: File) -> io::Result<File> {
                 b.append_data(&mut h, format!("{path}/"), io::empty())?;
                 add(b, root, &path)?;
             } else if ft.is_file() {
-                use std::os::unix::fs::PermissionsExt;
                 h.set_entry_type(tar::EntryType::Regular);
-                h.set_mode(if meta.permissions().mode() & 0o111 != 0 { 0o755 } else { 0o644 });
+                h.set_mode(if is_executable(&meta) { 0o755 } else { 0o644 });
                 h.set_size(meta.len());
                 let f = File::open(&full).map_err(|e| with_path(&full, e))?;
                 b.append_data(&mut h, &path, BufReader::new(f))?;
@@ -237,6 +266,17 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
     })
 }
 
+/// Points `channel` of `game` at `build` on the server (the owner's token); the server
+/// signs the new position and pre-generates the updates it releases. Returns its answer.
+pub fn set_channel(server: &Server, game: &str, channel: &str, build: &str) -> Result<Value, String> {
+    name_ok("game", game)?;
+    name_ok("channel", channel)?;
+    name_ok("build", build)?;
+    let auth = format!("Bearer {}", token()?);
+    let url = server.url(&format!("v1/games/{game}/channels/{channel}"))?;
+    server.agent.request_url("PUT", &url).set("Authorization", &auth).send_json(serde_json::json!({ "build": build })).map_err(describe)?.into_json().map_err(|e| format!("{url}: {e}"))
+}
+
 /// What to update to: a named build, or whichever build a channel points at when asked.
 #[derive(Clone, Copy)]
 pub enum UpdateTarget<'a> {
@@ -248,8 +288,9 @@ pub struct UpdateOptions<'a> {
     pub game: &'a str,
     pub from: &'a str,
     pub to: UpdateTarget<'a>,
-    /// base64 ed25519 public key; None: ask the server (`v1/public-key`).
-    pub public_key: Option<&'a str>,
+    /// Keys given on the command line or in the environment; None: the keys pinned for
+    /// this server (pinned now if it was never seen).
+    pub keys: Option<KeySet>,
 }
 
 pub struct UpdateSummary {
@@ -258,18 +299,85 @@ pub struct UpdateSummary {
     pub to: String,
     pub manifest_bytes: u64,
     pub patch_bytes: u64,
-    pub key_from_server: bool,
+    /// The key that verified the update, and where the accepted keys came from.
+    pub key_id: String,
+    pub key_source: String,
+    /// The channel's signed sequence, when the target was a channel.
+    pub channel_sequence: Option<u64>,
 }
 
-/// The build `channel` of `game` points at now (`v1/games/{game}/channels/{channel}`).
-pub fn channel_build(server: &Server, game: &str, channel: &str) -> Result<String, String> {
+/// A signed channel document, checked (docs/UPDATE_PROTOCOL.md, "What a client checks", 1).
+pub struct ChannelHead {
+    pub build: String,
+    pub sequence: u64,
+}
+
+/// Clock skew allowed when checking a channel document's `expires`.
+const CLOCK_SKEW_SECS: u64 = 300;
+
+fn b64_sig(what: &str, text: &str) -> Result<[u8; 64], String> {
+    let bytes = b64().decode(text).map_err(|e| format!("{what}: signature is not base64: {e}"))?;
+    bytes.as_slice().try_into().map_err(|_| format!("{what}: signature has {} bytes, not 64", bytes.len()))
+}
+
+/// The accepted key a document names by `keyId`, or an error that says what is accepted.
+fn signing_key<'k>(keys: &'k KeySet, doc: &Value, what: &str) -> Result<&'k TrustedKey, String> {
+    let id = doc.get("keyId").and_then(|v| v.as_str()).ok_or_else(|| format!("{what} has no keyId: the server does not sign (protocol v2), and updates must be signed"))?;
+    keys.find(id).ok_or_else(|| {
+        format!("{what} is signed by key {id}, which is not one of the accepted keys ({}) from {}; if the server rotated its key, check the new one out of band and pass it with --public-key", keys.ids(), keys.source)
+    })
+}
+
+/// The accepted keys: given, else pinned for this server, else the server's current key,
+/// pinned now (trust on first use).
+pub fn resolve_keys(server: &Server, given: Option<KeySet>) -> Result<KeySet, String> {
+    if let Some(k) = given {
+        return Ok(k);
+    }
+    let known = KnownKeys::open()?;
+    let origin = server.origin();
+    let pinned = known.pinned(&origin)?;
+    if !pinned.is_empty() {
+        return Ok(KeySet { keys: pinned, source: format!("pinned for {origin} in {}", known.path.display()) });
+    }
+    let url = server.url("v1/public-key")?;
+    let v: Value = server.get_immutable(&url)?.into_json().map_err(|e| format!("{url}: not JSON: {e}"))?;
+    let key = trusted_keys::parse_public_key(v["publicKey"].as_str().ok_or("v1/public-key has no publicKey")?)?;
+    known.pin(&origin, &key)?;
+    eprintln!("edgepatch: first use of {origin}: pinned its signing key {} in {} (check it out of band; a different key later is refused)", key.key_id, known.path.display());
+    Ok(KeySet { keys: vec![key], source: format!("pinned on first use for {origin} in {}", known.path.display()) })
+}
+
+/// The build `channel` of `game` points at now, from its signed document: the signature
+/// under an accepted key, the names, not expired, not older than the newest one seen.
+pub fn channel_head(server: &Server, keys: &KeySet, game: &str, channel: &str) -> Result<ChannelHead, String> {
     name_ok("game", game)?;
     name_ok("channel", channel)?;
     let url = server.url(&format!("v1/games/{game}/channels/{channel}"))?;
     let v = server.get_json(&url)?;
-    let build = v.get("build").and_then(|b| b.as_str()).ok_or_else(|| format!("{url}: the answer names no build"))?;
-    name_ok(&format!("channel {channel}'s build"), build)?;
-    Ok(build.to_string())
+    let what = format!("channel {game}/{channel}");
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).ok_or_else(|| format!("{what}: the document has no {k}"));
+    let n = |k: &str| v.get(k).and_then(|x| x.as_u64()).ok_or_else(|| format!("{what}: the document has no numeric {k}"));
+    let build = s("build")?.to_string();
+    name_ok("build", &build).map_err(|e| format!("{what}: {e}"))?;
+    let (sequence, expires) = (n("sequence")?, n("expires")?);
+    if s("game")? != game || s("channel")? != channel {
+        return Err(format!("{what}: the document is for {}/{}", s("game")?, s("channel")?));
+    }
+    let key = signing_key(keys, &v, &what)?;
+    let kid = trust::parse_hex::<8>("key id", &key.key_id).map_err(|e| e.to_string())?;
+    let statement = trust::channel_statement(&kid, game, channel, &build, sequence, expires).map_err(|e| format!("{what}: {e}"))?;
+    trust::verify_ed25519(&key.public_key, &statement, &b64_sig(&what, s("signature")?)?).map_err(|e| format!("{what}: {e}"))?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    if expires.saturating_add(CLOCK_SKEW_SECS) < now {
+        return Err(format!("{what}: the signed document expired {} s ago (a frozen or stale channel); refusing to use it", now - expires));
+    }
+    if let Some((seen, seen_build)) = ChannelState::open()?.last(&server.origin(), game, channel)? {
+        if sequence < seen || (sequence == seen && build != seen_build) {
+            return Err(format!("{what}: the server offers position {sequence} ({build}), older than position {seen} ({seen_build}) already seen: a rollback; refusing it"));
+        }
+    }
+    Ok(ChannelHead { build, sequence })
 }
 
 /// Hashes what it reads, so the patch can be tied to the signed manifest.
@@ -288,37 +396,23 @@ impl<R: Read> Read for HashingReader<R> {
     }
 }
 
-fn decode_hex32(s: &str) -> Option<[u8; 32]> {
-    if s.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
-}
-
-fn verifying_key(b64_key: &str) -> Result<VerifyingKey, String> {
-    let bytes = b64().decode(b64_key.trim()).map_err(|e| format!("public key is not base64: {e}"))?;
-    let arr: [u8; 32] = bytes.as_slice().try_into().map_err(|_| format!("public key has {} bytes, not 32", bytes.len()))?;
-    VerifyingKey::from_bytes(&arr).map_err(|e| format!("public key: {e}"))
-}
-
-/// Turns OLD into OUT = build `to`: descriptor, manifest (checked and signature-verified),
-/// then the patch streamed into the applier; OUT appears only when everything verified.
-pub fn update(server: &Server, old: &Path, out: &Path, o: &UpdateOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<UpdateSummary, String> {
+/// Turns OLD into OUT = build `to`: the signed channel (if asked), the descriptor's signed
+/// update statement, the manifest it vouches for, then the patch streamed into the
+/// applier with every write bound to the manifest; OUT appears only when all of it verified.
+pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<UpdateSummary, String> {
     name_ok("game", o.game)?;
-    if o.from != "_" {
-        name_ok("from build", o.from)?;
-    }
+    name_ok("from build", o.from)?;
+    let keys = resolve_keys(server, o.keys)?;
     // A channel is resolved once: the update is to that build even if the channel moves meanwhile.
-    let to = match o.to {
+    let (to, channel) = match o.to {
         UpdateTarget::Build(b) => {
             name_ok("to build", b)?;
-            b.to_string()
+            (b.to_string(), None)
         }
-        UpdateTarget::Channel(c) => channel_build(server, o.game, c)?,
+        UpdateTarget::Channel(c) => {
+            let head = channel_head(server, &keys, o.game, c)?;
+            (head.build.clone(), Some((c, head)))
+        }
     };
     let to = to.as_str();
     let descriptor_url = server.url(&format!("v1/games/{}/updates/{}/{to}", o.game, o.from))?;
@@ -329,35 +423,30 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: &UpdateOptions, progre
     let manifest_url = descriptor_url.join(&str_field("manifestUrl")?).map_err(|e| format!("manifestUrl: {e}"))?;
     let patch_url = descriptor_url.join(&str_field("patchUrl")?).map_err(|e| format!("patchUrl: {e}"))?;
     let manifest_size = num_field("manifestSize")?;
-    let manifest_blake3 = decode_hex32(&str_field("manifestBlake3")?).ok_or("update descriptor: manifestBlake3 is not 64 hex digits")?;
+    let manifest_blake3 = trust::parse_hex::<32>("manifestBlake3", &str_field("manifestBlake3")?).map_err(|e| format!("update descriptor: {e}"))?;
     let patch_size = num_field("patchSize")?;
 
-    // The key: given, or the server's (which guards against damage and caches, not against the server itself).
-    let key_from_server = o.public_key.is_none();
-    let key_text = match o.public_key {
-        Some(k) => k.to_string(),
-        None => {
-            let url = server.url("v1/public-key")?;
-            let v: Value = server.get_immutable(&url)?.into_json().map_err(|e| format!("{url}: not JSON: {e}"))?;
-            v["publicKey"].as_str().ok_or("v1/public-key has no publicKey")?.to_string()
-        }
-    };
-    let key = verifying_key(&key_text)?;
+    // The update statement, rebuilt from what was asked for: game, from and to are signed.
+    let what = format!("update {} {} -> {to}", o.game, o.from);
+    let key = signing_key(&keys, &d, &what)?;
+    let kid = trust::parse_hex::<8>("key id", &key.key_id).map_err(|e| e.to_string())?;
+    let statement = trust::update_statement(&kid, o.game, o.from, to, manifest_size, &manifest_blake3).map_err(|e| format!("{what}: {e}"))?;
+    trust::verify_ed25519(&key.public_key, &statement, &b64_sig(&what, &str_field("signature")?)?)
+        .map_err(|e| format!("{what}: {e} (not signed for this game and these builds, or not by this key)"))?;
 
-    // Manifest: size, BLAKE3, signature, then what it says about the patch.
+    // Manifest: the signed size and BLAKE3, then what it says about the patch.
+    if manifest_size > MAX_MANIFEST_BYTES {
+        return Err(format!("manifest of {manifest_size} bytes is larger than this client accepts ({MAX_MANIFEST_BYTES})"));
+    }
     let resp = server.get_immutable(&manifest_url)?;
-    let mut manifest = Vec::with_capacity(manifest_size.min(64 << 20) as usize);
+    let mut manifest = Vec::with_capacity(manifest_size as usize);
     resp.into_reader().take(manifest_size + 1).read_to_end(&mut manifest).map_err(|e| format!("{manifest_url}: {e}"))?;
     if manifest.len() as u64 != manifest_size {
-        return Err(format!("manifest is {} bytes, the descriptor says {manifest_size}", manifest.len()));
+        return Err(format!("manifest is {} bytes, the signed statement says {manifest_size}", manifest.len()));
     }
     if edgepatch_core::blake3::hash(&manifest).as_bytes() != &manifest_blake3 {
-        return Err("manifest BLAKE3 differs from the update descriptor's".into());
+        return Err("manifest BLAKE3 differs from the signed statement's".into());
     }
-    let sig_text = d.get("manifestSignature").and_then(|v| v.as_str()).ok_or("update descriptor has no manifestSignature, and updates must be signed")?;
-    let sig_bytes = b64().decode(sig_text).map_err(|e| format!("manifestSignature is not base64: {e}"))?;
-    let sig = Signature::from_slice(&sig_bytes).map_err(|e| format!("manifestSignature: {e}"))?;
-    key.verify_strict(&manifest, &sig).map_err(|_| "manifest signature does not verify with the public key".to_string())?;
     let view = ManifestView::open(&manifest).map_err(|e| format!("manifest: {e}"))?;
     view.verify_checksum().map_err(|e| format!("manifest: {e}"))?;
     if view.kind() != ManifestKind::Patch {
@@ -371,14 +460,17 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: &UpdateOptions, progre
         return Err(format!("manifest says the patch is {} bytes, the descriptor {patch_size}", view.patch_size()));
     }
     let patch_blake3 = view.patch_blake3();
+    let mut binding = ManifestBinding::new(&manifest).map_err(|e| format!("manifest: {e}"))?;
 
-    // Patch: streamed from the response into the applier; committed only if its BLAKE3 is the signed one.
+    // Patch: streamed from the response into the applier, every write checked against the
+    // manifest; committed only if its BLAKE3 is the signed one too.
     let resp = server.get_immutable(&patch_url)?;
     let mut reader = HashingReader { inner: resp.into_reader().take(patch_size + 1), hasher: edgepatch_core::blake3::Hasher::new(), count: 0 };
     let mut old_files = OldBuildFiles::new(old);
     let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| e.to_string())?;
-    let apply = edgepatch_core::apply_patch(&mut reader, &mut old_files, &mut staged, &mut |p| progress(p.patch_bytes_read, patch_size))
+    let apply = edgepatch_core::apply_patch(&mut reader, &mut old_files, &mut BoundSink { binding: &mut binding, inner: &mut staged }, &mut |p| progress(p.patch_bytes_read, patch_size))
         .map_err(|e| format!("applying {patch_url}: {e}"))?;
+    binding.finish(false, &mut staged).map_err(|e| format!("applying {patch_url}: {e}"))?;
     // The applier stops at the checksum; anything after it would be a different patch.
     let mut rest = [0u8; 1];
     if reader.read(&mut rest).map_err(|e| e.to_string())? != 0 || reader.count != patch_size {
@@ -388,6 +480,17 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: &UpdateOptions, progre
         return Err("patch BLAKE3 differs from the signed manifest's".into());
     }
     staged.commit().map_err(|e| format!("{}: {e}", out.display()))?;
+    // Only now is the channel's position remembered: a refused update leaves it as it was.
+    let channel_sequence = match channel {
+        Some((c, head)) => {
+            ChannelState::open()?.record(&server.origin(), o.game, c, head.sequence, &head.build)?;
+            Some(head.sequence)
+        }
+        None => None,
+    };
     io::stderr().flush().ok();
-    Ok(UpdateSummary { apply, to: to.to_string(), manifest_bytes: manifest_size, patch_bytes: patch_size, key_from_server })
+    Ok(UpdateSummary { apply, to: to.to_string(), manifest_bytes: manifest_size, patch_bytes: patch_size, key_id: key.key_id.clone(), key_source: keys.source.clone(), channel_sequence })
 }
+
+/// Largest manifest `update` fetches (about 100 bytes an entry: a million-entry build fits).
+pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;

@@ -14,10 +14,12 @@ pub mod matcher;
 pub mod memory;
 pub mod patch_format;
 pub mod manifest;
+pub mod manifest_binding;
 mod perfect_hash;
 pub mod reference_apply;
 pub mod signature;
 pub mod signer;
+pub mod trust;
 mod wire;
 
 /// Re-exported so adapters hash exactly as the core does.

@@ -17,6 +17,8 @@ use std::io;
 use edgepatch_core::apply::{BuildSink, OldBuild, PatchApplier as CoreApplier};
 use edgepatch_core::patch_format::{ListedEntry, ListedKind};
 #[cfg(feature = "diff")]
+use edgepatch_core::manifest_binding::{BoundSink, ManifestBinding, PatchStreamHash};
+use edgepatch_core::trust;
 use edgepatch_core::{diff_builds, Build, DiffOptions};
 use js_sys::{Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -91,6 +93,11 @@ export interface ResumePoint {
   segmentsDone: number;
   patchOffset: number;
   newOffset: number;
+  /**
+   * Set when the applier was given a manifest: the patch's BLAKE3 state up to
+   * `patchOffset` (opaque; persist it with the rest, `resume` needs it back).
+   */
+  patchHashState?: string;
 }
 
 export interface ApplyProgress {
@@ -325,6 +332,8 @@ pub struct PatchApplier {
     inner: Option<CoreApplier>,
     old: JsOld,
     sink: JsSink,
+    /// Given a manifest: what every write and the patch's bytes are checked against.
+    bound: Option<Bound>,
     /// The first error; every later call repeats it.
     failed: Option<String>,
     /// Progress as `finish` found it.
@@ -333,12 +342,17 @@ pub struct PatchApplier {
 
 #[wasm_bindgen]
 impl PatchApplier {
+    /// With `manifest` (a patch manifest's bytes, whose signature the caller
+    /// checked), every entry and byte written must be one the manifest lists,
+    /// each file's BLAKE3 must be the listed one, and `finish` checks the
+    /// patch's size and BLAKE3 against it (docs/UPDATE_PROTOCOL.md, steps 4-5).
     #[wasm_bindgen(constructor)]
-    pub fn new(old: OldBuildSource, sink: JsBuildSink) -> Result<PatchApplier, JsError> {
+    pub fn new(old: OldBuildSource, sink: JsBuildSink, manifest: Option<Vec<u8>>) -> Result<PatchApplier, JsError> {
         check_methods(&old, "the old build source", &["fileSize", "readAt"])?;
         check_methods(&sink, "the sink", &["createDirectory", "createSymlink", "beginFile", "writeFile", "finishFile"])?;
         let read_into = has_method(&old, "readInto");
-        Ok(PatchApplier { inner: Some(CoreApplier::new()), old: JsOld { source: old, read_into }, sink: JsSink(sink), failed: None, finished: Default::default() })
+        let bound = manifest.map(|m| Bound::new(&m)).transpose()?;
+        Ok(PatchApplier { inner: Some(CoreApplier::new()), old: JsOld { source: old, read_into }, sink: JsSink(sink), bound, failed: None, finished: Default::default() })
     }
 
     /// Continues an interrupted apply (the core's `PatchApplier::resume`):
@@ -348,14 +362,36 @@ impl PatchApplier {
     /// must have `resumeFile` and `readWritten`; nothing verified before the
     /// point is downloaded or written again. The whole-patch checksum cannot be
     /// checked after a resume; every file's BLAKE3 still is.
-    pub fn resume(old: OldBuildSource, sink: JsBuildSink, header_and_tree: &[u8], point: JsResumePoint) -> Result<PatchApplier, JsError> {
+    ///
+    /// With `manifest`, `point.patchHashState` is required: the patch's BLAKE3
+    /// then covers the bytes pushed before the interruption too.
+    pub fn resume(old: OldBuildSource, sink: JsBuildSink, header_and_tree: &[u8], point: JsResumePoint, manifest: Option<Vec<u8>>) -> Result<PatchApplier, JsError> {
         check_methods(&old, "the old build source", &["fileSize", "readAt"])?;
         check_methods(&sink, "the sink", &["createDirectory", "createSymlink", "beginFile", "writeFile", "finishFile", "resumeFile", "readWritten"])?;
         let at = resume_point_from_js(&point)?;
         let read_into = has_method(&old, "readInto");
         let (mut old, mut sink) = (JsOld { source: old, read_into }, JsSink(sink));
-        let inner = CoreApplier::resume(header_and_tree, at, &mut old, &mut sink).map_err(core_err)?;
-        Ok(PatchApplier { inner: Some(inner), old, sink, failed: None, finished: Default::default() })
+        let mut bound = match manifest {
+            None => None,
+            Some(m) => {
+                let state = Reflect::get(&point, &JsValue::from_str("patchHashState")).ok().and_then(|v| v.as_string());
+                let state = state.ok_or_else(|| JsError::new("resume point has no patchHashState (needed with a manifest)"))?;
+                let state = unhex(&state).ok_or_else(|| JsError::new("resume point: patchHashState is not hex"))?;
+                let mut b = Bound::new(&m)?;
+                b.hash = PatchStreamHash::resume(&b.binding, &state, header_and_tree).map_err(core_err)?;
+                if b.hash.len() != at.patch_offset {
+                    return Err(JsError::new("resume point: patchHashState is not at patchOffset"));
+                }
+                b.resumed = true;
+                Some(b)
+            }
+        };
+        let inner = match bound.as_mut() {
+            Some(b) => CoreApplier::resume(header_and_tree, at, &mut old, &mut BoundSink { binding: &mut b.binding, inner: &mut sink }),
+            None => CoreApplier::resume(header_and_tree, at, &mut old, &mut sink),
+        }
+        .map_err(core_err)?;
+        Ok(PatchApplier { inner: Some(inner), old, sink, bound, failed: None, finished: Default::default() })
     }
 
     /// Where a later `resume` can continue: the end of the last segment
@@ -364,7 +400,19 @@ impl PatchApplier {
     #[wasm_bindgen(js_name = resumePoint)]
     pub fn resume_point(&self) -> MaybeResumePoint {
         match self.inner.as_ref().and_then(|a| a.resume_point()) {
-            Some(p) => JsValue::from(object(&[("segmentsDone", p.segments_done), ("patchOffset", p.patch_offset), ("newOffset", p.new_offset)])).unchecked_into(),
+            Some(p) => {
+                let o = object(&[("segmentsDone", p.segments_done), ("patchOffset", p.patch_offset), ("newOffset", p.new_offset)]);
+                if let Some(b) = &self.bound {
+                    match b.hash.state_at(p.patch_offset) {
+                        Some(state) => {
+                            Reflect::set(&o, &JsValue::from_str("patchHashState"), &JsValue::from_str(&edgepatch_core::trust::hex(&state))).expect("set on a plain object");
+                        }
+                        // Not resumable with the hash: no point rather than one that cannot be checked.
+                        None => return JsValue::UNDEFINED.unchecked_into(),
+                    }
+                }
+                JsValue::from(o).unchecked_into()
+            }
             None => JsValue::UNDEFINED.unchecked_into(),
         }
     }
@@ -378,7 +426,14 @@ impl PatchApplier {
         let Some(inner) = self.inner.as_mut() else {
             return Err(JsError::new("push after finish"));
         };
-        inner.push(chunk, &mut self.old, &mut self.sink).map_err(|e| {
+        let pushed = match self.bound.as_mut() {
+            Some(b) => {
+                b.hash.update(chunk);
+                inner.push(chunk, &mut self.old, &mut BoundSink { binding: &mut b.binding, inner: &mut self.sink })
+            }
+            None => inner.push(chunk, &mut self.old, &mut self.sink),
+        };
+        pushed.map_err(|e| {
             let msg = e.to_string();
             self.failed = Some(msg.clone());
             JsError::new(&msg)
@@ -393,8 +448,14 @@ impl PatchApplier {
         }
         let inner = self.inner.take().ok_or_else(|| JsError::new("finish called twice"))?;
         self.finished = inner.progress();
-        let s = inner.finish().map_err(|e| {
-            let msg = e.to_string();
+        let s = inner.finish().map_err(|e| e.to_string()).and_then(|s| {
+            if let Some(b) = self.bound.as_mut() {
+                b.binding.finish(b.resumed, &mut self.sink).map_err(|e| e.to_string())?;
+                b.hash.check(&b.binding).map_err(|e| e.to_string())?;
+            }
+            Ok(s)
+        });
+        let s = s.map_err(|msg| {
             self.failed = Some(msg.clone());
             JsError::new(&msg)
         })?;
@@ -439,6 +500,83 @@ pub fn wasm_memory_bytes() -> f64 {
 
 fn core_err(e: impl std::fmt::Display) -> JsError {
     JsError::new(&e.to_string())
+}
+
+/// A `PatchApplier`'s manifest binding and the patch's running BLAKE3.
+struct Bound {
+    binding: ManifestBinding,
+    hash: PatchStreamHash,
+    resumed: bool,
+}
+
+impl Bound {
+    fn new(manifest: &[u8]) -> Result<Bound, JsError> {
+        let binding = ManifestBinding::new(manifest).map_err(|e| JsError::new(&format!("manifest: {e}")))?;
+        let hash = PatchStreamHash::new(&binding);
+        Ok(Bound { binding, hash, resumed: false })
+    }
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) || !s.is_ascii() {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
+}
+
+fn js_u64(what: &str, n: f64) -> Result<u64, JsError> {
+    if (0.0..=MAX_SAFE).contains(&n) && n.fract() == 0.0 {
+        Ok(n as u64)
+    } else {
+        Err(JsError::new(&format!("{what} is not a whole number from 0 to 2^53")))
+    }
+}
+
+fn key_id_arg(key_id_hex: &str) -> Result<trust::KeyId, JsError> {
+    trust::parse_hex::<8>("key id", key_id_hex).map_err(core_err)
+}
+
+/// The protocol's name rule for games, builds and channels (docs/UPDATE_PROTOCOL.md,
+/// "Names"): throws an Error naming `what` and the name unless it is 1-64 bytes of
+/// `[A-Za-z0-9._-]` not starting with `.` (`_`, the empty build, passes).
+#[wasm_bindgen(js_name = checkName)]
+pub fn check_name(what: &str, name: &str) -> Result<(), JsError> {
+    let what: &'static str = match what {
+        "game" => "game",
+        "build" => "build",
+        "channel" => "channel",
+        _ => "name",
+    };
+    trust::check_name(what, name).map_err(core_err)
+}
+
+/// The key id of a 32-byte ed25519 public key (16 hex digits; docs/UPDATE_PROTOCOL.md).
+#[wasm_bindgen(js_name = keyId)]
+pub fn key_id(public_key: &[u8]) -> Result<String, JsError> {
+    let pk: &[u8; 32] = public_key.try_into().map_err(|_| JsError::new(&format!("public key has {} bytes, not 32", public_key.len())))?;
+    Ok(trust::key_id_hex(pk))
+}
+
+/// The bytes a server signs for an update descriptor (docs/UPDATE_PROTOCOL.md, "Signed statements").
+#[wasm_bindgen(js_name = updateStatement)]
+pub fn update_statement(key_id_hex: &str, game: &str, from: &str, to: &str, manifest_size: f64, manifest_blake3_hex: &str) -> Result<Vec<u8>, JsError> {
+    let hash = trust::parse_hex::<32>("manifest BLAKE3", manifest_blake3_hex).map_err(core_err)?;
+    trust::update_statement(&key_id_arg(key_id_hex)?, game, from, to, js_u64("manifest size", manifest_size)?, &hash).map_err(core_err)
+}
+
+/// The bytes a server signs for a channel document (docs/UPDATE_PROTOCOL.md, "Signed statements").
+#[wasm_bindgen(js_name = channelStatement)]
+pub fn channel_statement(key_id_hex: &str, game: &str, channel: &str, build: &str, sequence: f64, expires: f64) -> Result<Vec<u8>, JsError> {
+    trust::channel_statement(&key_id_arg(key_id_hex)?, game, channel, build, js_u64("sequence", sequence)?, js_u64("expires", expires)?).map_err(core_err)
+}
+
+/// Checks an ed25519 signature (for engines whose WebCrypto lacks Ed25519).
+/// False for a bad signature; throws only for arguments of the wrong size.
+#[wasm_bindgen(js_name = verifyEd25519)]
+pub fn verify_ed25519(public_key: &[u8], message: &[u8], signature: &[u8]) -> Result<bool, JsError> {
+    let pk: &[u8; 32] = public_key.try_into().map_err(|_| JsError::new(&format!("public key has {} bytes, not 32", public_key.len())))?;
+    let sig: &[u8; 64] = signature.try_into().map_err(|_| JsError::new(&format!("signature has {} bytes, not 64", signature.len())))?;
+    Ok(trust::verify_ed25519(pk, message, sig).is_ok())
 }
 
 fn hex(bytes: &[u8; 32]) -> String {

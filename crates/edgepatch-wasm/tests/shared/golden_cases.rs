@@ -170,7 +170,12 @@ fn num(o: &JsValue, k: &str) -> u64 {
 
 /// Pushes `patch` in `chunk`-byte pieces, then finishes; the first error's message.
 fn apply(patch: &[u8], chunk: usize, old: &JsValue, sink: &JsValue) -> Result<(PatchApplier, JsValue), String> {
-    let mut a = PatchApplier::new(old.clone().unchecked_into(), sink.clone().unchecked_into()).map_err(message)?;
+    apply_bound(patch, chunk, old, sink, None)
+}
+
+/// `apply`, bound to a patch manifest when one is given.
+fn apply_bound(patch: &[u8], chunk: usize, old: &JsValue, sink: &JsValue, manifest: Option<&[u8]>) -> Result<(PatchApplier, JsValue), String> {
+    let mut a = PatchApplier::new(old.clone().unchecked_into(), sink.clone().unchecked_into(), manifest.map(<[u8]>::to_vec)).map_err(message)?;
     for c in patch.chunks(chunk) {
         a.push(c).map_err(message)?;
     }
@@ -199,6 +204,33 @@ fn golden_patch_in_1000_byte_chunks_gives_v2() {
     assert!(num(&old, "reads") > 0);
 }
 
+
+#[wasm_bindgen_test]
+fn golden_patch_bound_to_its_manifest_gives_v2_and_a_truncated_one_is_refused() {
+    let (old, sink) = (v1_source(), collecting_sink(None));
+    apply_bound(GOLDEN_PATCH, 999, &old, &sink, Some(GOLDEN_MANIFEST)).expect("golden patch applies bound to its manifest");
+    assert_eq!(sink_entries(&sink), read_tar(V2_TAR));
+    // The patch with its last byte missing: whatever the applier says, the manifest's size refuses it.
+    let err = apply_bound(&GOLDEN_PATCH[..GOLDEN_PATCH.len() - 1], 999, &v1_source(), &collecting_sink(None), Some(GOLDEN_MANIFEST)).map(|_| ()).unwrap_err();
+    assert!(!err.is_empty());
+    // Not a manifest: refused at construction.
+    let err = apply_bound(GOLDEN_PATCH, 999, &v1_source(), &collecting_sink(None), Some(&GOLDEN_PATCH[..100])).map(|_| ()).unwrap_err();
+    assert!(err.starts_with("manifest: "), "{err}");
+}
+
+#[wasm_bindgen_test]
+fn statements_and_signatures_through_the_bindings() {
+    let pk = [7u8; 32];
+    let id = edgepatch_wasm::key_id(&pk).unwrap();
+    assert_eq!(id.len(), 16);
+    let s = edgepatch_wasm::update_statement(&id, "demo", "_", "v2", 1234.0, &"ab".repeat(32)).unwrap();
+    assert_eq!(&s[..8], b"EPSTMT1\0");
+    assert!(edgepatch_wasm::update_statement(&id, "demo", "_", "v2", 1.5, &"ab".repeat(32)).is_err());
+    assert!(edgepatch_wasm::channel_statement(&id, "de/mo", "stable", "v2", 1.0, 2.0).is_err());
+    assert!(!edgepatch_wasm::verify_ed25519(&pk, &s, &[0u8; 64]).unwrap());
+    assert!(edgepatch_wasm::verify_ed25519(&pk, &s, &[0u8; 63]).is_err());
+}
+
 #[wasm_bindgen_test]
 fn read_into_is_used_when_the_source_has_it() {
     let (old, sink) = (v1_source_with(true), collecting_sink(None));
@@ -219,7 +251,7 @@ fn read_into_is_used_when_the_source_has_it() {
 #[wasm_bindgen_test]
 fn progress_is_reported_while_pushing() {
     let (old, sink) = (v1_source(), collecting_sink(None));
-    let mut a = PatchApplier::new(old.unchecked_into(), sink.unchecked_into()).unwrap();
+    let mut a = PatchApplier::new(old.unchecked_into(), sink.unchecked_into(), None).unwrap();
     let (mut last_written, mut saw_total) = (0, false);
     for c in GOLDEN_PATCH.chunks(4096) {
         a.push(c).unwrap();
@@ -268,7 +300,7 @@ fn truncated_patch_fails_at_finish() {
 fn errors_repeat_and_the_applier_stays_usable_as_an_object() {
     let mut bad = GOLDEN_PATCH.to_vec();
     bad[GOLDEN_PATCH.len() - 1] ^= 1;
-    let mut a = PatchApplier::new(v1_source().unchecked_into(), collecting_sink(None).unchecked_into()).unwrap();
+    let mut a = PatchApplier::new(v1_source().unchecked_into(), collecting_sink(None).unchecked_into(), None).unwrap();
     let first = a.push(&bad).map_err(message).unwrap_err();
     assert_eq!(a.push(b"more").map_err(message).unwrap_err(), first);
     assert_eq!(a.finish().map(|_| ()).map_err(message).unwrap_err(), first);
@@ -298,7 +330,7 @@ fn wrong_old_build_and_throwing_callbacks_are_named() {
     let err = apply(GOLDEN_PATCH, 1000, &not_bytes, &collecting_sink(None)).map(|_| ()).unwrap_err();
     assert!(err.starts_with("old build: "), "{err}");
 
-    let err = PatchApplier::new(JsValue::from_f64(1.0).unchecked_into(), collecting_sink(None).unchecked_into()).map(|_| ()).map_err(message).unwrap_err();
+    let err = PatchApplier::new(JsValue::from_f64(1.0).unchecked_into(), collecting_sink(None).unchecked_into(), None).map(|_| ()).map_err(message).unwrap_err();
     assert_eq!(err, "the old build source has no method fileSize, readAt");
 }
 
@@ -422,7 +454,7 @@ fn resumable_sink() -> JsValue {
 #[wasm_bindgen_test]
 fn resume_continues_after_the_last_segment_applied() {
     let (old, sink) = (v1_source(), resumable_sink());
-    let mut a = PatchApplier::new(old.clone().unchecked_into(), sink.clone().unchecked_into()).unwrap();
+    let mut a = PatchApplier::new(old.clone().unchecked_into(), sink.clone().unchecked_into(), None).unwrap();
     assert!(a.resume_point().is_undefined());
     let mut pushed = 0;
     while a.resume_point().is_undefined() {
@@ -435,14 +467,14 @@ fn resume_continues_after_the_last_segment_applied() {
     let m = edgepatch_wasm::ManifestReader::new(GOLDEN_MANIFEST.to_vec()).unwrap();
     let first = Array::from(&m.segments().unwrap().into()).get(0);
     let head = &GOLDEN_PATCH[..num(&first, "patchOffset") as usize];
-    let mut b = PatchApplier::resume(old.unchecked_into(), sink.clone().unchecked_into(), head, point.clone().unchecked_into()).map_err(message).unwrap();
+    let mut b = PatchApplier::resume(old.unchecked_into(), sink.clone().unchecked_into(), head, point.clone().unchecked_into(), None).map_err(message).unwrap();
     b.push(&GOLDEN_PATCH[num(&point, "patchOffset") as usize..]).unwrap();
     b.finish().map_err(message).unwrap();
     assert_eq!(sink_entries(&sink), read_tar(V2_TAR), "output is fixture v2 exactly");
     assert!(num(&sink, "readBack") > 0, "history read back from the written files");
 
     // A sink without the resume methods is refused up front.
-    let err = PatchApplier::resume(v1_source().unchecked_into(), collecting_sink(None).unchecked_into(), head, point.unchecked_into()).map(|_| ()).map_err(message).unwrap_err();
+    let err = PatchApplier::resume(v1_source().unchecked_into(), collecting_sink(None).unchecked_into(), head, point.unchecked_into(), None).map(|_| ()).map_err(message).unwrap_err();
     assert!(err.contains("resumeFile"), "{err}");
 }
 

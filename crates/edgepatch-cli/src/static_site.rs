@@ -1,0 +1,261 @@
+//! `edgepatch site`: a static update site (docs/UPDATE_PROTOCOL.md) that any CDN or
+//! bucket can serve, made on the studio's machine, no server code (docs/STATIC_SITE.md).
+//!
+//! ```text
+//! SITE/public/                     upload this directory as it is
+//!   v1/public-key                  the signing key (JSON)
+//!   v1/games/G/channels/C          signed channel documents (short-lived: re-sign with `site refresh`)
+//!   v1/games/G/updates/FROM/TO     signed update descriptors
+//!   v1/games/G/manifests/<blake3>  patch manifests (immutable)
+//!   v1/games/G/patches/<blake3>    patches (immutable)
+//! SITE/private/                    never upload: what later `site add`s diff against
+//!   state.json                     builds in publish order, channels with their sequence
+//!   builds/G/B/                    a copy of each build
+//! ```
+//!
+//! `site add` publishes a build: patches from nothing (`_`, an install) and from
+//! each of the game's last `--history` builds, so clients never follow a chain
+//! of patches; with `--channel` it moves the channel (sequence + 1).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use ed25519_dalek::{Signer, SigningKey};
+use edgepatch_core::inspect::{inspect_patch, patch_manifest};
+use edgepatch_core::trust;
+use edgepatch_core::{diff_builds, Build, DiffOptions, EntryContent};
+use serde_json::{json, Value};
+
+use crate::build_files::read_build;
+
+pub struct SiteKey {
+    signing: SigningKey,
+    key_id: trust::KeyId,
+}
+
+impl SiteKey {
+    /// Reads a key file written by `edgepatch keygen` (base64 of the 32-byte seed).
+    pub fn load(path: &Path) -> Result<SiteKey, String> {
+        let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let seed = base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(|_| format!("{}: not a key file from `edgepatch keygen` (base64)", path.display()))?;
+        let seed: [u8; 32] = seed.as_slice().try_into().map_err(|_| format!("{}: holds {} bytes, not a 32-byte ed25519 seed", path.display(), seed.len()))?;
+        let signing = SigningKey::from_bytes(&seed);
+        let key_id = trust::key_id(&signing.verifying_key().to_bytes());
+        Ok(SiteKey { signing, key_id })
+    }
+
+    fn sign(&self, statement: &[u8]) -> String {
+        base64::engine::general_purpose::STANDARD.encode(self.signing.sign(statement).to_bytes())
+    }
+
+    pub fn key_id_hex(&self) -> String {
+        trust::hex(&self.key_id)
+    }
+}
+
+pub struct Site {
+    root: PathBuf,
+    state: Value,
+}
+
+fn io_err(path: &Path, e: std::io::Error) -> String {
+    format!("{}: {e}", path.display())
+}
+
+/// Writes through a temporary file and a rename: a reader (or an upload) never sees half a document.
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let dir = path.parent().ok_or("no parent directory")?;
+    fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("x")));
+    fs::write(&tmp, bytes).map_err(|e| io_err(&tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| io_err(path, e))
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// Copies a build directory (files with their executable bit, directories, links as links).
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    fs::create_dir_all(to).map_err(|e| io_err(to, e))?;
+    let mut names: Vec<_> = fs::read_dir(from).map_err(|e| io_err(from, e))?.collect::<Result<_, _>>().map_err(|e| io_err(from, e))?;
+    names.sort_by_key(|e| e.file_name());
+    for e in names {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let ft = fs::symlink_metadata(&src).map_err(|e| io_err(&src, e))?.file_type();
+        if ft.is_symlink() {
+            let target = fs::read_link(&src).map_err(|e| io_err(&src, e))?;
+            #[cfg(unix)]
+            std::os::unix::fs::symlink(&target, &dst).map_err(|e| io_err(&dst, e))?;
+            #[cfg(not(unix))]
+            return Err(format!("{}: a symlink (to {}): builds with links are published from Unix only", src.display(), target.display()));
+        } else if ft.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else if ft.is_file() {
+            fs::copy(&src, &dst).map_err(|e| io_err(&src, e))?;
+        } else {
+            return Err(format!("{}: not a file, directory or symlink", src.display()));
+        }
+    }
+    Ok(())
+}
+
+/// The patch from `old` to `new` and its manifest (per-file BLAKE3 from `new` itself).
+fn make_pair(old: &Build, new: &Build, from: &str, to: &str, level: i32) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let opts = DiffOptions { level, threads, ..DiffOptions::default() };
+    let (patch, _) = diff_builds(old, new, &opts, &|_, _| {}).map_err(|e| format!("diff {from} -> {to}: {e}"))?;
+    let info = inspect_patch(patch.as_slice()).map_err(|e| e.to_string())?;
+    let tree = info.resolve(edgepatch_core::diff::build_listing(old)).map_err(|e| e.to_string())?;
+    let by_path: std::collections::HashMap<&str, &[u8]> =
+        new.entries.iter().filter_map(|e| if let EntryContent::File { data, .. } = &e.content { Some((e.path.as_str(), data.as_slice())) } else { None }).collect();
+    let hash_of = |i: usize| *blake3::hash(by_path.get(tree.entries[i].path.as_str()).copied().unwrap_or_default()).as_bytes();
+    let manifest = patch_manifest(&tree, &info.layout, hash_of, *blake3::hash(&patch).as_bytes(), from, to).map_err(|e| e.to_string())?;
+    Ok((patch, manifest.encode().map_err(|e| e.to_string())?))
+}
+
+pub struct AddOptions<'a> {
+    pub game: &'a str,
+    pub build: &'a str,
+    pub channel: Option<&'a str>,
+    pub history: usize,
+    pub level: i32,
+    pub ttl_secs: u64,
+}
+
+/// One pair published by `add`.
+pub struct PublishedPair {
+    pub from: String,
+    pub patch_bytes: usize,
+}
+
+impl Site {
+    pub fn open(root: &Path) -> Result<Site, String> {
+        let path = root.join("private/state.json");
+        let state = match fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({ "version": 1, "games": {} }),
+            Err(e) => return Err(io_err(&path, e)),
+        };
+        Ok(Site { root: root.to_path_buf(), state })
+    }
+
+    fn save(&self) -> Result<(), String> {
+        write_file(&self.root.join("private/state.json"), serde_json::to_string_pretty(&self.state).expect("JSON").as_bytes())
+    }
+
+    fn public(&self, rel: &str) -> PathBuf {
+        self.root.join("public").join(rel)
+    }
+
+    fn game(&mut self, game: &str) -> &mut Value {
+        let games = self.state["games"].as_object_mut().expect("games is an object");
+        games.entry(game.to_string()).or_insert_with(|| json!({ "builds": [], "channels": {} }))
+    }
+
+    fn builds(&self, game: &str) -> Vec<String> {
+        self.state["games"][game]["builds"].as_array().map(|a| a.iter().filter_map(|b| b.as_str().map(str::to_string)).collect()).unwrap_or_default()
+    }
+
+    fn write_public_key(&self, key: &SiteKey) -> Result<(), String> {
+        let pk = base64::engine::general_purpose::STANDARD.encode(key.signing.verifying_key().to_bytes());
+        let kid = key.key_id_hex();
+        let doc = json!({ "algorithm": "ed25519", "publicKey": pk, "keyId": kid, "keys": [{ "keyId": kid, "publicKey": pk }] });
+        write_file(&self.public("v1/public-key"), (doc.to_string() + "\n").as_bytes())
+    }
+
+    fn publish_pair(&self, key: &SiteKey, game: &str, from: &str, to: &str, patch: &[u8], manifest: &[u8]) -> Result<(), String> {
+        let (mh, ph) = (*blake3::hash(manifest).as_bytes(), blake3::hash(patch).to_hex().to_string());
+        let mhex = trust::hex(&mh);
+        write_file(&self.public(&format!("v1/games/{game}/manifests/{mhex}")), manifest)?;
+        write_file(&self.public(&format!("v1/games/{game}/patches/{ph}")), patch)?;
+        let statement = trust::update_statement(&key.key_id, game, from, to, manifest.len() as u64, &mh).map_err(|e| e.to_string())?;
+        let descriptor = json!({
+            "game": game, "from": from, "to": to,
+            "manifestUrl": format!("../../manifests/{mhex}"), "manifestSize": manifest.len(), "manifestBlake3": mhex,
+            "patchUrl": format!("../../patches/{ph}"), "patchSize": patch.len(),
+            "keyId": key.key_id_hex(), "signature": key.sign(&statement),
+        });
+        write_file(&self.public(&format!("v1/games/{game}/updates/{from}/{to}")), (serde_json::to_string_pretty(&descriptor).expect("JSON") + "\n").as_bytes())
+    }
+
+    fn write_channel(&self, key: &SiteKey, game: &str, channel: &str, build: &str, sequence: u64, ttl_secs: u64) -> Result<(), String> {
+        let expires = now_secs() + ttl_secs;
+        let statement = trust::channel_statement(&key.key_id, game, channel, build, sequence, expires).map_err(|e| e.to_string())?;
+        let doc = json!({ "game": game, "channel": channel, "build": build, "sequence": sequence, "expires": expires,
+                          "keyId": key.key_id_hex(), "signature": key.sign(&statement) });
+        write_file(&self.public(&format!("v1/games/{game}/channels/{channel}")), (doc.to_string() + "\n").as_bytes())
+    }
+
+    /// Publishes build DIR as `o.build` of `o.game`; returns the pairs it made.
+    pub fn add(&mut self, key: &SiteKey, dir: &Path, o: &AddOptions) -> Result<Vec<PublishedPair>, String> {
+        for (what, name) in [("game", o.game), ("build", o.build)].into_iter().chain(o.channel.map(|c| ("channel", c))) {
+            trust::check_name(what, name).map_err(|e| e.to_string())?;
+        }
+        if o.build == "_" {
+            return Err("build name `_` is reserved for the empty build".into());
+        }
+        let builds = self.builds(o.game);
+        if builds.iter().any(|b| b == o.build) {
+            return Err(format!("build {}/{} is already on the site; builds are immutable (publish under a new name)", o.game, o.build));
+        }
+        let new = read_build(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let store = self.root.join("private/builds").join(o.game).join(o.build);
+        if store.exists() {
+            fs::remove_dir_all(&store).map_err(|e| io_err(&store, e))?;
+        }
+        copy_tree(dir, &store)?;
+        self.write_public_key(key)?;
+        let mut pairs = Vec::new();
+        let empty = Build { entries: Vec::new() };
+        let (patch, manifest) = make_pair(&empty, &new, "_", o.build, o.level)?;
+        self.publish_pair(key, o.game, "_", o.build, &patch, &manifest)?;
+        pairs.push(PublishedPair { from: "_".into(), patch_bytes: patch.len() });
+        for from in builds.iter().rev().take(o.history) {
+            let old_dir = self.root.join("private/builds").join(o.game).join(from);
+            let old = read_build(&old_dir).map_err(|e| format!("{}: {e}", old_dir.display()))?;
+            let (patch, manifest) = make_pair(&old, &new, from, o.build, o.level)?;
+            self.publish_pair(key, o.game, from, o.build, &patch, &manifest)?;
+            pairs.push(PublishedPair { from: from.clone(), patch_bytes: patch.len() });
+        }
+        self.game(o.game)["builds"].as_array_mut().expect("builds is an array").push(json!(o.build));
+        if let Some(c) = o.channel {
+            self.move_channel(key, o.game, c, o.build, o.ttl_secs)?;
+        }
+        self.save()?;
+        Ok(pairs)
+    }
+
+    /// Points `channel` at `build` (an earlier build too: a rollback by the owner is a move
+    /// forward in sequence). Returns the new sequence.
+    pub fn move_channel(&mut self, key: &SiteKey, game: &str, channel: &str, build: &str, ttl_secs: u64) -> Result<u64, String> {
+        trust::check_name("channel", channel).map_err(|e| e.to_string())?;
+        if !self.builds(game).iter().any(|b| b == build) {
+            return Err(format!("no build {game}/{build} on the site"));
+        }
+        let g = self.game(game);
+        let sequence = g["channels"][channel]["sequence"].as_u64().unwrap_or(0) + 1;
+        g["channels"][channel] = json!({ "build": build, "sequence": sequence });
+        self.write_channel(key, game, channel, build, sequence, ttl_secs)?;
+        self.save()?;
+        Ok(sequence)
+    }
+
+    /// Re-signs every channel document with a fresh expiry (same sequence, same build):
+    /// run at least once per TTL, or clients refuse the channel as frozen.
+    pub fn refresh(&self, key: &SiteKey, ttl_secs: u64) -> Result<usize, String> {
+        self.write_public_key(key)?;
+        let mut n = 0;
+        if let Some(games) = self.state["games"].as_object() {
+            for (game, g) in games {
+                for (channel, c) in g["channels"].as_object().into_iter().flatten() {
+                    let (build, sequence) = (c["build"].as_str().unwrap_or_default(), c["sequence"].as_u64().unwrap_or(0));
+                    self.write_channel(key, game, channel, build, sequence, ttl_secs)?;
+                    n += 1;
+                }
+            }
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,347 @@
+//! What a signature vouches for (docs/UPDATE_PROTOCOL.md, "Signed statements"):
+//! the byte strings servers sign and clients verify, the key ids that name
+//! signing keys, ed25519 verification, and [`PatchHasher`], a BLAKE3 of a
+//! patch that can be saved and continued when an apply is resumed.
+//!
+//! Every client (CLI, browser library, edgepatch-js) and every server (the
+//! Worker, the CLI's static sites) builds statements here, through the wasm
+//! bindings where it is not Rust, so there is one encoding.
+
+use blake3::hazmat::{merge_subtrees_non_root, merge_subtrees_root, ChainingValue, HasherExt, Mode};
+use ed25519_dalek::{Signature, VerifyingKey};
+use thiserror::Error;
+
+/// First bytes of every statement.
+pub const STATEMENT_MAGIC: [u8; 8] = *b"EPSTMT1\0";
+/// Statement kind byte of an update statement.
+pub const KIND_UPDATE: u8 = 1;
+/// Statement kind byte of a channel statement.
+pub const KIND_CHANNEL: u8 = 2;
+/// Longest game, build or channel name in a statement (the protocol's names are 1-64 bytes).
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Identifies a signing key: the first 8 bytes of BLAKE3 of its 32-byte ed25519 public key.
+pub type KeyId = [u8; 8];
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum TrustError {
+    #[error("invalid {what} name {name:?}: 1-{MAX_NAME_LEN} bytes of [A-Za-z0-9._-], not starting with '.'")]
+    InvalidName { what: &'static str, name: String },
+    #[error("not a valid ed25519 public key")]
+    InvalidPublicKey,
+    #[error("signature does not verify under key {key_id}")]
+    BadSignature { key_id: String },
+    #[error("invalid {what}: {why}")]
+    Invalid { what: &'static str, why: String },
+}
+
+/// The protocol's name rule for games, builds and channels: 1-64 bytes of
+/// `[A-Za-z0-9._-]`, not starting with `.`. The empty build `_` passes it.
+pub fn check_name(what: &'static str, name: &str) -> Result<(), TrustError> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && !name.starts_with('.')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(TrustError::InvalidName { what, name: name.into() })
+    }
+}
+
+pub fn key_id(public_key: &[u8; 32]) -> KeyId {
+    let h = blake3::hash(public_key);
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&h.as_bytes()[..8]);
+    id
+}
+
+pub fn key_id_hex(public_key: &[u8; 32]) -> String {
+    hex(&key_id(public_key))
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Parses exactly `N` bytes of hex (either case).
+pub fn parse_hex<const N: usize>(what: &'static str, s: &str) -> Result<[u8; N], TrustError> {
+    let bad = || TrustError::Invalid { what, why: format!("expected {} hex digits, got {:?}", 2 * N, s.chars().take(80).collect::<String>()) };
+    if s.len() != 2 * N || !s.is_ascii() {
+        return Err(bad());
+    }
+    let mut out = [0u8; N];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+fn put_str16(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u16).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn header(kind: u8, key_id: &KeyId) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(&STATEMENT_MAGIC);
+    out.push(kind);
+    out.extend_from_slice(key_id);
+    out
+}
+
+/// The bytes a server signs to vouch that `manifest` (by size and BLAKE3) is the
+/// update of `game` from build `from` (`_`: an install) to build `to`.
+pub fn update_statement(key_id: &KeyId, game: &str, from: &str, to: &str, manifest_size: u64, manifest_blake3: &[u8; 32]) -> Result<Vec<u8>, TrustError> {
+    check_name("game", game)?;
+    check_name("build", from)?;
+    check_name("build", to)?;
+    let mut out = header(KIND_UPDATE, key_id);
+    put_str16(&mut out, game);
+    put_str16(&mut out, from);
+    put_str16(&mut out, to);
+    out.extend_from_slice(&manifest_size.to_le_bytes());
+    out.extend_from_slice(manifest_blake3);
+    Ok(out)
+}
+
+/// The bytes a server signs to say that `channel` of `game` points at `build`,
+/// as its `sequence`-th position, until `expires` (Unix seconds).
+pub fn channel_statement(key_id: &KeyId, game: &str, channel: &str, build: &str, sequence: u64, expires: u64) -> Result<Vec<u8>, TrustError> {
+    check_name("game", game)?;
+    check_name("channel", channel)?;
+    check_name("build", build)?;
+    let mut out = header(KIND_CHANNEL, key_id);
+    put_str16(&mut out, game);
+    put_str16(&mut out, channel);
+    put_str16(&mut out, build);
+    out.extend_from_slice(&sequence.to_le_bytes());
+    out.extend_from_slice(&expires.to_le_bytes());
+    Ok(out)
+}
+
+/// Checks an ed25519 signature (RFC 8032, strict: non-canonical encodings and
+/// small-order keys are refused).
+pub fn verify_ed25519(public_key: &[u8; 32], message: &[u8], signature: &[u8; 64]) -> Result<(), TrustError> {
+    let key = VerifyingKey::from_bytes(public_key).map_err(|_| TrustError::InvalidPublicKey)?;
+    if key.is_weak() {
+        return Err(TrustError::InvalidPublicKey);
+    }
+    key.verify_strict(message, &Signature::from_bytes(signature))
+        .map_err(|_| TrustError::BadSignature { key_id: key_id_hex(public_key) })
+}
+
+/// Bytes hashed at once, and the unit a saved state is aligned to: 16 BLAKE3
+/// chunks, enough for the SIMD paths to work on many chunks in parallel.
+const UNIT: usize = 16 * 1024;
+const STATE_VERSION: u8 = 1;
+
+/// BLAKE3 of a stream that can stop and continue in another process: its
+/// [`state`](PatchHasher::state) (at most 16 KiB and 32 bytes per level of the
+/// tree) is saved with an apply's resume point, and [`from_state`] continues
+/// where it left off. Gives exactly `blake3::hash` of everything fed to it.
+///
+/// Built on BLAKE3's tree (the `hazmat` module): the input is hashed in
+/// 16 KiB-aligned subtrees whose chaining values are merged like a binary
+/// counter; a subtree is finished only once a later byte has arrived, so none
+/// of the saved chaining values can be the root.
+#[derive(Clone, Default)]
+pub struct PatchHasher {
+    /// Chaining values of complete, aligned subtrees, largest first; their
+    /// sizes are the binary digits of `units`.
+    stack: Vec<ChainingValue>,
+    units: u64,
+    /// Bytes after the last complete unit: 0 only before the first byte,
+    /// else 1..=UNIT (a full unit waits for a later byte to be finished).
+    pending: Vec<u8>,
+}
+
+impl PatchHasher {
+    pub fn new() -> PatchHasher {
+        PatchHasher::default()
+    }
+
+    /// Bytes hashed so far.
+    pub fn len(&self) -> u64 {
+        self.units * UNIT as u64 + self.pending.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn push_unit(&mut self, unit: &[u8]) {
+        debug_assert_eq!(unit.len(), UNIT);
+        let mut hasher = blake3::Hasher::new();
+        hasher.set_input_offset(self.units * UNIT as u64);
+        hasher.update(unit);
+        let mut cv = hasher.finalize_non_root();
+        self.units += 1;
+        // Merge equal-sized subtrees: one merge per trailing zero bit of `units`.
+        let mut n = self.units;
+        while n & 1 == 0 {
+            let left = self.stack.pop().expect("a subtree per set bit");
+            cv = merge_subtrees_non_root(&left, &cv, Mode::Hash);
+            n >>= 1;
+        }
+        self.stack.push(cv);
+    }
+
+    pub fn update(&mut self, mut data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        if !self.pending.is_empty() || data.len() <= UNIT {
+            let take = (UNIT - self.pending.len()).min(data.len());
+            self.pending.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if data.is_empty() {
+                return;
+            }
+            let unit = std::mem::take(&mut self.pending);
+            self.push_unit(&unit);
+            self.pending = unit;
+            self.pending.clear();
+        }
+        while data.len() > UNIT {
+            self.push_unit(&data[..UNIT]);
+            data = &data[UNIT..];
+        }
+        self.pending.extend_from_slice(data);
+    }
+
+    pub fn finalize(&self) -> [u8; 32] {
+        if self.stack.is_empty() {
+            return *blake3::hash(&self.pending).as_bytes();
+        }
+        let mut hasher = blake3::Hasher::new();
+        hasher.set_input_offset(self.units * UNIT as u64);
+        hasher.update(&self.pending);
+        let mut cv = hasher.finalize_non_root();
+        for (i, left) in self.stack.iter().enumerate().rev() {
+            if i == 0 {
+                return *merge_subtrees_root(left, &cv, Mode::Hash).as_bytes();
+            }
+            cv = merge_subtrees_non_root(left, &cv, Mode::Hash);
+        }
+        unreachable!("the loop returns at the bottom of a non-empty stack")
+    }
+
+    /// The state to save: version `u8`, `units` `u64`, the stack's chaining
+    /// values (one per set bit of `units`), then the pending bytes.
+    pub fn state(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(9 + 32 * self.stack.len() + self.pending.len());
+        out.push(STATE_VERSION);
+        out.extend_from_slice(&self.units.to_le_bytes());
+        for cv in &self.stack {
+            out.extend_from_slice(cv);
+        }
+        out.extend_from_slice(&self.pending);
+        out
+    }
+
+    /// Continues from a saved [`state`](PatchHasher::state); refuses any byte
+    /// string that `state` could not have produced.
+    pub fn from_state(state: &[u8]) -> Result<PatchHasher, TrustError> {
+        let bad = |why: &str| TrustError::Invalid { what: "patch hash state", why: why.into() };
+        if state.len() < 9 || state[0] != STATE_VERSION {
+            return Err(bad("unknown version or truncated"));
+        }
+        let units = u64::from_le_bytes(state[1..9].try_into().expect("8 bytes"));
+        if units > u64::MAX / UNIT as u64 / 2 {
+            return Err(bad("impossible length"));
+        }
+        let levels = units.count_ones() as usize;
+        let rest = &state[9..];
+        if rest.len() < 32 * levels {
+            return Err(bad("truncated"));
+        }
+        let (cvs, pending) = rest.split_at(32 * levels);
+        if pending.len() > UNIT || (pending.is_empty() && units > 0) {
+            return Err(bad("pending bytes out of range"));
+        }
+        let stack = cvs.chunks_exact(32).map(|c| c.try_into().expect("32 bytes")).collect();
+        Ok(PatchHasher { stack, units, pending: pending.to_vec() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) as u8).collect()
+    }
+
+    #[test]
+    fn patch_hasher_equals_blake3_for_many_lengths_and_splits() {
+        let all = data(5 * UNIT + 3000);
+        let lengths = [0, 1, 1023, 1024, 1025, UNIT - 1, UNIT, UNIT + 1, 2 * UNIT, 3 * UNIT + 7, 4 * UNIT, 4 * UNIT + 1, all.len()];
+        for &n in &lengths {
+            let input = &all[..n];
+            let want = *blake3::hash(input).as_bytes();
+            for split in [1usize, 7, 1000, UNIT - 1, UNIT, UNIT + 5, 3 * UNIT] {
+                let mut h = PatchHasher::new();
+                for (i, piece) in input.chunks(split).enumerate() {
+                    h.update(piece);
+                    if i == 1 {
+                        // Save and continue from the saved state, as a resumed apply does.
+                        h = PatchHasher::from_state(&h.state()).unwrap();
+                    }
+                }
+                assert_eq!(h.len(), n as u64);
+                assert_eq!(h.finalize(), want, "length {n}, pieces of {split}");
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_states_are_refused() {
+        assert!(PatchHasher::from_state(&[]).is_err());
+        assert!(PatchHasher::from_state(&[2, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        // One unit claimed, no chaining value.
+        assert!(PatchHasher::from_state(&[1, 1, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        let mut big = vec![1, 0, 0, 0, 0, 0, 0, 0, 0];
+        big.extend(std::iter::repeat_n(0u8, UNIT + 1));
+        assert!(PatchHasher::from_state(&big).is_err());
+        let mut huge = vec![1];
+        huge.extend_from_slice(&u64::MAX.to_le_bytes());
+        assert!(PatchHasher::from_state(&huge).is_err());
+    }
+
+    #[test]
+    fn statements_have_fixed_layout_and_refuse_bad_names() {
+        let pk = [7u8; 32];
+        let id = key_id(&pk);
+        let s = update_statement(&id, "demo", "_", "v2", 1234, &[9u8; 32]).unwrap();
+        assert_eq!(&s[..8], b"EPSTMT1\0");
+        assert_eq!(s[8], KIND_UPDATE);
+        assert_eq!(&s[9..17], &id);
+        assert_eq!(s.len(), 17 + 2 + 4 + 2 + 1 + 2 + 2 + 8 + 32);
+        let c = channel_statement(&id, "demo", "stable", "v2", 7, 1_800_000_000).unwrap();
+        assert_eq!(c[8], KIND_CHANNEL);
+        assert_ne!(&s[..], &c[..]);
+        assert!(update_statement(&id, "de/mo", "_", "v2", 1, &[0; 32]).is_err());
+        assert!(update_statement(&id, ".x", "_", "v2", 1, &[0; 32]).is_err());
+        assert!(channel_statement(&id, "demo", "", "v2", 1, 1).is_err());
+        assert!(check_name("build", &"a".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn verify_accepts_only_the_signed_message_under_its_key() {
+        use ed25519_dalek::{Signer, SigningKey};
+        let sk = SigningKey::from_bytes(&[3u8; 32]);
+        let pk = sk.verifying_key().to_bytes();
+        let msg = update_statement(&key_id(&pk), "demo", "v1", "v2", 10, &[1; 32]).unwrap();
+        let sig = sk.sign(&msg).to_bytes();
+        verify_ed25519(&pk, &msg, &sig).unwrap();
+        let other = update_statement(&key_id(&pk), "other", "v1", "v2", 10, &[1; 32]).unwrap();
+        assert!(matches!(verify_ed25519(&pk, &other, &sig), Err(TrustError::BadSignature { .. })));
+        let pk2 = SigningKey::from_bytes(&[4u8; 32]).verifying_key().to_bytes();
+        assert!(verify_ed25519(&pk2, &msg, &sig).is_err());
+        assert_eq!(parse_hex::<8>("key id", &key_id_hex(&pk)).unwrap(), key_id(&pk));
+        assert!(parse_hex::<8>("key id", "zz").is_err());
+    }
+}

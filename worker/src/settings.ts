@@ -1,0 +1,97 @@
+// The Worker's settings (wrangler.toml [vars], secrets), parsed and checked once per isolate
+// before the first request is served. A malformed value never becomes NaN or a default:
+// every route answers 500 "server misconfigured" until it is fixed (fail closed).
+import type { Env } from "./env";
+
+export interface Settings {
+  /** Largest build accepted (tar bytes, all parts together). */
+  maxBuildBytes: number;
+  /** Largest single request body. */
+  maxRequestBytes: number;
+  /** zstd level of generated patches. */
+  patchLevel: number;
+  /** Previous heads of a channel from which anonymous callers may update (besides `_`). */
+  channelHistory: number;
+  /** Seconds a signed channel document stays valid (its `expires`). */
+  channelTtlSeconds: number;
+  /** First delay before a failed generation is tried again; doubled per failure. */
+  generationRetrySeconds: number;
+  /** Longest delay between two tries of a failed generation. */
+  generationRetryMaxSeconds: number;
+  /** Public keys (base64, 32 bytes) of retired signing keys still listed at /v1/public-key. */
+  previousPublicKeys: Uint8Array[];
+}
+
+export class ConfigError extends Error {}
+
+function integer(env: Env, name: keyof Env, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (typeof raw !== "string" || !/^\d+$/.test(raw.trim())) throw new ConfigError(`${name}=${JSON.stringify(raw)} is not a whole number`);
+  const n = Number(raw.trim());
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new ConfigError(`${name}=${raw} is outside ${min}..${max}`);
+  return n;
+}
+
+export function decodeBase64(s: string): Uint8Array {
+  return Uint8Array.from(atob(s.trim()), (c) => c.charCodeAt(0));
+}
+
+function publicKeys(raw: string | undefined): Uint8Array[] {
+  if (raw === undefined || raw.trim() === "") return [];
+  return raw.split(",").map((s, i) => {
+    let key: Uint8Array;
+    try {
+      key = decodeBase64(s);
+    } catch {
+      throw new ConfigError(`PREVIOUS_PUBLIC_KEYS entry ${i + 1} is not base64`);
+    }
+    if (key.length !== 32) throw new ConfigError(`PREVIOUS_PUBLIC_KEYS entry ${i + 1} holds ${key.length} bytes, not a 32-byte ed25519 public key`);
+    return key;
+  });
+}
+
+export function parseSettings(env: Env): Settings {
+  const settings: Settings = {
+    maxBuildBytes: integer(env, "MAX_BUILD_BYTES", 2 ** 31, 1, Number.MAX_SAFE_INTEGER),
+    maxRequestBytes: integer(env, "MAX_REQUEST_BYTES", 100 * 2 ** 20, 5 << 20, 5 * 2 ** 30),
+    patchLevel: integer(env, "PATCH_LEVEL", 19, 1, 22),
+    channelHistory: integer(env, "CHANNEL_HISTORY", 8, 0, 64),
+    channelTtlSeconds: integer(env, "CHANNEL_TTL_SECONDS", 86400, 60, 366 * 86400),
+    generationRetrySeconds: integer(env, "GENERATION_RETRY_SECONDS", 60, 1, 86400),
+    generationRetryMaxSeconds: integer(env, "GENERATION_RETRY_MAX_SECONDS", 6 * 3600, 1, 7 * 86400),
+    previousPublicKeys: publicKeys(env.PREVIOUS_PUBLIC_KEYS),
+  };
+  if (settings.generationRetryMaxSeconds < settings.generationRetrySeconds) {
+    throw new ConfigError(`GENERATION_RETRY_MAX_SECONDS=${settings.generationRetryMaxSeconds} is below GENERATION_RETRY_SECONDS=${settings.generationRetrySeconds}`);
+  }
+  if (env.MANIFEST_SIGNING_KEY !== undefined) {
+    let seed: Uint8Array;
+    try {
+      seed = decodeBase64(env.MANIFEST_SIGNING_KEY);
+    } catch {
+      throw new ConfigError("MANIFEST_SIGNING_KEY is not base64");
+    }
+    if (seed.length !== 32) throw new ConfigError(`MANIFEST_SIGNING_KEY holds ${seed.length} bytes, not a 32-byte ed25519 seed`);
+  }
+  return settings;
+}
+
+// One parse per distinct environment (tests run several in one isolate; production has one).
+const parsed = new WeakMap<object, Settings | ConfigError>();
+
+/** The settings of `env`, or throws ConfigError (the same one every time) when malformed. */
+export function settings(env: Env): Settings {
+  let s = parsed.get(env);
+  if (s === undefined) {
+    try {
+      s = parseSettings(env);
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      s = e;
+    }
+    parsed.set(env, s);
+  }
+  if (s instanceof ConfigError) throw s;
+  return s;
+}
