@@ -13,6 +13,8 @@ use edgepatch_core::signature::{check_file_content, sign_content, Damage, Signed
 use edgepatch_core::patch_format::ListedEntry;
 use edgepatch_core::{Build, BuildEntry, EntryContent, OldBuild};
 
+use crate::build_dir::BuildDir;
+
 /// Reads a file or a directory tree into memory as a build.
 pub fn read_build(root: &Path) -> io::Result<Build> {
     // The root itself may be a symlink (to the build); entries inside are not followed.
@@ -66,6 +68,9 @@ pub fn with_path(path: &Path, e: io::Error) -> io::Error {
 /// of 1,264 files with 512 slots; one open each with enough slots).
 pub struct OldBuildFiles {
     root: PathBuf,
+    /// A tree's root, opened at the first read: every old file is opened
+    /// beneath it with no link followed (a single-file build's root is the file).
+    dir: Option<BuildDir>,
     /// Every regular file's size, from `listing` (a tree patch asks for the
     /// listing first): `file_size` then needs no system call.
     listed_sizes: Option<HashMap<String, u64>>,
@@ -80,7 +85,7 @@ impl OldBuildFiles {
         // Resolved once, so each open walks the build's own path only (the
         // kernel's path walk was 5% of a tree apply through a symlinked root).
         let root = fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-        OldBuildFiles { root, listed_sizes: None, open: HashMap::new(), tick: 0, max_open: old_files_open_limit() }
+        OldBuildFiles { root, dir: None, listed_sizes: None, open: HashMap::new(), tick: 0, max_open: old_files_open_limit() }
     }
 
     /// How many descriptors apply may hold at once: the old files it keeps
@@ -101,14 +106,21 @@ impl OldBuildFiles {
                 let oldest = self.open.iter().min_by_key(|(_, (_, used))| *used).map(|(p, _)| p.clone());
                 self.open.remove(&oldest.expect("the cache is full"));
             }
-            let full = if path.is_empty() { self.root.clone() } else { self.root.join(path) };
-            // Old inputs are read through no symlink (O_NOFOLLOW) and never
-            // block (O_NONBLOCK: a FIFO fails its read instead). `file_size`
-            // checks that each is a regular file.
-            let file = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&full).map_err(|e| {
-                // O_NOFOLLOW reports a symlink as ELOOP ("too many levels of symbolic links").
-                if e.raw_os_error() == Some(libc::ELOOP) { io::Error::new(io::ErrorKind::InvalidInput, "not a regular file (a symlink)") } else { e }
-            })?;
+            // Old inputs are read through no symlink (in any component) and
+            // never block (O_NONBLOCK: a FIFO fails its read instead).
+            // `file_size` and the reads check that each is a regular file.
+            let file = if path.is_empty() {
+                OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&self.root).map_err(|e| {
+                    // O_NOFOLLOW reports a symlink as ELOOP ("too many levels of symbolic links").
+                    if e.raw_os_error() == Some(libc::ELOOP) { io::Error::new(io::ErrorKind::InvalidInput, "not a regular file (a symlink)") } else { e }
+                })?
+            } else {
+                let dir = match &mut self.dir {
+                    Some(d) => d,
+                    None => self.dir.insert(BuildDir::open(&self.root)?),
+                };
+                dir.open_file(path)?
+            };
             self.open.insert(path.to_string(), (file, 0));
         }
         let (file, used) = self.open.get_mut(path).expect("just ensured");

@@ -1,6 +1,7 @@
 //! `edgepatch`: the command line over edgepatch-core. Thin glue: argument
 //! parsing, file adapters (build_files.rs), progress bars and summaries.
 
+mod build_dir;
 mod build_files;
 mod server_client;
 mod large_file_writer;
@@ -306,6 +307,9 @@ fn run(cli: &Cli) -> Result<(), String> {
             let started = Instant::now();
             let old_build = read_build(old).map_err(|e| format!("old: {e}"))?;
             let new_build = read_build(new).map_err(|e| format!("new: {e}"))?;
+            for (path, target) in new_build.links_leaving_build() {
+                eprintln!("edgepatch: warning: new: link {path} -> {target} points outside the build (kept as a link; what it points at is not in the patch)");
+            }
             let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
             let opts = DiffOptions { level: *level, threads, ..DiffOptions::default() };
             let bar = progress_bar(cli, new_build.total_file_bytes(), "diff");

@@ -1,13 +1,20 @@
 //! The sink that writes a new build: into a staging path beside OUT, renamed
-//! to OUT only when the whole build is written and verified.
+//! to OUT only when the whole build is written, verified and on stable
+//! storage. Nothing is read or written through a link: every path is
+//! resolved beneath the staging directory with no link followed
+//! (`BuildDir`), and the build's own links are created last, after every
+//! file and copy, so none exists while anything is written.
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::OsString;
+use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use edgepatch_core::BuildSink;
 
+use crate::build_dir::{BuildDir, PathBeneath};
 use crate::build_files::reserve_descriptors;
 use crate::large_file_writer::LargeFileWriter;
 use crate::unchanged_copies::UnchangedCopies;
@@ -16,8 +23,8 @@ use crate::unchanged_copies::UnchangedCopies;
 /// pieces of this size as they arrive.
 const WRITE_BUFFER: usize = 256 << 10;
 
-/// Writes the new build into a staging path beside OUT; `commit` renames it to
-/// OUT, dropping it uncommitted removes it. OUT must not exist.
+/// Writes the new build into a staging path beside OUT; `commit` syncs it and
+/// renames it to OUT, dropping it uncommitted removes it. OUT must not exist.
 ///
 /// A file whose whole content fits in the write buffer is opened only once it
 /// is complete, and written with one call. A larger file is written on a
@@ -26,26 +33,34 @@ const WRITE_BUFFER: usize = 256 << 10;
 /// that slower, 128 ms against 74 ms on three-tree, largely because the
 /// descriptor table grew while two threads shared it; see `reserve_descriptors`.)
 pub struct StagedOutput {
-    staging: PathBuf,
-    out: PathBuf,
+    /// OUT's parent directory: the staging area is made, renamed and synced in it.
+    parent: Arc<BuildDir>,
+    staging_name: OsString,
+    out_name: OsString,
+    /// The staging directory of a tree, once its first entry arrived.
+    tree: Option<Arc<BuildDir>>,
     single_file: Option<bool>,
-    /// The file being written: its path and mode (it is opened when its
+    /// The file being written: its place and mode (it is opened when its
     /// content outgrows the buffer, by the writing thread, or when complete).
-    current: Option<(PathBuf, u32)>,
+    current: Option<(PathBeneath, u32)>,
     /// One write buffer for all files (a buffer per file would cost an
     /// allocation and its page faults for every small file of a tree).
     buffer: Vec<u8>,
-    /// The old build's root and the thread copying its unchanged files.
+    /// The old build's root (a directory, or a single file) and, once a copy
+    /// needs it, the directory its paths are resolved in.
     old_root: PathBuf,
+    old_dir: Option<Arc<BuildDir>>,
+    /// The build's links (path, target), created at `commit`.
+    links: Vec<(String, String)>,
     copies: UnchangedCopies,
     /// The thread writing the current file, once it outgrew the buffer.
     writer: Option<LargeFileWriter>,
     committed: bool,
 }
 
-pub(crate) fn create_new_file(path: &Path, mode: u32) -> io::Result<File> {
-    // create_new: never follows or replaces anything already there.
-    let f = OpenOptions::new().write(true).create_new(true).mode(mode).open(path)?;
+/// Creates the file at `at` (which must not exist) with exactly `mode`.
+pub(crate) fn create_new_file(at: &PathBeneath, mode: u32) -> io::Result<File> {
+    let f = at.dir.create_file(&at.rel, mode)?;
     // The umask must not change what the patch says; skip the call when it would not.
     if process_umask().is_none_or(|umask| umask & mode != 0) {
         f.set_permissions(fs::Permissions::from_mode(mode))?;
@@ -53,8 +68,8 @@ pub(crate) fn create_new_file(path: &Path, mode: u32) -> io::Result<File> {
     Ok(f)
 }
 
-fn write_new_file(path: &Path, mode: u32, data: &[u8]) -> io::Result<()> {
-    create_new_file(path, mode)?.write_all(data)
+fn write_new_file(at: &PathBeneath, mode: u32, data: &[u8]) -> io::Result<()> {
+    create_new_file(at, mode)?.write_all(data)
 }
 
 static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
@@ -87,44 +102,93 @@ impl StagedOutput {
         let name = out.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "output path has no file name"))?;
         let prefix = format!(".{}.edgepatch-staging-", name.to_string_lossy());
         remove_abandoned_staging(out, &prefix);
-        let staging = out.with_file_name(format!("{prefix}{}", std::process::id()));
+        let parent_path = match out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let parent = Arc::new(BuildDir::open(parent_path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", parent_path.display())))?);
         reserve_descriptors(descriptors);
         Ok(StagedOutput {
-            staging,
-            out: out.to_path_buf(),
+            parent,
+            staging_name: format!("{prefix}{}", std::process::id()).into(),
+            out_name: name.to_os_string(),
+            tree: None,
             single_file: None,
             current: None,
             buffer: Vec::with_capacity(WRITE_BUFFER),
             old_root: old_root.to_path_buf(),
+            old_dir: None,
+            links: Vec::new(),
             copies: UnchangedCopies::new(),
             writer: None,
             committed: false,
         })
     }
 
-    fn target(&mut self, path: &str) -> io::Result<PathBuf> {
-        if path.is_empty() {
-            self.single_file = Some(true);
-            return Ok(self.staging.clone());
+    /// The staging directory of a tree, made at the first entry.
+    fn tree(&mut self) -> io::Result<Arc<BuildDir>> {
+        if let Some(tree) = &self.tree {
+            return Ok(Arc::clone(tree));
         }
-        if self.single_file.is_none() {
-            fs::create_dir(&self.staging)?;
-            self.single_file = Some(false);
+        if self.single_file.is_some() {
+            return Err(io::Error::other("a single-file build has exactly one entry"));
         }
-        Ok(self.staging.join(path))
+        self.parent.create_dir(&self.staging_name)?;
+        self.single_file = Some(false);
+        Ok(Arc::clone(self.tree.insert(Arc::new(self.parent.open_dir(&self.staging_name)?))))
     }
 
+    /// Where the new entry `path` goes ("": the single file itself).
+    fn target(&mut self, path: &str) -> io::Result<PathBeneath> {
+        if path.is_empty() {
+            if self.single_file.is_some() {
+                return Err(io::Error::other("a single-file build has exactly one entry"));
+            }
+            self.single_file = Some(true);
+            return Ok(PathBeneath::new(&self.parent, self.staging_name.clone()));
+        }
+        Ok(PathBeneath::new(&self.tree()?, path))
+    }
+
+    /// Where the old file `path` is ("": the old build is that one file).
+    fn old_file(&mut self, path: &str) -> io::Result<PathBeneath> {
+        if let Some(dir) = &self.old_dir {
+            return Ok(PathBeneath::new(dir, if path.is_empty() { self.old_root.file_name().unwrap_or_default().to_os_string() } else { path.into() }));
+        }
+        if path.is_empty() {
+            let root = fs::canonicalize(&self.old_root)?;
+            let (Some(parent), Some(name)) = (root.parent(), root.file_name()) else {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, "the old build is not a file"));
+            };
+            self.old_root = root.clone();
+            let dir = self.old_dir.insert(Arc::new(BuildDir::open(parent)?));
+            return Ok(PathBeneath::new(dir, name.to_os_string()));
+        }
+        let dir = self.old_dir.insert(Arc::new(BuildDir::open(&self.old_root)?));
+        Ok(PathBeneath::new(dir, path))
+    }
+
+    /// Creates the links, syncs everything to stable storage, then renames the
+    /// staging area to OUT and syncs OUT's directory, so that after a crash
+    /// or power loss OUT is either absent or complete.
     pub fn commit(mut self) -> io::Result<()> {
         // The applier waited for the copies before it checked the files
         // digest; this only joins the thread.
         self.copies.finish()?;
-        if self.single_file.is_none() {
-            // A build with no entries at all is an empty directory.
-            fs::create_dir(&self.staging)?;
+        match self.single_file {
+            Some(true) => self.parent.open_file(&self.staging_name)?.sync_all()?,
+            _ => {
+                // A build with no entries at all is an empty directory.
+                let tree = self.tree()?;
+                for (path, target) in std::mem::take(&mut self.links) {
+                    tree.create_symlink(&path, &target).map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?;
+                }
+                tree.sync_everything_beneath()?;
+            }
         }
-        fs::rename(&self.staging, &self.out)?;
+        self.parent.rename_new(&self.staging_name, &self.out_name)?;
         self.committed = true;
-        Ok(())
+        self.parent.sync().map_err(|e| io::Error::new(e.kind(), format!("renamed into place, but its directory could not be synced: {e}")))
     }
 }
 
@@ -159,33 +223,37 @@ impl Drop for StagedOutput {
             self.current = None;
             // Waits for the copy under way before the staging area goes.
             self.copies.stop();
-            let _ = fs::remove_dir_all(&self.staging).or_else(|_| fs::remove_file(&self.staging));
+            // remove_dir_all follows no link inside what it removes.
+            let staging = self.parent.display(&self.staging_name);
+            let _ = fs::remove_dir_all(&staging).or_else(|_| fs::remove_file(&staging));
         }
     }
 }
 
 impl BuildSink for StagedOutput {
     fn create_directory(&mut self, path: &str) -> io::Result<()> {
-        let p = self.target(path)?;
-        fs::create_dir(p)
+        self.tree()?.create_dir(path)
     }
 
     fn create_symlink(&mut self, path: &str, target: &str) -> io::Result<()> {
-        let p = self.target(path)?;
-        std::os::unix::fs::symlink(target, p)
+        // Made at commit, after every file: no link exists while anything is
+        // written, so none can redirect a write, whatever its target.
+        self.tree()?;
+        self.links.push((path.to_string(), target.to_string()));
+        Ok(())
     }
 
     fn begin_file(&mut self, path: &str, executable: bool, _size: u64) -> io::Result<()> {
         // The delta files begin: every copy has been offered.
         self.copies.send()?;
-        let p = self.target(path)?;
-        self.current = Some((p, if executable { 0o755 } else { 0o644 }));
+        let at = self.target(path)?;
+        self.current = Some((at, if executable { 0o755 } else { 0o644 }));
         self.buffer.clear();
         Ok(())
     }
 
     fn write_file(&mut self, mut data: &[u8]) -> io::Result<()> {
-        let (path, mode) = self.current.as_ref().ok_or_else(|| io::Error::other("write outside a file"))?;
+        let (at, mode) = self.current.as_ref().ok_or_else(|| io::Error::other("write outside a file"))?;
         // Full buffers go to the writing thread (started with the file's creation).
         while self.buffer.len() + data.len() > WRITE_BUFFER {
             let n = WRITE_BUFFER - self.buffer.len();
@@ -193,7 +261,7 @@ impl BuildSink for StagedOutput {
             data = &data[n..];
             let writer = match &mut self.writer {
                 Some(w) => w,
-                None => self.writer.insert(LargeFileWriter::start(create_new_file(path, *mode)?, WRITE_BUFFER)?),
+                None => self.writer.insert(LargeFileWriter::start(create_new_file(at, *mode)?, WRITE_BUFFER)?),
             };
             let full = std::mem::take(&mut self.buffer);
             self.buffer = writer.write(full)?;
@@ -204,7 +272,7 @@ impl BuildSink for StagedOutput {
 
     fn copy_old_file(&mut self, from: &str, path: &str, executable: bool, size: u64) -> io::Result<bool> {
         let to = self.target(path)?;
-        let from = if from.is_empty() { self.old_root.clone() } else { self.old_root.join(from) };
+        let from = self.old_file(from)?;
         self.copies.push(from, to, if executable { 0o755 } else { 0o644 }, size)?;
         Ok(true)
     }
@@ -214,13 +282,13 @@ impl BuildSink for StagedOutput {
     }
 
     fn finish_file(&mut self) -> io::Result<()> {
-        let (path, mode) = self.current.take().ok_or_else(|| io::Error::other("finish outside a file"))?;
+        let (at, mode) = self.current.take().ok_or_else(|| io::Error::other("finish outside a file"))?;
         if let Some(writer) = self.writer.take() {
             let last = std::mem::take(&mut self.buffer);
             self.buffer = writer.finish(last)?;
             return Ok(());
         }
-        write_new_file(&path, mode, &self.buffer)?;
+        write_new_file(&at, mode, &self.buffer)?;
         self.buffer.clear();
         Ok(())
     }

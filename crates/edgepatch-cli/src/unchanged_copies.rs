@@ -4,14 +4,13 @@
 //! file once, hashes what it read and writes those same bytes; the applier
 //! checks the hashes against the patch's files digest.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
+use crate::build_dir::PathBeneath;
 use crate::staged_output::create_new_file;
 
 /// Files up to this size are read and written with one call each; larger
@@ -19,8 +18,8 @@ use crate::staged_output::create_new_file;
 const COPY_BUFFER: usize = 256 << 10;
 
 struct Copy {
-    from: PathBuf,
-    to: PathBuf,
+    from: PathBeneath,
+    to: PathBeneath,
     mode: u32,
     size: u64,
 }
@@ -48,7 +47,7 @@ impl UnchangedCopies {
     }
 
     /// Queues a copy of the old file `from` (`size` bytes) to the new file `to`.
-    pub fn push(&mut self, from: PathBuf, to: PathBuf, mode: u32, size: u64) -> io::Result<()> {
+    pub fn push(&mut self, from: PathBeneath, to: PathBeneath, mode: u32, size: u64) -> io::Result<()> {
         if self.finished {
             return Err(io::Error::other("a copy offered after the copies were finished"));
         }
@@ -131,15 +130,15 @@ impl Drop for UnchangedCopies {
 }
 
 fn copy_file(c: &Copy, buf: &mut [u8]) -> io::Result<[u8; 32]> {
-    let old = |e: io::Error| io::Error::new(e.kind(), format!("old build: {}: {e}", c.from.display()));
+    let old = |e: io::Error| io::Error::new(e.kind(), format!("old build: {}: {e}", c.from.full_path().display()));
     // As `OldBuildFiles` opens old inputs: through no symlink, never blocking.
-    let mut from = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&c.from).map_err(old)?;
+    let mut from = c.from.dir.open_file(&c.from.rel).map_err(old)?;
     let meta = from.metadata().map_err(old)?;
     if !meta.is_file() || meta.len() != c.size {
         let why = if meta.is_file() { format!("is {} bytes, the patch expects {}", meta.len(), c.size) } else { "not a regular file".into() };
         return Err(old(io::Error::new(io::ErrorKind::InvalidData, why)));
     }
-    let new = |e: io::Error| io::Error::new(e.kind(), format!("output: {}: {e}", c.to.display()));
+    let new = |e: io::Error| io::Error::new(e.kind(), format!("output: {}: {e}", c.to.full_path().display()));
     let mut hasher = blake3::Hasher::new();
     let mut to: Option<File> = None;
     let mut left = c.size;
@@ -162,6 +161,7 @@ fn copy_file(c: &Copy, buf: &mut [u8]) -> io::Result<[u8; 32]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::build_dir::BuildDir;
 
     #[test]
     fn copies_in_batches_hash_in_order_and_report_failures() {
@@ -169,13 +169,25 @@ mod tests {
         let (old, new) = (tmp.path().join("old"), tmp.path().join("new"));
         std::fs::create_dir(&old).unwrap();
         std::fs::create_dir(&new).unwrap();
+        let (old_dir, new_dir) = (Arc::new(BuildDir::open(&old).unwrap()), Arc::new(BuildDir::open(&new).unwrap()));
+        let at = |dir: &Arc<BuildDir>, name: &str| PathBeneath::new(dir, name);
         // More files than a batch; an empty one; one larger than the buffer.
-        let sizes: Vec<usize> = (0..BATCH + 5).map(|i| if i == 7 { 0 } else if i == 9 { COPY_BUFFER * 2 + 3 } else { i * 13 }).collect();
+        let sizes: Vec<usize> = (0..BATCH + 5)
+            .map(|i| {
+                if i == 7 {
+                    0
+                } else if i == 9 {
+                    COPY_BUFFER * 2 + 3
+                } else {
+                    i * 13
+                }
+            })
+            .collect();
         let mut copies = UnchangedCopies::new();
         for (i, &size) in sizes.iter().enumerate() {
             let data: Vec<u8> = (0..size).map(|b| (b * 31 + i) as u8).collect();
             std::fs::write(old.join(format!("{i}")), &data).unwrap();
-            copies.push(old.join(format!("{i}")), new.join(format!("{i}")), 0o644, size as u64).unwrap();
+            copies.push(at(&old_dir, &format!("{i}")), at(&new_dir, &format!("{i}")), 0o644, size as u64).unwrap();
         }
         let hashes = copies.finish().unwrap();
         assert_eq!(hashes.len(), sizes.len());
@@ -185,16 +197,22 @@ mod tests {
             assert_eq!(*hash, *blake3::hash(&data).as_bytes(), "file {i}");
         }
 
-        // A missing old file and one of another size: the error names the path.
-        for (name, size) in [("missing", 4u64), ("0", 99)] {
+        // A missing old file, one of another size, one reached through a
+        // link (the link's target is a fine file): the error names the path.
+        std::os::unix::fs::symlink("1", old.join("link")).unwrap();
+        for (name, size) in [("missing", 4u64), ("0", 99), ("link", 13)] {
             let mut copies = UnchangedCopies::new();
-            copies.push(old.join(name), new.join(format!("x{name}")), 0o644, size).unwrap();
+            copies.push(at(&old_dir, name), at(&new_dir, &format!("x{name}")), 0o644, size).unwrap();
             let err = copies.finish().unwrap_err().to_string();
             assert!(err.starts_with("old build: ") && err.contains(&*old.join(name).to_string_lossy()), "{err}");
         }
-        // An output that exists already is never replaced.
-        let mut copies = UnchangedCopies::new();
-        copies.push(old.join("1"), new.join("1"), 0o644, 13).unwrap();
-        assert!(copies.finish().unwrap_err().to_string().starts_with("output: "));
+        // An output that exists already is never replaced, nor written through when it is a link.
+        std::os::unix::fs::symlink("../old/2", new.join("new_link")).unwrap();
+        for name in ["1", "new_link"] {
+            let mut copies = UnchangedCopies::new();
+            copies.push(at(&old_dir, "1"), at(&new_dir, name), 0o644, 13).unwrap();
+            assert!(copies.finish().unwrap_err().to_string().starts_with("output: "));
+        }
+        assert_eq!(std::fs::read(old.join("2")).unwrap().len(), 26);
     }
 }

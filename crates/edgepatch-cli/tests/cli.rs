@@ -5,7 +5,10 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+
+mod common;
+use common::{edgepatch, leftovers, ok, snapshot};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
@@ -20,38 +23,6 @@ fn unpack(tar_name: &str, into: &Path) -> PathBuf {
     dir
 }
 
-fn edgepatch(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_edgepatch")).args(args.iter().map(|a| a.as_ref())).output().unwrap()
-}
-
-fn ok(out: Output) -> String {
-    assert!(out.status.success(), "failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// (path, kind, mode bits, content or link target) of every entry, sorted.
-fn snapshot(root: &Path) -> Vec<(String, String, u32, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            let m = fs::symlink_metadata(&p).unwrap();
-            if m.file_type().is_symlink() {
-                out.push((rel, "link".into(), 0, fs::read_link(&p).unwrap().to_string_lossy().as_bytes().to_vec()));
-            } else if m.is_dir() {
-                out.push((rel, "dir".into(), 0, vec![]));
-                stack.push(p);
-            } else {
-                out.push((rel, "file".into(), m.permissions().mode() & 0o111, fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// The fixture builds unpacked into a temporary directory and the tree patch
 /// between them: (directory, v1, v2, patch).
 fn diffed_fixtures() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
@@ -60,10 +31,6 @@ fn diffed_fixtures() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let patch = tmp.path().join("p.patch");
     ok(edgepatch(&[&"diff", &v1, &v2, &patch]));
     (tmp, v1, v2, patch)
-}
-
-fn leftovers(dir: &Path) -> Vec<String> {
-    fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains("edgepatch")).collect()
 }
 
 #[test]

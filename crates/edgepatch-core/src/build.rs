@@ -112,30 +112,105 @@ pub fn relative_path_problem(path: &str) -> Option<&'static str> {
     })
 }
 
-/// A symlink target must be relative and, resolved from the link's directory,
-/// stay inside the build.
+/// What makes `target` unusable as a symlink target, if anything. A target is
+/// data, kept as it is wherever it points (absolute, above the build root,
+/// through other links): tar, butler and every peer keep links that way, and
+/// game data packages ship them (Debian's lincity-ng-data links its fonts to
+/// `../../fonts/truetype/...`). It is only bounded: 1..=`MAX_PATH_LEN` bytes,
+/// no NUL (which no file system can store). Appliers never follow a link
+/// while writing a build, so where it points cannot matter to them.
+pub fn symlink_target_problem(target: &str) -> Option<&'static str> {
+    if target.is_empty() {
+        return Some("empty symlink target");
+    }
+    if target.len() > MAX_PATH_LEN {
+        return Some("symlink target longer than 4096 bytes");
+    }
+    if target.as_bytes().contains(&0) {
+        return Some("symlink target contains a NUL byte");
+    }
+    None
+}
+
+/// Checks the link at `link_path` has a storable target (see [`symlink_target_problem`]).
 pub fn validate_symlink_target(link_path: &str, target: &str) -> Result<()> {
-    let bad = |why: &str| invalid(link_path, &format!("symlink target {target:?} {why}"));
-    if target.is_empty() || target.len() > MAX_PATH_LEN {
-        return Err(bad("is empty or too long"));
+    match symlink_target_problem(target) {
+        Some(why) => Err(Error::UnsafeLink {
+            path: link_path.to_string(),
+            target: target.chars().take(64).collect(),
+            why: format!("{why} ({} bytes)", target.len()),
+        }),
+        None => Ok(()),
     }
-    if target.starts_with('/') || target.contains('\0') || target.contains('\\') {
-        return Err(bad("is absolute or contains NUL or backslash"));
+}
+
+/// How many links resolving one target may pass through before it counts as
+/// not resolving (Linux's own limit, `MAXSYMLINKS`).
+const MAX_LINK_HOPS: usize = 40;
+
+/// Whether the link at `link_path` with `target`, resolved from the link's
+/// directory through the build's own links (`link_targets`: every link's
+/// path and target), stays inside the build. An absolute target, a walk
+/// above the root (`../..`, or `x -> .` then `x/..`) or more than 40 links
+/// in a row (a loop) leaves it. A target naming nothing in the build stays.
+fn link_stays_inside(
+    link_targets: &std::collections::HashMap<&str, &str>,
+    link_path: &str,
+    target: &str,
+) -> bool {
+    let mut at: Vec<&str> = link_path.split('/').collect();
+    at.pop();
+    // Components still to walk, the next one last.
+    let mut pending: Vec<&str> = target.split('/').rev().collect();
+    let mut hops = 0;
+    if target.starts_with('/') {
+        return false;
     }
-    let mut depth: i64 = link_path.matches('/').count() as i64;
-    for component in target.split('/') {
+    while let Some(component) = pending.pop() {
         match component {
             "" | "." => {}
             ".." => {
-                depth -= 1;
-                if depth < 0 {
-                    return Err(bad("points outside the build"));
+                if at.pop().is_none() {
+                    return false;
                 }
             }
-            _ => depth += 1,
+            name => {
+                at.push(name);
+                if let Some(next) = link_targets.get(at.join("/").as_str()) {
+                    hops += 1;
+                    if hops > MAX_LINK_HOPS || next.starts_with('/') {
+                        return false;
+                    }
+                    at.pop();
+                    pending.extend(next.split('/').rev());
+                }
+            }
         }
     }
-    Ok(())
+    true
+}
+
+impl Build {
+    /// The links (path, target) whose target resolves outside the build:
+    /// kept as they are, but worth a warning where the build is made, since
+    /// what they point at is not part of the update.
+    pub fn links_leaving_build(&self) -> Vec<(&str, &str)> {
+        let link_targets: std::collections::HashMap<&str, &str> = self
+            .entries
+            .iter()
+            .filter_map(|e| match &e.content {
+                EntryContent::Symlink { target } => Some((e.path.as_str(), target.as_str())),
+                _ => None,
+            })
+            .collect();
+        let mut leaving: Vec<(&str, &str)> = link_targets
+            .iter()
+            .filter(|(path, target)| !link_stays_inside(&link_targets, path, target))
+            .map(|(p, t)| (*p, *t))
+            .collect();
+        leaving.sort_unstable();
+        leaving
+    }
 }
 
 /// Checks, for entries arriving in sorted order, that paths are valid, unique,
@@ -180,10 +255,76 @@ mod tests {
         for good in ["a", "a/b.c", "assets/img/ü.png", "...", "a/..b"] {
             validate_path(good).unwrap();
         }
-        assert!(validate_symlink_target("a/link", "../b").is_ok());
-        assert!(validate_symlink_target("a/link", "../../b").is_err());
-        assert!(validate_symlink_target("link", "/etc").is_err());
-        assert!(validate_symlink_target("link", "x/../../y").is_err());
+    }
+
+    #[test]
+    fn any_link_target_is_data_within_its_bounds() {
+        for good in [
+            "../b",
+            "../../fonts/truetype/dejavu/DejaVuSans.ttf",
+            "/etc",
+            "x/../../y",
+            "a\\b",
+            ".",
+            "..",
+        ] {
+            validate_symlink_target("a/link", good).unwrap();
+        }
+        let long = "a".repeat(MAX_PATH_LEN + 1);
+        for (bad, why) in [
+            ("", "empty"),
+            ("a\0b", "NUL"),
+            (long.as_str(), "longer than 4096"),
+        ] {
+            let err = validate_symlink_target("a/link", bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("\"a/link\"") && err.contains(why), "{err}");
+        }
+        validate_symlink_target("a/link", &long[1..]).unwrap();
+    }
+
+    #[test]
+    fn links_leaving_the_build_are_found_through_chains() {
+        let link = |path: &str, target: &str| BuildEntry {
+            path: path.into(),
+            content: EntryContent::Symlink {
+                target: target.into(),
+            },
+        };
+        let dir = |path: &str| BuildEntry {
+            path: path.into(),
+            content: EntryContent::Directory,
+        };
+        let build = Build::from_entries(vec![
+            dir("fonts"),
+            // lincity-ng-data: into the system's fonts.
+            link(
+                "fonts/sans.ttf",
+                "../../fonts/truetype/dejavu/DejaVuSans.ttf",
+            ),
+            link("fonts/inside.ttf", "../data/x.ttf"),
+            link("abs", "/usr/share/x"),
+            // A chain: each step lexically inside, together one level above the root.
+            link("x", "."),
+            link("s", "x/.."),
+            link("via_s", "s/y"),
+            link("to_dir", "fonts"),
+            link("through_dir_link", "to_dir/../data"),
+            link("loop_a", "loop_b"),
+            link("loop_b", "loop_a"),
+            link("dangling", "no/such/file"),
+        ])
+        .unwrap();
+        let leaving: Vec<&str> = build
+            .links_leaving_build()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(
+            leaving,
+            ["abs", "fonts/sans.ttf", "loop_a", "loop_b", "s", "via_s"]
+        );
     }
 
     #[test]

@@ -39,9 +39,8 @@ pub enum Error {
     Limit { input: Input, offset: u64, what: String },
     #[error("invalid path {path:?}: {why}")]
     InvalidPath { path: String, why: String },
-    /// A symlink whose target passes through another symlink of the same tree
-    /// (`x -> .`, `s -> x/..`): lexically inside the build, but followed it can
-    /// leave it, so an applier refuses the patch instead of creating it.
+    /// A symlink target no file system can store (empty, over 4096 bytes, or with
+    /// a NUL byte). Any other target is data: appliers never follow links.
     #[error("symlink {path:?} -> {target:?}: {why}")]
     UnsafeLink { path: String, target: String, why: String },
     #[error("the new files do not match the patch's files digest (expected {expected}, got {actual}): the old build differs from the one the patch was made for (`edgepatch verify` names damaged files), or the patch is corrupt")]

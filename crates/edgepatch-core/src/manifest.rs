@@ -163,17 +163,9 @@ pub fn check_path(path: &str) -> Result<(), &'static str> {
     crate::build::relative_path_problem(path).map_or(Ok(()), Err)
 }
 
+/// The rule every format shares: a target is data, 1..=4096 bytes, no NUL.
 fn check_symlink_target(t: &str) -> Result<(), &'static str> {
-    if t.is_empty() {
-        return Err("empty symlink target");
-    }
-    if t.len() > MAX_PATH_LEN {
-        return Err("symlink target longer than 4096 bytes");
-    }
-    if t.as_bytes().contains(&0) {
-        return Err("symlink target contains a NUL byte");
-    }
-    Ok(())
+    crate::build::symlink_target_problem(t).map_or(Ok(()), Err)
 }
 
 fn check_segment(s: &SegmentRef) -> Result<(), &'static str> {

@@ -514,7 +514,6 @@ impl EncodedTree {
             for e in &entries {
                 checker.check(&e.path, matches!(e.kind, TreeEntryKind::Directory))?;
             }
-            check_link_chains(&entries)?;
         }
         if old_files.iter().filter(|f| f.in_reference).try_fold(0u64, |total, f| total.checked_add(f.size)).is_none() {
             return Err(corrupt("the old files the patch reads add up to more than 2^64-1 bytes".into()));
@@ -529,43 +528,6 @@ impl EncodedTree {
         }
         Ok(PatchTree { single_file: self.single_file, old_listing: listing, old_files, entries, files_digest: self.files_digest })
     }
-}
-
-/// Refuses a symlink whose target, resolved lexically from the link's
-/// directory, passes through another symlink of the tree (§2.7): `x -> .` is
-/// harmless alone, but with it `s -> x/..` resolves lexically to the root and,
-/// followed, to the root's parent. Pointing at a symlink as the last component
-/// is fine (the link itself is not followed).
-pub fn check_link_chains(entries: &[TreeEntry]) -> Result<()> {
-    let links: std::collections::HashSet<&str> =
-        entries.iter().filter(|e| matches!(e.kind, TreeEntryKind::Symlink { .. })).map(|e| e.path.as_str()).collect();
-    if links.is_empty() {
-        return Ok(());
-    }
-    for e in entries {
-        let TreeEntryKind::Symlink { target } = &e.kind else { continue };
-        let mut at: Vec<&str> = e.path.split('/').collect();
-        at.pop();
-        let steps: Vec<&str> = target.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
-        for (i, step) in steps.iter().enumerate() {
-            if *step == ".." {
-                if at.pop().is_none() {
-                    break; // outside the build: no entry of this tree is on the way
-                }
-                continue;
-            }
-            at.push(step);
-            let here = at.join("/");
-            if i + 1 < steps.len() && links.contains(here.as_str()) {
-                return Err(Error::UnsafeLink {
-                    path: e.path.clone(),
-                    target: target.clone(),
-                    why: format!("the target passes through the symlink {here:?} (a link chain can lead outside the build)"),
-                });
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A path as the length of the prefix it shares with `previous`, then the rest.

@@ -356,17 +356,18 @@ fn make_vectors() -> Vec<Vector> {
     }
 
     // Links.
+    // Links: any target is data (appliers never follow one), but it must be storable.
     v.push(patch_vector(
-        "link-chain-dot",
-        "x -> . and s -> x/..: lexically the root, followed the root's parent",
+        "link-target-nul",
+        "a symlink target with a NUL byte (no file system can store it; a C API would cut it short)",
         ErrorKind::Link,
-        PatchBytes::new(&links_tree(&[("s", Some("x/..")), ("x", Some("."))])).encode(),
+        PatchBytes::new(&links_tree(&[("s", Some("a\0/../../etc"))])).encode(),
     ));
     v.push(patch_vector(
-        "link-chain-dir",
-        "d/l -> .. and e -> d/l/d/..: a target through another link",
-        ErrorKind::Link,
-        PatchBytes::new(&links_tree(&[("d", None), ("d/l", Some("..")), ("e", Some("d/l/d/.."))])).encode(),
+        "link-target-long",
+        "a symlink target of 4097 bytes (refused as the string is read)",
+        ErrorKind::Limit,
+        PatchBytes::new(&links_tree(&[("s", Some(&"a/".repeat(2049)[..4097]))])).encode(),
     ));
 
     // The old build.
