@@ -9,7 +9,9 @@
 // Tests import startServer() and use its in-process fault injection (never
 // reachable over HTTP): cut patch responses at a patch offset, corrupt a patch
 // byte, stall patch responses at a patch offset (the connection stays open, no
-// more bytes), and count the patch bytes served.
+// more bytes), serve other files at given URL paths (what a hostile host, CDN or
+// network would answer: `faults.replace`, URL path -> file), and count the patch
+// bytes served.
 import { createReadStream, statSync } from "node:fs";
 import { createServer } from "node:http";
 import { dirname, extname, join, normalize, resolve, sep } from "node:path";
@@ -56,7 +58,7 @@ function parseRange(header, size) {
 
 export function startServer({ root, host = "127.0.0.1", port = 0, log = false } = {}) {
   root = resolve(root);
-  const faults = { cutPatchAt: null, stallPatchAt: null, corruptPatchAt: null };
+  const faults = { cutPatchAt: null, stallPatchAt: null, corruptPatchAt: null, replace: new Map() };
   const stats = { patchBytesServed: 0, requests: [] };
 
   const server = createServer((req, res) => {
@@ -72,8 +74,8 @@ export function startServer({ root, host = "127.0.0.1", port = 0, log = false } 
     }
     let rel = decodeURIComponent(url.pathname);
     if (rel.endsWith("/")) rel += "index.html";
-    const file = normalize(join(root, rel));
-    if (file !== root && !file.startsWith(root + sep)) return error(403, "outside the root");
+    const file = faults.replace.get(url.pathname) ?? normalize(join(root, rel));
+    if (!faults.replace.has(url.pathname) && file !== root && !file.startsWith(root + sep)) return error(403, "outside the root");
     let st;
     try {
       st = statSync(file);

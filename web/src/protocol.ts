@@ -23,14 +23,23 @@ export interface UpdateDescriptor {
   manifestSize: number;
   manifestBlake3: string;
   patchUrl: string; // resolved (absolute)
+  /** Unsigned: only the manifest (bound by the signed statement) says how big the patch is. */
   patchSize: number;
-  manifestSignature?: string;
+  /** The signing key's id (16 hex) and the base64 ed25519 signature over the update statement. */
+  keyId?: string;
+  signature?: string;
 }
 
 export interface ChannelDocument {
   game: string;
   channel: string;
   build: string;
+  /** Increases every time the channel moves (rollback protection). */
+  sequence?: number;
+  /** Unix seconds after which the document is stale (freeze protection). */
+  expires?: number;
+  keyId?: string;
+  signature?: string;
 }
 
 function baseOf(baseUrl: string | URL): URL {
@@ -103,7 +112,7 @@ export async function fetchDescriptor(baseUrl: string | URL, game: string, from:
     patchUrl: new URL(field<string>(doc, "patchUrl", "string", url), url).href,
     patchSize: field(doc, "patchSize", "number", url),
   };
-  if (typeof doc.manifestSignature === "string") d.manifestSignature = doc.manifestSignature;
+  signedFields(doc, d, url);
   if (d.game !== game || d.from !== from || d.to !== to) {
     throw new ProtocolError(`${url} describes ${d.game} ${d.from} -> ${d.to}, not ${game} ${from} -> ${to}`, { url });
   }
@@ -119,5 +128,17 @@ export async function fetchChannel(baseUrl: string | URL, game: string, channel:
   const c: ChannelDocument = { game: field(doc, "game", "string", url), channel: field(doc, "channel", "string", url), build: field(doc, "build", "string", url) };
   if (c.game !== game || c.channel !== channel) throw new ProtocolError(`${url} is the channel ${c.game}/${c.channel}, not ${game}/${channel}`, { url });
   checkName("build", c.build);
+  for (const name of ["sequence", "expires"] as const) if (doc[name] !== undefined) c[name] = field<number>(doc, name, "number", url);
+  signedFields(doc, c, url);
   return c;
+}
+
+/** `keyId` and `signature`, when present (whether they must be is the caller's decision). */
+function signedFields(doc: Record<string, unknown>, out: { keyId?: string; signature?: string }, url: string): void {
+  if (doc.keyId !== undefined) {
+    const k = field<string>(doc, "keyId", "string", url).toLowerCase();
+    if (!/^[0-9a-f]{16}$/.test(k)) throw new ProtocolError(`${url}: keyId is not 16 hex digits`, { url });
+    out.keyId = k;
+  }
+  if (doc.signature !== undefined) out.signature = field<string>(doc, "signature", "string", url);
 }

@@ -4,6 +4,7 @@
 import init from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import { EdgepatchError, StorageError, messageOf } from "./errors.js";
 import type { WorkerReply, WorkerRequest } from "./messages.js";
+import { Verifier, fetchVerifiedChannel } from "./trust.js";
 import { currentEntries, pendingUpdate, readCurrentFile, removeGame, runUpdate } from "./update.js";
 
 const ready = init();
@@ -40,6 +41,11 @@ async function handle(m: WorkerRequest): Promise<void> {
       case "entries": {
         const c = await currentEntries(m.game);
         reply({ id: m.id, type: "result", value: c ? c.entries.map(({ source: _s, ...e }) => e) : [] });
+        return;
+      }
+      case "latest": {
+        const r = m.request;
+        reply({ id: m.id, type: "result", value: await fetchVerifiedChannel(Verifier.fromOptions(r), r.baseUrl, r.game, r.channel) });
         return;
       }
       case "pending":
