@@ -9,7 +9,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { createHash, generateKeyPairSync } from "node:crypto";
-import { lstatSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from "node:fs";
+import { lstatSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -404,6 +404,40 @@ test("without a public key the library refuses to run, unless dangerouslyAllowUn
     assert.match(await page.textContent("#phase"), /NOT signature-checked/);
     assert.equal(warnings.filter((w) => w.includes("dangerouslyAllowUnsignedUpdates")).length, 2, warnings.join("\n"));
   });
+});
+
+test("where WebCrypto has no Ed25519, the core's verifyEd25519 checks the signatures (good ones pass, a bad one is refused)", async (t) => {
+  // The worker is served wrapped: a first module makes WebCrypto refuse Ed25519 keys (as in
+  // browsers without it), then the real worker runs (module imports evaluate in order).
+  const dir = mkdtempSync(join(tmpdir(), "edgepatch-no-ed25519-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, "no-ed25519.js"), `
+    const importKey = crypto.subtle.importKey.bind(crypto.subtle);
+    crypto.subtle.importKey = (format, key, alg, ...rest) =>
+      (alg?.name ?? alg) === "Ed25519" ? Promise.reject(new DOMException("no Ed25519 here", "NotSupportedError")) : importKey(format, key, alg, ...rest);
+  `);
+  writeFileSync(join(dir, "worker.js"), `import "/lib/no-ed25519.js";\nimport "/lib/edgepatch-worker-real.js";\n`);
+  server.faults.replace.set("/lib/edgepatch-worker.js", join(dir, "worker.js"));
+  server.faults.replace.set("/lib/no-ed25519.js", join(dir, "no-ed25519.js"));
+  server.faults.replace.set("/lib/edgepatch-worker-real.js", join(dist, "lib/edgepatch-worker.js"));
+  t.after(() => server.faults.replace.clear());
+
+  server.resetStats();
+  const { page } = await openDemo(t, "demo");
+  await installV1(page);
+  const served = server.stats.requests.map((r) => r.path);
+  assert.ok(served.includes("/lib/no-ed25519.js") && served.includes("/lib/edgepatch-worker-real.js"), `the wrapped worker ran: ${served.join(" ")}`);
+  await page.click("#update");
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+  await assertBuild(page, "demo", "v2");
+  assert.match(await page.textContent("#phase"), new RegExp(`signed by key ${keyId}`));
+  // A statement signed for another game does not verify under the wasm verifier either.
+  await page.click("#remove");
+  await waitState(page, ["idle"]);
+  await installV1(page);
+  for (const [sitePath, file] of Object.entries(hostile["wrong-game"].replace)) server.faults.replace.set(`/updates/${sitePath}`, join(dist, "hostile", file));
+  await updateRefused(page, "signature", /does not verify under key/);
+  await assertBuild(page, "demo", "v1");
 });
 
 test("the same library against the Worker (wrangler dev): install v1, update to the channel's v2, signed manifests, byte-exact", async (t) => {
