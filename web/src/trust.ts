@@ -46,15 +46,23 @@ export class Verifier {
   }
 
   /**
-   * Checks `signature` (base64) over `statement` under the accepted key `keyId`; returns
-   * the key id. `what` names the document in errors.
+   * Checks a signed document: its base64 `signature` over the statement `statementFor`
+   * builds for its `keyId`, under that accepted key. Returns the key id. `what` names
+   * the document in errors.
    */
-  async verify(what: string, keyId: string | undefined, signature: string | undefined, statement: Uint8Array, url: string): Promise<string> {
+  async verify(what: string, doc: { keyId?: string; signature?: string }, statementFor: (keyId: string) => Uint8Array, url: string): Promise<string> {
+    const { keyId, signature } = doc;
     if (keyId === undefined || signature === undefined) throw new SignatureError(`${what} (${url}) is not signed (no keyId/signature), and this client accepts only signed updates`, { url });
     const key = this.keys.get(keyId);
     if (!key) throw new SignatureError(`${what} (${url}) is signed by key ${keyId}, which is not an accepted key (accepted: ${this.keyIds.join(", ")})`, { url });
     const sig = base64Bytes(signature);
     if (!sig || sig.length !== 64) throw new SignatureError(`${what} (${url}): the signature is not the base64 of 64 bytes`, { url });
+    let statement: Uint8Array;
+    try {
+      statement = statementFor(keyId);
+    } catch (e) {
+      throw new ProtocolError(`${what} (${url}): ${messageOf(e)}`, { url });
+    }
     let ok: boolean;
     const webKey = await key.webCrypto;
     try {
@@ -91,13 +99,9 @@ export async function fetchVerifiedUpdate(verifier: Verifier | null, baseUrl: st
   const durl = desc.manifestUrl;
   let keyId: string | null = null;
   if (verifier) {
-    let statement: Uint8Array;
-    try {
-      statement = wasm.updateStatement(desc.keyId ?? "0000000000000000", game, from, to, desc.manifestSize, desc.manifestBlake3);
-    } catch (e) {
-      throw new ProtocolError(`update descriptor ${game} ${from} -> ${to}: ${messageOf(e)}`);
-    }
-    keyId = await verifier.verify(`update descriptor ${game} ${from} -> ${to}`, desc.keyId, desc.signature, statement, descriptorUrl(baseUrl, game, from, to).href);
+    // The statement is rebuilt from what was asked for, never from the descriptor's own game/from/to.
+    const statementFor = (k: string) => wasm.updateStatement(k, game, from, to, desc.manifestSize, desc.manifestBlake3);
+    keyId = await verifier.verify(`update descriptor ${game} ${from} -> ${to}`, desc, statementFor, descriptorUrl(baseUrl, game, from, to).href);
   }
   const res = await fetchChecked(durl, { cache: "no-store", signal });
   const manifestBytes = new Uint8Array(await res.arrayBuffer());
@@ -171,14 +175,9 @@ export async function fetchVerifiedChannel(verifier: Verifier | null, baseUrl: s
   const what = `channel ${game}/${channel}`;
   let keyId: string | null = null;
   if (verifier) {
-    if (doc.sequence === undefined || doc.expires === undefined) throw new SignatureError(`${what} (${url}) has no sequence or expires, so it is not a signed channel document`, { url });
-    let statement: Uint8Array;
-    try {
-      statement = wasm.channelStatement(doc.keyId ?? "0000000000000000", game, channel, doc.build, doc.sequence, doc.expires);
-    } catch (e) {
-      throw new ProtocolError(`${what} (${url}): ${messageOf(e)}`, { url });
-    }
-    keyId = await verifier.verify(what, doc.keyId, doc.signature, statement, url);
+    const { sequence, expires } = doc;
+    if (sequence === undefined || expires === undefined) throw new SignatureError(`${what} (${url}) has no sequence or expires, so it is not a signed channel document`, { url });
+    keyId = await verifier.verify(what, doc, (k) => wasm.channelStatement(k, game, channel, doc.build, sequence, expires), url);
   }
   if (doc.expires !== undefined && doc.expires + EXPIRY_SKEW_SECONDS < nowMs / 1000) {
     throw new FrozenError(
