@@ -103,6 +103,11 @@ enum Command {
         allow_insecure_http: bool,
         dir: PathBuf,
     },
+    /// Channels on an update server (token from EDGEPATCH_TOKEN).
+    Channel {
+        #[command(subcommand)]
+        command: ChannelCommand,
+    },
     /// A static update site any CDN or bucket can serve (docs/STATIC_SITE.md).
     Site {
         #[command(subcommand)]
@@ -138,6 +143,24 @@ enum Command {
         allow_insecure_http: bool,
         old_dir: PathBuf,
         out_dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum ChannelCommand {
+    /// Point CHANNEL at BUILD (a new signed position; the server pre-generates the updates it releases).
+    Set {
+        #[arg(long)]
+        server: String,
+        #[arg(long)]
+        game: String,
+        #[arg(long)]
+        channel: String,
+        #[arg(long)]
+        build: String,
+        /// Allow plain http to a server that is not this machine.
+        #[arg(long)]
+        allow_insecure_http: bool,
     },
 }
 
@@ -389,6 +412,17 @@ fn run(cli: &Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Site { command } => run_site(cli, command),
+        Command::Channel { command: ChannelCommand::Set { server, game, channel, build, allow_insecure_http } } => {
+            let server = server_client::Server::new(server, *allow_insecure_http)?;
+            let answer = server_client::set_channel(&server, game, channel, build)?;
+            if cli.json {
+                println!("{}", json!({ "ok": true, "command": "channel set", "answer": answer }));
+            } else {
+                let seq = answer.get("sequence").map(|s| format!(" (position {s})")).unwrap_or_default();
+                println!("channel {game}/{channel} -> {build}{seq}");
+            }
+            Ok(())
+        }
         Command::Keygen { keyfile } => {
             let (seed, key) = trusted_keys::generate_key()?;
             write_secret(keyfile, &(seed + "\n"))?;

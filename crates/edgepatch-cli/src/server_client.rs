@@ -120,11 +120,9 @@ fn token() -> Result<String, String> {
     std::env::var("EDGEPATCH_TOKEN").map_err(|_| "EDGEPATCH_TOKEN is not set (the server's publish token)".to_string())
 }
 
-fn name_ok(what: &str, s: &str) -> Result<(), String> {
-    let ok = (1..=64).contains(&s.len())
-        && !s.starts_with('.')
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
-    if ok { Ok(()) } else { Err(format!("{what} {s:?} is not 1-64 of [A-Za-z0-9._-] not starting with '.'")) }
+/// The protocol's name rule, from the core (the one definition every client and server shares).
+fn name_ok(what: &'static str, s: &str) -> Result<(), String> {
+    trust::check_name(what, s).map_err(|e| e.to_string())
 }
 
 /// Writes DIR as a tar (paths sorted, modes 0644/0755, mtime 0, owner 0: the same
@@ -258,6 +256,17 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
     })
 }
 
+/// Points `channel` of `game` at `build` on the server (the owner's token); the server
+/// signs the new position and pre-generates the updates it releases. Returns its answer.
+pub fn set_channel(server: &Server, game: &str, channel: &str, build: &str) -> Result<Value, String> {
+    name_ok("game", game)?;
+    name_ok("channel", channel)?;
+    name_ok("build", build)?;
+    let auth = format!("Bearer {}", token()?);
+    let url = server.url(&format!("v1/games/{game}/channels/{channel}"))?;
+    server.agent.request_url("PUT", &url).set("Authorization", &auth).send_json(serde_json::json!({ "build": build })).map_err(describe)?.into_json().map_err(|e| format!("{url}: {e}"))
+}
+
 /// What to update to: a named build, or whichever build a channel points at when asked.
 #[derive(Clone, Copy)]
 pub enum UpdateTarget<'a> {
@@ -340,7 +349,7 @@ pub fn channel_head(server: &Server, keys: &KeySet, game: &str, channel: &str) -
     let s = |k: &str| v.get(k).and_then(|x| x.as_str()).ok_or_else(|| format!("{what}: the document has no {k}"));
     let n = |k: &str| v.get(k).and_then(|x| x.as_u64()).ok_or_else(|| format!("{what}: the document has no numeric {k}"));
     let build = s("build")?.to_string();
-    name_ok(&format!("{what}'s build"), &build)?;
+    name_ok("build", &build).map_err(|e| format!("{what}: {e}"))?;
     let (sequence, expires) = (n("sequence")?, n("expires")?);
     if s("game")? != game || s("channel")? != channel {
         return Err(format!("{what}: the document is for {}/{}", s("game")?, s("channel")?));

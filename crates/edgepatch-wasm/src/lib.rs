@@ -536,6 +536,20 @@ fn key_id_arg(key_id_hex: &str) -> Result<trust::KeyId, JsError> {
     trust::parse_hex::<8>("key id", key_id_hex).map_err(core_err)
 }
 
+/// The protocol's name rule for games, builds and channels (docs/UPDATE_PROTOCOL.md,
+/// "Names"): throws an Error naming `what` and the name unless it is 1-64 bytes of
+/// `[A-Za-z0-9._-]` not starting with `.` (`_`, the empty build, passes).
+#[wasm_bindgen(js_name = checkName)]
+pub fn check_name(what: &str, name: &str) -> Result<(), JsError> {
+    let what: &'static str = match what {
+        "game" => "game",
+        "build" => "build",
+        "channel" => "channel",
+        _ => "name",
+    };
+    trust::check_name(what, name).map_err(core_err)
+}
+
 /// The key id of a 32-byte ed25519 public key (16 hex digits; docs/UPDATE_PROTOCOL.md).
 #[wasm_bindgen(js_name = keyId)]
 pub fn key_id(public_key: &[u8]) -> Result<String, JsError> {
