@@ -9,11 +9,11 @@
 import { EdgepatchError, deserializeError } from "./errors.js";
 import { UNSIGNED_WARNING, acceptedKeys } from "./keys.js";
 import type { BuildEntry, ChannelHead, PendingUpdate, UpdateOptions, UpdateProgress, UpdateRequest, UpdateResult, WorkerReply, WorkerRequest } from "./messages.js";
-import { EMPTY_BUILD, checkName } from "./protocol.js";
+import { EMPTY_BUILD } from "./messages.js";
 
 export * from "./errors.js";
 export type { BuildEntry, ChannelHead, PendingUpdate, UpdateOptions, UpdatePhase, UpdateProgress, UpdateResult } from "./messages.js";
-export { EMPTY_BUILD } from "./protocol.js";
+export { EMPTY_BUILD } from "./messages.js";
 
 export interface GameUpdaterOptions extends UpdateOptions {
   /** Base URL of an update server (docs/UPDATE_PROTOCOL.md), e.g. "https://cdn.example/updates/". */
@@ -40,11 +40,11 @@ export class GameUpdater extends EventTarget {
 
   /**
    * Throws SignatureError when no public key is configured (and the local-development
-   * opt-out is not set) or a key is malformed, and ProtocolError for a bad game name.
+   * opt-out is not set) or a key is malformed. A bad game name is a ProtocolError from
+   * the first call (the worker checks names by the core's rule).
    */
   constructor(private opts: GameUpdaterOptions) {
     super();
-    checkName("game", opts.game);
     this.unsigned = acceptedKeys(opts) === null;
     this.game = opts.game;
     this.baseUrl = new URL(String(opts.baseUrl), location.href).href;
@@ -94,7 +94,6 @@ export class GameUpdater extends EventTarget {
    * like `updateToLatest` checks it (signature, expiry, sequence); records nothing.
    */
   async latest(channel = "stable"): Promise<string> {
-    checkName("channel", channel);
     return (await this.call<ChannelHead>({ op: "latest", request: { ...this.request(), channel } }).promise).build;
   }
 
@@ -120,7 +119,6 @@ export class GameUpdater extends EventTarget {
    * update is switched in (or the build was already current), it becomes the newest.
    */
   updateToLatest(channel = "stable", opts: { signal?: AbortSignal; onProgress?: (p: UpdateProgress) => void } = {}): Promise<UpdateResult> {
-    checkName("channel", channel);
     return this.start({ channel }, opts);
   }
 

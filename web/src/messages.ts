@@ -2,6 +2,9 @@
 
 import type { SerializedError } from "./errors.js";
 
+/** The empty build: an update from `_` is an install. */
+export const EMPTY_BUILD = "_";
+
 export interface UpdateOptions {
   /** Ranges of the patch downloaded at once (default 3). */
   parallelism?: number;

@@ -1,18 +1,25 @@
 // The client side of docs/UPDATE_PROTOCOL.md: names, URLs and the JSON documents.
+// Worker side (the name rule is the core's, through wasm).
 
+import { checkName as coreCheckName } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import { HttpError, NetworkError, ProtocolError, messageOf } from "./errors.js";
+import { EMPTY_BUILD } from "./messages.js";
 
-/** The empty build: an update from `_` is an install. */
-export const EMPTY_BUILD = "_";
+export { EMPTY_BUILD };
 
-const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$/;
-
-/** Checks a game, build or channel name (1-64 of [A-Za-z0-9._-], not starting with "."). */
+/**
+ * Checks a game, build or channel name by the core's rule (1-64 bytes of [A-Za-z0-9._-],
+ * not starting with "."); `what` names it in the error ("from" and "to" are builds).
+ * "_" (the empty build) only where `allowEmptyBuild`.
+ */
 export function checkName(what: string, name: string, allowEmptyBuild = false): void {
-  if (typeof name !== "string" || !NAME.test(name)) {
-    throw new ProtocolError(`${what} ${JSON.stringify(name)} is not a valid name (1-64 of [A-Za-z0-9._-], not starting with ".")`);
-  }
+  if (typeof name !== "string") throw new ProtocolError(`${what} is not a string`);
   if (name === EMPTY_BUILD && !allowEmptyBuild) throw new ProtocolError(`${what} "_" is the reserved empty build`);
+  try {
+    coreCheckName(what === "game" || what === "channel" ? what : "build", name);
+  } catch (e) {
+    throw new ProtocolError(`${what}: ${messageOf(e)}`);
+  }
 }
 
 export interface UpdateDescriptor {

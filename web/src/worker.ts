@@ -4,6 +4,7 @@
 import init from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import { EdgepatchError, StorageError, messageOf } from "./errors.js";
 import type { WorkerReply, WorkerRequest } from "./messages.js";
+import { checkName } from "./protocol.js";
 import { Verifier, fetchVerifiedChannel } from "./trust.js";
 import { currentEntries, pendingUpdate, readCurrentFile, removeGame, runUpdate } from "./update.js";
 
@@ -17,6 +18,9 @@ function reply(m: WorkerReply, transfer: Transferable[] = []): void {
 async function handle(m: WorkerRequest): Promise<void> {
   try {
     await ready;
+    // Every game name reaches OPFS paths: the core's name rule first (never ".", "..", ".channels").
+    if ("game" in m) checkName("game", m.game);
+    else if (m.op !== "abort") checkName("game", m.request.game);
     switch (m.op) {
       case "update": {
         const ac = new AbortController();
