@@ -355,7 +355,7 @@ test("a descriptor and manifest signed for another game are refused", async (t) 
   assert.deepEqual(st.builds, ["v1"]);
 });
 
-test("a rolled-back channel document (lower sequence, validly signed) is refused, also after a reload", async (t) => {
+test("a rolled-back channel document (lower sequence, or the same sequence naming another build; validly signed) is refused, also after a reload", async (t) => {
   const { page } = await openDemo(t, "demo");
   await installV1(page);
   await page.click("#update");
@@ -363,6 +363,10 @@ test("a rolled-back channel document (lower sequence, validly signed) is refused
   let st = await assertBuild(page, "demo", "v2");
   assert.deepEqual(Object.values(st.channelHeads.heads), [{ sequence: 2, build: "v2" }]);
 
+  // The same sequence naming another build is refused too.
+  serveHostile(t, "same-sequence");
+  await updateRefused(page, "rollback", /sequence 2 \(build v1\), but this browser already followed sequence 2 \(build v2\)/);
+  server.faults.replace.clear();
   serveHostile(t, "rolled-back");
   await updateRefused(page, "rollback", /sequence 1 \(build v1\), but this browser already followed sequence 2 \(build v2\)/);
   // The newest sequence is stored, not remembered by the page: a reload refuses it too.

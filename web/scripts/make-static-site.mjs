@@ -27,6 +27,7 @@
 //                  "other" (relabelled "demo"), with that game's manifest and patch
 //   rolled-back    demo's channel document replaced by its sequence-1 version (build v1),
 //                  signed by the real key and not expired: a replay
+//   same-sequence  demo's channel document at sequence 2 (the real one's) naming build v1
 //   expired        demo's channel document (build v2, sequence 2) signed with an expiry
 //                  a day in the past: a freeze
 import { execFileSync } from "node:child_process";
@@ -246,6 +247,10 @@ function retitled(build, dirName, title, noise = "") {
 // rolled-back: the channel's sequence-1 document (build v1), re-signed fresh by the real key.
 variant("rolled-back", "demo's stable channel replaced by its older sequence-1 document (build v1), validly signed", {
   "v1/games/demo/channels/stable": json({ ...stableDocs[0] }),
+});
+// same-sequence: sequence 2 again, but naming v1 (a sequence is never reused for another build).
+variant("same-sequence", "demo's stable channel at the same sequence 2 but naming build v1, validly signed", {
+  "v1/games/demo/channels/stable": json(channelDocOf("demo", "stable", "v1", 2, now + 7 * DAY)),
 });
 // expired: the current document (v2, sequence 2) signed with an expiry a day ago.
 variant("expired", "demo's stable channel (v2, sequence 2) signed with an expiry a day in the past", {
