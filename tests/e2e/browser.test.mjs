@@ -355,6 +355,16 @@ test("a descriptor and manifest signed for another game are refused", async (t) 
   assert.deepEqual(st.builds, ["v1"]);
 });
 
+test("an unsigned descriptor is refused when a key is configured", async (t) => {
+  const { page } = await openDemo(t, "demo");
+  await installV1(page);
+  serveHostile(t, "unsigned");
+  server.resetStats();
+  await updateRefused(page, "signature", /update descriptor demo v1 -> v2 .* is not signed/);
+  assert.equal(server.stats.requests.filter((r) => r.path.includes("/manifests/") || r.path.includes("/patches/")).length, 0, "neither manifest nor patch fetched");
+  await assertBuild(page, "demo", "v1");
+});
+
 test("a rolled-back channel document (lower sequence, or the same sequence naming another build; validly signed) is refused, also after a reload", async (t) => {
   const { page } = await openDemo(t, "demo");
   await installV1(page);

@@ -25,6 +25,7 @@
 //                  patch's URL
 //   wrong-game     demo's v1 -> v2 descriptor replaced by one signed (real key) for game
 //                  "other" (relabelled "demo"), with that game's manifest and patch
+//   unsigned       demo's v1 -> v2 descriptor without keyId and signature
 //   rolled-back    demo's channel document replaced by its sequence-1 version (build v1),
 //                  signed by the real key and not expired: a replay
 //   same-sequence  demo's channel document at sequence 2 (the real one's) naming build v1
@@ -242,6 +243,12 @@ function retitled(build, dirName, title, noise = "") {
     [`v1/games/manifests/${d.manifestBlake3}`]: p.manifest,
     [`v1/games/patches/${blake3Hex(p.patch)}`]: p.patch,
   });
+}
+
+// unsigned: demo's real v1 -> v2 descriptor without its keyId and signature.
+{
+  const { keyId: _k, signature: _s, ...unsigned } = demoV1V2.descriptor;
+  variant("unsigned", "demo's v1 -> v2 descriptor with its keyId and signature removed", { "v1/games/demo/updates/v1/v2": json(unsigned) });
 }
 
 // rolled-back: the channel's sequence-1 document (build v1), re-signed fresh by the real key.

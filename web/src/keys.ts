@@ -25,8 +25,8 @@ export function base64Bytes(s: string): Uint8Array | null {
  * malformed key, or when there is neither a key nor the opt-out.
  */
 export function acceptedKeys(opts: TrustOptions): Uint8Array[] | null {
-  const given = [...(opts.publicKeys ?? []), ...(opts.publicKey !== undefined ? [opts.publicKey] : [])];
   if (opts.publicKeys !== undefined && !Array.isArray(opts.publicKeys)) throw new SignatureError("publicKeys must be an array of base64 ed25519 public keys");
+  const given = [...(opts.publicKeys ?? []), ...(opts.publicKey !== undefined ? [opts.publicKey] : [])];
   const keys = given.map((k, i) => {
     const raw = typeof k === "string" ? base64Bytes(k) : null;
     if (!raw || raw.length !== 32) throw new SignatureError(`public key ${i + 1} (${JSON.stringify(String(k).slice(0, 60))}) is not the base64 of 32 bytes (an ed25519 public key)`);
