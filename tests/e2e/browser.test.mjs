@@ -231,6 +231,8 @@ test("the connection is cut mid-update and the page reloaded: the update resumes
   assert.ok(point && point.segmentsDone >= 1, `a resume point was persisted: ${JSON.stringify(st.update)}`);
   // The patch's BLAKE3 so far travels with the point: the whole patch is checked against the manifest after the reload.
   assert.match(point.patchHashState ?? "", /^[0-9a-f]+$/, "the resume point carries the patch hash state");
+  assert.equal(st.channelHeads, null, "no channel recorded before the switch");
+  assert.equal(st.update.channel?.build, "v2", "the record keeps the channel document the update follows");
 
   // The connection is back; the reloaded page continues the interrupted update.
   server.faults.cutPatchAt = null;
@@ -247,6 +249,8 @@ test("the connection is cut mid-update and the page reloaded: the update resumes
   assert.deepEqual(st.builds, ["v2"]);
   assert.equal(st.update, null);
   assert.match(await page.textContent("#phase"), /resumed at/);
+  // The reloaded page resumed without naming the channel; the switch recorded it anyway.
+  assert.deepEqual(Object.values(st.channelHeads?.heads ?? {}), [{ sequence: site.big.channels.stable.sequence, build: "v2" }]);
   t.diagnostic(`patch ${d.patchSize} B in ${d.segments} segments; cut at ${cutAt}; ` +
     `first session got ${firstSession} B, persisted point ${point.patchOffset} (${point.segmentsDone} segments); after reload downloaded ${again} B (header+tree ${header.bytes} B)`);
 });

@@ -300,8 +300,9 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   const builds = await dirAt(g, "builds", true);
   if (!(record && record.version === 2 && record.from === from && record.to === to && record.manifestBlake3 === desc.manifestBlake3)) record = null;
   const point = record?.point && record.point.segmentsDone > 0 && typeof record.point.patchHashState === "string" && segments.length > 0 ? record.point : null;
-  // A resumed update keeps the channel it was following (the page reloaded without one).
-  channel ??= record?.channel;
+  // A resumed update keeps the channel it was following (the page reloaded without one),
+  // if it was checked against this same server.
+  if (record?.baseUrl === job.baseUrl) channel ??= record.channel;
   // Anything but the current build and the build being resumed is leftover.
   for (const name of await names(builds)) {
     if (name !== current?.build && !(point && name === to)) await removeIfPresent(builds, name);
