@@ -182,6 +182,7 @@ test("fresh profile installs v1, updates to v2; OPFS byte-exact", async (t) => {
   const text = await page.textContent("#progress-text");
   assert.match(text, /downloaded .* of .*, saved \d+\.\d%/);
   assert.match(await page.textContent("#phase"), new RegExp(`signed by key ${keyId}`));
+  assert.equal(await page.evaluate(() => globalThis.edgepatchDemo.updater.latest("stable")), "v2", "latest() reads the checked channel");
   // The channel document followed is now the newest this browser accepts from this server.
   assert.deepEqual(Object.values(st.channelHeads?.heads ?? {}), [{ sequence: site.demo.channels.stable.sequence, build: "v2" }]);
   assert.deepEqual(errors, []);
@@ -383,6 +384,9 @@ test("a rolled-back channel document (lower sequence, or the same sequence namin
   server.faults.replace.clear();
   serveHostile(t, "rolled-back");
   await updateRefused(page, "rollback", /sequence 1 \(build v1\), but this browser already followed sequence 2 \(build v2\)/);
+  // latest() checks the channel the same way (and records nothing).
+  const latest = await page.evaluate(() => globalThis.edgepatchDemo.updater.latest("stable").then((b) => ({ b }), (e) => ({ name: e.name, code: e.code })));
+  assert.deepEqual(latest, { name: "RollbackError", code: "rollback" });
   // The newest sequence is stored, not remembered by the page: a reload refuses it too.
   await page.reload();
   await waitState(page, ["idle"]);
