@@ -370,6 +370,17 @@ test("an unsigned descriptor is refused when a key is configured", async (t) => 
   await assertBuild(page, "demo", "v1");
 });
 
+test("a manifest answer longer than the signed size is refused before it is read whole", async (t) => {
+  const { page } = await openDemo(t, "demo");
+  await installV1(page);
+  serveHostile(t, "oversized-manifest");
+  server.resetStats();
+  const d = descriptor("demo", "v1", "v2");
+  await updateRefused(page, "integrity", new RegExp(`manifest .* more than the ${d.manifestSize} bytes expected`));
+  assert.equal(server.stats.patchBytesServed, 0);
+  await assertBuild(page, "demo", "v1");
+});
+
 test("a rolled-back channel document (lower sequence, or the same sequence naming another build; validly signed) is refused, also after a reload", async (t) => {
   const { page } = await openDemo(t, "demo");
   await installV1(page);

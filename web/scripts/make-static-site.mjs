@@ -26,6 +26,7 @@
 //   wrong-game     demo's v1 -> v2 descriptor replaced by one signed (real key) for game
 //                  "other" (relabelled "demo"), with that game's manifest and patch
 //   unsigned       demo's v1 -> v2 descriptor without keyId and signature
+//   oversized-manifest  demo's v1 -> v2 manifest with 8 MiB appended
 //   rolled-back    demo's channel document replaced by its sequence-1 version (build v1),
 //                  signed by the real key and not expired: a replay
 //   same-sequence  demo's channel document at sequence 2 (the real one's) naming build v1
@@ -250,6 +251,11 @@ function retitled(build, dirName, title, noise = "") {
   const { keyId: _k, signature: _s, ...unsigned } = demoV1V2.descriptor;
   variant("unsigned", "demo's v1 -> v2 descriptor with its keyId and signature removed", { "v1/games/demo/updates/v1/v2": json(unsigned) });
 }
+
+// oversized-manifest: the real v1 -> v2 manifest followed by 8 MiB of zeros, at its URL.
+variant("oversized-manifest", "demo's v1 -> v2 manifest with 8 MiB appended, at its URL", {
+  [`v1/games/manifests/${demoV1V2.descriptor.manifestBlake3}`]: Buffer.concat([demoV1V2.manifest, Buffer.alloc(8 << 20)]),
+});
 
 // rolled-back: the channel's sequence-1 document (build v1), re-signed fresh by the real key.
 variant("rolled-back", "demo's stable channel replaced by its older sequence-1 document (build v1), validly signed", {

@@ -2,7 +2,7 @@
 // Worker side (the name rule is the core's, through wasm).
 
 import { checkName as coreCheckName } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import { HttpError, NetworkError, ProtocolError, messageOf } from "./errors.js";
+import { HttpError, IntegrityError, NetworkError, ProtocolError, messageOf } from "./errors.js";
 import { EMPTY_BUILD } from "./messages.js";
 
 export { EMPTY_BUILD };
@@ -86,11 +86,48 @@ export async function fetchChecked(url: string, init: RequestInit = {}): Promise
   return res;
 }
 
+/** Largest descriptor or channel document read (they are a few hundred bytes). */
+const MAX_JSON_BYTES = 64 * 1024;
+
+/**
+ * The whole body of `res`, refused (IntegrityError) as soon as it passes `max` bytes:
+ * a server's answer never costs more memory than the caller expects of it.
+ */
+export async function readBounded(res: Response, max: number, url: string, what: string): Promise<Uint8Array> {
+  const declared = Number(res.headers.get("Content-Length") ?? "NaN");
+  if (declared > max) {
+    await res.body?.cancel().catch(() => {});
+    throw new IntegrityError(`${what} ${url} is ${declared} bytes, more than the ${max} bytes expected`, { url });
+  }
+  const out = new Uint8Array(Number.isSafeInteger(declared) && declared >= 0 ? declared : Math.min(max, 64 * 1024));
+  let buf = out;
+  let len = 0;
+  const reader = res.body?.getReader();
+  if (!reader) return new Uint8Array(0);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (len + value.length > max) {
+      await reader.cancel().catch(() => {});
+      throw new IntegrityError(`${what} ${url} is more than the ${max} bytes expected`, { url });
+    }
+    if (len + value.length > buf.length) {
+      const bigger = new Uint8Array(Math.min(max, Math.max(buf.length * 2, len + value.length)));
+      bigger.set(buf.subarray(0, len));
+      buf = bigger;
+    }
+    buf.set(value, len);
+    len += value.length;
+  }
+  return buf.subarray(0, len);
+}
+
 async function fetchJson(url: string, signal?: AbortSignal): Promise<Record<string, unknown>> {
   const res = await fetchChecked(url, { cache: "no-cache", ...(signal ? { signal } : {}) });
+  const bytes = await readBounded(res, MAX_JSON_BYTES, url, "document");
   let body: unknown;
   try {
-    body = await res.json();
+    body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   } catch (e) {
     throw new ProtocolError(`${url} is not JSON: ${messageOf(e)}`, { url });
   }

@@ -11,7 +11,7 @@ import { FrozenError, IntegrityError, ProtocolError, RollbackError, SignatureErr
 import { type TrustOptions, acceptedKeys, base64Bytes } from "./keys.js";
 import { ROOT_DIR, dirAt, opfsRoot, readJson, writeAtomic } from "./layout.js";
 import type { ChannelHead } from "./messages.js";
-import { EMPTY_BUILD, type UpdateDescriptor, channelUrl, descriptorUrl, fetchChannel, fetchChecked, fetchDescriptor } from "./protocol.js";
+import { EMPTY_BUILD, type UpdateDescriptor, channelUrl, descriptorUrl, fetchChannel, fetchChecked, fetchDescriptor, readBounded } from "./protocol.js";
 
 /** Clock skew allowed when judging a channel document's `expires`. */
 export const EXPIRY_SKEW_SECONDS = 300;
@@ -104,7 +104,8 @@ export async function fetchVerifiedUpdate(verifier: Verifier | null, baseUrl: st
     keyId = await verifier.verify(`update descriptor ${game} ${from} -> ${to}`, desc, statementFor, descriptorUrl(baseUrl, game, from, to).href);
   }
   const res = await fetchChecked(durl, { cache: "no-store", signal });
-  const manifestBytes = new Uint8Array(await res.arrayBuffer());
+  // Never more than the (signed) size: a hostile answer cannot cost more memory than the real manifest.
+  const manifestBytes = await readBounded(res, desc.manifestSize, durl, "manifest");
   const signed = verifier ? "the signed statement" : "the descriptor";
   if (manifestBytes.length !== desc.manifestSize) throw new IntegrityError(`manifest ${durl} is ${manifestBytes.length} bytes, ${signed} says ${desc.manifestSize}`, { url: durl });
   const hash = wasm.blake3Hex(manifestBytes);
