@@ -342,38 +342,12 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       }
     }
 
-    // Progress: rate over a sliding window of the last 3 seconds.
-    const samples: [number, number][] = [];
-    let segmentsDone = point?.segmentsDone ?? 0;
-    let applied = resumedFrom;
-    let lastSent = 0;
-    let phase: UpdateProgress["phase"] = "downloading";
     const filesBefore = point ? newFiles.filter((e) => e.source.type !== "delta" || e.source.newOffset + e.size <= point.newOffset).length : 0;
+    const progress = new ProgressReporter(onProgress, { game, from, to, patchSize, resumedFrom, newBytesTotal, filesTotal: newFiles.length, segmentsTotal: segments.length, savedPercent });
+    progress.segmentsDone = point?.segmentsDone ?? 0;
     const report = (force: boolean) => {
-      const now = performance.now();
-      if (!force && now - lastSent < 100) return;
-      lastSent = now;
-      samples.push([now, downloaded]);
-      while (samples.length > 2 && now - samples[0]![0] > 3000) samples.shift();
-      const [t1, b1] = samples[0]!;
-      const rate = now - t1 > 200 ? ((downloaded - b1) * 1000) / (now - t1) : 0;
       const p = applier?.progress();
-      onProgress({
-        phase, game, from, to,
-        downloadedBytes: downloaded,
-        patchBytesApplied: applied,
-        patchSize,
-        resumedFrom,
-        newBytesWritten: p ? p.newBytesWritten : 0,
-        newBytesTotal,
-        filesDone: Math.min(newFiles.length, filesBefore + sink.filesDone),
-        filesTotal: newFiles.length,
-        segmentsDone,
-        segmentsTotal: segments.length,
-        bytesPerSecond: rate,
-        etaSeconds: rate > 0 ? (patchSize - applied) / rate : null,
-        savedPercent,
-      });
+      progress.report(force, { downloadedBytes: downloaded, newBytesWritten: p ? p.newBytesWritten : 0, filesDone: Math.min(newFiles.length, filesBefore + sink.filesDone) });
     };
     report(true);
 
@@ -391,12 +365,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     };
     if (point) {
       // The header and tree again (the applier needs them), then the rest from the resume point.
-      const headerEnd = segments[0]!.patchOffset;
-      const parts: Uint8Array[] = [];
-      for await (const c of new RangeDownload(desc.patchUrl, patchSize, [{ start: 0, end: headerEnd }], dl).chunks()) parts.push(c);
-      const headerAndTree = new Uint8Array(headerEnd);
-      let at = 0;
-      for (const p of parts) { headerAndTree.set(p, at); at += p.length; }
+      const headerAndTree = await download(new RangeDownload(desc.patchUrl, patchSize, [{ start: 0, end: segments[0]!.patchOffset }], dl));
       callApplier(() => { applier = PatchApplier.resume(old, sink, headerAndTree, point, manifestBytes); });
     } else {
       callApplier(() => { applier = new PatchApplier(old, sink, manifestBytes); });
@@ -406,17 +375,15 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     for await (const chunk of new RangeDownload(desc.patchUrl, patchSize, ranges, dl).chunks()) {
       if (signal.aborted) throw new AbortedError(undefined, { resumable: true });
       callApplier(() => applier!.push(chunk));
-      applied += chunk.length;
-      {
-        const rp = applier!.resumePoint();
-        if (rp && rp.segmentsDone > segmentsDone) {
-          // The sink's bytes must be durable before the point that relies on them.
-          sink.flush();
-          record.point = rp;
-          await writeAtomic(g, RECORD, JSON.stringify(record));
-          segmentsDone = rp.segmentsDone;
-          report(true);
-        }
+      progress.applied += chunk.length;
+      const rp = applier!.resumePoint();
+      if (rp && rp.segmentsDone > progress.segmentsDone) {
+        // The sink's bytes must be durable before the point that relies on them.
+        sink.flush();
+        record.point = rp;
+        await writeAtomic(g, RECORD, JSON.stringify(record));
+        progress.segmentsDone = rp.segmentsDone;
+        report(true);
       }
       report(false);
     }
@@ -425,7 +392,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
 
     // Every file verified: this session's by the applier as it wrote them, an
     // earlier session's (before a resume) re-hashed here.
-    phase = "verifying";
+    progress.phase = "verifying";
     report(true);
     let rehashed = 0;
     for (const e of newFiles) {
@@ -442,14 +409,14 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     old.close();
 
     // The switch: one atomic replacement of the pointer.
-    phase = "switching";
+    progress.phase = "switching";
     report(true);
     const pointer: CurrentPointer = { build: to, manifestBlake3: desc.manifestBlake3 };
     await writeAtomic(g, "current", JSON.stringify(pointer));
     if (channel) await storeChannelHead(record.baseUrl, game, channel);
     await removeIfPresent(g, RECORD);
     for (const name of await names(builds)) if (name !== to) await removeIfPresent(builds, name);
-    phase = "done";
+    progress.phase = "done";
     report(true);
     return {
       ...base,
@@ -483,6 +450,59 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     }
     err.resumable = resumable;
     throw err;
+  }
+}
+
+/** Every byte of a download, in one array. */
+async function download(d: RangeDownload): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for await (const c of d.chunks()) {
+    parts.push(c);
+    total += c.length;
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+type ProgressFixed = Pick<UpdateProgress, "game" | "from" | "to" | "patchSize" | "resumedFrom" | "newBytesTotal" | "filesTotal" | "segmentsTotal" | "savedPercent">;
+type ProgressNow = Pick<UpdateProgress, "downloadedBytes" | "newBytesWritten" | "filesDone">;
+
+/** Progress events at most every 100 ms (unless forced), with the rate over the last 3 seconds. */
+class ProgressReporter {
+  phase: UpdateProgress["phase"] = "downloading";
+  /** Patch bytes applied, counting those applied before an interruption. */
+  applied: number;
+  segmentsDone = 0;
+  private samples: [number, number][] = [];
+  private lastSent = 0;
+
+  constructor(private readonly send: (p: UpdateProgress) => void, private readonly fixed: ProgressFixed) {
+    this.applied = fixed.resumedFrom;
+  }
+
+  report(force: boolean, now: ProgressNow): void {
+    const t = performance.now();
+    if (!force && t - this.lastSent < 100) return;
+    this.lastSent = t;
+    this.samples.push([t, now.downloadedBytes]);
+    while (this.samples.length > 2 && t - this.samples[0]![0] > 3000) this.samples.shift();
+    const [t1, b1] = this.samples[0]!;
+    const rate = t - t1 > 200 ? ((now.downloadedBytes - b1) * 1000) / (t - t1) : 0;
+    this.send({
+      ...this.fixed,
+      ...now,
+      phase: this.phase,
+      patchBytesApplied: this.applied,
+      segmentsDone: this.segmentsDone,
+      bytesPerSecond: rate,
+      etaSeconds: rate > 0 ? (this.fixed.patchSize - this.applied) / rate : null,
+    });
   }
 }
 
