@@ -9,7 +9,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { createHash, generateKeyPairSync } from "node:crypto";
-import { lstatSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -471,6 +471,77 @@ test("where WebCrypto has no Ed25519, the core's verifyEd25519 checks the signat
   for (const [sitePath, file] of Object.entries(hostile["wrong-game"].replace)) server.faults.replace.set(`/updates/${sitePath}`, join(dist, "hostile", file));
   await updateRefused(page, "signature", /does not verify under key/);
   await assertBuild(page, "demo", "v1");
+});
+
+// The shared hostile vectors (fixtures/hostile, fixtures/README.md), fed to the apply-only
+// wasm package web/ is built with. EDGEPATCH_HOSTILE_DIR and EDGEPATCH_HOSTILE_WASM_PKG point
+// elsewhere (another branch's vectors or wasm build) to try them before they land.
+const HOSTILE_DIR = process.env.EDGEPATCH_HOSTILE_DIR ?? join(repo, "fixtures/hostile");
+const HOSTILE_WASM_PKG = process.env.EDGEPATCH_HOSTILE_WASM_PKG ?? join(repo, "crates/edgepatch-wasm/pkg/web-apply");
+
+test("every shared hostile vector (fixtures/hostile) is refused by the wasm applier in the page: one line, no panic, bounded memory", async (t) => {
+  if (!existsSync(join(HOSTILE_DIR, "vectors.json"))) {
+    // Written down, not hidden: the vectors come from another branch (fixtures/README.md).
+    t.skip(`MISSING: ${HOSTILE_DIR}/vectors.json is not in this checkout`);
+    return;
+  }
+  const index = JSON.parse(readFileSync(join(HOSTILE_DIR, "vectors.json"), "utf8"));
+  assert.ok(index.vectors.length > 0);
+  // The apply-only module the worker uses, loaded straight into the page.
+  server.faults.replace.set("/test/edgepatch_wasm.js", join(HOSTILE_WASM_PKG, "edgepatch_wasm.js"));
+  server.faults.replace.set("/test/edgepatch_wasm_bg.wasm", join(HOSTILE_WASM_PKG, "edgepatch_wasm_bg.wasm"));
+  for (const v of index.vectors) server.faults.replace.set(`/test/hostile/${v.file}`, join(HOSTILE_DIR, v.file));
+  t.after(() => server.faults.replace.clear());
+  const { page, errors } = await openDemo(t, "demo");
+  await waitState(page, ["idle"]);
+  const results = await page.evaluate(async (vectors) => {
+    const compiled = await WebAssembly.compileStreaming(fetch("/test/edgepatch_wasm_bg.wasm"));
+    const out = [];
+    for (const [i, v] of vectors.entries()) {
+      // A fresh instance per vector (a new module URL: new glue state), so its memory is its own.
+      const m = await import(`/test/edgepatch_wasm.js?instance=${i}`);
+      await m.default({ module_or_path: compiled });
+      const before = m.wasmMemoryBytes();
+      const bytes = new Uint8Array(await (await fetch(`/test/hostile/${v.file}`)).arrayBuffer());
+      let outcome = "accepted";
+      let message = "";
+      try {
+        if (v.input === "manifest") {
+          new m.ManifestReader(bytes).free();
+        } else {
+          // The empty tree: no files, an empty listing; a sink that keeps nothing.
+          const old = { fileSize(p) { throw new Error(`no old file ${p}`); }, readAt(p) { throw new Error(`no old file ${p}`); }, listing: () => [] };
+          const sink = { createDirectory() {}, createSymlink() {}, beginFile() {}, writeFile() {}, finishFile() {} };
+          const a = new m.PatchApplier(old, sink);
+          try {
+            for (let at = 0; at < bytes.length; at += 1000) a.push(bytes.subarray(at, at + 1000));
+            a.finish();
+          } finally {
+            a.free();
+          }
+        }
+      } catch (e) {
+        outcome = e instanceof Error ? e.constructor.name : typeof e;
+        message = String(e?.message ?? e);
+      }
+      out.push({ name: v.name, size: bytes.length, outcome, message, memory: m.wasmMemoryBytes() - before });
+    }
+    return out;
+  }, index.vectors);
+  const MiB = 1 << 20;
+  const wrong = [];
+  for (const r of results) {
+    const v = index.vectors.find((x) => x.name === r.name);
+    if (r.size !== v.size) wrong.push(`${r.name}: served ${r.size} bytes, the vector has ${v.size}`);
+    else if (r.outcome !== "Error") wrong.push(`${r.name} (${v.attacks}): not refused with an Error (${r.outcome}: ${r.message})`);
+    else if (r.message.length === 0 || r.message.includes("\n")) wrong.push(`${r.name}: not one line: ${JSON.stringify(r.message)}`);
+    else if (/unreachable|panicked|RuntimeError/i.test(r.message)) wrong.push(`${r.name}: a trap, not a refusal: ${r.message}`);
+    // FORMAT.md §2.7's budget, on the module's whole linear memory (which never shrinks).
+    else if (r.memory > 100 * MiB + 64 * v.size) wrong.push(`${r.name} (${v.attacks}): wasm memory grew ${(r.memory / MiB).toFixed(0)} MiB`);
+  }
+  assert.deepEqual(wrong, [], wrong.join("\n"));
+  assert.deepEqual(errors, [], "no panic reported on the console");
+  for (const r of results) t.diagnostic(`${r.name}: ${r.message.slice(0, 100)}`);
 });
 
 test("the same library against the Worker (wrangler dev): install v1, update to the channel's v2, signed manifests, byte-exact", async (t) => {
