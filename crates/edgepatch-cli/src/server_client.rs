@@ -125,6 +125,17 @@ fn name_ok(what: &'static str, s: &str) -> Result<(), String> {
     trust::check_name(what, s).map_err(|e| e.to_string())
 }
 
+/// The executable bit (Unix); other systems have none, so a build made there has no executables.
+fn is_executable(meta: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    return std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 != 0;
+    #[cfg(not(unix))]
+    return {
+        let _ = meta;
+        false
+    };
+}
+
 /// Writes DIR as a tar (paths sorted, modes 0644/0755, mtime 0, owner 0: the same
 /// directory always gives the same bytes), symlinks stored as links, never followed.
 pub fn write_tar(dir: &Path, out: File) -> io::Result<File> {
@@ -155,9 +166,8 @@ pub fn write_tar(dir: &Path, out: File) -> io::Result<File> {
                 b.append_data(&mut h, format!("{path}/"), io::empty())?;
                 add(b, root, &path)?;
             } else if ft.is_file() {
-                use std::os::unix::fs::PermissionsExt;
                 h.set_entry_type(tar::EntryType::Regular);
-                h.set_mode(if meta.permissions().mode() & 0o111 != 0 { 0o755 } else { 0o644 });
+                h.set_mode(if is_executable(&meta) { 0o755 } else { 0o644 });
                 h.set_size(meta.len());
                 let f = File::open(&full).map_err(|e| with_path(&full, e))?;
                 b.append_data(&mut h, &path, BufReader::new(f))?;

@@ -89,7 +89,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
             #[cfg(unix)]
             std::os::unix::fs::symlink(&target, &dst).map_err(|e| io_err(&dst, e))?;
             #[cfg(not(unix))]
-            return Err(format!("{}: symlinks in builds are supported on Unix only", src.display()));
+            return Err(format!("{}: a symlink (to {}): builds with links are published from Unix only", src.display(), target.display()));
         } else if ft.is_dir() {
             copy_tree(&src, &dst)?;
         } else if ft.is_file() {
