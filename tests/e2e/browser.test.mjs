@@ -2,11 +2,14 @@
 // playwright-core), real OPFS, real HTTP (web/scripts/serve.mjs). Run by
 // web/scripts/test.sh after it has built web/dist (library, demo, update site --big).
 //
-// Every test starts from a fresh browser profile, so OPFS starts empty.
+// Every test starts from a fresh browser profile, so OPFS starts empty. Hostile cases
+// serve the variants make-static-site.mjs wrote (web/dist/hostile/hostile.json) at the
+// real site's URLs, as a hostile host, CDN or network would.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { createHash, generateKeyPairSync } from "node:crypto";
-import { lstatSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from "node:fs";
+import { existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,8 +18,10 @@ import { startServer } from "../../web/scripts/serve.mjs";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const dist = join(repo, "web/dist");
-const { publicKey, games: site } = JSON.parse(readFileSync(join(dist, "updates/site.json"), "utf8"));
+const { publicKey, keyId, games: site } = JSON.parse(readFileSync(join(dist, "updates/site.json"), "utf8"));
+const hostile = JSON.parse(readFileSync(join(dist, "hostile/hostile.json"), "utf8"));
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const EDGEPATCH = process.env.EDGEPATCH_BIN ?? join(repo, "target/release/edgepatch");
 
 let server;
 before(async () => {
@@ -32,8 +37,20 @@ function descriptor(game, from, to) {
   return d;
 }
 
-/** A fresh profile (so an empty OPFS) and a page on the demo for `game`. */
-async function openDemo(t, game, query = "") {
+/** Serves hostile variant `name` (hostile.json) at the real site's URLs until the test ends. */
+function serveHostile(t, name) {
+  const v = hostile[name];
+  assert.ok(v, `no hostile variant ${name}`);
+  for (const [sitePath, file] of Object.entries(v.replace)) server.faults.replace.set(`/updates/${sitePath}`, join(dist, "hostile", file));
+  t.after(() => server.faults.replace.clear());
+  return v;
+}
+
+/**
+ * A fresh profile (so an empty OPFS) and a page on the demo for `game`, configured with
+ * the site's public key unless `key` says otherwise (null: none).
+ */
+async function openDemo(t, game, query = "", { key = publicKey } = {}) {
   const profile = mkdtempSync(join(tmpdir(), "edgepatch-e2e-"));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -46,11 +63,15 @@ async function openDemo(t, game, query = "") {
   });
   const page = context.pages()[0] ?? (await context.newPage());
   const errors = [];
+  const warnings = [];
   page.on("pageerror", (e) => errors.push(e.message));
-  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  const url = `${server.url}demo/?game=${game}&install=v1${query}`;
+  page.on("console", (m) => {
+    if (m.type() === "error") errors.push(m.text());
+    if (m.type() === "warning") warnings.push(m.text());
+  });
+  const url = `${server.url}demo/?game=${game}&install=v1${key ? `&publicKey=${encodeURIComponent(key)}` : ""}${query}`;
   await page.goto(url);
-  return { page, url, errors };
+  return { page, url, errors, warnings };
 }
 
 /** Waits until the demo page reaches one of `states` (it sets body[data-state]). */
@@ -109,7 +130,10 @@ async function opfsState(page, game) {
       tree.dirs.sort();
       trees[b] = tree;
     }
-    return { current, update: update && JSON.parse(update), builds: builds.sort(), trees };
+    // The newest channel document followed, kept outside the game's directory.
+    let channelHeads = null;
+    try { channelHeads = JSON.parse(await text(await (await root.getDirectoryHandle("edgepatch")).getDirectoryHandle(".channels"), `${game}.json`)); } catch {}
+    return { current, update: update && JSON.parse(update), builds: builds.sort(), trees, channelHeads };
   }, game);
 }
 
@@ -132,8 +156,8 @@ async function assertBuild(page, game, build) {
 }
 
 test("fresh profile installs v1, updates to v2; OPFS byte-exact", async (t) => {
-  // With the server's public key: every manifest's ed25519 signature is checked.
-  const { page, errors } = await openDemo(t, "demo", `&publicKey=${encodeURIComponent(publicKey)}`);
+  // With the server's public key: every update statement and the channel are signature-checked.
+  const { page, errors } = await openDemo(t, "demo");
   assert.equal(await waitState(page, ["idle", "error"]), "idle");
   assert.equal(await page.textContent("#current"), "none");
 
@@ -157,6 +181,10 @@ test("fresh profile installs v1, updates to v2; OPFS byte-exact", async (t) => {
   for (const r of server.stats.requests.filter((r) => r.path.includes("/patches/"))) assert.match(r.range ?? "", /^bytes=\d+-\d+$/, "single-range requests only");
   const text = await page.textContent("#progress-text");
   assert.match(text, /downloaded .* of .*, saved \d+\.\d%/);
+  assert.match(await page.textContent("#phase"), new RegExp(`signed by key ${keyId}`));
+  assert.equal(await page.evaluate(() => globalThis.edgepatchDemo.updater.latest("stable")), "v2", "latest() reads the checked channel");
+  // The channel document followed is now the newest this browser accepts from this server.
+  assert.deepEqual(Object.values(st.channelHeads?.heads ?? {}), [{ sequence: site.demo.channels.stable.sequence, build: "v2" }]);
   assert.deepEqual(errors, []);
 });
 
@@ -202,6 +230,10 @@ test("the connection is cut mid-update and the page reloaded: the update resumes
   let st = await assertBuild(page, "big", "v1"); // still current and intact
   const point = st.update?.point;
   assert.ok(point && point.segmentsDone >= 1, `a resume point was persisted: ${JSON.stringify(st.update)}`);
+  // The patch's BLAKE3 so far travels with the point: the whole patch is checked against the manifest after the reload.
+  assert.match(point.patchHashState ?? "", /^[0-9a-f]+$/, "the resume point carries the patch hash state");
+  assert.equal(st.channelHeads, null, "no channel recorded before the switch");
+  assert.equal(st.update.channel?.build, "v2", "the record keeps the channel document the update follows");
 
   // The connection is back; the reloaded page continues the interrupted update.
   server.faults.cutPatchAt = null;
@@ -218,6 +250,8 @@ test("the connection is cut mid-update and the page reloaded: the update resumes
   assert.deepEqual(st.builds, ["v2"]);
   assert.equal(st.update, null);
   assert.match(await page.textContent("#phase"), /resumed at/);
+  // The reloaded page resumed without naming the channel; the switch recorded it anyway.
+  assert.deepEqual(Object.values(st.channelHeads?.heads ?? {}), [{ sequence: site.big.channels.stable.sequence, build: "v2" }]);
   t.diagnostic(`patch ${d.patchSize} B in ${d.segments} segments; cut at ${cutAt}; ` +
     `first session got ${firstSession} B, persisted point ${point.patchOffset} (${point.segmentsDone} segments); after reload downloaded ${again} B (header+tree ${header.bytes} B)`);
 });
@@ -250,23 +284,264 @@ test("the page is reloaded while the update is writing: it resumes from the pers
   assert.equal(again, d.patchSize - before.update.point.patchOffset + server.stats.requests.find((r) => r.range?.startsWith("bytes=0-")).bytes);
   const st = await assertBuild(page, "big", "v2");
   assert.deepEqual(st.builds, ["v2"]);
-  t.diagnostic(`reload mid-update: point ${JSON.stringify(before.update.point)}, downloaded ${again} of ${d.patchSize} B again`);
+  const { patchHashState: _h, ...shownPoint } = before.update.point;
+  t.diagnostic(`reload mid-update: point ${JSON.stringify(shownPoint)}, downloaded ${again} of ${d.patchSize} B again`);
 });
 
-test("a manifest signed by another key is refused when a public key is configured", async (t) => {
+test("an update signed by a key that is not accepted is refused, naming the key", async (t) => {
   const otherKey = Buffer.from(generateKeyPairSync("ed25519").publicKey.export({ format: "jwk" }).x, "base64url").toString("base64");
   assert.notEqual(otherKey, publicKey);
-  const { page } = await openDemo(t, "demo", `&publicKey=${encodeURIComponent(otherKey)}`);
+  const { page } = await openDemo(t, "demo", "", { key: otherKey });
   await waitState(page, ["idle"]);
   server.resetStats();
   await page.click("#install");
   assert.equal(await waitState(page, ["done", "error"]), "error");
-  assert.equal(await page.getAttribute("#error", "data-code"), "integrity");
-  assert.match(await page.textContent("#error"), /signature does not match/);
+  assert.equal(await page.getAttribute("#error", "data-code"), "signature");
+  assert.match(await page.textContent("#error"), new RegExp(`signed by key ${keyId}, which is not an accepted key`));
   const st = await opfsState(page, "demo");
   assert.equal(st.current, null, "nothing installed");
   assert.deepEqual(st.builds, []);
   assert.equal(server.stats.patchBytesServed, 0, "refused before any patch byte was fetched");
+});
+
+/** Installs v1 of the demo from the real site and checks it. */
+async function installV1(page) {
+  await waitState(page, ["idle"]);
+  await page.click("#install");
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+  await assertBuild(page, "demo", "v1");
+}
+
+/** Clicks "Update to latest", expects a refusal with `code` and `message`; returns the error text. */
+async function updateRefused(page, code, message) {
+  await page.click("#update");
+  assert.equal(await waitState(page, ["done", "error"]), "error", "the update was refused");
+  assert.ok(await page.isVisible("#error"), "the error is shown");
+  const text = await page.textContent("#error");
+  assert.equal(await page.getAttribute("#error", "data-code"), code, text);
+  assert.match(text, message);
+  return text;
+}
+
+test("a forged patch of the real patch's size at its URL is refused; v1 stays current and byte-intact", async (t) => {
+  const v = hostile["forged-patch"];
+  const real = descriptor("demo", "v1", "v2");
+  const forgedFile = join(dist, "hostile", Object.values(v.replace)[0]);
+  // The vector is what the attack needs: exactly the real patch's size, and a patch the
+  // applier accepts on its own (the native CLI, which checks only the patch's own digest,
+  // applies it and gets the forged title): only the binding to the signed manifest stops it.
+  assert.equal(readFileSync(forgedFile).length, real.patchSize, "same size as the real patch");
+  const out = mkdtempSync(join(tmpdir(), "edgepatch-forged-"));
+  t.after(() => rmSync(out, { recursive: true, force: true }));
+  execFileSync(EDGEPATCH, ["--quiet", "apply", join(dist, "trees/demo/v1"), forgedFile, join(out, "v2")]);
+  assert.match(readFileSync(join(out, "v2/index.html"), "utf8"), new RegExp(`<title>${v.forgedTitle}</title>`));
+
+  const { page } = await openDemo(t, "demo");
+  await installV1(page);
+  serveHostile(t, "forged-patch");
+  server.resetStats();
+  await updateRefused(page, "integrity", /not in the signed manifest/);
+  assert.equal(server.stats.patchBytesServed > 0, true, "the forged patch was served");
+  const st = await assertBuild(page, "demo", "v1");
+  assert.deepEqual(st.builds, ["v1"], "nothing of the forged v2 is kept");
+  assert.equal(st.update, null, "no resume record for a refused patch");
+  assert.equal(st.channelHeads, null, "the channel is recorded only after a switch");
+  assert.equal(await page.textContent("#game-title"), "Star Hopper v1");
+});
+
+test("a descriptor and manifest signed for another game are refused", async (t) => {
+  const { page } = await openDemo(t, "demo");
+  await installV1(page);
+  serveHostile(t, "wrong-game");
+  server.resetStats();
+  await updateRefused(page, "signature", /update descriptor demo v1 -> v2 .*does not verify under key/);
+  assert.equal(server.stats.patchBytesServed, 0, "refused before any patch byte was fetched");
+  const st = await assertBuild(page, "demo", "v1");
+  assert.deepEqual(st.builds, ["v1"]);
+});
+
+test("an unsigned descriptor is refused when a key is configured", async (t) => {
+  const { page } = await openDemo(t, "demo");
+  await installV1(page);
+  serveHostile(t, "unsigned");
+  server.resetStats();
+  await updateRefused(page, "signature", /update descriptor demo v1 -> v2 .* is not signed/);
+  assert.equal(server.stats.requests.filter((r) => r.path.includes("/manifests/") || r.path.includes("/patches/")).length, 0, "neither manifest nor patch fetched");
+  await assertBuild(page, "demo", "v1");
+});
+
+test("a manifest answer longer than the signed size is refused before it is read whole", async (t) => {
+  const { page } = await openDemo(t, "demo");
+  await installV1(page);
+  serveHostile(t, "oversized-manifest");
+  server.resetStats();
+  const d = descriptor("demo", "v1", "v2");
+  await updateRefused(page, "integrity", new RegExp(`manifest .* more than the ${d.manifestSize} bytes expected`));
+  assert.equal(server.stats.patchBytesServed, 0);
+  await assertBuild(page, "demo", "v1");
+});
+
+test("a rolled-back channel document (lower sequence, or the same sequence naming another build; validly signed) is refused, also after a reload", async (t) => {
+  const { page } = await openDemo(t, "demo");
+  await installV1(page);
+  await page.click("#update");
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+  let st = await assertBuild(page, "demo", "v2");
+  assert.deepEqual(Object.values(st.channelHeads.heads), [{ sequence: 2, build: "v2" }]);
+
+  // The same sequence naming another build is refused too.
+  serveHostile(t, "same-sequence");
+  await updateRefused(page, "rollback", /sequence 2 \(build v1\), but this browser already followed sequence 2 \(build v2\)/);
+  server.faults.replace.clear();
+  serveHostile(t, "rolled-back");
+  await updateRefused(page, "rollback", /sequence 1 \(build v1\), but this browser already followed sequence 2 \(build v2\)/);
+  // latest() checks the channel the same way (and records nothing).
+  const latest = await page.evaluate(() => globalThis.edgepatchDemo.updater.latest("stable").then((b) => ({ b }), (e) => ({ name: e.name, code: e.code })));
+  assert.deepEqual(latest, { name: "RollbackError", code: "rollback" });
+  // The newest sequence is stored, not remembered by the page: a reload refuses it too.
+  await page.reload();
+  await waitState(page, ["idle"]);
+  await updateRefused(page, "rollback", /already followed sequence 2/);
+  st = await assertBuild(page, "demo", "v2");
+  assert.deepEqual(st.builds, ["v2"]);
+  assert.deepEqual(Object.values(st.channelHeads.heads), [{ sequence: 2, build: "v2" }], "the stored sequence is unchanged");
+});
+
+test("an expired channel document is refused as frozen", async (t) => {
+  const { page } = await openDemo(t, "demo");
+  await installV1(page);
+  serveHostile(t, "expired");
+  server.resetStats();
+  await updateRefused(page, "frozen", /channel demo\/stable .* expired at/);
+  assert.equal(server.stats.requests.filter((r) => r.path.includes("/games/demo/updates/")).length, 0, "no descriptor fetched");
+  await assertBuild(page, "demo", "v1");
+});
+
+test("without a public key the library refuses to run, unless dangerouslyAllowUnsignedUpdates is set (then it warns on every update)", async (t) => {
+  await t.test("no key: refused with a visible error, nothing fetched or stored", async (t) => {
+    server.resetStats();
+    const { page } = await openDemo(t, "demo", "", { key: null });
+    assert.equal(await waitState(page, ["idle", "error"]), "error");
+    assert.equal(await page.getAttribute("#error", "data-code"), "signature");
+    assert.match(await page.textContent("#error"), /no public key configured: set publicKeys/);
+    assert.ok(await page.isDisabled("#install"), "nothing can be started");
+    assert.equal(server.stats.requests.filter((r) => r.path.startsWith("/updates/")).length, 0);
+    assert.equal(await opfsState(page, "demo"), null, "nothing stored");
+  });
+  await t.test("opt-out: installs and updates, with a warning for each", async (t) => {
+    const { page, warnings } = await openDemo(t, "demo", "&unsigned=1", { key: null });
+    await installV1(page);
+    await page.click("#update");
+    assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+    await assertBuild(page, "demo", "v2");
+    assert.match(await page.textContent("#phase"), /NOT signature-checked/);
+    assert.equal(warnings.filter((w) => w.includes("dangerouslyAllowUnsignedUpdates")).length, 2, warnings.join("\n"));
+  });
+});
+
+test("where WebCrypto has no Ed25519, the core's verifyEd25519 checks the signatures (good ones pass, a bad one is refused)", async (t) => {
+  // The worker is served wrapped: a first module makes WebCrypto refuse Ed25519 keys (as in
+  // browsers without it), then the real worker runs (module imports evaluate in order).
+  const dir = mkdtempSync(join(tmpdir(), "edgepatch-no-ed25519-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, "no-ed25519.js"), `
+    const importKey = crypto.subtle.importKey.bind(crypto.subtle);
+    crypto.subtle.importKey = (format, key, alg, ...rest) =>
+      (alg?.name ?? alg) === "Ed25519" ? Promise.reject(new DOMException("no Ed25519 here", "NotSupportedError")) : importKey(format, key, alg, ...rest);
+  `);
+  writeFileSync(join(dir, "worker.js"), `import "/lib/no-ed25519.js";\nimport "/lib/edgepatch-worker-real.js";\n`);
+  server.faults.replace.set("/lib/edgepatch-worker.js", join(dir, "worker.js"));
+  server.faults.replace.set("/lib/no-ed25519.js", join(dir, "no-ed25519.js"));
+  server.faults.replace.set("/lib/edgepatch-worker-real.js", join(dist, "lib/edgepatch-worker.js"));
+  t.after(() => server.faults.replace.clear());
+
+  server.resetStats();
+  const { page } = await openDemo(t, "demo");
+  await installV1(page);
+  const served = server.stats.requests.map((r) => r.path);
+  assert.ok(served.includes("/lib/no-ed25519.js") && served.includes("/lib/edgepatch-worker-real.js"), `the wrapped worker ran: ${served.join(" ")}`);
+  await page.click("#update");
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+  await assertBuild(page, "demo", "v2");
+  assert.match(await page.textContent("#phase"), new RegExp(`signed by key ${keyId}`));
+  // A statement signed for another game does not verify under the wasm verifier either.
+  await page.click("#remove");
+  await waitState(page, ["idle"]);
+  await installV1(page);
+  for (const [sitePath, file] of Object.entries(hostile["wrong-game"].replace)) server.faults.replace.set(`/updates/${sitePath}`, join(dist, "hostile", file));
+  await updateRefused(page, "signature", /does not verify under key/);
+  await assertBuild(page, "demo", "v1");
+});
+
+// The shared hostile vectors (fixtures/hostile, fixtures/README.md), fed to the apply-only
+// wasm package web/ is built with. EDGEPATCH_HOSTILE_DIR and EDGEPATCH_HOSTILE_WASM_PKG point
+// elsewhere (another branch's vectors or wasm build) to try them before they land.
+const HOSTILE_DIR = process.env.EDGEPATCH_HOSTILE_DIR ?? join(repo, "fixtures/hostile");
+const HOSTILE_WASM_PKG = process.env.EDGEPATCH_HOSTILE_WASM_PKG ?? join(repo, "crates/edgepatch-wasm/pkg/web-apply");
+
+test("every shared hostile vector (fixtures/hostile) is refused by the wasm applier in the page: one line, no panic, bounded memory", async (t) => {
+  if (!existsSync(join(HOSTILE_DIR, "vectors.json"))) {
+    // Written down, not hidden: the vectors come from another branch (fixtures/README.md).
+    t.skip(`MISSING: ${HOSTILE_DIR}/vectors.json is not in this checkout`);
+    return;
+  }
+  const index = JSON.parse(readFileSync(join(HOSTILE_DIR, "vectors.json"), "utf8"));
+  assert.ok(index.vectors.length > 0);
+  // The apply-only module the worker uses, loaded straight into the page.
+  server.faults.replace.set("/test/edgepatch_wasm.js", join(HOSTILE_WASM_PKG, "edgepatch_wasm.js"));
+  server.faults.replace.set("/test/edgepatch_wasm_bg.wasm", join(HOSTILE_WASM_PKG, "edgepatch_wasm_bg.wasm"));
+  for (const v of index.vectors) server.faults.replace.set(`/test/hostile/${v.file}`, join(HOSTILE_DIR, v.file));
+  t.after(() => server.faults.replace.clear());
+  const { page, errors } = await openDemo(t, "demo");
+  await waitState(page, ["idle"]);
+  const results = await page.evaluate(async (vectors) => {
+    const compiled = await WebAssembly.compileStreaming(fetch("/test/edgepatch_wasm_bg.wasm"));
+    const out = [];
+    for (const [i, v] of vectors.entries()) {
+      // A fresh instance per vector (a new module URL: new glue state), so its memory is its own.
+      const m = await import(`/test/edgepatch_wasm.js?instance=${i}`);
+      await m.default({ module_or_path: compiled });
+      const before = m.wasmMemoryBytes();
+      const bytes = new Uint8Array(await (await fetch(`/test/hostile/${v.file}`)).arrayBuffer());
+      let outcome = "accepted";
+      let message = "";
+      try {
+        if (v.input === "manifest") {
+          new m.ManifestReader(bytes).free();
+        } else {
+          // The empty tree: no files, an empty listing; a sink that keeps nothing.
+          const old = { fileSize(p) { throw new Error(`no old file ${p}`); }, readAt(p) { throw new Error(`no old file ${p}`); }, listing: () => [] };
+          const sink = { createDirectory() {}, createSymlink() {}, beginFile() {}, writeFile() {}, finishFile() {} };
+          const a = new m.PatchApplier(old, sink);
+          try {
+            for (let at = 0; at < bytes.length; at += 1000) a.push(bytes.subarray(at, at + 1000));
+            a.finish();
+          } finally {
+            a.free();
+          }
+        }
+      } catch (e) {
+        outcome = e instanceof Error ? e.constructor.name : typeof e;
+        message = String(e?.message ?? e);
+      }
+      out.push({ name: v.name, size: bytes.length, outcome, message, memory: m.wasmMemoryBytes() - before });
+    }
+    return out;
+  }, index.vectors);
+  const MiB = 1 << 20;
+  const wrong = [];
+  for (const r of results) {
+    const v = index.vectors.find((x) => x.name === r.name);
+    if (r.size !== v.size) wrong.push(`${r.name}: served ${r.size} bytes, the vector has ${v.size}`);
+    else if (r.outcome !== "Error") wrong.push(`${r.name} (${v.attacks}): not refused with an Error (${r.outcome}: ${r.message})`);
+    else if (r.message.length === 0 || r.message.includes("\n")) wrong.push(`${r.name}: not one line: ${JSON.stringify(r.message)}`);
+    else if (/unreachable|panicked|RuntimeError/i.test(r.message)) wrong.push(`${r.name}: a trap, not a refusal: ${r.message}`);
+    // FORMAT.md §2.7's budget, on the module's whole linear memory (which never shrinks).
+    else if (r.memory > 100 * MiB + 64 * v.size) wrong.push(`${r.name} (${v.attacks}): wasm memory grew ${(r.memory / MiB).toFixed(0)} MiB`);
+  }
+  assert.deepEqual(wrong, [], wrong.join("\n"));
+  assert.deepEqual(errors, [], "no panic reported on the console");
+  for (const r of results) t.diagnostic(`${r.name}: ${r.message.slice(0, 100)}`);
 });
 
 test("the same library against the Worker (wrangler dev): install v1, update to the channel's v2, signed manifests, byte-exact", async (t) => {
@@ -288,7 +563,7 @@ test("the same library against the Worker (wrangler dev): install v1, update to 
       assert.equal(res.status, 200, await res.text());
     }
   }
-  const { page, errors } = await openDemo(t, "demo", `&base=${encodeURIComponent(worker.url + "/")}&publicKey=${encodeURIComponent(workerKey)}`);
+  const { page, errors } = await openDemo(t, "demo", `&base=${encodeURIComponent(worker.url + "/")}`, { key: workerKey });
   assert.equal(await waitState(page, ["idle", "error"]), "idle");
   await page.click("#install");
   assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));

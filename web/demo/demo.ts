@@ -3,7 +3,9 @@
 // continues an interrupted update when the page is opened again.
 //
 // Query parameters: game (demo), base (../updates/), install (v1), channel (stable),
-// publicKey (base64 ed25519 key: manifests must be signed with it).
+// publicKey (base64 ed25519 key the updates must be signed with; repeat it to accept
+// several), unsigned=1 (dangerouslyAllowUnsignedUpdates, local development only).
+// Without a key and without unsigned=1 the library refuses to start: the page says so.
 
 import { EdgepatchError, GameUpdater, type UpdateProgress } from "../src/index.js";
 
@@ -11,12 +13,19 @@ const params = new URLSearchParams(location.search);
 const game = params.get("game") ?? "demo";
 const installBuild = params.get("install") ?? "v1";
 const channel = params.get("channel") ?? "stable";
-const updater = new GameUpdater({
-  baseUrl: new URL(params.get("base") ?? "../updates/", location.href),
-  game,
-  workerUrl: new URL("../lib/edgepatch-worker.js", import.meta.url),
-  ...(params.get("publicKey") ? { publicKey: params.get("publicKey")! } : {}),
-});
+let updater!: GameUpdater;
+let configError: unknown = null;
+try {
+  updater = new GameUpdater({
+    baseUrl: new URL(params.get("base") ?? "../updates/", location.href),
+    game,
+    workerUrl: new URL("../lib/edgepatch-worker.js", import.meta.url),
+    publicKeys: params.getAll("publicKey"),
+    dangerouslyAllowUnsignedUpdates: params.get("unsigned") === "1",
+  });
+} catch (e) {
+  configError = e;
+}
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const installBtn = $<HTMLButtonElement>("install");
@@ -30,7 +39,7 @@ function setState(s: State): void {
   document.body.dataset.state = s;
   if (s === "updating") document.body.dataset.segmentsPersisted = "0";
   const busy = s === "updating" || s === "loading";
-  installBtn.disabled = updateBtn.disabled = removeBtn.disabled = busy;
+  installBtn.disabled = updateBtn.disabled = removeBtn.disabled = busy || configError !== null;
 }
 
 const fmtBytes = (n: number) => (n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(2)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
@@ -104,14 +113,17 @@ async function showBuild(): Promise<void> {
   }
 }
 
-async function run(from: string, to: string): Promise<void> {
+/** `to` null: the channel's build (signed, not expired, not rolled back). */
+async function run(from: string, to: string | null): Promise<void> {
   setState("updating");
   $("error").hidden = true;
   try {
-    const r = await updater.update(from, to, { onProgress: showProgress });
-    $("phase").textContent = r.alreadyCurrent ? `${to} is already installed` :
-      `${from === "_" ? "installed" : "updated to"} ${to}: downloaded ${fmtBytes(r.downloadedBytes)} of a ${fmtBytes(r.patchSize)} patch` +
-      `${r.resumed ? ` (resumed at ${fmtBytes(r.resumedFrom)})` : ""} in ${r.seconds.toFixed(2)} s, saved ${r.savedPercent.toFixed(1)}%`;
+    const r = to === null ? await updater.updateToLatest(channel, { onProgress: showProgress }) : await updater.update(from, to, { onProgress: showProgress });
+    if (r.channel) $("latest").textContent = `(latest on ${channel}: ${r.channel.build}${r.channel.sequence !== undefined ? `, sequence ${r.channel.sequence}` : ""})`;
+    $("phase").textContent = r.alreadyCurrent ? `${r.to} is already installed` :
+      `${r.from === "_" ? "installed" : "updated to"} ${r.to}: downloaded ${fmtBytes(r.downloadedBytes)} of a ${fmtBytes(r.patchSize)} patch` +
+      `${r.resumed ? ` (resumed at ${fmtBytes(r.resumedFrom)})` : ""} in ${r.seconds.toFixed(2)} s, saved ${r.savedPercent.toFixed(1)}%` +
+      (r.keyId ? `; signed by key ${r.keyId}` : "; NOT signature-checked (unsigned updates allowed)");
     await showBuild();
     setState("done");
   } catch (e) {
@@ -125,16 +137,9 @@ installBtn.onclick = () => {
   setState("updating");
   void run("_", installBuild);
 };
-updateBtn.onclick = async () => {
+updateBtn.onclick = () => {
   setState("updating");
-  try {
-    const latest = await updater.latest(channel);
-    $("latest").textContent = `(latest on ${channel}: ${latest})`;
-    await run((await updater.current()) ?? "_", latest);
-  } catch (e) {
-    showError(e);
-    setState("error");
-  }
+  void run("", null);
 };
 removeBtn.onclick = async () => {
   setState("updating");
@@ -144,9 +149,14 @@ removeBtn.onclick = async () => {
 };
 
 // Exposed for the browser tests and the curious.
-(globalThis as unknown as { edgepatchDemo: unknown }).edgepatchDemo = { updater, run };
+(globalThis as unknown as { edgepatchDemo: unknown }).edgepatchDemo = { get updater() { return updater; }, run };
 
 void (async () => {
+  if (configError) {
+    showError(configError);
+    setState("error");
+    return;
+  }
   try {
     await showBuild();
     const pending = await updater.pending();

@@ -9,8 +9,10 @@
 // Tests import startServer() and use its in-process fault injection (never
 // reachable over HTTP): cut patch responses at a patch offset, corrupt a patch
 // byte, stall patch responses at a patch offset (the connection stays open, no
-// more bytes), and count the patch bytes served.
-import { createReadStream, statSync } from "node:fs";
+// more bytes), serve other files at given URL paths (what a hostile host, CDN or
+// network would answer: `faults.replace`, URL path -> file), and count the patch
+// bytes served.
+import { createReadStream, readFileSync, statSync } from "node:fs";
 import { createServer } from "node:http";
 import { dirname, extname, join, normalize, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -54,9 +56,20 @@ function parseRange(header, size) {
   return [start, end];
 }
 
+/** The demo page's address: with the update site's public key (the library requires one). */
+function demoPath(root) {
+  try {
+    const { publicKey } = JSON.parse(readFileSync(join(root, "updates/site.json"), "utf8"));
+    return `/demo/?publicKey=${encodeURIComponent(publicKey)}`;
+  } catch {
+    return "/demo/";
+  }
+}
+
 export function startServer({ root, host = "127.0.0.1", port = 0, log = false } = {}) {
   root = resolve(root);
-  const faults = { cutPatchAt: null, stallPatchAt: null, corruptPatchAt: null };
+  const demo = demoPath(root);
+  const faults = { cutPatchAt: null, stallPatchAt: null, corruptPatchAt: null, replace: new Map() };
   const stats = { patchBytesServed: 0, requests: [] };
 
   const server = createServer((req, res) => {
@@ -67,13 +80,13 @@ export function startServer({ root, host = "127.0.0.1", port = 0, log = false } 
     const url = new URL(req.url, "http://x");
     if (req.method !== "GET" && req.method !== "HEAD") return error(405, `${req.method} not allowed`);
     if (url.pathname === "/") {
-      res.writeHead(302, { Location: "/demo/" });
+      res.writeHead(302, { Location: demo });
       return res.end();
     }
     let rel = decodeURIComponent(url.pathname);
     if (rel.endsWith("/")) rel += "index.html";
-    const file = normalize(join(root, rel));
-    if (file !== root && !file.startsWith(root + sep)) return error(403, "outside the root");
+    const file = faults.replace.get(url.pathname) ?? normalize(join(root, rel));
+    if (!faults.replace.has(url.pathname) && file !== root && !file.startsWith(root + sep)) return error(403, "outside the root");
     let st;
     try {
       st = statSync(file);
@@ -160,6 +173,7 @@ export function startServer({ root, host = "127.0.0.1", port = 0, log = false } 
       const addr = server.address();
       resolveStart({
         url: `http://${host}:${addr.port}/`,
+        demoUrl: `http://${host}:${addr.port}${demo}`,
         server,
         faults,
         stats,
@@ -181,7 +195,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   };
   const root = opt("--root", join(dirname(fileURLToPath(import.meta.url)), "../dist"));
   const s = await startServer({ root, host: opt("--host", "127.0.0.1"), port: Number(opt("--port", "8080")), log: args.includes("--log") });
-  console.log(`edgepatch demo: ${s.url}demo/`);
+  console.log(`edgepatch demo: ${s.demoUrl}`);
   if (args.includes("--check")) {
     // Non-interactive: fetch the page, the worker, the wasm and the channel, then stop.
     for (const p of ["demo/", "demo/demo.js", "lib/edgepatch-worker.js", "lib/edgepatch_wasm_bg.wasm", "updates/v1/games/demo/channels/stable"]) {

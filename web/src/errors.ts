@@ -6,7 +6,10 @@ export type ErrorCode =
   | "network" // the connection failed (after retries); the update can be resumed
   | "http" // the server answered with an error status
   | "protocol" // a document or response broke docs/UPDATE_PROTOCOL.md
-  | "integrity" // a size or BLAKE3 did not match: the data is not what was promised
+  | "integrity" // a size or BLAKE3 did not match: the data is not what was promised (or what was signed)
+  | "signature" // no accepted key, an unknown key id, or a signature that does not verify
+  | "rollback" // a channel document older than one already seen (lower sequence, or same sequence, other build)
+  | "frozen" // a channel document past its expiry: the server may be withholding newer ones
   | "patch" // the patch could not be applied (the core's message says why)
   | "storage" // OPFS failed (quota, a lock held elsewhere, a missing file)
   | "state" // the update does not fit what is installed (e.g. `from` is not current)
@@ -56,6 +59,18 @@ export class ProtocolError extends EdgepatchError {
 export class IntegrityError extends EdgepatchError {
   constructor(message: string, extra: { url?: string } = {}) { super("integrity", message, extra); }
 }
+/** A signature is missing or does not verify under an accepted key, or no key is configured. */
+export class SignatureError extends EdgepatchError {
+  constructor(message: string, extra: { url?: string } = {}) { super("signature", message, extra); }
+}
+/** A channel document older than the newest one this browser already acted on (replayed). */
+export class RollbackError extends EdgepatchError {
+  constructor(message: string, extra: { url?: string } = {}) { super("rollback", message, extra); }
+}
+/** A channel document whose `expires` has passed: newer ones may be withheld. */
+export class FrozenError extends EdgepatchError {
+  constructor(message: string, extra: { url?: string } = {}) { super("frozen", message, extra); }
+}
 export class PatchError extends EdgepatchError {
   constructor(message: string) { super("patch", message); }
 }
@@ -77,6 +92,9 @@ const ERROR_NAMES: Record<ErrorCode, string> = {
   http: "HttpError",
   protocol: "ProtocolError",
   integrity: "IntegrityError",
+  signature: "SignatureError",
+  rollback: "RollbackError",
+  frozen: "FrozenError",
   patch: "PatchError",
   storage: "StorageError",
   state: "StateError",
@@ -92,6 +110,9 @@ export function deserializeError(e: SerializedError): EdgepatchError {
     case "http": return new HttpError(e.message, { status: e.status ?? 0, url: e.url ?? "", resumable: e.resumable });
     case "protocol": return new ProtocolError(e.message, extra);
     case "integrity": return new IntegrityError(e.message, extra);
+    case "signature": return new SignatureError(e.message, extra);
+    case "rollback": return new RollbackError(e.message, extra);
+    case "frozen": return new FrozenError(e.message, extra);
     case "patch": return new PatchError(e.message);
     case "storage": return new StorageError(e.message, extra);
     case "state": return new StateError(e.message);

@@ -1,18 +1,19 @@
 // @edgepatch/web: keep a game build in the origin private file system and
 // update it with edgepatch patches, in a dedicated worker.
 //
-//   const game = new GameUpdater({ baseUrl: "https://cdn.example/updates/", game: "demo" });
+//   const game = new GameUpdater({ baseUrl: "https://cdn.example/updates/", game: "demo", publicKeys: ["<base64 ed25519 key>"] });
 //   game.addEventListener("progress", (e) => bar.value = e.detail.patchBytesApplied / e.detail.patchSize);
-//   await game.update(await game.current() ?? "_", await game.latest());
+//   await game.updateToLatest("stable");
 //   const png = await game.readFile("assets/img/title.png");
 
 import { EdgepatchError, deserializeError } from "./errors.js";
-import type { BuildEntry, PendingUpdate, UpdateOptions, UpdateProgress, UpdateResult, WorkerReply, WorkerRequest } from "./messages.js";
-import { EMPTY_BUILD, checkName, fetchChannel } from "./protocol.js";
+import { UNSIGNED_WARNING, acceptedKeys } from "./keys.js";
+import type { BuildEntry, ChannelHead, PendingUpdate, UpdateOptions, UpdateProgress, UpdateRequest, UpdateResult, WorkerReply, WorkerRequest } from "./messages.js";
+import { EMPTY_BUILD } from "./messages.js";
 
 export * from "./errors.js";
-export type { BuildEntry, PendingUpdate, UpdateOptions, UpdatePhase, UpdateProgress, UpdateResult } from "./messages.js";
-export { EMPTY_BUILD } from "./protocol.js";
+export type { BuildEntry, ChannelHead, PendingUpdate, UpdateOptions, UpdatePhase, UpdateProgress, UpdateResult } from "./messages.js";
+export { EMPTY_BUILD } from "./messages.js";
 
 export interface GameUpdaterOptions extends UpdateOptions {
   /** Base URL of an update server (docs/UPDATE_PROTOCOL.md), e.g. "https://cdn.example/updates/". */
@@ -34,9 +35,17 @@ export class GameUpdater extends EventTarget {
   private nextId = 1;
   private calls = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; onProgress?: (p: UpdateProgress) => void }>();
 
+  /** Unsigned updates allowed (`dangerouslyAllowUnsignedUpdates` and no key): every update logs a warning. */
+  readonly unsigned: boolean;
+
+  /**
+   * Throws SignatureError when no public key is configured (and the local-development
+   * opt-out is not set) or a key is malformed. A bad game name is a ProtocolError from
+   * the first call (the worker checks names by the core's rule).
+   */
   constructor(private opts: GameUpdaterOptions) {
     super();
-    checkName("game", opts.game);
+    this.unsigned = acceptedKeys(opts) === null;
     this.game = opts.game;
     this.baseUrl = new URL(String(opts.baseUrl), location.href).href;
     this.worker = new Worker(opts.workerUrl ?? new URL("./edgepatch-worker.js", import.meta.url), { type: "module", name: `edgepatch ${opts.game}` });
@@ -75,9 +84,17 @@ export class GameUpdater extends EventTarget {
     return this.call<string | null>({ op: "current", game: this.game }).promise;
   }
 
-  /** The build a channel points at (default "stable"). */
+  private request(): Omit<UpdateRequest, "from" | "to" | "channel"> {
+    const { workerUrl: _w, baseUrl: _b, game: _g, ...options } = this.opts;
+    return { ...options, baseUrl: this.baseUrl, game: this.game };
+  }
+
+  /**
+   * The build a channel points at (default "stable"), from a channel document checked
+   * like `updateToLatest` checks it (signature, expiry, sequence); records nothing.
+   */
   async latest(channel = "stable"): Promise<string> {
-    return (await fetchChannel(this.baseUrl, this.game, channel)).build;
+    return (await this.call<ChannelHead>({ op: "latest", request: { ...this.request(), channel } }).promise).build;
   }
 
   /** An interrupted update that `update(from, to)` would continue, or null. */
@@ -92,8 +109,22 @@ export class GameUpdater extends EventTarget {
    * continues where it stopped.
    */
   update(from: string, to: string, opts: { signal?: AbortSignal; onProgress?: (p: UpdateProgress) => void } = {}): Promise<UpdateResult> {
-    const { workerUrl: _w, baseUrl: _b, game: _g, ...options } = this.opts;
-    const { id, promise } = this.call<UpdateResult>({ op: "update", request: { ...options, baseUrl: this.baseUrl, game: this.game, from, to } }, opts.onProgress);
+    return this.start({ from, to }, opts);
+  }
+
+  /**
+   * Updates (or installs) to the build `channel` points at. The channel document must be
+   * signed by an accepted key, not expired (SignatureError, FrozenError) and not older
+   * than the newest one this browser followed from this server (RollbackError); once the
+   * update is switched in (or the build was already current), it becomes the newest.
+   */
+  updateToLatest(channel = "stable", opts: { signal?: AbortSignal; onProgress?: (p: UpdateProgress) => void } = {}): Promise<UpdateResult> {
+    return this.start({ channel }, opts);
+  }
+
+  private start(what: Pick<UpdateRequest, "from" | "to" | "channel">, opts: { signal?: AbortSignal; onProgress?: (p: UpdateProgress) => void }): Promise<UpdateResult> {
+    if (this.unsigned) console.warn(UNSIGNED_WARNING);
+    const { id, promise } = this.call<UpdateResult>({ op: "update", request: { ...this.request(), ...what } }, opts.onProgress);
     opts.signal?.addEventListener("abort", () => this.worker.postMessage({ id: this.nextId++, op: "abort", target: id } satisfies WorkerRequest), { once: true });
     return promise;
   }

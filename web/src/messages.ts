@@ -2,6 +2,9 @@
 
 import type { SerializedError } from "./errors.js";
 
+/** The empty build: an update from `_` is an install. */
+export const EMPTY_BUILD = "_";
+
 export interface UpdateOptions {
   /** Ranges of the patch downloaded at once (default 3). */
   parallelism?: number;
@@ -10,10 +13,21 @@ export interface UpdateOptions {
   /** First retry delay in ms, doubled per further retry (default 300). */
   retryDelayMs?: number;
   /**
-   * The server's ed25519 public key (base64 of 32 bytes, as `v1/public-key` gives it).
-   * When set, every manifest must carry a valid `manifestSignature` or the update is refused.
+   * The ed25519 public keys (base64 of 32 bytes each) whose signatures this client accepts
+   * (docs/UPDATE_PROTOCOL.md, "Signed statements"); a document's `keyId` picks one. Every
+   * update statement and channel document must be signed by one of them. Required, unless
+   * `dangerouslyAllowUnsignedUpdates` is set.
    */
+  publicKeys?: string[];
+  /** One accepted key: shorthand for `publicKeys: [publicKey]` (both may be given). */
   publicKey?: string;
+  /**
+   * LOCAL DEVELOPMENT ONLY: with no key configured, accept updates and channels without
+   * checking any signature (a warning is logged for every update). Anyone who can change
+   * what the server, a CDN or the network serves can then install anything. Ignored when
+   * a key is configured.
+   */
+  dangerouslyAllowUnsignedUpdates?: boolean;
   /** Smallest range worth its own request, bytes (default 1 MiB); ranges split at segment boundaries. */
   minRangeBytes?: number;
 }
@@ -21,8 +35,22 @@ export interface UpdateOptions {
 export interface UpdateRequest extends UpdateOptions {
   baseUrl: string;
   game: string;
-  from: string;
-  to: string;
+  /** With `channel`: omitted, the worker takes the current build (or "_") and the channel's build. */
+  from?: string;
+  to?: string;
+  /** Update to what this channel points at, checked (signature, rollback, freeze) and recorded after the switch. */
+  channel?: string;
+}
+
+/** A verified channel document (docs/UPDATE_PROTOCOL.md, "What a client checks", 1). */
+export interface ChannelHead {
+  channel: string;
+  build: string;
+  /** Absent only from an unsigned server (with `dangerouslyAllowUnsignedUpdates`). */
+  sequence?: number;
+  expires?: number;
+  /** The accepted key that signed it; null when unsigned updates were allowed. */
+  keyId: string | null;
 }
 
 export type UpdatePhase = "checking" | "downloading" | "verifying" | "switching" | "done";
@@ -72,6 +100,10 @@ export interface UpdateResult {
   filesRehashed: number;
   seconds: number;
   savedPercent: number;
+  /** The accepted key that signed the update statement; null when unsigned updates were allowed. */
+  keyId: string | null;
+  /** The channel this update followed (after the switch, its sequence is the newest this browser accepts). */
+  channel?: ChannelHead;
 }
 
 export interface PendingUpdate {
@@ -98,6 +130,7 @@ export type WorkerRequest =
   | { id: number; op: "abort"; target: number }
   | { id: number; op: "current"; game: string }
   | { id: number; op: "pending"; game: string }
+  | { id: number; op: "latest"; request: UpdateRequest & { channel: string } }
   | { id: number; op: "entries"; game: string }
   | { id: number; op: "readFile"; game: string; path: string }
   | { id: number; op: "remove"; game: string };

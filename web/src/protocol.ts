@@ -1,18 +1,25 @@
 // The client side of docs/UPDATE_PROTOCOL.md: names, URLs and the JSON documents.
+// Worker side (the name rule is the core's, through wasm).
 
-import { HttpError, NetworkError, ProtocolError, messageOf } from "./errors.js";
+import { checkName as coreCheckName } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import { HttpError, IntegrityError, NetworkError, ProtocolError, messageOf } from "./errors.js";
+import { EMPTY_BUILD } from "./messages.js";
 
-/** The empty build: an update from `_` is an install. */
-export const EMPTY_BUILD = "_";
+export { EMPTY_BUILD };
 
-const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$/;
-
-/** Checks a game, build or channel name (1-64 of [A-Za-z0-9._-], not starting with "."). */
+/**
+ * Checks a game, build or channel name by the core's rule (1-64 bytes of [A-Za-z0-9._-],
+ * not starting with "."); `what` names it in the error ("from" and "to" are builds).
+ * "_" (the empty build) only where `allowEmptyBuild`.
+ */
 export function checkName(what: string, name: string, allowEmptyBuild = false): void {
-  if (typeof name !== "string" || !NAME.test(name)) {
-    throw new ProtocolError(`${what} ${JSON.stringify(name)} is not a valid name (1-64 of [A-Za-z0-9._-], not starting with ".")`);
-  }
+  if (typeof name !== "string") throw new ProtocolError(`${what} is not a string`);
   if (name === EMPTY_BUILD && !allowEmptyBuild) throw new ProtocolError(`${what} "_" is the reserved empty build`);
+  try {
+    coreCheckName(what === "game" || what === "channel" ? what : "build", name);
+  } catch (e) {
+    throw new ProtocolError(`${what}: ${messageOf(e)}`);
+  }
 }
 
 export interface UpdateDescriptor {
@@ -23,14 +30,23 @@ export interface UpdateDescriptor {
   manifestSize: number;
   manifestBlake3: string;
   patchUrl: string; // resolved (absolute)
+  /** Unsigned: only the manifest (bound by the signed statement) says how big the patch is. */
   patchSize: number;
-  manifestSignature?: string;
+  /** The signing key's id (16 hex) and the base64 ed25519 signature over the update statement. */
+  keyId?: string;
+  signature?: string;
 }
 
 export interface ChannelDocument {
   game: string;
   channel: string;
   build: string;
+  /** Increases every time the channel moves (rollback protection). */
+  sequence?: number;
+  /** Unix seconds after which the document is stale (freeze protection). */
+  expires?: number;
+  keyId?: string;
+  signature?: string;
 }
 
 function baseOf(baseUrl: string | URL): URL {
@@ -70,11 +86,48 @@ export async function fetchChecked(url: string, init: RequestInit = {}): Promise
   return res;
 }
 
+/** Largest descriptor or channel document read (they are a few hundred bytes). */
+const MAX_JSON_BYTES = 64 * 1024;
+
+/**
+ * The whole body of `res`, refused (IntegrityError) as soon as it passes `max` bytes:
+ * a server's answer never costs more memory than the caller expects of it.
+ */
+export async function readBounded(res: Response, max: number, url: string, what: string): Promise<Uint8Array> {
+  const declared = Number(res.headers.get("Content-Length") ?? "NaN");
+  if (declared > max) {
+    await res.body?.cancel().catch(() => {});
+    throw new IntegrityError(`${what} ${url} is ${declared} bytes, more than the ${max} bytes expected`, { url });
+  }
+  const out = new Uint8Array(Number.isSafeInteger(declared) && declared >= 0 ? declared : Math.min(max, 64 * 1024));
+  let buf = out;
+  let len = 0;
+  const reader = res.body?.getReader();
+  if (!reader) return new Uint8Array(0);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (len + value.length > max) {
+      await reader.cancel().catch(() => {});
+      throw new IntegrityError(`${what} ${url} is more than the ${max} bytes expected`, { url });
+    }
+    if (len + value.length > buf.length) {
+      const bigger = new Uint8Array(Math.min(max, Math.max(buf.length * 2, len + value.length)));
+      bigger.set(buf.subarray(0, len));
+      buf = bigger;
+    }
+    buf.set(value, len);
+    len += value.length;
+  }
+  return buf.subarray(0, len);
+}
+
 async function fetchJson(url: string, signal?: AbortSignal): Promise<Record<string, unknown>> {
   const res = await fetchChecked(url, { cache: "no-cache", ...(signal ? { signal } : {}) });
+  const bytes = await readBounded(res, MAX_JSON_BYTES, url, "document");
   let body: unknown;
   try {
-    body = await res.json();
+    body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   } catch (e) {
     throw new ProtocolError(`${url} is not JSON: ${messageOf(e)}`, { url });
   }
@@ -103,7 +156,7 @@ export async function fetchDescriptor(baseUrl: string | URL, game: string, from:
     patchUrl: new URL(field<string>(doc, "patchUrl", "string", url), url).href,
     patchSize: field(doc, "patchSize", "number", url),
   };
-  if (typeof doc.manifestSignature === "string") d.manifestSignature = doc.manifestSignature;
+  signedFields(doc, d, url);
   if (d.game !== game || d.from !== from || d.to !== to) {
     throw new ProtocolError(`${url} describes ${d.game} ${d.from} -> ${d.to}, not ${game} ${from} -> ${to}`, { url });
   }
@@ -119,5 +172,17 @@ export async function fetchChannel(baseUrl: string | URL, game: string, channel:
   const c: ChannelDocument = { game: field(doc, "game", "string", url), channel: field(doc, "channel", "string", url), build: field(doc, "build", "string", url) };
   if (c.game !== game || c.channel !== channel) throw new ProtocolError(`${url} is the channel ${c.game}/${c.channel}, not ${game}/${channel}`, { url });
   checkName("build", c.build);
+  for (const name of ["sequence", "expires"] as const) if (doc[name] !== undefined) c[name] = field<number>(doc, name, "number", url);
+  signedFields(doc, c, url);
   return c;
+}
+
+/** `keyId` and `signature`, when present (whether they must be is the caller's decision). */
+function signedFields(doc: Record<string, unknown>, out: { keyId?: string; signature?: string }, url: string): void {
+  if (doc.keyId !== undefined) {
+    const k = field<string>(doc, "keyId", "string", url).toLowerCase();
+    if (!/^[0-9a-f]{16}$/.test(k)) throw new ProtocolError(`${url}: keyId is not 16 hex digits`, { url });
+    out.keyId = k;
+  }
+  if (doc.signature !== undefined) out.signature = field<string>(doc, "signature", "string", url);
 }

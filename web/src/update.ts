@@ -4,32 +4,35 @@
 // points, check every file, then switch the `current` pointer.
 
 import { ManifestReader, PatchApplier, Signer } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import type { BuildSink, ListedEntry, ManifestEntry, ManifestSegment, OldBuildSource, ResumePoint } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import * as wasm from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import type { BuildSink, ListedEntry, ManifestEntry, OldBuildSource, ResumePoint } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import {
   AbortedError,
   BusyError,
   EdgepatchError,
   IntegrityError,
   PatchError,
-  ProtocolError,
   StateError,
   StorageError,
   messageOf,
 } from "./errors.js";
 import { RangeDownload, planRanges } from "./fetcher.js";
 import { CurrentPointer, dirAt, fileAt, gameDir, readCurrent, readJson, removeIfPresent, writeAtomic } from "./layout.js";
-import type { PendingUpdate, UpdateProgress, UpdateRequest, UpdateResult } from "./messages.js";
-import { EMPTY_BUILD, checkName, fetchChecked, fetchDescriptor } from "./protocol.js";
+import type { ChannelHead, PendingUpdate, UpdateProgress, UpdateRequest, UpdateResult } from "./messages.js";
+import { EMPTY_BUILD, checkName } from "./protocol.js";
+import { Verifier, fetchVerifiedChannel, fetchVerifiedUpdate, storeChannelHead } from "./trust.js";
 
 /** update.json: what an interrupted update needs to continue. */
 interface UpdateRecord {
-  version: 1;
+  version: 2;
   from: string;
   to: string;
   manifestBlake3: string;
   patchSize: number;
+  /** With `patchHashState`: the patch's BLAKE3 so far, checked against the manifest at the end. */
   point: ResumePoint | null;
+  /** The channel document this update follows: recorded as the newest seen once the update is switched in. */
+  channel?: ChannelHead;
+  baseUrl: string;
 }
 
 const RECORD = "update.json";
@@ -210,31 +213,8 @@ export async function pendingUpdate(gameName: string): Promise<PendingUpdate | n
   const g = await gameDir(gameName, false);
   if (!g) return null;
   const r = await readJson<UpdateRecord>(g, RECORD);
-  if (!r || r.version !== 1) return null;
+  if (!r || r.version !== 2) return null;
   return { game: gameName, from: r.from, to: r.to, patchSize: r.patchSize, patchOffset: r.point?.patchOffset ?? 0, segmentsDone: r.point?.segmentsDone ?? 0 };
-}
-
-function fromBase64(what: string, s: string): Uint8Array {
-  try {
-    return Uint8Array.from(atob(s.trim()), (c) => c.charCodeAt(0));
-  } catch {
-    throw new ProtocolError(`${what} is not base64`);
-  }
-}
-
-/** ed25519 over the manifest bytes (docs/UPDATE_PROTOCOL.md), with WebCrypto. */
-async function verifySignature(publicKey: string, signature: string | undefined, manifest: Uint8Array, url: string): Promise<void> {
-  if (signature === undefined) throw new IntegrityError(`manifest ${url} is not signed, and a public key is configured`, { url });
-  const raw = fromBase64("the public key", publicKey);
-  if (raw.length !== 32) throw new ProtocolError(`the public key has ${raw.length} bytes, not 32`);
-  let ok: boolean;
-  try {
-    const key = await crypto.subtle.importKey("raw", raw as BufferSource, { name: "Ed25519" }, false, ["verify"]);
-    ok = await crypto.subtle.verify({ name: "Ed25519" }, key, fromBase64("manifestSignature", signature) as BufferSource, manifest as BufferSource);
-  } catch (e) {
-    throw new IntegrityError(`checking the signature of ${url} failed: ${messageOf(e)}`, { url });
-  }
-  if (!ok) throw new IntegrityError(`manifest ${url}: the ed25519 signature does not match the configured public key`, { url });
 }
 
 async function names(dir: FileSystemDirectoryHandle): Promise<string[]> {
@@ -251,60 +231,83 @@ async function withGameLock<T>(game: string, f: () => Promise<T>): Promise<T> {
   }) as Promise<T>;
 }
 
-export function runUpdate(req: UpdateRequest, onProgress: (p: UpdateProgress) => void, signal: AbortSignal): Promise<UpdateResult> {
+/**
+ * Runs one update under the game's lock. With `req.channel`, the channel document is
+ * fetched and checked first and decides `to` (and `from`: the current build, or "_").
+ */
+export async function runUpdate(req: UpdateRequest, onProgress: (p: UpdateProgress) => void, signal: AbortSignal): Promise<UpdateResult> {
   checkName("game", req.game);
-  checkName("from", req.from, true);
-  checkName("to", req.to);
-  if (req.from === req.to) throw new StateError(`from and to are both ${req.to}`);
-  return withGameLock(req.game, () => update(req, onProgress, signal));
+  const verifier = Verifier.fromOptions(req);
+  if (req.channel !== undefined) checkName("channel", req.channel);
+  else {
+    checkName("from", req.from ?? "", true);
+    checkName("to", req.to ?? "");
+    if (req.from === req.to) throw new StateError(`from and to are both ${req.to}`);
+  }
+  return withGameLock(req.game, async () => {
+    let { from, to } = req;
+    let channel: ChannelHead | undefined;
+    if (req.channel !== undefined) {
+      channel = await fetchVerifiedChannel(verifier, req.baseUrl, req.game, req.channel, signal);
+      if (to !== undefined && to !== channel.build) throw new StateError(`channel ${req.game}/${req.channel} points at ${channel.build}, not ${to}`);
+      to = channel.build;
+      if (from === undefined) {
+        const g = await gameDir(req.game, false);
+        from = (g && (await readCurrent(g))?.build) ?? EMPTY_BUILD;
+      }
+      checkName("from", from, true);
+    }
+    return update({ baseUrl: req.baseUrl, game: req.game, from: from!, to: to!, tuning: req }, verifier, channel, onProgress, signal);
+  });
 }
 
-async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => void, signal: AbortSignal): Promise<UpdateResult> {
+interface UpdateJob {
+  baseUrl: string;
+  game: string;
+  from: string;
+  to: string;
+  tuning: Pick<UpdateRequest, "parallelism" | "retries" | "retryDelayMs" | "minRangeBytes">;
+}
+
+async function update(job: UpdateJob, verifier: Verifier | null, channel: ChannelHead | undefined, onProgress: (p: UpdateProgress) => void, signal: AbortSignal): Promise<UpdateResult> {
   const t0 = performance.now();
-  const { game, from, to } = req;
+  const { game, from, to, tuning: req } = job;
   const g = (await gameDir(game, true))!;
   const current = await readCurrent(g);
-  const base: Omit<UpdateResult, "alreadyCurrent"> = { game, from, to, resumed: false, resumedFrom: 0, downloadedBytes: 0, patchSize: 0, newBytesTotal: 0, files: 0, filesRehashed: 0, seconds: 0, savedPercent: 0 };
-  if (current?.build === to) return { ...base, alreadyCurrent: true };
+  const base: Omit<UpdateResult, "alreadyCurrent"> = { game, from, to, resumed: false, resumedFrom: 0, downloadedBytes: 0, patchSize: 0, newBytesTotal: 0, files: 0, filesRehashed: 0, seconds: 0, savedPercent: 0, keyId: null, ...(channel ? { channel } : {}) };
+  if (current?.build === to) {
+    // The channel's build is current: it is switched in, so its sequence is now the newest.
+    if (channel) await storeChannelHead(job.baseUrl, game, channel);
+    return { ...base, alreadyCurrent: true };
+  }
+  if (from === to) throw new StateError(`from and to are both ${to}`);
   if (from !== EMPTY_BUILD && current?.build !== from) {
     throw new StateError(current ? `${game}: the current build is ${current.build}, not ${from}` : `${game}: nothing is installed, so there is no build ${from} to update`);
   }
 
-  // Documents: descriptor, then the manifest, checked against it.
-  const desc = await fetchDescriptor(req.baseUrl, game, from, to, signal);
-  const mres = await fetchChecked(desc.manifestUrl, { cache: "no-store", signal });
-  const manifestBytes = new Uint8Array(await mres.arrayBuffer());
-  if (manifestBytes.length !== desc.manifestSize) throw new IntegrityError(`manifest ${desc.manifestUrl} is ${manifestBytes.length} bytes, the descriptor says ${desc.manifestSize}`, { url: desc.manifestUrl });
-  const manifestHash = wasm.blake3Hex(manifestBytes);
-  if (manifestHash !== desc.manifestBlake3) throw new IntegrityError(`manifest ${desc.manifestUrl} has BLAKE3 ${manifestHash}, the descriptor says ${desc.manifestBlake3}`, { url: desc.manifestUrl });
-  if (req.publicKey !== undefined) await verifySignature(req.publicKey, desc.manifestSignature, manifestBytes, desc.manifestUrl);
-  let manifest: ManifestReader;
-  try {
-    manifest = new ManifestReader(manifestBytes);
-  } catch (e) {
-    throw new IntegrityError(`manifest ${desc.manifestUrl}: ${messageOf(e)}`, { url: desc.manifestUrl });
-  }
-  if (manifest.kind !== "patch") throw new ProtocolError(`manifest ${desc.manifestUrl} is a ${manifest.kind} manifest, not a patch manifest`);
-  if (manifest.toBuild !== to) throw new ProtocolError(`manifest ${desc.manifestUrl} produces build ${manifest.toBuild}, not ${to}`);
-  if (manifest.patchSize !== desc.patchSize) throw new ProtocolError(`manifest says the patch is ${manifest.patchSize} bytes, the descriptor ${desc.patchSize}`);
-  const entries = manifest.entries();
-  const segments: ManifestSegment[] = manifest.segments();
-  manifest.free();
-  const patchSize = desc.patchSize;
+  // Documents (steps 2-3 of "What a client checks"): the signed statement, then the manifest it names.
+  const verified = await fetchVerifiedUpdate(verifier, job.baseUrl, game, from, to, signal);
+  const { descriptor: desc, manifestBytes, segments } = verified;
+  const entries = verified.entries;
+  const patchSize = verified.patchSize;
   const newFiles = files(entries);
   const newBytesTotal = newFiles.reduce((a, e) => a + e.size, 0);
   const savedPercent = newBytesTotal > 0 ? 100 * (1 - patchSize / newBytesTotal) : 0;
 
-  // Resume record: continue only the very same update (same manifest bytes).
+  // Resume record: continue only the very same update (same manifest bytes), and only from
+  // a point that carries the patch's hash so far (the patch is checked whole at the end).
   let record = await readJson<UpdateRecord>(g, RECORD);
   const builds = await dirAt(g, "builds", true);
-  if (!(record && record.version === 1 && record.from === from && record.to === to && record.manifestBlake3 === desc.manifestBlake3)) record = null;
-  const point = record?.point && record.point.segmentsDone > 0 && segments.length > 0 ? record.point : null;
+  if (!(record && record.version === 2 && record.from === from && record.to === to && record.manifestBlake3 === desc.manifestBlake3)) record = null;
+  const point = record?.point && record.point.segmentsDone > 0 && typeof record.point.patchHashState === "string" && segments.length > 0 ? record.point : null;
+  // A resumed update keeps the channel it was following (the page reloaded without one),
+  // if it was checked against this same server.
+  if (record?.baseUrl === job.baseUrl) channel ??= record.channel;
   // Anything but the current build and the build being resumed is leftover.
   for (const name of await names(builds)) {
     if (name !== current?.build && !(point && name === to)) await removeIfPresent(builds, name);
   }
-  record = { version: 1, from, to, manifestBlake3: desc.manifestBlake3, patchSize, point };
+  record = { version: 2, from, to, manifestBlake3: desc.manifestBlake3, patchSize, point, baseUrl: job.baseUrl, ...(channel ? { channel } : {}) };
   await writeAtomic(g, RECORD, JSON.stringify(record));
 
   const buildDir = await dirAt(builds, to, true);
@@ -339,38 +342,12 @@ async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => voi
       }
     }
 
-    // Progress: rate over a sliding window of the last 3 seconds.
-    const samples: [number, number][] = [];
-    let segmentsDone = point?.segmentsDone ?? 0;
-    let applied = resumedFrom;
-    let lastSent = 0;
-    let phase: UpdateProgress["phase"] = "downloading";
     const filesBefore = point ? newFiles.filter((e) => e.source.type !== "delta" || e.source.newOffset + e.size <= point.newOffset).length : 0;
+    const progress = new ProgressReporter(onProgress, { game, from, to, patchSize, resumedFrom, newBytesTotal, filesTotal: newFiles.length, segmentsTotal: segments.length, savedPercent });
+    progress.segmentsDone = point?.segmentsDone ?? 0;
     const report = (force: boolean) => {
-      const now = performance.now();
-      if (!force && now - lastSent < 100) return;
-      lastSent = now;
-      samples.push([now, downloaded]);
-      while (samples.length > 2 && now - samples[0]![0] > 3000) samples.shift();
-      const [t1, b1] = samples[0]!;
-      const rate = now - t1 > 200 ? ((downloaded - b1) * 1000) / (now - t1) : 0;
       const p = applier?.progress();
-      onProgress({
-        phase, game, from, to,
-        downloadedBytes: downloaded,
-        patchBytesApplied: applied,
-        patchSize,
-        resumedFrom,
-        newBytesWritten: p ? p.newBytesWritten : 0,
-        newBytesTotal,
-        filesDone: Math.min(newFiles.length, filesBefore + sink.filesDone),
-        filesTotal: newFiles.length,
-        segmentsDone,
-        segmentsTotal: segments.length,
-        bytesPerSecond: rate,
-        etaSeconds: rate > 0 ? (patchSize - applied) / rate : null,
-        savedPercent,
-      });
+      progress.report(force, { downloadedBytes: downloaded, newBytesWritten: p ? p.newBytesWritten : 0, filesDone: Math.min(newFiles.length, filesBefore + sink.filesDone) });
     };
     report(true);
 
@@ -380,37 +357,33 @@ async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => voi
         f();
       } catch (e) {
         if (sink.failure) throw new StorageError(`writing build ${to} failed: ${messageOf(sink.failure)}`, { resumable: true });
-        throw new PatchError(`applying ${game} ${from} -> ${to}: ${messageOf(e)}`);
+        const msg = messageOf(e);
+        // The core's binding names what the signed manifest does not vouch for: forged, not damaged, data.
+        if (msg.includes("not in the signed manifest")) throw new IntegrityError(`applying ${game} ${from} -> ${to}: ${msg}`, { url: desc.patchUrl });
+        throw new PatchError(`applying ${game} ${from} -> ${to}: ${msg}`);
       }
     };
     if (point) {
       // The header and tree again (the applier needs them), then the rest from the resume point.
-      const headerEnd = segments[0]!.patchOffset;
-      const parts: Uint8Array[] = [];
-      for await (const c of new RangeDownload(desc.patchUrl, patchSize, [{ start: 0, end: headerEnd }], dl).chunks()) parts.push(c);
-      const headerAndTree = new Uint8Array(headerEnd);
-      let at = 0;
-      for (const p of parts) { headerAndTree.set(p, at); at += p.length; }
-      callApplier(() => { applier = PatchApplier.resume(old, sink, headerAndTree, point); });
+      const headerAndTree = await download(new RangeDownload(desc.patchUrl, patchSize, [{ start: 0, end: segments[0]!.patchOffset }], dl));
+      callApplier(() => { applier = PatchApplier.resume(old, sink, headerAndTree, point, manifestBytes); });
     } else {
-      callApplier(() => { applier = new PatchApplier(old, sink); });
+      callApplier(() => { applier = new PatchApplier(old, sink, manifestBytes); });
     }
     keepForResume = true;
     const ranges = planRanges(resumedFrom, patchSize, segments.map((s) => s.patchOffset), req.minRangeBytes ?? 1 << 20);
     for await (const chunk of new RangeDownload(desc.patchUrl, patchSize, ranges, dl).chunks()) {
       if (signal.aborted) throw new AbortedError(undefined, { resumable: true });
       callApplier(() => applier!.push(chunk));
-      applied += chunk.length;
-      {
-        const rp = applier!.resumePoint();
-        if (rp && rp.segmentsDone > segmentsDone) {
-          // The sink's bytes must be durable before the point that relies on them.
-          sink.flush();
-          record.point = rp;
-          await writeAtomic(g, RECORD, JSON.stringify(record));
-          segmentsDone = rp.segmentsDone;
-          report(true);
-        }
+      progress.applied += chunk.length;
+      const rp = applier!.resumePoint();
+      if (rp && rp.segmentsDone > progress.segmentsDone) {
+        // The sink's bytes must be durable before the point that relies on them.
+        sink.flush();
+        record.point = rp;
+        await writeAtomic(g, RECORD, JSON.stringify(record));
+        progress.segmentsDone = rp.segmentsDone;
+        report(true);
       }
       report(false);
     }
@@ -419,7 +392,7 @@ async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => voi
 
     // Every file verified: this session's by the applier as it wrote them, an
     // earlier session's (before a resume) re-hashed here.
-    phase = "verifying";
+    progress.phase = "verifying";
     report(true);
     let rehashed = 0;
     for (const e of newFiles) {
@@ -436,17 +409,20 @@ async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => voi
     old.close();
 
     // The switch: one atomic replacement of the pointer.
-    phase = "switching";
+    progress.phase = "switching";
     report(true);
     const pointer: CurrentPointer = { build: to, manifestBlake3: desc.manifestBlake3 };
     await writeAtomic(g, "current", JSON.stringify(pointer));
+    if (channel) await storeChannelHead(record.baseUrl, game, channel);
     await removeIfPresent(g, RECORD);
     for (const name of await names(builds)) if (name !== to) await removeIfPresent(builds, name);
-    phase = "done";
+    progress.phase = "done";
     report(true);
     return {
       ...base,
       alreadyCurrent: false,
+      keyId: verified.keyId,
+      ...(channel ? { channel } : {}),
       resumed: point !== null,
       resumedFrom,
       downloadedBytes: downloaded,
@@ -474,6 +450,59 @@ async function update(req: UpdateRequest, onProgress: (p: UpdateProgress) => voi
     }
     err.resumable = resumable;
     throw err;
+  }
+}
+
+/** Every byte of a download, in one array. */
+async function download(d: RangeDownload): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for await (const c of d.chunks()) {
+    parts.push(c);
+    total += c.length;
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+type ProgressFixed = Pick<UpdateProgress, "game" | "from" | "to" | "patchSize" | "resumedFrom" | "newBytesTotal" | "filesTotal" | "segmentsTotal" | "savedPercent">;
+type ProgressNow = Pick<UpdateProgress, "downloadedBytes" | "newBytesWritten" | "filesDone">;
+
+/** Progress events at most every 100 ms (unless forced), with the rate over the last 3 seconds. */
+class ProgressReporter {
+  phase: UpdateProgress["phase"] = "downloading";
+  /** Patch bytes applied, counting those applied before an interruption. */
+  applied: number;
+  segmentsDone = 0;
+  private samples: [number, number][] = [];
+  private lastSent = 0;
+
+  constructor(private readonly send: (p: UpdateProgress) => void, private readonly fixed: ProgressFixed) {
+    this.applied = fixed.resumedFrom;
+  }
+
+  report(force: boolean, now: ProgressNow): void {
+    const t = performance.now();
+    if (!force && t - this.lastSent < 100) return;
+    this.lastSent = t;
+    this.samples.push([t, now.downloadedBytes]);
+    while (this.samples.length > 2 && t - this.samples[0]![0] > 3000) this.samples.shift();
+    const [t1, b1] = this.samples[0]!;
+    const rate = t - t1 > 200 ? ((now.downloadedBytes - b1) * 1000) / (t - t1) : 0;
+    this.send({
+      ...this.fixed,
+      ...now,
+      phase: this.phase,
+      patchBytesApplied: this.applied,
+      segmentsDone: this.segmentsDone,
+      bytesPerSecond: rate,
+      etaSeconds: rate > 0 ? (this.fixed.patchSize - this.applied) / rate : null,
+    });
   }
 }
 

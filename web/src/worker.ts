@@ -4,6 +4,8 @@
 import init from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import { EdgepatchError, StorageError, messageOf } from "./errors.js";
 import type { WorkerReply, WorkerRequest } from "./messages.js";
+import { checkName } from "./protocol.js";
+import { Verifier, fetchVerifiedChannel } from "./trust.js";
 import { currentEntries, pendingUpdate, readCurrentFile, removeGame, runUpdate } from "./update.js";
 
 const ready = init();
@@ -16,6 +18,9 @@ function reply(m: WorkerReply, transfer: Transferable[] = []): void {
 async function handle(m: WorkerRequest): Promise<void> {
   try {
     await ready;
+    // Every game name reaches OPFS paths: the core's name rule first (never ".", "..", ".channels").
+    if ("game" in m) checkName("game", m.game);
+    else if (m.op !== "abort") checkName("game", m.request.game);
     switch (m.op) {
       case "update": {
         const ac = new AbortController();
@@ -40,6 +45,11 @@ async function handle(m: WorkerRequest): Promise<void> {
       case "entries": {
         const c = await currentEntries(m.game);
         reply({ id: m.id, type: "result", value: c ? c.entries.map(({ source: _s, ...e }) => e) : [] });
+        return;
+      }
+      case "latest": {
+        const r = m.request;
+        reply({ id: m.id, type: "result", value: await fetchVerifiedChannel(Verifier.fromOptions(r), r.baseUrl, r.game, r.channel) });
         return;
       }
       case "pending":

@@ -15,10 +15,10 @@
 use std::io;
 
 use edgepatch_core::apply::{BuildSink, OldBuild, PatchApplier as CoreApplier};
-use edgepatch_core::patch_format::{ListedEntry, ListedKind};
-#[cfg(feature = "diff")]
 use edgepatch_core::manifest_binding::{BoundSink, ManifestBinding, PatchStreamHash};
+use edgepatch_core::patch_format::{ListedEntry, ListedKind};
 use edgepatch_core::trust;
+#[cfg(feature = "diff")]
 use edgepatch_core::{diff_builds, Build, DiffOptions};
 use js_sys::{Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
