@@ -9,8 +9,8 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use edgepatch_core::signature::{check_file_content, sign_content, Damage, SignedEntry, SignedKind, Signature};
 use edgepatch_core::patch_format::ListedEntry;
+use edgepatch_core::signature::{check_file_content, sign_content, Damage, Signature, SignedEntry, SignedKind};
 use edgepatch_core::{Build, BuildEntry, EntryContent, OldBuild};
 
 use crate::build_dir::BuildDir;
@@ -34,9 +34,8 @@ fn walk(dir: &Path, prefix: &str, out: &mut Vec<BuildEntry>) -> io::Result<()> {
     let mut names: Vec<_> = fs::read_dir(dir).map_err(|e| with_path(dir, e))?.collect::<io::Result<Vec<_>>>()?;
     names.sort_by_key(|d| d.file_name());
     for d in names {
-        let name = d.file_name().into_string().map_err(|n| {
-            io::Error::new(io::ErrorKind::InvalidData, format!("{}: file name {n:?} is not UTF-8", dir.display()))
-        })?;
+        let name =
+            d.file_name().into_string().map_err(|n| io::Error::new(io::ErrorKind::InvalidData, format!("{}: file name {n:?} is not UTF-8", dir.display())))?;
         let path = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
         let full = d.path();
         let meta = fs::symlink_metadata(&full).map_err(|e| with_path(&full, e))?;
@@ -112,7 +111,11 @@ impl OldBuildFiles {
             let file = if path.is_empty() {
                 OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&self.root).map_err(|e| {
                     // O_NOFOLLOW reports a symlink as ELOOP ("too many levels of symbolic links").
-                    if e.raw_os_error() == Some(libc::ELOOP) { io::Error::new(io::ErrorKind::InvalidInput, "not a regular file (a symlink)") } else { e }
+                    if e.raw_os_error() == Some(libc::ELOOP) {
+                        io::Error::new(io::ErrorKind::InvalidInput, "not a regular file (a symlink)")
+                    } else {
+                        e
+                    }
                 })?
             } else {
                 let dir = match &mut self.dir {

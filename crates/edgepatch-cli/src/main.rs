@@ -3,8 +3,8 @@
 
 mod build_dir;
 mod build_files;
-mod server_client;
 mod large_file_writer;
+mod server_client;
 mod staged_output;
 mod static_site;
 mod trusted_keys;
@@ -231,13 +231,21 @@ fn run_site(cli: &Cli, command: &SiteCommand) -> Result<(), String> {
             let secs = started.elapsed().as_secs_f64();
             if cli.json {
                 let list: Vec<_> = pairs.iter().map(|p| json!({ "from": p.from, "patch_bytes": p.patch_bytes })).collect();
-                println!("{}", json!({ "ok": true, "command": "site add", "game": game, "build": build, "channel": channel, "key_id": key.key_id_hex(), "pairs": list, "seconds": secs }));
+                println!(
+                    "{}",
+                    json!({ "ok": true, "command": "site add", "game": game, "build": build, "channel": channel, "key_id": key.key_id_hex(), "pairs": list, "seconds": secs })
+                );
             } else {
                 for p in &pairs {
                     println!("site: {game} {} -> {build}: patch {} bytes", p.from, p.patch_bytes);
                 }
                 let via = channel.as_ref().map(|c| format!(", channel {c} -> {build}")).unwrap_or_default();
-                println!("site: published {game}/{build} ({} patches{via}), signed by key {}; upload {}; {secs:.2}s", pairs.len(), key.key_id_hex(), site.join("public").display());
+                println!(
+                    "site: published {game}/{build} ({} patches{via}), signed by key {}; upload {}; {secs:.2}s",
+                    pairs.len(),
+                    key.key_id_hex(),
+                    site.join("public").display()
+                );
             }
             Ok(())
         }
@@ -288,9 +296,7 @@ fn progress_bar(cli: &Cli, total: u64, what: &str) -> ProgressBar {
     }
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{msg:8} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-            .expect("static template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template("{msg:8} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}").expect("static template").progress_chars("=> "),
     );
     bar.set_message(what.to_string());
     bar
@@ -313,8 +319,7 @@ fn run(cli: &Cli) -> Result<(), String> {
             let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
             let opts = DiffOptions { level: *level, threads, ..DiffOptions::default() };
             let bar = progress_bar(cli, new_build.total_file_bytes(), "diff");
-            let (bytes, stats) =
-                diff_builds(&old_build, &new_build, &opts, &|done, _total| bar.set_position(done)).map_err(|e| e.to_string())?;
+            let (bytes, stats) = diff_builds(&old_build, &new_build, &opts, &|done, _total| bar.set_position(done)).map_err(|e| e.to_string())?;
             bar.finish_and_clear();
             write_atomically(patch, &bytes)?;
             let secs = started.elapsed().as_secs_f64();
@@ -330,7 +335,14 @@ fn run(cli: &Cli) -> Result<(), String> {
             } else {
                 println!(
                     "patch {} bytes = {pct:.3}% of {} new bytes (saved {:.1}%); {} files: {} unchanged, {} renamed, {} diffed, {} removed; {secs:.2}s",
-                    stats.patch_bytes, stats.new_bytes, 100.0 - pct, stats.new_files, stats.unchanged, stats.renamed, stats.delta_files, stats.removed
+                    stats.patch_bytes,
+                    stats.new_bytes,
+                    100.0 - pct,
+                    stats.new_files,
+                    stats.unchanged,
+                    stats.renamed,
+                    stats.delta_files,
+                    stats.removed
                 );
             }
             Ok(())
@@ -342,16 +354,16 @@ fn run(cli: &Cli) -> Result<(), String> {
             let mut old_files = OldBuildFiles::new(old);
             let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| e.to_string())?;
             let bar = progress_bar(cli, patch_len, "apply");
-            let summary = apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| {
-                bar.set_position(p.patch_bytes_read)
-            })
-            .map_err(|e| e.to_string())?;
+            let summary = apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| bar.set_position(p.patch_bytes_read)).map_err(|e| e.to_string())?;
             staged.commit().map_err(|e| format!("{}: {e}", out.display()))?;
             bar.finish_and_clear();
             let secs = started.elapsed().as_secs_f64();
             if cli.json {
-                println!("{}", json!({ "ok": true, "command": "apply", "entries": summary.entries, "files": summary.files,
-                    "bytes_written": summary.bytes_written, "patch_bytes": summary.patch_bytes, "seconds": secs }));
+                println!(
+                    "{}",
+                    json!({ "ok": true, "command": "apply", "entries": summary.entries, "files": summary.files,
+                    "bytes_written": summary.bytes_written, "patch_bytes": summary.patch_bytes, "seconds": secs })
+                );
             } else {
                 println!("applied: {} entries, {} files, {} bytes written, all verified; {secs:.2}s", summary.entries, summary.files, summary.bytes_written);
             }
@@ -365,7 +377,10 @@ fn run(cli: &Cli) -> Result<(), String> {
             let bytes = sig.encode();
             write_atomically(signature, &bytes)?;
             if cli.json {
-                println!("{}", json!({ "ok": true, "command": "sign", "entries": sig.entries.len(), "signature_bytes": bytes.len(), "block_size": block_size }));
+                println!(
+                    "{}",
+                    json!({ "ok": true, "command": "sign", "entries": sig.entries.len(), "signature_bytes": bytes.len(), "block_size": block_size })
+                );
             } else {
                 println!("signed {} entries, signature {} bytes", sig.entries.len(), bytes.len());
             }
@@ -385,7 +400,11 @@ fn run(cli: &Cli) -> Result<(), String> {
                     println!("{}: {}", if path.is_empty() { "(the file)" } else { path }, describe_damage(damage, sig.block_size));
                 }
             }
-            if problems.is_empty() { Ok(()) } else { Err(format!("{} entries do not match the signature", problems.len())) }
+            if problems.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{} entries do not match the signature", problems.len()))
+            }
         }
         Command::Manifest { patch, manifest, old, new, from, to } => {
             let bytes = std::fs::read(patch).map_err(|e| with_path(patch, e).to_string())?;
@@ -400,7 +419,9 @@ fn run(cli: &Cli) -> Result<(), String> {
                 if let edgepatch_core::patch_format::TreeEntryKind::File { .. } = e.kind {
                     let path = new.join(&e.path);
                     let mut hasher = edgepatch_core::blake3::Hasher::new();
-                    hasher.update_reader(std::fs::File::open(&path).map_err(|e| with_path(&path, e).to_string())?).map_err(|e| with_path(&path, e).to_string())?;
+                    hasher
+                        .update_reader(std::fs::File::open(&path).map_err(|e| with_path(&path, e).to_string())?)
+                        .map_err(|e| with_path(&path, e).to_string())?;
                     hashes[i] = *hasher.finalize().as_bytes();
                 }
             }
@@ -409,7 +430,10 @@ fn run(cli: &Cli) -> Result<(), String> {
             let encoded = m.encode().map_err(|e| e.to_string())?;
             write_atomically(manifest, &encoded)?;
             if cli.json {
-                println!("{}", json!({ "ok": true, "command": "manifest", "entries": m.entries.len(), "segments": m.segments.len(), "manifest_bytes": encoded.len() }));
+                println!(
+                    "{}",
+                    json!({ "ok": true, "command": "manifest", "entries": m.entries.len(), "segments": m.segments.len(), "manifest_bytes": encoded.len() })
+                );
             } else {
                 println!("manifest: {} entries, {} segments, {} bytes", m.entries.len(), m.segments.len(), encoded.len());
             }
@@ -447,7 +471,12 @@ fn run(cli: &Cli) -> Result<(), String> {
             if cli.json {
                 println!("{}", json!({ "ok": true, "command": "publish", "build": record, "seconds": secs }));
             } else {
-                println!("published {game}/{build}: {} files, {} bytes of tar, signature {}; {secs:.2}s", record["files"], record["tarBytes"], record["signatureBlake3"].as_str().unwrap_or("?"));
+                println!(
+                    "published {game}/{build}: {} files, {} bytes of tar, signature {}; {secs:.2}s",
+                    record["files"],
+                    record["tarBytes"],
+                    record["signatureBlake3"].as_str().unwrap_or("?")
+                );
             }
             Ok(())
         }
@@ -473,9 +502,12 @@ fn run(cli: &Cli) -> Result<(), String> {
             bar.finish_and_clear();
             let secs = started.elapsed().as_secs_f64();
             if cli.json {
-                println!("{}", json!({ "ok": true, "command": "update", "to": s.to, "channel": channel, "entries": s.apply.entries, "files": s.apply.files,
+                println!(
+                    "{}",
+                    json!({ "ok": true, "command": "update", "to": s.to, "channel": channel, "entries": s.apply.entries, "files": s.apply.files,
                     "bytes_written": s.apply.bytes_written, "patch_bytes": s.patch_bytes, "manifest_bytes": s.manifest_bytes,
-                    "signature_verified": true, "key_id": s.key_id, "key_source": s.key_source, "channel_sequence": s.channel_sequence, "seconds": secs }));
+                    "signature_verified": true, "key_id": s.key_id, "key_source": s.key_source, "channel_sequence": s.channel_sequence, "seconds": secs })
+                );
             } else {
                 let via = match (channel, s.channel_sequence) {
                     (Some(c), Some(n)) => format!(" (channel {c}, position {n})"),
@@ -524,38 +556,59 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
     let (mut files, mut copies, mut deltas, mut links, mut dirs) = (0, 0, 0, 0, 0);
     for e in &info.tree.named {
         match &e.kind {
-            TreeEntryKind::File { source: FileSource::Copy { .. }, .. } => { files += 1; copies += 1 }
-            TreeEntryKind::File { .. } => { files += 1; deltas += 1 }
+            TreeEntryKind::File { source: FileSource::Copy { .. }, .. } => {
+                files += 1;
+                copies += 1
+            }
+            TreeEntryKind::File { .. } => {
+                files += 1;
+                deltas += 1
+            }
             TreeEntryKind::Symlink { .. } => links += 1,
             TreeEntryKind::Directory => dirs += 1,
         }
     }
-    let ops_sum = |f: fn(&SegmentHeader) -> u64| {
-        info.layout.segments.iter().map(|s| if let Segment::Ops(h) = s { f(h) } else { 0 }).sum::<u64>()
-    };
+    let ops_sum = |f: fn(&SegmentHeader) -> u64| info.layout.segments.iter().map(|s| if let Segment::Ops(h) = s { f(h) } else { 0 }).sum::<u64>();
     let (ctrl, diff, extra) = (ops_sum(|s| s.ctrl_comp), ops_sum(|s| s.diff_comp), ops_sum(|s| s.extra_comp));
     let window: u64 = info.layout.segments.iter().map(|s| if let Segment::Window(w) = s { w.comp_len } else { 0 }).sum();
     if cli.json {
-        let segments: Vec<_> = info.layout.segments.iter().map(|s| match s {
-            Segment::Ops(s) => json!({ "kind": "ops", "new_bytes": s.new_len, "control": [s.ctrl_raw, s.ctrl_comp],
+        let segments: Vec<_> = info
+            .layout
+            .segments
+            .iter()
+            .map(|s| match s {
+                Segment::Ops(s) => json!({ "kind": "ops", "new_bytes": s.new_len, "control": [s.ctrl_raw, s.ctrl_comp],
                 "diff": [s.diff_raw, s.diff_comp], "extra": [s.extra_raw, s.extra_comp] }),
-            Segment::Window(w) => json!({ "kind": "window", "new_bytes": w.new_len, "window_bytes": w.window_len(),
+                Segment::Window(w) => json!({ "kind": "window", "new_bytes": w.new_len, "window_bytes": w.window_len(),
                 "spans": w.spans.len(), "compressed": w.comp_len }),
-        }).collect();
-        println!("{}", json!({ "ok": true, "format_version": info.version, "single_file": info.tree.single_file, "patch_bytes": info.layout.patch_bytes,
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({ "ok": true, "format_version": info.version, "single_file": info.tree.single_file, "patch_bytes": info.layout.patch_bytes,
             "kept": info.tree.kept(), "files": files, "copied": copies, "delta_files": deltas, "symlinks": links, "directories": dirs,
             "old_files": info.tree.old_table.len(), "reference_files": info.tree.old_table.iter().filter(|f| f.1).count(), "delta_bytes": info.tree.delta_bytes(),
-            "compressed": { "control": ctrl, "diff": diff, "extra": extra, "window": window }, "segments": segments }));
+            "compressed": { "control": ctrl, "diff": diff, "extra": extra, "window": window }, "segments": segments })
+        );
     } else {
         println!("edgepatch patch, format version {}, {} bytes, checksum OK", info.version, info.layout.patch_bytes);
         if !info.tree.single_file {
             println!("tree: {} entries of the old build kept as they are (not named)", info.tree.kept());
         }
-        println!("{}: {files} files ({copies} copied from old, {deltas} from the delta stream), {links} symlinks, {dirs} directories",
-            if info.tree.single_file { "single file" } else { "named" });
-        println!("reads {} old files, {} of them as reference data for the delta", info.tree.old_table.len(), info.tree.old_table.iter().filter(|f| f.1).count());
-        println!("delta stream: {} bytes in {} segments; compressed control {ctrl}, diff {diff}, extra {extra}, window segments {window} bytes",
-            info.tree.delta_bytes(), info.layout.segments.len());
+        println!(
+            "{}: {files} files ({copies} copied from old, {deltas} from the delta stream), {links} symlinks, {dirs} directories",
+            if info.tree.single_file { "single file" } else { "named" }
+        );
+        println!(
+            "reads {} old files, {} of them as reference data for the delta",
+            info.tree.old_table.len(),
+            info.tree.old_table.iter().filter(|f| f.1).count()
+        );
+        println!(
+            "delta stream: {} bytes in {} segments; compressed control {ctrl}, diff {diff}, extra {extra}, window segments {window} bytes",
+            info.tree.delta_bytes(),
+            info.layout.segments.len()
+        );
     }
 }
 

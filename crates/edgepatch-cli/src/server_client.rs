@@ -63,18 +63,17 @@ impl Server {
             return Err(format!("--server {base}: not an http(s) URL"));
         }
         if base.scheme() == "http" && !allow_insecure_http && !is_loopback(&base) {
-            return Err(format!("--server {base}: plain http is allowed only to this machine (127.0.0.1, ::1, localhost); use https, or --allow-insecure-http if you must"));
+            return Err(format!(
+                "--server {base}: plain http is allowed only to this machine (127.0.0.1, ::1, localhost); use https, or --allow-insecure-http if you must"
+            ));
         }
         // Under local `wrangler dev`, a request sent right after a long generation used to stall
         // until another connection arrived (fixed in the Worker, worker/README.md "Known
         // issues"). Kept as a guard against servers and proxies that stall like that: one
         // connection per request, and immutable objects are asked for again after a stall.
         let agent = ureq::AgentBuilder::new().max_idle_connections(0).timeout_connect(std::time::Duration::from_secs(30)).build();
-        let fetch_agent = ureq::AgentBuilder::new()
-            .max_idle_connections(0)
-            .timeout_connect(std::time::Duration::from_secs(30))
-            .timeout_read(FETCH_STALL)
-            .build();
+        let fetch_agent =
+            ureq::AgentBuilder::new().max_idle_connections(0).timeout_connect(std::time::Duration::from_secs(30)).timeout_read(FETCH_STALL).build();
         Ok(Server { base, agent, fetch_agent })
     }
 
@@ -274,7 +273,14 @@ pub fn set_channel(server: &Server, game: &str, channel: &str, build: &str) -> R
     name_ok("build", build)?;
     let auth = format!("Bearer {}", token()?);
     let url = server.url(&format!("v1/games/{game}/channels/{channel}"))?;
-    server.agent.request_url("PUT", &url).set("Authorization", &auth).send_json(serde_json::json!({ "build": build })).map_err(describe)?.into_json().map_err(|e| format!("{url}: {e}"))
+    server
+        .agent
+        .request_url("PUT", &url)
+        .set("Authorization", &auth)
+        .send_json(serde_json::json!({ "build": build }))
+        .map_err(describe)?
+        .into_json()
+        .map_err(|e| format!("{url}: {e}"))
 }
 
 /// What to update to: a named build, or whichever build a channel points at when asked.
@@ -322,7 +328,10 @@ fn b64_sig(what: &str, text: &str) -> Result<[u8; 64], String> {
 
 /// The accepted key a document names by `keyId`, or an error that says what is accepted.
 fn signing_key<'k>(keys: &'k KeySet, doc: &Value, what: &str) -> Result<&'k TrustedKey, String> {
-    let id = doc.get("keyId").and_then(|v| v.as_str()).ok_or_else(|| format!("{what} has no keyId: the server does not sign (protocol v2), and updates must be signed"))?;
+    let id = doc
+        .get("keyId")
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| format!("{what} has no keyId: the server does not sign (protocol v2), and updates must be signed"))?;
     keys.find(id).ok_or_else(|| {
         format!("{what} is signed by key {id}, which is not one of the accepted keys ({}) from {}; if the server rotated its key, check the new one out of band and pass it with --public-key", keys.ids(), keys.source)
     })
@@ -344,7 +353,11 @@ pub fn resolve_keys(server: &Server, given: Option<KeySet>) -> Result<KeySet, St
     let v: Value = server.get_immutable(&url)?.into_json().map_err(|e| format!("{url}: not JSON: {e}"))?;
     let key = trusted_keys::parse_public_key(v["publicKey"].as_str().ok_or("v1/public-key has no publicKey")?)?;
     known.pin(&origin, &key)?;
-    eprintln!("edgepatch: first use of {origin}: pinned its signing key {} in {} (check it out of band; a different key later is refused)", key.key_id, known.path.display());
+    eprintln!(
+        "edgepatch: first use of {origin}: pinned its signing key {} in {} (check it out of band; a different key later is refused)",
+        key.key_id,
+        known.path.display()
+    );
     Ok(KeySet { keys: vec![key], source: format!("pinned on first use for {origin} in {}", known.path.display()) })
 }
 
@@ -374,7 +387,9 @@ pub fn channel_head(server: &Server, keys: &KeySet, game: &str, channel: &str) -
     }
     if let Some((seen, seen_build)) = ChannelState::open()?.last(&server.origin(), game, channel)? {
         if sequence < seen || (sequence == seen && build != seen_build) {
-            return Err(format!("{what}: the server offers position {sequence} ({build}), older than position {seen} ({seen_build}) already seen: a rollback; refusing it"));
+            return Err(format!(
+                "{what}: the server offers position {sequence} ({build}), older than position {seen} ({seen_build}) already seen: a rollback; refusing it"
+            ));
         }
     }
     Ok(ChannelHead { build, sequence })
@@ -468,8 +483,10 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
     let mut reader = HashingReader { inner: resp.into_reader().take(patch_size + 1), hasher: edgepatch_core::blake3::Hasher::new(), count: 0 };
     let mut old_files = OldBuildFiles::new(old);
     let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| e.to_string())?;
-    let apply = edgepatch_core::apply_patch(&mut reader, &mut old_files, &mut BoundSink { binding: &mut binding, inner: &mut staged }, &mut |p| progress(p.patch_bytes_read, patch_size))
-        .map_err(|e| format!("applying {patch_url}: {e}"))?;
+    let apply = edgepatch_core::apply_patch(&mut reader, &mut old_files, &mut BoundSink { binding: &mut binding, inner: &mut staged }, &mut |p| {
+        progress(p.patch_bytes_read, patch_size)
+    })
+    .map_err(|e| format!("applying {patch_url}: {e}"))?;
     binding.finish(false, &mut staged).map_err(|e| format!("applying {patch_url}: {e}"))?;
     // The applier stops at the checksum; anything after it would be a different patch.
     let mut rest = [0u8; 1];
@@ -489,7 +506,15 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
         None => None,
     };
     io::stderr().flush().ok();
-    Ok(UpdateSummary { apply, to: to.to_string(), manifest_bytes: manifest_size, patch_bytes: patch_size, key_id: key.key_id.clone(), key_source: keys.source.clone(), channel_sequence })
+    Ok(UpdateSummary {
+        apply,
+        to: to.to_string(),
+        manifest_bytes: manifest_size,
+        patch_bytes: patch_size,
+        key_id: key.key_id.clone(),
+        key_source: keys.source.clone(),
+        channel_sequence,
+    })
 }
 
 /// Largest manifest `update` fetches (about 100 bytes an entry: a million-entry build fits).

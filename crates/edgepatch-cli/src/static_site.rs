@@ -38,7 +38,9 @@ impl SiteKey {
     /// Reads a key file written by `edgepatch keygen` (base64 of the 32-byte seed).
     pub fn load(path: &Path) -> Result<SiteKey, String> {
         let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let seed = base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(|_| format!("{}: not a key file from `edgepatch keygen` (base64)", path.display()))?;
+        let seed = base64::engine::general_purpose::STANDARD
+            .decode(text.trim())
+            .map_err(|_| format!("{}: not a key file from `edgepatch keygen` (base64)", path.display()))?;
         let seed: [u8; 32] = seed.as_slice().try_into().map_err(|_| format!("{}: holds {} bytes, not a 32-byte ed25519 seed", path.display(), seed.len()))?;
         let signing = SigningKey::from_bytes(&seed);
         let key_id = trust::key_id(&signing.verifying_key().to_bytes());
@@ -108,8 +110,11 @@ fn make_pair(old: &Build, new: &Build, from: &str, to: &str, level: i32) -> Resu
     let (patch, _) = diff_builds(old, new, &opts, &|_, _| {}).map_err(|e| format!("diff {from} -> {to}: {e}"))?;
     let info = inspect_patch(patch.as_slice()).map_err(|e| e.to_string())?;
     let tree = info.resolve(edgepatch_core::diff::build_listing(old)).map_err(|e| e.to_string())?;
-    let by_path: std::collections::HashMap<&str, &[u8]> =
-        new.entries.iter().filter_map(|e| if let EntryContent::File { data, .. } = &e.content { Some((e.path.as_str(), data.as_slice())) } else { None }).collect();
+    let by_path: std::collections::HashMap<&str, &[u8]> = new
+        .entries
+        .iter()
+        .filter_map(|e| if let EntryContent::File { data, .. } = &e.content { Some((e.path.as_str(), data.as_slice())) } else { None })
+        .collect();
     let hash_of = |i: usize| *blake3::hash(by_path.get(tree.entries[i].path.as_str()).copied().unwrap_or_default()).as_bytes();
     let manifest = patch_manifest(&tree, &info.layout, hash_of, *blake3::hash(&patch).as_bytes(), from, to).map_err(|e| e.to_string())?;
     Ok((patch, manifest.encode().map_err(|e| e.to_string())?))

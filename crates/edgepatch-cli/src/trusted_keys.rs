@@ -154,11 +154,8 @@ impl ChannelState {
     }
 
     pub fn record(&self, origin: &str, game: &str, channel: &str, sequence: u64, build: &str) -> Result<(), String> {
-        let mut lines: Vec<String> = read_lines(&self.path)?
-            .into_iter()
-            .filter(|f| !(f.len() == 5 && f[0] == origin && f[1] == game && f[2] == channel))
-            .map(|f| f.join(" "))
-            .collect();
+        let mut lines: Vec<String> =
+            read_lines(&self.path)?.into_iter().filter(|f| !(f.len() == 5 && f[0] == origin && f[1] == game && f[2] == channel)).map(|f| f.join(" ")).collect();
         lines.push(format!("{origin} {game} {channel} {sequence} {build}"));
         write_file(&self.path, &(lines.join("\n") + "\n"))
     }

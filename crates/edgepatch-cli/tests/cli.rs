@@ -54,7 +54,9 @@ fn tree_diff_apply_verify_round_trip() {
     let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
     assert_eq!(info["format_version"], edgepatch_core::patch_format::PATCH_VERSION);
     let manifest = tmp.path().join("p.manifest");
-    let m: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"manifest", &patch, &manifest, &"--old", &v1, &"--new", &v2, &"--from", &"v1", &"--to", &"v2"]))).unwrap();
+    let m: serde_json::Value =
+        serde_json::from_str(&ok(edgepatch(&[&"--json", &"manifest", &patch, &manifest, &"--old", &v1, &"--new", &v2, &"--from", &"v1", &"--to", &"v2"])))
+            .unwrap();
     assert_eq!(m["entries"], 28);
     let view_bytes = fs::read(&manifest).unwrap();
     let view = edgepatch_core::manifest::ManifestView::open(&view_bytes).unwrap();
@@ -98,7 +100,12 @@ fn corrupt_patch_fails_and_leaves_nothing() {
     let good = fs::read(&patch).unwrap();
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("truncated", good[..good.len() * 2 / 3].to_vec()),
-        ("flipped", { let mut b = good.clone(); let n = b.len(); b[n / 2] ^= 0x20; b }),
+        ("flipped", {
+            let mut b = good.clone();
+            let n = b.len();
+            b[n / 2] ^= 0x20;
+            b
+        }),
         ("garbage", b"not a patch at all".to_vec()),
         ("empty", vec![]),
     ];
@@ -124,7 +131,10 @@ fn killed_apply_leaves_old_and_out_alone_and_the_next_apply_clears_its_staging()
     let fifo = tmp.path().join("slow.patch");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     let out = tmp.path().join("out");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_edgepatch")).args([&"apply" as &dyn AsRef<std::ffi::OsStr>, &v1, &fifo, &out].iter().map(|a| a.as_ref())).spawn().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edgepatch"))
+        .args([&"apply" as &dyn AsRef<std::ffi::OsStr>, &v1, &fifo, &out].iter().map(|a| a.as_ref()))
+        .spawn()
+        .unwrap();
     let mut writer = fs::OpenOptions::new().write(true).open(&fifo).unwrap();
     let good = fs::read(&patch).unwrap();
     std::io::Write::write_all(&mut writer, &good[..good.len() / 2]).unwrap();
@@ -217,7 +227,12 @@ fn large_file_round_trip_through_the_writing_thread() {
     // 3 MiB: written from the second thread in 256 KiB buffers, several times over.
     let tmp = tempfile::tempdir().unwrap();
     let mut x = 7u32;
-    let old: Vec<u8> = (0..3 << 20).map(|_| { x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223); (x >> 24) as u8 }).collect();
+    let old: Vec<u8> = (0..3 << 20)
+        .map(|_| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 24) as u8
+        })
+        .collect();
     let mut new = old.clone();
     for i in (0..new.len()).step_by(100_003) {
         new[i] ^= 0x55;

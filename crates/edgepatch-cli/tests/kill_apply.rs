@@ -108,9 +108,10 @@ fn sigkill_at_200_random_points_leaves_out_absent_or_complete() {
     runs.sort();
     let apply = runs[1];
 
-    let seed = std::env::var("EDGEPATCH_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
-    });
+    let seed = std::env::var("EDGEPATCH_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1);
     let mut rng = Rng(seed);
     let context = format!("seed {seed} (EDGEPATCH_KILL_SEED), apply takes {apply:?}");
     let (mut absent, mut complete, mut mid_write) = (0, 0, 0);

@@ -107,7 +107,23 @@ struct Pair {
 fn make_pair(tmp: &Path, old: &Path, new: &Path, name: &str, from: &str, to: &str) -> Pair {
     let (p, m) = (tmp.join(format!("{name}.patch")), tmp.join(format!("{name}.manifest")));
     ok(edgepatch(&["--quiet", "diff", "--level", "19", old.to_str().unwrap(), new.to_str().unwrap(), p.to_str().unwrap()], tmp));
-    ok(edgepatch(&["--quiet", "manifest", "--old", old.to_str().unwrap(), "--new", new.to_str().unwrap(), "--from", from, "--to", to, p.to_str().unwrap(), m.to_str().unwrap()], tmp));
+    ok(edgepatch(
+        &[
+            "--quiet",
+            "manifest",
+            "--old",
+            old.to_str().unwrap(),
+            "--new",
+            new.to_str().unwrap(),
+            "--from",
+            from,
+            "--to",
+            to,
+            p.to_str().unwrap(),
+            m.to_str().unwrap(),
+        ],
+        tmp,
+    ));
     Pair { patch: fs::read(p).unwrap(), manifest: fs::read(m).unwrap() }
 }
 
@@ -262,7 +278,24 @@ fn update_accepts_only_what_the_pinned_key_signed_for_this_game_pair_and_channel
 fn plain_http_only_to_this_machine() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
-    let out = edgepatch(&["update", "--server", "http://updates.example.com", "--game", "g", "--from", "_", "--to", "b", "--public-key", &b64(&[1; 32]), t.to_str().unwrap(), t.join("o").to_str().unwrap()], t);
+    let out = edgepatch(
+        &[
+            "update",
+            "--server",
+            "http://updates.example.com",
+            "--game",
+            "g",
+            "--from",
+            "_",
+            "--to",
+            "b",
+            "--public-key",
+            &b64(&[1; 32]),
+            t.to_str().unwrap(),
+            t.join("o").to_str().unwrap(),
+        ],
+        t,
+    );
     let err = refused(out);
     assert!(err.contains("plain http is allowed only to this machine"), "{err}");
 }
@@ -312,7 +345,27 @@ fn a_static_site_made_by_site_add_serves_installs_direct_updates_and_signed_chan
     let s = |p: &Path| p.to_str().unwrap().to_string();
     ok(edgepatch(&["keygen", &s(&key)], t));
     for (build, dir) in [("v1", &v1), ("v2", &v2)] {
-        ok(edgepatch(&["--quiet", "site", "add", "--site", &s(&site_dir), "--key", &s(&key), "--game", "demo", "--build", build, "--channel", "stable", "--level", "3", &s(dir)], t));
+        ok(edgepatch(
+            &[
+                "--quiet",
+                "site",
+                "add",
+                "--site",
+                &s(&site_dir),
+                "--key",
+                &s(&key),
+                "--game",
+                "demo",
+                "--build",
+                build,
+                "--channel",
+                "stable",
+                "--level",
+                "3",
+                &s(dir),
+            ],
+            t,
+        ));
     }
     // v2 has patches from nothing and from v1; publishing v2 again is refused.
     let public = site_dir.join("public");

@@ -4,9 +4,7 @@
 //!
 //! Run: cargo bench -p edgepatch-core --bench manifest_lookup
 
-use edgepatch_core::manifest::{
-    decode, EntryKind, EntrySource, Manifest, ManifestEntry, ManifestKind, ManifestView,
-};
+use edgepatch_core::manifest::{decode, EntryKind, EntrySource, Manifest, ManifestEntry, ManifestKind, ManifestView};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -68,12 +66,7 @@ fn to_json(m: &Manifest) -> Vec<u8> {
         segments: m
             .segments
             .iter()
-            .map(|s| JsonSegment {
-                patch_offset: s.patch_offset,
-                patch_len: s.patch_len,
-                new_offset: s.new_offset,
-                new_len: s.new_len,
-            })
+            .map(|s| JsonSegment { patch_offset: s.patch_offset, patch_len: s.patch_len, new_offset: s.new_offset, new_len: s.new_len })
             .collect(),
         entries: m
             .entries
@@ -87,12 +80,8 @@ fn to_json(m: &Manifest) -> Vec<u8> {
                 symlink_target: e.symlink_target.clone(),
                 source: match &e.source {
                     EntrySource::Unchanged => JsonSource::Unchanged,
-                    EntrySource::CopyOf { old_path } => JsonSource::CopyOf {
-                        old_path: old_path.clone(),
-                    },
-                    EntrySource::Delta { new_offset } => JsonSource::Delta {
-                        new_offset: *new_offset,
-                    },
+                    EntrySource::CopyOf { old_path } => JsonSource::CopyOf { old_path: old_path.clone() },
+                    EntrySource::Delta { new_offset } => JsonSource::Delta { new_offset: *new_offset },
                     EntrySource::None => JsonSource::None,
                 },
             })
@@ -118,13 +107,8 @@ impl Rng {
 
 /// A patch manifest for a game build of N files: 80% unchanged, 15% delta, 5% moved.
 fn game_manifest() -> Manifest {
-    const DIRS: [(&str, &str, &str); 5] = [
-        ("textures", "tile", "png"),
-        ("textures", "sprite", "webp"),
-        ("audio", "sfx", "ogg"),
-        ("meshes", "prop", "glb"),
-        ("scripts", "logic", "js"),
-    ];
+    const DIRS: [(&str, &str, &str); 5] =
+        [("textures", "tile", "png"), ("textures", "sprite", "webp"), ("audio", "sfx", "ogg"), ("meshes", "prop", "glb"), ("scripts", "logic", "js")];
     let mut rng = Rng(0x9E37_79B9);
     let mut delta_at = 0u64;
     let entries = (0..N)
@@ -135,15 +119,11 @@ fn game_manifest() -> Manifest {
             let source = match rng.below(100) {
                 0..=79 => EntrySource::Unchanged,
                 80..=94 => {
-                    let s = EntrySource::Delta {
-                        new_offset: delta_at,
-                    };
+                    let s = EntrySource::Delta { new_offset: delta_at };
                     delta_at += size;
                     s
                 }
-                _ => EntrySource::CopyOf {
-                    old_path: format!("assets/old/{dir}/{stem}_{i:05}.{ext}"),
-                },
+                _ => EntrySource::CopyOf { old_path: format!("assets/old/{dir}/{stem}_{i:05}.{ext}") },
             };
             ManifestEntry {
                 blake3: *blake3::hash(path.as_bytes()).as_bytes(),
@@ -257,8 +237,7 @@ fn main() {
     // (b') serde_json parse, build a HashMap by path, then get.
     let b2 = median_per_call(11, 1, |i| {
         let j: JsonManifest = serde_json::from_slice(black_box(&json)).unwrap();
-        let map: HashMap<String, JsonEntry> =
-            j.entries.into_iter().map(|e| (e.path.clone(), e)).collect();
+        let map: HashMap<String, JsonEntry> = j.entries.into_iter().map(|e| (e.path.clone(), e)).collect();
         black_box(map.get(probe(i)).map(|e| e.size));
     });
 
@@ -272,11 +251,7 @@ fn main() {
     println!("{:-<78}", "");
     let row = |name: &str, d: Duration| {
         let r = d.as_secs_f64() / a.as_secs_f64();
-        let r = if r < 10.0 {
-            format!("{r:.2}x")
-        } else {
-            format!("{r:.0}x")
-        };
+        let r = if r < 10.0 { format!("{r:.2}x") } else { format!("{r:.0}x") };
         println!("{:<52} {:>12} {:>12}", name, fmt(d), r);
     };
     row("(a)   binary: open() + lookup()", a);
@@ -285,22 +260,12 @@ fn main() {
     row("(b)   JSON: serde_json parse + Vec find", b);
     row("(b')  JSON: serde_json parse + HashMap build + get", b2);
     println!("{:-<78}", "");
-    println!(
-        "speedup of (a) over (b): {:.0}x; over (b'): {:.0}x",
-        b.as_secs_f64() / a.as_secs_f64(),
-        b2.as_secs_f64() / a.as_secs_f64()
-    );
+    println!("speedup of (a) over (b): {:.0}x; over (b'): {:.0}x", b.as_secs_f64() / a.as_secs_f64(), b2.as_secs_f64() / a.as_secs_f64());
     println!("{:<52} {:>12} {:>12}", "size", "raw bytes", "zstd -3");
     println!("{:<52} {:>12} {:>12}", "(c) binary manifest", bin.len(), zb);
     println!("{:<52} {:>12} {:>12}", "(c) JSON manifest", json.len(), zj);
     let idx = view.index_range().len();
-    println!(
-        "binary index (header + ids + pilots + slots): {idx} bytes ({:.1} per entry)",
-        idx as f64 / N as f64
-    );
-    println!(
-        "encode() of the binary manifest (incl. MPH build): {}",
-        fmt(encode_time)
-    );
+    println!("binary index (header + ids + pilots + slots): {idx} bytes ({:.1} per entry)", idx as f64 / N as f64);
+    println!("encode() of the binary manifest (incl. MPH build): {}", fmt(encode_time));
     println!();
 }

@@ -9,8 +9,8 @@
 use std::io::{self, Read};
 
 use crate::error::{Error, Input, Result};
-use crate::patch_format::*;
 use crate::matcher::Op;
+use crate::patch_format::*;
 
 /// Random access to the old build. Paths are build paths ("" in a single-file patch).
 pub trait OldBuild {
@@ -152,9 +152,7 @@ impl<R: Read> PatchInput<R> {
         let mut filled = 0;
         while filled < buf.len() {
             match self.inner.read(&mut buf[filled..]) {
-                Ok(0) => {
-                    return Err(Error::Truncated { input: Input::Patch, offset: self.offset + filled as u64, what: what.into() })
-                }
+                Ok(0) => return Err(Error::Truncated { input: Input::Patch, offset: self.offset + filled as u64, what: what.into() }),
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(Error::Io { input: Input::Patch, source: e }),
@@ -288,7 +286,15 @@ pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_s
     match input.u8("segment or end marker")? {
         SEGMENT_TAG => {
             let mut f = [0u64; 7];
-            for (v, what) in f.iter_mut().zip(["segment size", "control size", "control compressed size", "diff size", "diff compressed size", "extra size", "extra compressed size"]) {
+            for (v, what) in f.iter_mut().zip([
+                "segment size",
+                "control size",
+                "control compressed size",
+                "diff size",
+                "diff compressed size",
+                "extra size",
+                "extra compressed size",
+            ]) {
                 *v = input.varint(what)?;
             }
             let h = SegmentHeader { new_len: f[0], ctrl_raw: f[1], ctrl_comp: f[2], diff_raw: f[3], diff_comp: f[4], extra_raw: f[5], extra_comp: f[6] };
@@ -325,7 +331,10 @@ pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_s
                 return Err(limit(format!("window reaches {back_len} bytes back, above the limit {MAX_WINDOW_BACK}")));
             }
             if back_len > produced {
-                return Err(corrupt(format!("window reaches {back_len} bytes back, more than {} available (limit {MAX_WINDOW_BACK})", produced.min(MAX_WINDOW_BACK))));
+                return Err(corrupt(format!(
+                    "window reaches {back_len} bytes back, more than {} available (limit {MAX_WINDOW_BACK})",
+                    produced.min(MAX_WINDOW_BACK)
+                )));
             }
             let comp_len = input.varint("window segment compressed size")?;
             if comp_len == 0 || comp_len > new_len + new_len / 64 + 1024 {
@@ -451,7 +460,14 @@ impl DeltaStream {
             segment_left: 0,
             segments: 0,
             produced: 0,
-            total: tree.entries.iter().map(|e| match e.kind { TreeEntryKind::File { size, source: FileSource::Delta, .. } => size, _ => 0 }).sum(),
+            total: tree
+                .entries
+                .iter()
+                .map(|e| match e.kind {
+                    TreeEntryKind::File { size, source: FileSource::Delta, .. } => size,
+                    _ => 0,
+                })
+                .sum(),
             keep_history: true,
         }
     }
@@ -462,8 +478,11 @@ impl DeltaStream {
 
     fn load_segment<R: Read, O: OldBuild>(&mut self, input: &mut PatchInput<R>, old: &mut O, tree: &PatchTree) -> Result<()> {
         self.segment_at = input.offset();
-        let segment = read_segment_header(input, self.segments, self.produced, self.reference_len)?
-            .ok_or_else(|| Error::Truncated { input: Input::Patch, offset: self.segment_at, what: "delta stream ended before all files were produced".into() })?;
+        let segment = read_segment_header(input, self.segments, self.produced, self.reference_len)?.ok_or_else(|| Error::Truncated {
+            input: Input::Patch,
+            offset: self.segment_at,
+            what: "delta stream ended before all files were produced".into(),
+        })?;
         self.segments += 1;
         let new_len = match &segment {
             Segment::Ops(h) => h.new_len,
@@ -802,7 +821,11 @@ fn release(buf: &mut Vec<u8>) {
 }
 
 pub(crate) fn display_path(path: &str) -> String {
-    if path.is_empty() { "(the file)".into() } else { path.to_string() }
+    if path.is_empty() {
+        "(the file)".into()
+    } else {
+        path.to_string()
+    }
 }
 
 fn hex(h: &[u8]) -> String {
@@ -904,7 +927,6 @@ impl PatchApplier {
     pub fn progress(&self) -> ApplyProgress {
         self.progress
     }
-
 
     /// The tree, once the header and tree have been read.
     pub fn tree(&self) -> Option<&PatchTree> {
@@ -1127,7 +1149,10 @@ impl PatchApplier {
             if size != f.size {
                 return Err(Error::OldRead {
                     path: display_path(&f.path),
-                    source: io::Error::new(io::ErrorKind::InvalidData, format!("is {size} bytes, the patch expects {}: not the build this patch was made from", f.size)),
+                    source: io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("is {size} bytes, the patch expects {}: not the build this patch was made from", f.size),
+                    ),
                 });
             }
         }

@@ -29,12 +29,7 @@ pub struct Build {
 
 impl Build {
     pub fn single_file(data: Vec<u8>) -> Build {
-        Build {
-            entries: vec![BuildEntry {
-                path: String::new(),
-                content: EntryContent::File { executable: false, data },
-            }],
-        }
+        Build { entries: vec![BuildEntry { path: String::new(), content: EntryContent::File { executable: false, data } }] }
     }
 
     pub fn is_single_file(&self) -> bool {
@@ -135,11 +130,9 @@ pub fn symlink_target_problem(target: &str) -> Option<&'static str> {
 /// Checks the link at `link_path` has a storable target (see [`symlink_target_problem`]).
 pub fn validate_symlink_target(link_path: &str, target: &str) -> Result<()> {
     match symlink_target_problem(target) {
-        Some(why) => Err(Error::UnsafeLink {
-            path: link_path.to_string(),
-            target: target.chars().take(64).collect(),
-            why: format!("{why} ({} bytes)", target.len()),
-        }),
+        Some(why) => {
+            Err(Error::UnsafeLink { path: link_path.to_string(), target: target.chars().take(64).collect(), why: format!("{why} ({} bytes)", target.len()) })
+        }
         None => Ok(()),
     }
 }
@@ -153,11 +146,7 @@ const MAX_LINK_HOPS: usize = 40;
 /// path and target), stays inside the build. An absolute target, a walk
 /// above the root (`../..`, or `x -> .` then `x/..`) or more than 40 links
 /// in a row (a loop) leaves it. A target naming nothing in the build stays.
-fn link_stays_inside(
-    link_targets: &std::collections::HashMap<&str, &str>,
-    link_path: &str,
-    target: &str,
-) -> bool {
+fn link_stays_inside(link_targets: &std::collections::HashMap<&str, &str>, link_path: &str, target: &str) -> bool {
     let mut at: Vec<&str> = link_path.split('/').collect();
     at.pop();
     // Components still to walk, the next one last.
@@ -203,11 +192,8 @@ impl Build {
                 _ => None,
             })
             .collect();
-        let mut leaving: Vec<(&str, &str)> = link_targets
-            .iter()
-            .filter(|(path, target)| !link_stays_inside(&link_targets, path, target))
-            .map(|(p, t)| (*p, *t))
-            .collect();
+        let mut leaving: Vec<(&str, &str)> =
+            link_targets.iter().filter(|(path, target)| !link_stays_inside(&link_targets, path, target)).map(|(p, t)| (*p, *t)).collect();
         leaving.sort_unstable();
         leaving
     }
@@ -259,26 +245,12 @@ mod tests {
 
     #[test]
     fn any_link_target_is_data_within_its_bounds() {
-        for good in [
-            "../b",
-            "../../fonts/truetype/dejavu/DejaVuSans.ttf",
-            "/etc",
-            "x/../../y",
-            "a\\b",
-            ".",
-            "..",
-        ] {
+        for good in ["../b", "../../fonts/truetype/dejavu/DejaVuSans.ttf", "/etc", "x/../../y", "a\\b", ".", ".."] {
             validate_symlink_target("a/link", good).unwrap();
         }
         let long = "a".repeat(MAX_PATH_LEN + 1);
-        for (bad, why) in [
-            ("", "empty"),
-            ("a\0b", "NUL"),
-            (long.as_str(), "longer than 4096"),
-        ] {
-            let err = validate_symlink_target("a/link", bad)
-                .unwrap_err()
-                .to_string();
+        for (bad, why) in [("", "empty"), ("a\0b", "NUL"), (long.as_str(), "longer than 4096")] {
+            let err = validate_symlink_target("a/link", bad).unwrap_err().to_string();
             assert!(err.contains("\"a/link\"") && err.contains(why), "{err}");
         }
         validate_symlink_target("a/link", &long[1..]).unwrap();
@@ -286,23 +258,12 @@ mod tests {
 
     #[test]
     fn links_leaving_the_build_are_found_through_chains() {
-        let link = |path: &str, target: &str| BuildEntry {
-            path: path.into(),
-            content: EntryContent::Symlink {
-                target: target.into(),
-            },
-        };
-        let dir = |path: &str| BuildEntry {
-            path: path.into(),
-            content: EntryContent::Directory,
-        };
+        let link = |path: &str, target: &str| BuildEntry { path: path.into(), content: EntryContent::Symlink { target: target.into() } };
+        let dir = |path: &str| BuildEntry { path: path.into(), content: EntryContent::Directory };
         let build = Build::from_entries(vec![
             dir("fonts"),
             // lincity-ng-data: into the system's fonts.
-            link(
-                "fonts/sans.ttf",
-                "../../fonts/truetype/dejavu/DejaVuSans.ttf",
-            ),
+            link("fonts/sans.ttf", "../../fonts/truetype/dejavu/DejaVuSans.ttf"),
             link("fonts/inside.ttf", "../data/x.ttf"),
             link("abs", "/usr/share/x"),
             // A chain: each step lexically inside, together one level above the root.
@@ -316,15 +277,8 @@ mod tests {
             link("dangling", "no/such/file"),
         ])
         .unwrap();
-        let leaving: Vec<&str> = build
-            .links_leaving_build()
-            .into_iter()
-            .map(|(p, _)| p)
-            .collect();
-        assert_eq!(
-            leaving,
-            ["abs", "fonts/sans.ttf", "loop_a", "loop_b", "s", "via_s"]
-        );
+        let leaving: Vec<&str> = build.links_leaving_build().into_iter().map(|(p, _)| p).collect();
+        assert_eq!(leaving, ["abs", "fonts/sans.ttf", "loop_a", "loop_b", "s", "via_s"]);
     }
 
     #[test]

@@ -100,8 +100,7 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
 
     // The reference stream is only needed if there is something to diff.
     let new_stream = concat_or_borrow(&new_stream_parts);
-    let reference_parts: Vec<&[u8]> =
-        old_files.iter().zip(&tree.old_files).filter(|(_, t)| t.in_reference).map(|((_, d), _)| *d).collect();
+    let reference_parts: Vec<&[u8]> = old_files.iter().zip(&tree.old_files).filter(|(_, t)| t.in_reference).map(|((_, d), _)| *d).collect();
     let reference = concat_or_borrow(&reference_parts);
     stats.new_bytes = new.total_file_bytes();
     stats.delta_bytes = new_stream.len() as u64;
@@ -154,7 +153,12 @@ pub(crate) enum PlannedKind<'a> {
 /// hash) or renamed/moved (same hash elsewhere) files are copies, all others
 /// (except empty files, which are free either way) come from the delta stream.
 /// Every non-empty old file is in the reference stream when there is a delta.
-pub(crate) fn plan_tree(single_file: bool, old_listing: Vec<ListedEntry>, old_files: &[(&str, u64, [u8; 32])], new_entries: &[(&str, PlannedKind)]) -> (PatchTree, DiffStats) {
+pub(crate) fn plan_tree(
+    single_file: bool,
+    old_listing: Vec<ListedEntry>,
+    old_files: &[(&str, u64, [u8; 32])],
+    new_entries: &[(&str, PlannedKind)],
+) -> (PatchTree, DiffStats) {
     let mut by_hash: HashMap<[u8; 32], usize> = HashMap::new();
     let mut by_path: HashMap<&str, usize> = HashMap::new();
     for (i, (path, _, hash)) in old_files.iter().enumerate() {
@@ -269,10 +273,7 @@ fn encode_segments(reference: &[u8], new_stream: &[u8], opts: &DiffOptions, thre
         return Ok(Vec::new());
     }
     if reference.len() >= i32::MAX as usize {
-        return Err(Error::Invalid(format!(
-            "old data of {} bytes: the suffix array this diff uses holds at most 2 GiB of old data",
-            reference.len()
-        )));
+        return Err(Error::Invalid(format!("old data of {} bytes: the suffix array this diff uses holds at most 2 GiB of old data", reference.len())));
     }
     // Timing only when asked: `Instant::now` panics on wasm32-unknown-unknown.
     let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
@@ -393,7 +394,12 @@ fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op
     cctx.ref_prefix(&window).map_err(zerr)?;
     let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(part.len()));
     cctx.compress2(&mut frame, part).map_err(zerr)?;
-    let header = WindowSegmentHeader { new_len: part.len() as u64, spans: merged.iter().map(|m| (m.0, m.1 - m.0)).collect(), back_len: before.len() as u64, comp_len: frame.len() as u64 };
+    let header = WindowSegmentHeader {
+        new_len: part.len() as u64,
+        spans: merged.iter().map(|m| (m.0, m.1 - m.0)).collect(),
+        back_len: before.len() as u64,
+        comp_len: frame.len() as u64,
+    };
     let mut out = Vec::with_capacity(frame.len() + 16 + header.spans.len() * 6);
     header.encode(&mut out);
     out.extend_from_slice(&frame);

@@ -28,7 +28,7 @@ use crate::diff::{encode_header_and_tree, plan_tree, DiffStats, PlannedKind};
 use crate::error::{Error, Result};
 use crate::inspect::{patch_manifest, PatchLayout};
 use crate::patch_format::*;
-use crate::signature::{find_block_matches, SignedKind, Signature};
+use crate::signature::{find_block_matches, Signature, SignedKind};
 use crate::wire::put_varint;
 
 /// New bytes per segment (the window's back reach is the same).

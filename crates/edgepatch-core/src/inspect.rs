@@ -75,7 +75,14 @@ pub fn inspect_patch<R: Read>(patch: R) -> Result<PatchInfo> {
 /// The patch carries one digest for all files, not a hash per file:
 /// `file_hash(i)` gives the BLAKE3 of file entry `i` (from the new build or its
 /// signature), and together they must reproduce the patch's files digest.
-pub fn patch_manifest(tree: &PatchTree, layout: &PatchLayout, file_hash: impl Fn(usize) -> [u8; 32], patch_blake3: [u8; 32], from_build: &str, to_build: &str) -> Result<Manifest, ManifestError> {
+pub fn patch_manifest(
+    tree: &PatchTree,
+    layout: &PatchLayout,
+    file_hash: impl Fn(usize) -> [u8; 32],
+    patch_blake3: [u8; 32],
+    from_build: &str,
+    to_build: &str,
+) -> Result<Manifest, ManifestError> {
     if tree.digest_of(&file_hash) != tree.files_digest {
         return Err(ManifestError::Encode("the file hashes given are not those of the build this patch produces (files digest differs)".into()));
     }

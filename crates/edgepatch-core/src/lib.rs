@@ -10,11 +10,11 @@ pub mod diff;
 pub mod error;
 pub mod generate;
 pub mod inspect;
+pub mod manifest;
+pub mod manifest_binding;
 pub mod matcher;
 pub mod memory;
 pub mod patch_format;
-pub mod manifest;
-pub mod manifest_binding;
 mod perfect_hash;
 pub mod signature;
 pub mod signer;
@@ -22,9 +22,9 @@ pub mod trust;
 pub mod wasm_transform;
 mod wire;
 
+pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild, PatchApplier, ResumePoint};
 /// Re-exported so adapters hash exactly as the core does.
 pub use blake3;
-pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild, PatchApplier, ResumePoint};
 pub use build::{Build, BuildEntry, EntryContent};
 pub use diff::{diff_builds, DiffOptions, DiffStats};
 pub use error::{Error, Input, Result};

@@ -129,17 +129,9 @@ pub enum ManifestError {
     #[error("manifest length mismatch: header says {declared} bytes, got {actual}")]
     LengthMismatch { declared: u64, actual: u64 },
     #[error("invalid manifest: {what} at byte {at}: {reason}")]
-    Invalid {
-        what: String,
-        at: u64,
-        reason: String,
-    },
+    Invalid { what: String, at: u64, reason: String },
     #[error("manifest checksum mismatch: BLAKE3 of bytes 0..{covered} is {actual}, trailer says {expected}")]
-    ChecksumMismatch {
-        covered: u64,
-        expected: String,
-        actual: String,
-    },
+    ChecksumMismatch { covered: u64, expected: String, actual: String },
     #[error("entry index {index} out of range: manifest has {len} entries")]
     IndexOutOfRange { index: usize, len: usize },
     #[error("cannot encode manifest: {0}")]
@@ -149,11 +141,7 @@ pub enum ManifestError {
 type Result<T, E = ManifestError> = std::result::Result<T, E>;
 
 fn invalid(what: impl Into<String>, at: u64, reason: impl Into<String>) -> ManifestError {
-    ManifestError::Invalid {
-        what: what.into(),
-        at,
-        reason: reason.into(),
-    }
+    ManifestError::Invalid { what: what.into(), at, reason: reason.into() }
 }
 
 /// Checks a manifest path (also used for `CopyOf` source paths): 1 to
@@ -206,13 +194,7 @@ impl Layout {
         let order = slots + 4 * u64::from(n);
         let segments = order + 4 * u64::from(n);
         let records = segments + SEGMENT_LEN * u64::from(s);
-        Layout {
-            pilots,
-            slots,
-            order,
-            segments,
-            records,
-        }
+        Layout { pilots, slots, order, segments, records }
     }
 }
 
@@ -234,11 +216,7 @@ fn put_str16(out: &mut Vec<u8>, s: &str) {
 fn encode_record(out: &mut Vec<u8>, e: &ManifestEntry) {
     put_str16(out, &e.path);
     out.push(kind_code(e.kind));
-    out.push(if e.executable {
-        ENTRY_FLAG_EXECUTABLE
-    } else {
-        0
-    });
+    out.push(if e.executable { ENTRY_FLAG_EXECUTABLE } else { 0 });
     put_u64(out, e.size);
     out.extend_from_slice(&e.blake3);
     if let Some(t) = &e.symlink_target {
@@ -268,9 +246,7 @@ fn check_entry(i: usize, e: &ManifestEntry) -> Result<()> {
         (_, None) => {}
     }
     match &e.source {
-        EntrySource::CopyOf { old_path } => {
-            check_path(old_path).map_err(|why| bad(&format!("CopyOf source path: {why}")))?
-        }
+        EntrySource::CopyOf { old_path } => check_path(old_path).map_err(|why| bad(&format!("CopyOf source path: {why}")))?,
         EntrySource::Delta { new_offset } => {
             if new_offset.checked_add(e.size).is_none() {
                 return Err(bad("Delta new_offset + size overflows u64"));
@@ -289,31 +265,17 @@ impl Manifest {
         let n = u32::try_from(self.entries.len())
             .ok()
             .filter(|&n| n <= MAX_ENTRIES)
-            .ok_or_else(|| {
-                enc(format!(
-                    "{} entries, limit is {MAX_ENTRIES}",
-                    self.entries.len()
-                ))
-            })?;
+            .ok_or_else(|| enc(format!("{} entries, limit is {MAX_ENTRIES}", self.entries.len())))?;
         let s = u32::try_from(self.segments.len())
             .ok()
             .filter(|&s| s <= MAX_SEGMENTS)
-            .ok_or_else(|| {
-                enc(format!(
-                    "{} segments, limit is {MAX_SEGMENTS}",
-                    self.segments.len()
-                ))
-            })?;
+            .ok_or_else(|| enc(format!("{} segments, limit is {MAX_SEGMENTS}", self.segments.len())))?;
         if self.to_build.len() > MAX_BUILD_ID_LEN {
-            return Err(enc(format!(
-                "to_build longer than {MAX_BUILD_ID_LEN} bytes"
-            )));
+            return Err(enc(format!("to_build longer than {MAX_BUILD_ID_LEN} bytes")));
         }
         if let Some(f) = &self.from_build {
             if f.len() > MAX_BUILD_ID_LEN {
-                return Err(enc(format!(
-                    "from_build longer than {MAX_BUILD_ID_LEN} bytes"
-                )));
+                return Err(enc(format!("from_build longer than {MAX_BUILD_ID_LEN} bytes")));
             }
         }
         for (i, seg) in self.segments.iter().enumerate() {
@@ -335,15 +297,13 @@ impl Manifest {
         let mut records = Vec::with_capacity(self.entries.len() * 96);
         let mut order = Vec::with_capacity(self.entries.len());
         for e in &self.entries {
-            let off = u32::try_from(records.len())
-                .map_err(|_| enc("records region larger than 4 GiB".into()))?;
+            let off = u32::try_from(records.len()).map_err(|_| enc("records region larger than 4 GiB".into()))?;
             order.push(off);
             encode_record(&mut records, e);
         }
 
         let keys: Vec<&[u8]> = self.entries.iter().map(|e| e.path.as_bytes()).collect();
-        let mph = perfect_hash::build(&keys)
-            .ok_or_else(|| enc("could not build the perfect hash (no seed worked)".into()))?;
+        let mph = perfect_hash::build(&keys).ok_or_else(|| enc("could not build the perfect hash (no seed worked)".into()))?;
         let b = perfect_hash::bucket_count_for(n);
         let mut slots = vec![0u32; n as usize];
         for (i, &slot) in mph.slots.iter().enumerate() {
@@ -354,9 +314,7 @@ impl Manifest {
         let layout = Layout::new((HEADER_LEN + ids_len) as u64, n, b, s);
         let total = layout.records + records.len() as u64 + TRAILER_LEN as u64;
         if total > MAX_MANIFEST_LEN {
-            return Err(enc(format!(
-                "manifest would be {total} bytes, limit is {MAX_MANIFEST_LEN}"
-            )));
+            return Err(enc(format!("manifest would be {total} bytes, limit is {MAX_MANIFEST_LEN}")));
         }
 
         let mut out = Vec::with_capacity(total as usize);
@@ -366,22 +324,12 @@ impl Manifest {
             ManifestKind::Build => 1,
             ManifestKind::Patch => 2,
         });
-        out.push(if self.from_build.is_some() {
-            FLAG_HAS_FROM_BUILD
-        } else {
-            0
-        });
+        out.push(if self.from_build.is_some() { FLAG_HAS_FROM_BUILD } else { 0 });
         put_u32(&mut out, total as u32);
         put_u32(&mut out, n);
         put_u32(&mut out, b);
         put_u32(&mut out, s);
-        for off in [
-            layout.pilots,
-            layout.slots,
-            layout.order,
-            layout.segments,
-            layout.records,
-        ] {
+        for off in [layout.pilots, layout.slots, layout.order, layout.segments, layout.records] {
             put_u32(&mut out, off as u32);
         }
         put_u64(&mut out, mph.seed);
@@ -466,11 +414,7 @@ impl<'a> RecordReader<'a> {
                 self.pos = e;
                 Ok(s)
             }
-            _ => Err(ManifestError::Truncated {
-                what: format!("{} field {field}", self.who),
-                at: self.pos as u64,
-                end: self.end as u64,
-            }),
+            _ => Err(ManifestError::Truncated { what: format!("{} field {field}", self.who), at: self.pos as u64, end: self.end as u64 }),
         }
     }
     fn u8(&mut self, field: &str) -> Result<u8> {
@@ -533,32 +477,20 @@ impl<'a> ManifestView<'a> {
     pub fn open(bytes: &'a [u8]) -> Result<Self> {
         let len = bytes.len() as u64;
         if bytes.len() < MAGIC.len() {
-            return Err(ManifestError::Truncated {
-                what: "magic".into(),
-                at: 0,
-                end: len,
-            });
+            return Err(ManifestError::Truncated { what: "magic".into(), at: 0, end: len });
         }
         if bytes[..8] != MAGIC {
             return Err(ManifestError::BadMagic);
         }
         if bytes.len() < 10 {
-            return Err(ManifestError::Truncated {
-                what: "format version".into(),
-                at: 8,
-                end: len,
-            });
+            return Err(ManifestError::Truncated { what: "format version".into(), at: 8, end: len });
         }
         let version = le_u16(bytes, 8);
         if version != FORMAT_VERSION {
             return Err(ManifestError::UnsupportedVersion(version));
         }
         if bytes.len() < HEADER_LEN {
-            return Err(ManifestError::Truncated {
-                what: "header".into(),
-                at: 0,
-                end: len,
-            });
+            return Err(ManifestError::Truncated { what: "header".into(), at: 0, end: len });
         }
         let hdr = |at: usize, reason: String| invalid("header", at as u64, reason);
         let kind = match bytes[10] {
@@ -572,31 +504,19 @@ impl<'a> ManifestView<'a> {
         }
         let declared = u64::from(le_u32(bytes, 12));
         if declared != len {
-            return Err(ManifestError::LengthMismatch {
-                declared,
-                actual: len,
-            });
+            return Err(ManifestError::LengthMismatch { declared, actual: len });
         }
         let n = le_u32(bytes, 16);
         let b = le_u32(bytes, 20);
         let s = le_u32(bytes, 24);
         if n > MAX_ENTRIES {
-            return Err(hdr(
-                16,
-                format!("entry count {n} exceeds limit {MAX_ENTRIES}"),
-            ));
+            return Err(hdr(16, format!("entry count {n} exceeds limit {MAX_ENTRIES}")));
         }
         if (n == 0) != (b == 0) || b > n {
-            return Err(hdr(
-                20,
-                format!("bucket count {b} invalid for {n} entries (need 1..={n}, or 0 when empty)"),
-            ));
+            return Err(hdr(20, format!("bucket count {b} invalid for {n} entries (need 1..={n}, or 0 when empty)")));
         }
         if s > MAX_SEGMENTS {
-            return Err(hdr(
-                24,
-                format!("segment count {s} exceeds limit {MAX_SEGMENTS}"),
-            ));
+            return Err(hdr(24, format!("segment count {s} exceeds limit {MAX_SEGMENTS}")));
         }
         let seed = le_u64(bytes, 48);
         let patch_size = le_u64(bytes, 56);
@@ -604,45 +524,23 @@ impl<'a> ManifestView<'a> {
         patch_blake3.copy_from_slice(&bytes[64..96]);
 
         // Build ids.
-        let trailer = len
-            .checked_sub(TRAILER_LEN as u64)
-            .filter(|&t| t >= HEADER_LEN as u64)
-            .ok_or(ManifestError::Truncated {
-                what: "trailer".into(),
-                at: HEADER_LEN as u64,
-                end: len,
-            })?;
-        let mut ids = RecordReader {
-            bytes,
-            end: trailer as usize,
-            pos: HEADER_LEN,
-            who: RecordRef::Index(0),
-        };
+        let trailer = len.checked_sub(TRAILER_LEN as u64).filter(|&t| t >= HEADER_LEN as u64).ok_or(ManifestError::Truncated {
+            what: "trailer".into(),
+            at: HEADER_LEN as u64,
+            end: len,
+        })?;
+        let mut ids = RecordReader { bytes, end: trailer as usize, pos: HEADER_LEN, who: RecordRef::Index(0) };
         let id = |r: &mut RecordReader<'a>, field: &str| -> Result<&'a str> {
             let at = r.pos as u64;
-            let l = le_u16(
-                r.take(2, field)
-                    .map_err(|_| truncated_field(field, at, trailer))?,
-                0,
-            ) as usize;
+            let l = le_u16(r.take(2, field).map_err(|_| truncated_field(field, at, trailer))?, 0) as usize;
             if l > MAX_BUILD_ID_LEN {
-                return Err(invalid(
-                    field,
-                    at,
-                    format!("length {l} exceeds {MAX_BUILD_ID_LEN}"),
-                ));
+                return Err(invalid(field, at, format!("length {l} exceeds {MAX_BUILD_ID_LEN}")));
             }
-            let raw = r
-                .take(l, field)
-                .map_err(|_| truncated_field(field, at + 2, trailer))?;
+            let raw = r.take(l, field).map_err(|_| truncated_field(field, at + 2, trailer))?;
             std::str::from_utf8(raw).map_err(|_| invalid(field, at, "not UTF-8"))
         };
         let to_build = id(&mut ids, "to_build")?;
-        let from_build = if flags & FLAG_HAS_FROM_BUILD != 0 {
-            Some(id(&mut ids, "from_build")?)
-        } else {
-            None
-        };
+        let from_build = if flags & FLAG_HAS_FROM_BUILD != 0 { Some(id(&mut ids, "from_build")?) } else { None };
 
         // Sections must sit exactly where the counts put them.
         let layout = Layout::new(ids.pos as u64, n, b, s);
@@ -656,10 +554,7 @@ impl<'a> ManifestView<'a> {
         for (name, at, want) in stored {
             let got = u64::from(le_u32(bytes, at));
             if got != want {
-                return Err(hdr(
-                    at,
-                    format!("{name} offset is {got}, the counts put it at {want}"),
-                ));
+                return Err(hdr(at, format!("{name} offset is {got}, the counts put it at {want}")));
             }
         }
         if layout.records > trailer {
@@ -672,34 +567,15 @@ impl<'a> ManifestView<'a> {
         let records_len = trailer - layout.records;
         if records_len < u64::from(n) * MIN_RECORD_LEN {
             return Err(ManifestError::Truncated {
-                what: format!(
-                    "records region for {n} entries (at least {MIN_RECORD_LEN} bytes each)"
-                ),
+                what: format!("records region for {n} entries (at least {MIN_RECORD_LEN} bytes each)"),
                 at: layout.records,
                 end: trailer,
             });
         }
         if n == 0 && records_len != 0 {
-            return Err(invalid(
-                "records region",
-                layout.records,
-                "non-empty in a manifest without entries",
-            ));
+            return Err(invalid("records region", layout.records, "non-empty in a manifest without entries"));
         }
-        Ok(ManifestView {
-            bytes,
-            kind,
-            n,
-            b,
-            s,
-            seed,
-            layout,
-            records_end: trailer,
-            patch_size,
-            patch_blake3,
-            to_build,
-            from_build,
-        })
+        Ok(ManifestView { bytes, kind, n, b, s, seed, layout, records_end: trailer, patch_size, patch_blake3, to_build, from_build })
     }
 
     /// Number of entries.
@@ -740,20 +616,12 @@ impl<'a> ManifestView<'a> {
     /// Segment `i`, in O(1).
     pub fn segment(&self, i: usize) -> Result<SegmentRef> {
         if i >= self.s as usize {
-            return Err(ManifestError::IndexOutOfRange {
-                index: i,
-                len: self.s as usize,
-            });
+            return Err(ManifestError::IndexOutOfRange { index: i, len: self.s as usize });
         }
         // In bounds: open() checked segments + 32 * s <= records <= len.
         let at = self.layout.segments as usize + i * SEGMENT_LEN as usize;
         let b = self.bytes;
-        let seg = SegmentRef {
-            patch_offset: le_u64(b, at),
-            patch_len: le_u64(b, at + 8),
-            new_offset: le_u64(b, at + 16),
-            new_len: le_u64(b, at + 24),
-        };
+        let seg = SegmentRef { patch_offset: le_u64(b, at), patch_len: le_u64(b, at + 8), new_offset: le_u64(b, at + 16), new_len: le_u64(b, at + 24) };
         check_segment(&seg).map_err(|why| invalid(format!("segment {i}"), at as u64, why))?;
         Ok(seg)
     }
@@ -788,10 +656,7 @@ impl<'a> ManifestView<'a> {
     /// Entry `i` in manifest order, in O(1).
     pub fn entry_at(&self, i: usize) -> Result<ManifestEntry> {
         if i >= self.n as usize {
-            return Err(ManifestError::IndexOutOfRange {
-                index: i,
-                len: self.n as usize,
-            });
+            return Err(ManifestError::IndexOutOfRange { index: i, len: self.n as usize });
         }
         let off = self.table(self.layout.order, i as u32);
         Ok(self.record(off, RecordRef::Index(i))?.0)
@@ -808,11 +673,7 @@ impl<'a> ManifestView<'a> {
         let actual = blake3::hash(&self.bytes[..t]);
         let expected = &self.bytes[t..];
         if actual.as_bytes()[..] != *expected {
-            return Err(ManifestError::ChecksumMismatch {
-                covered: t as u64,
-                expected: hex(expected),
-                actual: actual.to_hex().to_string(),
-            });
+            return Err(ManifestError::ChecksumMismatch { covered: t as u64, expected: hex(expected), actual: actual.to_hex().to_string() });
         }
         Ok(())
     }
@@ -837,21 +698,9 @@ impl<'a> ManifestView<'a> {
     fn reader(&self, rel: u32, who: RecordRef) -> Result<RecordReader<'a>> {
         let at = self.layout.records + u64::from(rel);
         if at >= self.records_end {
-            return Err(invalid(
-                who.to_string(),
-                at,
-                format!(
-                    "record offset {rel} is outside the records region (ends at byte {})",
-                    self.records_end
-                ),
-            ));
+            return Err(invalid(who.to_string(), at, format!("record offset {rel} is outside the records region (ends at byte {})", self.records_end)));
         }
-        Ok(RecordReader {
-            bytes: self.bytes,
-            end: self.records_end as usize,
-            pos: at as usize,
-            who,
-        })
+        Ok(RecordReader { bytes: self.bytes, end: self.records_end as usize, pos: at as usize, who })
     }
 
     /// Decodes the record at `rel` (relative to the records region); returns
@@ -892,9 +741,7 @@ impl<'a> ManifestView<'a> {
                 let at = r.pos;
                 let p = r.str16("CopyOf source path")?;
                 check_path(p).map_err(|why| r.bad(at, format!("CopyOf source path: {why}")))?;
-                EntrySource::CopyOf {
-                    old_path: p.to_owned(),
-                }
+                EntrySource::CopyOf { old_path: p.to_owned() }
             }
             3 => {
                 let at = r.pos;
@@ -906,25 +753,13 @@ impl<'a> ManifestView<'a> {
             }
             t => return Err(r.bad(src_at, format!("unknown source tag {t}"))),
         };
-        let e = ManifestEntry {
-            path: path.to_owned(),
-            kind,
-            executable: flags & ENTRY_FLAG_EXECUTABLE != 0,
-            size,
-            blake3,
-            symlink_target,
-            source,
-        };
+        let e = ManifestEntry { path: path.to_owned(), kind, executable: flags & ENTRY_FLAG_EXECUTABLE != 0, size, blake3, symlink_target, source };
         Ok((e, r.pos))
     }
 }
 
 fn truncated_field(field: &str, at: u64, end: u64) -> ManifestError {
-    ManifestError::Truncated {
-        what: field.to_owned(),
-        at,
-        end,
-    }
+    ManifestError::Truncated { what: field.to_owned(), at, end }
 }
 
 fn hex(b: &[u8]) -> String {
@@ -958,10 +793,7 @@ pub fn decode(bytes: &[u8]) -> Result<Manifest> {
             return Err(invalid(
                 format!("index slot {slot}"),
                 v.layout.slots + 4 * u64::from(slot),
-                format!(
-                    "path {:?} of record {i} leads to record offset {via_index}, not {stored}",
-                    e.path
-                ),
+                format!("path {:?} of record {i} leads to record offset {via_index}, not {stored}", e.path),
             ));
         }
         rel = end as u64 - v.layout.records;
@@ -971,10 +803,7 @@ pub fn decode(bytes: &[u8]) -> Result<Manifest> {
         return Err(invalid(
             "records region",
             v.layout.records + rel,
-            format!(
-                "{} unused bytes after the last record",
-                v.records_end - v.layout.records - rel
-            ),
+            format!("{} unused bytes after the last record", v.records_end - v.layout.records - rel),
         ));
     }
     Ok(Manifest {

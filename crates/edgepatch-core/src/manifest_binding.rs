@@ -64,7 +64,15 @@ impl ManifestBinding {
             };
             entries.insert(e.path, (expected, false));
         }
-        Ok(ManifestBinding { entries, produced: 0, open: None, copies: Vec::new(), patch_size: m.patch_size, patch_blake3: m.patch_blake3, segments: m.segments })
+        Ok(ManifestBinding {
+            entries,
+            produced: 0,
+            open: None,
+            copies: Vec::new(),
+            patch_size: m.patch_size,
+            patch_blake3: m.patch_blake3,
+            segments: m.segments,
+        })
     }
 
     pub fn patch_size(&self) -> u64 {
@@ -123,7 +131,11 @@ impl ManifestBinding {
         if !resumed {
             if self.produced != self.entries.len() {
                 let missing = self.entries.iter().find(|(_, (_, seen))| !seen).map(|(p, _)| p.clone()).unwrap_or_default();
-                return Err(refused(format!("the manifest lists {} entries, the patch produced {} (first missing: {missing:?})", self.entries.len(), self.produced)));
+                return Err(refused(format!(
+                    "the manifest lists {} entries, the patch produced {} (first missing: {missing:?})",
+                    self.entries.len(),
+                    self.produced
+                )));
             }
             return Ok(());
         }

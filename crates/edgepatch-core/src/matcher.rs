@@ -20,7 +20,11 @@ const REPEAT_BONUS: usize = 4;
 /// Rough compressed cost of a seek of `distance` bytes: near seeks repeat and
 /// compress to almost nothing, far ones cost about their bit length.
 fn seek_cost_bits(distance: usize) -> u32 {
-    if distance < 64 { 0 } else { usize::BITS - distance.leading_zeros() }
+    if distance < 64 {
+        0
+    } else {
+        usize::BITS - distance.leading_zeros()
+    }
 }
 
 /// One step of the delta program, starting at new position `at` (in the
@@ -331,7 +335,12 @@ mod tests {
         // Text, runs, a periodic pattern, pseudo-random bytes, one byte: the
         // native libsais array must be the one divsufsort (wasm) builds.
         let mut x = 12345u32;
-        let random: Vec<u8> = (0..100_000).map(|_| { x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345); (x >> 16) as u8 }).collect();
+        let random: Vec<u8> = (0..100_000)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                (x >> 16) as u8
+            })
+            .collect();
         let inputs: Vec<Vec<u8>> = vec![
             b"the quick brown fox jumps over the lazy dog; the quick brown cat".repeat(300),
             vec![7u8; 50_000],

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::io;
 
 use crate::apply::{BuildSink, OldBuild};
-use crate::patch_format::ListedEntry;
 use crate::build::{Build, BuildEntry, EntryContent};
+use crate::patch_format::ListedEntry;
 
 pub struct MemoryOldBuild<'a> {
     build: &'a Build,

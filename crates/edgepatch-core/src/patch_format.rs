@@ -279,13 +279,8 @@ impl PatchTree {
             }
         }
         // Old files by their position among the listing's files (ascending).
-        let file_ordinal: std::collections::HashMap<&str, u64> = self
-            .old_listing
-            .iter()
-            .filter(|e| matches!(e.kind, ListedKind::File { .. }))
-            .enumerate()
-            .map(|(n, e)| (e.path.as_str(), n as u64))
-            .collect();
+        let file_ordinal: std::collections::HashMap<&str, u64> =
+            self.old_listing.iter().filter(|e| matches!(e.kind, ListedKind::File { .. })).enumerate().map(|(n, e)| (e.path.as_str(), n as u64)).collect();
         put_varint(&mut out, self.old_files.len() as u64);
         let mut next = 0;
         for f in &self.old_files {
@@ -333,11 +328,7 @@ impl EncodedTree {
     /// counts, codes, paths, symlink targets, copy indexes.
     pub fn decode(bytes: &[u8], base: u64, single_file: bool) -> Result<EncodedTree> {
         let mut r = SliceReader::new(bytes, base, Input::Patch);
-        let listing_digest = if single_file {
-            listing_digest(&single_file_listing(r.varint("old file size")?))
-        } else {
-            r.array::<32>("old listing digest")?
-        };
+        let listing_digest = if single_file { listing_digest(&single_file_listing(r.varint("old file size")?)) } else { r.array::<32>("old listing digest")? };
         // Every count below is bounded by the bytes left (each item takes at
         // least one byte), so no claimed count allocates more than the input.
         let run_count = r.varint_max(MAX_ENTRIES.min(r.remaining() as u64 / 2), "run count")? as usize;
@@ -357,7 +348,10 @@ impl EncodedTree {
                 return Err(Error::Limit {
                     input: Input::Patch,
                     offset: r.offset(),
-                    what: format!("the tree's paths and link targets add up to more than {name_budget} bytes (the limit for a {}-byte tree section)", bytes.len()),
+                    what: format!(
+                        "the tree's paths and link targets add up to more than {name_budget} bytes (the limit for a {}-byte tree section)",
+                        bytes.len()
+                    ),
                 });
             }
             Ok(())
@@ -524,7 +518,11 @@ impl EncodedTree {
             return Err(corrupt("the new files add up to more than 2^64-1 bytes".into()));
         }
         if entries.len() as u64 > MAX_ENTRIES {
-            return Err(Error::Limit { input: Input::Patch, offset: tree_at, what: format!("the new tree has {} entries, above the limit {MAX_ENTRIES}", entries.len()) });
+            return Err(Error::Limit {
+                input: Input::Patch,
+                offset: tree_at,
+                what: format!("the new tree has {} entries, above the limit {MAX_ENTRIES}", entries.len()),
+            });
         }
         Ok(PatchTree { single_file: self.single_file, old_listing: listing, old_files, entries, files_digest: self.files_digest })
     }
@@ -723,8 +721,14 @@ impl OpCursor {
             if copy.checked_add(extra).is_none_or(|n| n == 0) {
                 return Err(r.corrupt(format!("an op of copy length {copy} and extra length {extra} produces nothing or overflows")));
             }
-            copied = copied.checked_add(copy).filter(|&n| n <= diff_len).ok_or_else(|| r.corrupt(format!("ops copy more than the segment's {diff_len} diff bytes")))?;
-            added = added.checked_add(extra).filter(|&n| n <= extra_len).ok_or_else(|| r.corrupt(format!("ops add more than the segment's {extra_len} extra bytes")))?;
+            copied = copied
+                .checked_add(copy)
+                .filter(|&n| n <= diff_len)
+                .ok_or_else(|| r.corrupt(format!("ops copy more than the segment's {diff_len} diff bytes")))?;
+            added = added
+                .checked_add(extra)
+                .filter(|&n| n <= extra_len)
+                .ok_or_else(|| r.corrupt(format!("ops add more than the segment's {extra_len} extra bytes")))?;
         }
         if !r.is_empty() {
             return Err(r.corrupt("bytes after the last control op"));

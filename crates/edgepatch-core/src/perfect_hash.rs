@@ -99,11 +99,7 @@ pub(crate) fn build(keys: &[&[u8]]) -> Option<Mph> {
 pub(crate) fn build_with(keys: &[&[u8]], keys_per_bucket: u32) -> Option<Mph> {
     let n = u32::try_from(keys.len()).ok()?;
     if n == 0 {
-        return Some(Mph {
-            seed: 0,
-            pilots: Vec::new(),
-            slots: Vec::new(),
-        });
+        return Some(Mph { seed: 0, pilots: Vec::new(), slots: Vec::new() });
     }
     let b = n.div_ceil(keys_per_bucket.max(1));
     let mut hashes = vec![0u64; keys.len()];
@@ -112,11 +108,7 @@ pub(crate) fn build_with(keys: &[&[u8]], keys_per_bucket: u32) -> Option<Mph> {
             *h = key_hash(k, seed);
         }
         if let Some((pilots, slots)) = place(&hashes, n, b) {
-            return Some(Mph {
-                seed,
-                pilots,
-                slots,
-            });
+            return Some(Mph { seed, pilots, slots });
         }
     }
     None
@@ -155,10 +147,7 @@ fn place(hashes: &[u64], n: u32, b: u32) -> Option<(Vec<u32>, Vec<u32>)> {
     let mut pilots = vec![0u32; nb];
     let mut slots = vec![0u32; hashes.len()];
     // Generous: the last singleton bucket needs about n tries on average.
-    let limit = u64::from(n)
-        .saturating_mul(32)
-        .saturating_add(1 << 16)
-        .min(u64::from(u32::MAX)) as u32;
+    let limit = u64::from(n).saturating_mul(32).saturating_add(1 << 16).min(u64::from(u32::MAX)) as u32;
     let mut cur: Vec<u32> = Vec::new();
     let mut bucket_hashes: Vec<u64> = Vec::new();
 
@@ -207,9 +196,7 @@ mod tests {
     #[test]
     fn builds_a_permutation_and_lookup_agrees() {
         for n in [1usize, 2, 3, 5, 64, 1000, 12_345] {
-            let keys: Vec<String> = (0..n)
-                .map(|i| format!("dir/{}/file_{i}.bin", i % 7))
-                .collect();
+            let keys: Vec<String> = (0..n).map(|i| format!("dir/{}/file_{i}.bin", i % 7)).collect();
             let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
             let m = build(&refs).expect("build");
             let n32 = n as u32;

@@ -194,7 +194,11 @@ impl Signature {
         }
         let (body, checksum) = bytes.split_at(bytes.len() - 32);
         if blake3::hash(body).as_bytes() != checksum {
-            return Err(Error::Corrupt { input: sig, offset: body.len() as u64, what: "signature checksum (BLAKE3) does not match: truncated or corrupt".into() });
+            return Err(Error::Corrupt {
+                input: sig,
+                offset: body.len() as u64,
+                what: "signature checksum (BLAKE3) does not match: truncated or corrupt".into(),
+            });
         }
         let block_size = u32::from_le_bytes([bytes[10], bytes[11], bytes[12], bytes[13]]);
         if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) {
@@ -260,7 +264,10 @@ pub enum Damage {
     Missing,
     WrongKind,
     WrongMode,
-    WrongSize { expected: u64, actual: u64 },
+    WrongSize {
+        expected: u64,
+        actual: u64,
+    },
     /// Content differs; these block indexes differ (all blocks past the end if it shrank).
     DamagedBlocks(Vec<u64>),
     WrongTarget,

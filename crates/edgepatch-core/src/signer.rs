@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use crate::build::{validate_path, validate_symlink_target, TreeChecker};
 use crate::error::{Error, Result};
-use crate::signature::{block_hash, BlockHash, SignedEntry, SignedKind, Signature, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE};
+use crate::signature::{block_hash, BlockHash, Signature, SignedEntry, SignedKind, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE};
 
 struct OpenFile {
     path: String,

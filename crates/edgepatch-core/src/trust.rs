@@ -129,8 +129,7 @@ pub fn verify_ed25519(public_key: &[u8; 32], message: &[u8], signature: &[u8; 64
     if key.is_weak() {
         return Err(TrustError::InvalidPublicKey);
     }
-    key.verify_strict(message, &Signature::from_bytes(signature))
-        .map_err(|_| TrustError::BadSignature { key_id: key_id_hex(public_key) })
+    key.verify_strict(message, &Signature::from_bytes(signature)).map_err(|_| TrustError::BadSignature { key_id: key_id_hex(public_key) })
 }
 
 /// Bytes hashed at once, and the unit a saved state is aligned to: 16 BLAKE3

@@ -98,11 +98,7 @@ impl<'a> SliceReader<'a> {
         let at = self.offset();
         let v = self.varint(what)?;
         if v > max {
-            return Err(Error::Limit {
-                input: self.input,
-                offset: at,
-                what: format!("{what} is {v}, above the limit {max}"),
-            });
+            return Err(Error::Limit { input: self.input, offset: at, what: format!("{what} is {v}, above the limit {max}") });
         }
         Ok(v)
     }
@@ -111,11 +107,7 @@ impl<'a> SliceReader<'a> {
         let len = self.varint_max(max_len as u64, what)? as usize;
         let at = self.offset();
         let bytes = self.take(len, what)?;
-        std::str::from_utf8(bytes).map_err(|_| Error::Corrupt {
-            input: self.input,
-            offset: at,
-            what: format!("{what} is not valid UTF-8"),
-        })
+        std::str::from_utf8(bytes).map_err(|_| Error::Corrupt { input: self.input, offset: at, what: format!("{what} is not valid UTF-8") })
     }
 }
 

@@ -7,14 +7,14 @@
 mod fixture_builds;
 mod reference_applier;
 
+use edgepatch_core::inspect::{inspect_patch, patch_manifest};
+use edgepatch_core::manifest::{EntrySource, ManifestView};
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::patch_format::PATCH_VERSION;
 use edgepatch_core::signature::{Signature, SIGNATURE_VERSION};
-use edgepatch_core::inspect::{inspect_patch, patch_manifest};
-use edgepatch_core::manifest::{EntrySource, ManifestView};
 use edgepatch_core::{apply_patch, diff_builds, DiffOptions, EntryContent};
-use reference_applier::apply as reference_apply;
 use fixture_builds::{fixtures_dir, load_tar};
+use reference_applier::apply as reference_apply;
 
 /// The settings the golden patch is made with (also in vectors.json).
 fn golden_options() -> DiffOptions {
@@ -65,7 +65,8 @@ fn golden_vectors_match_the_encoder() {
             committed[what] == vectors[what] || !same_version || !same_input,
             "{what} encoding changed but its format version did not: bump the version, then regenerate \
              with EDGEPATCH_UPDATE_GOLDEN=1.\ncommitted: {}\nnow:       {}",
-            committed[what], vectors[what]
+            committed[what],
+            vectors[what]
         );
         assert!(same_version, "{what} format version changed: regenerate with EDGEPATCH_UPDATE_GOLDEN=1");
     }

@@ -7,8 +7,8 @@ mod reference_applier;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::signature::Signature;
 use edgepatch_core::{apply_patch, Build, Error};
-use reference_applier::apply as reference_apply;
 use fixture_builds::{fixtures_dir, load_tar};
+use reference_applier::apply as reference_apply;
 
 fn golden_patch() -> (Build, Vec<u8>) {
     (load_tar("game-v1.tar"), std::fs::read(fixtures_dir().join("golden/game-v1-to-v2.patch")).unwrap())
@@ -56,7 +56,12 @@ fn garbage_empty_and_trailing_bytes() {
     let mut x: u64 = 99;
     for _ in 0..200 {
         let len = (x % 4096) as usize;
-        let mut junk: Vec<u8> = (0..len).map(|_| { x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); (x >> 33) as u8 }).collect();
+        let mut junk: Vec<u8> = (0..len)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 33) as u8
+            })
+            .collect();
         must_fail(&old, &junk);
         // Garbage behind a valid header reaches the deeper decoders.
         junk.splice(0..0, patch[..12].iter().copied());
@@ -131,7 +136,10 @@ fn old_build_with_other_entries_is_refused_before_anything_is_written() {
     // The patch keeps unchanged entries by their place in the old build's
     // listing: an extra, a missing or a resized entry must stop it up front.
     let mut extra = old.entries.clone();
-    extra.push(edgepatch_core::BuildEntry { path: "zz-extra.txt".into(), content: edgepatch_core::EntryContent::File { executable: false, data: b"x".to_vec() } });
+    extra.push(edgepatch_core::BuildEntry {
+        path: "zz-extra.txt".into(),
+        content: edgepatch_core::EntryContent::File { executable: false, data: b"x".to_vec() },
+    });
     let missing: Vec<_> = old.entries.iter().filter(|e| e.path != "style.css").cloned().collect();
     let mut exec = old.entries.clone();
     for e in &mut exec {

@@ -222,7 +222,14 @@ fn make_vectors() -> Vec<Vector> {
 
     v.push(patch_vector("garbage", "random bytes, not a patch", ErrorKind::Magic, {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        (0..600).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect()
+        (0..600)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
     }));
     v.push(patch_vector("empty", "an empty download", ErrorKind::Truncated, Vec::new()));
     v.push(patch_vector("truncated", "a valid patch cut in the middle of its segment", ErrorKind::Truncated, valid[..valid.len() * 2 / 3].to_vec()));
@@ -260,7 +267,12 @@ fn make_vectors() -> Vec<Vector> {
         t.extend(std::iter::repeat_n(0u8, n as usize + 1)); // directories
         t.push(0);
         t.extend_from_slice(&[0u8; 32]);
-        v.push(patch_vector("tree-path-bomb", "front-coded paths: 400 KB of tree (a few hundred bytes compressed) naming 400 MB of paths", ErrorKind::Limit, PatchBytes::new(&t).encode()));
+        v.push(patch_vector(
+            "tree-path-bomb",
+            "front-coded paths: 400 KB of tree (a few hundred bytes compressed) naming 400 MB of paths",
+            ErrorKind::Limit,
+            PatchBytes::new(&t).encode(),
+        ));
     }
     {
         let mut t = vec![0];
@@ -380,10 +392,30 @@ fn make_vectors() -> Vec<Vector> {
     // Manifests (built from the golden manifest; the trailer is recomputed so only the named field is hostile).
     let golden = std::fs::read(hostile_dir().parent().unwrap().join("golden/game-v1-to-v2.manifest")).unwrap();
     let manifest_vector = |name, attacks, kind, bytes| Vector { name, input: "manifest", attacks, kind, bytes };
-    v.push(manifest_vector("manifest-oversized", "a manifest header claiming 4 GiB (total_len u32::MAX)", ErrorKind::Truncated, with_manifest_field(&golden, 12, &u32::MAX.to_le_bytes())));
-    v.push(manifest_vector("manifest-entry-count", "an entry count of 2^24 + 1", ErrorKind::Corrupt, with_manifest_field(&golden, 16, &((1u32 << 24) + 1).to_le_bytes())));
-    v.push(manifest_vector("manifest-count-vs-bytes", "2^24 entries claimed in a 2 KB manifest", ErrorKind::Corrupt, with_manifest_field(&golden, 16, &(1u32 << 24).to_le_bytes())));
-    v.push(manifest_vector("manifest-records-offset", "a records offset past the end", ErrorKind::Corrupt, with_manifest_field(&golden, 44, &u32::MAX.to_le_bytes())));
+    v.push(manifest_vector(
+        "manifest-oversized",
+        "a manifest header claiming 4 GiB (total_len u32::MAX)",
+        ErrorKind::Truncated,
+        with_manifest_field(&golden, 12, &u32::MAX.to_le_bytes()),
+    ));
+    v.push(manifest_vector(
+        "manifest-entry-count",
+        "an entry count of 2^24 + 1",
+        ErrorKind::Corrupt,
+        with_manifest_field(&golden, 16, &((1u32 << 24) + 1).to_le_bytes()),
+    ));
+    v.push(manifest_vector(
+        "manifest-count-vs-bytes",
+        "2^24 entries claimed in a 2 KB manifest",
+        ErrorKind::Corrupt,
+        with_manifest_field(&golden, 16, &(1u32 << 24).to_le_bytes()),
+    ));
+    v.push(manifest_vector(
+        "manifest-records-offset",
+        "a records offset past the end",
+        ErrorKind::Corrupt,
+        with_manifest_field(&golden, 44, &u32::MAX.to_le_bytes()),
+    ));
     v.push(manifest_vector("manifest-garbage", "random bytes, not a manifest", ErrorKind::Magic, v[0].bytes.clone()));
     v
 }

@@ -1,9 +1,8 @@
 //! Tests of the binary manifest (docs/FORMAT.md §4).
 
 use edgepatch_core::manifest::{
-    decode, EntryKind, EntrySource, Manifest, ManifestEntry, ManifestError, ManifestKind,
-    ManifestView, SegmentRef, HEADER_LEN, MAX_ENTRIES, MAX_PATH_LEN, MAX_RECORD_LEN,
-    MIN_RECORD_LEN, TRAILER_LEN,
+    decode, EntryKind, EntrySource, Manifest, ManifestEntry, ManifestError, ManifestKind, ManifestView, SegmentRef, HEADER_LEN, MAX_ENTRIES, MAX_PATH_LEN,
+    MAX_RECORD_LEN, MIN_RECORD_LEN, TRAILER_LEN,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -75,24 +74,12 @@ fn hash_of(s: &str) -> [u8; 32] {
 }
 
 fn file(path: &str, size: u64, source: EntrySource) -> ManifestEntry {
-    ManifestEntry {
-        path: path.into(),
-        kind: EntryKind::File,
-        executable: false,
-        size,
-        blake3: hash_of(path),
-        symlink_target: None,
-        source,
-    }
+    ManifestEntry { path: path.into(), kind: EntryKind::File, executable: false, size, blake3: hash_of(path), symlink_target: None, source }
 }
 
 /// A patch manifest with every kind of entry and source.
 fn sample_patch() -> Manifest {
-    let mut exe = file(
-        "bin/game.wasm",
-        1_234_567,
-        EntrySource::Delta { new_offset: 4096 },
-    );
+    let mut exe = file("bin/game.wasm", 1_234_567, EntrySource::Delta { new_offset: 4096 });
     exe.executable = true;
     Manifest {
         kind: ManifestKind::Patch,
@@ -101,18 +88,8 @@ fn sample_patch() -> Manifest {
         patch_size: 99_999,
         patch_blake3: hash_of("patch"),
         segments: vec![
-            SegmentRef {
-                patch_offset: 200,
-                patch_len: 50_000,
-                new_offset: 0,
-                new_len: 1_000_000,
-            },
-            SegmentRef {
-                patch_offset: 50_200,
-                patch_len: 49_000,
-                new_offset: 1_000_000,
-                new_len: 300_000,
-            },
+            SegmentRef { patch_offset: 200, patch_len: 50_000, new_offset: 0, new_len: 1_000_000 },
+            SegmentRef { patch_offset: 50_200, patch_len: 49_000, new_offset: 1_000_000, new_len: 300_000 },
         ],
         entries: vec![
             ManifestEntry {
@@ -125,13 +102,7 @@ fn sample_patch() -> Manifest {
                 source: EntrySource::None,
             },
             file("assets/data.json", 812, EntrySource::Unchanged),
-            file(
-                "assets/moved/hero.png",
-                40_000,
-                EntrySource::CopyOf {
-                    old_path: "assets/hero.png".into(),
-                },
-            ),
+            file("assets/moved/hero.png", 40_000, EntrySource::CopyOf { old_path: "assets/hero.png".into() }),
             exe,
             file("assets/empty.txt", 0, EntrySource::Unchanged),
             ManifestEntry {
@@ -143,11 +114,7 @@ fn sample_patch() -> Manifest {
                 symlink_target: Some("bin/game.wasm".into()),
                 source: EntrySource::None,
             },
-            file(
-                "données/日本語/🎮 level.bin",
-                77,
-                EntrySource::Delta { new_offset: 0 },
-            ),
+            file("données/日本語/🎮 level.bin", 77, EntrySource::Delta { new_offset: 0 }),
         ],
     }
 }
@@ -162,11 +129,7 @@ fn build_manifest(n: usize) -> Manifest {
         segments: Vec::new(),
         entries: (0..n)
             .map(|i| {
-                let p = format!(
-                    "assets/level-{:03}/textures/tile_{:05}.png",
-                    i / 1000,
-                    i % 1000
-                );
+                let p = format!("assets/level-{:03}/textures/tile_{:05}.png", i / 1000, i % 1000);
                 file(&p, i as u64 * 7, EntrySource::None)
             })
             .collect(),
@@ -199,14 +162,7 @@ fn poke(bytes: &[u8], paths: &[String]) {
         let _ = v.entry_at(v.len());
         let _ = v.segments();
         let _ = v.verify_checksum();
-        let _ = (
-            v.to_build(),
-            v.from_build(),
-            v.kind(),
-            v.patch_size(),
-            v.patch_blake3(),
-            v.index_range(),
-        );
+        let _ = (v.to_build(), v.from_build(), v.kind(), v.patch_size(), v.patch_blake3(), v.index_range());
     }
     let _ = decode(bytes);
 }
@@ -215,13 +171,7 @@ fn poke(bytes: &[u8], paths: &[String]) {
 
 #[test]
 fn round_trip_patch_and_build() {
-    for m in [
-        sample_patch(),
-        build_manifest(1),
-        build_manifest(2),
-        build_manifest(3),
-        build_manifest(1000),
-    ] {
+    for m in [sample_patch(), build_manifest(1), build_manifest(2), build_manifest(3), build_manifest(1000)] {
         let bytes = m.encode().unwrap();
         assert_eq!(decode(&bytes).unwrap(), m);
         let v = ManifestView::open(&bytes).unwrap();
@@ -245,15 +195,9 @@ fn encoding_is_deterministic_and_stable() {
     assert_eq!(a, b);
     // Golden hash of the format-version-1 encoding of `sample_patch()`. If this
     // changes, the format changed: bump FORMAT_VERSION and docs/FORMAT.md §4.
-    assert_eq!(
-        blake3::hash(&a).to_hex().as_str(),
-        GOLDEN_SAMPLE_PATCH,
-        "manifest format changed; {} bytes",
-        a.len()
-    );
+    assert_eq!(blake3::hash(&a).to_hex().as_str(), GOLDEN_SAMPLE_PATCH, "manifest format changed; {} bytes", a.len());
 }
-const GOLDEN_SAMPLE_PATCH: &str =
-    "ad7389415f223500120f643960311254581d44d3dfc51783cff9bb38ef809533";
+const GOLDEN_SAMPLE_PATCH: &str = "ad7389415f223500120f643960311254581d44d3dfc51783cff9bb38ef809533";
 
 #[test]
 fn lookup_every_key_and_absent_keys() {
@@ -263,16 +207,7 @@ fn lookup_every_key_and_absent_keys() {
     for e in &m.entries {
         assert_eq!(v.lookup(&e.path).unwrap().as_ref(), Some(e), "{}", e.path);
     }
-    for absent in [
-        "",
-        "assets/",
-        "/assets",
-        "assets/data.jso",
-        "assets/data.json ",
-        "ASSETS",
-        "latest/x",
-        "assets/hero.png",
-    ] {
+    for absent in ["", "assets/", "/assets", "assets/data.jso", "assets/data.json ", "ASSETS", "latest/x", "assets/hero.png"] {
         assert_eq!(v.lookup(absent).unwrap(), None, "{absent:?}");
     }
 }
@@ -295,11 +230,7 @@ fn hundred_thousand_keys() {
     }
     let mut rng = Rng(7);
     for _ in 0..10_000 {
-        let p = format!(
-            "assets/level-{:03}/textures/tile_{:05}.png",
-            rng.below(2000),
-            1000 + rng.below(1000)
-        );
+        let p = format!("assets/level-{:03}/textures/tile_{:05}.png", rng.below(2000), 1000 + rng.below(1000));
         assert_eq!(v.lookup(&p).unwrap(), None);
     }
     assert_eq!(decode(&bytes).unwrap(), m);
@@ -316,10 +247,7 @@ fn empty_manifest() {
     assert!(v.is_empty());
     assert_eq!(v.lookup("anything").unwrap(), None);
     assert_eq!(v.lookup("").unwrap(), None);
-    assert!(matches!(
-        v.entry_at(0),
-        Err(ManifestError::IndexOutOfRange { index: 0, len: 0 })
-    ));
+    assert!(matches!(v.entry_at(0), Err(ManifestError::IndexOutOfRange { index: 0, len: 0 })));
     assert_eq!(decode(&bytes).unwrap(), m);
 
     let mut m2 = m.clone();
@@ -338,13 +266,7 @@ fn unicode_paths() {
         "\u{e9}.txt",   // NFC "é": a different path (byte-exact matching)
         "tab\there",
     ];
-    let m = Manifest {
-        entries: names
-            .iter()
-            .map(|p| file(p, 1, EntrySource::None))
-            .collect(),
-        ..build_manifest(0)
-    };
+    let m = Manifest { entries: names.iter().map(|p| file(p, 1, EntrySource::None)).collect(), ..build_manifest(0) };
     let bytes = m.encode().unwrap();
     let v = ManifestView::open(&bytes).unwrap();
     for e in &m.entries {
@@ -358,36 +280,17 @@ fn unicode_paths() {
 fn long_paths_up_to_the_limit() {
     let long = format!("{}/{}", "d".repeat(2000), "f".repeat(MAX_PATH_LEN - 2001));
     assert_eq!(long.len(), MAX_PATH_LEN);
-    let mut e = file(
-        &long,
-        5,
-        EntrySource::CopyOf {
-            old_path: long.clone(),
-        },
-    );
+    let mut e = file(&long, 5, EntrySource::CopyOf { old_path: long.clone() });
     e.path = long.clone();
-    let m = Manifest {
-        entries: vec![e.clone()],
-        ..build_manifest(0)
-    };
+    let m = Manifest { entries: vec![e.clone()], ..build_manifest(0) };
     let bytes = m.encode().unwrap();
-    assert_eq!(
-        ManifestView::open(&bytes).unwrap().lookup(&long).unwrap(),
-        Some(e.clone())
-    );
+    assert_eq!(ManifestView::open(&bytes).unwrap().lookup(&long).unwrap(), Some(e.clone()));
 
     // The largest record: path, symlink target and CopyOf source all at the limit.
-    let biggest = ManifestEntry {
-        kind: EntryKind::Symlink,
-        symlink_target: Some("t".repeat(MAX_PATH_LEN)),
-        ..e.clone()
-    };
+    let biggest = ManifestEntry { kind: EntryKind::Symlink, symlink_target: Some("t".repeat(MAX_PATH_LEN)), ..e.clone() };
     let smallest = file("x", 0, EntrySource::None);
     for (entry, want) in [(biggest, MAX_RECORD_LEN), (smallest, MIN_RECORD_LEN)] {
-        let m = Manifest {
-            entries: vec![entry.clone()],
-            ..build_manifest(0)
-        };
+        let m = Manifest { entries: vec![entry.clone()], ..build_manifest(0) };
         let bytes = m.encode().unwrap();
         let records = u32_at(&bytes, 44) as u64;
         assert_eq!(bytes.len() as u64 - TRAILER_LEN as u64 - records, want);
@@ -397,74 +300,41 @@ fn long_paths_up_to_the_limit() {
 
     let mut too_long = e;
     too_long.path.push('x');
-    let m = Manifest {
-        entries: vec![too_long],
-        ..build_manifest(0)
-    };
+    let m = Manifest { entries: vec![too_long], ..build_manifest(0) };
     assert!(matches!(m.encode(), Err(ManifestError::Encode(_))));
 }
 
 #[test]
 fn encode_rejects_bad_input() {
-    let bad_paths = [
-        "",
-        "/abs",
-        "a//b",
-        "a/../b",
-        "a/",
-        "./a",
-        "..",
-        "a/.",
-        "nul\0byte",
-    ];
+    let bad_paths = ["", "/abs", "a//b", "a/../b", "a/", "./a", "..", "a/.", "nul\0byte"];
     for p in bad_paths {
-        let m = Manifest {
-            entries: vec![file(p, 1, EntrySource::None)],
-            ..build_manifest(0)
-        };
+        let m = Manifest { entries: vec![file(p, 1, EntrySource::None)], ..build_manifest(0) };
         let err = m.encode().unwrap_err();
         assert!(matches!(err, ManifestError::Encode(_)), "{p:?}: {err}");
     }
     let mut dup = build_manifest(3);
     dup.entries.push(dup.entries[1].clone());
-    assert!(dup
-        .encode()
-        .unwrap_err()
-        .to_string()
-        .contains("duplicate path"));
+    assert!(dup.encode().unwrap_err().to_string().contains("duplicate path"));
 
     let mut m = build_manifest(1);
     m.entries[0].kind = EntryKind::Symlink;
-    assert!(m
-        .encode()
-        .unwrap_err()
-        .to_string()
-        .contains("symlink without a target"));
+    assert!(m.encode().unwrap_err().to_string().contains("symlink without a target"));
     m.entries[0].kind = EntryKind::File;
     m.entries[0].symlink_target = Some("x".into());
     assert!(m.encode().is_err());
 
     let mut m = build_manifest(1);
-    m.entries[0].source = EntrySource::CopyOf {
-        old_path: "../etc/passwd".into(),
-    };
+    m.entries[0].source = EntrySource::CopyOf { old_path: "../etc/passwd".into() };
     assert!(m.encode().is_err());
     m.entries[0].size = 1;
-    m.entries[0].source = EntrySource::Delta {
-        new_offset: u64::MAX,
-    };
+    m.entries[0].source = EntrySource::Delta { new_offset: u64::MAX };
     assert!(m.encode().is_err());
 
     let mut m = build_manifest(1);
     m.to_build = "x".repeat(1025);
     assert!(m.encode().is_err());
     let mut m = build_manifest(1);
-    m.segments.push(SegmentRef {
-        patch_offset: u64::MAX,
-        patch_len: 1,
-        new_offset: 0,
-        new_len: 0,
-    });
+    m.segments.push(SegmentRef { patch_offset: u64::MAX, patch_len: 1, new_offset: 0, new_len: 0 });
     assert!(m.encode().is_err());
 }
 
@@ -478,16 +348,10 @@ fn error_messages_say_what_and_where() {
 
     let mut b = bytes.clone();
     b[8..10].copy_from_slice(&3u16.to_le_bytes());
-    assert_eq!(
-        decode(&b).unwrap_err().to_string(),
-        "unsupported manifest version 3 (this build reads version 1)"
-    );
+    assert_eq!(decode(&b).unwrap_err().to_string(), "unsupported manifest version 3 (this build reads version 1)");
 
     let e = decode(&bytes[..bytes.len() - 1]).unwrap_err().to_string();
-    assert!(
-        e.starts_with("manifest length mismatch: header says"),
-        "{e}"
-    );
+    assert!(e.starts_with("manifest length mismatch: header says"), "{e}");
     let e = decode(&bytes[..20]).unwrap_err().to_string();
     assert!(e.starts_with("manifest truncated: header"), "{e}");
 
@@ -498,18 +362,12 @@ fn error_messages_say_what_and_where() {
     reseal(&mut b);
     let e = decode(&b).unwrap_err().to_string();
     assert!(e.starts_with("manifest truncated: record 6 field"), "{e}");
-    assert!(
-        e.contains(" at byte ") && e.contains(" runs past end "),
-        "{e}"
-    );
+    assert!(e.contains(" at byte ") && e.contains(" runs past end "), "{e}");
 
     let mut b = bytes.clone();
     let n = b.len();
     b[n - 40] ^= 1;
-    assert!(decode(&b)
-        .unwrap_err()
-        .to_string()
-        .starts_with("manifest checksum mismatch"));
+    assert!(decode(&b).unwrap_err().to_string().starts_with("manifest checksum mismatch"));
 }
 
 #[test]
@@ -529,10 +387,7 @@ fn lookup_reads_only_its_own_record() {
         }
     }
     let v = ManifestView::open(&bytes).unwrap();
-    assert_eq!(
-        v.lookup(&m.entries[k].path).unwrap().as_ref(),
-        Some(&m.entries[k])
-    );
+    assert_eq!(v.lookup(&m.entries[k].path).unwrap().as_ref(), Some(&m.entries[k]));
     assert!(v.lookup(&m.entries[k + 1].path).is_err());
     assert!(decode(&bytes).is_err());
 }
@@ -544,10 +399,7 @@ fn truncation_at_every_byte_is_an_error() {
     let paths: Vec<String> = m.entries.iter().map(|e| e.path.clone()).collect();
     for cut in 0..bytes.len() {
         let t = &bytes[..cut];
-        assert!(
-            ManifestView::open(t).is_err(),
-            "open accepted a cut at {cut}"
-        );
+        assert!(ManifestView::open(t).is_err(), "open accepted a cut at {cut}");
         assert!(decode(t).is_err(), "decode accepted a cut at {cut}");
         poke(t, &paths);
         // Same cut, but with the header length and checksum made to agree, so
@@ -556,10 +408,7 @@ fn truncation_at_every_byte_is_an_error() {
             let mut f = t.to_vec();
             set_u32(&mut f, 12, cut as u32);
             reseal(&mut f);
-            assert!(
-                decode(&f).is_err(),
-                "decode accepted a resealed cut at {cut}"
-            );
+            assert!(decode(&f).is_err(), "decode accepted a resealed cut at {cut}");
             poke(&f, &paths);
         }
     }
@@ -583,10 +432,7 @@ fn random_bit_flips_never_panic() {
             continue;
         }
         poke(&b, &paths);
-        assert!(
-            decode(&b).is_err(),
-            "round {round}: decode accepted flipped bytes"
-        );
+        assert!(decode(&b).is_err(), "round {round}: decode accepted flipped bytes");
         // Reseal so the flips get past the checksum and hit the parser.
         if b.len() >= TRAILER_LEN {
             reseal(&mut b);
@@ -623,12 +469,7 @@ fn garbage_never_panics() {
         }
         poke(&b, &paths);
     }
-    for b in [
-        &b""[..],
-        b"EPMANIF\0",
-        b"EPMANIF\0\x01",
-        b"EPMANIF\0\x01\x00",
-    ] {
+    for b in [&b""[..], b"EPMANIF\0", b"EPMANIF\0\x01", b"EPMANIF\0\x01\x00"] {
         assert!(decode(b).is_err());
     }
 }
@@ -655,13 +496,7 @@ fn huge_counts_are_rejected_without_huge_allocation() {
     }
     // Huge counts with every header offset made consistent with them, so only
     // the comparison against the bytes present can reject them.
-    for (n, nb, s) in [
-        (MAX_ENTRIES, MAX_ENTRIES, 0u32),
-        (1_000_000, 1, 0),
-        (100, 50, 0),
-        (7, 4, 1 << 20),
-        (40, 20, 2),
-    ] {
+    for (n, nb, s) in [(MAX_ENTRIES, MAX_ENTRIES, 0u32), (1_000_000, 1, 0), (100, 50, 0), (7, 4, 1 << 20), (40, 20, 2)] {
         let mut b = bytes.clone();
         set_u32(&mut b, 16, n);
         set_u32(&mut b, 20, nb);
@@ -684,11 +519,7 @@ fn huge_counts_are_rejected_without_huge_allocation() {
             r
         });
         assert!(r.is_err(), "{name}: accepted");
-        assert!(
-            largest < 64 * 1024,
-            "{name}: allocated {largest} bytes at once for a {}-byte manifest",
-            b.len()
-        );
+        assert!(largest < 64 * 1024, "{name}: allocated {largest} bytes at once for a {}-byte manifest", b.len());
         eprintln!("{name}: {}", r.unwrap_err());
     }
 }

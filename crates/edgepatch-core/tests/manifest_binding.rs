@@ -119,7 +119,8 @@ fn patch_hash_and_file_checks_survive_a_resume() {
         let mut binding = ManifestBinding::new(&manifest).unwrap();
         let mut hash = PatchStreamHash::resume(&binding, state, &patch[..head_len]).map_err(|e| e.to_string())?;
         let mut old_build = MemoryOldBuild::new(&old);
-        let mut applier = PatchApplier::resume(&patch[..head_len], point, &mut old_build, &mut BoundSink { binding: &mut binding, inner: sink }).map_err(|e| e.to_string())?;
+        let mut applier = PatchApplier::resume(&patch[..head_len], point, &mut old_build, &mut BoundSink { binding: &mut binding, inner: sink })
+            .map_err(|e| e.to_string())?;
         for chunk in patch[point.patch_offset as usize..].chunks(1000) {
             hash.update(chunk);
             applier.push(chunk, &mut old_build, &mut BoundSink { binding: &mut binding, inner: sink }).map_err(|e| e.to_string())?;

@@ -5,8 +5,8 @@ mod fixture_builds;
 mod reference_applier;
 
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
-use fixture_builds::{file, noise};
 use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
+use fixture_builds::{file, noise};
 use reference_applier::apply as reference_apply;
 
 fn dir(path: &str) -> BuildEntry {

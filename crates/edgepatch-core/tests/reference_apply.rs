@@ -45,7 +45,8 @@ fn golden_patch_applies_identically() {
 fn diff_made_patches_apply_identically() {
     let (v1, v2) = (load_tar("game-v1.tar"), load_tar("game-v2.tar"));
     let empty = Build::from_entries(Vec::new()).unwrap();
-    let pairs: Vec<(&str, &Build, &Build)> = vec![("v1->v2", &v1, &v2), ("v2->v1", &v2, &v1), ("empty->v2", &empty, &v2), ("v1->empty", &v1, &empty), ("v1->v1", &v1, &v1)];
+    let pairs: Vec<(&str, &Build, &Build)> =
+        vec![("v1->v2", &v1, &v2), ("v2->v1", &v2, &v1), ("empty->v2", &empty, &v2), ("v1->empty", &v1, &empty), ("v1->v1", &v1, &v1)];
     let (mut ops_segments, mut window_segments) = (0, 0);
     for (name, old, new) in pairs {
         // Small segments and a low level make many segments; 19 with big segments tries windows.

@@ -15,7 +15,24 @@ use edgepatch_core::{diff_builds, Build, BuildSink, DiffOptions, PatchApplier, R
 
 /// Text-like bytes: words from a small vocabulary (compresses like source code or JSON).
 fn words(seed: u64, len: usize) -> Vec<u8> {
-    const VOCAB: [&str; 16] = ["player ", "score ", "level ", "{\"id\": ", "sprite ", "0x1f, ", "return ", "shader\n", "texture ", "};\n", "audio ", "frame ", "mesh ", "if (x) ", "tile ", "const "];
+    const VOCAB: [&str; 16] = [
+        "player ",
+        "score ",
+        "level ",
+        "{\"id\": ",
+        "sprite ",
+        "0x1f, ",
+        "return ",
+        "shader\n",
+        "texture ",
+        "};\n",
+        "audio ",
+        "frame ",
+        "mesh ",
+        "if (x) ",
+        "tile ",
+        "const ",
+    ];
     let mut out = Vec::with_capacity(len + 16);
     for r in noise(seed, len) {
         if out.len() >= len {
@@ -74,7 +91,14 @@ fn header_and_tree(patch: &[u8]) -> &[u8] {
 }
 
 /// Pushes `patch` in 4 KiB chunks until `stop` says so or a push fails; returns the resume point then.
-fn push_until(a: &mut PatchApplier, patch: &[u8], from: usize, old: &mut MemoryOldBuild, sink: &mut impl BuildSink, stop: impl Fn(Option<ResumePoint>) -> bool) -> Option<ResumePoint> {
+fn push_until(
+    a: &mut PatchApplier,
+    patch: &[u8],
+    from: usize,
+    old: &mut MemoryOldBuild,
+    sink: &mut impl BuildSink,
+    stop: impl Fn(Option<ResumePoint>) -> bool,
+) -> Option<ResumePoint> {
     for chunk in patch[from..].chunks(4 << 10) {
         if a.push(chunk, old, sink).is_err() || stop(a.resume_point()) {
             break;
@@ -176,7 +200,9 @@ fn resume_refuses_points_and_headers_that_do_not_fit() {
         let err = PatchApplier::resume(head, point, &mut oldb, &mut sink).err().expect("refused");
         assert!(err.to_string().contains("cannot resume"), "{err}");
     }
-    let err = PatchApplier::resume(&head[..head.len() - 1], ResumePoint { segments_done: 1, patch_offset: total, new_offset: 1 }, &mut oldb, &mut sink).err().unwrap();
+    let err = PatchApplier::resume(&head[..head.len() - 1], ResumePoint { segments_done: 1, patch_offset: total, new_offset: 1 }, &mut oldb, &mut sink)
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("truncated"), "{err}");
     // A resume point that lies (wrong new_offset for the patch offset) is caught by the file hashes or the segment checks.
     let mut good = MemorySink::default();
@@ -187,4 +213,3 @@ fn resume_refuses_points_and_headers_that_do_not_fit() {
     let result = b.push(&patch[point.patch_offset as usize..], &mut oldb, &mut good).and_then(|_| b.finish().map(|_| ()));
     assert!(result.is_err(), "a lying resume point must not produce a build");
 }
-

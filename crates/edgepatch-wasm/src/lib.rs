@@ -182,11 +182,7 @@ fn js_io(v: JsValue) -> io::Error {
 }
 
 fn check_methods(obj: &JsValue, what: &str, methods: &[&str]) -> Result<(), JsError> {
-    let missing: Vec<&str> = methods
-        .iter()
-        .copied()
-        .filter(|m| !has_method(obj, m))
-        .collect();
+    let missing: Vec<&str> = methods.iter().copied().filter(|m| !has_method(obj, m)).collect();
     if missing.is_empty() {
         Ok(())
     } else {
@@ -220,10 +216,9 @@ impl OldBuild for JsOld {
             let target = unsafe { Uint8Array::view_mut_raw(buf.as_mut_ptr(), buf.len()) };
             let v = self.source.read_into(path, offset as f64, &target).map_err(js_io)?;
             return match v.as_f64() {
-                Some(n) if n as usize != buf.len() => Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("readInto read {n} bytes at offset {offset}, {} were asked for", buf.len()),
-                )),
+                Some(n) if n as usize != buf.len() => {
+                    Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("readInto read {n} bytes at offset {offset}, {} were asked for", buf.len())))
+                }
                 _ => Ok(()),
             };
         }
@@ -352,7 +347,14 @@ impl PatchApplier {
         check_methods(&sink, "the sink", &["createDirectory", "createSymlink", "beginFile", "writeFile", "finishFile"])?;
         let read_into = has_method(&old, "readInto");
         let bound = manifest.map(|m| Bound::new(&m)).transpose()?;
-        Ok(PatchApplier { inner: Some(CoreApplier::new()), old: JsOld { source: old, read_into }, sink: JsSink(sink), bound, failed: None, finished: Default::default() })
+        Ok(PatchApplier {
+            inner: Some(CoreApplier::new()),
+            old: JsOld { source: old, read_into },
+            sink: JsSink(sink),
+            bound,
+            failed: None,
+            finished: Default::default(),
+        })
     }
 
     /// Continues an interrupted apply (the core's `PatchApplier::resume`):
@@ -365,7 +367,13 @@ impl PatchApplier {
     ///
     /// With `manifest`, `point.patchHashState` is required: the patch's BLAKE3
     /// then covers the bytes pushed before the interruption too.
-    pub fn resume(old: OldBuildSource, sink: JsBuildSink, header_and_tree: &[u8], point: JsResumePoint, manifest: Option<Vec<u8>>) -> Result<PatchApplier, JsError> {
+    pub fn resume(
+        old: OldBuildSource,
+        sink: JsBuildSink,
+        header_and_tree: &[u8],
+        point: JsResumePoint,
+        manifest: Option<Vec<u8>>,
+    ) -> Result<PatchApplier, JsError> {
         check_methods(&old, "the old build source", &["fileSize", "readAt"])?;
         check_methods(&sink, "the sink", &["createDirectory", "createSymlink", "beginFile", "writeFile", "finishFile", "resumeFile", "readWritten"])?;
         let at = resume_point_from_js(&point)?;
@@ -405,7 +413,8 @@ impl PatchApplier {
                 if let Some(b) = &self.bound {
                     match b.hash.state_at(p.patch_offset) {
                         Some(state) => {
-                            Reflect::set(&o, &JsValue::from_str("patchHashState"), &JsValue::from_str(&edgepatch_core::trust::hex(&state))).expect("set on a plain object");
+                            Reflect::set(&o, &JsValue::from_str("patchHashState"), &JsValue::from_str(&edgepatch_core::trust::hex(&state)))
+                                .expect("set on a plain object");
                         }
                         // Not resumable with the hash: no point rather than one that cannot be checked.
                         None => return JsValue::UNDEFINED.unchecked_into(),
@@ -459,8 +468,7 @@ impl PatchApplier {
             self.failed = Some(msg.clone());
             JsError::new(&msg)
         })?;
-        Ok(object(&[("entries", s.entries), ("files", s.files), ("bytesWritten", s.bytes_written), ("patchBytes", s.patch_bytes)])
-            .unchecked_into())
+        Ok(object(&[("entries", s.entries), ("files", s.files), ("bytesWritten", s.bytes_written), ("patchBytes", s.patch_bytes)]).unchecked_into())
     }
 
     /// Bytes and entries so far (totals are known once the tree has been read).
@@ -484,8 +492,7 @@ impl PatchApplier {
 #[wasm_bindgen(js_name = diffFiles)]
 pub fn diff_files(old: Vec<u8>, new: Vec<u8>, level: Option<i32>) -> Result<Vec<u8>, JsError> {
     let opts = DiffOptions { level: level.unwrap_or(19), threads: 1, ..DiffOptions::default() };
-    let (patch, _stats) =
-        diff_builds(&Build::single_file(old), &Build::single_file(new), &opts, &|_, _| {}).map_err(|e| JsError::new(&e.to_string()))?;
+    let (patch, _stats) = diff_builds(&Build::single_file(old), &Build::single_file(new), &opts, &|_, _| {}).map_err(|e| JsError::new(&e.to_string()))?;
     Ok(patch)
 }
 
@@ -682,7 +689,15 @@ fn entry_object(e: &edgepatch_core::manifest::ManifestEntry) -> Object {
     use edgepatch_core::manifest::{EntryKind, EntrySource};
     let o = Object::new();
     set(&o, "path", e.path.as_str());
-    set(&o, "kind", match e.kind { EntryKind::File => "file", EntryKind::Directory => "directory", EntryKind::Symlink => "symlink" });
+    set(
+        &o,
+        "kind",
+        match e.kind {
+            EntryKind::File => "file",
+            EntryKind::Directory => "directory",
+            EntryKind::Symlink => "symlink",
+        },
+    );
     set(&o, "executable", e.executable);
     set(&o, "size", e.size as f64);
     set(&o, "blake3", hex(&e.blake3));

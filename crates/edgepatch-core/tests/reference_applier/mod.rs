@@ -182,9 +182,15 @@ enum New {
     Dir,
     Link(String),
     /// Content from the delta stream.
-    Delta { executable: bool, size: u64 },
+    Delta {
+        executable: bool,
+        size: u64,
+    },
     /// Content of an old file (by path).
-    Copy { executable: bool, from: String },
+    Copy {
+        executable: bool,
+        from: String,
+    },
 }
 
 /// Applies `patch` to `old` as docs/FORMAT.md §2 says; the new build or why not.
@@ -381,10 +387,14 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
     }
 
     // Old data: the files the patch reads.
-    let old_data: HashMap<&str, &[u8]> = old.entries.iter().filter_map(|e| match &e.content {
-        EntryContent::File { data, .. } => Some((e.path.as_str(), data.as_slice())),
-        _ => None,
-    }).collect();
+    let old_data: HashMap<&str, &[u8]> = old
+        .entries
+        .iter()
+        .filter_map(|e| match &e.content {
+            EntryContent::File { data, .. } => Some((e.path.as_str(), data.as_slice())),
+            _ => None,
+        })
+        .collect();
     let mut reference = Vec::new();
     for &(at, in_reference) in &table {
         if in_reference {
