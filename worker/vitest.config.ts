@@ -1,9 +1,19 @@
 // Tests run inside workerd (the vitest Workers pool) with the real R2, Durable Object and
 // Cache bindings of ../wrangler.toml; only the secrets and limits are set for tests here.
+import { readFileSync } from "node:fs";
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
 
 import { RETIRED_PUBLIC_KEY, TEST_SIGNING_KEY, TEST_TOKEN } from "./test/keys";
+
+// The shared hostile vectors (fixtures/hostile, docs/FORMAT.md §2.7), handed to the tests in
+// workerd as one JSON binding: workerd has no file system to read them from.
+const HOSTILE = new URL("../fixtures/hostile/", import.meta.url);
+const hostileVectors = JSON.stringify(
+  (JSON.parse(readFileSync(new URL("vectors.json", HOSTILE), "utf8")) as { vectors: { name: string; file: string; input: string; kind: string }[] }).vectors.map(
+    (v) => ({ name: v.name, input: v.input, kind: v.kind, base64: readFileSync(new URL(v.file, HOSTILE)).toString("base64") }),
+  ),
+);
 
 export default defineConfig({
   plugins: [
@@ -13,6 +23,7 @@ export default defineConfig({
         // The rate limit test sends 2 * limit + 1 requests: 100 keeps it short (wrangler.toml: 600).
         ratelimits: { ANONYMOUS_RATE_LIMITER: { namespace_id: "1001", simple: { limit: 100, period: 60 } } },
         bindings: {
+          HOSTILE_VECTORS: hostileVectors,
           EDGEPATCH_TOKEN: TEST_TOKEN,
           MANIFEST_SIGNING_KEY: TEST_SIGNING_KEY,
           MAX_BUILD_BYTES: String(16 << 20),
