@@ -1,0 +1,197 @@
+//! Streaming apply: reads a patch front to back (so it can be applied while it
+//! downloads), reads old data by random access through [`OldBuild`], and writes
+//! the new build through [`BuildSink`]. Memory is bounded by one segment
+//! (`MAX_SEGMENT_NEW`) whatever the file sizes; every file's BLAKE3 is checked
+//! before the sink is told the file is finished, and the patch's own checksum is
+//! checked before `apply_patch` returns Ok. The sink must treat everything as
+//! staged until then.
+
+//!
+//! Its parts: [`patch_reader`] reads and checks the patch's units (header, tree,
+//! segment headers, zstd frames); [`delta_stream`] turns segments into the new
+//! content of the delta files (copies, difference bytes, windows); [`applier`] is the
+//! push-driven [`PatchApplier`] with its resume points and file hashing.
+
+mod applier;
+mod delta_stream;
+mod patch_reader;
+
+use std::io::{self, Read};
+
+use crate::error::{Error, Input, Result};
+use crate::patch_format::*;
+
+pub use applier::PatchApplier;
+pub(crate) use patch_reader::{read_header_and_tree, read_segment_header, zstd_error, PatchInput};
+
+/// Bytes moved per read or write of file content.
+const CHUNK: usize = 256 << 10;
+
+/// Random access to the old build. Paths are build paths ("" in a single-file patch).
+pub trait OldBuild {
+    fn file_size(&mut self, path: &str) -> io::Result<u64>;
+    /// Fills all of `buf` from `offset` of the file.
+    fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Tree patches only: every entry of the old build (files with their size
+    /// and executable bit, symlinks with their target, directories), sorted by
+    /// path bytes. A patch keeps what did not change by position in this list
+    /// instead of naming it; the list must be exactly the one the patch was
+    /// made from (its digest is checked before anything is written).
+    fn listing(&mut self) -> io::Result<Vec<ListedEntry>> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, "this old build cannot list its entries (needed for a tree patch)"))
+    }
+}
+
+/// The old build's listing: asked of `old` for a tree patch, made from the one
+/// file's size for a single-file patch.
+pub(crate) fn old_listing<O: OldBuild + ?Sized>(old: &mut O, single_file: bool) -> Result<Vec<ListedEntry>> {
+    let whole = |e| Error::OldRead { path: "(the old build)".into(), source: e };
+    if single_file {
+        let size = old.file_size("").map_err(|e| Error::OldRead { path: display_path(""), source: e })?;
+        return Ok(single_file_listing(size));
+    }
+    let mut listing = old.listing().map_err(whole)?;
+    listing.sort_unstable_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    Ok(listing)
+}
+
+/// Where the new build goes. Nothing written is final until `apply_patch`
+/// returned Ok; a sink stages and commits (see the CLI's directory sink).
+pub trait BuildSink {
+    fn create_directory(&mut self, path: &str) -> io::Result<()>;
+    fn create_symlink(&mut self, path: &str, target: &str) -> io::Result<()>;
+    fn begin_file(&mut self, path: &str, executable: bool, size: u64) -> io::Result<()>;
+    fn write_file(&mut self, data: &[u8]) -> io::Result<()>;
+    /// The file's bytes are all written. Its BLAKE3 is checked, with every
+    /// other file's, against the patch's files digest when the delta stream
+    /// ends: nothing counts before `apply_patch` returned Ok.
+    fn finish_file(&mut self) -> io::Result<()>;
+
+    /// Resuming only ([`PatchApplier::resume`]): reopens a file of which the
+    /// first `written` bytes were written before the interruption; the next
+    /// `write_file` calls continue at byte `written` (anything after it is discarded).
+    fn resume_file(&mut self, path: &str, executable: bool, size: u64, written: u64) -> io::Result<()> {
+        let _ = (path, executable, size, written);
+        Err(io::Error::new(io::ErrorKind::Unsupported, "this output cannot resume an interrupted apply"))
+    }
+
+    /// Resuming only: fills all of `buf` with bytes already written to the new
+    /// file at `path`, from `offset` (to re-hash a partly written file and to
+    /// rebuild the back-reference history without downloading anything again).
+    fn read_written(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let _ = (path, offset, buf);
+        Err(io::Error::new(io::ErrorKind::Unsupported, "this output cannot resume an interrupted apply"))
+    }
+
+    /// Offers to copy the old build's file `from`, unchanged, to the new file
+    /// `path` (of `size` bytes) on the sink's own, e.g. on another thread while
+    /// the applier decodes the delta files. `Ok(false)` (the default) leaves
+    /// the copy to the applier, through `read_at` and `write_file`. A sink
+    /// that takes it must read exactly `size` bytes and write them, and report
+    /// their BLAKE3 through `finish_copies`; the files digest checks it.
+    fn copy_old_file(&mut self, from: &str, path: &str, executable: bool, size: u64) -> io::Result<bool> {
+        let _ = (from, path, executable, size);
+        Ok(false)
+    }
+
+    /// Once every copy was offered: waits for the copies the sink took and
+    /// returns the BLAKE3 of each, in the order they were offered. Called
+    /// before the files digest is checked, so before the last file is finished.
+    fn finish_copies(&mut self) -> io::Result<Vec<[u8; 32]>> {
+        Ok(Vec::new())
+    }
+}
+
+/// Where an interrupted apply can continue: after `segments_done` segments,
+/// at byte `patch_offset` of the patch, with `new_offset` bytes of the delta
+/// stream written. See [`PatchApplier::resume_point`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ResumePoint {
+    pub segments_done: u64,
+    pub patch_offset: u64,
+    pub new_offset: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApplyProgress {
+    pub patch_bytes_read: u64,
+    pub new_bytes_written: u64,
+    pub new_bytes_total: u64,
+    pub entries_done: u64,
+    pub entries_total: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ApplySummary {
+    pub entries: u64,
+    pub files: u64,
+    pub bytes_written: u64,
+    pub patch_bytes: u64,
+}
+
+pub(crate) fn display_path(path: &str) -> String {
+    if path.is_empty() {
+        "(the file)".into()
+    } else {
+        path.to_string()
+    }
+}
+
+pub(super) fn out_err(path: &str, e: io::Error) -> Error {
+    Error::Output { path: display_path(path), source: e }
+}
+
+/// Applies a patch read from `patch`. On Ok, everything the sink received is
+/// verified and final; on Err, the caller must discard what the sink staged.
+pub fn apply_patch<R: Read, O: OldBuild, S: BuildSink>(
+    mut patch: R,
+    old: &mut O,
+    sink: &mut S,
+    progress: &mut dyn FnMut(&ApplyProgress),
+) -> Result<ApplySummary> {
+    let mut applier = PatchApplier::new();
+    let mut chunk = vec![0u8; CHUNK];
+    loop {
+        let n = match patch.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::Io { input: Input::Patch, source: e }),
+        };
+        applier.push(&chunk[..n], old, sink)?;
+        progress(&applier.progress());
+    }
+    let summary = applier.finish()?;
+    Ok(summary)
+}
+
+/// Gives up a buffer between segments that do not need it. Natively it is
+/// freed (peak RSS tracks live memory); in wasm it is kept for reuse, because
+/// a linear memory never shrinks and freeing and reallocating multi-MiB
+/// buffers fragments it until it grows (measured: 71 MB of wasm memory for
+/// the 101 MiB pair when freed, see BENCHMARKS.md).
+/// `resize` without the amortized growth (which can double a multi-MiB buffer).
+pub(super) fn resize_exact(buf: &mut Vec<u8>, len: usize) {
+    if len > buf.capacity() {
+        buf.reserve_exact(len - buf.len());
+    }
+    buf.resize(len, 0);
+}
+
+/// Natively gives back a buffer's capacity beyond `keep` (for a mapped
+/// multi-MiB buffer, a shrink of the mapping in place: no copy). In wasm the
+/// buffer is kept whole, as `release` keeps buffers there.
+pub(super) fn shrink(buf: &mut Vec<u8>, keep: usize) {
+    if !cfg!(target_arch = "wasm32") && buf.capacity() > keep {
+        buf.truncate(keep);
+        buf.shrink_to(keep);
+    }
+}
+
+pub(super) fn release(buf: &mut Vec<u8>) {
+    if cfg!(target_arch = "wasm32") {
+        buf.clear();
+    } else {
+        *buf = Vec::new();
+    }
+}
