@@ -9,7 +9,8 @@
 //   source worker/scripts/node22.sh && cargo build --release --bin edgepatch
 //   node bench/worker_corpus.mjs [--corpus DIR] [--port 8802] [--only NAME]
 //
-// Prints one row per pair: new bytes, patch bytes served, generation seconds (the Worker's own
+// Prints one row per pair: new bytes, patch bytes served, the native CLI's patch of the same
+// two builds (`edgepatch diff`, its default level 19) and the ratio, generation seconds (the Worker's own
 // statistics), `edgepatch update` seconds (wall, process included: it waits for the
 // generation, then downloads, verifies and applies), the same update run again once the patch
 // exists (download, verify, apply alone; checked too), OK or FAIL. Loopback only, fresh local
@@ -126,7 +127,8 @@ try {
           row.files++;
         }
       }
-      row.publishSeconds = ["old", "new"].map((v) => edgepatch(["publish", "--server", server.url, "--game", game, "--build", v, builds[v]]).seconds);
+      // Both on channel "stable", so old -> new is a released pair anyone may fetch (as players do).
+      row.publishSeconds = ["old", "new"].map((v) => edgepatch(["publish", "--server", server.url, "--game", game, "--build", v, "--channel", "stable", builds[v]]).seconds);
       const out = join(work, `${p.name}-out`);
       const u = edgepatch(["update", "--server", server.url, "--game", game, "--from", "old", "--to", "new", "--public-key", publicKey, builds.old, out]);
       row.updateSeconds = u.seconds;
@@ -138,6 +140,11 @@ try {
       row.segments = gens.runs[0]?.segments;
       row.problems = compare(out, builds.new);
       rmSync(out, { recursive: true, force: true });
+      // The native CLI's patch of the same two builds, for the ratio.
+      const cliPatch = join(work, `${p.name}.patch`);
+      edgepatch(["diff", builds.old, builds.new, cliPatch]);
+      row.cliPatchBytes = statSync(cliPatch).size;
+      rmSync(cliPatch, { force: true });
       // Again, now that the patch exists: download, verify and apply alone.
       const again = edgepatch(["update", "--server", server.url, "--game", game, "--from", "old", "--to", "new", "--public-key", publicKey, builds.old, out]);
       row.againSeconds = again.seconds;
@@ -158,11 +165,12 @@ try {
 
 const n = (x, d = 0) => (x === undefined ? "-" : x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }));
 console.log(`\n\`node bench/worker_corpus.mjs\` (wrangler dev on 127.0.0.1:${PORT}, PATCH_LEVEL from wrangler.toml), ${new Date().toISOString()}\n`);
-console.log("| pair | kind | files | new bytes | patch bytes served | patch % of new | segments | generation s (Worker) | `edgepatch update` s (incl. generation) | update again s (patch exists) | publish old / new s | result |");
-console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+console.log("| pair | kind | files | new bytes | patch bytes served | CLI patch bytes | Worker / CLI | patch % of new | segments | generation s (Worker) | `edgepatch update` s (incl. generation) | update again s (patch exists) | publish old / new s | result |");
+console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
 for (const r of rows) {
   const pct = r.patchBytes === undefined ? "-" : ((100 * r.patchBytes) / r.newBytes).toFixed(2);
-  console.log(`| ${r.name} | ${r.kind} | ${n(r.files)} | ${n(r.newBytes)} | ${n(r.patchBytes)} | ${pct} | ${n(r.segments)} | ${n(r.generationSeconds, 1)} | ${n(r.updateSeconds, 1)} | ${n(r.againSeconds, 2)} | ${r.publishSeconds ? r.publishSeconds.map((s) => s.toFixed(1)).join(" / ") : "-"} | ${r.status}${r.generations > 1 ? ` (${r.generations} generations)` : ""} |`);
+  const ratio = r.patchBytes === undefined || r.cliPatchBytes === undefined ? "-" : (r.patchBytes / r.cliPatchBytes).toFixed(3);
+  console.log(`| ${r.name} | ${r.kind} | ${n(r.files)} | ${n(r.newBytes)} | ${n(r.patchBytes)} | ${n(r.cliPatchBytes)} | ${ratio} | ${pct} | ${n(r.segments)} | ${n(r.generationSeconds, 1)} | ${n(r.updateSeconds, 1)} | ${n(r.againSeconds, 2)} | ${r.publishSeconds ? r.publishSeconds.map((s) => s.toFixed(1)).join(" / ") : "-"} | ${r.status}${r.generations > 1 ? ` (${r.generations} generations)` : ""} |`);
 }
 const failed = rows.filter((r) => r.status !== "OK");
 for (const r of failed) console.log(`\n${r.name}: ${r.status}\n  ${(r.problems ?? []).slice(0, 20).join("\n  ")}`);
