@@ -46,6 +46,8 @@ command -v clang >/dev/null 2>&1 || apt_install clang llvm
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || apt_install nodejs npm
 # wasm-pack test --headless --chrome drives Debian's Chromium through its chromedriver.
 command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || apt_install chromium chromium-driver
+# The browser e2e tests run in Firefox too (firefox-esr, driven by puppeteer-core over WebDriver BiDi).
+command -v firefox-esr >/dev/null 2>&1 || apt_install firefox-esr
 
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   log "rustup target add wasm32-unknown-unknown"

@@ -1,5 +1,6 @@
-// Browser end-to-end tests of web/: real Chromium (Debian's, headless, through
-// playwright-core), real OPFS, real HTTP (web/scripts/serve.mjs). Run by
+// Browser end-to-end tests of web/: every test in each engine of tests/e2e/engines.mjs
+// (Debian's Chromium through playwright-core, Debian's Firefox ESR through puppeteer-core;
+// EDGEPATCH_BROWSERS picks), real OPFS, real HTTP (web/scripts/serve.mjs). Run by
 // web/scripts/test.sh after it has built web/dist (library, demo, update site --big).
 //
 // Every test starts from a fresh browser profile, so OPFS starts empty. Hostile cases
@@ -13,14 +14,13 @@ import { existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, readlink
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { ENGINES, launch } from "./engines.mjs";
 import { startServer } from "../../web/scripts/serve.mjs";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const dist = join(repo, "web/dist");
 const { publicKey, keyId, games: site } = JSON.parse(readFileSync(join(dist, "updates/site.json"), "utf8"));
 const hostile = JSON.parse(readFileSync(join(dist, "hostile/hostile.json"), "utf8"));
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const EDGEPATCH = process.env.EDGEPATCH_BIN ?? join(repo, "target/release/edgepatch");
 
 let server;
@@ -51,17 +51,9 @@ function serveHostile(t, name) {
  * the site's public key unless `key` says otherwise (null: none).
  */
 async function openDemo(t, game, query = "", { key = publicKey } = {}) {
-  const profile = mkdtempSync(join(tmpdir(), "edgepatch-e2e-"));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
-  t.after(async () => {
-    await context.close();
-    rmSync(profile, { recursive: true, force: true });
-  });
-  const page = context.pages()[0] ?? (await context.newPage());
+  const browser = await launch(engine);
+  t.after(() => browser.close());
+  const { page } = browser;
   const errors = [];
   const warnings = [];
   page.on("pageerror", (e) => errors.push(e.message));
@@ -72,6 +64,20 @@ async function openDemo(t, game, query = "", { key = publicKey } = {}) {
   const url = `${server.url}demo/?game=${game}&install=v1${key ? `&publicKey=${encodeURIComponent(key)}` : ""}${query}`;
   await page.goto(url);
   return { page, url, errors, warnings };
+}
+
+/** The engine the running test uses (tests run one at a time: --test-concurrency=1). */
+let engine = ENGINES[0];
+
+/** Registers `body` as one test per engine (`only`: a subset of the engines, with the reason). */
+function engineTest(name, body, only = null) {
+  for (const e of ENGINES) {
+    if (only && !only.engines.includes(e)) continue;
+    test(`${name} [${e}]`, async (t) => {
+      engine = e;
+      await body(t);
+    });
+  }
 }
 
 /** Waits until the demo page reaches one of `states` (it sets body[data-state]). */
@@ -155,7 +161,7 @@ async function assertBuild(page, game, build) {
   return st;
 }
 
-test("fresh profile installs v1, updates to v2; OPFS byte-exact", async (t) => {
+engineTest("fresh profile installs v1, updates to v2; OPFS byte-exact", async (t) => {
   // With the server's public key: every update statement and the channel are signature-checked.
   const { page, errors } = await openDemo(t, "demo");
   assert.equal(await waitState(page, ["idle", "error"]), "idle");
@@ -188,7 +194,7 @@ test("fresh profile installs v1, updates to v2; OPFS byte-exact", async (t) => {
   assert.deepEqual(errors, []);
 });
 
-test("a corrupted patch is refused with a visible error; v1 stays current and intact", async (t) => {
+engineTest("a corrupted patch is refused with a visible error; v1 stays current and intact", async (t) => {
   const { page } = await openDemo(t, "demo");
   await waitState(page, ["idle"]);
   await page.click("#install");
@@ -209,7 +215,7 @@ test("a corrupted patch is refused with a visible error; v1 stays current and in
   assert.equal(await page.textContent("#game-title"), "Star Hopper v1");
 });
 
-test("the connection is cut mid-update and the page reloaded: the update resumes, downloading less than the whole patch again", async (t) => {
+engineTest("the connection is cut mid-update and the page reloaded: the update resumes, downloading less than the whole patch again", async (t) => {
   const { page } = await openDemo(t, "big");
   await waitState(page, ["idle"]);
   await page.click("#install");
@@ -256,7 +262,7 @@ test("the connection is cut mid-update and the page reloaded: the update resumes
     `first session got ${firstSession} B, persisted point ${point.patchOffset} (${point.segmentsDone} segments); after reload downloaded ${again} B (header+tree ${header.bytes} B)`);
 });
 
-test("the page is reloaded while the update is writing: it resumes from the persisted point and completes byte-exact", async (t) => {
+engineTest("the page is reloaded while the update is writing: it resumes from the persisted point and completes byte-exact", async (t) => {
   const { page } = await openDemo(t, "big");
   await waitState(page, ["idle"]);
   await page.click("#install");
@@ -288,7 +294,7 @@ test("the page is reloaded while the update is writing: it resumes from the pers
   t.diagnostic(`reload mid-update: point ${JSON.stringify(shownPoint)}, downloaded ${again} of ${d.patchSize} B again`);
 });
 
-test("an update signed by a key that is not accepted is refused, naming the key", async (t) => {
+engineTest("an update signed by a key that is not accepted is refused, naming the key", async (t) => {
   const otherKey = Buffer.from(generateKeyPairSync("ed25519").publicKey.export({ format: "jwk" }).x, "base64url").toString("base64");
   assert.notEqual(otherKey, publicKey);
   const { page } = await openDemo(t, "demo", "", { key: otherKey });
@@ -323,7 +329,7 @@ async function updateRefused(page, code, message) {
   return text;
 }
 
-test("a forged patch of the real patch's size at its URL is refused; v1 stays current and byte-intact", async (t) => {
+engineTest("a forged patch of the real patch's size at its URL is refused; v1 stays current and byte-intact", async (t) => {
   const v = hostile["forged-patch"];
   const real = descriptor("demo", "v1", "v2");
   const forgedFile = join(dist, "hostile", Object.values(v.replace)[0]);
@@ -349,7 +355,7 @@ test("a forged patch of the real patch's size at its URL is refused; v1 stays cu
   assert.equal(await page.textContent("#game-title"), "Star Hopper v1");
 });
 
-test("a descriptor and manifest signed for another game are refused", async (t) => {
+engineTest("a descriptor and manifest signed for another game are refused", async (t) => {
   const { page } = await openDemo(t, "demo");
   await installV1(page);
   serveHostile(t, "wrong-game");
@@ -360,7 +366,7 @@ test("a descriptor and manifest signed for another game are refused", async (t) 
   assert.deepEqual(st.builds, ["v1"]);
 });
 
-test("an unsigned descriptor is refused when a key is configured", async (t) => {
+engineTest("an unsigned descriptor is refused when a key is configured", async (t) => {
   const { page } = await openDemo(t, "demo");
   await installV1(page);
   serveHostile(t, "unsigned");
@@ -370,7 +376,7 @@ test("an unsigned descriptor is refused when a key is configured", async (t) => 
   await assertBuild(page, "demo", "v1");
 });
 
-test("a manifest answer longer than the signed size is refused before it is read whole", async (t) => {
+engineTest("a manifest answer longer than the signed size is refused before it is read whole", async (t) => {
   const { page } = await openDemo(t, "demo");
   await installV1(page);
   serveHostile(t, "oversized-manifest");
@@ -381,7 +387,7 @@ test("a manifest answer longer than the signed size is refused before it is read
   await assertBuild(page, "demo", "v1");
 });
 
-test("a rolled-back channel document (lower sequence, or the same sequence naming another build; validly signed) is refused, also after a reload", async (t) => {
+engineTest("a rolled-back channel document (lower sequence, or the same sequence naming another build; validly signed) is refused, also after a reload", async (t) => {
   const { page } = await openDemo(t, "demo");
   await installV1(page);
   await page.click("#update");
@@ -407,7 +413,7 @@ test("a rolled-back channel document (lower sequence, or the same sequence namin
   assert.deepEqual(Object.values(st.channelHeads.heads), [{ sequence: 2, build: "v2" }], "the stored sequence is unchanged");
 });
 
-test("an expired channel document is refused as frozen", async (t) => {
+engineTest("an expired channel document is refused as frozen", async (t) => {
   const { page } = await openDemo(t, "demo");
   await installV1(page);
   serveHostile(t, "expired");
@@ -417,7 +423,7 @@ test("an expired channel document is refused as frozen", async (t) => {
   await assertBuild(page, "demo", "v1");
 });
 
-test("without a public key the library refuses to run, unless dangerouslyAllowUnsignedUpdates is set (then it warns on every update)", async (t) => {
+engineTest("without a public key the library refuses to run, unless dangerouslyAllowUnsignedUpdates is set (then it warns on every update)", async (t) => {
   await t.test("no key: refused with a visible error, nothing fetched or stored", async (t) => {
     server.resetStats();
     const { page } = await openDemo(t, "demo", "", { key: null });
@@ -439,7 +445,7 @@ test("without a public key the library refuses to run, unless dangerouslyAllowUn
   });
 });
 
-test("where WebCrypto has no Ed25519, the core's verifyEd25519 checks the signatures (good ones pass, a bad one is refused)", async (t) => {
+engineTest("where WebCrypto has no Ed25519, the core's verifyEd25519 checks the signatures (good ones pass, a bad one is refused)", async (t) => {
   // The worker is served wrapped: a first module makes WebCrypto refuse Ed25519 keys (as in
   // browsers without it), then the real worker runs (module imports evaluate in order).
   const dir = mkdtempSync(join(tmpdir(), "edgepatch-no-ed25519-"));
@@ -479,7 +485,7 @@ test("where WebCrypto has no Ed25519, the core's verifyEd25519 checks the signat
 const HOSTILE_DIR = process.env.EDGEPATCH_HOSTILE_DIR ?? join(repo, "fixtures/hostile");
 const HOSTILE_WASM_PKG = process.env.EDGEPATCH_HOSTILE_WASM_PKG ?? join(repo, "crates/edgepatch-wasm/pkg/web-apply");
 
-test("every shared hostile vector (fixtures/hostile) is refused by the wasm applier in the page: one line, no panic, bounded memory", async (t) => {
+engineTest("every shared hostile vector (fixtures/hostile) is refused by the wasm applier in the page: one line, no panic, bounded memory", async (t) => {
   if (!existsSync(join(HOSTILE_DIR, "vectors.json"))) {
     // Written down, not hidden: the vectors come from another branch (fixtures/README.md).
     t.skip(`MISSING: ${HOSTILE_DIR}/vectors.json is not in this checkout`);
@@ -544,7 +550,7 @@ test("every shared hostile vector (fixtures/hostile) is refused by the wasm appl
   for (const r of results) t.diagnostic(`${r.name}: ${r.message.slice(0, 100)}`);
 });
 
-test("the same library against the Worker (wrangler dev): install v1, update to the channel's v2, signed manifests, byte-exact", async (t) => {
+engineTest("the same library against the Worker (wrangler dev): install v1, update to the channel's v2, signed manifests, byte-exact", async (t) => {
   // The generator issue's Worker: builds published with the native CLI, patches generated on demand.
   const { startWrangler, devVars } = await import("../../worker/scripts/wrangler-dev.mjs");
   const { execFileSync } = await import("node:child_process");
@@ -574,4 +580,4 @@ test("the same library against the Worker (wrangler dev): install v1, update to 
   assert.deepEqual(st.builds, ["v1", "v2"]);
   assert.match(await page.textContent("#progress-text"), /downloaded .* of .*, saved \d+\.\d%/);
   assert.deepEqual(errors, []);
-});
+}, { engines: ["chromium"], why: "the Worker, not the engine, is under test; the other engines run the same library against the static site" });

@@ -1,26 +1,22 @@
 // Browser end-to-end tests of how @edgepatch/web keeps builds and storage: the previous
 // build kept for rollback(), plan(), the storage check before an update (QuotaError) and
-// the full install when the server has no patch for the pair. Real Chromium (Debian's,
-// headless, playwright-core), real OPFS, real HTTP (web/scripts/serve.mjs) over the site
+// the full install when the server has no patch for the pair. Every test in each engine of
+// tests/e2e/engines.mjs, real OPFS, real HTTP (web/scripts/serve.mjs) over the site
 // web/scripts/build-all.sh made. The library is driven directly from the page (no demo UI).
-// The quota case runs in Firefox (firefox-esr through puppeteer-core): its quota manager
-// takes a fixed limit from a preference, so the browser itself reports a small quota;
-// Chromium's DevTools quota override does not reach navigator.storage.estimate() here.
+// The quota case runs in Firefox only: its quota manager takes a fixed limit from a
+// preference, so the browser itself reports a small quota; Chromium's DevTools quota
+// override does not reach navigator.storage.estimate() here.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
-import puppeteer from "puppeteer-core";
+import { ENGINES, launch } from "./engines.mjs";
 import { startServer } from "../../web/scripts/serve.mjs";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const dist = join(repo, "web/dist");
 const { publicKey, games: site } = JSON.parse(readFileSync(join(dist, "updates/site.json"), "utf8"));
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
-const FIREFOX = process.env.FIREFOX ?? "/usr/bin/firefox-esr";
 
 let server;
 before(async () => {
@@ -35,31 +31,14 @@ const treeFile = (build, path) => readFileSync(join(dist, "trees/demo", build, p
 
 /**
  * A fresh profile and a page on the server's origin with the library loaded as `window.lib`
- * and an updater for "demo" as `window.game` (`options` added to its options). Chromium, or
- * Firefox with `firefoxPrefs`. `navigator.storage.persist` is wrapped to count its calls.
+ * and an updater for "demo" as `window.game` (`options` added to its options), in the
+ * test's engine (`firefoxPrefs`: Firefox preferences). `navigator.storage.persist` is
+ * wrapped to count its calls.
  */
-async function openPage(t, { firefoxPrefs = null, options = {} } = {}) {
-  const profile = mkdtempSync(join(tmpdir(), "edgepatch-storage-"));
-  let page;
-  if (firefoxPrefs) {
-    const browser = await puppeteer.launch({ browser: "firefox", executablePath: FIREFOX, headless: true, userDataDir: profile, extraPrefsFirefox: firefoxPrefs });
-    t.after(async () => {
-      await browser.close();
-      rmSync(profile, { recursive: true, force: true });
-    });
-    page = await browser.newPage();
-  } else {
-    const context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    });
-    t.after(async () => {
-      await context.close();
-      rmSync(profile, { recursive: true, force: true });
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-  }
+async function openPage(t, { firefoxPrefs = {}, options = {} } = {}) {
+  const browser = await launch(engine, { firefoxPrefs });
+  t.after(() => browser.close());
+  const { page } = browser;
   await page.goto(`${server.url}demo/`);
   await page.evaluate(async ([key, options]) => {
     window.persistCalls = 0;
@@ -93,9 +72,23 @@ async function buildNames(page) {
     const out = []; for await (const n of builds.keys()) out.push(n); return out.sort();`)).value;
 }
 
+/** The engine the running test uses (tests run one at a time). */
+let engine = ENGINES[0];
+
+/** Registers `body` as one test per engine (`only`: the engines it applies to). */
+function engineTest(name, body, only = null) {
+  for (const e of ENGINES) {
+    if (only && !only.includes(e)) continue;
+    test(`${name} [${e}]`, async (t) => {
+      engine = e;
+      await body(t);
+    });
+  }
+}
+
 const readText = (page, path) => run(page, `return new TextDecoder().decode(await game.readFile(arg));`, path);
 
-test("the previous build is kept after an update, and rollback() switches back and forth", async (t) => {
+engineTest("the previous build is kept after an update, and rollback() switches back and forth", async (t) => {
   const { page } = await openPage(t);
   assert.deepEqual((await run(page, `return (await game.install("v1")).previous;`)).value, null);
   const r = (await run(page, `return await game.update("v1", "v2");`)).value;
@@ -120,7 +113,7 @@ test("the previous build is kept after an update, and rollback() switches back a
   assert.equal((await readText(page, "index.html")).value, treeFile("v2", "index.html").toString());
 });
 
-test("rollback() refuses when there is no previous build, or when the previous build was damaged", async (t) => {
+engineTest("rollback() refuses when there is no previous build, or when the previous build was damaged", async (t) => {
   const { page } = await openPage(t);
   await run(page, `await game.install("v1");`);
   const none = await run(page, `return await game.rollback();`);
@@ -139,7 +132,7 @@ test("rollback() refuses when there is no previous build, or when the previous b
   assert.equal((await run(page, `return await game.current();`)).value, "v2");
 });
 
-test("plan() reports the download, the writes and the space from the signed documents", async (t) => {
+engineTest("plan() reports the download, the writes and the space from the signed documents", async (t) => {
   const { page } = await openPage(t);
   await run(page, `await game.install("v1");`);
   const p = (await run(page, `return await game.plan("v1", "v2");`)).value;
@@ -154,7 +147,7 @@ test("plan() reports the download, the writes and the space from the signed docu
   assert.equal((await run(page, `return await game.current();`)).value, "v1", "plan() changes nothing");
 });
 
-test("an update that does not fit the quota is refused before a byte is written, naming the bytes (Firefox)", async (t) => {
+engineTest("an update that does not fit the quota is refused before a byte is written, naming the bytes (Firefox)", async (t) => {
   // A 1500 KiB quota (Firefox counts about 480 KiB of its own in a fresh profile): v1 (543 KB)
   // installs, v2 (549 KB more: v1 is kept until the switch) does not fit.
   const { page } = await openPage(t, { firefoxPrefs: { "dom.quotaManager.temporaryStorage.fixedLimit": 1500 } });
@@ -174,9 +167,9 @@ test("an update that does not fit the quota is refused before a byte is written,
   assert.equal((await run(page, `return await game.current();`)).value, "v1");
   assert.deepEqual(await buildNames(page), ["v1"], "nothing of v2 was written");
   assert.equal((await readText(page, "index.html")).value, treeFile("v1", "index.html").toString());
-});
+}, ["firefox"]);
 
-test("with no patch for the pair on the server, the update installs the new build whole", async (t) => {
+engineTest("with no patch for the pair on the server, the update installs the new build whole", async (t) => {
   const { page } = await openPage(t);
   await run(page, `await game.install("v1");`);
   // The site dropped its v1 -> v2 patch (a static site keeps the last N builds' patches).
@@ -195,7 +188,7 @@ test("with no patch for the pair on the server, the update installs the new buil
   }
 });
 
-test("the library asks for persistent storage once, unless told not to", async (t) => {
+engineTest("the library asks for persistent storage once, unless told not to", async (t) => {
   const { page } = await openPage(t);
   assert.equal(typeof (await run(page, `return (await game.storage()).quota;`)).value, "number");
   await run(page, `await game.install("v1"); await game.update("v1", "v2");`);

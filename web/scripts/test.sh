@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # web/scripts/test.sh — builds web/ (and the wasm module and static update site it
-# needs), type-checks it and runs the browser end-to-end tests (tests/e2e: Debian
-# Chromium headless via playwright-core, real OPFS, real HTTP). About 50 s here.
-# Assumes scripts/setup.sh ran (cargo, wasm-pack, chromium, node 20, npm workspaces).
+# needs), type-checks it and runs the browser end-to-end tests (tests/e2e: every test in
+# Debian's Chromium via playwright-core and Debian's Firefox ESR via puppeteer-core, see
+# tests/e2e/engines.mjs; real OPFS, real HTTP). About 2.5 minutes here.
+# Assumes scripts/setup.sh ran (cargo, wasm-pack, chromium, firefox-esr, node 20, npm workspaces).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
