@@ -19,6 +19,9 @@ echo "== Rust lints: cargo clippy -D warnings (native, and the wasm crate for wa
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy -p edgepatch-wasm --target wasm32-unknown-unknown --quiet -- -D warnings
 
+echo "== Other systems: the CLI's clippy -D warnings for Windows and static Linux (scripts/check-targets.sh; macOS: release workflow)"
+bash scripts/check-targets.sh
+
 echo "== WebAssembly: every variant (scripts/build-wasm.sh: web for Workers, web-apply for browsers, node for edgepatch-js)"
 scripts/build-wasm.sh
 for w in crates/edgepatch-wasm/pkg/web/edgepatch_wasm_bg.wasm crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm_bg.wasm packages/edgepatch-js/wasm/edgepatch_wasm_bg.wasm; do

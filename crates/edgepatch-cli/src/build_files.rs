@@ -3,10 +3,9 @@
 //! apply. The sink that writes the new build is in `staged_output.rs`.
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
 
-use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use edgepatch_core::patch_format::ListedEntry;
@@ -14,6 +13,7 @@ use edgepatch_core::signature::{check_file_content, sign_content, Damage, Signat
 use edgepatch_core::{Build, BuildEntry, EntryContent, OldBuild};
 
 use crate::build_dir::BuildDir;
+use crate::platform;
 
 /// Reads a file or a directory tree into memory as a build.
 pub fn read_build(root: &Path) -> io::Result<Build> {
@@ -48,7 +48,7 @@ fn walk(dir: &Path, prefix: &str, out: &mut Vec<BuildEntry>) -> io::Result<()> {
             walk(&full, &path, out)?;
             continue;
         } else if meta.is_file() {
-            EntryContent::File { executable: meta.permissions().mode() & 0o111 != 0, data: fs::read(&full).map_err(|e| with_path(&full, e))? }
+            EntryContent::File { executable: platform::is_executable(&meta), data: fs::read(&full).map_err(|e| with_path(&full, e))? }
         } else {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a regular file, directory or symlink", full.display())));
         };
@@ -109,14 +109,7 @@ impl OldBuildFiles {
             // never block (O_NONBLOCK: a FIFO fails its read instead).
             // `file_size` and the reads check that each is a regular file.
             let file = if path.is_empty() {
-                OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&self.root).map_err(|e| {
-                    // O_NOFOLLOW reports a symlink as ELOOP ("too many levels of symbolic links").
-                    if e.raw_os_error() == Some(libc::ELOOP) {
-                        io::Error::new(io::ErrorKind::InvalidInput, "not a regular file (a symlink)")
-                    } else {
-                        e
-                    }
-                })?
+                platform::open_no_follow(&self.root)?
             } else {
                 let dir = match &mut self.dir {
                     Some(d) => d,
@@ -135,24 +128,12 @@ impl OldBuildFiles {
 /// How many old files apply keeps open: half the descriptor limit (the rest is
 /// for outputs, the patch and the process), at most 4,096 and at least 16.
 fn old_files_open_limit() -> usize {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes the struct it is given.
-    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 { limit.rlim_cur } else { 1024 };
-    (soft / 2).clamp(16, 4096) as usize
+    (platform::open_files_limit() / 2).clamp(16, 4096) as usize
 }
 
-/// Raises the soft limit on open files to the hard limit, as Go programs do at
-/// start: the default soft limit (1,024) is a relic of select(2), which this
-/// program does not use. Best effort: a failure keeps the soft limit.
+/// Raises the soft limit on open files (see `platform::raise_open_files_limit`).
 pub fn raise_open_files_limit() {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit read and write the struct they are given.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = limit.rlim_max.min(1 << 16).max(limit.rlim_cur);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
+    platform::raise_open_files_limit()
 }
 
 impl OldBuild for OldBuildFiles {
@@ -176,7 +157,7 @@ impl OldBuild for OldBuildFiles {
     }
 
     fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.file(path)?.read_exact_at(buf, offset)
+        platform::read_exact_at(self.file(path)?, buf, offset)
     }
 
     fn listing(&mut self) -> io::Result<Vec<ListedEntry>> {
@@ -271,7 +252,7 @@ fn list_tree(root: &Path) -> io::Result<Vec<(String, PathBuf, ListedKind)>> {
     // The root itself may be a symlink (to the build); entries inside are not followed.
     let meta = fs::metadata(root).map_err(|e| with_path(root, e))?;
     if meta.is_file() {
-        return Ok(vec![(String::new(), root.to_path_buf(), ListedKind::File(meta.permissions().mode() & 0o111 != 0, meta.len()))]);
+        return Ok(vec![(String::new(), root.to_path_buf(), ListedKind::File(platform::is_executable(&meta), meta.len()))]);
     }
     let mut out = Vec::new();
     let mut stack = vec![(root.to_path_buf(), String::new())];
@@ -289,7 +270,7 @@ fn list_tree(root: &Path) -> io::Result<Vec<(String, PathBuf, ListedKind)>> {
                 stack.push((full.clone(), path.clone()));
                 ListedKind::Directory
             } else if m.is_file() {
-                ListedKind::File(m.permissions().mode() & 0o111 != 0, m.len())
+                ListedKind::File(platform::is_executable(&m), m.len())
             } else {
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a regular file, directory or symlink", full.display())));
             };
@@ -308,16 +289,7 @@ fn list_tree(root: &Path) -> io::Result<Vec<(String, PathBuf, ListedKind)>> {
 /// shrinks, so a descriptor taken and released at `count - 1` is enough.
 /// Best effort: on failure the table just grows later.
 pub fn reserve_descriptors(count: usize) {
-    let Ok(probe) = File::open("/dev/null") else { return };
-    let at = count.saturating_sub(1).min(i32::MAX as usize) as libc::c_int;
-    // SAFETY: F_DUPFD_CLOEXEC takes the lowest free descriptor >= `at` (never
-    // one in use), which is closed at once.
-    unsafe {
-        let fd = libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&probe), libc::F_DUPFD_CLOEXEC, at);
-        if fd >= 0 {
-            libc::close(fd);
-        }
-    }
+    platform::reserve_descriptors(count)
 }
 
 /// glibc raises its mmap threshold whenever a large mmapped block is freed, so

@@ -91,7 +91,8 @@ impl Drop for LargeFileWriter {
     }
 }
 
-#[cfg(test)]
+// Unix: the tests use symlinks and Unix error codes.
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

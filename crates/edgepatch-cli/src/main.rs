@@ -1,9 +1,15 @@
 //! `edgepatch`: the command line over edgepatch-core. Thin glue: argument
 //! parsing, file adapters (build_files.rs), progress bars and summaries.
 
+#[cfg(unix)]
+mod build_dir;
+#[cfg(windows)]
+#[path = "build_dir_windows.rs"]
 mod build_dir;
 mod build_files;
 mod large_file_writer;
+mod platform;
+mod portable_names;
 mod server_client;
 mod staged_output;
 mod static_site;
@@ -51,6 +57,11 @@ enum Command {
         /// Worker threads (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
+        /// Refuse NEW when a path cannot be written as it is on every common file system
+        /// (names differing only in case or Unicode normalization, Windows device names or
+        /// characters, components over 255 bytes); without it they are warnings.
+        #[arg(long)]
+        strict_portable: bool,
     },
     /// Apply PATCH to OLD, creating OUT (OLD is never modified).
     Apply { old: PathBuf, patch: PathBuf, out: PathBuf },
@@ -309,12 +320,19 @@ fn console_is_terminal() -> bool {
 
 fn run(cli: &Cli) -> Result<(), String> {
     match &cli.command {
-        Command::Diff { old, new, patch, level, threads } => {
+        Command::Diff { old, new, patch, level, threads, strict_portable } => {
             let started = Instant::now();
             let old_build = read_build(old).map_err(|e| format!("old: {e}"))?;
             let new_build = read_build(new).map_err(|e| format!("new: {e}"))?;
             for (path, target) in new_build.links_leaving_build() {
                 eprintln!("edgepatch: warning: new: link {path} -> {target} points outside the build (kept as a link; what it points at is not in the patch)");
+            }
+            let problems = portable_names::portability_problems(new_build.entries.iter().map(|e| e.path.as_str()).filter(|p| !p.is_empty()));
+            for p in &problems {
+                eprintln!("edgepatch: {}: new: {p}", if *strict_portable { "error" } else { "warning" });
+            }
+            if *strict_portable && !problems.is_empty() {
+                return Err(format!("new: {} path(s) are not portable (see above); rename them or drop --strict-portable", problems.len()));
             }
             let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
             let opts = DiffOptions { level: *level, threads, ..DiffOptions::default() };
@@ -535,8 +553,7 @@ fn blake3_of(bytes: &[u8]) -> edgepatch_core::blake3::Hash {
 fn write_secret(path: &Path, text: &str) -> Result<(), String> {
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    platform::owner_only(&mut opts);
     let mut f = opts.open(path).map_err(|e| with_path(path, e).to_string())?;
     io::Write::write_all(&mut f, text.as_bytes()).and_then(|_| f.sync_all()).map_err(|e| with_path(path, e).to_string())
 }

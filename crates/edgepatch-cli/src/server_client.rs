@@ -126,13 +126,7 @@ fn name_ok(what: &'static str, s: &str) -> Result<(), String> {
 
 /// The executable bit (Unix); other systems have none, so a build made there has no executables.
 fn is_executable(meta: &std::fs::Metadata) -> bool {
-    #[cfg(unix)]
-    return std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 != 0;
-    #[cfg(not(unix))]
-    return {
-        let _ = meta;
-        false
-    };
+    crate::platform::is_executable(meta)
 }
 
 /// Writes DIR as a tar (paths sorted, modes 0644/0755, mtime 0, owner 0: the same

@@ -8,7 +8,6 @@
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -63,7 +62,7 @@ pub(crate) fn create_new_file(at: &PathBeneath, mode: u32) -> io::Result<File> {
     let f = at.dir.create_file(&at.rel, mode)?;
     // The umask must not change what the patch says; skip the call when it would not.
     if process_umask().is_none_or(|umask| umask & mode != 0) {
-        f.set_permissions(fs::Permissions::from_mode(mode))?;
+        crate::platform::set_mode(&f, mode)?;
     }
     Ok(f)
 }
@@ -81,13 +80,9 @@ fn process_umask() -> Option<u32> {
 
 /// Reads the process umask (setting and restoring it: call before any thread starts).
 pub fn read_umask() {
-    // SAFETY: umask only swaps the process's file mode mask; restored at once.
-    let mask = unsafe {
-        let mask = libc::umask(0o022);
-        libc::umask(mask);
-        mask
-    };
-    let _ = UMASK.set(mask as u32);
+    if let Some(mask) = crate::platform::umask() {
+        let _ = UMASK.set(mask);
+    }
 }
 
 impl StagedOutput {
@@ -204,12 +199,10 @@ fn remove_abandoned_staging(out: &Path, prefix: &str) {
     let Ok(entries) = fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)).and_then(|p| p.parse::<libc::pid_t>().ok()) else {
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)).and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
-        // SAFETY: kill with signal 0 only checks whether the process exists.
-        let gone = pid > 0 && unsafe { libc::kill(pid, 0) } != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
+        if crate::platform::process_is_gone(pid) {
             let path = entry.path();
             let _ = fs::remove_dir_all(&path).or_else(|_| fs::remove_file(&path));
         }

@@ -158,7 +158,8 @@ fn copy_file(c: &Copy, buf: &mut [u8]) -> io::Result<[u8; 32]> {
     }
 }
 
-#[cfg(test)]
+// Unix: the tests use symlinks and Unix error codes.
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use crate::build_dir::BuildDir;

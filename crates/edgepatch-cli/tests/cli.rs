@@ -3,7 +3,6 @@
 //! leave nothing behind.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -179,7 +178,9 @@ fn many_files(root: &Path, n: usize, edited: &[usize]) {
             text.insert_str(text.len() / 2, "edited\n");
         }
         fs::write(dir.join(format!("f{i:04}.txt")), text).unwrap();
+        #[cfg(unix)]
         if i % 97 == 0 {
+            use std::os::unix::fs::PermissionsExt;
             fs::set_permissions(dir.join(format!("f{i:04}.txt")), fs::Permissions::from_mode(0o755)).unwrap();
         }
     }
@@ -255,4 +256,33 @@ fn a_special_file_in_old_is_refused_before_anything_is_written() {
     let err = String::from_utf8_lossy(&res.stderr);
     assert!(!res.status.success() && err.contains("not a regular file, directory or symlink") && err.lines().count() == 1, "{err}");
     assert!(!out.exists() && leftovers(tmp.path()).is_empty());
+}
+
+#[test]
+fn diff_reports_paths_that_are_not_portable_and_refuses_them_when_strict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (old, new) = (tmp.path().join("old"), tmp.path().join("new"));
+    fs::create_dir_all(old.join("img")).unwrap();
+    fs::create_dir_all(new.join("img")).unwrap();
+    fs::write(old.join("img/a.png"), b"old").unwrap();
+    // One file on NTFS/APFS (case), one on APFS (NFC vs NFD), a Windows device name.
+    for name in ["img/a.png", "img/A.png", "caf\u{e9}.txt", "cafe\u{301}.txt", "aux.json"] {
+        fs::write(new.join(name), name.as_bytes()).unwrap();
+    }
+    let patch = tmp.path().join("p.patch");
+    let res = edgepatch(&[&"diff", &old, &new, &patch]);
+    assert!(res.status.success(), "{}", String::from_utf8_lossy(&res.stderr));
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(
+        err.contains("warning: new: img/A.png, img/a.png differ only in letter case")
+            || err.contains("warning: new: img/a.png, img/A.png differ only in letter case"),
+        "{err}"
+    );
+    assert!(err.contains("differ only in Unicode normalization"), "{err}");
+    assert!(err.contains("aux.json: \"aux.json\" is a device name on Windows"), "{err}");
+    let strict = tmp.path().join("strict.patch");
+    let res = edgepatch(&[&"diff", &"--strict-portable", &old, &new, &strict]);
+    assert!(!res.status.success());
+    assert!(String::from_utf8_lossy(&res.stderr).contains("3 path(s) are not portable"), "{}", String::from_utf8_lossy(&res.stderr));
+    assert!(!strict.exists(), "no patch when refused");
 }

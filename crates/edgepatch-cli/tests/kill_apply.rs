@@ -9,6 +9,9 @@
 //! The kill points are drawn from a seed printed on failure; set
 //! EDGEPATCH_KILL_SEED to replay one.
 
+// SIGKILL and symlinks: Unix only.
+#![cfg(unix)]
+
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;

@@ -4,7 +4,6 @@
 #![allow(dead_code)] // each test file uses its own part
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -33,7 +32,7 @@ pub fn snapshot(root: &Path) -> Vec<(String, String, u32, Vec<u8>)> {
                 out.push((rel, "dir".into(), 0, vec![]));
                 stack.push(p);
             } else {
-                out.push((rel, "file".into(), m.permissions().mode() & 0o111, fs::read(&p).unwrap()));
+                out.push((rel, "file".into(), exec_bits(&m), fs::read(&p).unwrap()));
             }
         }
     }
@@ -44,4 +43,15 @@ pub fn snapshot(root: &Path) -> Vec<(String, String, u32, Vec<u8>)> {
 /// Names in `dir` that an apply leaves behind when it fails (staging areas, temporaries).
 pub fn leftovers(dir: &Path) -> Vec<String> {
     fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains("edgepatch")).collect()
+}
+
+/// The executable bits of a file (Unix); none elsewhere.
+fn exec_bits(m: &fs::Metadata) -> u32 {
+    #[cfg(unix)]
+    return std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111;
+    #[cfg(not(unix))]
+    return {
+        let _ = m;
+        0
+    };
 }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# scripts/check-targets.sh — the CLI for the other systems it ships on, from this Linux
+# machine: cargo clippy -D warnings (every target: code, tests) for Windows
+# (x86_64-pc-windows-gnu, MinGW from apt) and a static Linux binary
+# (x86_64-unknown-linux-musl). Idempotent: targets and linkers are installed when missing.
+# macOS is not checked here: its C dependencies (zstd-sys, ring) need Apple's SDK headers,
+# which no registry serves; .github/workflows/release.yml builds it on a macOS runner.
+# Cross builds go to target/cross so they never invalidate the native build's cache.
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+export PATH="$HOME/.cargo/bin:$PATH"
+log() { echo "[targets] $*" >&2; }
+
+for t in x86_64-pc-windows-gnu x86_64-unknown-linux-musl; do
+  rustup target list --installed | grep -qx "$t" || { log "rustup target add $t"; rustup target add "$t"; }
+done
+if ! command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1; then
+  log "apt-get install gcc-mingw-w64-x86-64"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-mingw-w64-x86-64 >/dev/null
+fi
+
+export CARGO_TARGET_DIR="$REPO/target/cross"
+for t in x86_64-pc-windows-gnu x86_64-unknown-linux-musl; do
+  log "cargo clippy -p edgepatch-cli --all-targets --target $t -D warnings"
+  cargo clippy -p edgepatch-cli --all-targets --target "$t" --quiet -- -D warnings
+done

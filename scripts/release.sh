@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# scripts/release.sh [TARGET...] — release artifacts of the CLI a CI job (or a person)
+# publishes: dist/release/edgepatch-<version>-<target>.tar.gz (.zip for Windows) with the
+# binary, README and licenses, and dist/release/SHA256SUMS. Targets built here by default:
+# x86_64-unknown-linux-gnu, x86_64-unknown-linux-musl (static), x86_64-pc-windows-gnu.
+# On a macOS machine pass x86_64-apple-darwin / aarch64-apple-darwin
+# (.github/workflows/release.yml does). Each binary is checked with `file` before packing.
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+export PATH="$HOME/.cargo/bin:$PATH"
+version=$(cargo pkgid -p edgepatch-cli | sed 's/.*[#@]//')
+# Release binaries without debug info, stripped.
+export CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(x86_64-unknown-linux-gnu x86_64-unknown-linux-musl x86_64-pc-windows-gnu)
+out="$REPO/dist/release"
+rm -rf "$out"
+mkdir -p "$out"
+for t in "${targets[@]}"; do
+  rustup target list --installed | grep -qx "$t" || rustup target add "$t"
+  echo "[release] $t" >&2
+  CARGO_TARGET_DIR="$REPO/target/cross" cargo build --release --quiet -p edgepatch-cli --target "$t"
+  exe=edgepatch
+  case "$t" in *windows*) exe=edgepatch.exe ;; esac
+  bin="$REPO/target/cross/$t/release/$exe"
+  kind=$(file -b "$bin")
+  case "$t" in
+    *windows*) [[ "$kind" == PE32+* ]] ;;
+    *musl*) [[ "$kind" == *"statically linked"* || "$kind" == *"static-pie linked"* ]] ;;
+    *linux*) [[ "$kind" == ELF* ]] ;;
+    *darwin*) [[ "$kind" == Mach-O* ]] ;;
+  esac || { echo "release: $bin is not what $t needs: $kind" >&2; exit 1; }
+  stage=$(mktemp -d)
+  name="edgepatch-$version-$t"
+  mkdir "$stage/$name"
+  cp "$bin" README.md "$stage/$name/"
+  case "$t" in
+    *windows*) (cd "$stage" && zip -qr "$out/$name.zip" "$name") ;;
+    *) tar -C "$stage" -czf "$out/$name.tar.gz" "$name" ;;
+  esac
+  rm -rf "$stage"
+done
+(cd "$out" && sha256sum -- * > SHA256SUMS)
+ls -l "$out" >&2
