@@ -17,6 +17,7 @@ for t in x86_64-pc-windows-gnu x86_64-unknown-linux-musl; do
 done
 if ! command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1; then
   log "apt-get install gcc-mingw-w64-x86-64"
+  apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-mingw-w64-x86-64 >/dev/null
 fi
 
