@@ -193,6 +193,16 @@ pub fn old_listing(root: &Path) -> io::Result<Vec<ListedEntry>> {
         .collect())
 }
 
+/// The paths of a file ("") or directory tree, without reading contents.
+pub fn list_paths(root: &Path) -> io::Result<Vec<String>> {
+    Ok(list_tree(root)?.into_iter().map(|(p, _, _)| p).collect())
+}
+
+/// Bytes of the regular files of a file or directory tree (from the listing: nothing read).
+pub fn total_file_bytes(root: &Path) -> io::Result<u64> {
+    Ok(list_tree(root)?.iter().map(|(_, _, k)| if let ListedKind::File(_, size) = k { *size } else { 0 }).sum())
+}
+
 /// Signs a file or directory, streaming each file (never the whole build in memory).
 pub fn sign_path(root: &Path, block_size: u32) -> io::Result<Signature> {
     let mut entries = Vec::new();

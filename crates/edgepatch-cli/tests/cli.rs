@@ -286,3 +286,19 @@ fn diff_reports_paths_that_are_not_portable_and_refuses_them_when_strict() {
     assert!(String::from_utf8_lossy(&res.stderr).contains("3 path(s) are not portable"), "{}", String::from_utf8_lossy(&res.stderr));
     assert!(!strict.exists(), "no patch when refused");
 }
+
+#[test]
+fn bounded_diff_round_trips_the_fixture_game() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v1, v2) = (unpack("game-v1.tar", tmp.path()), unpack("game-v2.tar", tmp.path()));
+    let (patch, out) = (tmp.path().join("b.patch"), tmp.path().join("out"));
+    let summary: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"diff", &"--bounded", &v1, &v2, &patch]))).unwrap();
+    assert_eq!(summary["patch_bytes"].as_u64().unwrap(), fs::metadata(&patch).unwrap().len());
+    ok(edgepatch(&[&"apply", &v1, &patch, &out]));
+    assert_eq!(snapshot(&out), snapshot(&v2));
+    // Within 25% of the in-memory diff on this small, text-heavy build.
+    let full = tmp.path().join("full.patch");
+    ok(edgepatch(&[&"diff", &v1, &v2, &full]));
+    let (b, f) = (fs::metadata(&patch).unwrap().len(), fs::metadata(&full).unwrap().len());
+    assert!(b * 4 <= f * 5, "bounded {b} vs in-memory {f}");
+}
