@@ -173,7 +173,7 @@ test("fresh profile installs v1, updates to v2; OPFS byte-exact", async (t) => {
   await page.click("#update");
   assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
   st = await assertBuild(page, "demo", "v2");
-  assert.deepEqual(st.builds, ["v2"], "the old build is removed after the switch");
+  assert.deepEqual(st.builds, ["v1", "v2"], "the previous build is kept after the switch (rollback, a game still running it)");
   assert.equal(await page.textContent("#game-title"), "Star Hopper v2");
   assert.notEqual(await page.getAttribute("#title-img", "src"), v1Img);
   const d = descriptor("demo", "v1", "v2");
@@ -247,7 +247,7 @@ test("the connection is cut mid-update and the page reloaded: the update resumes
   assert.equal(again, header.bytes + (d.patchSize - point.patchOffset), "exactly the header+tree and the bytes after the resume point");
   assert.ok(again < d.patchSize, `re-downloaded ${again} < patch ${d.patchSize}`);
   st = await assertBuild(page, "big", "v2");
-  assert.deepEqual(st.builds, ["v2"]);
+  assert.deepEqual(st.builds, ["v1", "v2"]);
   assert.equal(st.update, null);
   assert.match(await page.textContent("#phase"), /resumed at/);
   // The reloaded page resumed without naming the channel; the switch recorded it anyway.
@@ -283,7 +283,7 @@ test("the page is reloaded while the update is writing: it resumes from the pers
   assert.ok(again < d.patchSize, `re-downloaded ${again} < patch ${d.patchSize}`);
   assert.equal(again, d.patchSize - before.update.point.patchOffset + server.stats.requests.find((r) => r.range?.startsWith("bytes=0-")).bytes);
   const st = await assertBuild(page, "big", "v2");
-  assert.deepEqual(st.builds, ["v2"]);
+  assert.deepEqual(st.builds, ["v1", "v2"]);
   const { patchHashState: _h, ...shownPoint } = before.update.point;
   t.diagnostic(`reload mid-update: point ${JSON.stringify(shownPoint)}, downloaded ${again} of ${d.patchSize} B again`);
 });
@@ -403,7 +403,7 @@ test("a rolled-back channel document (lower sequence, or the same sequence namin
   await waitState(page, ["idle"]);
   await updateRefused(page, "rollback", /already followed sequence 2/);
   st = await assertBuild(page, "demo", "v2");
-  assert.deepEqual(st.builds, ["v2"]);
+  assert.deepEqual(st.builds, ["v1", "v2"]);
   assert.deepEqual(Object.values(st.channelHeads.heads), [{ sequence: 2, build: "v2" }], "the stored sequence is unchanged");
 });
 
@@ -571,7 +571,7 @@ test("the same library against the Worker (wrangler dev): install v1, update to 
   await page.click("#update");
   assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
   const st = await assertBuild(page, "demo", "v2");
-  assert.deepEqual(st.builds, ["v2"]);
+  assert.deepEqual(st.builds, ["v1", "v2"]);
   assert.match(await page.textContent("#progress-text"), /downloaded .* of .*, saved \d+\.\d%/);
   assert.deepEqual(errors, []);
 });

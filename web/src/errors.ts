@@ -11,7 +11,8 @@ export type ErrorCode =
   | "rollback" // a channel document older than one already seen (lower sequence, or same sequence, other build)
   | "frozen" // a channel document past its expiry: the server may be withholding newer ones
   | "patch" // the patch could not be applied (the core's message says why)
-  | "storage" // OPFS failed (quota, a lock held elsewhere, a missing file)
+  | "storage" // OPFS failed (a lock held elsewhere, a missing file, a write refused)
+  | "quota" // not enough storage for the update: `needed` and `available` say how much (bytes)
   | "state" // the update does not fit what is installed (e.g. `from` is not current)
   | "busy" // another update of the same game is running (this tab or another)
   | "aborted"; // the caller aborted
@@ -23,6 +24,9 @@ export interface SerializedError {
   resumable: boolean;
   status?: number;
   url?: string;
+  /** QuotaError: bytes the update needs, and bytes the browser reported free. */
+  needed?: number;
+  available?: number;
 }
 
 export class EdgepatchError extends Error {
@@ -83,6 +87,19 @@ export class StateError extends EdgepatchError {
 export class BusyError extends EdgepatchError {
   constructor(message: string) { super("busy", message); }
 }
+/** Not enough storage: `needed` bytes for the update, `available` free (navigator.storage.estimate()). */
+export class QuotaError extends EdgepatchError {
+  readonly needed: number;
+  readonly available: number;
+  constructor(message: string, extra: { needed: number; available: number }) {
+    super("quota", message);
+    this.needed = extra.needed;
+    this.available = extra.available;
+  }
+  override toJSON(): SerializedError {
+    return { ...super.toJSON(), needed: this.needed, available: this.available };
+  }
+}
 export class AbortedError extends EdgepatchError {
   constructor(message = "update aborted", extra: { resumable?: boolean } = {}) { super("aborted", message, extra); }
 }
@@ -97,6 +114,7 @@ const ERROR_NAMES: Record<ErrorCode, string> = {
   frozen: "FrozenError",
   patch: "PatchError",
   storage: "StorageError",
+  quota: "QuotaError",
   state: "StateError",
   busy: "BusyError",
   aborted: "AbortedError",
@@ -115,6 +133,7 @@ export function deserializeError(e: SerializedError): EdgepatchError {
     case "frozen": return new FrozenError(e.message, extra);
     case "patch": return new PatchError(e.message);
     case "storage": return new StorageError(e.message, extra);
+    case "quota": return new QuotaError(e.message, { needed: e.needed ?? 0, available: e.available ?? 0 });
     case "state": return new StateError(e.message);
     case "busy": return new BusyError(e.message);
     case "aborted": return new AbortedError(e.message, extra);

@@ -8,11 +8,11 @@
 
 import { EdgepatchError, deserializeError } from "./errors.js";
 import { UNSIGNED_WARNING, acceptedKeys } from "./keys.js";
-import type { BuildEntry, ChannelHead, PendingUpdate, UpdateOptions, UpdateProgress, UpdateRequest, UpdateResult, WorkerReply, WorkerRequest } from "./messages.js";
+import type { BuildEntry, ChannelHead, PendingUpdate, UpdateOptions, UpdatePlan, UpdateProgress, UpdateRequest, UpdateResult, WorkerReply, WorkerRequest } from "./messages.js";
 import { EMPTY_BUILD } from "./messages.js";
 
 export * from "./errors.js";
-export type { BuildEntry, ChannelHead, PendingUpdate, UpdateOptions, UpdatePhase, UpdateProgress, UpdateResult } from "./messages.js";
+export type { BuildEntry, ChannelHead, PendingUpdate, UpdateOptions, UpdatePhase, UpdatePlan, UpdateProgress, UpdateResult } from "./messages.js";
 export { EMPTY_BUILD } from "./messages.js";
 
 export interface GameUpdaterOptions extends UpdateOptions {
@@ -21,6 +21,21 @@ export interface GameUpdaterOptions extends UpdateOptions {
   game: string;
   /** URL of edgepatch-worker.js (default: beside this module). */
   workerUrl?: string | URL;
+  /**
+   * Ask the browser to keep this origin's storage (`navigator.storage.persist()`) before the
+   * first update (default true): without it Safari and Firefox may evict the game under
+   * storage pressure. Firefox asks the user; the update never waits for the answer.
+   */
+  persistentStorage?: boolean;
+}
+
+/** Where this origin's storage stands (`GameUpdater.storage()`). */
+export interface StorageStatus {
+  /** The browser promised not to evict this origin's storage (null: it cannot say). */
+  persisted: boolean | null;
+  /** Bytes used and the quota, as `navigator.storage.estimate()` reports them (null: unknown). */
+  usage: number | null;
+  quota: number | null;
 }
 
 type Distribute<T> = T extends unknown ? Omit<T, "id"> : never;
@@ -85,7 +100,7 @@ export class GameUpdater extends EventTarget {
   }
 
   private request(): Omit<UpdateRequest, "from" | "to" | "channel"> {
-    const { workerUrl: _w, baseUrl: _b, game: _g, ...options } = this.opts;
+    const { workerUrl: _w, baseUrl: _b, game: _g, persistentStorage: _p, ...options } = this.opts;
     return { ...options, baseUrl: this.baseUrl, game: this.game };
   }
 
@@ -122,8 +137,54 @@ export class GameUpdater extends EventTarget {
     return this.start({ channel }, opts);
   }
 
+  private persistAsked = false;
+
+  /**
+   * Asks for persistent storage once per updater (see `persistentStorage`), without waiting
+   * for a user's answer: the result is what `storage()` reports later.
+   */
+  private askPersistence(): void {
+    if (this.persistAsked || this.opts.persistentStorage === false) return;
+    this.persistAsked = true;
+    const s = navigator.storage;
+    if (!s?.persist || !s.persisted) return;
+    void s.persisted().then((yes) => (yes ? true : s.persist())).catch(() => false);
+  }
+
+  /** Whether storage is persistent, and the usage and quota the browser reports. */
+  async storage(): Promise<StorageStatus> {
+    const s = navigator.storage;
+    const persisted = s?.persisted ? await s.persisted().catch(() => null) : null;
+    const est = s?.estimate ? await s.estimate().catch(() => null) : null;
+    return { persisted, usage: est?.usage ?? null, quota: est?.quota ?? null };
+  }
+
+  /**
+   * What `update(from, to)` would download and write and whether it fits, from the signed
+   * documents (checked as an update checks them); nothing is written. `fullInstall` says the
+   * server has no patch for the pair and the build would be installed whole.
+   */
+  plan(from: string, to: string): Promise<UpdatePlan> {
+    return this.call<UpdatePlan>({ op: "plan", request: { ...this.request(), from, to } }).promise;
+  }
+
+  /** The build the current one replaced (kept for `rollback()`), or null. */
+  previous(): Promise<string | null> {
+    return this.call<string | null>({ op: "previous", game: this.game }).promise;
+  }
+
+  /**
+   * Makes the previous build current again (its manifest and file sizes are checked first);
+   * the build rolled back from becomes previous. Discards an interrupted update. A game
+   * running now keeps its build until it reloads.
+   */
+  rollback(): Promise<{ from: string; to: string }> {
+    return this.call<{ from: string; to: string }>({ op: "rollback", game: this.game }).promise;
+  }
+
   private start(what: Pick<UpdateRequest, "from" | "to" | "channel">, opts: { signal?: AbortSignal; onProgress?: (p: UpdateProgress) => void }): Promise<UpdateResult> {
     if (this.unsigned) console.warn(UNSIGNED_WARNING);
+    this.askPersistence();
     const { id, promise } = this.call<UpdateResult>({ op: "update", request: { ...this.request(), ...what } }, opts.onProgress);
     opts.signal?.addEventListener("abort", () => this.worker.postMessage({ id: this.nextId++, op: "abort", target: id } satisfies WorkerRequest), { once: true });
     return promise;

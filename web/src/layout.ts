@@ -1,6 +1,8 @@
 // Where builds live in the origin private file system (OPFS):
 //
-//   edgepatch/<game>/current                 {"build", "manifestBlake3"}: the current build; written last
+//   edgepatch/<game>/current                 {"build", "manifestBlake3", "previous"}: the current build
+//                                            (written last) and the one it replaced, kept for rollback
+//                                            and for a game still running it until a newer build is verified
 //   edgepatch/<game>/update.json             resume record of the update in progress (absent when none)
 //   edgepatch/<game>/builds/<build>/manifest the patch manifest that produced the build: every entry's
 //                                            kind, size, BLAKE3, executable bit and symlink target
@@ -15,6 +17,8 @@ export const ROOT_DIR = "edgepatch";
 export interface CurrentPointer {
   build: string;
   manifestBlake3: string;
+  /** The build this one replaced (still stored), or null. */
+  previous?: { build: string; manifestBlake3: string } | null;
 }
 
 export async function opfsRoot(): Promise<FileSystemDirectoryHandle> {

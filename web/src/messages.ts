@@ -104,6 +104,32 @@ export interface UpdateResult {
   keyId: string | null;
   /** The channel this update followed (after the switch, its sequence is the newest this browser accepts). */
   channel?: ChannelHead;
+  /** The server had no patch for from -> to (404/410/401/403), so the build was installed whole ("_" -> to). */
+  fullInstall: boolean;
+  /** The build `to` replaced, kept for `rollback()` (and a game still running it) until a newer one is verified. */
+  previous: string | null;
+}
+
+/** What an update would cost (`GameUpdater.plan`), from its signed documents; nothing is written. */
+export interface UpdatePlan {
+  game: string;
+  from: string;
+  to: string;
+  /** No patch for the pair on the server: the update would install `to` whole. */
+  fullInstall: boolean;
+  /** Bytes to download (the patch, or the install patch). */
+  patchSize: number;
+  /** Size of the new build's files. */
+  newBytesTotal: number;
+  /** Bytes written to storage: every file of the new build and its manifest. */
+  bytesToWrite: number;
+  /** Free storage the update needs (the current and previous builds stay until the switch). */
+  spaceNeeded: number;
+  /** Free bytes the browser reports (quota - usage), or null when it does not say. */
+  available: number | null;
+  /** spaceNeeded <= available, or null when unknown. */
+  fits: boolean | null;
+  keyId: string | null;
 }
 
 export interface PendingUpdate {
@@ -133,7 +159,10 @@ export type WorkerRequest =
   | { id: number; op: "latest"; request: UpdateRequest & { channel: string } }
   | { id: number; op: "entries"; game: string }
   | { id: number; op: "readFile"; game: string; path: string }
-  | { id: number; op: "remove"; game: string };
+  | { id: number; op: "remove"; game: string }
+  | { id: number; op: "previous"; game: string }
+  | { id: number; op: "rollback"; game: string }
+  | { id: number; op: "plan"; request: UpdateRequest & { from: string; to: string } };
 
 export type WorkerReply =
   | { id: number; type: "progress"; progress: UpdateProgress }

@@ -16,16 +16,19 @@ import {
   messageOf,
 } from "./errors.js";
 import { RangeDownload, planRanges } from "./fetcher.js";
-import { CurrentPointer, dirAt, fileAt, gameDir, readCurrent, readJson, removeIfPresent, writeAtomic } from "./layout.js";
+import { dirAt, fileAt, gameDir, readCurrent, readJson, removeIfPresent, writeAtomic } from "./layout.js";
 import type { ChannelHead, PendingUpdate, UpdateProgress, UpdateRequest, UpdateResult } from "./messages.js";
 import { EMPTY_BUILD, checkName } from "./protocol.js";
-import { Verifier, fetchVerifiedChannel, fetchVerifiedUpdate, storeChannelHead } from "./trust.js";
+import { bytesToWrite, checkSpace, fetchUpdateOrInstall, keptBuilds, pruneBuilds, releasePrevious, switchTo } from "./builds.js";
+import { Verifier, fetchVerifiedChannel, storeChannelHead } from "./trust.js";
 
 /** update.json: what an interrupted update needs to continue. */
 interface UpdateRecord {
   version: 2;
   from: string;
   to: string;
+  /** The pair the patch is for: `from`, or "_" when the server had no patch for the pair (a full install). */
+  patchFrom?: string;
   manifestBlake3: string;
   patchSize: number;
   /** With `patchHashState`: the patch's BLAKE3 so far, checked against the manifest at the end. */
@@ -35,7 +38,7 @@ interface UpdateRecord {
   baseUrl: string;
 }
 
-const RECORD = "update.json";
+export const RECORD = "update.json";
 
 /** FileSystemSyncAccessHandle (dedicated workers only; not in TypeScript's DOM lib). */
 interface SyncHandle {
@@ -217,13 +220,7 @@ export async function pendingUpdate(gameName: string): Promise<PendingUpdate | n
   return { game: gameName, from: r.from, to: r.to, patchSize: r.patchSize, patchOffset: r.point?.patchOffset ?? 0, segmentsDone: r.point?.segmentsDone ?? 0 };
 }
 
-async function names(dir: FileSystemDirectoryHandle): Promise<string[]> {
-  const out: string[] = [];
-  for await (const name of dir.keys()) out.push(name);
-  return out;
-}
-
-async function withGameLock<T>(game: string, f: () => Promise<T>): Promise<T> {
+export async function withGameLock<T>(game: string, f: () => Promise<T>): Promise<T> {
   if (!navigator.locks) return f();
   return navigator.locks.request(`edgepatch:${game}`, { ifAvailable: true }, async (lock) => {
     if (!lock) throw new BusyError(`another update of ${game} is running (in this or another tab)`);
@@ -273,8 +270,8 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   const t0 = performance.now();
   const { game, from, to, tuning: req } = job;
   const g = (await gameDir(game, true))!;
-  const current = await readCurrent(g);
-  const base: Omit<UpdateResult, "alreadyCurrent"> = { game, from, to, resumed: false, resumedFrom: 0, downloadedBytes: 0, patchSize: 0, newBytesTotal: 0, files: 0, filesRehashed: 0, seconds: 0, savedPercent: 0, keyId: null, ...(channel ? { channel } : {}) };
+  let current = await readCurrent(g);
+  const base: Omit<UpdateResult, "alreadyCurrent"> = { game, from, to, resumed: false, resumedFrom: 0, downloadedBytes: 0, patchSize: 0, newBytesTotal: 0, files: 0, filesRehashed: 0, seconds: 0, savedPercent: 0, keyId: null, fullInstall: false, previous: current?.previous?.build ?? null, ...(channel ? { channel } : {}) };
   if (current?.build === to) {
     // The channel's build is current: it is switched in, so its sequence is now the newest.
     if (channel) await storeChannelHead(job.baseUrl, game, channel);
@@ -285,8 +282,9 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     throw new StateError(current ? `${game}: the current build is ${current.build}, not ${from}` : `${game}: nothing is installed, so there is no build ${from} to update`);
   }
 
-  // Documents (steps 2-3 of "What a client checks"): the signed statement, then the manifest it names.
-  const verified = await fetchVerifiedUpdate(verifier, job.baseUrl, game, from, to, signal);
+  // Documents (steps 2-3 of "What a client checks"): the signed statement, then the manifest it names
+  // (of the install patch "_" -> to when the server has no patch for the pair).
+  const { verified, patchFrom } = await fetchUpdateOrInstall(verifier, job.baseUrl, game, from, to, signal);
   const { descriptor: desc, manifestBytes, segments } = verified;
   const entries = verified.entries;
   const patchSize = verified.patchSize;
@@ -298,16 +296,17 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   // a point that carries the patch's hash so far (the patch is checked whole at the end).
   let record = await readJson<UpdateRecord>(g, RECORD);
   const builds = await dirAt(g, "builds", true);
-  if (!(record && record.version === 2 && record.from === from && record.to === to && record.manifestBlake3 === desc.manifestBlake3)) record = null;
+  if (!(record && record.version === 2 && record.from === from && (record.patchFrom ?? record.from) === patchFrom && record.to === to && record.manifestBlake3 === desc.manifestBlake3)) record = null;
   const point = record?.point && record.point.segmentsDone > 0 && typeof record.point.patchHashState === "string" && segments.length > 0 ? record.point : null;
   // A resumed update keeps the channel it was following (the page reloaded without one),
   // if it was checked against this same server.
   if (record?.baseUrl === job.baseUrl) channel ??= record.channel;
-  // Anything but the current build and the build being resumed is leftover.
-  for (const name of await names(builds)) {
-    if (name !== current?.build && !(point && name === to)) await removeIfPresent(builds, name);
-  }
-  record = { version: 2, from, to, manifestBlake3: desc.manifestBlake3, patchSize, point, baseUrl: job.baseUrl, ...(channel ? { channel } : {}) };
+  // Anything but the current build, its previous one and the build being resumed is leftover.
+  if (!point) current = await releasePrevious(g, current, to);
+  await pruneBuilds(builds, keptBuilds(current, point ? to : null));
+  // Room for the new build before the first byte (QuotaError names the bytes).
+  await checkSpace(bytesToWrite(verified) - (point?.newOffset ?? 0), `updating ${game} ${from} -> ${to}`);
+  record = { version: 2, from, patchFrom, to, manifestBlake3: desc.manifestBlake3, patchSize, point, baseUrl: job.baseUrl, ...(channel ? { channel } : {}) };
   await writeAtomic(g, RECORD, JSON.stringify(record));
 
   const buildDir = await dirAt(builds, to, true);
@@ -321,8 +320,8 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   const resumedFrom = point?.patchOffset ?? 0;
   let keepForResume = false;
   try {
-    // Old build: every regular file, read-only.
-    if (from !== EMPTY_BUILD) {
+    // Old build: every regular file, read-only (none for an install).
+    if (patchFrom !== EMPTY_BUILD) {
       const oldManifest = await buildManifest(g, from);
       const oldEntries = oldManifest.entries();
       oldManifest.free();
@@ -411,11 +410,9 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     // The switch: one atomic replacement of the pointer.
     progress.phase = "switching";
     report(true);
-    const pointer: CurrentPointer = { build: to, manifestBlake3: desc.manifestBlake3 };
-    await writeAtomic(g, "current", JSON.stringify(pointer));
+    const pointer = await switchTo(g, builds, current, to, desc.manifestBlake3);
     if (channel) await storeChannelHead(record.baseUrl, game, channel);
     await removeIfPresent(g, RECORD);
-    for (const name of await names(builds)) if (name !== to) await removeIfPresent(builds, name);
     progress.phase = "done";
     report(true);
     return {
@@ -423,6 +420,8 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       alreadyCurrent: false,
       keyId: verified.keyId,
       ...(channel ? { channel } : {}),
+      fullInstall: patchFrom !== from,
+      previous: pointer.previous?.build ?? null,
       resumed: point !== null,
       resumedFrom,
       downloadedBytes: downloaded,

@@ -6,7 +6,9 @@ import { EdgepatchError, StorageError, messageOf } from "./errors.js";
 import type { WorkerReply, WorkerRequest } from "./messages.js";
 import { checkName } from "./protocol.js";
 import { Verifier, fetchVerifiedChannel } from "./trust.js";
-import { currentEntries, pendingUpdate, readCurrentFile, removeGame, runUpdate } from "./update.js";
+import { planUpdate, rollbackGame } from "./builds.js";
+import { gameDir, readCurrent } from "./layout.js";
+import { RECORD, currentEntries, pendingUpdate, readCurrentFile, removeGame, runUpdate, withGameLock } from "./update.js";
 
 const ready = init();
 const running = new Map<number, AbortController>();
@@ -58,6 +60,23 @@ async function handle(m: WorkerRequest): Promise<void> {
       case "readFile": {
         const bytes = await readCurrentFile(m.game, m.path);
         reply({ id: m.id, type: "result", value: bytes }, [bytes.buffer]);
+        return;
+      }
+      case "previous": {
+        const g = await gameDir(m.game, false);
+        const c = g && (await readCurrent(g));
+        reply({ id: m.id, type: "result", value: c?.previous?.build ?? null });
+        return;
+      }
+      case "rollback":
+        reply({ id: m.id, type: "result", value: await withGameLock(m.game, () => rollbackGame(m.game, RECORD)) });
+        return;
+      case "plan": {
+        const r = m.request;
+        checkName("from", r.from, true);
+        checkName("to", r.to);
+        const ac = new AbortController();
+        reply({ id: m.id, type: "result", value: await planUpdate(Verifier.fromOptions(r), r.baseUrl, r.game, r.from, r.to, ac.signal) });
         return;
       }
       case "remove":

@@ -23,4 +23,6 @@ export interface Env {
   CHANNEL_TTL_SECONDS?: string;
   GENERATION_RETRY_SECONDS?: string;
   GENERATION_RETRY_MAX_SECONDS?: string;
+  RETAIN_BUILDS?: string;
+  UPLOAD_TTL_SECONDS?: string;
 }

@@ -364,6 +364,11 @@ export class PatchGeneration extends DurableObject<Env> {
     }
   }
 
+  /** Forgets the pair's descriptor and failure (its build was deleted: operations.ts). */
+  async forget(): Promise<void> {
+    await this.ctx.storage.deleteAll();
+  }
+
   /** What the owner sees at GET .../generations: the recorded failure, if any. */
   async failure(): Promise<GenerationFailure | null> {
     return (await this.ctx.storage.get<GenerationFailure>("failure")) ?? null;

@@ -14,6 +14,7 @@ import { channelStatement, keyId } from "./statements";
 import { getJson, keys, PART_BYTES, type BuildRecord } from "./store";
 import { ConfigError, settings } from "./settings";
 import { consumePairs, enqueueMove } from "./pregenerate";
+import { abortStaleUploads, applyRetention, deleteBuild, forgetPendingUpload, recordPendingUpload } from "./operations";
 import { signDescriptor, type UpdateDescriptor } from "./generate";
 import type { Env } from "./env";
 
@@ -88,19 +89,26 @@ route("GET", "/v1/public-key", "anyone", async ({ env }) => {
 
 // --- publishing ---------------------------------------------------------------------
 
-async function commit(env: Env, record: BuildRecord, channel: string | null): Promise<Response> {
+/**
+ * Commits a signed upload. The same content published again under the same name answers 200
+ * with the stored record and `"unchanged": true` (and still moves the channel), so a retried
+ * CI step succeeds; other content under a published or deleted name is refused (409).
+ */
+async function commit(env: Env, url: URL, record: BuildRecord, channel: string | null): Promise<Response> {
   const result = await registry(env, record.game).commitBuild(record, channel);
-  if (!result.ok) {
-    await deleteUpload(env.BUCKET, record.game, record.build, record.upload);
-    throw new HttpError(result.status, result.error);
-  }
+  if (!result.ok || result.existing) await deleteUpload(env.BUCKET, record.game, record.build, record.upload);
+  if (!result.ok) throw new HttpError(result.status, result.error);
   await enqueueMove(env, record.game, result.moved);
-  return json(record, 201, { Location: `/v1/games/${record.game}/builds/${record.build}` });
+  const location = { Location: `/v1/games/${record.game}/builds/${record.build}` };
+  if (result.existing) return json({ ...result.existing, unchanged: true }, 200, location);
+  const retired = await applyRetention(env, url.origin, record.game);
+  return json({ ...record, ...(retired.length ? { retired } : {}) }, 201, location);
 }
 
-async function refuseExisting(env: Env, game: string, build: string): Promise<void> {
-  if ((await env.BUCKET.head(keys.build(game, build))) !== null) {
-    throw new HttpError(409, `build ${game}/${build} exists; builds are immutable (publish under a new name)`);
+/** Refuses early what can be refused before the upload: a deleted name. A published name is decided at commit (same content: 200). */
+async function refuseDeleted(env: Env, game: string, build: string): Promise<void> {
+  if (await registry(env, game).wasDeleted(build)) {
+    throw new HttpError(409, `build ${game}/${build} was deleted; a name always means one content (publish under a new name)`);
   }
 }
 
@@ -114,7 +122,7 @@ route("PUT", "/v1/games/:game/builds/:build", "owner", async ({ req, env, url },
   checkName("game", game);
   checkName("build", build);
   const channel = channelParam(url);
-  await refuseExisting(env, game, build);
+  await refuseDeleted(env, game, build);
   const upload = crypto.randomUUID();
   const signed = await ingestBody(env.BUCKET, game, build, upload, req, limits(env));
   let record: BuildRecord;
@@ -124,7 +132,7 @@ route("PUT", "/v1/games/:game/builds/:build", "owner", async ({ req, env, url },
     await deleteUpload(env.BUCKET, game, build, upload);
     throw e;
   }
-  return commit(env, record, channel);
+  return commit(env, url, record, channel);
 });
 
 // In parts: start, PUT parts (all but the last of one size, >= 5 MiB), complete.
@@ -145,9 +153,11 @@ function parseUploadToken(token: string): { upload: string; r2UploadId: string }
 route("POST", "/v1/games/:game/builds/:build/uploads", "owner", async ({ env }, [game, build]) => {
   checkName("game", game);
   checkName("build", build);
-  await refuseExisting(env, game, build);
+  await refuseDeleted(env, game, build);
   const upload = crypto.randomUUID();
   const mpu = await env.BUCKET.createMultipartUpload(keys.buildData(game, build, upload), { httpMetadata: { contentType: "application/x-tar" } });
+  // Until it completes or is aborted; the cron trigger aborts it after UPLOAD_TTL_SECONDS.
+  await recordPendingUpload(env.BUCKET, { game, build, upload, r2UploadId: mpu.uploadId, startedAt: Date.now() });
   const l = limits(env);
   return json(
     {
@@ -187,6 +197,7 @@ route("DELETE", "/v1/games/:game/builds/:build/uploads/:upload", "owner", async 
   await env.BUCKET.resumeMultipartUpload(keys.buildData(checkName("game", game), checkName("build", build), upload), r2UploadId)
     .abort()
     .catch(() => {});
+  await forgetPendingUpload(env.BUCKET, game, build, upload);
   return new Response(null, { status: 204 });
 });
 
@@ -203,13 +214,15 @@ route("POST", "/v1/games/:game/builds/:build/uploads/:upload/complete", "owner",
   } catch {
     throw new HttpError(400, 'complete needs a JSON body {"parts": [{"partNumber": 1, "etag": "..."}, ...]}');
   }
-  await refuseExisting(env, game, build);
+  await refuseDeleted(env, game, build);
   const dataKey = keys.buildData(game, build, upload);
   const mpu = env.BUCKET.resumeMultipartUpload(dataKey, r2UploadId);
   try {
     await mpu.complete(parts);
+    await forgetPendingUpload(env.BUCKET, game, build, upload);
   } catch (e) {
     await mpu.abort().catch(() => {});
+    await forgetPendingUpload(env.BUCKET, game, build, upload);
     console.error(`completing the upload of ${game}/${build}:`, e);
     throw new HttpError(400, "upload could not be completed (are the parts and their etags those the part uploads answered?)");
   }
@@ -229,7 +242,7 @@ route("POST", "/v1/games/:game/builds/:build/uploads/:upload/complete", "owner",
     await deleteUpload(env.BUCKET, game, build, upload);
     throw e;
   }
-  return commit(env, record, channel);
+  return commit(env, url, record, channel);
 });
 
 // --- builds and channels --------------------------------------------------------------
@@ -252,6 +265,15 @@ route("GET", "/v1/games/:game/builds/:build", "owner", async ({ env }, [game, bu
   if (record === null) throw new HttpError(404, `no build ${game}/${build}`);
   return json(record, 200, { "Cache-Control": "no-store" });
 });
+
+route("DELETE", "/v1/games/:game/builds/:build", "owner", async ({ env, url }, [game, build]) => {
+  const result = await deleteBuild(env, url.origin, checkName("game", game), checkName("build", build));
+  if (!result.ok) throw new HttpError(result.status, result.error);
+  return json(result.deleted, 200, { "Cache-Control": "no-store" });
+});
+
+// Maintenance on demand (the cron trigger runs the same): abort stale uploads in parts.
+route("POST", "/v1/maintenance/uploads", "owner", async ({ env }) => json(await abortStaleUploads(env, Date.now()), 200, { "Cache-Control": "no-store" }));
 
 route("GET", "/v1/games/:game/builds/:build/signature", "owner", async ({ req, env, ctx, url }, [game, build]) => {
   const record = await getJson<BuildRecord>(env.BUCKET, keys.build(checkName("game", game), checkName("build", build)));
@@ -420,5 +442,12 @@ export default {
   async queue(batch: MessageBatch<unknown>, env: Env): Promise<void> {
     settings(env);
     await consumePairs(batch, env);
+  },
+
+  /** The cron trigger (wrangler.toml [triggers]): aborts uploads in parts left incomplete. */
+  async scheduled(controller: ScheduledController, env: Env, _ctx?: ExecutionContext): Promise<void> {
+    settings(env);
+    const r = await abortStaleUploads(env, controller.scheduledTime);
+    console.log(`maintenance: ${r.aborted} stale uploads aborted, ${r.kept} in progress`);
   },
 } satisfies ExportedHandler<Env>;

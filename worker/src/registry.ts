@@ -4,7 +4,7 @@
 // sequence number (+1 per move, signed into channel documents) and its previous heads, which
 // decide what anonymous callers may fetch (worker/README.md "Who may call what").
 import { DurableObject } from "cloudflare:workers";
-import { keys, putJson, type BuildRecord } from "./store";
+import { getJson, keys, putJson, type BuildRecord } from "./store";
 import { settings } from "./settings";
 import type { Env } from "./env";
 
@@ -24,9 +24,17 @@ export interface ChannelMove {
   previous: string[];
 }
 
-export type CommitResult = { ok: true; moved: ChannelMove | null } | { ok: false; status: number; error: string };
+/**
+ * `existing`: the build was already published with the same content (the same signature): the
+ * publish succeeds without storing anything new (idempotent).
+ */
+export type CommitResult = { ok: true; moved: ChannelMove | null; existing?: BuildRecord } | { ok: false; status: number; error: string };
+
+export type DeleteResult = { ok: true; record: BuildRecord } | { ok: false; status: number; error: string };
 
 const CHANNEL_KEY = "channel:";
+/** A deleted build's name: never published again, so a name always means one content. */
+const DELETED_KEY = "deleted:";
 
 export class GameRegistry extends DurableObject<Env> {
   private queue: Promise<unknown> = Promise.resolve();
@@ -50,13 +58,28 @@ export class GameRegistry extends DurableObject<Env> {
     return this.channels;
   }
 
-  /** Commits a build record unless that build name exists; then moves `channel` to it. */
+  /** Whether `build` was deleted (its name is not published again). */
+  async wasDeleted(build: string): Promise<boolean> {
+    return (await this.ctx.storage.get(DELETED_KEY + build)) !== undefined;
+  }
+
+  /**
+   * Commits a build record unless that build name exists or was deleted; then moves `channel`
+   * to it. The same content published again (equal signature BLAKE3) succeeds as `existing`.
+   */
   commitBuild(record: BuildRecord, channel: string | null): Promise<CommitResult> {
     return this.serialized(async () => {
       const bucket = this.env.BUCKET;
       const key = keys.build(record.game, record.build);
-      if ((await bucket.head(key)) !== null) {
-        return { ok: false, status: 409, error: `build ${record.game}/${record.build} exists; builds are immutable (publish under a new name)` };
+      const existing = await getJson<BuildRecord>(bucket, key);
+      if (existing !== null) {
+        if (existing.signatureBlake3 !== record.signatureBlake3) {
+          return { ok: false, status: 409, error: `build ${record.game}/${record.build} exists with other content; builds are immutable (publish under a new name)` };
+        }
+        return { ok: true, existing, moved: channel === null ? null : await this.move(channel, record.build) };
+      }
+      if (await this.wasDeleted(record.build)) {
+        return { ok: false, status: 409, error: `build ${record.game}/${record.build} was deleted; a name always means one content (publish under a new name)` };
       }
       await putJson(bucket, key, record, {
         customMetadata: { publishedAt: record.publishedAt, tarBytes: String(record.tarBytes), files: String(record.files) },
@@ -72,6 +95,39 @@ export class GameRegistry extends DurableObject<Env> {
       }
       return { ok: true, moved: await this.move(channel, build) };
     });
+  }
+
+  /**
+   * Deletes build `build` (its record: the commit point) unless a channel points at it, and
+   * remembers its name as deleted; channel histories forget it. The caller removes its
+   * stored objects afterwards (operations.ts).
+   */
+  deleteBuild(game: string, build: string): Promise<DeleteResult> {
+    return this.serialized(async () => {
+      const channels = await this.loadChannels();
+      for (const [name, c] of channels) {
+        if (c.build === build) return { ok: false, status: 409, error: `channel ${game}/${name} points at ${build}; move the channel before deleting the build` };
+      }
+      const key = keys.build(game, build);
+      const record = await getJson<BuildRecord>(this.env.BUCKET, key);
+      if (record === null) return { ok: false, status: 404, error: `no build ${game}/${build}` };
+      await this.ctx.storage.put(DELETED_KEY + build, { deletedAt: new Date().toISOString() });
+      await this.env.BUCKET.delete(key);
+      for (const [name, c] of channels) {
+        if (!c.previous.includes(build)) continue;
+        const next = { ...c, previous: c.previous.filter((b) => b !== build) };
+        await this.ctx.storage.put(CHANNEL_KEY + name, next);
+        channels.set(name, next);
+      }
+      return { ok: true, record };
+    });
+  }
+
+  /** Every build a channel names: its head and the heads before it. */
+  async channelBuilds(): Promise<Set<string>> {
+    const out = new Set<string>();
+    for (const c of (await this.loadChannels()).values()) for (const b of [c.build, ...c.previous]) out.add(b);
+    return out;
   }
 
   /** The channel's state, or null when it was never set. */

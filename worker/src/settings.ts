@@ -20,6 +20,10 @@ export interface Settings {
   generationRetryMaxSeconds: number;
   /** Public keys (base64, 32 bytes) of retired signing keys still listed at /v1/public-key. */
   previousPublicKeys: Uint8Array[];
+  /** Builds kept per game besides those a channel names (0: keep every build). */
+  retainBuilds: number;
+  /** Seconds after which an upload in parts that was never completed is aborted. */
+  uploadTtlSeconds: number;
 }
 
 export class ConfigError extends Error {}
@@ -61,6 +65,8 @@ export function parseSettings(env: Env): Settings {
     generationRetrySeconds: integer(env, "GENERATION_RETRY_SECONDS", 60, 1, 86400),
     generationRetryMaxSeconds: integer(env, "GENERATION_RETRY_MAX_SECONDS", 6 * 3600, 1, 7 * 86400),
     previousPublicKeys: publicKeys(env.PREVIOUS_PUBLIC_KEYS),
+    retainBuilds: integer(env, "RETAIN_BUILDS", 0, 0, 1_000_000),
+    uploadTtlSeconds: integer(env, "UPLOAD_TTL_SECONDS", 86400, 60, 30 * 86400),
   };
   if (settings.generationRetryMaxSeconds < settings.generationRetrySeconds) {
     throw new ConfigError(`GENERATION_RETRY_MAX_SECONDS=${settings.generationRetryMaxSeconds} is below GENERATION_RETRY_SECONDS=${settings.generationRetrySeconds}`);
