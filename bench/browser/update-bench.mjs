@@ -4,7 +4,10 @@
 // (issue 12, "Measure"; results in BENCHMARKS.md, "Browser update per engine").
 //
 //   node bench/browser/update-bench.mjs [--engines chromium,firefox,webkit] [--runs 1] [--level 9]
-//        [--work DIR] [--keep] [--json FILE]
+//        [--mbit N] [--work DIR] [--keep] [--json FILE]
+//
+// --mbit N sends every answer through one link of N Mbit/s (serve.mjs faults.bytesPerSecond);
+// without it the server answers at loopback speed, so the download costs next to nothing.
 //
 // One table row per engine and run (each run a fresh profile); the machine is shared, so
 // compare rows of the same run.
@@ -205,12 +208,16 @@ async function pageLibrary({ op, publicKey }) {
   }
   const game = window.benchGame;
   let last = null;
-  const onProgress = (p) => (last = p);
+  const phases = {}; // phase -> ms after the call when first reported
   const usageBefore = await estimate();
   const t0 = performance.now();
+  const onProgress = (p) => {
+    last = p;
+    phases[p.phase] ??= Math.round(performance.now() - t0);
+  };
   const result = op === "install" ? await game.install("v1", { onProgress }) : await game.update("v1", "v2", { onProgress });
   const ms = performance.now() - t0;
-  return { ms, result, newBytesWritten: last?.newBytesWritten ?? null, usageBefore, usageAfter: await estimate() };
+  return { ms, result, phases, newBytesWritten: last?.newBytesWritten ?? null, usageBefore, usageAfter: await estimate() };
 }
 
 /** Downloads every file of v2 into OPFS `plain/` with fetch -> createWritable, 4 at a time (runs in the page). */
@@ -232,10 +239,14 @@ async function pagePlainDownload({ files }) {
   const usageBefore = await usage();
   const t0 = performance.now();
   let bytes = 0;
+  // The large files first, then the small ones: how long each part takes is reported too.
+  const large = files.filter((f) => f.size >= 1 << 20);
+  const small = files.filter((f) => f.size < 1 << 20);
+  let list = large;
   let next = 0;
   const worker = async () => {
-    while (next < files.length) {
-      const { path } = files[next++];
+    while (next < list.length) {
+      const { path } = list[next++];
       const handle = await (await dirOf(path)).getFileHandle(path.split("/").at(-1), { create: true });
       const res = await fetch(`/plain/${path}`, { cache: "no-store" });
       if (!res.ok) throw new Error(`GET /plain/${path}: ${res.status}`);
@@ -244,8 +255,11 @@ async function pagePlainDownload({ files }) {
     }
   };
   await Promise.all([worker(), worker(), worker(), worker()]);
+  const largeMs = performance.now() - t0;
+  [list, next] = [small, 0];
+  await Promise.all([worker(), worker(), worker(), worker()]);
   const ms = performance.now() - t0;
-  return { ms, bytes, usageBefore, usageAfter: await usage() };
+  return { ms, bytes, largeFiles: large.length, largeMs, smallFiles: small.length, smallMs: ms - largeMs, usageBefore, usageAfter: await usage() };
 }
 
 // --- Main ----------------------------------------------------------------------------
@@ -298,6 +312,8 @@ if (!existsSync(root)) {
 }
 if (!existsSync(join(repo, "web/dist/lib/edgepatch-web.js"))) throw new Error("web/dist/lib is missing: run web/scripts/build-all.sh first");
 const server = await startServer({ root });
+const MBIT = Number(opt("mbit", "0"));
+if (MBIT > 0) server.faults.bytesPerSecond = (MBIT * 1e6) / 8;
 const { source, launch } = await launcher();
 console.error(`bench: engines ${ENGINES.join(", ")} via ${source}; server ${server.url}`);
 
@@ -331,7 +347,7 @@ await server.close();
 // --- Report --------------------------------------------------------------------------
 const mb = (n) => (n == null ? "n/a" : (n / 1e6).toFixed(1));
 const rate = (bytes, ms) => (bytes / 1e6 / (ms / 1000)).toFixed(0);
-console.log(`\nnew build: ${mb(newBytes)} MB in ${v2Files.length} files; patch v1 -> v2: ${(update.patch_bytes / 1e6).toFixed(2)} MB (${update.segments} segments, level ${LEVEL}); install patch _ -> v1: ${mb(sitePairs["_->v1"].patch_bytes)} MB; ${cpus().length} cores (${cpus()[0]?.model ?? "?"})\n`);
+console.log(`\nnew build: ${mb(newBytes)} MB in ${v2Files.length} files; patch v1 -> v2: ${(update.patch_bytes / 1e6).toFixed(2)} MB (${update.segments} segments, level ${LEVEL}); link: ${MBIT > 0 ? `${MBIT} Mbit/s` : "loopback"}; install patch _ -> v1: ${mb(sitePairs["_->v1"].patch_bytes)} MB; ${cpus().length} cores (${cpus()[0]?.model ?? "?"})\n`);
 console.log("| engine | update v1 -> v2 s | output MB/s | patch MB sent by the server | OPFS MB written (library) | estimate() growth MB | plain download s | plain MB/s | update / plain time | install v1 s (MB/s) |");
 console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const r of results) {
@@ -345,6 +361,13 @@ for (const r of results) {
     `| ${r.engine} ${r.version} | ${(u.ms / 1000).toFixed(2)} | ${rate(u.result.newBytesTotal, u.ms)} | ${mb(u.patchBytesServed)} | ${mb(u.newBytesWritten)} | ${growth} | ` +
       `${(r.plain.ms / 1000).toFixed(2)} | ${rate(r.plain.bytes, r.plain.ms)} | ${(u.ms / r.plain.ms).toFixed(2)}x | ${(r.install.ms / 1000).toFixed(2)} (${rate(r.install.result.newBytesTotal, r.install.ms)}) |`,
   );
+}
+console.log("");
+for (const r of results.filter((r) => !r.error)) {
+  const ph = Object.entries(r.update.phases).map(([p, ms]) => `${p} ${(ms / 1000).toFixed(2)}`).join(", ");
+  console.log(`- ${r.engine}: update phases first reported at (s): ${ph}; library seconds ${r.update.result.seconds.toFixed(2)}; ` +
+    `plain download: ${r.plain.largeFiles} large files ${(r.plain.largeMs / 1000).toFixed(2)} s, ${r.plain.smallFiles} small files ${(r.plain.smallMs / 1000).toFixed(2)} s; ` +
+    `estimate() growth of the plain download ${r.plain.usageBefore != null && r.plain.usageAfter != null ? mb(r.plain.usageAfter - r.plain.usageBefore) : "n/a"} MB`);
 }
 const out = opt("json", null);
 if (out) writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), newBytes, files: v2Files.length, level: LEVEL, pairs: sitePairs, results }, null, 2));

@@ -15,8 +15,9 @@
 // byte, stall patch responses at a patch offset (the connection stays open, no
 // more bytes), serve other files at given URL paths (what a hostile host, CDN or
 // network would answer: `faults.replace`, URL path -> file), leave out response
-// headers (`faults.omitHeaders`, a misconfigured CDN), and count the patch bytes
-// served (`stats`; preflights apart in `stats.preflights`).
+// headers (`faults.omitHeaders`, a misconfigured CDN), send every answer's body
+// through one slow link (`faults.bytesPerSecond`, for benchmarks), and count the
+// patch bytes served (`stats`; preflights apart in `stats.preflights`).
 import { createReadStream, readFileSync, statSync } from "node:fs";
 import { createServer } from "node:http";
 import { dirname, extname, join, normalize, resolve, sep } from "node:path";
@@ -89,8 +90,16 @@ const CORS = {
 export function startServer({ root, host = "127.0.0.1", port = 0, log = false } = {}) {
   root = resolve(root);
   const demo = demoPath(root);
-  const faults = { cutPatchAt: null, stallPatchAt: null, corruptPatchAt: null, replace: new Map(), omitHeaders: new Set() };
+  const faults = { cutPatchAt: null, stallPatchAt: null, corruptPatchAt: null, replace: new Map(), omitHeaders: new Set(), bytesPerSecond: null };
   const stats = { patchBytesServed: 0, requests: [], preflights: [] };
+  // A slow link all answers share (faults.bytesPerSecond): when its next byte is free.
+  let linkFreeAt = 0;
+  const linkDelay = (bytes) => {
+    if (!faults.bytesPerSecond) return 0;
+    const now = performance.now();
+    linkFreeAt = Math.max(linkFreeAt, now) + (bytes / faults.bytesPerSecond) * 1000;
+    return Math.max(0, Math.round(linkFreeAt - now - (bytes / faults.bytesPerSecond) * 1000));
+  };
 
   const server = createServer((req, res) => {
     // Every answer carries CORS, less what a test leaves out (header names in lower case).
@@ -177,12 +186,27 @@ export function startServer({ root, host = "127.0.0.1", port = 0, log = false } 
       pos += chunk.length;
       entry.bytes += chunk.length;
       if (isPatch) stats.patchBytesServed += chunk.length;
-      if (!res.write(chunk)) {
-        stream.pause();
-        res.once("drain", () => stream.resume());
-      }
+      const send = () => {
+        if (!res.write(chunk)) {
+          stream.pause();
+          res.once("drain", () => stream.resume());
+        }
+      };
+      const wait = linkDelay(chunk.length);
+      if (wait === 0) return send();
+      stream.pause();
+      delayed = true;
+      setTimeout(() => {
+        delayed = false;
+        if (res.destroyed) return;
+        send();
+        if (ended) res.end();
+        else if (!res.writableNeedDrain) stream.resume();
+      }, wait);
     });
-    stream.on("end", () => res.end());
+    let delayed = false;
+    let ended = false;
+    stream.on("end", () => (delayed ? (ended = true) : res.end()));
     if (stall !== null && start >= stall) {
       stream.destroy();
       entry.status = "stalled";
