@@ -4,7 +4,7 @@
 // (issue 12, "Measure"; results in BENCHMARKS.md, "Browser update per engine").
 //
 //   node bench/browser/update-bench.mjs [--engines chromium,firefox,webkit] [--runs 1] [--level 9]
-//        [--mbit N] [--work DIR] [--keep] [--json FILE]
+//        [--layout many|few] [--mbit N] [--work DIR] [--keep] [--json FILE]
 //
 // --mbit N sends every answer through one link of N Mbit/s (serve.mjs faults.bytesPerSecond);
 // without it the server answers at loopback speed, so the download costs next to nothing.
@@ -27,6 +27,8 @@
 //      media/intro.bin   16 MiB incompressible, unchanged
 //      levels/*.json     1,500 JSON files of ~8 KiB (12 MiB); v2 edits 80, adds 40, removes 20
 //      textures/*.bin    400 incompressible files of ~20 KiB (8 MiB); v2 replaces 20
+//    --layout few puts the levels and the textures in one file each (the same bytes): 7
+//    files instead of ~1,900, to tell the per-file costs from the per-byte ones.
 // 2. `edgepatch keygen` and `edgepatch site add` (v1, then v2 on channel "stable") make the
 //    static update site; web/scripts/serve.mjs serves it, the library, and v2's plain files,
 //    on 127.0.0.1 (one origin, no CORS in the way).
@@ -57,6 +59,8 @@ const opt = (name, dflt) => {
 const RUNS = Number(opt("runs", "1"));
 const ENGINES = opt("engines", process.env.EDGEPATCH_BROWSERS ?? "chromium,firefox,webkit").split(",").filter(Boolean);
 const LEVEL = Number(opt("level", "9"));
+const LAYOUT = opt("layout", "many");
+if (!["many", "few"].includes(LAYOUT)) throw new Error(`--layout ${LAYOUT}: many or few`);
 const EDGEPATCH = process.env.EDGEPATCH_BIN ?? join(repo, "target/release/edgepatch");
 const MiB = 1 << 20;
 
@@ -145,10 +149,15 @@ function writeBuild(dir, version) {
   put("media/intro.bin", randomBytes(424242, 16 * MiB));
   // Levels: v2 edits 80 (i % 19 === 3), removes 20 (1480..1499), adds 40 (1500..1539).
   const levels = version === 2 ? [...Array(1480).keys(), ...Array.from({ length: 40 }, (_, i) => 1500 + i)] : [...Array(1500).keys()];
-  for (const i of levels) put(`levels/level-${String(i).padStart(4, "0")}.json`, levelJson(i, version));
-  for (let i = 0; i < 400; i++) {
-    const replaced = version === 2 && i % 20 === 9;
-    put(`textures/tex-${String(i).padStart(3, "0")}.bin`, randomBytes(replaced ? 90000 + i : 50000 + i, 16 * 1024 + (i % 16) * 1024));
+  const level = (i) => levelJson(i, version);
+  const texture = (i) => randomBytes(version === 2 && i % 20 === 9 ? 90000 + i : 50000 + i, 16 * 1024 + (i % 16) * 1024);
+  if (LAYOUT === "few") {
+    // The same bytes in two files: what the per-file costs are, next to the many-file layout.
+    put("levels/levels.json", Buffer.concat(levels.map((i) => Buffer.from(level(i)))));
+    put("textures/textures.bin", Buffer.concat(Array.from({ length: 400 }, (_, i) => texture(i))));
+  } else {
+    for (const i of levels) put(`levels/level-${String(i).padStart(4, "0")}.json`, level(i));
+    for (let i = 0; i < 400; i++) put(`textures/tex-${String(i).padStart(3, "0")}.bin`, texture(i));
   }
   put("index.html", `<!doctype html><title>bench game v${version}</title>\n`);
 }
@@ -267,24 +276,25 @@ async function pagePlainDownload({ files }) {
 const work = opt("work", null) ?? mkdtempSync(join(tmpdir(), "edgepatch-browser-bench-"));
 if (!relative(repo, work).startsWith("..")) throw new Error(`--work ${work} is inside the repository; use a directory outside it`);
 if (!args.includes("--keep")) process.on("exit", () => rmSync(work, { recursive: true, force: true }));
-const builds = { v1: join(work, "builds/v1"), v2: join(work, "builds/v2") };
+const at = (name) => join(work, `${name}-${LAYOUT}`); // each layout its own builds, site and root
+const builds = { v1: join(at("builds"), "v1"), v2: join(at("builds"), "v2") };
 let t = performance.now();
-if (!existsSync(join(work, "builds/done"))) {
-  rmSync(join(work, "builds"), { recursive: true, force: true });
+if (!existsSync(join(at("builds"), "done"))) {
+  rmSync(at("builds"), { recursive: true, force: true });
   writeBuild(builds.v1, 1);
   writeBuild(builds.v2, 2);
-  writeFileSync(join(work, "builds/done"), "");
+  writeFileSync(join(at("builds"), "done"), "");
 }
 const v2Files = listFiles(builds.v2);
 const newBytes = v2Files.reduce((n, f) => n + f.size, 0);
 console.error(`bench: builds in ${work}: v1 ${(listFiles(builds.v1).reduce((n, f) => n + f.size, 0) / 1e6).toFixed(1)} MB, v2 ${(newBytes / 1e6).toFixed(1)} MB in ${v2Files.length} files (${((performance.now() - t) / 1000).toFixed(1)} s)`);
 
 // The site, made with the CLI (a fresh key each run; kept with --keep and reused).
-const site = join(work, "site");
-const siteInfo = join(work, "site-pairs.json");
+const site = at("site");
+const siteInfo = `${at("site-pairs")}.json`;
 if (!existsSync(siteInfo)) {
   rmSync(site, { recursive: true, force: true });
-  const key = join(work, "site.key");
+  const key = `${at("site")}.key`;
   rmSync(key, { force: true });
   execFileSync(EDGEPATCH, ["--quiet", "keygen", key]);
   const info = {};
@@ -302,7 +312,7 @@ const { publicKey } = JSON.parse(readFileSync(join(site, "public/v1/public-key")
 const update = sitePairs["v1->v2"];
 
 // What the server serves: the library, the site, v2's files for the plain download, a blank page.
-const root = join(work, "root");
+const root = at("root");
 if (!existsSync(root)) {
   mkdirSync(root);
   symlinkSync(join(repo, "web/dist/lib"), join(root, "lib"));
@@ -347,7 +357,7 @@ await server.close();
 // --- Report --------------------------------------------------------------------------
 const mb = (n) => (n == null ? "n/a" : (n / 1e6).toFixed(1));
 const rate = (bytes, ms) => (bytes / 1e6 / (ms / 1000)).toFixed(0);
-console.log(`\nnew build: ${mb(newBytes)} MB in ${v2Files.length} files; patch v1 -> v2: ${(update.patch_bytes / 1e6).toFixed(2)} MB (${update.segments} segments, level ${LEVEL}); link: ${MBIT > 0 ? `${MBIT} Mbit/s` : "loopback"}; install patch _ -> v1: ${mb(sitePairs["_->v1"].patch_bytes)} MB; ${cpus().length} cores (${cpus()[0]?.model ?? "?"})\n`);
+console.log(`\nnew build (layout ${LAYOUT}): ${mb(newBytes)} MB in ${v2Files.length} files; patch v1 -> v2: ${(update.patch_bytes / 1e6).toFixed(2)} MB (${update.segments} segments, level ${LEVEL}); link: ${MBIT > 0 ? `${MBIT} Mbit/s` : "loopback"}; install patch _ -> v1: ${mb(sitePairs["_->v1"].patch_bytes)} MB; ${cpus().length} cores (${cpus()[0]?.model ?? "?"})\n`);
 console.log("| engine | update v1 -> v2 s | output MB/s | patch MB sent by the server | OPFS MB written (library) | estimate() growth MB | plain download s | plain MB/s | update / plain time | install v1 s (MB/s) |");
 console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const r of results) {
@@ -370,4 +380,4 @@ for (const r of results.filter((r) => !r.error)) {
     `estimate() growth of the plain download ${r.plain.usageBefore != null && r.plain.usageAfter != null ? mb(r.plain.usageAfter - r.plain.usageBefore) : "n/a"} MB`);
 }
 const out = opt("json", null);
-if (out) writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), newBytes, files: v2Files.length, level: LEVEL, pairs: sitePairs, results }, null, 2));
+if (out) writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), newBytes, files: v2Files.length, level: LEVEL, layout: LAYOUT, mbit: MBIT || null, pairs: sitePairs, results }, null, 2));
