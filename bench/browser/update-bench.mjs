@@ -27,7 +27,7 @@
 //      media/intro.bin   16 MiB incompressible, unchanged
 //      levels/*.json     1,500 JSON files of ~8 KiB (12 MiB); v2 edits 80, adds 40, removes 20
 //      textures/*.bin    400 incompressible files of ~20 KiB (8 MiB); v2 replaces 20
-//    --layout few puts the levels and the textures in one file each (the same bytes): 7
+//    --layout few puts the levels and the textures in one file each (the same bytes): 6
 //    files instead of ~1,900, to tell the per-file costs from the per-byte ones.
 // 2. `edgepatch keygen` and `edgepatch site add` (v1, then v2 on channel "stable") make the
 //    static update site; web/scripts/serve.mjs serves it, the library, and v2's plain files,
