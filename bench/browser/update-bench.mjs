@@ -42,15 +42,20 @@
 //
 // Engines come from tests/e2e/engines.mjs (`launch(engine, { profileDir })`) when that
 // module exists; otherwise Chromium (playwright-core) and Firefox (puppeteer-core) are
-// launched here and WebKit is reported as missing.
-import { execFileSync } from "node:child_process";
+// launched here, and WebKitGTK opens a page that runs the same steps by itself
+// (bench/browser/webkitgtk_run.py under xvfb-run: a persistent profile, Safari's OPFS
+// features on). Each step is measured on its own: a failed update is written in the
+// table and the plain download is still measured.
+import { execFile, execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { startServer } from "../../web/scripts/serve.mjs";
 
-const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
+const here = dirname(fileURLToPath(import.meta.url));
+const repo = join(here, "../..");
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
   const i = args.indexOf(`--${name}`);
@@ -179,9 +184,10 @@ const CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 /** `launch(engine, { profileDir })` from tests/e2e/engines.mjs, or a local one for Chromium and Firefox. */
 async function launcher() {
   const shared = join(repo, "tests/e2e/engines.mjs");
-  if (existsSync(shared)) return { source: "tests/e2e/engines.mjs", launch: (await import(shared)).launch };
+  if (existsSync(shared)) return { shared: true, source: "tests/e2e/engines.mjs", launch: (await import(shared)).launch };
   return {
-    source: "local (tests/e2e/engines.mjs absent)",
+    shared: false,
+    source: "local (tests/e2e/engines.mjs absent: Chromium via playwright-core, Firefox via puppeteer-core, WebKitGTK via webkitgtk_run.py)",
     async launch(engine, { profileDir }) {
       if (engine === "chromium") {
         const { chromium } = await import("playwright-core");
@@ -324,27 +330,66 @@ if (!existsSync(join(repo, "web/dist/lib/edgepatch-web.js"))) throw new Error("w
 const server = await startServer({ root });
 const MBIT = Number(opt("mbit", "0"));
 if (MBIT > 0) server.faults.bytesPerSecond = (MBIT * 1e6) / 8;
-const { source, launch } = await launcher();
+const { source, launch, shared: sharedLauncher } = await launcher();
 console.error(`bench: engines ${ENGINES.join(", ")} via ${source}; server ${server.url}`);
 
+/** A page that runs the benchmark by itself and puts the result in its title (webkitgtk_run.py reads it). */
+function autorunPage(files) {
+  return `<!doctype html><title>edgepatch browser bench</title><script type="module">
+const pageLibrary = ${pageLibrary};
+const pagePlainDownload = ${pagePlainDownload};
+const out = {};
+const step = async (name, fn) => {
+  try { out[name] = await fn(); } catch (e) { out[name] = { error: (e?.name ? e.name + ": " : "") + String(e?.message ?? e) }; }
+  return !out[name].error;
+};
+if (await step("install", () => pageLibrary(${JSON.stringify({ op: "install", publicKey })}))) await step("update", () => pageLibrary(${JSON.stringify({ op: "update", publicKey })}));
+await step("plain", () => pagePlainDownload(${JSON.stringify({ files })}));
+document.title = "EDGEPATCH-RESULT " + JSON.stringify(out);
+</script>
+`;
+}
+
+/** WebKitGTK without the shared launcher: bench/browser/webkitgtk_run.py under Xvfb opens the autorun page. */
+async function runWebKitGtk(profileDir) {
+  writeFileSync(join(root, "autorun.html"), autorunPage(v2Files));
+  const { stdout } = await promisify(execFile)("xvfb-run", ["-a", "/usr/bin/python3", join(here, "webkitgtk_run.py"), `${server.url}autorun.html`, profileDir, "1200"], { encoding: "utf8", maxBuffer: 64 << 20 });
+  return JSON.parse(stdout);
+}
+
+const oneLine = (e) => String(e?.message ?? e).split("\n")[0];
 const results = [];
 for (const engine of ENGINES.flatMap((e) => Array(RUNS).fill(e))) {
   const profileDir = mkdtempSync(join(tmpdir(), `edgepatch-bench-${engine}-`));
   const row = { engine };
   let browser = null;
+  server.resetStats();
   try {
-    browser = await launch(engine, { profileDir });
-    row.version = browser.version ?? browser.browserVersion ?? "";
-    await browser.goto(`${server.url}index.html`);
-    row.install = await browser.evaluate(pageLibrary, { op: "install", publicKey });
-    server.resetStats();
-    row.update = await browser.evaluate(pageLibrary, { op: "update", publicKey });
-    row.update.patchBytesServed = server.stats.patchBytesServed;
-    server.resetStats();
-    row.plain = await browser.evaluate(pagePlainDownload, { files: v2Files });
-    console.error(`bench: ${engine}: update ${(row.update.ms / 1000).toFixed(2)} s, plain download ${(row.plain.ms / 1000).toFixed(2)} s`);
+    if (engine === "webkit" && !sharedLauncher) {
+      const { webkitgtk, page } = await runWebKitGtk(profileDir);
+      Object.assign(row, { version: `WebKitGTK ${webkitgtk}`, via: "webkitgtk_run.py" }, page);
+    } else {
+      browser = await launch(engine, { profileDir });
+      row.version = browser.version ?? browser.browserVersion ?? "";
+      await browser.goto(`${server.url}index.html`);
+      // Each step on its own: a failed update still leaves the plain download measured.
+      const step = async (name, fn) => {
+        try {
+          row[name] = await fn();
+        } catch (e) {
+          row[name] = { error: oneLine(e) };
+        }
+        return !row[name].error;
+      };
+      if (await step("install", () => browser.evaluate(pageLibrary, { op: "install", publicKey }))) await step("update", () => browser.evaluate(pageLibrary, { op: "update", publicKey }));
+      await step("plain", () => browser.evaluate(pagePlainDownload, { files: v2Files }));
+    }
+    // What the server sent of the v1 -> v2 patch.
+    if (row.update && !row.update.error) row.update.patchBytesServed = server.stats.requests.filter((r) => r.path === `/updates/${update.patch}`).reduce((n, r) => n + r.bytes, 0);
+    const secs = (x) => (x == null ? "not run" : x.error ? `FAILED (${x.error})` : `${(x.ms / 1000).toFixed(2)} s`);
+    console.error(`bench: ${engine}: install ${secs(row.install)}, update ${secs(row.update)}, plain download ${secs(row.plain)}`);
   } catch (e) {
-    row.error = String(e?.message ?? e).split("\n")[0];
+    row.error = oneLine(e);
     console.error(`bench: ${engine}: FAILED: ${row.error}`);
   } finally {
     await browser?.close().catch(() => {});
@@ -365,19 +410,28 @@ for (const r of results) {
     console.log(`| ${r.engine} ${r.version ?? ""} | failed: ${r.error} | | | | | | | | |`);
     continue;
   }
-  const u = r.update;
-  const growth = u.usageBefore != null && u.usageAfter != null ? mb(u.usageAfter - u.usageBefore) : "n/a";
-  console.log(
-    `| ${r.engine} ${r.version} | ${(u.ms / 1000).toFixed(2)} | ${rate(u.result.newBytesTotal, u.ms)} | ${mb(u.patchBytesServed)} | ${mb(u.newBytesWritten)} | ${growth} | ` +
-      `${(r.plain.ms / 1000).toFixed(2)} | ${rate(r.plain.bytes, r.plain.ms)} | ${(u.ms / r.plain.ms).toFixed(2)}x | ${(r.install.ms / 1000).toFixed(2)} (${rate(r.install.result.newBytesTotal, r.install.ms)}) |`,
-  );
+  const [u, p, i] = [r.update, r.plain, r.install];
+  const ok = (x) => x && !x.error;
+  const failed = (x) => (x ? `failed: ${x.error}` : "not run");
+  const growth = ok(u) && u.usageBefore != null && u.usageAfter != null ? mb(u.usageAfter - u.usageBefore) : "n/a";
+  const updateCells = ok(u) ? [(u.ms / 1000).toFixed(2), rate(u.result.newBytesTotal, u.ms), mb(u.patchBytesServed), mb(u.newBytesWritten), growth] : [failed(u), "", "", "", ""];
+  const plainCells = ok(p) ? [(p.ms / 1000).toFixed(2), rate(p.bytes, p.ms)] : [failed(p), ""];
+  const ratio = ok(u) && ok(p) ? `${(u.ms / p.ms).toFixed(2)}x` : "";
+  const installCell = ok(i) ? `${(i.ms / 1000).toFixed(2)} (${rate(i.result.newBytesTotal, i.ms)})` : failed(i);
+  console.log(`| ${r.engine} ${r.version} | ${[...updateCells, ...plainCells, ratio, installCell].join(" | ")} |`);
 }
 console.log("");
 for (const r of results.filter((r) => !r.error)) {
-  const ph = Object.entries(r.update.phases).map(([p, ms]) => `${p} ${(ms / 1000).toFixed(2)}`).join(", ");
-  console.log(`- ${r.engine}: update phases first reported at (s): ${ph}; library seconds ${r.update.result.seconds.toFixed(2)}; ` +
-    `plain download: ${r.plain.largeFiles} large files ${(r.plain.largeMs / 1000).toFixed(2)} s, ${r.plain.smallFiles} small files ${(r.plain.smallMs / 1000).toFixed(2)} s; ` +
-    `estimate() growth of the plain download ${r.plain.usageBefore != null && r.plain.usageAfter != null ? mb(r.plain.usageAfter - r.plain.usageBefore) : "n/a"} MB`);
+  const parts = [];
+  if (r.update && !r.update.error) {
+    const ph = Object.entries(r.update.phases).map(([p, ms]) => `${p} ${(ms / 1000).toFixed(2)}`).join(", ");
+    parts.push(`update phases first reported at (s): ${ph}; library seconds ${r.update.result.seconds.toFixed(2)}`);
+  }
+  if (r.plain && !r.plain.error) {
+    parts.push(`plain download: ${r.plain.largeFiles} large files ${(r.plain.largeMs / 1000).toFixed(2)} s, ${r.plain.smallFiles} small files ${(r.plain.smallMs / 1000).toFixed(2)} s; ` +
+      `estimate() growth of the plain download ${r.plain.usageBefore != null && r.plain.usageAfter != null ? mb(r.plain.usageAfter - r.plain.usageBefore) : "n/a"} MB`);
+  }
+  console.log(`- ${r.engine}: ${parts.join("; ") || "nothing measured"}`);
 }
 const out = opt("json", null);
 if (out) writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), newBytes, files: v2Files.length, level: LEVEL, layout: LAYOUT, mbit: MBIT || null, pairs: sitePairs, results }, null, 2));
