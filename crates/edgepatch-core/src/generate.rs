@@ -27,6 +27,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::diff::{encode_header_and_tree, plan_tree, DiffStats, PlannedKind};
 use crate::error::{Error, Result};
 use crate::inspect::{patch_manifest, PatchLayout};
+use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
 use crate::patch_format::*;
 use crate::signature::{find_block_matches, Signature, SignedKind};
 use crate::wire::put_varint;
@@ -82,6 +83,8 @@ pub struct PatchGenerator {
     /// Per new entry, its BLAKE3 (files) from the new signature, for the manifest.
     new_hashes: Vec<[u8; 32]>,
     stats: DiffStats,
+    /// Segments kept in the ops form (the rest are window segments).
+    ops_segments: u64,
 }
 
 fn invalid(what: impl Into<String>) -> Error {
@@ -197,11 +200,17 @@ impl PatchGenerator {
             patch_blake3: None,
             new_hashes: new.entries.iter().map(|e| if let SignedKind::File { blake3, .. } = e.kind { blake3 } else { [0; 32] }).collect(),
             stats,
+            ops_segments: 0,
         })
     }
 
     pub fn segment_count(&self) -> u64 {
         self.new_total.div_ceil(GENERATOR_SEGMENT)
+    }
+
+    /// Segments encoded as copy operations so far (the others are window segments).
+    pub fn ops_segments(&self) -> u64 {
+        self.ops_segments
     }
 
     /// What the patch does (counts of unchanged, renamed, delta files; sizes).
@@ -292,16 +301,34 @@ impl PatchGenerator {
         if old.len() as u64 != want {
             return Err(invalid(format!("segment {i}: {} old bytes given, the plan needs {want}", old.len())));
         }
+        // Two encodings of the segment against the same old spans; the smaller is kept. The
+        // ops form (the native diff's: byte-granular copies with difference bytes, found by a
+        // suffix array over the spans) wins on compiled code, where approximate matches
+        // dominate; the window form (a zstd frame over the spans and the recent new data)
+        // wins where data repeats inside the new build. The window's zstd context (the largest
+        // allocation) is made and freed first; the suffix array then fits where it was, so the
+        // peak is the larger of the two, not their sum.
         let mut window = old;
+        let old_len = window.len();
         window.extend_from_slice(&self.history);
         let frame = compress_with_window(new, &window, self.level)?;
+        window.truncate(old_len);
+        let ops_form = encode_ops_segment(new, &window, &spans, self.level)?;
         drop(window);
         let header = WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: self.history.len() as u64, comp_len: frame.len() as u64 };
         let mut out = Vec::with_capacity(frame.len() + 32 + header.spans.len() * 8);
         header.encode(&mut out);
         out.extend_from_slice(&frame);
+        let segment = match ops_form {
+            Some((bytes, ops_header)) if bytes.len() < out.len() => {
+                out = bytes;
+                self.ops_segments += 1;
+                Segment::Ops(ops_header)
+            }
+            _ => Segment::Window(header),
+        };
         self.spans.push((self.out_len, out.len() as u64));
-        self.segments.push(Segment::Window(header));
+        self.segments.push(segment);
         // Keep the last MAX_WINDOW_BACK bytes of the new stream.
         let keep = (MAX_WINDOW_BACK as usize).saturating_sub(new.len()).min(self.history.len());
         self.history.drain(..self.history.len() - keep);
@@ -448,6 +475,83 @@ fn choose_spans(mut candidates: Vec<(u64, u64, u64)>, reference_len: u64, budget
     }
     kept.sort_unstable();
     kept
+}
+
+/// The segment `new` as copy operations from the reference stream (docs/FORMAT.md §2, "ops
+/// segment"), matched against `old`: the concatenation of the reference spans `spans`
+/// (start, len). Matching runs on the concatenation; a copy crossing from one span into the
+/// next is split there, and every copy is moved to the span's place in the reference. None
+/// when nothing in `old` matches (the window form is then all there is).
+fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) -> Result<Option<(Vec<u8>, SegmentHeader)>> {
+    if old.is_empty() || old.len() >= i32::MAX as usize {
+        return Ok(None);
+    }
+    let ops = {
+        let index = OldIndex::new(old);
+        match_new_data(&index, new, MatchParams::default(), &|_| {})
+    };
+    if ops.iter().all(|op| op.copy_len == 0) {
+        return Ok(None);
+    }
+    let (diff, extra) = split_streams(old, new, &ops);
+    // Where each span starts in `old` (window coordinates).
+    let mut starts = Vec::with_capacity(spans.len());
+    let mut at = 0u64;
+    for &(_, len) in spans {
+        starts.push(at);
+        at += len;
+    }
+    let mut remapped = Vec::with_capacity(ops.len() + spans.len());
+    let (mut new_at, mut last_diagonal) = (0u64, 0i64);
+    for op in &ops {
+        let (mut w, mut left) = ((new_at as i64 + op.diagonal) as u64, op.copy_len);
+        let mut piece_at = new_at;
+        if left == 0 {
+            remapped.push(Op { diagonal: last_diagonal, copy_len: 0, extra_len: op.extra_len });
+        }
+        while left > 0 {
+            let k = starts.partition_point(|&s| s <= w) - 1;
+            let (ref_start, len) = spans[k];
+            let piece = left.min(starts[k] + len - w);
+            let diagonal = (ref_start + (w - starts[k])) as i64 - piece_at as i64;
+            left -= piece;
+            remapped.push(Op { diagonal, copy_len: piece, extra_len: if left == 0 { op.extra_len } else { 0 } });
+            last_diagonal = diagonal;
+            w += piece;
+            piece_at += piece;
+        }
+        new_at += op.copy_len + op.extra_len;
+    }
+    let ctrl = encode_control(&remapped);
+    if ctrl.len() as u64 > MAX_SEGMENT_CTRL {
+        return Ok(None);
+    }
+    drop(ops);
+    let (c, d, e) = (compress_capped(&ctrl, level)?, compress_capped(&diff, level)?, compress_capped(&extra, level)?);
+    let header = SegmentHeader {
+        new_len: new.len() as u64,
+        ctrl_raw: ctrl.len() as u64,
+        ctrl_comp: c.len() as u64,
+        diff_raw: diff.len() as u64,
+        diff_comp: d.len() as u64,
+        extra_raw: extra.len() as u64,
+        extra_comp: e.len() as u64,
+    };
+    let mut out = Vec::with_capacity(32 + c.len() + d.len() + e.len());
+    header.encode(&mut out);
+    out.extend_from_slice(&c);
+    out.extend_from_slice(&d);
+    out.extend_from_slice(&e);
+    Ok(Some((out, header)))
+}
+
+/// One zstd frame of `data` (a stream of an ops segment), with the match finder's tables
+/// capped as the window form's are, so a generation stays within an isolate's memory.
+fn compress_capped(data: &[u8], level: i32) -> Result<Vec<u8>> {
+    if data.is_empty() {
+        return Ok(Vec::new());
+    }
+    compress_with_window(data, &[], level)
 }
 
 fn compress_with_window(data: &[u8], window: &[u8], level: i32) -> Result<Vec<u8>> {

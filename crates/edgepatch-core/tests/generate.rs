@@ -93,13 +93,19 @@ fn multi_segment_patches_reach_back_and_resume() {
     }
     let repeat = noise(4, 1 << 20);
     let old = Build::from_entries(vec![file("a.bin", base), file("z.txt", b"gone".to_vec())]).unwrap();
-    let new = Build::from_entries(vec![file("a.bin", changed), file("b.bin", repeat.clone()), file("c.bin", repeat)]).unwrap();
+    // New stream: a.bin [0, 6M), b.bin [6M, 7M), m.bin [7M, 9M), c.bin [9M, 10M): c.bin repeats
+    // b.bin 3 MiB back, from the third segment.
+    let new =
+        Build::from_entries(vec![file("a.bin", changed), file("b.bin", repeat.clone()), file("c.bin", repeat), file("m.bin", noise(5, 2 << 20))]).unwrap();
     let (patch, _) = generate(Some(&old), &new, 3);
     assert_eq!(apply(&patch, &old), new);
     let info = inspect_patch(patch.as_slice()).unwrap();
-    assert!(info.layout.segments.len() >= 2);
-    assert!(info.layout.segments.iter().skip(1).all(|s| matches!(s, Segment::Window(w) if w.back_len > 0)));
-    assert!(patch.len() < 1_500_000, "c.bin repeats b.bin through the history: {} bytes", patch.len());
+    assert_eq!(info.layout.segments.len(), 3);
+    // a.bin (scattered byte changes) is cheaper as copy operations; c.bin (b.bin again) only
+    // a window reaching back into the new data finds.
+    assert!(matches!(info.layout.segments[0], Segment::Ops(_)), "{:?}", info.layout.segments);
+    assert!(matches!(&info.layout.segments[2], Segment::Window(w) if w.back_len > 0), "{:?}", info.layout.segments);
+    assert!(patch.len() < 3_500_000, "c.bin repeats b.bin through the history: {} bytes", patch.len());
 
     // Resume after each segment: the history is rebuilt from what was written.
     let head = &patch[..info.layout.segment_spans[0].0 as usize];
