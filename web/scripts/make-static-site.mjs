@@ -1,43 +1,51 @@
 #!/usr/bin/env node
-// Makes a signed static update site (docs/UPDATE_PROTOCOL.md v2) with the native CLI
-// (patches, manifests) and the core's statement encoding (wasm `updateStatement`,
-// `channelStatement`, `keyId`), plus hostile variants of it for the browser tests:
+// Makes the demo's and the browser tests' static update site with the CLI, exactly as a
+// studio would (docs/STATIC_SITE.md): `edgepatch keygen`, then `edgepatch site add` per
+// build; plus hostile variants of the site for the tests:
 //
 //   node web/scripts/make-static-site.mjs [--out web/dist/updates] [--trees web/dist/trees]
 //        [--hostile web/dist/hostile] [--big] [--edgepatch target/release/edgepatch]
 //
-// Game "demo": fixture builds v1 and v2 (fixtures/game-v*.tar); updates _ -> v1,
-// v1 -> v2, _ -> v2; channel "stable" moved to v1 (sequence 1), then to v2 (sequence 2).
-// With --big, game "big" too: a ~16 MiB file of deterministic pseudo-random bytes with
-// scattered changes, so the v1 -> v2 patch has several 4 MiB segments (resume tests).
-// Every descriptor carries a signature over its update statement, every channel
-// document one over its channel statement (sequence, expires = now + 7 days), under a
-// fixed test key (not a secret) published at v1/public-key. Extracted builds land in
-// --trees/<game>/<build>/ for byte comparisons.
+// Games (each build published with `site add --channel stable`, so the channel moves
+// through the builds in order):
+//   demo    fixtures/game-v1.tar, game-v2.tar (zstd level 19)
+//   arcade  fixtures/arcade/v1, v2 (the playable game), when those directories exist
+//   big     with --big: a ~16 MiB file of deterministic pseudo-random bytes with scattered
+//           changes, so the v1 -> v2 patch has several 4 MiB segments (resume tests);
+//           level 3; only v2 is on the channel
+// A fresh key is made on every run, in a temporary directory with the site's private
+// state (never under --out, which is served); the public key is in v1/public-key and in
+// site.json. --out gets the site's public/ directory as it would be uploaded, plus
+// site.json: { publicKey, keyId, games: { G: { updates: [descriptor + segments, newBytes,
+// patchBlake3], channels: { C: { build, sequence } } } } }, the listing the tests read.
+// Extracted builds land in --trees/<game>/<build>/ for byte comparisons.
 //
 // --hostile gets what an attacker who controls the host, a CDN or the network would
 // serve instead of some of the site's files, and hostile.json says which (per variant,
 // site-relative URL path -> file below --hostile); the tests swap them in with
-// serve.mjs's `faults.replace`:
+// serve.mjs's `faults.replace`. Variants that must carry a valid signature are signed
+// with the site's real key: the key file `edgepatch keygen` wrote is the base64 of the
+// 32-byte ed25519 seed, the statements are the core's (wasm `channelStatement`).
 //   forged-patch   a self-consistent patch v1 -> a v2 with another index.html title
-//                  (every file the same size), made with the CLI and re-tried with
-//                  variations until it is exactly the real patch's size, at the real
+//                  (every file the same size), made with `edgepatch diff` and re-tried
+//                  with variations until it is exactly the real patch's size, at the real
 //                  patch's URL
-//   wrong-game     demo's v1 -> v2 descriptor replaced by one signed (real key) for game
-//                  "other" (relabelled "demo"), with that game's manifest and patch
+//   wrong-game     demo's v1 -> v2 descriptor replaced by one `site add` signed (real key)
+//                  for game "other" (relabelled "demo"), with that game's manifest and patch
 //   unsigned       demo's v1 -> v2 descriptor without keyId and signature
 //   oversized-manifest  demo's v1 -> v2 manifest with 8 MiB appended
-//   rolled-back    demo's channel document replaced by its sequence-1 version (build v1),
-//                  signed by the real key and not expired: a replay
+//   rolled-back    demo's channel document replaced by the sequence-1 document `site add v1`
+//                  wrote (build v1), signed by the real key and not expired: a replay
 //   same-sequence  demo's channel document at sequence 2 (the real one's) naming build v1
 //   expired        demo's channel document (build v2, sequence 2) signed with an expiry
 //                  a day in the past: a freeze
 import { execFileSync } from "node:child_process";
 import { createHash, createPrivateKey, sign as ed25519Sign } from "node:crypto";
-import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { blake3Hex, channelStatement, initSync, keyId, updateStatement } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import { channelStatement, initSync } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 
 const web = join(dirname(fileURLToPath(import.meta.url)), "..");
 const repo = join(web, "..");
@@ -53,91 +61,69 @@ const trees = resolve(opt("--trees", join(web, "dist/trees")));
 const hostileOut = resolve(opt("--hostile", join(web, "dist/hostile")));
 const edgepatch = resolve(opt("--edgepatch", join(repo, "target/release/edgepatch")));
 const big = args.includes("--big");
-
-// A fixed ed25519 key (32-byte seed; a test key, not a secret).
-const SEED = Buffer.alloc(32, 7);
-const signingKey = createPrivateKey({ key: Buffer.concat([Buffer.from("302e020100300506032b657004220420", "hex"), SEED]), format: "der", type: "pkcs8" });
-const rawPublicKey = Buffer.from(signingKey.export({ format: "jwk" }).x, "base64url");
-const publicKey = rawPublicKey.toString("base64");
-const kid = keyId(rawPublicKey);
-const sign = (statement) => ed25519Sign(null, statement, signingKey).toString("base64");
 const now = Math.floor(Date.now() / 1000);
 const DAY = 86400;
+const json = (v) => JSON.stringify(v, null, 2) + "\n";
+const cli = (cmdArgs) => JSON.parse(execFileSync(edgepatch, ["--json", "--quiet", ...cmdArgs], { encoding: "utf8" }));
 
 for (const d of [out, trees, hostileOut]) rmSync(d, { recursive: true, force: true });
-const games = join(out, "v1/games");
-mkdirSync(join(games, "manifests"), { recursive: true });
-mkdirSync(join(games, "patches"), { recursive: true });
-const tmp = join(trees, ".work");
+// The key and the site's private state: outside anything served, gone when done.
+const work = mkdtempSync(join(tmpdir(), "edgepatch-site-"));
+process.on("exit", () => rmSync(work, { recursive: true, force: true }));
+const tmp = join(work, "tmp");
 mkdirSync(join(tmp, "empty"), { recursive: true });
 
+const keyFile = join(work, "site.key");
+const { public_key: publicKey, key_id: keyId } = cli(["keygen", keyFile]);
+// The key file's format (`edgepatch keygen`): base64 of the 32-byte seed. PKCS#8 wraps it for node.
+const seed = Buffer.from(readFileSync(keyFile, "utf8").trim(), "base64");
+const signingKey = createPrivateKey({ key: Buffer.concat([Buffer.from("302e020100300506032b657004220420", "hex"), seed]), format: "der", type: "pkcs8" });
+const sign = (statement) => ed25519Sign(null, statement, signingKey).toString("base64");
+
+const siteDir = join(work, "site");
+const publicDir = join(siteDir, "public");
 const index = {};
-const publicKeyDoc = { algorithm: "ed25519", publicKey, keyId: kid, keys: [{ keyId: kid, publicKey }] };
-writeFileSync(join(out, "v1/public-key"), JSON.stringify(publicKeyDoc) + "\n");
 
-/** Patch and manifest of `from` -> `to`, made with the CLI. */
-function makePatch(name, from, to, oldDir, newDir, level) {
-  const patch = join(tmp, `${name}.patch`);
-  const manifest = join(tmp, `${name}.manifest`);
-  const diff = JSON.parse(execFileSync(edgepatch, ["--json", "--quiet", "diff", "--level", String(level), oldDir, newDir, patch], { encoding: "utf8" }));
-  execFileSync(edgepatch, ["--json", "--quiet", "manifest", "--old", oldDir, "--new", newDir, "--from", from, "--to", to, patch, manifest]);
-  return { patch: readFileSync(patch), manifest: readFileSync(manifest), diff };
-}
-
-/** The signed update descriptor (docs/UPDATE_PROTOCOL.md) of `game` for a manifest and patch. */
-function descriptorOf(game, from, to, manifest, patch) {
-  const mHash = blake3Hex(manifest);
-  return {
-    game, from, to,
-    manifestUrl: `../../../manifests/${mHash}`,
-    manifestSize: manifest.length,
-    manifestBlake3: mHash,
-    patchUrl: `../../../patches/${blake3Hex(patch)}`,
-    patchSize: patch.length,
-    keyId: kid,
-    signature: sign(updateStatement(kid, game, from, to, manifest.length, mHash)),
-  };
+/** `edgepatch site add`; records the published pairs in the listing; returns them. */
+function siteAdd(game, build, dir, { channel = "stable", level = 19, site = siteDir, listed = true } = {}) {
+  const addArgs = ["site", "add", "--site", site, "--key", keyFile, "--game", game, "--build", build, "--level", String(level)];
+  if (channel) addArgs.push("--channel", channel);
+  const { pairs } = cli([...addArgs, dir]);
+  for (const p of pairs) {
+    console.error(`site: ${game} ${p.from} -> ${build}: patch ${p.patch_bytes} bytes (${p.segments} segments), ${p.new_bytes} bytes of build`);
+    if (!listed) continue;
+    const descriptor = JSON.parse(readFileSync(join(site, "public", p.descriptor), "utf8"));
+    (index[game] ??= { updates: [], channels: {} }).updates.push({ ...descriptor, segments: p.segments, newBytes: p.new_bytes, patchBlake3: p.patch.split("/").at(-1) });
+  }
+  if (channel && listed) {
+    const doc = JSON.parse(readFileSync(join(site, "public", `v1/games/${game}/channels/${channel}`), "utf8"));
+    index[game].channels[channel] = { build: doc.build, sequence: doc.sequence };
+  }
+  return Object.fromEntries(pairs.map((p) => [p.from, p]));
 }
 
 function channelDocOf(game, channel, build, sequence, expires) {
-  return { game, channel, build, sequence, expires, keyId: kid, signature: sign(channelStatement(kid, game, channel, build, sequence, expires)) };
+  return { game, channel, build, sequence, expires, keyId, signature: sign(channelStatement(keyId, game, channel, build, sequence, expires)) };
 }
 
-const json = (v) => JSON.stringify(v, null, 2) + "\n";
-
-function publish(game, from, to, oldDir, newDir, level) {
-  const { patch, manifest, diff } = makePatch(`${game}-${from}-${to}`, from, to, oldDir, newDir, level);
-  const descriptor = descriptorOf(game, from, to, manifest, patch);
-  writeFileSync(join(games, "patches", blake3Hex(patch)), patch);
-  writeFileSync(join(games, "manifests", descriptor.manifestBlake3), manifest);
-  const dir = join(games, game, "updates", from);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, to), json(descriptor));
-  (index[game] ??= { updates: [] }).updates.push({ ...descriptor, segments: diff.segments, newBytes: diff.new_bytes, patchBlake3: blake3Hex(patch) });
-  console.error(`site: ${game} ${from} -> ${to}: patch ${patch.length} bytes (${diff.segments} segments), ${diff.new_bytes} bytes of build`);
-  return { patch, manifest, descriptor };
-}
-
-/** Moves a channel through `history` (builds in order; sequence 1, 2, ...); publishes the last document. */
-function channel(game, name, history) {
-  const dir = join(games, game, "channels");
-  mkdirSync(dir, { recursive: true });
-  const docs = history.map((build, i) => channelDocOf(game, name, build, i + 1, now + 7 * DAY));
-  writeFileSync(join(dir, name), json(docs.at(-1)));
-  index[game].channels = { ...(index[game].channels ?? {}), [name]: { build: docs.at(-1).build, sequence: docs.at(-1).sequence } };
-  return docs;
-}
-
-// demo: the fixture game.
+// demo: the fixture game (the tars keep executable bits and links).
 for (const v of ["v1", "v2"]) {
   const d = join(trees, "demo", v);
   mkdirSync(d, { recursive: true });
   execFileSync("tar", ["-xf", join(repo, `fixtures/game-${v}.tar`), "-C", d]);
 }
-publish("demo", "_", "v1", join(tmp, "empty"), join(trees, "demo/v1"), 19);
-const demoV1V2 = publish("demo", "v1", "v2", join(trees, "demo/v1"), join(trees, "demo/v2"), 19);
-publish("demo", "_", "v2", join(tmp, "empty"), join(trees, "demo/v2"), 19);
-const stableDocs = channel("demo", "stable", ["v1", "v2"]);
+siteAdd("demo", "v1", join(trees, "demo/v1"));
+// The channel's first document, as clients saw it before v2: the rolled-back variant replays it.
+const stableSequence1 = readFileSync(join(publicDir, "v1/games/demo/channels/stable"));
+const demoV1V2 = siteAdd("demo", "v2", join(trees, "demo/v2")).v1;
+
+// arcade: the playable game, once its fixture builds exist.
+if (existsSync(join(repo, "fixtures/arcade/v1")) && existsSync(join(repo, "fixtures/arcade/v2"))) {
+  for (const v of ["v1", "v2"]) {
+    cpSync(join(repo, "fixtures/arcade", v), join(trees, "arcade", v), { recursive: true, verbatimSymlinks: true });
+    siteAdd("arcade", v, join(trees, "arcade", v));
+  }
+}
 
 if (big) {
   // Deterministic bytes: SHA-256 in counter mode (fast enough, ~0.1 s for 16 MiB).
@@ -161,9 +147,8 @@ if (big) {
     writeFileSync(join(d, "data/big.bin"), data);
     writeFileSync(join(d, "version.txt"), `big ${v}\n`);
   }
-  publish("big", "_", "v1", join(tmp, "empty"), join(trees, "big/v1"), 3);
-  publish("big", "v1", "v2", join(trees, "big/v1"), join(trees, "big/v2"), 3);
-  channel("big", "stable", ["v2"]);
+  siteAdd("big", "v1", join(trees, "big/v1"), { channel: null, level: 3 });
+  siteAdd("big", "v2", join(trees, "big/v2"), { level: 3 });
 }
 
 // --- Hostile variants -------------------------------------------------------------
@@ -205,72 +190,78 @@ function retitled(build, dirName, title, noise = "") {
 }
 
 // forged-patch: deterministic "random" noise of growing length and a few zstd levels, until
-// the patch is exactly as long as the real one (an attacker's loop; ~30 tries here).
+// the patch (`edgepatch diff`) is exactly as long as the real one (an attacker's loop; ~30 tries).
 {
-  const target = demoV1V2.patch.length;
+  const target = demoV1V2.patch_bytes;
   const title = "FORGED Hopper!";
+  const patchFile = join(tmp, "demo-forged.patch");
   let found = null;
   let tries = 0;
   const rand = (seed) => createHash("sha256").update(seed).digest("base64").replace(/[^A-Za-z0-9]/g, "").slice(0, 28);
-  search: for (const level of [21, 22, 19, 20]) {
+  search: for (const level of [19, 21, 22, 20]) {
     noise:
     for (let k = 0; k <= 28; k++) {
       for (let s = 0; s < (k === 0 ? 1 : 3); s++) {
         tries++;
         const dir = retitled("v2", "demo-forged", title, rand(`forged ${level} ${k} ${s}`).slice(0, k));
-        const p = makePatch("demo-forged", "v1", "v2", join(trees, "demo/v1"), dir, level);
-        if (p.patch.length === target) {
-          found = p;
+        const { patch_bytes: size } = cli(["diff", "--level", String(level), join(trees, "demo/v1"), dir, patchFile]);
+        if (size === target) {
+          found = readFileSync(patchFile);
           break search;
         }
-        if (p.patch.length > target + 4) break noise; // more noise only grows it
+        if (size > target + 4) break noise; // more noise only grows it
       }
     }
   }
   if (!found) throw new Error(`no forged patch of exactly ${target} bytes after ${tries} tries`);
   console.error(`site: hostile forged-patch: ${target} bytes after ${tries} tries`);
   variant("forged-patch", "a self-consistent v1 -> v2 patch with another index.html title, the real patch's size, at its URL",
-    { [`v1/games/patches/${blake3Hex(demoV1V2.patch)}`]: found.patch }, { forgedTitle: title, patchSize: target });
+    { [demoV1V2.patch]: found }, { forgedTitle: title, patchSize: target });
 }
 
-// wrong-game: game "other" publishes v1 -> v2 (another title); its descriptor, signed for
-// "other" with the real key, relabelled "demo" and served as demo's.
+// wrong-game: game "other" (v1 = demo's v1, v2 retitled) published on a second site with
+// the same key; its v1 -> v2 descriptor, signed for "other", relabelled "demo" and served
+// as demo's, its manifest and patch where that descriptor's relative URLs point on demo's.
 {
-  const dir = retitled("v2", "other-v2", "Other Game v2!");
-  const p = makePatch("other-v1-v2", "v1", "v2", join(trees, "demo/v1"), dir, 19);
-  const d = descriptorOf("other", "v1", "v2", p.manifest, p.patch);
+  const otherSite = join(work, "other-site");
+  siteAdd("other", "v1", join(trees, "demo/v1"), { channel: null, site: otherSite, listed: false });
+  const p = siteAdd("other", "v2", retitled("v2", "other-v2", "Other Game v2!"), { channel: null, site: otherSite, listed: false }).v1;
+  const read = (rel) => readFileSync(join(otherSite, "public", rel));
+  const d = JSON.parse(read(p.descriptor));
   variant("wrong-game", "demo's v1 -> v2 descriptor replaced by game other's (signed for other), with its manifest and patch", {
     "v1/games/demo/updates/v1/v2": json({ ...d, game: "demo" }),
-    [`v1/games/manifests/${d.manifestBlake3}`]: p.manifest,
-    [`v1/games/patches/${blake3Hex(p.patch)}`]: p.patch,
+    [p.manifest.replace("/other/", "/demo/")]: read(p.manifest),
+    [p.patch.replace("/other/", "/demo/")]: read(p.patch),
   });
 }
 
 // unsigned: demo's real v1 -> v2 descriptor without its keyId and signature.
 {
-  const { keyId: _k, signature: _s, ...unsigned } = demoV1V2.descriptor;
-  variant("unsigned", "demo's v1 -> v2 descriptor with its keyId and signature removed", { "v1/games/demo/updates/v1/v2": json(unsigned) });
+  const { keyId: _k, signature: _s, ...unsigned } = JSON.parse(readFileSync(join(publicDir, demoV1V2.descriptor), "utf8"));
+  variant("unsigned", "demo's v1 -> v2 descriptor with its keyId and signature removed", { [demoV1V2.descriptor]: json(unsigned) });
 }
 
 // oversized-manifest: the real v1 -> v2 manifest followed by 8 MiB of zeros, at its URL.
 variant("oversized-manifest", "demo's v1 -> v2 manifest with 8 MiB appended, at its URL", {
-  [`v1/games/manifests/${demoV1V2.descriptor.manifestBlake3}`]: Buffer.concat([demoV1V2.manifest, Buffer.alloc(8 << 20)]),
+  [demoV1V2.manifest]: Buffer.concat([readFileSync(join(publicDir, demoV1V2.manifest)), Buffer.alloc(8 << 20)]),
 });
 
-// rolled-back: the channel's sequence-1 document (build v1), re-signed fresh by the real key.
+// rolled-back: the channel's sequence-1 document (build v1), as `site add v1` signed it.
 variant("rolled-back", "demo's stable channel replaced by its older sequence-1 document (build v1), validly signed", {
-  "v1/games/demo/channels/stable": json({ ...stableDocs[0] }),
+  "v1/games/demo/channels/stable": stableSequence1,
 });
-// same-sequence: sequence 2 again, but naming v1 (a sequence is never reused for another build).
-variant("same-sequence", "demo's stable channel at the same sequence 2 but naming build v1, validly signed", {
-  "v1/games/demo/channels/stable": json(channelDocOf("demo", "stable", "v1", 2, now + 7 * DAY)),
+// same-sequence: the current sequence (2) again, but naming v1 (a sequence is never reused for another build).
+const { sequence } = index.demo.channels.stable;
+variant("same-sequence", `demo's stable channel at the same sequence ${sequence} but naming build v1, validly signed`, {
+  "v1/games/demo/channels/stable": json(channelDocOf("demo", "stable", "v1", sequence, now + 7 * DAY)),
 });
 // expired: the current document (v2, sequence 2) signed with an expiry a day ago.
-variant("expired", "demo's stable channel (v2, sequence 2) signed with an expiry a day in the past", {
-  "v1/games/demo/channels/stable": json(channelDocOf("demo", "stable", "v2", 2, now - DAY)),
+variant("expired", `demo's stable channel (v2, sequence ${sequence}) signed with an expiry a day in the past`, {
+  "v1/games/demo/channels/stable": json(channelDocOf("demo", "stable", "v2", sequence, now - DAY)),
 });
 writeFileSync(join(hostileOut, "hostile.json"), json(hostile));
 
-rmSync(tmp, { recursive: true, force: true });
-writeFileSync(join(out, "site.json"), json({ publicKey, keyId: kid, games: index }));
-console.error(`site: ${out}; hostile variants: ${hostileOut}`);
+// The site as it would be uploaded, and the listing the tests read.
+cpSync(publicDir, out, { recursive: true });
+writeFileSync(join(out, "site.json"), json({ publicKey, keyId, games: index }));
+console.error(`site: ${out} (key ${keyId}); hostile variants: ${hostileOut}`);

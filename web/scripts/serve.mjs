@@ -1,8 +1,12 @@
 #!/usr/bin/env node
 // A static HTTP server for the demo and the browser tests: serves web/dist
-// (library, demo page, the update site made by make-static-site.mjs) with
-// single-range requests (206 + Content-Range, 416 when unsatisfiable, multi-range
-// refused) as docs/UPDATE_PROTOCOL.md asks of any static host.
+// (library, demo page, the update site made by make-static-site.mjs) with the
+// headers docs/STATIC_SITE.md asks of any host of an update site: single-range
+// requests (206 + Content-Range, 416 when unsatisfiable, multi-range refused),
+// Cache-Control by object kind (content-addressed manifests and patches immutable,
+// descriptors and the public key max-age=300, channel documents and everything else
+// no-cache), and CORS on every answer (any origin; the Range header allowed; the
+// Content-Range, Content-Length and ETag headers exposed; OPTIONS preflights answered).
 //
 //   node web/scripts/serve.mjs [--host 127.0.0.1] [--port 8080] [--root web/dist] [--check]
 //
@@ -10,8 +14,10 @@
 // reachable over HTTP): cut patch responses at a patch offset, corrupt a patch
 // byte, stall patch responses at a patch offset (the connection stays open, no
 // more bytes), serve other files at given URL paths (what a hostile host, CDN or
-// network would answer: `faults.replace`, URL path -> file), and count the patch
-// bytes served.
+// network would answer: `faults.replace`, URL path -> file), leave out response
+// headers (`faults.omitHeaders`, a misconfigured CDN), send every answer's body
+// through one slow link (`faults.bytesPerSecond`, for benchmarks), and count the
+// patch bytes served (`stats`; preflights apart in `stats.preflights`).
 import { createReadStream, readFileSync, statSync } from "node:fs";
 import { createServer } from "node:http";
 import { dirname, extname, join, normalize, resolve, sep } from "node:path";
@@ -66,18 +72,50 @@ function demoPath(root) {
   }
 }
 
+/** Cache-Control per object kind (docs/STATIC_SITE.md, "Headers the host must send"). */
+function cacheControl(path) {
+  if (/\/v1\/games\/[^/]+\/(patches|manifests)\/[0-9a-f]{64}$/.test(path)) return "public, max-age=31536000, immutable";
+  if (/\/v1\/games\/[^/]+\/updates\/[^/]+\/[^/]+$/.test(path) || path.endsWith("/v1/public-key")) return "max-age=300";
+  return "no-cache"; // channel documents (they move), and the demo and library (rebuilt in place)
+}
+
+/** CORS for a page on another origin (docs/STATIC_SITE.md): reads, ranges, and the lengths of ranged answers. */
+const CORS = {
+  "Access-Control-Allow-Origin": "*",
+  "Access-Control-Allow-Methods": "GET, HEAD",
+  "Access-Control-Allow-Headers": "Range",
+  "Access-Control-Expose-Headers": "Content-Range, Content-Length, ETag",
+};
+
 export function startServer({ root, host = "127.0.0.1", port = 0, log = false } = {}) {
   root = resolve(root);
   const demo = demoPath(root);
-  const faults = { cutPatchAt: null, stallPatchAt: null, corruptPatchAt: null, replace: new Map() };
-  const stats = { patchBytesServed: 0, requests: [] };
+  const faults = { cutPatchAt: null, stallPatchAt: null, corruptPatchAt: null, replace: new Map(), omitHeaders: new Set(), bytesPerSecond: null };
+  const stats = { patchBytesServed: 0, requests: [], preflights: [] };
+  // A slow link all answers share (faults.bytesPerSecond): when its next byte is free.
+  let linkFreeAt = 0;
+  const linkDelay = (bytes) => {
+    if (!faults.bytesPerSecond) return 0;
+    const now = performance.now();
+    linkFreeAt = Math.max(linkFreeAt, now) + (bytes / faults.bytesPerSecond) * 1000;
+    return Math.max(0, Math.round(linkFreeAt - now - (bytes / faults.bytesPerSecond) * 1000));
+  };
 
   const server = createServer((req, res) => {
+    // Every answer carries CORS, less what a test leaves out (header names in lower case).
+    const writeHead = res.writeHead.bind(res);
+    res.writeHead = (status, headers = {}) =>
+      writeHead(status, Object.fromEntries(Object.entries({ ...CORS, ...headers }).filter(([k]) => !faults.omitHeaders.has(k.toLowerCase()))));
     const error = (status, message) => {
       res.writeHead(status, { "Content-Type": "application/json" });
       res.end(JSON.stringify({ error: message, status }) + "\n");
     };
     const url = new URL(req.url, "http://x");
+    if (req.method === "OPTIONS") {
+      stats.preflights.push({ path: url.pathname, origin: req.headers.origin ?? null, headers: req.headers["access-control-request-headers"] ?? null });
+      res.writeHead(204, { "Access-Control-Max-Age": "600" });
+      return res.end();
+    }
     if (req.method !== "GET" && req.method !== "HEAD") return error(405, `${req.method} not allowed`);
     if (url.pathname === "/") {
       res.writeHead(302, { Location: demo });
@@ -96,11 +134,7 @@ export function startServer({ root, host = "127.0.0.1", port = 0, log = false } 
     if (!st.isFile()) return error(404, `${url.pathname} is not a file`);
     const isPatch = /\/patches\/[0-9a-f]{64}$/.test(url.pathname);
     const immutable = /\/(patches|manifests)\/[0-9a-f]{64}$/.test(url.pathname);
-    const headers = {
-      "Content-Type": contentType(rel),
-      "Accept-Ranges": "bytes",
-      "Cache-Control": immutable ? "public, max-age=31536000, immutable" : "no-cache",
-    };
+    const headers = { "Content-Type": contentType(rel), "Accept-Ranges": "bytes", "Cache-Control": cacheControl(url.pathname) };
     if (immutable) headers.ETag = `"${url.pathname.slice(-64)}"`;
     const range = parseRange(req.headers.range, st.size);
     if (range === "multi") return error(416, "multi-range requests are not served (docs/UPDATE_PROTOCOL.md)");
@@ -109,7 +143,7 @@ export function startServer({ root, host = "127.0.0.1", port = 0, log = false } 
       return res.end(JSON.stringify({ error: `range ${req.headers.range} is outside ${st.size} bytes`, status: 416 }) + "\n");
     }
     const [start, end] = range ?? [0, st.size - 1];
-    const entry = { path: url.pathname, range: req.headers.range ?? null, status: range ? 206 : 200, bytes: 0 };
+    const entry = { path: url.pathname, range: req.headers.range ?? null, status: range ? 206 : 200, bytes: 0, origin: req.headers.origin ?? null };
     stats.requests.push(entry);
     if (log) console.error(`${req.method} ${url.pathname} ${req.headers.range ?? ""}`);
     if (range) headers["Content-Range"] = `bytes ${start}-${end}/${st.size}`;
@@ -152,12 +186,27 @@ export function startServer({ root, host = "127.0.0.1", port = 0, log = false } 
       pos += chunk.length;
       entry.bytes += chunk.length;
       if (isPatch) stats.patchBytesServed += chunk.length;
-      if (!res.write(chunk)) {
-        stream.pause();
-        res.once("drain", () => stream.resume());
-      }
+      const send = () => {
+        if (!res.write(chunk)) {
+          stream.pause();
+          res.once("drain", () => stream.resume());
+        }
+      };
+      const wait = linkDelay(chunk.length);
+      if (wait === 0) return send();
+      stream.pause();
+      delayed = true;
+      setTimeout(() => {
+        delayed = false;
+        if (res.destroyed) return;
+        send();
+        if (ended) res.end();
+        else if (!res.writableNeedDrain) stream.resume();
+      }, wait);
     });
-    stream.on("end", () => res.end());
+    let delayed = false;
+    let ended = false;
+    stream.on("end", () => (delayed ? (ended = true) : res.end()));
     if (stall !== null && start >= stall) {
       stream.destroy();
       entry.status = "stalled";
@@ -180,6 +229,7 @@ export function startServer({ root, host = "127.0.0.1", port = 0, log = false } 
         resetStats() {
           stats.patchBytesServed = 0;
           stats.requests = [];
+          stats.preflights = [];
         },
         close: () => new Promise((r) => { server.closeAllConnections?.(); server.close(() => r()); }),
       });

@@ -247,7 +247,13 @@ fn run_site(cli: &Cli, command: &SiteCommand) -> Result<(), String> {
             let pairs = s.add(&key, dir, &o)?;
             let secs = started.elapsed().as_secs_f64();
             if cli.json {
-                let list: Vec<_> = pairs.iter().map(|p| json!({ "from": p.from, "patch_bytes": p.patch_bytes })).collect();
+                let list: Vec<_> = pairs
+                    .iter()
+                    .map(|p| {
+                        json!({ "from": p.from, "patch_bytes": p.patch_bytes, "manifest_bytes": p.manifest_bytes, "segments": p.segments, "new_bytes": p.new_bytes,
+                                "descriptor": p.descriptor_path, "manifest": p.manifest_path, "patch": p.patch_path })
+                    })
+                    .collect();
                 println!(
                     "{}",
                     json!({ "ok": true, "command": "site add", "game": game, "build": build, "channel": channel, "key_id": key.key_id_hex(), "pairs": list, "seconds": secs })

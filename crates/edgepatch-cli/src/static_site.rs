@@ -24,7 +24,7 @@ use base64::Engine;
 use ed25519_dalek::{Signer, SigningKey};
 use edgepatch_core::inspect::{inspect_patch, patch_manifest};
 use edgepatch_core::trust;
-use edgepatch_core::{diff_builds, Build, DiffOptions, EntryContent};
+use edgepatch_core::{diff_builds, Build, DiffOptions, DiffStats, EntryContent};
 use serde_json::{json, Value};
 
 use crate::build_files::read_build;
@@ -103,11 +103,11 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The patch from `old` to `new` and its manifest (per-file BLAKE3 from `new` itself).
-fn make_pair(old: &Build, new: &Build, from: &str, to: &str, level: i32) -> Result<(Vec<u8>, Vec<u8>), String> {
+/// The patch from `old` to `new`, its manifest (per-file BLAKE3 from `new` itself) and the diff's counts.
+fn make_pair(old: &Build, new: &Build, from: &str, to: &str, level: i32) -> Result<(Vec<u8>, Vec<u8>, DiffStats), String> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let opts = DiffOptions { level, threads, ..DiffOptions::default() };
-    let (patch, _) = diff_builds(old, new, &opts, &|_, _| {}).map_err(|e| format!("diff {from} -> {to}: {e}"))?;
+    let (patch, stats) = diff_builds(old, new, &opts, &|_, _| {}).map_err(|e| format!("diff {from} -> {to}: {e}"))?;
     let info = inspect_patch(patch.as_slice()).map_err(|e| e.to_string())?;
     let tree = info.resolve(edgepatch_core::diff::build_listing(old)).map_err(|e| e.to_string())?;
     let by_path: std::collections::HashMap<&str, &[u8]> = new
@@ -117,7 +117,7 @@ fn make_pair(old: &Build, new: &Build, from: &str, to: &str, level: i32) -> Resu
         .collect();
     let hash_of = |i: usize| *blake3::hash(by_path.get(tree.entries[i].path.as_str()).copied().unwrap_or_default()).as_bytes();
     let manifest = patch_manifest(&tree, &info.layout, hash_of, *blake3::hash(&patch).as_bytes(), from, to).map_err(|e| e.to_string())?;
-    Ok((patch, manifest.encode().map_err(|e| e.to_string())?))
+    Ok((patch, manifest.encode().map_err(|e| e.to_string())?, stats))
 }
 
 pub struct AddOptions<'a> {
@@ -129,10 +129,19 @@ pub struct AddOptions<'a> {
     pub ttl_secs: u64,
 }
 
-/// One pair published by `add`.
+/// One pair published by `add`: what a listing of the site (or a test) needs without
+/// re-reading the patch.
 pub struct PublishedPair {
     pub from: String,
     pub patch_bytes: usize,
+    pub manifest_bytes: usize,
+    /// Site-relative paths of the descriptor, manifest and patch under SITE/public.
+    pub descriptor_path: String,
+    pub manifest_path: String,
+    pub patch_path: String,
+    /// Segments of the patch's delta stream (resumable units) and bytes of the new build.
+    pub segments: u64,
+    pub new_bytes: u64,
 }
 
 impl Site {
@@ -170,11 +179,22 @@ impl Site {
         write_file(&self.public("v1/public-key"), (doc.to_string() + "\n").as_bytes())
     }
 
-    fn publish_pair(&self, key: &SiteKey, game: &str, from: &str, to: &str, patch: &[u8], manifest: &[u8]) -> Result<(), String> {
-        let (mh, ph) = (*blake3::hash(manifest).as_bytes(), blake3::hash(patch).to_hex().to_string());
+    fn publish_pair(&self, key: &SiteKey, game: &str, from: &str, to: &str, pair: (Vec<u8>, Vec<u8>, DiffStats)) -> Result<PublishedPair, String> {
+        let (patch, manifest, stats) = pair;
+        let (mh, ph) = (*blake3::hash(&manifest).as_bytes(), blake3::hash(&patch).to_hex().to_string());
         let mhex = trust::hex(&mh);
-        write_file(&self.public(&format!("v1/games/{game}/manifests/{mhex}")), manifest)?;
-        write_file(&self.public(&format!("v1/games/{game}/patches/{ph}")), patch)?;
+        let published = PublishedPair {
+            from: from.to_string(),
+            patch_bytes: patch.len(),
+            manifest_bytes: manifest.len(),
+            descriptor_path: format!("v1/games/{game}/updates/{from}/{to}"),
+            manifest_path: format!("v1/games/{game}/manifests/{mhex}"),
+            patch_path: format!("v1/games/{game}/patches/{ph}"),
+            segments: stats.segments,
+            new_bytes: stats.new_bytes,
+        };
+        write_file(&self.public(&published.manifest_path), &manifest)?;
+        write_file(&self.public(&published.patch_path), &patch)?;
         let statement = trust::update_statement(&key.key_id, game, from, to, manifest.len() as u64, &mh).map_err(|e| e.to_string())?;
         let descriptor = json!({
             "game": game, "from": from, "to": to,
@@ -182,7 +202,8 @@ impl Site {
             "patchUrl": format!("../../patches/{ph}"), "patchSize": patch.len(),
             "keyId": key.key_id_hex(), "signature": key.sign(&statement),
         });
-        write_file(&self.public(&format!("v1/games/{game}/updates/{from}/{to}")), (serde_json::to_string_pretty(&descriptor).expect("JSON") + "\n").as_bytes())
+        write_file(&self.public(&published.descriptor_path), (serde_json::to_string_pretty(&descriptor).expect("JSON") + "\n").as_bytes())?;
+        Ok(published)
     }
 
     fn write_channel(&self, key: &SiteKey, game: &str, channel: &str, build: &str, sequence: u64, ttl_secs: u64) -> Result<(), String> {
@@ -214,15 +235,11 @@ impl Site {
         self.write_public_key(key)?;
         let mut pairs = Vec::new();
         let empty = Build { entries: Vec::new() };
-        let (patch, manifest) = make_pair(&empty, &new, "_", o.build, o.level)?;
-        self.publish_pair(key, o.game, "_", o.build, &patch, &manifest)?;
-        pairs.push(PublishedPair { from: "_".into(), patch_bytes: patch.len() });
+        pairs.push(self.publish_pair(key, o.game, "_", o.build, make_pair(&empty, &new, "_", o.build, o.level)?)?);
         for from in builds.iter().rev().take(o.history) {
             let old_dir = self.root.join("private/builds").join(o.game).join(from);
             let old = read_build(&old_dir).map_err(|e| format!("{}: {e}", old_dir.display()))?;
-            let (patch, manifest) = make_pair(&old, &new, from, o.build, o.level)?;
-            self.publish_pair(key, o.game, from, o.build, &patch, &manifest)?;
-            pairs.push(PublishedPair { from: from.clone(), patch_bytes: patch.len() });
+            pairs.push(self.publish_pair(key, o.game, from, o.build, make_pair(&old, &new, from, o.build, o.level)?)?);
         }
         self.game(o.game)["builds"].as_array_mut().expect("builds is an array").push(json!(o.build));
         if let Some(c) = o.channel {

@@ -344,9 +344,11 @@ fn a_static_site_made_by_site_add_serves_installs_direct_updates_and_signed_chan
     let (site_dir, key, config) = (t.join("site"), t.join("site.key"), t.join("config"));
     let s = |p: &Path| p.to_str().unwrap().to_string();
     ok(edgepatch(&["keygen", &s(&key)], t));
+    let mut answers = Vec::new();
     for (build, dir) in [("v1", &v1), ("v2", &v2)] {
-        ok(edgepatch(
+        answers.push(ok(edgepatch(
             &[
+                "--json",
                 "--quiet",
                 "site",
                 "add",
@@ -365,11 +367,25 @@ fn a_static_site_made_by_site_add_serves_installs_direct_updates_and_signed_chan
                 &s(dir),
             ],
             t,
-        ));
+        )));
     }
     // v2 has patches from nothing and from v1; publishing v2 again is refused.
     let public = site_dir.join("public");
     assert!(public.join("v1/games/demo/updates/_/v2").is_file() && public.join("v1/games/demo/updates/v1/v2").is_file());
+    // The --json answer lists each pair with where its files are and what the listing needs.
+    let answer: serde_json::Value = serde_json::from_str(&answers[1]).unwrap();
+    let pairs = answer["pairs"].as_array().unwrap();
+    assert_eq!(pairs.iter().map(|p| p["from"].as_str().unwrap()).collect::<Vec<_>>(), ["_", "v1"]);
+    let v2_bytes: u64 = tree_bytes(&v2).iter().filter(|(rel, _)| fs::symlink_metadata(v2.join(rel)).unwrap().is_file()).map(|(_, b)| b.len() as u64).sum();
+    for p in pairs {
+        let size = |k: &str| fs::metadata(public.join(p[k].as_str().unwrap())).unwrap().len();
+        assert_eq!(size("patch"), p["patch_bytes"].as_u64().unwrap(), "{p}");
+        assert_eq!(size("manifest"), p["manifest_bytes"].as_u64().unwrap(), "{p}");
+        let descriptor: serde_json::Value = serde_json::from_slice(&fs::read(public.join(p["descriptor"].as_str().unwrap())).unwrap()).unwrap();
+        assert_eq!((descriptor["from"].as_str(), descriptor["patchSize"].as_u64()), (p["from"].as_str(), p["patch_bytes"].as_u64()));
+        assert!(p["segments"].as_u64().unwrap() >= 1, "{p}");
+        assert_eq!(p["new_bytes"].as_u64().unwrap(), v2_bytes, "{p}");
+    }
     let err = refused(edgepatch(&["site", "add", "--site", &s(&site_dir), "--key", &s(&key), "--game", "demo", "--build", "v2", &s(&v2)], t));
     assert!(err.contains("immutable"), "{err}");
 
