@@ -44,10 +44,34 @@ function playwrightLike(page) {
 }
 
 /**
- * Launches `engine` with a fresh profile and returns { page, close() }; `close` also removes
- * the profile. `firefoxPrefs`: extra preferences (Firefox only).
+ * Launches `engine` with a fresh profile and returns the browser: `page` (Playwright-like),
+ * the shorthands goto(url), reload(), evaluate(fn, arg), waitFor(fn, arg, timeoutMs),
+ * `errors` and `warnings` (console errors and uncaught exceptions; console warnings), and
+ * close() (which also removes the profile). `firefoxPrefs`: extra preferences (Firefox).
  */
-export async function launch(engine, { firefoxPrefs = {} } = {}) {
+export async function launch(engine, options = {}) {
+  const b = await launchPage(engine, options);
+  const errors = [];
+  const warnings = [];
+  b.page.on("pageerror", (e) => errors.push(e.message));
+  b.page.on("console", (m) => {
+    if (m.type() === "error") errors.push(m.text());
+    if (m.type() === "warning") warnings.push(m.text());
+  });
+  return {
+    engine,
+    page: b.page,
+    errors,
+    warnings,
+    goto: (url) => b.page.goto(url),
+    reload: () => b.page.reload(),
+    evaluate: (fn, arg) => b.page.evaluate(fn, arg),
+    waitFor: (fn, arg, timeoutMs = 30_000) => b.page.waitForFunction(fn, arg, { timeout: timeoutMs }),
+    close: b.close,
+  };
+}
+
+async function launchPage(engine, { firefoxPrefs = {} } = {}) {
   const profile = mkdtempSync(join(tmpdir(), `edgepatch-${engine}-`));
   if (engine === "chromium") {
     const context = await chromium.launchPersistentContext(profile, {
