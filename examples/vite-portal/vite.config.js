@@ -21,6 +21,8 @@ function edgepatchServiceWorker() {
   }
   return {
     name: "edgepatch-service-worker",
+    // Tells the page whether "Play" can work (src/main.ts).
+    config: () => ({ define: { "import.meta.env.EDGEPATCH_SERVICE_WORKER": JSON.stringify(sw !== null) } }),
     configureServer(server) {
       if (!sw) return;
       const files = { "/edgepatch-sw.js": [sw, "text/javascript"], "/edgepatch_wasm_bg.wasm": [require.resolve("@edgepatch/web/wasm"), "application/wasm"] };

@@ -67,7 +67,7 @@ async function refresh(): Promise<void> {
   $("latest").textContent = latest;
   document.body.dataset.installed = installed ?? "";
   updateBtn.textContent = installed === null ? `Install ${latest}` : installed === latest ? "Up to date" : `Update to ${latest}`;
-  playBtn.disabled = installed === null || !(await serviceWorkerShipped());
+  playBtn.disabled = installed === null || !serviceWorkerShipped;
 }
 
 updateBtn.addEventListener("click", async () => {
@@ -81,12 +81,8 @@ updateBtn.addEventListener("click", async () => {
   }
 });
 
-/** The Service Worker script is copied to the site's root by vite.config.js when the package has one. */
-async function serviceWorkerShipped(): Promise<boolean> {
-  if (!("serviceWorker" in navigator)) return false;
-  const r = await fetch(`${base}edgepatch-sw.js`, { method: "HEAD" });
-  return r.ok && (r.headers.get("Content-Type") ?? "").includes("javascript");
-}
+/** vite.config.js copies the Service Worker to the site's root when the package has one. */
+const serviceWorkerShipped = import.meta.env.EDGEPATCH_SERVICE_WORKER && "serviceWorker" in navigator;
 
 playBtn.addEventListener("click", async () => {
   try {
