@@ -212,6 +212,32 @@ test("the documented CSP is needed: without 'wasm-unsafe-eval' the worker cannot
   assert.match(status, /StorageError: could not load the edgepatch wasm module .*edgepatch_wasm_bg.wasm beside the worker: .*(WebAssembly|wasm|Content Security Policy)/i);
 });
 
+test("without a bundler: the package's files served as they are, workerUrl and wasmUrl elsewhere", async (t) => {
+  // A portal that copies dist/lib somewhere and the wasm somewhere else: the default place
+  // beside the worker has no wasm, so only the wasmUrl the page passed can work.
+  const lib = join(app, "node_modules/@edgepatch/web/dist/lib");
+  cpSync(lib, join(app, "dist/vendor"), { recursive: true, filter: (p) => !p.endsWith(".wasm") });
+  cpSync(join(lib, "edgepatch_wasm_bg.wasm"), join(app, "dist/wasm-elsewhere/apply.wasm"));
+  t.after(() => rmSync(join(app, "dist/vendor"), { recursive: true, force: true }));
+  const { page, errors } = await openPortal(t);
+  await waitIdle(page);
+  const call = (wasmUrl) =>
+    page.evaluate(async ({ publicKey, game, wasmUrl }) => {
+      const { GameUpdater } = await import("/vendor/edgepatch-web.js");
+      const g = new GameUpdater({ baseUrl: "/updates/", game, publicKey, workerUrl: "/vendor/edgepatch-worker.js", wasmUrl });
+      try {
+        return await g.latest("stable");
+      } catch (e) {
+        return `${e.name}: ${e.message}`;
+      } finally {
+        g.close();
+      }
+    }, { publicKey, game: GAME, wasmUrl });
+  assert.equal(await call("/wasm-elsewhere/apply.wasm"), "v2", "the channel checked with the wasm from wasmUrl");
+  assert.match(await call("/wasm-elsewhere/missing.wasm"), /^StorageError: could not load the edgepatch wasm module http:\/\/[^ ]+\/wasm-elsewhere\/missing\.wasm: /);
+  assert.ok(errors.every((e) => /404/.test(e)), `only the missing wasm's 404: ${errors}`);
+});
+
 test("the portal plays the installed build through the package's Service Worker", async (t) => {
   if (!packed.files.some((f) => f.path === "dist/lib/edgepatch-sw.js")) {
     t.skip("MISSING: the package ships no Service Worker yet (web/src/service-worker.ts not built into dist/lib/edgepatch-sw.js)");
