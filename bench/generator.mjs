@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // bench/generator.mjs — the bounded-memory generator (PatchGenerator, what the Worker
 // runs) on the corpus pairs, in the same wasm module as the Worker, in Node: patch size
-// next to the native `edgepatch diff` patch, time, and the module's peak linear memory.
-// Every patch is applied back (native CLI) and compared byte-exact.
+// next to the native `edgepatch diff` patch (made in the same run, at the CLI's default
+// level 19), time (signing, which the Worker does at publish, apart from generating), and
+// the module's peak linear memory. Every patch is applied back (native CLI) and compared
+// byte-exact.
 //
-//   node bench/generator.mjs [--pairs a,b] [--level N]
+//   node bench/generator.mjs [--pairs a,b] [--level N (default 17, the Worker's PATCH_LEVEL)]
 //
 // Each pair runs in a fresh process (a linear memory only grows: its size at the end is
 // the peak). Old and new files are read by range from disk, as the Worker reads R2.
@@ -15,12 +17,12 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
-import { arg, filePairs, WORK as work } from './bench_env.mjs';
+import { arg, filePairs } from './bench_env.mjs';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
 const args = process.argv.slice(2);
-const level = Number(arg('level', '19'));
+const level = Number(arg('level', '17'));
 
 if (process.env.EDGEPATCH_GENERATOR_CHILD) {
   // Child: generate one patch, print JSON.
@@ -72,8 +74,10 @@ if (process.env.EDGEPATCH_GENERATOR_CHILD) {
 const pairs = filePairs();
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'edgepatch-generator-'));
-console.log(`| pair | new MB | generator patch bytes | native diff patch bytes | generator / native | sign + generate s | wasm memory MB |`);
-console.log(`|---|---:|---:|---:|---:|---:|---:|`);
+console.log(`level ${level}`);
+console.log(`| pair | new MB | generator patch bytes | native diff patch bytes | generator / native | sign s | generate s | generate s per 100 MB | wasm memory MB |`);
+console.log(`|---|---:|---:|---:|---:|---:|---:|---:|---:|`);
+let [totalMB, totalGenerateS] = [0, 0];
 for (const [name, dir] of pairs) {
   const [oldPath, newPath] = [path.join(dir, 'old'), path.join(dir, 'new')];
   if (!fs.existsSync(oldPath)) continue;
@@ -88,9 +92,14 @@ for (const [name, dir] of pairs) {
   fs.rmSync(out, { force: true });
   const a = spawnSync(path.join(repo, 'target/release/edgepatch'), ['--quiet', 'apply', oldPath, patch, out], { encoding: 'utf8' });
   if (a.status !== 0 || Buffer.compare(fs.readFileSync(out), fs.readFileSync(newPath)) !== 0) throw new Error(`${name}: generator patch does not reproduce new: ${a.stderr}`);
-  const nativePatch = path.join(work, 'runs', name, 'edgepatch.patch');
-  const nativeBytes = fs.existsSync(nativePatch) ? fs.statSync(nativePatch).size : NaN;
+  const nativePatch = path.join(tmp, 'native.patch');
+  const d = spawnSync(path.join(repo, 'target/release/edgepatch'), ['--quiet', 'diff', oldPath, newPath, nativePatch], { encoding: 'utf8' });
+  if (d.status !== 0) throw new Error(`${name}: native diff failed: ${d.stderr}`);
+  const nativeBytes = fs.statSync(nativePatch).size;
   const bytes = fs.statSync(patch).size;
-  console.log(`| ${name} | ${(fs.statSync(newPath).size / 1e6).toFixed(1)} | ${bytes.toLocaleString('en')} | ${nativeBytes.toLocaleString('en')} | ${(bytes / nativeBytes).toFixed(2)} | ${((m.signMs + m.generateMs) / 1000).toFixed(1)} | ${(m.memory / 1e6).toFixed(1)} |`);
+  const mb = fs.statSync(newPath).size / 1e6;
+  [totalMB, totalGenerateS] = [totalMB + mb, totalGenerateS + m.generateMs / 1000];
+  console.log(`| ${name} | ${mb.toFixed(1)} | ${bytes.toLocaleString('en')} | ${nativeBytes.toLocaleString('en')} | ${(bytes / nativeBytes).toFixed(3)} | ${(m.signMs / 1000).toFixed(1)} | ${(m.generateMs / 1000).toFixed(1)} | ${((m.generateMs / 10) / mb).toFixed(1)} | ${(m.memory / 1e6).toFixed(1)} |`);
 }
+console.log(`all pairs: ${totalMB.toFixed(1)} MB generated in ${totalGenerateS.toFixed(1)} s: ${((100 * totalGenerateS) / totalMB).toFixed(1)} s per 100 MB`);
 fs.rmSync(tmp, { recursive: true, force: true });

@@ -19,14 +19,8 @@ echo "== Rust lints: cargo clippy -D warnings (native, and the wasm crate for wa
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy -p edgepatch-wasm --target wasm32-unknown-unknown --quiet -- -D warnings
 
-echo "== WebAssembly: wasm-pack builds (--target web for browsers and Workers; --target nodejs for edgepatch-js, built by setup)"
-# pkg/web: apply + diffFiles (Workers); pkg/web-apply: apply only, no compressor or suffix array (browsers).
-for variant in "web" "web-apply --no-default-features"; do
-  set -- $variant
-  rm -rf "crates/edgepatch-wasm/pkg/$1"
-  wasm-pack --quiet build --mode no-install --release --target web --out-dir "pkg/$1" crates/edgepatch-wasm "${@:2}" 2>&1 | grep -v 'failed to get wasm-pack version' || true
-  test -s "crates/edgepatch-wasm/pkg/$1/edgepatch_wasm_bg.wasm"
-done
+echo "== WebAssembly: every variant (scripts/build-wasm.sh: web for Workers, web-apply for browsers, node for edgepatch-js)"
+scripts/build-wasm.sh
 for w in crates/edgepatch-wasm/pkg/web/edgepatch_wasm_bg.wasm crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm_bg.wasm packages/edgepatch-js/wasm/edgepatch_wasm_bg.wasm; do
   echo "$w: $(stat -c %s "$w") bytes, $(gzip -9c "$w" | wc -c) gzip -9"
 done

@@ -59,7 +59,7 @@ export function parseSettings(env: Env): Settings {
   const settings: Settings = {
     maxBuildBytes: integer(env, "MAX_BUILD_BYTES", 2 ** 31, 1, Number.MAX_SAFE_INTEGER),
     maxRequestBytes: integer(env, "MAX_REQUEST_BYTES", 100 * 2 ** 20, 5 << 20, 5 * 2 ** 30),
-    patchLevel: integer(env, "PATCH_LEVEL", 19, 1, 22),
+    patchLevel: integer(env, "PATCH_LEVEL", 17, 1, 22),
     channelHistory: integer(env, "CHANNEL_HISTORY", 8, 0, 64),
     channelTtlSeconds: integer(env, "CHANNEL_TTL_SECONDS", 86400, 60, 366 * 86400),
     generationRetrySeconds: integer(env, "GENERATION_RETRY_SECONDS", 60, 1, 86400),

@@ -41,6 +41,12 @@ const ALIGN_MARGIN: u64 = 2 << 20;
 /// Two block matches whose old positions are this much further apart than
 /// their new positions (plus this slack) do not bracket one changed region.
 const GAP_SLACK: u64 = 64 << 10;
+/// The window form's zstd level at most: above it, indexing the 12 MiB prefix at the optimal
+/// parser's strategies costs 3-10x the CPU for 2-5% smaller window segments (measured:
+/// BENCHMARKS.md, "Generator").
+const WINDOW_FORM_MAX_LEVEL: i32 = 12;
+/// The window form is tried when the ops form's compressed extra bytes exceed 1/this of the segment.
+const WINDOW_TRIAL_EXTRA_SHARE: u64 = 64;
 /// zstd's match-finder tables are capped so that one context stays well under
 /// 64 MiB at any level (measured: BENCHMARKS.md, "Generator").
 const MAX_HASH_LOG: u32 = 22;
@@ -301,32 +307,46 @@ impl PatchGenerator {
         if old.len() as u64 != want {
             return Err(invalid(format!("segment {i}: {} old bytes given, the plan needs {want}", old.len())));
         }
-        // Two encodings of the segment against the same old spans; the smaller is kept. The
-        // ops form (the native diff's: byte-granular copies with difference bytes, found by a
-        // suffix array over the spans) wins on compiled code, where approximate matches
-        // dominate; the window form (a zstd frame over the spans and the recent new data)
-        // wins where data repeats inside the new build. The window's zstd context (the largest
-        // allocation) is made and freed first; the suffix array then fits where it was, so the
-        // peak is the larger of the two, not their sum.
-        let mut window = old;
-        let old_len = window.len();
-        window.extend_from_slice(&self.history);
-        let frame = compress_with_window(new, &window, self.level)?;
-        window.truncate(old_len);
-        let ops_form = encode_ops_segment(new, &window, &spans, self.level)?;
-        drop(window);
-        let header = WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: self.history.len() as u64, comp_len: frame.len() as u64 };
-        let mut out = Vec::with_capacity(frame.len() + 32 + header.spans.len() * 8);
-        header.encode(&mut out);
-        out.extend_from_slice(&frame);
-        let segment = match ops_form {
-            Some((bytes, ops_header)) if bytes.len() < out.len() => {
-                out = bytes;
-                self.ops_segments += 1;
-                Segment::Ops(ops_header)
-            }
-            _ => Segment::Window(header),
+        // Two encodings of the segment against the same old spans. The ops form (the native
+        // diff's: byte-granular copies with difference bytes, found by a suffix array over the
+        // spans) wins on compiled code, where approximate matches dominate, and is cheap. The
+        // window form (one zstd frame over the spans and the recent new data) can only win
+        // where the ops form leaves much unexplained: many short matches (text), or new bytes
+        // that the old spans lack but the new build's previous 4 MiB may hold. It is tried
+        // only then (it costs most of a generation's CPU at high levels), and the smaller kept.
+        // Timing only when asked: `Instant::now` panics on wasm32-unknown-unknown.
+        let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
+        let t = timing.then(std::time::Instant::now);
+        let ops_form = encode_ops_segment(new, &old, &spans, self.level)?;
+        if let Some(t) = t {
+            eprintln!("segment {i}: ops form {:.2}s ({:?} bytes)", t.elapsed().as_secs_f64(), ops_form.as_ref().map(|f| f.0.len()));
+        }
+        let try_window = match &ops_form {
+            None => true,
+            Some((_, h)) => h.ctrl_comp * 5 > h.diff_comp + h.extra_comp || h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE,
         };
+        let mut chosen = ops_form.map(|(bytes, h)| (bytes, Segment::Ops(h)));
+        if try_window {
+            let mut window = old;
+            window.extend_from_slice(&self.history);
+            let t = timing.then(std::time::Instant::now);
+            let frame = compress_with_window(new, &window, self.level.min(WINDOW_FORM_MAX_LEVEL))?;
+            if let Some(t) = t {
+                eprintln!("segment {i}: window form {:.2}s ({} bytes)", t.elapsed().as_secs_f64(), frame.len());
+            }
+            drop(window);
+            let header = WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: self.history.len() as u64, comp_len: frame.len() as u64 };
+            if chosen.as_ref().is_none_or(|(bytes, _)| frame.len() + 32 + header.spans.len() * 8 < bytes.len()) {
+                let mut out = Vec::with_capacity(frame.len() + 32 + header.spans.len() * 8);
+                header.encode(&mut out);
+                out.extend_from_slice(&frame);
+                chosen = Some((out, Segment::Window(header)));
+            }
+        }
+        let (out, segment) = chosen.expect("a segment form");
+        if matches!(segment, Segment::Ops(_)) {
+            self.ops_segments += 1;
+        }
         self.spans.push((self.out_len, out.len() as u64));
         self.segments.push(segment);
         // Keep the last MAX_WINDOW_BACK bytes of the new stream.
@@ -486,10 +506,18 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) 
     if old.is_empty() || old.len() >= i32::MAX as usize {
         return Ok(None);
     }
+    let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
+    let t = timing.then(std::time::Instant::now);
     let ops = {
         let index = OldIndex::new(old);
+        if let Some(t) = t {
+            eprintln!("  suffix array of {} bytes {:.2}s", old.len(), t.elapsed().as_secs_f64());
+        }
         match_new_data(&index, new, MatchParams::default(), &|_| {})
     };
+    if let Some(t) = t {
+        eprintln!("  matched {:.2}s", t.elapsed().as_secs_f64());
+    }
     if ops.iter().all(|op| op.copy_len == 0) {
         return Ok(None);
     }
@@ -527,7 +555,26 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) 
         return Ok(None);
     }
     drop(ops);
-    let (c, d, e) = (compress_capped(&ctrl, level)?, compress_capped(&diff, level)?, compress_capped(&extra, level)?);
+    let t = timing.then(std::time::Instant::now);
+    let c = compress_capped(&ctrl, level)?;
+    let t1 = t.map(|t| t.elapsed().as_secs_f64());
+    let d = compress_capped(&diff, level)?;
+    let t2 = t.map(|t| t.elapsed().as_secs_f64());
+    let e = compress_capped(&extra, level)?;
+    if let Some(t) = t {
+        eprintln!(
+            "  ctrl {} -> {} ({:.2}s), diff {} -> {} ({:.2}s), extra {} -> {} ({:.2}s)",
+            ctrl.len(),
+            c.len(),
+            t1.unwrap(),
+            diff.len(),
+            d.len(),
+            t2.unwrap() - t1.unwrap(),
+            extra.len(),
+            e.len(),
+            t.elapsed().as_secs_f64() - t2.unwrap()
+        );
+    }
     let header = SegmentHeader {
         new_len: new.len() as u64,
         ctrl_raw: ctrl.len() as u64,
