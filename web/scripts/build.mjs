@@ -9,8 +9,8 @@
 //   dist/types/*.d.ts              declarations of the public API (tsc, tsconfig.types.json)
 //   dist/demo/                     the demo portal (not packed)
 //
-// The wasm package must have been built first (web/scripts/build-all.sh does: see the
-// message below). `npm pack` runs this script (package.json "prepack").
+// The apply-only wasm package must have been built first (scripts/build-wasm.sh web-apply;
+// web/scripts/build-all.sh does it). `npm pack` runs this script (package.json "prepack").
 import { build } from "esbuild";
 import { execFileSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, rmSync } from "node:fs";
@@ -22,7 +22,7 @@ const pkg = join(web, "../crates/edgepatch-wasm/pkg/web-apply");
 const dist = join(web, "dist");
 
 if (!existsSync(join(pkg, "edgepatch_wasm_bg.wasm"))) {
-  console.error(`build: ${pkg} is missing; run from the repository root:\n  wasm-pack build --mode no-install --release --target web --out-dir pkg/web-apply crates/edgepatch-wasm --no-default-features`);
+  console.error(`build: ${pkg} is missing; run from the repository root: scripts/build-wasm.sh web-apply`);
   process.exit(1);
 }
 const common = { outdir: dist, bundle: true, target: "es2022", sourcemap: true, logLevel: "warning" };
