@@ -20,6 +20,17 @@ import { gzipSync } from "node:zlib";
 import { chromium } from "playwright-core";
 import { startServer } from "../../web/scripts/serve.mjs";
 
+// Browsers: tests/e2e/engines.mjs (every engine EDGEPATCH_BROWSERS names) once it exists;
+// until then Chromium through playwright-core, behind the same small interface. Loaded
+// before any test or hook is declared, so the runner sees every test before it starts.
+let engines = null;
+try {
+  engines = await import("./engines.mjs");
+} catch (e) {
+  if (e.code !== "ERR_MODULE_NOT_FOUND" || !String(e.message).includes("engines.mjs'")) throw e;
+}
+const ENGINES = engines ? engines.ENGINES : ["chromium"];
+
 const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const web = join(repo, "web");
 const dist = join(web, "dist");
@@ -139,16 +150,6 @@ export const empty: string = EMPTY_BUILD;
   assert.match(r.stdout, /bad\.ts\(3,\d+\): error TS2339/);
   assert.doesNotMatch(r.stdout, /good\.ts/);
 });
-
-// Browsers: tests/e2e/engines.mjs (every engine EDGEPATCH_BROWSERS names) once it exists;
-// until then Chromium through playwright-core, behind the same small interface.
-let engines = null;
-try {
-  engines = await import("./engines.mjs");
-} catch (e) {
-  if (e.code !== "ERR_MODULE_NOT_FOUND") throw e;
-}
-const ENGINES = engines ? engines.ENGINES : ["chromium"];
 
 async function launchChromium({ profileDir }) {
   const context = await chromium.launchPersistentContext(profileDir, {
