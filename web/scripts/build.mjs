@@ -36,9 +36,13 @@ await build({
   format: "esm",
 });
 // A Service Worker registered as a classic script works in every engine (module Service
-// Workers are not assumed in Firefox and WebKit): one self-contained IIFE.
+// Workers are not assumed in Firefox and WebKit): one self-contained IIFE. A classic script
+// has no import.meta; its own URL is self.location, so wasm-bindgen's default (the wasm
+// beside the script) still holds.
 const serviceWorker = join(web, "src/service-worker.ts");
-if (existsSync(serviceWorker)) await build({ ...common, entryPoints: { "lib/edgepatch-sw": serviceWorker }, format: "iife" });
+if (existsSync(serviceWorker)) {
+  await build({ ...common, entryPoints: { "lib/edgepatch-sw": serviceWorker }, format: "iife", define: { "import.meta.url": "self.location.href" } });
+}
 mkdirSync(join(dist, "lib"), { recursive: true });
 copyFileSync(join(pkg, "edgepatch_wasm_bg.wasm"), join(dist, "lib/edgepatch_wasm_bg.wasm"));
 copyFileSync(join(web, "demo/index.html"), join(dist, "demo/index.html"));
