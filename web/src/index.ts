@@ -8,7 +8,7 @@
 
 import { EdgepatchError, deserializeError } from "./errors.js";
 import { UNSIGNED_WARNING, acceptedKeys } from "./keys.js";
-import type { BuildEntry, ChannelHead, PendingUpdate, UpdateOptions, UpdatePlan, UpdateProgress, UpdateRequest, UpdateResult, WorkerReply, WorkerRequest } from "./messages.js";
+import type { BuildEntry, ChannelHead, PendingUpdate, UpdateOptions, UpdatePlan, UpdateProgress, UpdateRequest, UpdateResult, WorkerInit, WorkerReply, WorkerRequest } from "./messages.js";
 import { EMPTY_BUILD } from "./messages.js";
 
 export * from "./errors.js";
@@ -19,8 +19,16 @@ export interface GameUpdaterOptions extends UpdateOptions {
   /** Base URL of an update server (docs/UPDATE_PROTOCOL.md), e.g. "https://cdn.example/updates/". */
   baseUrl: string | URL;
   game: string;
-  /** URL of edgepatch-worker.js (default: beside this module). */
+  /**
+   * URL of the dedicated worker script, `@edgepatch/web/worker` (default: edgepatch-worker.js
+   * beside this module, in the form bundlers detect and bundle). Same origin as the page.
+   */
   workerUrl?: string | URL;
+  /**
+   * URL of the apply-only wasm module, `@edgepatch/web/wasm` (default: edgepatch_wasm_bg.wasm
+   * beside the worker script). Resolved against the page's address.
+   */
+  wasmUrl?: string | URL;
   /**
    * Ask the browser to keep this origin's storage (`navigator.storage.persist()`) before the
    * first update (default true): without it Safari and Firefox may evict the game under
@@ -63,7 +71,11 @@ export class GameUpdater extends EventTarget {
     this.unsigned = acceptedKeys(opts) === null;
     this.game = opts.game;
     this.baseUrl = new URL(String(opts.baseUrl), location.href).href;
-    this.worker = new Worker(opts.workerUrl ?? new URL("./edgepatch-worker.js", import.meta.url), { type: "module", name: `edgepatch ${opts.game}` });
+    // Bundlers (Vite, webpack, esbuild) find the worker only in this literal form: keep it so.
+    const name = `edgepatch ${opts.game}`;
+    if (opts.workerUrl === undefined) this.worker = new Worker(new URL("./edgepatch-worker.js", import.meta.url), { type: "module", name });
+    else this.worker = new Worker(opts.workerUrl, { type: "module", name });
+    this.worker.postMessage({ op: "init", wasmUrl: opts.wasmUrl === undefined ? null : new URL(String(opts.wasmUrl), location.href).href } satisfies WorkerInit);
     this.worker.addEventListener("message", (ev: MessageEvent<WorkerReply>) => this.onReply(ev.data));
     this.worker.addEventListener("error", (ev) => {
       const err = new EdgepatchError("storage", `the edgepatch worker failed: ${ev.message || "could not load " + String(opts.workerUrl ?? "edgepatch-worker.js")}`);
@@ -100,7 +112,7 @@ export class GameUpdater extends EventTarget {
   }
 
   private request(): Omit<UpdateRequest, "from" | "to" | "channel"> {
-    const { workerUrl: _w, baseUrl: _b, game: _g, persistentStorage: _p, ...options } = this.opts;
+    const { workerUrl: _w, wasmUrl: _m, baseUrl: _b, game: _g, persistentStorage: _p, ...options } = this.opts;
     return { ...options, baseUrl: this.baseUrl, game: this.game };
   }
 

@@ -151,6 +151,12 @@ export interface BuildEntry {
   symlinkTarget?: string;
 }
 
+/** The page's first message to a new worker: where the wasm module is (null: beside the worker). */
+export interface WorkerInit {
+  op: "init";
+  wasmUrl: string | null;
+}
+
 export type WorkerRequest =
   | { id: number; op: "update"; request: UpdateRequest }
   | { id: number; op: "abort"; target: number }

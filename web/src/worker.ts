@@ -3,14 +3,21 @@
 
 import init from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import { EdgepatchError, StorageError, messageOf } from "./errors.js";
-import type { WorkerReply, WorkerRequest } from "./messages.js";
+import type { WorkerInit, WorkerReply, WorkerRequest } from "./messages.js";
 import { checkName } from "./protocol.js";
 import { Verifier, fetchVerifiedChannel } from "./trust.js";
 import { planUpdate, rollbackGame } from "./builds.js";
 import { gameDir, readCurrent } from "./layout.js";
 import { RECORD, currentEntries, pendingUpdate, readCurrentFile, removeGame, runUpdate, withGameLock } from "./update.js";
 
-const ready = init();
+// The wasm module loads once, from the URL the page's first message names (`wasmUrl`),
+// else from beside this script (wasm-bindgen's default, which bundlers rewrite).
+let ready: Promise<unknown> | null = null;
+function loadWasm(wasmUrl: string | null): Promise<unknown> {
+  return init(wasmUrl === null ? undefined : { module_or_path: wasmUrl }).catch((e: unknown) => {
+    throw new StorageError(`could not load the edgepatch wasm module ${wasmUrl ?? "edgepatch_wasm_bg.wasm beside the worker"}: ${messageOf(e)}`);
+  });
+}
 const running = new Map<number, AbortController>();
 
 function reply(m: WorkerReply, transfer: Transferable[] = []): void {
@@ -19,7 +26,7 @@ function reply(m: WorkerReply, transfer: Transferable[] = []): void {
 
 async function handle(m: WorkerRequest): Promise<void> {
   try {
-    await ready;
+    await (ready ??= loadWasm(null));
     // Every game name reaches OPFS paths: the core's name rule first (never ".", "..", ".channels").
     if ("game" in m) checkName("game", m.game);
     else if (m.op !== "abort") checkName("game", m.request.game);
@@ -90,4 +97,7 @@ async function handle(m: WorkerRequest): Promise<void> {
   }
 }
 
-self.addEventListener("message", (ev: MessageEvent<WorkerRequest>) => void handle(ev.data));
+self.addEventListener("message", (ev: MessageEvent<WorkerRequest | WorkerInit>) => {
+  if (ev.data.op === "init") ready ??= loadWasm(ev.data.wasmUrl);
+  else void handle(ev.data);
+});
