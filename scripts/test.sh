@@ -8,6 +8,7 @@ source scripts/setup.sh
 
 echo "== fixtures are what make_fixtures.py generates"
 python3 fixtures/make_fixtures.py --check
+node fixtures/arcade/make_arcade.mjs --check
 
 echo "== Rust style: cargo fmt --check (rustfmt.toml)"
 cargo fmt --all --check

@@ -136,6 +136,8 @@ export function startServer({ root, host = "127.0.0.1", port = 0, log = false } 
     const immutable = /\/(patches|manifests)\/[0-9a-f]{64}$/.test(url.pathname);
     const headers = { "Content-Type": contentType(rel), "Accept-Ranges": "bytes", "Cache-Control": cacheControl(url.pathname) };
     if (immutable) headers.ETag = `"${url.pathname.slice(-64)}"`;
+    // The game Service Worker (lib/edgepatch-sw.js) may control a scope outside lib/ (e.g. /play/).
+    if (url.pathname.endsWith("/edgepatch-sw.js")) headers["Service-Worker-Allowed"] = "/";
     const range = parseRange(req.headers.range, st.size);
     if (range === "multi") return error(416, "multi-range requests are not served (docs/UPDATE_PROTOCOL.md)");
     if (range === "unsatisfiable") {

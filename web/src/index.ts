@@ -12,6 +12,7 @@ import type { BuildEntry, ChannelHead, PendingUpdate, UpdateOptions, UpdatePlan,
 import { EMPTY_BUILD } from "./messages.js";
 
 export * from "./errors.js";
+export * from "./serve.js";
 export type { BuildEntry, ChannelHead, PendingUpdate, UpdateOptions, UpdatePhase, UpdatePlan, UpdateProgress, UpdateResult } from "./messages.js";
 export { EMPTY_BUILD } from "./messages.js";
 
