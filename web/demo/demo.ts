@@ -7,7 +7,7 @@
 // several), unsigned=1 (dangerouslyAllowUnsignedUpdates, local development only).
 // Without a key and without unsigned=1 the library refuses to start: the page says so.
 
-import { EdgepatchError, GameUpdater, type UpdateProgress } from "../src/index.js";
+import { EdgepatchError, GameUpdater, registerGameServiceWorker, type UpdateProgress } from "../src/index.js";
 
 const params = new URLSearchParams(location.search);
 const game = params.get("game") ?? "demo";
@@ -31,6 +31,9 @@ const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as 
 const installBtn = $<HTMLButtonElement>("install");
 const updateBtn = $<HTMLButtonElement>("update");
 const removeBtn = $<HTMLButtonElement>("remove");
+const playBtn = $<HTMLButtonElement>("play");
+/** The build the game frame was started with (null: not playing). */
+let playing: string | null = null;
 const bar = $<HTMLProgressElement>("bar");
 installBtn.textContent = `Install ${installBuild}`;
 
@@ -39,7 +42,7 @@ function setState(s: State): void {
   document.body.dataset.state = s;
   if (s === "updating") document.body.dataset.segmentsPersisted = "0";
   const busy = s === "updating" || s === "loading";
-  installBtn.disabled = updateBtn.disabled = removeBtn.disabled = busy || configError !== null;
+  installBtn.disabled = updateBtn.disabled = removeBtn.disabled = playBtn.disabled = busy || configError !== null;
 }
 
 const fmtBytes = (n: number) => (n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(2)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
@@ -125,6 +128,7 @@ async function run(from: string, to: string | null): Promise<void> {
       `${r.resumed ? ` (resumed at ${fmtBytes(r.resumedFrom)})` : ""} in ${r.seconds.toFixed(2)} s, saved ${r.savedPercent.toFixed(1)}%` +
       (r.keyId ? `; signed by key ${r.keyId}` : "; NOT signature-checked (unsigned updates allowed)");
     await showBuild();
+    if (playing !== null && playing !== r.to) $("play-note").textContent = `Update ready: ${r.to} is installed and takes effect on the next launch (the running game keeps ${playing}).`;
     setState("done");
   } catch (e) {
     showError(e);
@@ -140,6 +144,18 @@ installBtn.onclick = () => {
 updateBtn.onclick = () => {
   setState("updating");
   void run("", null);
+};
+// Play: the installed build, served by URL from OPFS by the game Service Worker (scope /play/).
+playBtn.onclick = async () => {
+  try {
+    await registerGameServiceWorker(new URL("../lib/edgepatch-sw.js", import.meta.url), { scope: "/play/" });
+    playing = await updater.current();
+    $("player").hidden = false;
+    $("play-note").textContent = `Playing ${game} ${playing ?? "(nothing installed)"} from this browser's storage.`;
+    $<HTMLIFrameElement>("play-frame").src = `/play/${game}/index.html`;
+  } catch (e) {
+    showError(e);
+  }
 };
 removeBtn.onclick = async () => {
   setState("updating");

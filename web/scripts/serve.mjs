@@ -18,7 +18,7 @@
 // headers (`faults.omitHeaders`, a misconfigured CDN), send every answer's body
 // through one slow link (`faults.bytesPerSecond`, for benchmarks), and count the
 // patch bytes served (`stats`; preflights apart in `stats.preflights`).
-import { createReadStream, readFileSync, statSync } from "node:fs";
+import { createReadStream, existsSync, readFileSync, statSync } from "node:fs";
 import { createServer } from "node:http";
 import { dirname, extname, join, normalize, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -66,7 +66,9 @@ function parseRange(header, size) {
 function demoPath(root) {
   try {
     const { publicKey } = JSON.parse(readFileSync(join(root, "updates/site.json"), "utf8"));
-    return `/demo/?publicKey=${encodeURIComponent(publicKey)}`;
+    // The playable fixture game when the site has it (Install, Update, Play), else the demo build.
+    const game = existsSync(join(root, "updates/v1/games/arcade")) ? "game=arcade&" : "";
+    return `/demo/?${game}publicKey=${encodeURIComponent(publicKey)}`;
   } catch {
     return "/demo/";
   }
@@ -250,7 +252,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   console.log(`edgepatch demo: ${s.demoUrl}`);
   if (args.includes("--check")) {
     // Non-interactive: fetch the page, the worker, the wasm and the channel, then stop.
-    for (const p of ["demo/", "demo/demo.js", "lib/edgepatch-worker.js", "lib/edgepatch_wasm_bg.wasm", "updates/v1/games/demo/channels/stable"]) {
+    for (const p of ["demo/", "demo/demo.js", "lib/edgepatch-worker.js", "lib/edgepatch-sw.js", "lib/edgepatch_wasm_bg.wasm", "updates/v1/games/demo/channels/stable", "updates/v1/games/arcade/channels/stable"]) {
       const r = await fetch(s.url + p);
       if (!r.ok) {
         console.error(`check: GET ${p} -> ${r.status}`);
@@ -258,7 +260,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
       }
       await r.arrayBuffer();
     }
-    console.error("check: demo page, library, wasm and update site served");
+    console.error("check: demo page, library, Service Worker, wasm and update site (demo, arcade) served");
     await s.close();
   }
 }
