@@ -285,7 +285,11 @@ for (const engine of ENGINES) {
     const installed = await text(b, "installed");
     await b.waitFor(() => !document.getElementById("play").disabled, null, 10_000);
     await click(b, "play");
-    await b.waitFor(() => document.body.dataset.playing && document.getElementById("screen").contentDocument?.readyState === "complete", null, 30_000);
+    // The frame starts as about:blank (already "complete"): wait for the game's own document.
+    await b.waitFor(() => {
+      const d = document.getElementById("screen").contentDocument;
+      return document.body.dataset.playing && d?.location.pathname.includes("/play/") && d.readyState === "complete";
+    }, null, 30_000);
     // The game's entry page, fetched by the game's frame (a client the Service Worker controls): the installed build's bytes.
     const served = await b.evaluate(async () => {
       const w = document.getElementById("screen").contentWindow;
