@@ -61,22 +61,39 @@ async function openDemo(t, game, query = "", { key = publicKey } = {}) {
     if (m.type() === "error") errors.push(m.text());
     if (m.type() === "warning") warnings.push(m.text());
   });
-  const url = `${server.url}demo/?game=${game}&install=v1${key ? `&publicKey=${encodeURIComponent(key)}` : ""}${query}`;
+  const access = opfsAccess ? `&opfsAccess=${opfsAccess}` : "";
+  const url = `${server.url}demo/?game=${game}&install=v1${key ? `&publicKey=${encodeURIComponent(key)}` : ""}${access}${query}`;
   await page.goto(url);
   return { page, url, errors, warnings };
 }
 
 /** The engine the running test uses (tests run one at a time: --test-concurrency=1). */
 let engine = ENGINES[0];
+/** The library's `opfsAccess` the running test forces (null: "auto", what the engine offers). */
+let opfsAccess = null;
 
-/** Registers `body` as one test per engine (`only`: a subset of the engines, with the reason). */
-function engineTest(name, body, only = null) {
+/**
+ * Ways of writing OPFS each engine is also tested with, besides the one it picks itself
+ * (web/src/build-files.ts): Chromium and Firefox pick synchronous access handles, so they
+ * also run the write path WebKitGTK needs (writable streams) and the one Safari before 26
+ * needs (access handles only, small files journaled). WebKitGTK can run only its own.
+ */
+const FORCED_ACCESS = { chromium: ["writable-streams", "access-handles-only"], firefox: ["writable-streams", "access-handles-only"], webkit: [] };
+
+/**
+ * Registers `body` as one test per engine (`only`: a subset of the engines, with the reason);
+ * `{ accessModes: true }`: also once per forced way of writing OPFS (FORCED_ACCESS).
+ */
+function engineTest(name, body, only = null, { accessModes = false } = {}) {
   for (const e of ENGINES) {
     if (only && !only.engines.includes(e)) continue;
-    test(`${name} [${e}]`, async (t) => {
-      engine = e;
-      await body(t);
-    });
+    for (const mode of [null, ...(accessModes ? FORCED_ACCESS[e] ?? [] : [])]) {
+      test(`${name} [${e}${mode ? `, opfsAccess ${mode}` : ""}]`, async (t) => {
+        engine = e;
+        opfsAccess = mode;
+        await body(t);
+      });
+    }
   }
 }
 
@@ -192,7 +209,7 @@ engineTest("fresh profile installs v1, updates to v2; OPFS byte-exact", async (t
   // The channel document followed is now the newest this browser accepts from this server.
   assert.deepEqual(Object.values(st.channelHeads?.heads ?? {}), [{ sequence: site.demo.channels.stable.sequence, build: "v2" }]);
   assert.deepEqual(errors, []);
-});
+}, null, { accessModes: true });
 
 engineTest("a corrupted patch is refused with a visible error; v1 stays current and intact", async (t) => {
   const { page } = await openDemo(t, "demo");
@@ -213,7 +230,7 @@ engineTest("a corrupted patch is refused with a visible error; v1 stays current 
   assert.deepEqual(st.builds, ["v1"], "nothing of v2 is kept");
   assert.equal(st.update, null, "no resume record for a refused patch");
   assert.equal(await page.textContent("#game-title"), "Star Hopper v1");
-});
+}, null, { accessModes: true });
 
 engineTest("the connection is cut mid-update and the page reloaded: the update resumes, downloading less than the whole patch again", async (t) => {
   const { page } = await openDemo(t, "big");
@@ -260,7 +277,7 @@ engineTest("the connection is cut mid-update and the page reloaded: the update r
   assert.deepEqual(Object.values(st.channelHeads?.heads ?? {}), [{ sequence: site.big.channels.stable.sequence, build: "v2" }]);
   t.diagnostic(`patch ${d.patchSize} B in ${d.segments} segments; cut at ${cutAt}; ` +
     `first session got ${firstSession} B, persisted point ${point.patchOffset} (${point.segmentsDone} segments); after reload downloaded ${again} B (header+tree ${header.bytes} B)`);
-});
+}, null, { accessModes: true });
 
 engineTest("the page is reloaded while the update is writing: it resumes from the persisted point and completes byte-exact", async (t) => {
   const { page } = await openDemo(t, "big");
@@ -292,7 +309,7 @@ engineTest("the page is reloaded while the update is writing: it resumes from th
   assert.deepEqual(st.builds, ["v1", "v2"]);
   const { patchHashState: _h, ...shownPoint } = before.update.point;
   t.diagnostic(`reload mid-update: point ${JSON.stringify(shownPoint)}, downloaded ${again} of ${d.patchSize} B again`);
-});
+}, null, { accessModes: true });
 
 engineTest("an update signed by a key that is not accepted is refused, naming the key", async (t) => {
   const otherKey = Buffer.from(generateKeyPairSync("ed25519").publicKey.export({ format: "jwk" }).x, "base64url").toString("base64");

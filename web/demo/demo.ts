@@ -7,7 +7,7 @@
 // several), unsigned=1 (dangerouslyAllowUnsignedUpdates, local development only).
 // Without a key and without unsigned=1 the library refuses to start: the page says so.
 
-import { EdgepatchError, GameUpdater, registerGameServiceWorker, type UpdateProgress } from "../src/index.js";
+import { EdgepatchError, GameUpdater, registerGameServiceWorker, type OpfsAccess, type UpdateProgress } from "../src/index.js";
 
 const params = new URLSearchParams(location.search);
 const game = params.get("game") ?? "demo";
@@ -22,6 +22,8 @@ try {
     workerUrl: new URL("../lib/edgepatch-worker.js", import.meta.url),
     publicKeys: params.getAll("publicKey"),
     dangerouslyAllowUnsignedUpdates: params.get("unsigned") === "1",
+    // How builds are written (tests force each way the library has: README "Browser support").
+    opfsAccess: (params.get("opfsAccess") ?? "auto") as OpfsAccess,
   });
 } catch (e) {
   configError = e;

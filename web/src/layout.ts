@@ -65,28 +65,73 @@ export async function readBytes(dir: FileSystemDirectoryHandle, name: string): P
   }
 }
 
-export async function readJson<T>(dir: FileSystemDirectoryHandle, name: string): Promise<T | null> {
-  const bytes = await readBytes(dir, name);
+function parseJson<T>(bytes: Uint8Array | null): T | null {
   if (!bytes) return null;
   try {
     return JSON.parse(new TextDecoder().decode(bytes)) as T;
   } catch {
-    return null; // a torn or foreign file counts as absent
+    return null;
   }
 }
 
 /**
- * Replaces the file `name` in `dir` with `data`, all or nothing: a writable
- * stream writes a swap file that replaces the original only on close().
+ * A JSON file written by `writeAtomic`. A torn or foreign file counts as absent, unless
+ * its journal copy is whole: a journaled write that was cut short while rewriting the file
+ * (the journal is always complete before the file is touched).
+ */
+export async function readJson<T>(dir: FileSystemDirectoryHandle, name: string): Promise<T | null> {
+  const bytes = await readBytes(dir, name);
+  if (!bytes) return null;
+  return parseJson<T>(bytes) ?? parseJson<T>(await readBytes(dir, name + JOURNAL));
+}
+
+/** Suffix of the journal copy a journaled write makes first. */
+export const JOURNAL = ".journal";
+
+/** How `writeAtomic` writes: "auto" follows the engine (writable streams where it has them). */
+let smallFileWrites: "auto" | "writable" | "journal" = "auto";
+export function setSmallFileWrites(how: "auto" | "writable" | "journal"): void {
+  smallFileWrites = how;
+}
+
+/**
+ * Replaces the file `name` in `dir` with `data`, all or nothing. A writable stream writes a
+ * swap file that replaces the original only on close(). Without writable streams (Safari
+ * before 26) the file is written in place through a synchronous access handle (dedicated
+ * workers only), after a whole journal copy that `readJson` falls back to if the write is
+ * cut short, so a reader sees the old content or the new, never a torn one.
  */
 export async function writeAtomic(dir: FileSystemDirectoryHandle, name: string, data: Uint8Array | string): Promise<void> {
+  const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+  const journaled = smallFileWrites === "journal" || (smallFileWrites === "auto" && typeof (FileSystemFileHandle.prototype as { createWritable?: unknown }).createWritable !== "function");
   try {
+    if (journaled) {
+      await writeInPlace(dir, name + JOURNAL, bytes);
+      await writeInPlace(dir, name, bytes);
+      await dir.removeEntry(name + JOURNAL);
+      return;
+    }
     const h = await dir.getFileHandle(name, { create: true });
     const w = await h.createWritable({ keepExistingData: false });
-    await w.write(typeof data === "string" ? data : new Blob([data as BlobPart]));
+    await w.write(new Blob([bytes as BlobPart]));
     await w.close();
   } catch (e) {
     throw new StorageError(`writing ${name} failed: ${messageOf(e)}`, { resumable: true });
+  }
+}
+
+/** Writes and flushes `bytes` as the whole of `name` through a synchronous access handle. */
+async function writeInPlace(dir: FileSystemDirectoryHandle, name: string, bytes: Uint8Array): Promise<void> {
+  const fh = await dir.getFileHandle(name, { create: true });
+  const open = (fh as unknown as { createSyncAccessHandle?: () => Promise<{ truncate(n: number): void; write(b: Uint8Array, o: { at: number }): number; flush(): void; close(): void }> }).createSyncAccessHandle;
+  if (typeof open !== "function") throw new Error("this browser has neither writable streams nor synchronous access handles here");
+  const h = await open.call(fh);
+  try {
+    h.truncate(0);
+    if (h.write(bytes, { at: 0 }) !== bytes.length) throw new Error("short write (storage full?)");
+    h.flush();
+  } finally {
+    h.close();
   }
 }
 

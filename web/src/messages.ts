@@ -30,7 +30,17 @@ export interface UpdateOptions {
   dangerouslyAllowUnsignedUpdates?: boolean;
   /** Smallest range worth its own request, bytes (default 1 MiB); ranges split at segment boundaries. */
   minRangeBytes?: number;
+  /**
+   * How builds are written to OPFS (default "auto": what the engine offers, probed once).
+   * "access-handles": synchronous access handles, small files through writable streams
+   * (Chromium, Firefox, Safari 26); "access-handles-only": small files through access handles
+   * too, journaled (Safari before 26, which has no createWritable); "writable-streams": no
+   * synchronous access handles (WebKitGTK). Forcing one is for tests and diagnosis.
+   */
+  opfsAccess?: OpfsAccess;
 }
+
+export type OpfsAccess = "auto" | "access-handles" | "access-handles-only" | "writable-streams";
 
 export interface UpdateRequest extends UpdateOptions {
   baseUrl: string;

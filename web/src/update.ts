@@ -1,10 +1,14 @@
 // The update engine, run inside the dedicated worker: fetch the descriptor and
 // manifest, download the patch in ranges, apply it while it downloads into a
-// new build directory through synchronous OPFS access handles, persist resume
-// points, check every file, then switch the `current` pointer.
+// new build directory (build-files.ts: synchronous access handles, or writable
+// streams where the engine lacks them), persist resume points, check every
+// file, then switch the `current` pointer.
 
-import { ManifestReader, PatchApplier, Signer } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import type { BuildSink, ListedEntry, ManifestEntry, OldBuildSource, ResumePoint } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import { ManifestReader, PatchApplier } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import type { ManifestEntry, ResumePoint } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import { type NewBuildFiles, type OldBuildFiles, accessMode } from "./build-files.js";
+import { AsyncNewBuild, AsyncOldBuild } from "./build-files-async.js";
+import { SyncNewBuild, SyncOldBuild } from "./build-files-sync.js";
 import {
   AbortedError,
   BusyError,
@@ -39,158 +43,6 @@ interface UpdateRecord {
 }
 
 export const RECORD = "update.json";
-
-/** FileSystemSyncAccessHandle (dedicated workers only; not in TypeScript's DOM lib). */
-interface SyncHandle {
-  read(buffer: Uint8Array, options?: { at?: number }): number;
-  write(buffer: Uint8Array, options?: { at?: number }): number;
-  truncate(size: number): void;
-  getSize(): number;
-  flush(): void;
-  close(): void;
-}
-
-async function openSync(fh: FileSystemFileHandle, readOnly: boolean): Promise<SyncHandle> {
-  // "read-only" lets other readers in (Chromium 121+); the default mode is exclusive.
-  const create = (fh as unknown as { createSyncAccessHandle(o?: { mode: string }): Promise<SyncHandle> }).createSyncAccessHandle;
-  return create.call(fh, readOnly ? { mode: "read-only" } : undefined);
-}
-
-/** The old build, read with synchronous access handles (zero-copy `readInto`). */
-class OpfsOldBuild implements OldBuildSource {
-  readonly handles = new Map<string, SyncHandle>();
-  /** The old build's entries, from its stored manifest: what a tree patch keeps unnamed. */
-  entries: ListedEntry[] = [];
-  listing(): ListedEntry[] {
-    return this.entries;
-  }
-  fileSize(path: string): number {
-    const h = this.handles.get(path);
-    if (!h) throw new Error(`the old build has no file ${path}`);
-    return h.getSize();
-  }
-  readInto(path: string, offset: number, target: Uint8Array): number {
-    const h = this.handles.get(path);
-    if (!h) throw new Error(`the old build has no file ${path}`);
-    const n = h.read(target, { at: offset });
-    if (n !== target.length) throw new Error(`old file ${path}: read ${n} of ${target.length} bytes at ${offset}`);
-    return n;
-  }
-  readAt(path: string, offset: number, length: number): Uint8Array {
-    const buf = new Uint8Array(length);
-    this.readInto(path, offset, buf);
-    return buf;
-  }
-  close(): void {
-    for (const h of this.handles.values()) h.close();
-    this.handles.clear();
-  }
-}
-
-/**
- * The new build: every file's access handle is opened before the first push
- * (OPFS opens are async, the sink's callbacks are not). The sink accepts only
- * what the manifest lists.
- */
-class OpfsNewBuild implements BuildSink {
-  readonly handles = new Map<string, SyncHandle>();
-  readonly dirs = new Set<string>();
-  readonly symlinks = new Map<string, string>();
-  readonly finishedNow = new Set<string>();
-  private dirty = new Set<SyncHandle>();
-  private cur: { path: string; h: SyncHandle; pos: number } | null = null;
-  /** The first error a callback threw (storage, not the patch). */
-  failure: unknown = null;
-  filesDone = 0;
-
-  private guard<T>(f: () => T): T {
-    try {
-      return f();
-    } catch (e) {
-      this.failure ??= e;
-      throw e;
-    }
-  }
-  private handle(path: string): SyncHandle {
-    const h = this.handles.get(path);
-    if (!h) throw new Error(`the patch writes ${path}, which the manifest does not list as a file`);
-    return h;
-  }
-  createDirectory(path: string): void {
-    if (!this.dirs.has(path)) throw new Error(`the patch creates directory ${path}, which the manifest does not list`);
-  }
-  createSymlink(path: string, target: string): void {
-    if (this.symlinks.get(path) !== target) throw new Error(`the patch makes symlink ${path} -> ${target}, which the manifest does not list`);
-  }
-  beginFile(path: string, _executable: boolean, _size: number): void {
-    this.guard(() => {
-      const h = this.handle(path);
-      h.truncate(0);
-      this.cur = { path, h, pos: 0 };
-    });
-  }
-  resumeFile(path: string, _executable: boolean, _size: number, written: number): void {
-    this.guard(() => {
-      const h = this.handle(path);
-      if (h.getSize() < written) throw new Error(`${path} has ${h.getSize()} bytes, the resume point needs ${written}`);
-      h.truncate(written);
-      this.cur = { path, h, pos: written };
-    });
-  }
-  writeFile(bytes: Uint8Array): void {
-    this.guard(() => {
-      const c = this.cur;
-      if (!c) throw new Error("writeFile outside a file");
-      const n = c.h.write(bytes, { at: c.pos });
-      if (n !== bytes.length) throw new Error(`${c.path}: wrote ${n} of ${bytes.length} bytes (storage full?)`);
-      c.pos += n;
-      this.dirty.add(c.h);
-    });
-  }
-  finishFile(): void {
-    const c = this.cur;
-    if (!c) throw new Error("finishFile outside a file");
-    this.finishedNow.add(c.path);
-    this.filesDone++;
-    this.cur = null;
-  }
-  readWritten(path: string, offset: number, target: Uint8Array): number {
-    return this.guard(() => {
-      const n = this.handle(path).read(target, { at: offset });
-      if (n !== target.length) throw new Error(`${path}: read back ${n} of ${target.length} bytes at ${offset}`);
-      return n;
-    });
-  }
-  /** Makes everything written so far durable (before a resume point is persisted). */
-  flush(): void {
-    for (const h of this.dirty) h.flush();
-    this.dirty.clear();
-  }
-  close(): void {
-    for (const h of this.handles.values()) {
-      try { h.close(); } catch { /* already closed */ }
-    }
-    this.handles.clear();
-  }
-}
-
-/** Streams a file through the core's BLAKE3 (the Signer), 4 MiB at a time. */
-function blake3OfHandle(h: SyncHandle, size: number): string {
-  const signer = new Signer();
-  try {
-    signer.beginFile("f", false, size);
-    const buf = new Uint8Array(Math.min(size, 4 << 20) || 1);
-    for (let at = 0; at < size; ) {
-      const n = h.read(buf.subarray(0, Math.min(buf.length, size - at)), { at });
-      if (n <= 0) throw new Error(`short read at ${at}`);
-      signer.update(buf.subarray(0, n));
-      at += n;
-    }
-    return signer.finishFile();
-  } finally {
-    signer.free();
-  }
-}
 
 function files(entries: ManifestEntry[]): ManifestEntry[] {
   return entries.filter((e) => e.kind === "file");
@@ -263,7 +115,7 @@ interface UpdateJob {
   game: string;
   from: string;
   to: string;
-  tuning: Pick<UpdateRequest, "parallelism" | "retries" | "retryDelayMs" | "minRangeBytes">;
+  tuning: Pick<UpdateRequest, "parallelism" | "retries" | "retryDelayMs" | "minRangeBytes" | "opfsAccess">;
 }
 
 async function update(job: UpdateJob, verifier: Verifier | null, channel: ChannelHead | undefined, onProgress: (p: UpdateProgress) => void, signal: AbortSignal): Promise<UpdateResult> {
@@ -313,8 +165,10 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   await writeAtomic(buildDir, "manifest", manifestBytes);
   const filesDir = await dirAt(buildDir, "files", true);
 
-  const old = new OpfsOldBuild();
-  const sink = new OpfsNewBuild();
+  // Synchronous access handles where the engine has them, else writable streams (build-files.ts).
+  const mode = await accessMode(req.opfsAccess);
+  const old: OldBuildFiles = mode === "writable-streams" ? new AsyncOldBuild() : new SyncOldBuild();
+  const sink: NewBuildFiles = old instanceof AsyncOldBuild ? new AsyncNewBuild(old) : new SyncNewBuild();
   let applier: PatchApplier | null = null;
   let downloaded = 0;
   const resumedFrom = point?.patchOffset ?? 0;
@@ -325,21 +179,10 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       const oldManifest = await buildManifest(g, from);
       const oldEntries = oldManifest.entries();
       oldManifest.free();
-      old.entries = oldEntries;
-      const oldFiles = await dirAt(builds, `${from}/files`, false);
-      for (const e of files(oldEntries)) old.handles.set(e.path, await openSync(await fileAt(oldFiles, e.path, false), true));
+      await old.open(await dirAt(builds, `${from}/files`, false), oldEntries);
     }
     // New build: directories created, every file opened, before any byte is applied.
-    for (const e of entries) {
-      if (e.kind === "directory") {
-        await dirAt(filesDir, e.path, true);
-        sink.dirs.add(e.path);
-      } else if (e.kind === "symlink") {
-        sink.symlinks.set(e.path, e.symlinkTarget ?? "");
-      } else {
-        sink.handles.set(e.path, await openSync(await fileAt(filesDir, e.path, true), false));
-      }
-    }
+    await sink.open(filesDir, entries, point !== null);
 
     const filesBefore = point ? newFiles.filter((e) => e.source.type !== "delta" || e.source.newOffset + e.size <= point.newOffset).length : 0;
     const progress = new ProgressReporter(onProgress, { game, from, to, patchSize, resumedFrom, newBytesTotal, filesTotal: newFiles.length, segmentsTotal: segments.length, savedPercent });
@@ -351,10 +194,13 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     report(true);
 
     const dl = { parallelism: req.parallelism ?? 3, retries: req.retries ?? 2, retryDelayMs: req.retryDelayMs ?? 300, signal, onBytes: (n: number) => { downloaded += n; } };
-    const callApplier = (f: () => void) => {
+    const callApplier = async (f: () => void) => {
       try {
         f();
+        // What the call queued (writable streams) is written before the next one.
+        await sink.settle();
       } catch (e) {
+        if (e instanceof EdgepatchError) throw e;
         if (sink.failure) throw new StorageError(`writing build ${to} failed: ${messageOf(sink.failure)}`, { resumable: true });
         const msg = messageOf(e);
         // The core's binding names what the signed manifest does not vouch for: forged, not damaged, data.
@@ -365,46 +211,50 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     if (point) {
       // The header and tree again (the applier needs them), then the rest from the resume point.
       const headerAndTree = await download(new RangeDownload(desc.patchUrl, patchSize, [{ start: 0, end: segments[0]!.patchOffset }], dl));
-      callApplier(() => { applier = PatchApplier.resume(old, sink, headerAndTree, point, manifestBytes); });
+      await callApplier(() => { applier = PatchApplier.resume(old, sink, headerAndTree, point, manifestBytes); });
     } else {
-      callApplier(() => { applier = new PatchApplier(old, sink, manifestBytes); });
+      await callApplier(() => { applier = new PatchApplier(old, sink, manifestBytes); });
     }
     keepForResume = true;
     const ranges = planRanges(resumedFrom, patchSize, segments.map((s) => s.patchOffset), req.minRangeBytes ?? 1 << 20);
     for await (const chunk of new RangeDownload(desc.patchUrl, patchSize, ranges, dl).chunks()) {
       if (signal.aborted) throw new AbortedError(undefined, { resumable: true });
-      callApplier(() => applier!.push(chunk));
-      progress.applied += chunk.length;
-      const rp = applier!.resumePoint();
-      if (rp && rp.segmentsDone > progress.segmentsDone) {
-        // The sink's bytes must be durable before the point that relies on them.
-        sink.flush();
-        record.point = rp;
-        await writeAtomic(g, RECORD, JSON.stringify(record));
-        progress.segmentsDone = rp.segmentsDone;
-        report(true);
+      // In pieces where writes are queued (sink.pushBytes), so one push queues little.
+      for (let at = 0; at < chunk.length; at += sink.pushBytes) {
+        const piece = sink.pushBytes >= chunk.length ? chunk : chunk.subarray(at, at + sink.pushBytes);
+        await callApplier(() => applier!.push(piece));
+        progress.applied += piece.length;
+        const rp = applier!.resumePoint();
+        if (rp && rp.segmentsDone > progress.segmentsDone) {
+          // The sink's bytes must be durable before the point that relies on them.
+          await sink.durable();
+          record.point = rp;
+          await writeAtomic(g, RECORD, JSON.stringify(record));
+          progress.segmentsDone = rp.segmentsDone;
+          report(true);
+        }
+        report(false);
       }
-      report(false);
     }
-    callApplier(() => { applier!.finish(); });
+    await callApplier(() => { applier!.finish(); });
     keepForResume = false;
 
     // Every file verified: this session's by the applier as it wrote them, an
     // earlier session's (before a resume) re-hashed here.
     progress.phase = "verifying";
     report(true);
+    await sink.durable();
     let rehashed = 0;
     for (const e of newFiles) {
-      const h = sink.handles.get(e.path)!;
-      if (h.getSize() !== e.size) throw new IntegrityError(`${e.path} is ${h.getSize()} bytes, the manifest says ${e.size}`);
+      const size = await sink.size(e.path);
+      if (size !== e.size) throw new IntegrityError(`${e.path} is ${size} bytes, the manifest says ${e.size}`);
       if (!sink.finishedNow.has(e.path)) {
-        const got = blake3OfHandle(h, e.size);
+        const got = await sink.blake3(e.path, e.size);
         rehashed++;
         if (got !== e.blake3) throw new IntegrityError(`${e.path} has BLAKE3 ${got}, the manifest says ${e.blake3}`);
       }
     }
-    sink.flush();
-    sink.close();
+    await sink.close();
     old.close();
 
     // The switch: one atomic replacement of the pointer.
@@ -433,7 +283,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       savedPercent,
     };
   } catch (e) {
-    sink.close();
+    await sink.close().catch(() => undefined);
     old.close();
     (applier as PatchApplier | null)?.free();
     applier = null;

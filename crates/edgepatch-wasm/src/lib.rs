@@ -86,6 +86,20 @@ export interface BuildSink {
    * a view of the module's memory, valid only during the call.
    */
   readWritten?(path: string, offset: number, target: Uint8Array): void;
+  /**
+   * Optional, with `finishCopies`: offered each file the patch keeps unchanged
+   * (the old build's file `from`, `size` bytes, becomes the new file `path`).
+   * Return true to copy it on the sink's own (e.g. asynchronously, without
+   * passing its bytes through the module); false leaves it to the applier
+   * (`beginFile`/`writeFile`). A sink that takes copies must copy exactly those
+   * bytes and check them itself before the build is used.
+   */
+  copyOldFile?(from: string, path: string, executable: boolean, size: number): boolean;
+  /**
+   * Once every copy was offered: the BLAKE3 (hex) of each file the sink took,
+   * in offer order. With a manifest each must be the one the manifest lists.
+   */
+  finishCopies?(): string[];
 }
 
 /** Where an interrupted apply can continue (see `PatchApplier.resumePoint`). */
@@ -145,6 +159,10 @@ extern "C" {
     fn resume_file(this: &JsBuildSink, path: &str, executable: bool, size: f64, written: f64) -> Result<(), JsValue>;
     #[wasm_bindgen(method, catch, js_name = readWritten)]
     fn read_written(this: &JsBuildSink, path: &str, offset: f64, target: &Uint8Array) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = copyOldFile)]
+    fn copy_old_file(this: &JsBuildSink, from: &str, path: &str, executable: bool, size: f64) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = finishCopies)]
+    fn finish_copies(this: &JsBuildSink) -> Result<JsValue, JsValue>;
 
     #[wasm_bindgen(typescript_type = "ResumePoint")]
     pub type JsResumePoint;
@@ -260,39 +278,75 @@ impl OldBuild for JsOld {
     }
 }
 
-struct JsSink(JsBuildSink);
+struct JsSink {
+    sink: JsBuildSink,
+    /// The sink has `copyOldFile` and `finishCopies`: unchanged files are offered to it.
+    copies: bool,
+}
+
+impl JsSink {
+    fn new(sink: JsBuildSink) -> JsSink {
+        let copies = has_method(&sink, "copyOldFile") && has_method(&sink, "finishCopies");
+        JsSink { sink, copies }
+    }
+}
 
 impl BuildSink for JsSink {
     fn create_directory(&mut self, path: &str) -> io::Result<()> {
-        self.0.create_directory(path).map_err(js_io)
+        self.sink.create_directory(path).map_err(js_io)
     }
 
     fn create_symlink(&mut self, path: &str, target: &str) -> io::Result<()> {
-        self.0.create_symlink(path, target).map_err(js_io)
+        self.sink.create_symlink(path, target).map_err(js_io)
     }
 
     fn begin_file(&mut self, path: &str, executable: bool, size: u64) -> io::Result<()> {
-        self.0.begin_file(path, executable, size as f64).map_err(js_io)
+        self.sink.begin_file(path, executable, size as f64).map_err(js_io)
     }
 
     fn write_file(&mut self, data: &[u8]) -> io::Result<()> {
         // A copy, not a view of wasm memory: the sink may keep it (an async writer).
-        self.0.write_file(&Uint8Array::from(data)).map_err(js_io)
+        self.sink.write_file(&Uint8Array::from(data)).map_err(js_io)
     }
 
     fn finish_file(&mut self) -> io::Result<()> {
-        self.0.finish_file().map_err(js_io)
+        self.sink.finish_file().map_err(js_io)
     }
 
     fn resume_file(&mut self, path: &str, executable: bool, size: u64, written: u64) -> io::Result<()> {
-        self.0.resume_file(path, executable, size as f64, written as f64).map_err(js_io)
+        self.sink.resume_file(path, executable, size as f64, written as f64).map_err(js_io)
     }
 
     fn read_written(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         // SAFETY: as in `JsOld::read_at`: a view of exactly `buf`, borrowed for the call.
         let target = unsafe { Uint8Array::view_mut_raw(buf.as_mut_ptr(), buf.len()) };
-        self.0.read_written(path, offset as f64, &target).map_err(js_io)?;
+        self.sink.read_written(path, offset as f64, &target).map_err(js_io)?;
         Ok(())
+    }
+
+    fn copy_old_file(&mut self, from: &str, path: &str, executable: bool, size: u64) -> io::Result<bool> {
+        if !self.copies {
+            return Ok(false);
+        }
+        let v = self.sink.copy_old_file(from, path, executable, size as f64).map_err(js_io)?;
+        v.as_bool().ok_or_else(|| io::Error::other(format!("copyOldFile returned {v:?}, not a boolean")))
+    }
+
+    fn finish_copies(&mut self) -> io::Result<Vec<[u8; 32]>> {
+        if !self.copies {
+            return Ok(Vec::new());
+        }
+        let v = self.sink.finish_copies().map_err(js_io)?;
+        let array: js_sys::Array = v.dyn_into().map_err(|v| io::Error::other(format!("finishCopies returned {v:?}, not an array")))?;
+        let bad = |i: usize| io::Error::other(format!("finishCopies: entry {i} is not 64 hex digits"));
+        array
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let bytes = h.as_string().and_then(|s| unhex(&s)).ok_or_else(|| bad(i))?;
+                <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| bad(i))
+            })
+            .collect()
     }
 }
 
@@ -350,7 +404,7 @@ impl PatchApplier {
         Ok(PatchApplier {
             inner: Some(CoreApplier::new()),
             old: JsOld { source: old, read_into },
-            sink: JsSink(sink),
+            sink: JsSink::new(sink),
             bound,
             failed: None,
             finished: Default::default(),
@@ -378,7 +432,7 @@ impl PatchApplier {
         check_methods(&sink, "the sink", &["createDirectory", "createSymlink", "beginFile", "writeFile", "finishFile", "resumeFile", "readWritten"])?;
         let at = resume_point_from_js(&point)?;
         let read_into = has_method(&old, "readInto");
-        let (mut old, mut sink) = (JsOld { source: old, read_into }, JsSink(sink));
+        let (mut old, mut sink) = (JsOld { source: old, read_into }, JsSink::new(sink));
         let mut bound = match manifest {
             None => None,
             Some(m) => {

@@ -1,0 +1,187 @@
+// Builds read and written through synchronous OPFS access handles (dedicated workers in
+// Chromium, Firefox and Safari): the applier's callbacks read old files and write new ones
+// directly, zero-copy where the binding allows. See build-files.ts for the other way.
+
+import { ListedEntry, ManifestEntry, Signer } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import { dirAt, fileAt } from "./layout.js";
+import type { NewBuildFiles, OldBuildFiles } from "./build-files.js";
+
+/** FileSystemSyncAccessHandle (not in TypeScript's DOM lib). */
+interface SyncHandle {
+  read(buffer: Uint8Array, options?: { at?: number }): number;
+  write(buffer: Uint8Array, options?: { at?: number }): number;
+  truncate(size: number): void;
+  getSize(): number;
+  flush(): void;
+  close(): void;
+}
+
+async function openSync(fh: FileSystemFileHandle, readOnly: boolean): Promise<SyncHandle> {
+  // "read-only" lets other readers in (Chromium 121+); Firefox ignores it and opens an
+  // exclusive handle, which is why each file is opened once.
+  const create = (fh as unknown as { createSyncAccessHandle(o?: { mode: string }): Promise<SyncHandle> }).createSyncAccessHandle;
+  return create.call(fh, readOnly ? { mode: "read-only" } : undefined);
+}
+
+/** The old build, read with synchronous access handles (zero-copy `readInto`). */
+export class SyncOldBuild implements OldBuildFiles {
+  readonly handles = new Map<string, SyncHandle>();
+  /** The old build's entries, from its stored manifest: what a tree patch keeps unnamed. */
+  entries: ListedEntry[] = [];
+  async open(dir: FileSystemDirectoryHandle, entries: ManifestEntry[]): Promise<void> {
+    this.entries = entries;
+    for (const e of entries) if (e.kind === "file") this.handles.set(e.path, await openSync(await fileAt(dir, e.path, false), true));
+  }
+  listing(): ListedEntry[] {
+    return this.entries;
+  }
+  private handle(path: string): SyncHandle {
+    const h = this.handles.get(path);
+    if (!h) throw new Error(`the old build has no file ${path}`);
+    return h;
+  }
+  fileSize(path: string): number {
+    return this.handle(path).getSize();
+  }
+  readInto(path: string, offset: number, target: Uint8Array): number {
+    const n = this.handle(path).read(target, { at: offset });
+    if (n !== target.length) throw new Error(`old file ${path}: read ${n} of ${target.length} bytes at ${offset}`);
+    return n;
+  }
+  readAt(path: string, offset: number, length: number): Uint8Array {
+    const buf = new Uint8Array(length);
+    this.readInto(path, offset, buf);
+    return buf;
+  }
+  close(): void {
+    for (const h of this.handles.values()) h.close();
+    this.handles.clear();
+  }
+}
+
+/**
+ * The new build: every file's access handle is opened before the first push. The bound
+ * applier accepts only what the manifest lists; these checks name what it does not.
+ */
+export class SyncNewBuild implements NewBuildFiles {
+  readonly pushBytes = Infinity;
+  readonly handles = new Map<string, SyncHandle>();
+  readonly dirs = new Set<string>();
+  readonly symlinks = new Map<string, string>();
+  readonly finishedNow = new Set<string>();
+  private dirty = new Set<SyncHandle>();
+  private cur: { path: string; h: SyncHandle; pos: number } | null = null;
+  failure: unknown = null;
+  filesDone = 0;
+
+  async open(filesDir: FileSystemDirectoryHandle, entries: ManifestEntry[]): Promise<void> {
+    for (const e of entries) {
+      if (e.kind === "directory") {
+        await dirAt(filesDir, e.path, true);
+        this.dirs.add(e.path);
+      } else if (e.kind === "symlink") {
+        this.symlinks.set(e.path, e.symlinkTarget ?? "");
+      } else {
+        this.handles.set(e.path, await openSync(await fileAt(filesDir, e.path, true), false));
+      }
+    }
+  }
+  private guard<T>(f: () => T): T {
+    try {
+      return f();
+    } catch (e) {
+      this.failure ??= e;
+      throw e;
+    }
+  }
+  private handle(path: string): SyncHandle {
+    const h = this.handles.get(path);
+    if (!h) throw new Error(`the patch writes ${path}, which the manifest does not list as a file`);
+    return h;
+  }
+  createDirectory(path: string): void {
+    if (!this.dirs.has(path)) throw new Error(`the patch creates directory ${path}, which the manifest does not list`);
+  }
+  createSymlink(path: string, target: string): void {
+    if (this.symlinks.get(path) !== target) throw new Error(`the patch makes symlink ${path} -> ${target}, which the manifest does not list`);
+  }
+  beginFile(path: string, _executable: boolean, _size: number): void {
+    this.guard(() => {
+      const h = this.handle(path);
+      h.truncate(0);
+      this.cur = { path, h, pos: 0 };
+    });
+  }
+  resumeFile(path: string, _executable: boolean, _size: number, written: number): void {
+    this.guard(() => {
+      const h = this.handle(path);
+      if (h.getSize() < written) throw new Error(`${path} has ${h.getSize()} bytes, the resume point needs ${written}`);
+      h.truncate(written);
+      this.cur = { path, h, pos: written };
+    });
+  }
+  writeFile(bytes: Uint8Array): void {
+    this.guard(() => {
+      const c = this.cur;
+      if (!c) throw new Error("writeFile outside a file");
+      const n = c.h.write(bytes, { at: c.pos });
+      if (n !== bytes.length) throw new Error(`${c.path}: wrote ${n} of ${bytes.length} bytes (storage full?)`);
+      c.pos += n;
+      this.dirty.add(c.h);
+    });
+  }
+  finishFile(): void {
+    const c = this.cur;
+    if (!c) throw new Error("finishFile outside a file");
+    this.finishedNow.add(c.path);
+    this.filesDone++;
+    this.cur = null;
+  }
+  readWritten(path: string, offset: number, target: Uint8Array): number {
+    return this.guard(() => {
+      const n = this.handle(path).read(target, { at: offset });
+      if (n !== target.length) throw new Error(`${path}: read back ${n} of ${target.length} bytes at ${offset}`);
+      return n;
+    });
+  }
+  async settle(): Promise<void> {}
+  async durable(): Promise<void> {
+    for (const h of this.dirty) h.flush();
+    this.dirty.clear();
+  }
+  async size(path: string): Promise<number> {
+    return this.handle(path).getSize();
+  }
+  async blake3(path: string, size: number): Promise<string> {
+    const h = this.handle(path);
+    return blake3Of(size, (buf, at) => h.read(buf, { at }));
+  }
+  async close(): Promise<void> {
+    for (const h of this.handles.values()) {
+      try {
+        h.close();
+      } catch {
+        /* already closed */
+      }
+    }
+    this.handles.clear();
+  }
+}
+
+/** Streams `size` bytes through the core's BLAKE3 (the Signer), 4 MiB at a time; `read` fills `buf` from `at`. */
+export async function blake3Of(size: number, read: (buf: Uint8Array, at: number) => number | Promise<number>): Promise<string> {
+  const signer = new Signer();
+  try {
+    signer.beginFile("f", false, size);
+    const buf = new Uint8Array(Math.min(size, 4 << 20) || 1);
+    for (let at = 0; at < size; ) {
+      const n = await read(buf.subarray(0, Math.min(buf.length, size - at)), at);
+      if (n <= 0) throw new Error(`short read at ${at}`);
+      signer.update(buf.subarray(0, n));
+      at += n;
+    }
+    return signer.finishFile();
+  } finally {
+    signer.free();
+  }
+}

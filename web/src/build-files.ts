@@ -1,0 +1,114 @@
+// How the worker reads the old build and writes the new one in OPFS. Two ways, one interface:
+//
+//   access-handles        synchronous access handles (Chromium, Firefox, Safari): the applier's
+//                         callbacks read and write files directly (build-files-sync.ts)
+//   writable-streams      no synchronous access handles (WebKitGTK has no backend for them):
+//                         old files are read from File snapshots with FileReaderSync, writes are
+//                         queued during a push and written through writable streams after it,
+//                         unchanged files are copied by the sink itself (build-files-async.ts)
+//
+// `opfsAccess: "auto"` (the default) probes once per worker which one the engine offers.
+// Small files (pointers, resume records) are written with createWritable where the engine
+// has it, else through a synchronous access handle with a journal (layout.ts, writeAtomic).
+
+import type { BuildSink, ListedEntry, ManifestEntry, OldBuildSource } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import { StorageError } from "./errors.js";
+import { ROOT_DIR, opfsRoot, removeIfPresent, setSmallFileWrites } from "./layout.js";
+import type { OpfsAccess } from "./messages.js";
+
+/** The old build, opened before the first push (OPFS opens are async, the applier's callbacks are not). */
+export interface OldBuildFiles extends OldBuildSource {
+  entries: ListedEntry[];
+  /** Opens every regular file of `entries` below `dir`. */
+  open(dir: FileSystemDirectoryHandle, entries: ManifestEntry[]): Promise<void>;
+  close(): void;
+}
+
+/** The new build: a BuildSink for the applier, plus what the update loop does between pushes. */
+export interface NewBuildFiles extends BuildSink {
+  /** The first error a callback or a queued write hit (storage, not the patch). */
+  failure: unknown;
+  /** Files finished (content checked by the applier) in this session. */
+  readonly finishedNow: Set<string>;
+  filesDone: number;
+  /** Largest piece of patch to push at once: bounds what a push can queue (async writes). */
+  readonly pushBytes: number;
+  /**
+   * Creates the build's directories and opens its files, before the first push. `resuming`:
+   * an interrupted apply continues, so the files written before it are read back.
+   */
+  open(filesDir: FileSystemDirectoryHandle, entries: ManifestEntry[], resuming: boolean): Promise<void>;
+  /** After every push: writes what the push queued (a no-op where writes are synchronous). */
+  settle(): Promise<void>;
+  /** Everything written so far durable: before a resume point that relies on it is persisted. */
+  durable(): Promise<void>;
+  /** A file's size as stored (after `durable`). */
+  size(path: string): Promise<number>;
+  /** A file's BLAKE3 (hex) as stored, read back (after `durable`). */
+  blake3(path: string, size: number): Promise<string>;
+  /** Releases every handle; anything not made durable is dropped. */
+  close(): Promise<void>;
+}
+
+export type AccessMode = Exclude<OpfsAccess, "auto">;
+
+/** FileSystemFileHandle.createSyncAccessHandle (dedicated workers; not in TypeScript's DOM lib). */
+function syncHandleMethod(): ((this: FileSystemFileHandle, o?: { mode: string }) => Promise<{ close(): void }>) | undefined {
+  const proto = (globalThis as { FileSystemFileHandle?: { prototype: object } }).FileSystemFileHandle?.prototype as Record<string, unknown> | undefined;
+  const f = proto?.["createSyncAccessHandle"];
+  return typeof f === "function" ? (f as ReturnType<typeof syncHandleMethod>) : undefined;
+}
+
+export function hasWritableStreams(): boolean {
+  const proto = (globalThis as { FileSystemFileHandle?: { prototype: object } }).FileSystemFileHandle?.prototype as Record<string, unknown> | undefined;
+  return typeof proto?.["createWritable"] === "function";
+}
+
+/**
+ * Whether synchronous access handles work here. The method's presence is not enough:
+ * WebKitGTK has it and throws NotSupportedError (and then keeps the file locked), so the
+ * probe opens one on a scratch file of its own, never on a build's file.
+ */
+async function syncHandlesWork(): Promise<boolean> {
+  const create = syncHandleMethod();
+  if (!create) return false;
+  const top = await (await opfsRoot()).getDirectoryHandle(ROOT_DIR, { create: true });
+  await removeIfPresent(top, ".probe").catch(() => undefined); // a locked leftover of an earlier probe
+  let dir: FileSystemDirectoryHandle;
+  try {
+    dir = await top.getDirectoryHandle(".probe", { create: true });
+  } catch {
+    return false;
+  }
+  const name = `probe-${Date.now()}-${Math.floor(Math.random() * 1e9)}`;
+  try {
+    const h = await create.call(await dir.getFileHandle(name, { create: true }));
+    h.close();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await removeIfPresent(top, ".probe").catch(() => undefined);
+  }
+}
+
+let probed: Promise<AccessMode> | null = null;
+
+/**
+ * The way this worker writes builds: `wanted` unless "auto", else what the engine offers
+ * (probed once). Also sets how small files are written (journaled where there are no
+ * writable streams).
+ */
+export async function accessMode(wanted: OpfsAccess = "auto"): Promise<AccessMode> {
+  const mode = wanted === "auto" ? await (probed ??= probeMode()) : wanted;
+  setSmallFileWrites(mode === "access-handles-only" ? "journal" : "writable");
+  return mode;
+}
+
+async function probeMode(): Promise<AccessMode> {
+  const sync = await syncHandlesWork();
+  const writable = hasWritableStreams();
+  if (sync) return writable ? "access-handles" : "access-handles-only";
+  if (writable) return "writable-streams";
+  throw new StorageError("this browser can write origin private files neither through synchronous access handles (createSyncAccessHandle) nor through writable streams (createWritable)");
+}
