@@ -28,7 +28,9 @@ Needs a display (engines.mjs starts an Xvfb) and Debian's gir1.2-webkit2-4.1 and
 import argparse
 import json
 import os
+import signal
 import sys
+import time
 
 import gi
 
@@ -222,6 +224,41 @@ class Browser:
             self.answer_error(id_, f"unknown command {cmd!r}")
 
 
+def child_processes():
+    """Live (not zombie) processes whose parent is this one: WebKit's web and network processes."""
+    me, found = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")".
+                state, ppid = f.read().rpartition(")")[2].split()[:2]
+        except OSError:
+            continue
+        if int(ppid) == me and state != "Z":
+            found.append(int(name))
+    return found
+
+
+def stop_children(grace_s=3.0):
+    """Ends WebKit's processes before this one exits. Left alone they linger a second or two
+    after their UI process is gone, still writing to a profile the caller is about to remove."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = child_processes()
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_s
+        while pids and time.monotonic() < deadline:
+            time.sleep(0.02)
+            pids = child_processes()
+        if not pids:
+            return
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", required=True)
@@ -257,6 +294,7 @@ def main():
     version = f"{WebKit2.get_major_version()}.{WebKit2.get_minor_version()}.{WebKit2.get_micro_version()}"
     browser.send({"event": "ready", "webkitgtk": version})
     Gtk.main()
+    stop_children()
 
 
 if __name__ == "__main__":
