@@ -363,9 +363,10 @@ async function launchWebKit(profile, { webkitQuotaBytes, removeProfile }) {
         await request({ cmd: "close" }, WEBKIT_CLOSE_MS, "close").catch(() => {});
         // The driver quits its main loop after answering; it (and with it the web process)
         // is killed if it does not go in time.
-        if (!exited && (await Promise.race([gone.then(() => true), sleep(WEBKIT_CLOSE_MS).then(() => false)])) === false) {
-          child.kill("SIGKILL");
+        if (!exited) {
+          const kill = setTimeout(() => child.kill("SIGKILL"), WEBKIT_CLOSE_MS);
           await gone;
+          clearTimeout(kill);
         }
       }
       removeProfile();
