@@ -41,11 +41,17 @@ function playwrightLike(page) {
   return {
     goto: (url) => page.goto(url),
     reload: () => page.reload(),
-    click: (sel) => page.click(sel),
+    // Playwright waits until the element is visible and enabled before it clicks; puppeteer
+    // clicks at once (and a click on a disabled button is lost).
+    click: async (sel) => {
+      await page.waitForFunction((s) => { const e = document.querySelector(s); return !!e && e.getClientRects().length > 0 && e.disabled !== true; }, { timeout: 30_000, polling: 100 }, sel);
+      await page.click(sel);
+    },
     evaluate: (fn, arg) => page.evaluate(fn, arg),
     textContent: (sel) => page.$eval(sel, (e) => e.textContent),
     getAttribute: (sel, name) => page.$eval(sel, (e, n) => e.getAttribute(n), name),
-    isVisible: (sel) => page.$eval(sel, (e) => !e.hidden && e.getClientRects().length > 0),
+    // As Playwright's: false (not an error) when nothing matches.
+    isVisible: (sel) => page.evaluate((s) => { const e = document.querySelector(s); return !!e && e.getClientRects().length > 0 && getComputedStyle(e).visibility !== "hidden"; }, sel),
     isDisabled: (sel) => page.$eval(sel, (e) => e.disabled === true),
     waitForFunction: (fn, arg, { timeout = 30_000 } = {}) => page.waitForFunction(fn, { timeout, polling: 100 }, arg),
     on(event, handler) {
