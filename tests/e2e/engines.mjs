@@ -65,9 +65,12 @@ function playwrightLike(page) {
  * Launches `engine` with a fresh profile and returns the browser: `page` (Playwright-like),
  * the shorthands goto(url), reload(), evaluate(fn, arg), waitFor(fn, arg, timeoutMs),
  * `errors` and `warnings` (console errors and uncaught exceptions; console warnings), and
- * close() (which also removes the profile). Options: `profileDir` (use this directory as the
- * profile and leave it in place on close), `firefoxPrefs` (extra Firefox preferences),
- * `webkitQuotaBytes` (WebKit: the per-origin storage quota, in bytes).
+ * close() (which also removes the profile), and `version` (the browser's). Options:
+ * `profileDir` (use this directory as the profile and leave it in place on close),
+ * `firefoxPrefs` (extra Firefox preferences), `webkitQuotaBytes` (WebKit: the most an origin
+ * may store, enforced on OPFS writes; WebKit's estimate() reports a lower quota that grows with
+ * usage, not this number), `webkitEvaluateTimeoutMs` (WebKit: how long an evaluate() may take,
+ * default 180 s; 0: no limit, as in Playwright).
  */
 export async function launch(engine, options = {}) {
   const b = await launchPage(engine, options);
@@ -80,6 +83,7 @@ export async function launch(engine, options = {}) {
   });
   return {
     engine,
+    version: b.version,
     page: b.page,
     errors,
     warnings,
@@ -91,7 +95,7 @@ export async function launch(engine, options = {}) {
   };
 }
 
-async function launchPage(engine, { profileDir = null, firefoxPrefs = {}, webkitQuotaBytes = 0 } = {}) {
+async function launchPage(engine, { profileDir = null, firefoxPrefs = {}, webkitQuotaBytes = 0, webkitEvaluateTimeoutMs = WEBKIT_EVALUATE_MS } = {}) {
   const profile = profileDir ?? mkdtempSync(join(tmpdir(), `edgepatch-${engine}-`));
   const removeProfile = () => profileDir || rmSync(profile, { recursive: true, force: true });
   if (engine === "chromium") {
@@ -103,6 +107,7 @@ async function launchPage(engine, { profileDir = null, firefoxPrefs = {}, webkit
     const page = context.pages()[0] ?? (await context.newPage());
     return {
       page,
+      version: context.browser()?.version() ?? "",
       close: async () => {
         await context.close();
         removeProfile();
@@ -114,6 +119,7 @@ async function launchPage(engine, { profileDir = null, firefoxPrefs = {}, webkit
     const page = (await browser.pages())[0] ?? (await browser.newPage());
     return {
       page: playwrightLike(page),
+      version: await browser.version(),
       close: async () => {
         await browser.close();
         removeProfile();
@@ -122,7 +128,7 @@ async function launchPage(engine, { profileDir = null, firefoxPrefs = {}, webkit
   }
   if (engine === "webkit") {
     try {
-      return await launchWebKit(profile, { webkitQuotaBytes, removeProfile });
+      return await launchWebKit(profile, { webkitQuotaBytes, webkitEvaluateTimeoutMs, removeProfile });
     } catch (e) {
       removeProfile();
       throw e;
@@ -175,7 +181,7 @@ function xvfbDisplay() {
 const jsArg = (arg) => (arg === undefined ? "undefined" : JSON.stringify(arg));
 const fnSource = (fn) => (typeof fn === "function" ? fn.toString() : `() => (${fn})`);
 
-async function launchWebKit(profile, { webkitQuotaBytes, removeProfile }) {
+async function launchWebKit(profile, { webkitQuotaBytes, webkitEvaluateTimeoutMs, removeProfile }) {
   const display = await xvfbDisplay();
   const args = [WEBKIT_BROWSER, "--profile", profile];
   if (webkitQuotaBytes) args.push("--origin-quota-bytes", String(webkitQuotaBytes));
@@ -196,6 +202,7 @@ async function launchWebKit(profile, { webkitQuotaBytes, removeProfile }) {
   const listeners = { console: [], pageerror: [] };
   let exited = null;
   let ready;
+  let version = "";
   const readyPromise = new Promise((resolve, reject) => (ready = { resolve, reject }));
 
   const failAll = (message) => {
@@ -225,7 +232,10 @@ async function launchWebKit(profile, { webkitQuotaBytes, removeProfile }) {
     } catch {
       return;
     }
-    if (m.event === "ready") return ready.resolve(m);
+    if (m.event === "ready") {
+      version = `WebKitGTK ${m.webkitgtk}`;
+      return ready.resolve(m);
+    }
     if (m.event === "console") {
       const msg = { type: () => m.type, text: () => m.text };
       for (const h of listeners.console) h(msg);
@@ -252,16 +262,18 @@ async function launchWebKit(profile, { webkitQuotaBytes, removeProfile }) {
     if (exited) return Promise.reject(new Error(exited));
     const id = nextId++;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        pending.delete(id);
-        reject(new Error(`webkit: ${what} got no answer in ${timeoutMs} ms`));
-      }, timeoutMs);
+      const timer = timeoutMs
+        ? setTimeout(() => {
+            pending.delete(id);
+            reject(new Error(`webkit: ${what} got no answer in ${timeoutMs} ms`));
+          }, timeoutMs)
+        : null;
       pending.set(id, { resolve, reject, timer });
       child.stdin.write(JSON.stringify({ id, ...message }) + "\n");
     });
   }
 
-  async function evaluateSource(source, arg, timeoutMs = WEBKIT_EVALUATE_MS) {
+  async function evaluateSource(source, arg, timeoutMs = webkitEvaluateTimeoutMs) {
     const value = await request({ cmd: "evaluate", fn: source, arg: jsArg(arg) }, timeoutMs, "evaluate");
     return value == null ? undefined : JSON.parse(value);
   }
@@ -377,5 +389,5 @@ async function launchWebKit(profile, { webkitQuotaBytes, removeProfile }) {
       }
       removeProfile();
     })());
-  return { page, close };
+  return { page, version, close };
 }

@@ -186,16 +186,26 @@ class Browser:
         start()
 
     def evaluate(self, id_, fn, arg):
+        def late_error(message):
+            if id_ in self.pending_evaluates:
+                self.pending_evaluates.discard(id_)
+                self.answer_error(id_, message)
+            return False
+
         def done(view, res):
             if id_ not in self.pending_evaluates:
                 return  # already answered (navigation, crash)
+            try:
+                text = view.call_async_javascript_function_finish(res).to_string()
+            except GLib.Error as e:
+                # Not a JS exception (those are caught in EVALUATE): a syntax error, or the web
+                # process died. A dying process fails the call ("Unsupported result type") just
+                # before web-process-terminated says why, so the answer waits a moment for that.
+                GLib.timeout_add(150, late_error, e.message)
+                return
             self.pending_evaluates.discard(id_)
             try:
-                reply = json.loads(view.call_async_javascript_function_finish(res).to_string())
-            except GLib.Error as e:
-                # Not a JS exception (caught in EVALUATE): the page went away, the process died...
-                self.answer_error(id_, e.message)
-                return
+                reply = json.loads(text)
             except ValueError as e:
                 self.answer_error(id_, f"evaluate: unreadable answer ({e})")
                 return
