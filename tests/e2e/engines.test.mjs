@@ -6,6 +6,7 @@
 // so it needs no build. `EDGEPATCH_BROWSERS=webkit node --test tests/e2e/engines.test.mjs`.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { createServer } from "node:http";
 import { ENGINES, launch } from "./engines.mjs";
 
@@ -168,6 +169,22 @@ if (ENGINES.includes("webkit")) {
     await b.reload();
     await never;
     assert.equal(await b.page.textContent("#text"), "hello there", "usable after both");
+  });
+
+  test("[webkit] the driver: a web process that dies fails the pending evaluate and reaches errors; the next goto works", async (t) => {
+    const b = await open(t, "webkit");
+    const pending = assert.rejects(b.evaluate(() => new Promise(() => {})), /web process terminated \(crashed\)/);
+    // Only this browser's web process: a child of a child of this Node process.
+    const children = (ppids) => execFileSync("ps", ["-o", "pid=,comm=", "--ppid", ppids.join(",")], { encoding: "utf8" }).trim().split("\n").map((l) => l.trim().split(/\s+/));
+    const web = children(children([process.pid]).map(([pid]) => pid)).filter(([, comm]) => comm.startsWith("WebKitWebProc"));
+    assert.equal(web.length, 1, JSON.stringify(web));
+    process.kill(Number(web[0][0]), "SIGKILL");
+    await pending;
+    const deadline = Date.now() + 5000;
+    while (!b.errors.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(b.errors, ["WebKit web process terminated (crashed)"]);
+    await b.goto(`${base}/page.html`);
+    assert.equal(await b.page.textContent("#text"), "hello there");
   });
 
   test("[webkit] webkitQuotaBytes limits what an origin may write to OPFS", async (t) => {
