@@ -120,6 +120,9 @@ class Browser:
             if f.get_identifier() in missing:
                 settings.set_feature_enabled(f, True)
                 missing.discard(f.get_identifier())
+        # Every console message (workers' too) on fd 1, which is stderr here: for debugging only,
+        # as its lines cannot be told apart reliably (a message may span lines).
+        settings.set_enable_write_console_messages_to_stdout(DEBUG)
         if missing:
             print(f"webkitgtk_browser: WebKit has no feature {', '.join(sorted(missing))}", file=sys.stderr)
         self.view.connect("load-changed", self.on_load_changed)
