@@ -33,6 +33,7 @@ const FILES = {
       if (new URL(e.request.url).pathname === "/scope/answer") e.respondWith(new Response("from the service worker", { headers: { "content-type": "text/plain" } }));
     });`],
   "/scope/answer": ["text/plain", "from the network"],
+  "/csp.html": ["text/html", `<!doctype html><title>csp</title><img src="/add.wasm">`, { "content-security-policy": "img-src 'none'" }],
 };
 
 let server;
@@ -44,7 +45,7 @@ before(async () => {
       res.writeHead(404).end("not found");
       return;
     }
-    res.writeHead(200, { "content-type": f[0], "cache-control": "no-store" }).end(f[1]);
+    res.writeHead(200, { "content-type": f[0], "cache-control": "no-store", ...f[2] }).end(f[1]);
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   base = `http://127.0.0.1:${server.address().port}`;
@@ -104,6 +105,14 @@ for (const engine of ENGINES) {
     assert.ok(b.errors.some((e) => e.includes("rejected, never handled")), JSON.stringify(b.errors));
     assert.ok(!b.errors.some((e) => e.includes("not an error")));
     assert.ok(b.warnings.some((w) => w.includes("logged warning")), JSON.stringify(b.warnings));
+  });
+
+  test(`[${engine}] a load the page's Content Security Policy blocks reaches errors`, async (t) => {
+    const b = await open(t, engine, "/csp.html");
+    const deadline = Date.now() + 5000;
+    while (!b.errors.some((e) => e.includes("add.wasm")) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    // (Firefox also reports its blocked /favicon.ico.)
+    assert.ok(b.errors.some((e) => e.includes(`${base}/add.wasm`) && /Content.Security.Policy/i.test(e)), JSON.stringify(b.errors));
   });
 
   test(`[${engine}] OPFS: a file written with createWritable reads back, and is still there after reload()`, async (t) => {

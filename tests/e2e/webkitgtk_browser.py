@@ -69,6 +69,11 @@ HOOK = r"""
   window.addEventListener("error", (e) => {
     post({ event: "pageerror", message: e.error && e.error.message !== undefined ? String(e.error.message) : String(e.message) });
   });
+  // A blocked load is reported by WebKit's console only (not through console.error), and
+  // Chromium reports one as a console error: say so the same way.
+  document.addEventListener("securitypolicyviolation", (e) => {
+    post({ event: "console", type: "error", text: `Refused to load ${e.blockedURI || "a resource"}: it violates the Content Security Policy directive "${e.violatedDirective}"` });
+  });
   window.addEventListener("unhandledrejection", (e) => {
     const r = e.reason;
     post({ event: "pageerror", message: r && r.message !== undefined ? String(r.message) : String(r) });
