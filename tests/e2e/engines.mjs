@@ -153,7 +153,9 @@ let xvfb = null;
 function xvfbDisplay() {
   xvfb ??= new Promise((resolve, reject) => {
     // -displayfd: Xvfb picks a free display itself and writes its number to fd 3 when ready.
-    const p = spawn("Xvfb", ["-displayfd", "3", "-screen", "0", "1280x800x24", "-nolisten", "tcp"], { stdio: ["ignore", "ignore", "pipe", "pipe"] });
+    // setpriv (util-linux, Essential in Debian) --pdeathsig: Xvfb is killed with this process
+    // even when it dies of a signal (a test runner's timeout), where no "exit" handler runs.
+    const p = spawn("setpriv", ["--pdeathsig", "KILL", "--", "Xvfb", "-displayfd", "3", "-screen", "0", "1280x800x24", "-nolisten", "tcp"], { stdio: ["ignore", "ignore", "pipe", "pipe"] });
     let number = "";
     let stderr = "";
     p.stderr.on("data", (d) => (stderr = (stderr + d).slice(-2000)));
