@@ -22,6 +22,11 @@ be mistaken for an answer. EOF on stdin closes the browser (the driving process 
 
     /usr/bin/python3 webkitgtk_browser.py --profile DIR [--origin-quota-bytes N]
 
+--origin-quota-bytes: the most an origin may store (OPFS writes beyond it fail with
+QuotaExceededError); navigator.storage.estimate() reports less, growing with usage.
+EDGEPATCH_WEBKIT_DEBUG=1: a trace of commands and loads, and every console message, on stderr.
+On close (or EOF) WebKit's web and network processes are ended before this one exits.
+
 Needs a display (engines.mjs starts an Xvfb) and Debian's gir1.2-webkit2-4.1 and python3-gi
 (Debian's python3: the GObject bindings are not in other Pythons).
 """
