@@ -48,6 +48,11 @@ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || apt_install
 command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || apt_install chromium chromium-driver
 # The browser e2e tests run in Firefox too (firefox-esr, driven by puppeteer-core over WebDriver BiDi).
 command -v firefox-esr >/dev/null 2>&1 || apt_install firefox-esr
+# ...and in WebKit: Debian's WebKitGTK through tests/e2e/webkitgtk_browser.py (Debian's python3
+# with its GObject bindings) on an Xvfb display.
+# The check is the import the browser makes (python3-gi plus the WebKit2 4.1 typelib and library).
+command -v Xvfb >/dev/null 2>&1 && /usr/bin/python3 -c 'import gi; gi.require_version("WebKit2", "4.1")' >/dev/null 2>&1 \
+  || apt_install xvfb gir1.2-webkit2-4.1 python3-gi
 
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   log "rustup target add wasm32-unknown-unknown"

@@ -40,8 +40,9 @@
 //    newBytesWritten (last progress event) and navigator.storage.estimate() before and after.
 //    Patch bytes downloaded: the library's downloadedBytes and what the server sent.
 //
-// Engines come from tests/e2e/engines.mjs (`launch(engine, { profileDir })`) when that
-// module exists; otherwise Chromium (playwright-core) and Firefox (puppeteer-core) are
+// Engines come from tests/e2e/engines.mjs (`launch(engine, { profileDir })`; WebKit there is
+// tests/e2e/webkitgtk_browser.py, with no limit on how long a step's evaluate() may take) when
+// that module exists; otherwise Chromium (playwright-core) and Firefox (puppeteer-core) are
 // launched here, and WebKitGTK opens a page that runs the same steps by itself
 // (bench/browser/webkitgtk_run.py under xvfb-run: a persistent profile, Safari's OPFS
 // features on). Each step is measured on its own: a failed update is written in the
@@ -369,7 +370,7 @@ for (const engine of ENGINES.flatMap((e) => Array(RUNS).fill(e))) {
       const { webkitgtk, page } = await runWebKitGtk(profileDir);
       Object.assign(row, { version: `WebKitGTK ${webkitgtk}`, via: "webkitgtk_run.py" }, page);
     } else {
-      browser = await launch(engine, { profileDir });
+      browser = await launch(engine, { profileDir, webkitEvaluateTimeoutMs: 0 });
       row.version = browser.version ?? browser.browserVersion ?? "";
       await browser.goto(`${server.url}index.html`);
       // Each step on its own: a failed update still leaves the plain download measured.
