@@ -8,9 +8,8 @@
 //             this module starts once per process. (MiniBrowser under WebKitWebDriver only has an
 //             ephemeral profile, which has no OPFS; no package drives WebKitGTK with a profile.)
 //
-// EDGEPATCH_BROWSERS (comma-separated, default "chromium,firefox") picks the engines the
-// suites run in; "webkit" is opt-in until the library's write path works there (WebKitGTK
-// has no synchronous access handles). EDGEPATCH_WEBKIT_DEBUG=1 passes WebKit's own output
+// EDGEPATCH_BROWSERS (comma-separated, default "chromium,firefox,webkit") picks the engines the
+// suites run in. EDGEPATCH_WEBKIT_DEBUG=1 passes WebKit's own output
 // (console messages of pages and workers included) and the driver's trace to stderr.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -21,7 +20,7 @@ import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 import puppeteer from "puppeteer-core";
 
-export const ENGINES = (process.env.EDGEPATCH_BROWSERS ?? "chromium,firefox")
+export const ENGINES = (process.env.EDGEPATCH_BROWSERS ?? "chromium,firefox,webkit")
   .split(",")
   .map((s) => s.trim())
   .filter(Boolean);

@@ -121,8 +121,10 @@ class Browser:
         content.register_script_message_handler(HANDLER)
         content.connect("script-message-received::" + HANDLER, self.on_message)
         content.add_script(WebKit2.UserScript.new(HOOK, WebKit2.UserContentInjectedFrames.ALL_FRAMES, WebKit2.UserScriptInjectionTime.START, None, None))
-        self.view = WebKit2.WebView(web_context=context, user_content_manager=content)
-        settings = self.view.get_settings()
+        # The features are set before the view exists and given to it whole: a Service Worker's
+        # process takes the preferences of the page that starts it as they were then, so
+        # features turned on later stay off there (navigator.storage is missing in it).
+        settings = WebKit2.Settings()
         missing = set(FEATURES)
         features = WebKit2.Settings.get_all_features()
         for i in range(features.get_length()):
@@ -133,6 +135,7 @@ class Browser:
         # Every console message (workers' too) on fd 1, which is stderr here: for debugging only,
         # as its lines cannot be told apart reliably (a message may span lines).
         settings.set_enable_write_console_messages_to_stdout(DEBUG)
+        self.view = WebKit2.WebView(web_context=context, user_content_manager=content, settings=settings)
         if missing:
             print(f"webkitgtk_browser: WebKit has no feature {', '.join(sorted(missing))}", file=sys.stderr)
         self.view.connect("load-changed", self.on_load_changed)

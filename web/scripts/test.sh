@@ -11,4 +11,4 @@ web/scripts/build-all.sh --big
 echo "[web] tsc --noEmit (web/tsconfig.json)" >&2
 node_modules/.bin/tsc -p web/tsconfig.json
 echo "[web] browser e2e tests (tests/e2e)" >&2
-node --test --test-concurrency=1 --test-timeout=120000 tests/e2e/*.test.mjs
+node --test --test-concurrency=1 --test-timeout=1200000 tests/e2e/*.test.mjs
