@@ -2,7 +2,7 @@
 // bench/browser/sw-ttfb.mjs — the game Service Worker's time to first byte and full read
 // for a 30 MB asset and a small file, per engine (issue 12, "Measure"; BENCHMARKS.md).
 //
-//   node bench/browser/sw-ttfb.mjs [--engines chromium,firefox] [--runs 5]
+//   node bench/browser/sw-ttfb.mjs [--engines chromium,firefox,webkit] [--runs 5]
 //
 // A build with one 30 MiB file (incompressible) and a 2 KiB one is made in a temporary
 // directory, published on a static site with `edgepatch keygen` + `edgepatch site add`,
@@ -23,7 +23,7 @@ import { startServer } from "../../web/scripts/serve.mjs";
 const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const args = process.argv.slice(2);
 const opt = (n, d) => (args.includes(n) ? args[args.indexOf(n) + 1] : d);
-const engines = opt("--engines", "chromium,firefox").split(",");
+const engines = opt("--engines", "chromium,firefox,webkit").split(",");
 const runs = Number(opt("--runs", "5"));
 const EDGEPATCH = join(repo, "target/release/edgepatch");
 

@@ -4,7 +4,8 @@
 // (issue 12, "Measure"; results in BENCHMARKS.md, "Browser update per engine").
 //
 //   node bench/browser/update-bench.mjs [--engines chromium,firefox,webkit] [--runs 1] [--level 9]
-//        [--layout many|few] [--mbit N] [--work DIR] [--keep] [--json FILE]
+//        [--layout many|few] [--mbit N] [--opfs-access auto|access-handles|writable-streams|...]
+//        [--work DIR] [--keep] [--json FILE]
 //
 // --mbit N sends every answer through one link of N Mbit/s (serve.mjs faults.bytesPerSecond);
 // without it the server answers at loopback speed, so the download costs next to nothing.
@@ -66,6 +67,8 @@ const RUNS = Number(opt("runs", "1"));
 const ENGINES = opt("engines", process.env.EDGEPATCH_BROWSERS ?? "chromium,firefox,webkit").split(",").filter(Boolean);
 const LEVEL = Number(opt("level", "9"));
 const LAYOUT = opt("layout", "many");
+// The library's opfsAccess (web/src/build-files.ts): "auto" is what the engine offers.
+const ACCESS = opt("opfs-access", "auto");
 if (!["many", "few"].includes(LAYOUT)) throw new Error(`--layout ${LAYOUT}: many or few`);
 const EDGEPATCH = process.env.EDGEPATCH_BIN ?? join(repo, "target/release/edgepatch");
 const MiB = 1 << 20;
@@ -210,7 +213,7 @@ async function launcher() {
 // --- In the page ---------------------------------------------------------------------
 
 /** Runs `op` ("install" v1 or "update" v1 -> v2) through the library, timed (in the page). */
-async function pageLibrary({ op, publicKey }) {
+async function pageLibrary({ op, publicKey, opfsAccess = "auto" }) {
   const estimate = async () => {
     try {
       return (await navigator.storage.estimate()).usage ?? null;
@@ -220,7 +223,7 @@ async function pageLibrary({ op, publicKey }) {
   };
   if (!window.benchGame) {
     const lib = await import("/lib/edgepatch-web.js");
-    window.benchGame = new lib.GameUpdater({ baseUrl: "/updates/", game: "bench", workerUrl: "/lib/edgepatch-worker.js", publicKeys: [publicKey] });
+    window.benchGame = new lib.GameUpdater({ baseUrl: "/updates/", game: "bench", workerUrl: "/lib/edgepatch-worker.js", publicKeys: [publicKey], opfsAccess });
   }
   const game = window.benchGame;
   let last = null;
@@ -344,7 +347,7 @@ const step = async (name, fn) => {
   try { out[name] = await fn(); } catch (e) { out[name] = { error: (e?.name ? e.name + ": " : "") + String(e?.message ?? e) }; }
   return !out[name].error;
 };
-if (await step("install", () => pageLibrary(${JSON.stringify({ op: "install", publicKey })}))) await step("update", () => pageLibrary(${JSON.stringify({ op: "update", publicKey })}));
+if (await step("install", () => pageLibrary(${JSON.stringify({ op: "install", publicKey, opfsAccess: ACCESS })}))) await step("update", () => pageLibrary(${JSON.stringify({ op: "update", publicKey, opfsAccess: ACCESS })}));
 await step("plain", () => pagePlainDownload(${JSON.stringify({ files })}));
 document.title = "EDGEPATCH-RESULT " + JSON.stringify(out);
 </script>
@@ -382,7 +385,7 @@ for (const engine of ENGINES.flatMap((e) => Array(RUNS).fill(e))) {
         }
         return !row[name].error;
       };
-      if (await step("install", () => browser.evaluate(pageLibrary, { op: "install", publicKey }))) await step("update", () => browser.evaluate(pageLibrary, { op: "update", publicKey }));
+      if (await step("install", () => browser.evaluate(pageLibrary, { op: "install", publicKey, opfsAccess: ACCESS }))) await step("update", () => browser.evaluate(pageLibrary, { op: "update", publicKey, opfsAccess: ACCESS }));
       await step("plain", () => browser.evaluate(pagePlainDownload, { files: v2Files }));
     }
     // What the server sent of the v1 -> v2 patch.
@@ -403,7 +406,7 @@ await server.close();
 // --- Report --------------------------------------------------------------------------
 const mb = (n) => (n == null ? "n/a" : (n / 1e6).toFixed(1));
 const rate = (bytes, ms) => (bytes / 1e6 / (ms / 1000)).toFixed(0);
-console.log(`\nnew build (layout ${LAYOUT}): ${mb(newBytes)} MB in ${v2Files.length} files; patch v1 -> v2: ${(update.patch_bytes / 1e6).toFixed(2)} MB (${update.segments} segments, level ${LEVEL}); link: ${MBIT > 0 ? `${MBIT} Mbit/s` : "loopback"}; install patch _ -> v1: ${mb(sitePairs["_->v1"].patch_bytes)} MB; ${cpus().length} cores (${cpus()[0]?.model ?? "?"})\n`);
+console.log(`\nnew build (layout ${LAYOUT}): ${mb(newBytes)} MB in ${v2Files.length} files; patch v1 -> v2: ${(update.patch_bytes / 1e6).toFixed(2)} MB (${update.segments} segments, level ${LEVEL}); link: ${MBIT > 0 ? `${MBIT} Mbit/s` : "loopback"}; opfsAccess: ${ACCESS}; install patch _ -> v1: ${mb(sitePairs["_->v1"].patch_bytes)} MB; ${cpus().length} cores (${cpus()[0]?.model ?? "?"})\n`);
 console.log("| engine | update v1 -> v2 s | output MB/s | patch MB sent by the server | OPFS MB written (library) | estimate() growth MB | plain download s | plain MB/s | update / plain time | install v1 s (MB/s) |");
 console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const r of results) {

@@ -8,7 +8,11 @@
 //   the old snapshot and hashed as they are written: their bytes never pass through the
 //   module or the queue, and a copy whose BLAKE3 is not the manifest's fails the update;
 // - a writable stream commits on close(), so `durable` closes the open one (the next write
-//   reopens it keeping its data), and a resume reads back from File snapshots.
+//   reopens it keeping its data), and a resume reads back from File snapshots. Reopening
+//   keeps the data by copying it (Chromium does; measured in BENCHMARKS.md), so inside a
+//   file a resume point is made durable only once the file has doubled since its stream
+//   was opened: copies stay under twice the file's size, and an interruption loses at
+//   most half of a file's progress.
 
 import { Signer } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import type { ListedEntry, ManifestEntry } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
@@ -102,7 +106,7 @@ export class AsyncNewBuild implements NewBuildFiles {
   /** The file the applier is writing (synchronous side) and the next byte's position. */
   private cur: { path: string; pos: number } | null = null;
   /** The stream open on the asynchronous side. */
-  private stream: { path: string; w: FileSystemWritableFileStream } | null = null;
+  private stream: { path: string; w: FileSystemWritableFileStream; base: number; end: number } | null = null;
   /** Resuming only: what was written before the interruption, read back by the applier. */
   private snapshots = new Map<string, File>();
   private copies: string[] = [];
@@ -218,10 +222,11 @@ export class AsyncNewBuild implements NewBuildFiles {
       this.queue = [];
     }
   }
-  private async openStream(path: string, keep: boolean): Promise<FileSystemWritableFileStream> {
+  /** `base`: the bytes the file keeps when the stream opens (what a reopen copies). */
+  private async openStream(path: string, keep: boolean, base = 0): Promise<FileSystemWritableFileStream> {
     await this.closeStream();
     const w = await this.handle(path).createWritable({ keepExistingData: keep });
-    this.stream = { path, w };
+    this.stream = { path, w, base, end: base };
     return w;
   }
   private async closeStream(): Promise<void> {
@@ -235,15 +240,16 @@ export class AsyncNewBuild implements NewBuildFiles {
         await this.openStream(op.path, false);
         return;
       case "resume": {
-        const w = await this.openStream(op.path, true);
+        const w = await this.openStream(op.path, true, op.written);
         await w.truncate(op.written);
         return;
       }
       case "write": {
         // After `durable` closed it, the file's stream is reopened keeping what was committed.
-        const w = this.stream?.path === op.path ? this.stream.w : await this.openStream(op.path, true);
+        const w = this.stream?.path === op.path ? this.stream.w : await this.openStream(op.path, true, op.at);
         const data = op.parts.length === 1 ? op.parts[0]! : joined(op.parts, op.length);
         await w.write({ type: "write", position: op.at, data: data as Uint8Array<ArrayBuffer> });
+        this.stream!.end = Math.max(this.stream!.end, op.at + op.length);
         return;
       }
       case "finish":
@@ -277,6 +283,10 @@ export class AsyncNewBuild implements NewBuildFiles {
       signer.free();
     }
     await this.closeStream();
+  }
+  worthDurable(): boolean {
+    const s = this.stream;
+    return !s || s.end >= 2 * s.base;
   }
   async durable(): Promise<void> {
     await this.settle();

@@ -145,6 +145,9 @@ export class SyncNewBuild implements NewBuildFiles {
     });
   }
   async settle(): Promise<void> {}
+  worthDurable(): boolean {
+    return true;
+  }
   async durable(): Promise<void> {
     for (const h of this.dirty) h.flush();
     this.dirty.clear();

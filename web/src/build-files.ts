@@ -40,6 +40,12 @@ export interface NewBuildFiles extends BuildSink {
   open(filesDir: FileSystemDirectoryHandle, entries: ManifestEntry[], resuming: boolean): Promise<void>;
   /** After every push: writes what the push queued (a no-op where writes are synchronous). */
   settle(): Promise<void>;
+  /**
+   * Whether making everything durable now is worth a resume point (after `settle`): always
+   * with access handles; with writable streams not when it would reopen a large file whose
+   * stream was reopened recently (each reopen may copy the file: see build-files-async.ts).
+   */
+  worthDurable(): boolean;
   /** Everything written so far durable: before a resume point that relies on it is persisted. */
   durable(): Promise<void>;
   /** A file's size as stored (after `durable`). */

@@ -225,7 +225,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
         await callApplier(() => applier!.push(piece));
         progress.applied += piece.length;
         const rp = applier!.resumePoint();
-        if (rp && rp.segmentsDone > progress.segmentsDone) {
+        if (rp && rp.segmentsDone > progress.segmentsDone && sink.worthDurable()) {
           // The sink's bytes must be durable before the point that relies on them.
           await sink.durable();
           record.point = rp;
