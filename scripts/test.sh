@@ -41,7 +41,7 @@ cargo build --release --quiet --bin edgepatch
 EDGEPATCH_BIN="$REPO/target/release/edgepatch" node --test packages/edgepatch-js/test/*.test.js
 npx --no-install edgepatch-js --help >/dev/null
 
-echo "== web/: type-check and browser end-to-end tests in Chromium and Firefox (install, update, resume, hostile input, storage, site headers, the game through the Service Worker, the packed example)"
+echo "== web/: type-check and browser end-to-end tests in Chromium, Firefox and WebKit (install, update, resume, hostile input, storage, site headers, the game through the Service Worker, the packed example)"
 web/scripts/test.sh
 
 echo "== Worker: typecheck, vitest in workerd (real R2/DO/Cache), dry-run bundle size, edgepatch publish/update against wrangler dev"
