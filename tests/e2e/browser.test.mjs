@@ -232,6 +232,39 @@ engineTest("a corrupted patch is refused with a visible error; v1 stays current 
   assert.equal(await page.textContent("#game-title"), "Star Hopper v1");
 }, null, { accessModes: true });
 
+engineTest("an installed file the update keeps unchanged, altered in OPFS, is refused: v2 is not switched in", async (t) => {
+  // The patch copies assets/fonts/pixel.bin from v1 unchanged (the same bytes in both trees).
+  // Altered in storage after the install, the copy must not pass as v2's file: the writable-
+  // streams way copies it on its own and checks its BLAKE3, the access-handle way through the
+  // core's per-file check.
+  const { page } = await openDemo(t, "demo");
+  await installV1(page);
+  const path = "assets/fonts/pixel.bin";
+  assert.deepEqual(readFileSync(join(dist, "trees/demo/v1", path)), readFileSync(join(dist, "trees/demo/v2", path)), "the file is unchanged in v2");
+  await page.evaluate(async (path) => {
+    let d = await (await (await (await (await navigator.storage.getDirectory()).getDirectoryHandle("edgepatch")).getDirectoryHandle("demo")).getDirectoryHandle("builds")).getDirectoryHandle("v1");
+    d = await d.getDirectoryHandle("files");
+    const parts = path.split("/");
+    for (const p of parts.slice(0, -1)) d = await d.getDirectoryHandle(p);
+    const fh = await d.getFileHandle(parts.at(-1));
+    const bytes = new Uint8Array(await (await fh.getFile()).arrayBuffer());
+    bytes[100] ^= 0xff; // same size, one byte changed
+    const w = await fh.createWritable();
+    await w.write(bytes);
+    await w.close();
+  }, path);
+  await page.click("#update");
+  assert.equal(await waitState(page, ["done", "error"]), "error", "the update was refused");
+  const code = await page.getAttribute("#error", "data-code");
+  assert.ok(["integrity", "patch"].includes(code), `error code ${code}: ${await page.textContent("#error")}`);
+  const text = await page.textContent("#error");
+  assert.match(text, /pixel\.bin|BLAKE3|digest/, "the error names the file or the check");
+  t.diagnostic(text);
+  const st = await opfsState(page, "demo");
+  assert.equal(st.current?.build, "v1", "v1 stays current");
+  assert.deepEqual(st.builds, ["v1"], "nothing of v2 is kept");
+}, null, { accessModes: true });
+
 engineTest("the connection is cut mid-update and the page reloaded: the update resumes, downloading less than the whole patch again", async (t) => {
   const { page } = await openDemo(t, "big");
   await waitState(page, ["idle"]);
