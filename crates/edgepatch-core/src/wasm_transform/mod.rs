@@ -197,6 +197,9 @@ pub fn inverse_to<E: From<TransformError>>(normalized: &mut [u8], side_info: &[u
     if code_len.is_none() && (!side.raw_bodies.is_empty() || !side.size_widths.is_empty() || !side.exceptions.is_empty()) {
         return Err(TransformError::SideInfo { offset: 0, what: "entries beyond the module's functions" }.into());
     }
+    if module.data.is_none() && !side.data_exceptions.is_empty() {
+        return Err(TransformError::SideInfo { offset: 0, what: "data exceptions without a data section" }.into());
+    }
     emit(&normalized[..8])?;
     for (index, section) in module.sections.iter().enumerate() {
         if Some(index) == module.data {
