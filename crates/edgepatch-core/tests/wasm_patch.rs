@@ -166,7 +166,7 @@ fn resume_refuses_a_point_inside_the_transformed_module() {
     let point = inside.expect("a segment ends inside the module");
     let mut oldb = MemoryOldBuild::new(&old);
     let mut sink = MemorySink::default();
-    let err = PatchApplier::resume(header_and_tree(&patch), point, &mut oldb, &mut sink).err().expect("refused");
+    let Err(err) = PatchApplier::resume(header_and_tree(&patch), point, &mut oldb, &mut sink) else { panic!("a point inside the module was accepted") };
     assert_eq!(err.kind(), ErrorKind::Invalid);
     assert!(err.to_string().contains("transformed wasm file"), "{err}");
 }
@@ -258,7 +258,7 @@ impl Parts {
     }
 
     fn refused(&self, flags: u16, table: &[u8], kind: ErrorKind, says: &str) {
-        let err = apply(&self.patch(flags, table), &self.old).err().expect("refused");
+        let err = apply(&self.patch(flags, table), &self.old).expect_err("refused");
         assert_eq!(err.kind(), kind, "{err}");
         assert!(err.to_string().contains(says), "{err:?} does not say {says:?}");
     }
@@ -352,7 +352,7 @@ fn refuses_a_side_info_that_inverts_to_other_bytes() {
     let other = edgepatch_core::wasm_transform::forward(Some(&edgepatch_core::wasm_transform::reference(&a).unwrap()), &b).unwrap();
     let p = parts();
     let result = apply(&p.patch(FLAGS, &p.row(1, 0, p.size, other.side_info.len() as u64, &other.side_info)), &p.old);
-    let err = result.err().expect("refused");
+    let err = result.expect_err("refused");
     assert!(matches!(err.kind(), ErrorKind::Digest | ErrorKind::Corrupt), "{err}");
 }
 
@@ -382,7 +382,7 @@ fn refuses_a_normalized_form_that_is_not_wasm() {
     }
     moved.extend_from_slice(&t.side_info);
     let parts = Parts { old: old.clone(), tree_head: head.to_vec(), size: 0, side: Vec::new(), rest: patch[at + comp..patch.len() - 32].to_vec() };
-    let err = apply(&parts.patch(FLAG_WASM_TRANSFORM, &moved), &old).err().expect("refused");
+    let err = apply(&parts.patch(FLAG_WASM_TRANSFORM, &moved), &old).expect_err("refused");
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     assert!(err.to_string().contains("b.bin") && err.to_string().contains("normalized wasm corrupt"), "{err}");
 }
