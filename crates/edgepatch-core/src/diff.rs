@@ -107,13 +107,19 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
         })
         .collect();
     let mut normalized: HashMap<usize, Vec<u8>> = HashMap::new();
+    // A single file's choice diffed it against the whole reference already:
+    // those segments are the patch's (the same inputs give the same bytes).
+    let mut single_file_segments = None;
     if opts.wasm_transform {
         for &(i, data) in &delta_files {
-            let old_wasm = wasm_reference_for(&old_files, &tree.entries[i].path, single_file);
-            if let Some(t) = old_wasm.and_then(|old_data| transform_if_smaller(old_data, data, opts, threads).transpose()) {
-                let (bytes, side_info) = t?;
+            let Some(old_data) = wasm_reference_for(&old_files, &tree.entries[i].path, single_file) else { continue };
+            let Some(choice) = transform_if_smaller(old_data, data, opts, threads)? else { continue };
+            if let Some((bytes, side_info)) = choice.transformed {
                 tree.transforms.push(WasmTransformed { entry: i, normalized_size: bytes.len() as u64, side_info });
                 normalized.insert(i, bytes);
+            }
+            if single_file {
+                single_file_segments = Some(choice.segments);
             }
         }
         stats.wasm_transformed = tree.transforms.len() as u64;
@@ -130,7 +136,13 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
 
     let mut out = encode_header_and_tree(&tree, opts.level)?;
 
-    let segments = encode_segments(&reference, &new_stream, opts, threads, progress)?;
+    let segments = match single_file_segments {
+        Some(segments) => {
+            progress(new_stream.len() as u64, new_stream.len() as u64);
+            segments
+        }
+        None => encode_segments(&reference, &new_stream, opts, threads, progress)?,
+    };
     for seg in &segments {
         out.extend_from_slice(seg);
     }
@@ -154,13 +166,22 @@ fn wasm_reference_for<'a>(old_files: &[(&str, &'a [u8])], path: &str, single_fil
     found.map(|(_, d)| *d).filter(|d| is_wasm(d))
 }
 
+/// What the diff chose for one wasm file whose transform it tried.
+struct WasmChoice {
+    /// The normalized form and its side info, if they are the smaller.
+    transformed: Option<(Vec<u8>, Vec<u8>)>,
+    /// The segments of the chosen form diffed against the old file alone.
+    segments: Vec<Vec<u8>>,
+}
+
 /// The normalized form of `new` against `old` and its side info, if both are
 /// wasm modules the transform reads and storing the normalized form makes
 /// this file's patch smaller than storing it as it is (each diffed against
-/// `old` alone, the side info compressed at the same level). The applier
+/// `old` alone, the side info compressed at the same level). None: the
+/// transform does not apply (not wasm, nothing renumbered). The applier
 /// reads the old file as it is, so the old module must be its own normalized
 /// form (true for canonical LEB128s: every toolchain measured).
-fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usize) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usize) -> Result<Option<WasmChoice>> {
     use crate::wasm_transform as wt;
     let cap = MAX_WASM_TRANSFORM_BYTES as usize;
     if !new.starts_with(b"\0asm") || new.len() > cap || old.len() >= i32::MAX as usize {
@@ -181,10 +202,14 @@ fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usi
         return Ok(None);
     }
     let quiet = |_: u64, _: u64| {};
-    let size = |segments: Vec<Vec<u8>>| segments.iter().map(|s| s.len()).sum::<usize>();
-    let plain = size(encode_segments(old, new, opts, threads, &quiet)?);
-    let transformed = size(encode_segments(old, &n.bytes, opts, threads, &quiet)?) + compress(&n.side_info, opts.level)?.len();
-    Ok((transformed < plain).then_some((n.bytes, n.side_info)))
+    let size = |segments: &[Vec<u8>]| segments.iter().map(|s| s.len()).sum::<usize>();
+    let plain = encode_segments(old, new, opts, threads, &quiet)?;
+    let transformed = encode_segments(old, &n.bytes, opts, threads, &quiet)?;
+    Ok(Some(if size(&transformed) + compress(&n.side_info, opts.level)?.len() < size(&plain) {
+        WasmChoice { transformed: Some((n.bytes, n.side_info)), segments: transformed }
+    } else {
+        WasmChoice { transformed: None, segments: plain }
+    }))
 }
 
 /// The listing of a build in memory (docs/FORMAT.md §2.1).

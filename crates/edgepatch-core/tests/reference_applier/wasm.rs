@@ -386,16 +386,20 @@ fn data_words(b: &[u8], contents: usize, end: usize, width: u64) -> Vec<usize> {
 }
 
 struct Side {
+    /// Every function keeps its number.
+    identity: bool,
+    /// The address map's images (start, end, piece), sorted.
+    images: Vec<(u64, u64, usize)>,
     code_width: u64,
     ref_pc: Option<(u64, u64)>,
     /// (new_start, norm_start, len)
     runs: Vec<(u64, u64, u64)>,
-    raw: Vec<u64>,
-    widths: Vec<(u64, u64)>,
-    exceptions: Vec<u64>,
+    raw: std::collections::HashSet<u64>,
+    widths: std::collections::HashMap<u64, u64>,
+    exceptions: std::collections::HashSet<u64>,
     /// (new_start, end, delta)
     pieces: Vec<(u64, u64, i64)>,
-    data_exceptions: Vec<u64>,
+    data_exceptions: std::collections::HashSet<u64>,
 }
 
 fn side(b: &[u8]) -> Outcome<Side> {
@@ -448,9 +452,10 @@ fn side(b: &[u8]) -> Outcome<Side> {
         runs.push((new_start, norm, len));
         new_start = new_start.checked_add(len).ok_or("runs overflow")?;
     }
-    let mut by_norm: Vec<(u64, u64)> = runs.iter().map(|r| (r.1, r.2)).collect();
-    by_norm.sort();
-    if by_norm.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+    // The identity test needs the file order; the inverse the normalized one.
+    let identity = runs.iter().all(|r| r.0 == r.1);
+    runs.sort_by_key(|r| r.1);
+    if runs.windows(2).any(|w| w[0].1 + w[0].2 > w[1].1) {
         return Err("runs overlap".into());
     }
     let raw = list(&mut at)?;
@@ -484,12 +489,28 @@ fn side(b: &[u8]) -> Outcome<Side> {
     if at != b.len() {
         return Err("bytes after the side info".into());
     }
-    Ok(Side { code_width, ref_pc, runs, raw, widths, exceptions, pieces, data_exceptions })
+    let mut images: Vec<(u64, u64, usize)> = pieces.iter().enumerate().map(|(k, p)| (p.0.wrapping_add_signed(p.2), p.1.wrapping_add_signed(p.2), k)).collect();
+    images.sort();
+    // Lists ascend strictly, so as sets they keep every entry.
+    Ok(Side {
+        identity,
+        images,
+        code_width,
+        ref_pc,
+        runs,
+        raw: raw.into_iter().collect(),
+        widths: widths.into_iter().collect(),
+        exceptions: exceptions.into_iter().collect(),
+        pieces,
+        data_exceptions: data_exceptions.into_iter().collect(),
+    })
 }
 
 impl Side {
+    /// `runs` is kept sorted by normalized start (they do not overlap).
     fn pi_inverse(&self, n: u64) -> Option<u64> {
-        self.runs.iter().find(|r| r.1 <= n && n - r.1 < r.2).map(|r| r.0 + (n - r.1))
+        let r = self.runs[..self.runs.partition_point(|r| r.1 <= n)].last()?;
+        (n - r.1 < r.2).then(|| r.0 + (n - r.1))
     }
 
     fn alpha_inverse(&self, n: u64) -> Option<u64> {
@@ -612,10 +633,10 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
                     }
                     restored.extend_from_slice(&n[at..body.end]);
                 }
-                let width = match side.widths.iter().find(|w| w.0 == k) {
-                    Some(w) => {
+                let width = match side.widths.get(&k) {
+                    Some(&w) => {
                         used_widths += 1;
-                        w.1
+                        w
                     }
                     None => (body.start - body.size_field) as u64,
                 };
@@ -627,7 +648,7 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
             out.extend_from_slice(&section);
         } else if Some(index) == m.data {
             let mut section = n[start..end].to_vec();
-            let identity = side.runs.iter().all(|r| r.0 == r.1) && side.pieces.is_empty();
+            let identity = side.identity && side.pieces.is_empty();
             let width = if m.pc.is_some() { 8 } else { 4 };
             let words = data_words(n, contents, end, width);
             if identity {
