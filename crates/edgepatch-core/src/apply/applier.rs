@@ -517,9 +517,10 @@ impl PatchApplier {
                 }
                 let path = self.tree.entries[i].path.as_str();
                 if self.tree.transform(i).is_some() {
-                    // Grown as the bytes arrive, never beyond the claimed size
-                    // (at most MAX_WASM_TRANSFORM_BYTES): a patch that claims
-                    // 64 MiB and ends early does not get it reserved.
+                    // Reserved whole with its first bytes (below): growing by
+                    // doubling would hold the old and the new buffer at once
+                    // (1.5x the module in a wasm linear memory that never
+                    // shrinks). The size is capped (MAX_WASM_TRANSFORM_BYTES).
                     let mut buf = self.files.normalized.take().unwrap_or_default();
                     buf.clear();
                     self.files.normalized = Some(buf);
@@ -534,10 +535,9 @@ impl PatchApplier {
             let n = (*left).min(data.len() as u64) as usize;
             match self.files.normalized.as_mut().filter(|_| self.tree.transform(*i).is_some()) {
                 Some(buf) => {
-                    let want = buf.len() + n;
-                    if want > buf.capacity() {
-                        let claimed = (buf.len() as u64 + *left) as usize;
-                        buf.reserve_exact(want.max(buf.capacity().saturating_mul(2)).min(claimed) - buf.len());
+                    let claimed = (buf.len() as u64 + *left) as usize;
+                    if claimed > buf.capacity() {
+                        buf.reserve_exact(claimed - buf.len());
                     }
                     buf.extend_from_slice(&data[..n]);
                 }
