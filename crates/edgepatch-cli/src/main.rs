@@ -645,6 +645,7 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
             json!({ "ok": true, "format_version": info.version, "single_file": info.tree.single_file, "patch_bytes": info.layout.patch_bytes,
             "kept": info.tree.kept(), "files": files, "copied": copies, "delta_files": deltas, "symlinks": links, "directories": dirs,
             "old_files": info.tree.old_table.len(), "reference_files": info.tree.old_table.iter().filter(|f| f.1).count(), "delta_bytes": info.tree.delta_bytes(),
+            "wasm_transformed": info.tree.transforms.len(), "wasm_side_info_bytes": info.tree.transforms.iter().map(|t| t.side_info.len()).sum::<usize>(),
             "compressed": { "control": ctrl, "diff": diff, "extra": extra, "window": window }, "segments": segments })
         );
     } else {
@@ -666,6 +667,13 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
             info.tree.delta_bytes(),
             info.layout.segments.len()
         );
+        if !info.tree.transforms.is_empty() {
+            println!(
+                "wasm modules stored normalized: {} (side info {} bytes before compression; docs/FORMAT.md §2.8)",
+                info.tree.transforms.len(),
+                info.tree.transforms.iter().map(|t| t.side_info.len()).sum::<usize>()
+            );
+        }
     }
 }
 
