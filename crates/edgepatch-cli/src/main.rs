@@ -68,6 +68,11 @@ enum Command {
         /// files exceed 1 GiB. Patches are a few percent larger on compiled code.
         #[arg(long)]
         bounded: bool,
+        /// Store every changed wasm module as it is (no wasm-aware transform): for
+        /// measurement. By default a module is stored in normalized form where that makes
+        /// the patch smaller (docs/FORMAT.md §2.8).
+        #[arg(long)]
+        no_wasm_transform: bool,
     },
     /// Apply PATCH to OLD, creating OUT (OLD is never modified).
     Apply { old: PathBuf, patch: PathBuf, out: PathBuf },
@@ -332,7 +337,7 @@ fn console_is_terminal() -> bool {
 
 fn run(cli: &Cli) -> Result<(), String> {
     match &cli.command {
-        Command::Diff { old, new, patch, level, threads, strict_portable, bounded } => {
+        Command::Diff { old, new, patch, level, threads, strict_portable, bounded, no_wasm_transform } => {
             let started = Instant::now();
             let automatic = !*bounded && bounded_diff::wanted(old).map_err(|e| format!("old: {e}"))?;
             let stats = if *bounded || automatic {
@@ -355,7 +360,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                 }
                 check_portable(new_build.entries.iter().map(|e| e.path.as_str()), *strict_portable)?;
                 let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-                let opts = DiffOptions { level: *level, threads, ..DiffOptions::default() };
+                let opts = DiffOptions { level: *level, threads, wasm_transform: !*no_wasm_transform, ..DiffOptions::default() };
                 let bar = progress_bar(cli, new_build.total_file_bytes(), "diff");
                 let (bytes, stats) = diff_builds(&old_build, &new_build, &opts, &|done, _total| bar.set_position(done)).map_err(|e| e.to_string())?;
                 bar.finish_and_clear();
@@ -370,7 +375,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                     json!({ "ok": true, "command": "diff", "patch_bytes": stats.patch_bytes, "new_bytes": stats.new_bytes,
                         "patch_percent_of_new": pct, "files": stats.new_files, "unchanged": stats.unchanged, "renamed": stats.renamed,
                         "delta_files": stats.delta_files, "removed": stats.removed, "delta_bytes": stats.delta_bytes,
-                        "segments": stats.segments, "seconds": secs })
+                        "segments": stats.segments, "wasm_transformed": stats.wasm_transformed, "seconds": secs })
                 );
             } else {
                 println!(
@@ -640,6 +645,7 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
             json!({ "ok": true, "format_version": info.version, "single_file": info.tree.single_file, "patch_bytes": info.layout.patch_bytes,
             "kept": info.tree.kept(), "files": files, "copied": copies, "delta_files": deltas, "symlinks": links, "directories": dirs,
             "old_files": info.tree.old_table.len(), "reference_files": info.tree.old_table.iter().filter(|f| f.1).count(), "delta_bytes": info.tree.delta_bytes(),
+            "wasm_transformed": info.tree.transforms.len(), "wasm_side_info_bytes": info.tree.transforms.iter().map(|t| t.side_info.len()).sum::<usize>(),
             "compressed": { "control": ctrl, "diff": diff, "extra": extra, "window": window }, "segments": segments })
         );
     } else {
@@ -661,6 +667,13 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
             info.tree.delta_bytes(),
             info.layout.segments.len()
         );
+        if !info.tree.transforms.is_empty() {
+            println!(
+                "wasm modules stored normalized: {} (side info {} bytes before compression; docs/FORMAT.md §2.8)",
+                info.tree.transforms.len(),
+                info.tree.transforms.iter().map(|t| t.side_info.len()).sum::<usize>()
+            );
+        }
     }
 }
 

@@ -27,11 +27,14 @@ pub struct DiffOptions {
     /// New bytes per independent segment.
     pub segment_size: u64,
     pub match_params: MatchParams,
+    /// Store a changed wasm module as its normalized form where that makes
+    /// the file's patch smaller (docs/FORMAT.md §2.8); off for measurement.
+    pub wasm_transform: bool,
 }
 
 impl Default for DiffOptions {
     fn default() -> Self {
-        DiffOptions { level: 19, threads: 2, segment_size: 4 << 20, match_params: MatchParams::default() }
+        DiffOptions { level: 19, threads: 2, segment_size: 4 << 20, match_params: MatchParams::default(), wasm_transform: true }
     }
 }
 
@@ -48,6 +51,8 @@ pub struct DiffStats {
     pub reference_bytes: u64,
     pub segments: u64,
     pub patch_bytes: u64,
+    /// Delta files stored as normalized wasm modules.
+    pub wasm_transformed: u64,
 }
 
 /// Makes the patch from `old` to `new`. `progress(done, total)` reports new
@@ -88,15 +93,38 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
             (e.path.as_str(), kind)
         })
         .collect();
-    let (tree, mut stats) = plan_tree(single_file, build_listing(old), &old_list, &new_list);
+    let (mut tree, mut stats) = plan_tree(single_file, build_listing(old), &old_list, &new_list);
     let new_paths: std::collections::HashSet<&str> = new.entries.iter().map(|e| e.path.as_str()).collect();
     stats.removed = old.entries.iter().filter(|e| !new_paths.contains(e.path.as_str())).count() as u64;
-    let new_stream_parts: Vec<&[u8]> = new
-        .files()
-        .zip(tree.entries.iter().filter(|e| matches!(e.kind, TreeEntryKind::File { .. })))
-        .filter(|(_, e)| matches!(e.kind, TreeEntryKind::File { source: FileSource::Delta, .. }))
-        .map(|((_, data), _)| data)
+    // tree.entries[i] is new.entries[i] (plan_tree keeps the order).
+    let delta_files: Vec<(usize, &[u8])> = new
+        .entries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match (&e.content, &tree.entries[i].kind) {
+            (EntryContent::File { data, .. }, TreeEntryKind::File { source: FileSource::Delta, .. }) => Some((i, data.as_slice())),
+            _ => None,
+        })
         .collect();
+    let mut normalized: HashMap<usize, Vec<u8>> = HashMap::new();
+    // A single file's choice diffed it against the whole reference already:
+    // those segments are the patch's (the same inputs give the same bytes).
+    let mut single_file_segments = None;
+    if opts.wasm_transform {
+        for &(i, data) in &delta_files {
+            let Some(old_data) = wasm_reference_for(&old_files, &tree.entries[i].path, single_file) else { continue };
+            let Some(choice) = transform_if_smaller(old_data, data, opts, threads)? else { continue };
+            if let Some((bytes, side_info)) = choice.transformed {
+                tree.transforms.push(WasmTransformed { entry: i, normalized_size: bytes.len() as u64, side_info });
+                normalized.insert(i, bytes);
+            }
+            if single_file {
+                single_file_segments = Some(choice.segments);
+            }
+        }
+        stats.wasm_transformed = tree.transforms.len() as u64;
+    }
+    let new_stream_parts: Vec<&[u8]> = delta_files.iter().map(|&(i, data)| normalized.get(&i).map_or(data, |n| n.as_slice())).collect();
 
     // The reference stream is only needed if there is something to diff.
     let new_stream = concat_or_borrow(&new_stream_parts);
@@ -108,7 +136,13 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
 
     let mut out = encode_header_and_tree(&tree, opts.level)?;
 
-    let segments = encode_segments(&reference, &new_stream, opts, threads, progress)?;
+    let segments = match single_file_segments {
+        Some(segments) => {
+            progress(new_stream.len() as u64, new_stream.len() as u64);
+            segments
+        }
+        None => encode_segments(&reference, &new_stream, opts, threads, progress)?,
+    };
     for seg in &segments {
         out.extend_from_slice(seg);
     }
@@ -120,6 +154,62 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     stats.segments = segments.len() as u64;
     stats.patch_bytes = out.len() as u64;
     Ok((out, stats))
+}
+
+/// The old module a new wasm file's transform is made against: the old file
+/// at the same path (the one file of a single-file patch), if it is wasm.
+/// Which old module is used is the writer's choice: the side info holds all
+/// the inverse needs, whatever it was made from.
+fn wasm_reference_for<'a>(old_files: &[(&str, &'a [u8])], path: &str, single_file: bool) -> Option<&'a [u8]> {
+    let is_wasm = |d: &[u8]| d.starts_with(b"\0asm");
+    let found = if single_file { old_files.first() } else { old_files.iter().find(|(p, _)| *p == path) };
+    found.map(|(_, d)| *d).filter(|d| is_wasm(d))
+}
+
+/// What the diff chose for one wasm file whose transform it tried.
+struct WasmChoice {
+    /// The normalized form and its side info, if they are the smaller.
+    transformed: Option<(Vec<u8>, Vec<u8>)>,
+    /// The segments of the chosen form diffed against the old file alone.
+    segments: Vec<Vec<u8>>,
+}
+
+/// The normalized form of `new` against `old` and its side info, if both are
+/// wasm modules the transform reads and storing the normalized form makes
+/// this file's patch smaller than storing it as it is (each diffed against
+/// `old` alone, the side info compressed at the same level). None: the
+/// transform does not apply (not wasm, nothing renumbered). The applier
+/// reads the old file as it is, so the old module must be its own normalized
+/// form (true for canonical LEB128s: every toolchain measured).
+fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usize) -> Result<Option<WasmChoice>> {
+    use crate::wasm_transform as wt;
+    let cap = MAX_WASM_TRANSFORM_BYTES as usize;
+    if !new.starts_with(b"\0asm") || new.len() > cap || old.len() >= i32::MAX as usize {
+        return Ok(None);
+    }
+    let Ok(reference) = wt::reference(old) else { return Ok(None) };
+    match wt::forward(None, old) {
+        Ok(o) if o.bytes == old => {}
+        _ => return Ok(None),
+    }
+    let Ok(n) = wt::forward(Some(&reference), new) else { return Ok(None) };
+    // Nothing renumbered: the side info could only add bytes.
+    if n.bytes == new || n.bytes.len() > cap || n.side_info.len() as u64 > MAX_WASM_SIDE_INFO || n.bytes.len() < 8 {
+        return Ok(None);
+    }
+    // The writer's own check that the applier will get the file back.
+    if wt::inverse(&n.bytes, &n.side_info).ok().as_deref() != Some(new) {
+        return Ok(None);
+    }
+    let quiet = |_: u64, _: u64| {};
+    let size = |segments: &[Vec<u8>]| segments.iter().map(|s| s.len()).sum::<usize>();
+    let plain = encode_segments(old, new, opts, threads, &quiet)?;
+    let transformed = encode_segments(old, &n.bytes, opts, threads, &quiet)?;
+    Ok(Some(if size(&transformed) + compress(&n.side_info, opts.level)?.len() < size(&plain) {
+        WasmChoice { transformed: Some((n.bytes, n.side_info)), segments: transformed }
+    } else {
+        WasmChoice { transformed: None, segments: plain }
+    }))
 }
 
 /// The listing of a build in memory (docs/FORMAT.md §2.1).
@@ -198,7 +288,7 @@ pub(crate) fn plan_tree(
     // Old files that are neither copied nor referenced need not be listed, but
     // indexes must stay stable: keep the table whole (it is small).
     let old_files = old_files.iter().map(|(path, size, _)| OldFile { path: path.to_string(), size: *size, in_reference: any_delta && *size > 0 }).collect();
-    let mut tree = PatchTree { single_file, old_listing, old_files, entries, files_digest: [0; 32] };
+    let mut tree = PatchTree { single_file, old_listing, old_files, entries, files_digest: [0; 32], transforms: Vec::new() };
     tree.files_digest = tree.digest_of(|i| match new_entries[i].1 {
         PlannedKind::File { blake3, .. } => blake3,
         _ => unreachable!("the digest hashes files only"),
@@ -211,7 +301,7 @@ pub(crate) fn encode_header_and_tree(tree: &PatchTree, level: i32) -> Result<Vec
     let mut out = Vec::new();
     out.extend_from_slice(&PATCH_MAGIC);
     out.extend_from_slice(&PATCH_VERSION.to_le_bytes());
-    out.extend_from_slice(&(if tree.single_file { FLAG_SINGLE_FILE } else { 0 }).to_le_bytes());
+    out.extend_from_slice(&tree.flags().to_le_bytes());
     let tree_bytes = tree.encode()?;
     if tree_bytes.len() as u64 > MAX_TREE_BYTES {
         return Err(Error::Invalid(format!("tree section {} bytes exceeds {MAX_TREE_BYTES}", tree_bytes.len())));

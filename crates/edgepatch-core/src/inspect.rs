@@ -94,9 +94,12 @@ pub fn patch_manifest(
             TreeEntryKind::Symlink { target } => (EntryKind::Symlink, false, 0, [0; 32], Some(target.clone()), EntrySource::None),
             TreeEntryKind::File { executable, size, source } => {
                 let source = match source {
+                    // A transformed file's range of the delta stream holds its
+                    // normalized form (docs/FORMAT.md §2.8), not its bytes.
                     FileSource::Delta => {
-                        delta_at += size;
-                        EntrySource::Delta { new_offset: delta_at - size }
+                        let len = tree.delta_len(i);
+                        delta_at += len;
+                        EntrySource::Delta { new_offset: delta_at - len }
                     }
                     FileSource::Copy { old_index } => match &tree.old_files[*old_index].path {
                         p if *p == e.path => EntrySource::Unchanged,

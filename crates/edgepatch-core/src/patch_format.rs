@@ -10,6 +10,18 @@ use crate::wire::{put_str, put_varint, unzigzag, zigzag, SliceReader};
 pub const PATCH_MAGIC: [u8; 8] = *b"EDGEPTCH";
 pub const PATCH_VERSION: u16 = 2;
 pub const FLAG_SINGLE_FILE: u16 = 1;
+/// The tree section ends with a wasm transform table (§2.8): some delta files
+/// are stored in a normalized form that the applier turns back into the file.
+/// A patch without transformed files leaves it clear, so it is byte for byte
+/// what a writer without the transform makes, and older appliers (which
+/// refuse unknown flags) refuse a patch that has them instead of misapplying it.
+pub const FLAG_WASM_TRANSFORM: u16 = 2;
+/// A transformed file's normalized form and the file itself are each at most
+/// this large: the applier holds the normalized form whole (the inverse needs
+/// the module's structure) while it writes the file (§2.8).
+pub const MAX_WASM_TRANSFORM_BYTES: u64 = 64 << 20;
+/// A transformed file's side info, decoded, is at most this large.
+pub const MAX_WASM_SIDE_INFO: u64 = 4 << 20;
 pub const SEGMENT_TAG: u8 = b'S';
 pub const WINDOW_SEGMENT_TAG: u8 = b'W';
 /// Old bytes a window segment may take from the reference stream...
@@ -135,6 +147,19 @@ pub struct TreeEntry {
 /// The new build and where its content comes from: everything the applier
 /// must know before the delta stream starts (the patch's tree section,
 /// resolved against the old build's listing).
+/// A delta file stored as the normalized form of a wasm module (§2.8): the
+/// delta stream carries `normalized_size` bytes for it, and the inverse of
+/// the wasm transform with `side_info` turns them into the file (whose size
+/// is the entry's `size`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WasmTransformed {
+    /// Index into `PatchTree::entries` (resolved) or `EncodedTree::named`.
+    pub entry: usize,
+    pub normalized_size: u64,
+    /// The side info, decoded (`wasm_transform` side info version 1).
+    pub side_info: Vec<u8>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PatchTree {
     pub single_file: bool,
@@ -146,6 +171,8 @@ pub struct PatchTree {
     /// one 32-byte hash verifies every file, where one per file would cost
     /// 32 incompressible bytes for each of a tree's thousands of files.
     pub files_digest: [u8; 32],
+    /// The transformed delta files, ascending by entry (empty: flag clear).
+    pub transforms: Vec<WasmTransformed>,
 }
 
 fn files_in_digest_order(entries: &[TreeEntry]) -> impl Iterator<Item = usize> + '_ {
@@ -158,20 +185,38 @@ fn files_in_digest_order(entries: &[TreeEntry]) -> impl Iterator<Item = usize> +
     files(true).chain(files(false))
 }
 
-fn delta_bytes_of(entries: &[TreeEntry]) -> u64 {
-    entries
-        .iter()
-        .filter_map(|e| match &e.kind {
-            TreeEntryKind::File { size, source: FileSource::Delta, .. } => Some(*size),
-            _ => None,
-        })
-        .sum()
+/// Bytes the delta stream holds for each entry (0 for all but delta files):
+/// a delta file's size, or its normalized size if it is transformed.
+fn delta_lens<'a>(entries: &'a [TreeEntry], transforms: &'a [WasmTransformed]) -> impl Iterator<Item = u64> + 'a {
+    let mut t = transforms.iter().peekable();
+    entries.iter().enumerate().map(move |(i, e)| match &e.kind {
+        TreeEntryKind::File { size, source: FileSource::Delta, .. } => t.next_if(|w| w.entry == i).map_or(*size, |w| w.normalized_size),
+        _ => 0,
+    })
 }
 
 impl PatchTree {
     /// Total bytes the delta stream must produce.
     pub fn delta_bytes(&self) -> u64 {
-        delta_bytes_of(&self.entries)
+        delta_lens(&self.entries, &self.transforms).sum()
+    }
+
+    /// Bytes entry `i` takes in the delta stream (0 unless it is a delta file).
+    pub fn delta_len(&self, i: usize) -> u64 {
+        match &self.entries[i].kind {
+            TreeEntryKind::File { size, source: FileSource::Delta, .. } => self.transform(i).map_or(*size, |w| w.normalized_size),
+            _ => 0,
+        }
+    }
+
+    /// The transform of entry `i`, if its delta is a normalized wasm module.
+    pub fn transform(&self, i: usize) -> Option<&WasmTransformed> {
+        self.transforms.binary_search_by_key(&i, |w| w.entry).ok().map(|j| &self.transforms[j])
+    }
+
+    /// The header flags this tree needs besides the single-file bit.
+    pub fn flags(&self) -> u16 {
+        (if self.single_file { FLAG_SINGLE_FILE } else { 0 }) | (if self.transforms.is_empty() { 0 } else { FLAG_WASM_TRANSFORM })
     }
 
     /// Total bytes of the old reference stream.
@@ -225,8 +270,9 @@ impl PatchTree {
         // Merge the sorted listing and entries: which old entries are kept.
         let mut kept_old = vec![false; self.old_listing.len()];
         let mut named = Vec::new();
+        let mut named_index = Vec::new();
         let mut o = 0;
-        for e in &self.entries {
+        for (i, e) in self.entries.iter().enumerate() {
             while o < self.old_listing.len() && self.old_listing[o].path.as_bytes() < e.path.as_bytes() {
                 o += 1;
             }
@@ -234,6 +280,7 @@ impl PatchTree {
                 kept_old[o] = true;
             } else {
                 named.push(e);
+                named_index.push(i);
             }
         }
         let mut runs = Vec::new();
@@ -268,9 +315,9 @@ impl PatchTree {
                 put_str(&mut out, target);
             }
         }
-        for e in &named {
-            if let TreeEntryKind::File { size, source: FileSource::Delta, .. } = &e.kind {
-                put_varint(&mut out, *size);
+        for &i in &named_index {
+            if let TreeEntryKind::File { source: FileSource::Delta, .. } = &self.entries[i].kind {
+                put_varint(&mut out, self.delta_len(i));
             }
         }
         for e in &named {
@@ -295,7 +342,36 @@ impl PatchTree {
             out.push(f.in_reference as u8);
         }
         out.extend_from_slice(&self.files_digest);
+        if !self.transforms.is_empty() {
+            self.encode_transforms(&mut out)?;
+        }
         Ok(out)
+    }
+
+    /// The wasm transform table (§2.8), after the files digest.
+    fn encode_transforms(&self, out: &mut Vec<u8>) -> Result<()> {
+        let delta_files: Vec<usize> =
+            (0..self.entries.len()).filter(|&i| matches!(self.entries[i].kind, TreeEntryKind::File { source: FileSource::Delta, .. })).collect();
+        put_varint(out, self.transforms.len() as u64);
+        let mut next = 0u64;
+        for w in &self.transforms {
+            let ordinal = delta_files.binary_search(&w.entry).map_err(|_| Error::Invalid(format!("transformed entry {} is not a delta file", w.entry)))? as u64;
+            let TreeEntryKind::File { size, .. } = self.entries[w.entry].kind else { unreachable!("delta files are files") };
+            if ordinal < next
+                || !(1..=MAX_WASM_TRANSFORM_BYTES).contains(&size)
+                || !(8..=MAX_WASM_TRANSFORM_BYTES).contains(&w.normalized_size)
+                || w.side_info.is_empty()
+                || w.side_info.len() as u64 > MAX_WASM_SIDE_INFO
+            {
+                return Err(Error::Invalid(format!("transformed entry {} breaks the transform table's limits or order", w.entry)));
+            }
+            put_varint(out, ordinal - next);
+            put_varint(out, size);
+            put_varint(out, w.side_info.len() as u64);
+            out.extend_from_slice(&w.side_info);
+            next = ordinal + 1;
+        }
+        Ok(())
     }
 }
 
@@ -312,6 +388,60 @@ pub struct EncodedTree {
     /// Old files as (position among the listing's files, in_reference).
     pub old_table: Vec<(u64, bool)>,
     pub files_digest: [u8; 32],
+    /// Transformed delta files; a named entry's `size` is its delta-stream
+    /// size until resolved.
+    pub transforms: Vec<EncodedTransform>,
+}
+
+/// A row of the wasm transform table as the patch states it (§2.8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedTransform {
+    /// Index into `EncodedTree::named`.
+    pub named: usize,
+    /// The file's size (its normalized form's is the named entry's size).
+    pub size: u64,
+    pub side_info: Vec<u8>,
+}
+
+/// The wasm transform table (§2.8): which delta files are normalized wasm
+/// modules, their sizes and side infos, every field bounded.
+fn decode_transforms(r: &mut SliceReader, named: &[TreeEntry]) -> Result<Vec<EncodedTransform>> {
+    let delta_files: Vec<usize> = (0..named.len()).filter(|&i| matches!(named[i].kind, TreeEntryKind::File { source: FileSource::Delta, .. })).collect();
+    let at = r.offset();
+    // A row takes at least 4 bytes (gap, size, side length, one side byte).
+    let count = r.varint_max((delta_files.len() as u64).min(r.remaining() as u64 / 4), "wasm transform count")?;
+    if count == 0 {
+        return Err(Error::Corrupt { input: Input::Patch, offset: at, what: "wasm transform flag set with an empty transform table".into() });
+    }
+    let mut out = Vec::with_capacity(count as usize);
+    let mut next = 0u64;
+    for _ in 0..count {
+        let at = r.offset();
+        let ordinal = next.checked_add(r.varint("transformed file")?).filter(|&o| o < delta_files.len() as u64);
+        let ordinal = ordinal.ok_or_else(|| Error::Corrupt { input: Input::Patch, offset: at, what: "transformed file beyond the delta files".into() })?;
+        let entry = delta_files[ordinal as usize];
+        let TreeEntryKind::File { size: normalized_size, .. } = named[entry].kind else { unreachable!("delta files are files") };
+        let at = r.offset();
+        let size = r.varint("transformed file size")?;
+        if size == 0 || size > MAX_WASM_TRANSFORM_BYTES || !(8..=MAX_WASM_TRANSFORM_BYTES).contains(&normalized_size) {
+            return Err(Error::Limit {
+                input: Input::Patch,
+                offset: at,
+                what: format!(
+                    "transformed file of {size} bytes from {normalized_size} normalized bytes: each must be 1 (8 normalized)..={MAX_WASM_TRANSFORM_BYTES}"
+                ),
+            });
+        }
+        let at = r.offset();
+        let side_len = r.varint("side info size")?;
+        if side_len == 0 || side_len > MAX_WASM_SIDE_INFO {
+            return Err(Error::Limit { input: Input::Patch, offset: at, what: format!("side info of {side_len} bytes, not in 1..={MAX_WASM_SIDE_INFO}") });
+        }
+        let side_info = r.take(side_len as usize, "side info")?.to_vec();
+        out.push(EncodedTransform { named: entry, size, side_info });
+        next = ordinal + 1;
+    }
+    Ok(out)
 }
 
 impl EncodedTree {
@@ -321,12 +451,14 @@ impl EncodedTree {
     }
 
     pub fn delta_bytes(&self) -> u64 {
-        delta_bytes_of(&self.named)
+        delta_lens(&self.named, &[]).sum()
     }
 
     /// Decodes a tree section and checks what it can without the old build:
-    /// counts, codes, paths, symlink targets, copy indexes.
-    pub fn decode(bytes: &[u8], base: u64, single_file: bool) -> Result<EncodedTree> {
+    /// counts, codes, paths, symlink targets, copy indexes; with
+    /// `FLAG_WASM_TRANSFORM` in `flags`, the transform table after the digest.
+    pub fn decode(bytes: &[u8], base: u64, flags: u16) -> Result<EncodedTree> {
+        let single_file = flags & FLAG_SINGLE_FILE != 0;
         let mut r = SliceReader::new(bytes, base, Input::Patch);
         let listing_digest = if single_file { listing_digest(&single_file_listing(r.varint("old file size")?)) } else { r.array::<32>("old listing digest")? };
         // Every count below is bounded by the bytes left (each item takes at
@@ -425,10 +557,11 @@ impl EncodedTree {
             }
         }
         let files_digest = r.array::<32>("files digest")?;
+        let transforms = if flags & FLAG_WASM_TRANSFORM != 0 { decode_transforms(&mut r, &named)? } else { Vec::new() };
         if !r.is_empty() {
-            return Err(r.corrupt("bytes after the files digest"));
+            return Err(r.corrupt(if transforms.is_empty() { "bytes after the files digest" } else { "bytes after the wasm transform table" }));
         }
-        Ok(EncodedTree { single_file, listing_digest, runs, named, old_table, files_digest })
+        Ok(EncodedTree { single_file, listing_digest, runs, named, old_table, files_digest, transforms })
     }
 
     /// The tree against the old build's listing (sorted by path), which must
@@ -461,11 +594,13 @@ impl EncodedTree {
         // A kept file copies the old file of the same path: its old-table
         // record, or one added after the table (not part of the reference).
         let mut entries = Vec::with_capacity(kept.len() + self.named.len());
-        let mut named = self.named.iter().peekable();
+        let mut named = self.named.iter().enumerate().peekable();
+        let mut transforms = self.transforms.iter().peekable();
+        let mut resolved_transforms = Vec::with_capacity(self.transforms.len());
         let mut kept = kept.into_iter().peekable();
         loop {
             let take_kept = match (kept.peek(), named.peek()) {
-                (Some(&k), Some(n)) => listing[k].path.as_bytes() < n.path.as_bytes(),
+                (Some(&k), Some((_, n))) => listing[k].path.as_bytes() < n.path.as_bytes(),
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (None, None) => break,
@@ -490,9 +625,18 @@ impl EncodedTree {
                 };
                 entries.push(TreeEntry { path: o.path.clone(), kind });
             } else {
-                let mut e = named.next().expect("peeked").clone();
-                if let TreeEntryKind::File { size, source: FileSource::Copy { old_index }, .. } = &mut e.kind {
-                    *size = old_files[*old_index].size;
+                let (n, named_entry) = named.next().expect("peeked");
+                let mut e = named_entry.clone();
+                match &mut e.kind {
+                    TreeEntryKind::File { size, source: FileSource::Copy { old_index }, .. } => *size = old_files[*old_index].size,
+                    // A transformed file's size is the file's; its delta-stream size moves to the transform.
+                    TreeEntryKind::File { size, source: FileSource::Delta, .. } => {
+                        if let Some(w) = transforms.next_if(|w| w.named == n) {
+                            resolved_transforms.push(WasmTransformed { entry: entries.len(), normalized_size: *size, side_info: w.side_info.clone() });
+                            *size = w.size;
+                        }
+                    }
+                    _ => {}
                 }
                 entries.push(e);
             }
@@ -524,7 +668,14 @@ impl EncodedTree {
                 what: format!("the new tree has {} entries, above the limit {MAX_ENTRIES}", entries.len()),
             });
         }
-        Ok(PatchTree { single_file: self.single_file, old_listing: listing, old_files, entries, files_digest: self.files_digest })
+        Ok(PatchTree {
+            single_file: self.single_file,
+            old_listing: listing,
+            old_files,
+            entries,
+            files_digest: self.files_digest,
+            transforms: resolved_transforms,
+        })
     }
 }
 

@@ -86,19 +86,20 @@ struct PatchBytes {
     body: Vec<u8>,
     segments: u64,
     delta: u64,
+    flags: u16,
 }
 
 impl PatchBytes {
     fn new(tree_after_digest: &[u8]) -> Self {
         let mut tree = listing_digest(&[]).to_vec();
         tree.extend_from_slice(tree_after_digest);
-        PatchBytes { tree, tree_frame: None, tree_sizes: None, body: Vec::new(), segments: 0, delta: 0 }
+        PatchBytes { tree, tree_frame: None, tree_sizes: None, body: Vec::new(), segments: 0, delta: 0, flags: 0 }
     }
 
     fn encode(&self) -> Vec<u8> {
         let mut p = b"EDGEPTCH".to_vec();
         p.extend_from_slice(&2u16.to_le_bytes());
-        p.extend_from_slice(&0u16.to_le_bytes());
+        p.extend_from_slice(&self.flags.to_le_bytes());
         let frame = self.tree_frame.clone().unwrap_or_else(|| zstd(&self.tree));
         let (raw, comp) = self.tree_sizes.unwrap_or((self.tree.len() as u64, frame.len() as u64));
         put_varint(&mut p, raw);
@@ -391,6 +392,56 @@ fn make_vectors() -> Vec<Vector> {
 
     // Manifests (built from the golden manifest; the trailer is recomputed so only the named field is hostile).
     let golden = std::fs::read(hostile_dir().parent().unwrap().join("golden/game-v1-to-v2.manifest")).unwrap();
+    // The wasm transform table and side info (docs/FORMAT.md §2.8): one delta
+    // file of 8 bytes (a bare wasm header, produced by one extra-bytes op).
+    {
+        let transformed = |table: &[u8], with_body: bool| {
+            let mut tree = delta_files_tree(&[8]);
+            tree.extend_from_slice(table);
+            let mut p = PatchBytes::new(&tree);
+            p.flags = 2;
+            if with_body {
+                p.body = ops_segment(8, &control(&[(2, 0, 8)]), &[], b"\0asm\x01\0\0\0");
+                (p.segments, p.delta) = (1, 8);
+            }
+            p.encode()
+        };
+        let row = |size: u64, side_len: u64, side: &[u8]| {
+            let mut t = vec![1, 0];
+            put_varint(&mut t, size);
+            put_varint(&mut t, side_len);
+            t.extend_from_slice(side);
+            t
+        };
+        // The smallest side info (no renumbering): magic, version 1, then zero for every field.
+        let identity_side = b"EPWT\x01\0\0\0\0\0\0\0\0\0";
+        v.push(patch_vector(
+            "wasm-transform-empty-table",
+            "the wasm transform flag with an empty transform table",
+            ErrorKind::Corrupt,
+            transformed(&[0], true),
+        ));
+        v.push(patch_vector(
+            "wasm-side-info-over-cap",
+            "a side info claiming 4 MiB + 1 bytes (above the cap)",
+            ErrorKind::Limit,
+            transformed(&row(8, (4 << 20) + 1, b"EPWT"), true),
+        ));
+        v.push(patch_vector(
+            "wasm-size-over-cap",
+            "a transformed file of 64 MiB + 1 bytes (above the cap the applier holds)",
+            ErrorKind::Limit,
+            transformed(&row((64 << 20) + 1, identity_side.len() as u64, identity_side), true),
+        ));
+        v.push(patch_vector("wasm-side-info-garbage", "a side info that is not one (bad magic)", ErrorKind::Corrupt, transformed(&row(8, 4, b"XXXX"), true)));
+        v.push(patch_vector(
+            "wasm-inverted-size-mismatch",
+            "a valid side info whose module inverts to 8 bytes where the tree says 9",
+            ErrorKind::Corrupt,
+            transformed(&row(9, identity_side.len() as u64, identity_side), true),
+        ));
+    }
+
     let manifest_vector = |name, attacks, kind, bytes| Vector { name, input: "manifest", attacks, kind, bytes };
     v.push(manifest_vector(
         "manifest-oversized",

@@ -264,3 +264,37 @@ fn a_large_regular_tree_compressing_1000x_applies() {
     assert!(decoded > 300 * compressed, "the tree compresses as this test means it to ({decoded} / {compressed})");
     both_give(&patch, &empty, &new, "40,000-file tree");
 }
+
+mod wasm_modules;
+
+/// Transformed wasm files (docs/FORMAT.md §2.8): the reference applier's own
+/// inverse, written from the document, gives the same files. With
+/// EDGEPATCH_WASM_PAIRS set to a directory of `<pair>/{old,new}` (real
+/// modules: Go, Emscripten, Rust), those pairs too.
+#[test]
+fn transformed_wasm_patches_apply_identically() {
+    let mut pairs: Vec<(String, Vec<u8>, Vec<u8>)> = Vec::new();
+    let (v1, v2) = wasm_modules::versions(3000, 20);
+    pairs.push(("made-up".into(), v1, v2));
+    let (g1, g2) = wasm_modules::go_like_versions(1500, 9);
+    pairs.push(("made-up, Go-like".into(), g1, g2));
+    if let Some(dir) = std::env::var_os("EDGEPATCH_WASM_PAIRS") {
+        for pair in std::fs::read_dir(dir).unwrap() {
+            let pair = pair.unwrap().path();
+            pairs.push((pair.display().to_string(), std::fs::read(pair.join("old")).unwrap(), std::fs::read(pair.join("new")).unwrap()));
+        }
+    }
+    let mut transformed = 0;
+    for (name, old, new) in pairs {
+        let (a, b) = (Build::single_file(old.clone()), Build::single_file(new.clone()));
+        let opts = DiffOptions { level: 3, threads: 2, ..DiffOptions::default() };
+        let (patch, stats) = diff_builds(&a, &b, &opts, &|_, _| {}).unwrap();
+        transformed += stats.wasm_transformed;
+        both_give(&patch, &a, &b, &format!("{name} single file"));
+        let ta = Build::from_entries(vec![file("game.wasm", old), file("readme.txt", b"v1".to_vec())]).unwrap();
+        let tb = Build::from_entries(vec![file("game.wasm", new), file("readme.txt", b"v2".to_vec())]).unwrap();
+        let (patch, _) = diff_builds(&ta, &tb, &opts, &|_, _| {}).unwrap();
+        both_give(&patch, &ta, &tb, &format!("{name} in a tree"));
+    }
+    assert!(transformed >= 2, "the made-up pairs are transformed: {transformed}");
+}

@@ -35,11 +35,54 @@ enum Expect {
     Done,
 }
 
-/// The delta-stream files in entry order, and how far the current one is.
+/// The delta-stream files in entry order, and how far the current one is
+/// (its delta-stream bytes left).
 struct DeltaFiles {
     entries: Vec<usize>,
     next: usize,
     open: Option<(usize, u64, blake3::Hasher)>,
+    /// The open file is a transformed wasm module (docs/FORMAT.md §2.8): its
+    /// normalized form so far, inverted into the file once it is whole.
+    normalized: Option<Vec<u8>>,
+    /// Delta-stream ranges of the transformed files: no resume point may
+    /// fall inside one or within a window's reach after one.
+    transformed: Vec<(u64, u64)>,
+}
+
+/// Whether an apply interrupted after `produced` delta bytes can resume
+/// there: not inside a transformed file (its normalized form is held in
+/// memory, not written) and not where a window segment could reach back into
+/// one (the bytes written are the file, not its normalized form, so the
+/// history cannot be read back). Such an apply resumes from an earlier point.
+fn can_resume_at(transformed: &[(u64, u64)], produced: u64) -> bool {
+    let reach = produced.saturating_sub(MAX_WINDOW_BACK);
+    transformed.iter().all(|&(start, end)| start >= produced || end <= reach)
+}
+
+/// The delta-stream ranges of the tree's transformed files.
+fn transformed_ranges(tree: &PatchTree) -> Vec<(u64, u64)> {
+    let mut at = 0u64;
+    let mut out = Vec::new();
+    for i in 0..tree.entries.len() {
+        let len = tree.delta_len(i);
+        if tree.transform(i).is_some() {
+            out.push((at, at + len));
+        }
+        at += len;
+    }
+    out
+}
+
+/// An inverse stopped by the transform or by the output.
+enum InverseError {
+    Transform(crate::wasm_transform::TransformError),
+    Apply(Error),
+}
+
+impl From<crate::wasm_transform::TransformError> for InverseError {
+    fn from(e: crate::wasm_transform::TransformError) -> Self {
+        InverseError::Transform(e)
+    }
 }
 
 /// A push-driven applier: give it the patch in chunks of any size as they
@@ -93,7 +136,7 @@ impl PatchApplier {
             expect: Expect::HeaderAndTree,
             tree: PatchTree::default(),
             delta: None,
-            files: DeltaFiles { entries: Vec::new(), next: 0, open: None },
+            files: DeltaFiles { entries: Vec::new(), next: 0, open: None, normalized: None, transformed: Vec::new() },
             buf: Vec::new(),
             digest: Some(blake3::Hasher::new()),
             held_hashes: None,
@@ -151,6 +194,12 @@ impl PatchApplier {
         if at.segments_done == 0 || at.new_offset == 0 || at.new_offset > delta_total || at.patch_offset < tree_end || at.new_offset < at.segments_done {
             return Err(bad(format!("resume point {at:?} does not fit this patch ({delta_total} delta bytes, tree ends at byte {tree_end})")));
         }
+        a.files.transformed = transformed_ranges(&a.tree);
+        if !can_resume_at(&a.files.transformed, at.new_offset) {
+            return Err(bad(format!(
+                "resume point {at:?} is inside a transformed wasm file or within a window's reach after one (never offered; docs/FORMAT.md §2.8)"
+            )));
+        }
         // Everything that is not a delta file, and every delta file that ends before the point, is done.
         // The files digest needs the BLAKE3 of each of those files: they are
         // read back from the output (written and durable, not downloaded again).
@@ -170,7 +219,9 @@ impl PatchApplier {
                 a.progress.new_bytes_written += size;
                 continue;
             }
-            let end = start + size;
+            // In the delta stream (a transformed file's normalized form, which
+            // `can_resume_at` keeps out of the history and the open file).
+            let end = start + a.tree.delta_len(i);
             // The part of this file inside the history window.
             let (h0, h1) = (start.max(back_from), end.min(at.new_offset));
             if h0 < h1 {
@@ -294,7 +345,9 @@ impl PatchApplier {
                     (self.hasher, self.offset) = input.into_state();
                     self.drain_segment(&mut delta, old, sink)?;
                     delta.check_segment_used_up()?;
-                    self.resume_point = Some(ResumePoint { segments_done: delta.segments, patch_offset: self.offset, new_offset: delta.produced });
+                    if can_resume_at(&self.files.transformed, delta.produced) {
+                        self.resume_point = Some(ResumePoint { segments_done: delta.segments, patch_offset: self.offset, new_offset: delta.produced });
+                    }
                 } else {
                     read_segment_header(&mut input, delta.segments, delta.produced, delta.reference_len)?;
                     (self.hasher, self.offset) = input.into_state();
@@ -387,6 +440,7 @@ impl PatchApplier {
             self.progress.entries_done += 1;
         }
         self.delta = Some(DeltaStream::new(tree));
+        self.files.transformed = transformed_ranges(tree);
         if self.files.entries.is_empty() {
             self.check_digest(sink)?;
         }
@@ -450,30 +504,56 @@ impl PatchApplier {
     }
 
     /// Writes delta bytes into the delta files in order, verifying and finishing
-    /// each as it completes (and any empty ones that follow).
+    /// each as it completes (and any empty ones that follow). A transformed
+    /// file's bytes are gathered and inverted into the file once complete.
     fn distribute<S: BuildSink>(&mut self, mut data: &[u8], sink: &mut S) -> Result<()> {
         loop {
             if self.files.open.is_none() {
                 let Some(&i) = self.files.entries.get(self.files.next) else { break };
                 let TreeEntryKind::File { executable, size, .. } = &self.tree.entries[i].kind else { unreachable!("delta entries are files") };
-                if *size > 0 && data.is_empty() {
+                let len = self.tree.delta_len(i);
+                if len > 0 && data.is_empty() {
                     break;
                 }
                 let path = self.tree.entries[i].path.as_str();
-                sink.begin_file(path, *executable, *size).map_err(|e| out_err(path, e))?;
+                if self.tree.transform(i).is_some() {
+                    // Reserved whole with its first bytes (below): growing by
+                    // doubling would hold the old and the new buffer at once
+                    // (1.5x the module in a wasm linear memory that never
+                    // shrinks). The size is capped (MAX_WASM_TRANSFORM_BYTES).
+                    let mut buf = self.files.normalized.take().unwrap_or_default();
+                    buf.clear();
+                    self.files.normalized = Some(buf);
+                } else {
+                    sink.begin_file(path, *executable, *size).map_err(|e| out_err(path, e))?;
+                }
                 self.files.next += 1;
-                self.files.open = Some((i, *size, blake3::Hasher::new()));
+                self.files.open = Some((i, len, blake3::Hasher::new()));
             }
             let (i, left, hasher) = self.files.open.as_mut().expect("a file is open");
             let path = self.tree.entries[*i].path.as_str();
             let n = (*left).min(data.len() as u64) as usize;
-            hasher.update(&data[..n]);
-            sink.write_file(&data[..n]).map_err(|e| out_err(path, e))?;
+            match self.files.normalized.as_mut().filter(|_| self.tree.transform(*i).is_some()) {
+                Some(buf) => {
+                    let claimed = (buf.len() as u64 + *left) as usize;
+                    if claimed > buf.capacity() {
+                        buf.reserve_exact(claimed - buf.len());
+                    }
+                    buf.extend_from_slice(&data[..n]);
+                }
+                None => {
+                    hasher.update(&data[..n]);
+                    sink.write_file(&data[..n]).map_err(|e| out_err(path, e))?;
+                    self.progress.new_bytes_written += n as u64;
+                }
+            }
             *left -= n as u64;
             data = &data[n..];
-            self.progress.new_bytes_written += n as u64;
             if *left == 0 {
-                let (i, _, hasher) = self.files.open.take().expect("a file is open");
+                let (i, _, mut hasher) = self.files.open.take().expect("a file is open");
+                if self.tree.transform(i).is_some() {
+                    hasher = self.invert(i, sink)?;
+                }
                 self.file_hashed(hasher);
                 // The last file is finished only after the digest of all of them matched.
                 if self.files.next == self.files.entries.len() {
@@ -491,6 +571,54 @@ impl PatchApplier {
             return Err(Error::Invalid("delta stream is longer than its files".into()));
         }
         Ok(())
+    }
+
+    /// Writes transformed entry `i` from its complete normalized form: the
+    /// inverse of the wasm transform (docs/FORMAT.md §2.8), streamed to the
+    /// sink in pieces; returns the file's BLAKE3. The file must come out at
+    /// exactly its size; its hash goes into the files digest like any other.
+    fn invert<S: BuildSink>(&mut self, i: usize, sink: &mut S) -> Result<blake3::Hasher> {
+        let TreeEntryKind::File { executable, size, .. } = self.tree.entries[i].kind else { unreachable!("delta entries are files") };
+        let path = self.tree.entries[i].path.as_str();
+        let side = &self.tree.transform(i).expect("a transformed file").side_info;
+        let mut normalized = self.files.normalized.take().expect("gathered for a transformed file");
+        sink.begin_file(path, executable, size).map_err(|e| out_err(path, e))?;
+        let mut hasher = blake3::Hasher::new();
+        let mut written = 0u64;
+        // Errors name the end of the segment that completed the file.
+        let at = self.offset;
+        let progress = &mut self.progress;
+        let too_long = || Error::Corrupt {
+            input: Input::Patch,
+            offset: at,
+            what: format!("{}: the inverted wasm module is longer than its {size} bytes", display_path(path)),
+        };
+        let result = crate::wasm_transform::inverse_to(&mut normalized, side, &mut |piece: &[u8]| {
+            if written + piece.len() as u64 > size {
+                return Err(InverseError::Apply(too_long()));
+            }
+            for chunk in piece.chunks(CHUNK) {
+                hasher.update(chunk);
+                sink.write_file(chunk).map_err(|e| InverseError::Apply(out_err(path, e)))?;
+            }
+            written += piece.len() as u64;
+            progress.new_bytes_written += piece.len() as u64;
+            Ok(())
+        });
+        // The buffer is kept for the next transformed file (steady memory in wasm).
+        normalized.clear();
+        super::shrink(&mut normalized, 0);
+        self.files.normalized = Some(normalized);
+        match result {
+            Ok(()) if written == size => Ok(hasher),
+            Ok(()) => Err(Error::Corrupt {
+                input: Input::Patch,
+                offset: at,
+                what: format!("{}: the inverted wasm module has {written} bytes, the tree says {size}", display_path(path)),
+            }),
+            Err(InverseError::Apply(e)) => Err(e),
+            Err(InverseError::Transform(e)) => Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("{}: {e}", display_path(path)) }),
+        }
     }
 }
 

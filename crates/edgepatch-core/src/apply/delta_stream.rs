@@ -88,14 +88,7 @@ impl DeltaStream {
             segment_left: 0,
             segments: 0,
             produced: 0,
-            total: tree
-                .entries
-                .iter()
-                .map(|e| match e.kind {
-                    TreeEntryKind::File { size, source: FileSource::Delta, .. } => size,
-                    _ => 0,
-                })
-                .sum(),
+            total: tree.delta_bytes(),
             keep_history: true,
         }
     }

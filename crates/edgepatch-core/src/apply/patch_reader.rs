@@ -125,7 +125,7 @@ pub(crate) fn read_header_and_tree<R: Read>(input: &mut PatchInput<R>) -> Result
     let (mut comp_buf, mut tree_bytes) = (Vec::new(), Vec::new());
     let tree_at = input.offset();
     input.frame(comp, raw, &mut comp_buf, &mut tree_bytes, "tree section")?;
-    Ok((EncodedTree::decode(&tree_bytes, tree_at, flags & FLAG_SINGLE_FILE != 0)?, tree_at))
+    Ok((EncodedTree::decode(&tree_bytes, tree_at, flags)?, tree_at))
 }
 
 /// The header and tree resolved against the old build's listing.
@@ -149,7 +149,7 @@ pub(super) fn read_fixed_header<R: Read>(input: &mut PatchInput<R>) -> Result<(u
     }
     input.exact(&mut v, "flags")?;
     let flags = u16::from_le_bytes(v);
-    if flags & !FLAG_SINGLE_FILE != 0 {
+    if flags & !(FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM) != 0 {
         return Err(Error::Corrupt { input: Input::Patch, offset: 10, what: format!("unknown flags {flags:#x}") });
     }
     let at = input.offset();

@@ -292,6 +292,7 @@ impl AddressMap {
     pub fn inverse(&self, normalized: u64) -> Option<u64> {
         let i = self.images.partition_point(|im| im.0 <= normalized).checked_sub(1)?;
         let (_, stop, k) = self.images[i];
-        (normalized < stop).then(|| normalized.checked_add_signed(-self.pieces[k].delta)).flatten()
+        // checked_neg: a hostile delta of i64::MIN has no negation.
+        (normalized < stop).then(|| self.pieces[k].delta.checked_neg().and_then(|d| normalized.checked_add_signed(d))).flatten()
     }
 }

@@ -165,56 +165,101 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
 /// Hostile input gives an error, never a panic; the output is at most a few
 /// bytes per immediate larger than `normalized`.
 pub fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
+    let mut work = normalized.to_vec();
+    let mut out = Vec::with_capacity(normalized.len());
+    inverse_to(&mut work, side_info, &mut |bytes: &[u8]| {
+        out.extend_from_slice(bytes);
+        Ok::<(), TransformError>(())
+    })?;
+    Ok(out)
+}
+
+/// [`inverse`] without holding the output: the original module is handed to
+/// `emit` front to back, in pieces (a section, or a body and its size
+/// field), so the applier's memory is `normalized` plus one body
+/// (docs/FORMAT.md §2.8). The data section's words are restored in place in
+/// `normalized` (they keep their width), which is why it is taken mutably.
+/// An error from `emit` stops the inverse and is returned as is.
+pub fn inverse_to<E: From<TransformError>>(normalized: &mut [u8], side_info: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
     let side = SideInfo::decode(side_info)?;
     let module = parse_module(normalized).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
     let function_map = FunctionMap::from_runs(side.runs.clone()).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let addresses = AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc, addresses: &addresses };
-    let mut out = Vec::with_capacity(normalized.len());
-    out.extend_from_slice(&normalized[..8]);
+    let data_segments = segments(normalized, &module);
+    // The code section's size field comes before its bodies: a first pass
+    // over the bodies sizes them (and checks the side info against them all
+    // before anything is emitted), the second emits them.
+    let code_len = match module.code {
+        Some(c) => Some(restore_code(normalized, &module, &module.sections[c], &side, &refs, &mut |_| Ok::<(), TransformError>(()))?),
+        None => None,
+    };
+    if code_len.is_none() && (!side.raw_bodies.is_empty() || !side.size_widths.is_empty() || !side.exceptions.is_empty()) {
+        return Err(TransformError::SideInfo { offset: 0, what: "entries beyond the module's functions" }.into());
+    }
+    if module.data.is_none() && !side.data_exceptions.is_empty() {
+        return Err(TransformError::SideInfo { offset: 0, what: "data exceptions without a data section" }.into());
+    }
+    emit(&normalized[..8])?;
+    for (index, section) in module.sections.iter().enumerate() {
+        if Some(index) == module.data {
+            let mut listed = side.data_exceptions.clone();
+            rewrite_data_words(normalized, &data_segments, &refs, Direction::Inverse, &mut listed)?;
+            emit(&normalized[section.start..section.end])?;
+        } else if Some(index) == module.code {
+            let mut head = vec![CODE_SECTION];
+            write_size(&mut head, code_len.expect("sized above"), side.code_size_width as usize, section.start)?;
+            emit(&head)?;
+            restore_code(normalized, &module, section, &side, &refs, emit)?;
+        } else {
+            emit(&normalized[section.start..section.end])?;
+        }
+    }
+    Ok(())
+}
+
+/// Emits the original code section's contents (after its size field) and
+/// returns their length.
+fn restore_code<E: From<TransformError>>(
+    normalized: &[u8],
+    module: &Module,
+    section: &module::Section,
+    side: &SideInfo,
+    refs: &References,
+    emit: &mut dyn FnMut(&[u8]) -> Result<(), E>,
+) -> Result<u64, E> {
     let mut raw = side.raw_bodies.iter().peekable();
     let mut widths = side.size_widths.iter().peekable();
     let mut exceptions = side.exceptions.iter().peekable();
     let mut ordinal = 0u64;
-    let data_segments = segments(normalized, &module);
-    for (index, section) in module.sections.iter().enumerate() {
-        if Some(index) == module.data {
-            let at = out.len();
-            out.extend_from_slice(&normalized[section.start..section.end]);
-            let rebased: Vec<(u64, usize, usize)> = data_segments.iter().map(|&(a, s, e)| (a, s - section.start + at, e - section.start + at)).collect();
-            let mut listed = side.data_exceptions.clone();
-            rewrite_data_words(&mut out, &rebased, &refs, Direction::Inverse, &mut listed)?;
-            continue;
+    let first_body = module.bodies.first().map_or(section.end, |b| b.size_field);
+    let count_field = &normalized[section.contents..first_body];
+    emit(count_field)?;
+    let mut total = count_field.len() as u64;
+    let mut body_out = Vec::new();
+    for (body_index, body) in module.bodies.iter().enumerate() {
+        let body_index = body_index as u64;
+        body_out.clear();
+        // The size field first, patched in once the body is known.
+        body_out.extend_from_slice(&[0; 5]);
+        if raw.next_if(|&&r| r == body_index).is_some() {
+            body_out.extend_from_slice(&normalized[body.start..body.end]);
+        } else {
+            restore_body(normalized, body.start, body.end, refs, &mut ordinal, &mut exceptions, &mut body_out)?;
         }
-        if Some(index) != module.code {
-            out.extend_from_slice(&normalized[section.start..section.end]);
-            continue;
-        }
-        let mut contents = Vec::with_capacity(section.end - section.contents);
-        let first_body = module.bodies.first().map_or(section.end, |b| b.size_field);
-        contents.extend_from_slice(&normalized[section.contents..first_body]);
-        let mut body_out = Vec::new();
-        for (body_index, body) in module.bodies.iter().enumerate() {
-            let body_index = body_index as u64;
-            body_out.clear();
-            if raw.next_if(|&&r| r == body_index).is_some() {
-                body_out.extend_from_slice(&normalized[body.start..body.end]);
-            } else {
-                restore_body(normalized, body.start, body.end, &refs, &mut ordinal, &mut exceptions, &mut body_out)?;
-            }
-            let width = widths.next_if(|w| w.0 == body_index).map_or(body.start - body.size_field, |w| w.1 as usize);
-            let len = body_out.len() as u64;
-            write_size(&mut contents, len, width, body.size_field)?;
-            contents.extend_from_slice(&body_out);
-        }
-        if raw.peek().is_some() || widths.peek().is_some() || exceptions.peek().is_some() {
-            return Err(TransformError::SideInfo { offset: 0, what: "entries beyond the module's functions" });
-        }
-        out.push(CODE_SECTION);
-        write_size(&mut out, contents.len() as u64, side.code_size_width as usize, section.start)?;
-        out.extend_from_slice(&contents);
+        let width = widths.next_if(|w| w.0 == body_index).map_or(body.start - body.size_field, |w| w.1 as usize);
+        let len = (body_out.len() - 5) as u64;
+        let mut size = Vec::with_capacity(5);
+        write_size(&mut size, len, width, body.size_field)?;
+        let from = 5 - size.len();
+        body_out[from..5].copy_from_slice(&size);
+        emit(&body_out[from..])?;
+        total += body_out[from..].len() as u64;
     }
-    Ok(out)
+    if raw.peek().is_some() || widths.peek().is_some() || exceptions.peek().is_some() {
+        return Err(TransformError::SideInfo { offset: 0, what: "entries beyond the module's functions" }.into());
+    }
+    Ok(total)
 }
 
 /// Writes `len` padded to `width` bytes if it fits (true), else canonically.

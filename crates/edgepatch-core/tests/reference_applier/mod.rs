@@ -9,6 +9,8 @@
 // Each test crate that includes this module uses part of it.
 #![allow(dead_code)]
 
+mod wasm;
+
 use std::collections::{HashMap, HashSet};
 
 use edgepatch_core::{Build, BuildEntry, EntryContent};
@@ -26,6 +28,9 @@ const MAX_CONTROL: u64 = 32 * MIB;
 const MAX_SPANS: u64 = 65536;
 const MAX_SPAN_BYTES: u64 = 8 * MIB;
 const MAX_BACK: u64 = 4 * MIB;
+// §2.8 limits.
+const MAX_WASM: u64 = 64 * MIB;
+const MAX_SIDE: u64 = 4 * MIB;
 
 struct Bytes<'a> {
     data: &'a [u8],
@@ -185,6 +190,8 @@ enum New {
     Delta {
         executable: bool,
         size: u64,
+        /// §2.8: the delta holds the normalized form; (file size, side info).
+        wasm: Option<(u64, Vec<u8>)>,
     },
     /// Content of an old file (by path).
     Copy {
@@ -206,10 +213,11 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
         return Err(format!("version {version}"));
     }
     let flags = u16::from_le_bytes(r.take(2)?.try_into().unwrap());
-    if flags > 1 {
+    if flags > 3 {
         return Err("unknown flags".into());
     }
-    let single = flags == 1;
+    let single = flags & 1 == 1;
+    let has_transforms = flags & 2 == 2;
     if single != old.is_single_file() {
         return Err("single-file patch for a tree or the reverse".into());
     }
@@ -316,8 +324,32 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
         };
     }
     let files_digest: [u8; 32] = t.take(32)?.try_into().unwrap();
+    // §2.8.1 transform table: named entry -> (file size, side info).
+    let mut transformed: HashMap<usize, (u64, Vec<u8>)> = HashMap::new();
+    if has_transforms {
+        let delta_files: Vec<usize> = codes.iter().enumerate().filter(|(_, c)| matches!(**c, 2 | 3)).map(|(i, _)| i).collect();
+        let rows = t.varint()?;
+        if rows == 0 || rows > delta_files.len() as u64 || rows > t.left() / 4 {
+            return Err("transform table row count".into());
+        }
+        let mut previous: i128 = -1;
+        for _ in 0..rows {
+            let number = previous + 1 + i128::from(t.varint()?);
+            let &i = delta_files.get(usize::try_from(number).map_err(|_| "transformed file number")?).ok_or("transformed file beyond the delta files")?;
+            previous = number;
+            let size = t.varint()?;
+            if size == 0 || size > MAX_WASM || !(8..=MAX_WASM).contains(&sizes[&i]) {
+                return Err("transformed file size".into());
+            }
+            let side_len = t.varint()?;
+            if side_len == 0 || side_len > MAX_SIDE {
+                return Err("side info size".into());
+            }
+            transformed.insert(i, (size, t.take(side_len)?.to_vec()));
+        }
+    }
     if !t.done() {
-        return Err("bytes after the files digest".into());
+        return Err("bytes after the files digest (or the transform table)".into());
     }
 
     // The new tree: kept old entries merged with the named ones.
@@ -350,7 +382,7 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
         let kind = match codes[i] {
             0 => New::Dir,
             1 => New::Link(targets[&i].clone()),
-            2 | 3 => New::Delta { executable: codes[i] == 3, size: sizes[&i] },
+            2 | 3 => New::Delta { executable: codes[i] == 3, size: sizes[&i], wasm: transformed.remove(&i) },
             _ => {
                 let &(at, _) = table.get(copy_of[&i] as usize).ok_or("copy index beyond the old table")?;
                 New::Copy { executable: codes[i] == 5, from: listing[at].0.clone() }
@@ -494,9 +526,15 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
                 copy_hashes.extend_from_slice(blake3::hash(&data).as_bytes());
                 EntryContent::File { executable, data }
             }
-            New::Delta { executable, size } => {
-                let data = delta[taken..taken + size as usize].to_vec();
+            New::Delta { executable, size, wasm } => {
+                let mut data = delta[taken..taken + size as usize].to_vec();
                 taken += size as usize;
+                if let Some((file_size, side)) = wasm {
+                    data = wasm::inverse(&data, &side).map_err(|e| format!("{path}: wasm inverse: {e}"))?;
+                    if data.len() as u64 != file_size {
+                        return Err(format!("{path}: the inverse gives {} bytes, the table says {file_size}", data.len()));
+                    }
+                }
                 delta_hashes.extend_from_slice(blake3::hash(&data).as_bytes());
                 EntryContent::File { executable, data }
             }

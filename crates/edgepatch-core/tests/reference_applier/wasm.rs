@@ -1,0 +1,689 @@
+//! The inverse of the wasm transform, written from docs/FORMAT.md §2.8 alone
+//! (no code shared with `src/wasm_transform`): strict LEB128 readers, the
+//! section parse, the body walk by opcode table, the data words, the side
+//! info and the value rules. Whole-module, in memory, slow on purpose.
+
+use super::Outcome;
+
+/// §2.8.3: strict unsigned LEB128 of an N-bit value.
+fn uleb(b: &[u8], at: &mut usize, bits: u32) -> Outcome<u64> {
+    let max = bits.div_ceil(7) as usize;
+    let mut value = 0u64;
+    for i in 0..max {
+        let byte = *b.get(*at).ok_or("LEB128 truncated")?;
+        *at += 1;
+        let payload = u64::from(byte & 0x7f);
+        if i == max - 1 {
+            let used = bits - 7 * i as u32;
+            if byte & 0x80 != 0 || (used < 7 && payload >> used != 0) {
+                return Err("LEB128 too long or above its width".into());
+            }
+        }
+        value |= payload << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err("LEB128 too long".into())
+}
+
+/// §2.8.3: strict signed LEB128 of an N-bit value.
+fn sleb(b: &[u8], at: &mut usize, bits: u32) -> Outcome<i64> {
+    let max = bits.div_ceil(7) as usize;
+    let mut value = 0i64;
+    for i in 0..max {
+        let byte = *b.get(*at).ok_or("LEB128 truncated")?;
+        *at += 1;
+        let payload = i64::from(byte & 0x7f);
+        if i == max - 1 {
+            let used = bits - 7 * i as u32;
+            if byte & 0x80 != 0 {
+                return Err("LEB128 too long".into());
+            }
+            if used < 7 {
+                // The unused bits copy the sign bit (bit used-1).
+                let sign = (payload >> (used - 1)) & 1;
+                let rest = payload >> used;
+                if rest != if sign == 1 { (1 << (7 - used)) - 1 } else { 0 } {
+                    return Err("LEB128 unused bits differ from the sign".into());
+                }
+            }
+        }
+        value |= payload << (7 * i);
+        if byte & 0x80 == 0 {
+            let shift = 7 * (i + 1);
+            if shift < 64 && byte & 0x40 != 0 {
+                value |= -1i64 << shift;
+            }
+            return Ok(value);
+        }
+    }
+    Err("LEB128 too long".into())
+}
+
+fn skip(b: &[u8], at: &mut usize, n: u64) -> Outcome<()> {
+    let end = (*at as u64).checked_add(n).filter(|&e| e <= b.len() as u64).ok_or("runs past the end")?;
+    *at = end as usize;
+    Ok(())
+}
+
+fn byte(b: &[u8], at: &mut usize) -> Outcome<u8> {
+    let v = *b.get(*at).ok_or("truncated")?;
+    *at += 1;
+    Ok(v)
+}
+
+fn value_type(b: &[u8], at: &mut usize) -> Outcome<()> {
+    if matches!(byte(b, at)?, 0x63 | 0x64) {
+        sleb(b, at, 33)?;
+    }
+    Ok(())
+}
+
+fn limits(b: &[u8], at: &mut usize) -> Outcome<()> {
+    let flags = byte(b, at)?;
+    if flags > 0x0f {
+        return Err("limits flags".into());
+    }
+    uleb(b, at, 64)?;
+    if flags & 1 != 0 {
+        uleb(b, at, 64)?;
+    }
+    if flags & 8 != 0 {
+        uleb(b, at, 32)?;
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    F,
+    A32,
+    A64,
+}
+
+struct Body {
+    size_field: usize,
+    start: usize,
+    end: usize,
+}
+
+struct Module {
+    /// (id, start, contents, end)
+    sections: Vec<(u8, usize, usize, usize)>,
+    pc: Option<(u64, u64, u64)>,
+    code: Option<usize>,
+    data: Option<usize>,
+    bodies: Vec<Body>,
+}
+
+fn parse(b: &[u8]) -> Outcome<Module> {
+    if b.len() < 8 || b[..8] != *b"\0asm\x01\0\0\0" {
+        return Err("no wasm header".into());
+    }
+    let mut m = Module { sections: Vec::new(), pc: None, code: None, data: None, bodies: Vec::new() };
+    let mut at = 8;
+    let mut function_import_seen = false;
+    while at < b.len() {
+        let start = at;
+        let id = byte(b, &mut at)?;
+        let size = uleb(b, &mut at, 32)?;
+        let contents = at;
+        skip(b, &mut at, size)?;
+        let s = &b[..at];
+        match id {
+            2 if !function_import_seen => {
+                let mut p = contents;
+                for _ in 0..uleb(s, &mut p, 32)? {
+                    for _ in 0..2 {
+                        let n = uleb(s, &mut p, 32)?;
+                        skip(s, &mut p, n)?;
+                    }
+                    match byte(s, &mut p)? {
+                        0 => {
+                            uleb(s, &mut p, 32)?;
+                            function_import_seen = true;
+                        }
+                        1 => {
+                            value_type(s, &mut p)?;
+                            limits(s, &mut p)?;
+                        }
+                        2 => limits(s, &mut p)?,
+                        3 => {
+                            value_type(s, &mut p)?;
+                            byte(s, &mut p)?;
+                        }
+                        4 => {
+                            byte(s, &mut p)?;
+                            uleb(s, &mut p, 32)?;
+                        }
+                        _ => return Err("import kind".into()),
+                    }
+                }
+            }
+            9 => m.pc = pc_table(s, contents),
+            10 => {
+                if m.code.is_some() {
+                    return Err("second code section".into());
+                }
+                m.code = Some(m.sections.len());
+                let mut p = contents;
+                let count = uleb(s, &mut p, 32)?;
+                if count > (s.len() - p) as u64 {
+                    return Err("body count above the section".into());
+                }
+                for _ in 0..count {
+                    let size_field = p;
+                    let n = uleb(s, &mut p, 32)?;
+                    let start = p;
+                    skip(s, &mut p, n)?;
+                    m.bodies.push(Body { size_field, start, end: p });
+                }
+                if p != s.len() {
+                    return Err("bytes after the last body".into());
+                }
+            }
+            11 => m.data = Some(m.sections.len()),
+            _ => {}
+        }
+        m.sections.push((id, start, contents, at));
+    }
+    Ok(m)
+}
+
+/// Go's layout: exactly one active segment at `i32.const base` of consecutive indices.
+fn pc_table(s: &[u8], contents: usize) -> Option<(u64, u64, u64)> {
+    let mut p = contents;
+    if uleb(s, &mut p, 32).ok()? != 1 || uleb(s, &mut p, 32).ok()? != 0 || byte(s, &mut p).ok()? != 0x41 {
+        return None;
+    }
+    let base = sleb(s, &mut p, 32).ok()?;
+    if base < 0 || byte(s, &mut p).ok()? != 0x0b {
+        return None;
+    }
+    let len = uleb(s, &mut p, 32).ok()?;
+    if len == 0 {
+        return None;
+    }
+    let first = uleb(s, &mut p, 32).ok()?;
+    for i in 1..len {
+        if uleb(s, &mut p, 32).ok()? != first + i {
+            return None;
+        }
+    }
+    (p == s.len()).then_some((base as u64, first, len))
+}
+
+fn block_type(b: &[u8], at: &mut usize) -> Outcome<()> {
+    match b.get(*at) {
+        Some(0x63 | 0x64) => {
+            *at += 1;
+            sleb(b, at, 33)?;
+        }
+        _ => {
+            sleb(b, at, 33)?;
+        }
+    }
+    Ok(())
+}
+
+fn memarg(b: &[u8], at: &mut usize) -> Outcome<()> {
+    let align = uleb(b, at, 32)?;
+    if align & 0x40 != 0 {
+        uleb(b, at, 32)?;
+    }
+    uleb(b, at, 64)?;
+    Ok(())
+}
+
+/// §2.8.3: the F/A32/A64 immediates of a body as (start, end, kind, value), or why it does not walk.
+fn walk(module: &[u8], start: usize, end: usize) -> Outcome<Vec<(usize, usize, Kind, i64)>> {
+    let b = &module[..end];
+    let mut at = start;
+    let mut out = Vec::new();
+    for _ in 0..uleb(b, &mut at, 32)? {
+        uleb(b, &mut at, 32)?;
+        value_type(b, &mut at)?;
+    }
+    while at < end {
+        let op = byte(b, &mut at)?;
+        match op {
+            0x00 | 0x01 | 0x05 | 0x0a | 0x0b | 0x0f | 0x19 | 0x1a | 0x1b | 0x45..=0xc4 | 0xd1 | 0xd3 | 0xd4 => {}
+            0x02 | 0x03 | 0x04 | 0x06 => block_type(b, &mut at)?,
+            0x07 | 0x08 | 0x09 | 0x0c | 0x0d | 0x14 | 0x15 | 0x18 | 0x20..=0x26 | 0x3f | 0x40 | 0xd5 | 0xd6 => {
+                uleb(b, &mut at, 32)?;
+            }
+            0x0e => {
+                let n = uleb(b, &mut at, 32)?;
+                for _ in 0..=n {
+                    uleb(b, &mut at, 32)?;
+                }
+            }
+            0x10 | 0x12 | 0xd2 => {
+                let s = at;
+                let v = uleb(b, &mut at, 32)?;
+                out.push((s, at, Kind::F, v as i64));
+            }
+            0x11 | 0x13 => {
+                uleb(b, &mut at, 32)?;
+                uleb(b, &mut at, 32)?;
+            }
+            0x1c => {
+                for _ in 0..uleb(b, &mut at, 32)? {
+                    value_type(b, &mut at)?;
+                }
+            }
+            0x1f => {
+                block_type(b, &mut at)?;
+                for _ in 0..uleb(b, &mut at, 32)? {
+                    match byte(b, &mut at)? {
+                        0 | 1 => {
+                            uleb(b, &mut at, 32)?;
+                            uleb(b, &mut at, 32)?;
+                        }
+                        2 | 3 => {
+                            uleb(b, &mut at, 32)?;
+                        }
+                        _ => return Err("catch kind".into()),
+                    }
+                }
+            }
+            0x28..=0x3e => memarg(b, &mut at)?,
+            0x41 => {
+                let s = at;
+                let v = sleb(b, &mut at, 32)?;
+                out.push((s, at, Kind::A32, v));
+            }
+            0x42 => {
+                let s = at;
+                let v = sleb(b, &mut at, 64)?;
+                out.push((s, at, Kind::A64, v));
+            }
+            0x43 => skip(b, &mut at, 4)?,
+            0x44 => skip(b, &mut at, 8)?,
+            0xd0 => {
+                sleb(b, &mut at, 33)?;
+            }
+            0xfc => match uleb(b, &mut at, 32)? {
+                0..=7 => {}
+                8 | 10 | 12 | 14 => {
+                    uleb(b, &mut at, 32)?;
+                    uleb(b, &mut at, 32)?;
+                }
+                9 | 11 | 13 | 15 | 16 | 17 => {
+                    uleb(b, &mut at, 32)?;
+                }
+                _ => return Err("FC sub-opcode".into()),
+            },
+            0xfd => match uleb(b, &mut at, 32)? {
+                0..=11 | 92 | 93 => memarg(b, &mut at)?,
+                12 | 13 => skip(b, &mut at, 16)?,
+                21..=34 => skip(b, &mut at, 1)?,
+                84..=91 => {
+                    memarg(b, &mut at)?;
+                    skip(b, &mut at, 1)?;
+                }
+                14..=20 | 35..=83 | 94..=275 => {}
+                _ => return Err("FD sub-opcode".into()),
+            },
+            0xfe => match uleb(b, &mut at, 32)? {
+                3 => skip(b, &mut at, 1)?,
+                0..=2 | 0x10..=0x4e => memarg(b, &mut at)?,
+                _ => return Err("FE sub-opcode".into()),
+            },
+            _ => return Err(format!("opcode {op:#x}")),
+        }
+    }
+    Ok(out)
+}
+
+/// §2.8.3 data words: (data word position in the module, width), in ordinal order.
+fn data_words(b: &[u8], contents: usize, end: usize, width: u64) -> Vec<usize> {
+    let s = &b[..end];
+    let segments = (|| -> Outcome<Vec<(u64, usize, usize)>> {
+        let mut p = contents;
+        let mut out = Vec::new();
+        for _ in 0..uleb(s, &mut p, 32)? {
+            let flags = uleb(s, &mut p, 32)?;
+            let address = match flags {
+                0 | 2 => {
+                    if flags == 2 && uleb(s, &mut p, 32)? != 0 {
+                        return Err("memory".into());
+                    }
+                    let v = match byte(s, &mut p)? {
+                        0x41 => sleb(s, &mut p, 32)?,
+                        0x42 => sleb(s, &mut p, 64)?,
+                        _ => return Err("offset".into()),
+                    };
+                    if byte(s, &mut p)? != 0x0b {
+                        return Err("offset end".into());
+                    }
+                    Some(v as u64 & 0xffff_ffff)
+                }
+                1 => None,
+                _ => return Err("segment flags".into()),
+            };
+            let len = uleb(s, &mut p, 32)?;
+            let start = p;
+            skip(s, &mut p, len)?;
+            if let Some(a) = address {
+                out.push((a, start, p));
+            }
+        }
+        Ok(out)
+    })()
+    .unwrap_or_default();
+    let mut words = Vec::new();
+    for (address, start, stop) in segments {
+        let first = (width - address % width) % width;
+        let mut p = start as u64 + first;
+        while p + width <= stop as u64 {
+            words.push(p as usize);
+            p += width;
+        }
+    }
+    words
+}
+
+struct Side {
+    /// Every function keeps its number.
+    identity: bool,
+    /// The address map's images (start, end, piece), sorted.
+    images: Vec<(u64, u64, usize)>,
+    code_width: u64,
+    ref_pc: Option<(u64, u64)>,
+    /// (new_start, norm_start, len)
+    runs: Vec<(u64, u64, u64)>,
+    raw: std::collections::HashSet<u64>,
+    widths: std::collections::HashMap<u64, u64>,
+    exceptions: std::collections::HashSet<u64>,
+    /// (new_start, end, delta)
+    pieces: Vec<(u64, u64, i64)>,
+    data_exceptions: std::collections::HashSet<u64>,
+}
+
+fn side(b: &[u8]) -> Outcome<Side> {
+    if b.len() < 5 || &b[..4] != b"EPWT" || b[4] != 1 {
+        return Err("side info magic or version".into());
+    }
+    let mut at = 5;
+    let v = |at: &mut usize| uleb(b, at, 64);
+    let count = |at: &mut usize| -> Outcome<u64> {
+        let n = uleb(b, at, 64)?;
+        if n > (b.len() - *at) as u64 {
+            return Err("count above the side info".into());
+        }
+        Ok(n)
+    };
+    let list = |at: &mut usize| -> Outcome<Vec<u64>> {
+        let n = count(at)?;
+        let mut out: Vec<u64> = Vec::new();
+        for i in 0..n {
+            let d = uleb(b, at, 64)?;
+            out.push(if i == 0 { d } else { out[i as usize - 1].checked_add(d).and_then(|x| x.checked_add(1)).ok_or("list overflows")? });
+        }
+        Ok(out)
+    };
+    let code_width = v(&mut at)?;
+    if code_width > 5 {
+        return Err("code size width".into());
+    }
+    let ref_pc = match byte(b, &mut at)? {
+        0 => None,
+        1 => {
+            let (base, first) = (v(&mut at)?, v(&mut at)?);
+            if base > u64::from(u32::MAX) || first > u64::from(u32::MAX) {
+                return Err("PC table above 32 bits".into());
+            }
+            Some((base, first))
+        }
+        _ => return Err("has_ref_pc".into()),
+    };
+    let mut runs = Vec::new();
+    let (mut expected, mut new_start) = (0u64, 0u64);
+    for _ in 0..count(&mut at)? {
+        let z = v(&mut at)?;
+        let norm = expected.wrapping_add((((z >> 1) as i64) ^ -((z & 1) as i64)) as u64);
+        let len = v(&mut at)?;
+        if len == 0 {
+            return Err("empty run".into());
+        }
+        expected = norm.checked_add(len).ok_or("run overflows")?;
+        runs.push((new_start, norm, len));
+        new_start = new_start.checked_add(len).ok_or("runs overflow")?;
+    }
+    // The identity test needs the file order; the inverse the normalized one.
+    let identity = runs.iter().all(|r| r.0 == r.1);
+    runs.sort_by_key(|r| r.1);
+    if runs.windows(2).any(|w| w[0].1 + w[0].2 > w[1].1) {
+        return Err("runs overlap".into());
+    }
+    let raw = list(&mut at)?;
+    let positions = list(&mut at)?;
+    let mut widths = Vec::new();
+    for p in positions {
+        let w = byte(b, &mut at)?;
+        if !(1..=5).contains(&w) {
+            return Err("size width".into());
+        }
+        widths.push((p, u64::from(w)));
+    }
+    let exceptions = list(&mut at)?;
+    let mut starts = Vec::new();
+    let mut prev = 0u64;
+    for _ in 0..count(&mut at)? {
+        prev = prev.checked_add(v(&mut at)?).ok_or("piece overflows")?;
+        let z = v(&mut at)?;
+        starts.push((prev, ((z >> 1) as i64) ^ -((z & 1) as i64)));
+    }
+    let address_end = prev.checked_add(v(&mut at)?).ok_or("address end overflows")?;
+    let mut pieces = Vec::new();
+    for (k, &(s, d)) in starts.iter().enumerate() {
+        let e = starts.get(k + 1).map_or(address_end, |n| n.0);
+        if e <= s || s.checked_add_signed(d).is_none() || e.checked_add_signed(d).is_none() {
+            return Err("address piece empty or out of range".into());
+        }
+        pieces.push((s, e, d));
+    }
+    let data_exceptions = list(&mut at)?;
+    if at != b.len() {
+        return Err("bytes after the side info".into());
+    }
+    let mut images: Vec<(u64, u64, usize)> = pieces.iter().enumerate().map(|(k, p)| (p.0.wrapping_add_signed(p.2), p.1.wrapping_add_signed(p.2), k)).collect();
+    images.sort();
+    // Lists ascend strictly, so as sets they keep every entry.
+    Ok(Side {
+        identity,
+        images,
+        code_width,
+        ref_pc,
+        runs,
+        raw: raw.into_iter().collect(),
+        widths: widths.into_iter().collect(),
+        exceptions: exceptions.into_iter().collect(),
+        pieces,
+        data_exceptions: data_exceptions.into_iter().collect(),
+    })
+}
+
+impl Side {
+    /// `runs` is kept sorted by normalized start (they do not overlap).
+    fn pi_inverse(&self, n: u64) -> Option<u64> {
+        let r = self.runs[..self.runs.partition_point(|r| r.1 <= n)].last()?;
+        (n - r.1 < r.2).then(|| r.0 + (n - r.1))
+    }
+
+    fn alpha_inverse(&self, n: u64) -> Option<u64> {
+        let mut images: Vec<(u64, u64, usize)> =
+            self.pieces.iter().enumerate().map(|(k, p)| (p.0.wrapping_add_signed(p.2), p.1.wrapping_add_signed(p.2), k)).collect();
+        images.sort();
+        let (_, end, k) = *images.iter().rev().find(|im| im.0 <= n)?;
+        if n >= end {
+            return None;
+        }
+        n.checked_add_signed(self.pieces[k].2.checked_neg()?)
+    }
+
+    fn address(&self, n: i64, limit: u64) -> i64 {
+        if n < 0 {
+            return n;
+        }
+        match self.alpha_inverse(n as u64) {
+            Some(v) if v <= limit => v as i64,
+            _ => n,
+        }
+    }
+
+    fn value(&self, kind: Kind, n: i64, pc: Option<(u64, u64, u64)>) -> i64 {
+        match kind {
+            Kind::F => match self.pi_inverse(n as u64) {
+                Some(v) if v <= u64::from(u32::MAX) => v as i64,
+                _ => n,
+            },
+            Kind::A32 => self.address(n, (1 << 31) - 1),
+            Kind::A64 => {
+                if let (Some((base, first, len)), Some((ref_base, ref_first)), true) = (pc, self.ref_pc, n >= 0) {
+                    let s = (n as u64) >> 16;
+                    if s >= ref_base && s - ref_base < u64::from(u32::MAX) {
+                        if let Some(f) = self.pi_inverse(ref_first + s - ref_base) {
+                            if f >= first && f - first < len {
+                                return (((base + f - first) << 16) | (n as u64 & 0xffff)) as i64;
+                            }
+                        }
+                    }
+                }
+                self.address(n, i64::MAX as u64)
+            }
+        }
+    }
+}
+
+fn put_uleb(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn put_sleb(out: &mut Vec<u8>, mut v: i64) {
+    loop {
+        let b = (v as u8) & 0x7f;
+        v >>= 7;
+        if (v == 0 && b & 0x40 == 0) || (v == -1 && b & 0x40 != 0) {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+/// `len` as unsigned LEB128 padded to exactly `width` bytes.
+fn put_padded(out: &mut Vec<u8>, len: u64, width: u64) -> Outcome<()> {
+    if len > u64::from(u32::MAX) || width > 5 || width == 0 || (width < 5 && len >> (7 * width) != 0) {
+        return Err("size does not fit its width".into());
+    }
+    for i in 0..width {
+        let b = ((len >> (7 * i)) & 0x7f) as u8;
+        out.push(if i + 1 < width { b | 0x80 } else { b });
+    }
+    Ok(())
+}
+
+/// §2.8.6: the file from its normalized form `n` and side info `side_bytes`.
+pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
+    let side = side(side_bytes)?;
+    let m = parse(n)?;
+    let mut out = n[..8].to_vec();
+    let mut ordinal = 0u64;
+    let mut used_exceptions = 0usize;
+    let mut used_raw = 0usize;
+    let mut used_widths = 0usize;
+    for (index, &(_, start, contents, end)) in m.sections.iter().enumerate() {
+        if Some(index) == m.code {
+            let first = m.bodies.first().map_or(end, |b| b.size_field);
+            let mut section = n[contents..first].to_vec();
+            for (k, body) in m.bodies.iter().enumerate() {
+                let k = k as u64;
+                let mut restored = Vec::new();
+                if side.raw.contains(&k) {
+                    used_raw += 1;
+                    restored.extend_from_slice(&n[body.start..body.end]);
+                } else {
+                    let mut at = body.start;
+                    for (s, e, kind, value) in walk(n, body.start, body.end)? {
+                        restored.extend_from_slice(&n[at..s]);
+                        if side.exceptions.contains(&ordinal) {
+                            used_exceptions += 1;
+                            restored.extend_from_slice(&n[s..e]);
+                        } else {
+                            let v = side.value(kind, value, m.pc);
+                            if kind == Kind::F {
+                                put_uleb(&mut restored, v as u64);
+                            } else {
+                                put_sleb(&mut restored, v);
+                            }
+                        }
+                        at = e;
+                        ordinal += 1;
+                    }
+                    restored.extend_from_slice(&n[at..body.end]);
+                }
+                let width = match side.widths.get(&k) {
+                    Some(&w) => {
+                        used_widths += 1;
+                        w
+                    }
+                    None => (body.start - body.size_field) as u64,
+                };
+                put_padded(&mut section, restored.len() as u64, width)?;
+                section.extend_from_slice(&restored);
+            }
+            out.push(10);
+            put_padded(&mut out, section.len() as u64, side.code_width)?;
+            out.extend_from_slice(&section);
+        } else if Some(index) == m.data {
+            let mut section = n[start..end].to_vec();
+            let identity = side.identity && side.pieces.is_empty();
+            let width = if m.pc.is_some() { 8 } else { 4 };
+            let words = data_words(n, contents, end, width);
+            if identity {
+                if !side.data_exceptions.is_empty() {
+                    return Err("data exceptions without a mapping".into());
+                }
+            } else {
+                if side.data_exceptions.iter().any(|&e| e >= words.len() as u64) {
+                    return Err("data exception beyond the data words".into());
+                }
+                for (k, &p) in words.iter().enumerate() {
+                    if side.data_exceptions.contains(&(k as u64)) {
+                        continue;
+                    }
+                    let w = &n[p..p + width as usize];
+                    let (value, kind) = if width == 8 {
+                        (i64::from_le_bytes(w.try_into().unwrap()), Kind::A64)
+                    } else {
+                        (i64::from(u32::from_le_bytes(w.try_into().unwrap())), Kind::A32)
+                    };
+                    let v = side.value(kind, value, m.pc);
+                    let at = p - start;
+                    section[at..at + width as usize].copy_from_slice(&v.to_le_bytes()[..width as usize]);
+                }
+            }
+            out.extend_from_slice(&section);
+        } else {
+            out.extend_from_slice(&n[start..end]);
+        }
+    }
+    if m.data.is_none() && !side.data_exceptions.is_empty() {
+        return Err("data exceptions without data words".into());
+    }
+    if used_raw != side.raw.len() || used_widths != side.widths.len() || used_exceptions != side.exceptions.len() {
+        return Err("side info lists entries beyond the module".into());
+    }
+    Ok(out)
+}

@@ -1,0 +1,178 @@
+//! Made-up wasm modules for the tests of transformed patches (docs/FORMAT.md
+//! §2.8): a module of `() -> ()` functions that call each other, whose next
+//! version inserts functions, so that every later function index (and every
+//! call to it) shifts, as after a recompile that adds code.
+// Each test crate that includes this module uses part of it.
+#![allow(dead_code)]
+
+fn uleb(mut v: u64, out: &mut Vec<u8>) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn sleb(mut v: i64, out: &mut Vec<u8>) {
+    loop {
+        let b = (v as u8) & 0x7f;
+        v >>= 7;
+        if (v == 0 && b & 0x40 == 0) || (v == -1 && b & 0x40 != 0) {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn section(id: u8, contents: &[u8], out: &mut Vec<u8>) {
+    out.push(id);
+    uleb(contents.len() as u64, out);
+    out.extend_from_slice(contents);
+}
+
+/// splitmix64: the same bytes on every machine.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A module whose functions are the logical functions `ids`, in that order:
+/// a function's body depends only on its id (constants, and calls to other
+/// ids), so two versions differ where ids were inserted and in the index of
+/// every call to a function that moved.
+pub fn module_of(ids: &[u64], all: u64) -> Vec<u8> {
+    let index_of = |id: u64| ids.iter().position(|&x| x == id);
+    let mut out = b"\0asm\x01\0\0\0".to_vec();
+    section(1, &[1, 0x60, 0, 0], &mut out);
+    let mut funcs = Vec::new();
+    uleb(ids.len() as u64, &mut funcs);
+    funcs.extend(std::iter::repeat_n(0u8, ids.len()));
+    section(3, &funcs, &mut out);
+    let mut code = Vec::new();
+    uleb(ids.len() as u64, &mut code);
+    for &id in ids {
+        let mut body = vec![0u8]; // no locals
+        for k in 0..10u64 {
+            let r = mix(id * 64 + k);
+            body.push(0x41); // i32.const
+            sleb((r % 5000) as i64, &mut body);
+            body.push(0x1a); // drop
+            if let Some(callee) = index_of(mix(r) % all) {
+                body.push(0x10); // call
+                uleb(callee as u64, &mut body);
+            }
+        }
+        body.push(0x0b);
+        uleb(body.len() as u64, &mut code);
+        code.extend(body);
+    }
+    section(10, &code, &mut out);
+    out
+}
+
+/// Version 1 and version 2 of a module of `n` functions: version 2 inserts
+/// `inserted` new functions near the start.
+pub fn versions(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
+    let all = n + inserted;
+    let v1: Vec<u64> = (0..n).collect();
+    let mut v2: Vec<u64> = (0..3.min(n)).collect();
+    v2.extend(n..all);
+    v2.extend(3.min(n)..n);
+    (module_of(&v1, all), module_of(&v2, all))
+}
+
+/// Go's layout, made up: imports, a PC table (an element segment at slot
+/// base 4 listing every defined function), bodies that hold PCs
+/// (`i64.const (slot << 16) | k`) of other functions and call them, and a
+/// data segment of 8-byte words, half of them PCs. Version 2 inserts
+/// `inserted` functions near the start: every later slot and index shifts.
+pub fn go_like_versions(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
+    let all = n + inserted;
+    let v1: Vec<u64> = (0..n).collect();
+    let mut v2: Vec<u64> = (0..3.min(n)).collect();
+    v2.extend(n..all);
+    v2.extend(3.min(n)..n);
+    (go_like_of(&v1, all), go_like_of(&v2, all))
+}
+
+fn go_like_of(ids: &[u64], all: u64) -> Vec<u8> {
+    const IMPORTS: u64 = 2;
+    const BASE: u64 = 4;
+    let index_of = |id: u64| ids.iter().position(|&x| x == id).map(|p| p as u64);
+    let pc_of = |id: u64| index_of(id).map(|p| ((BASE + p) << 16) | (id % 7));
+    let mut out = b"\0asm\x01\0\0\0".to_vec();
+    section(1, &[1, 0x60, 0, 0], &mut out);
+    let mut imports = Vec::new();
+    uleb(IMPORTS, &mut imports);
+    for name in [&b"a"[..], b"b"] {
+        imports.extend_from_slice(&[2, b'g', b'o']);
+        imports.push(1);
+        imports.extend_from_slice(name);
+        imports.extend_from_slice(&[0, 0]);
+    }
+    section(2, &imports, &mut out);
+    let mut funcs = Vec::new();
+    uleb(ids.len() as u64, &mut funcs);
+    funcs.extend(std::iter::repeat_n(0u8, ids.len()));
+    section(3, &funcs, &mut out);
+    let mut table = vec![1u8, 0x70, 0x00];
+    uleb(BASE + ids.len() as u64, &mut table);
+    section(4, &table, &mut out);
+    section(5, &[1, 0, 2], &mut out); // one memory of 2 pages
+    let mut elem = vec![1u8, 0x00, 0x41];
+    sleb(BASE as i64, &mut elem);
+    elem.push(0x0b);
+    uleb(ids.len() as u64, &mut elem);
+    for p in 0..ids.len() as u64 {
+        uleb(IMPORTS + p, &mut elem);
+    }
+    section(9, &elem, &mut out);
+    let mut code = Vec::new();
+    uleb(ids.len() as u64, &mut code);
+    for &id in ids {
+        let mut body = vec![0u8];
+        for k in 0..6u64 {
+            let r = mix(id * 64 + k);
+            let target = mix(r) % all;
+            if let Some(pc) = pc_of(target) {
+                body.push(0x42); // i64.const PC
+                sleb(pc as i64, &mut body);
+                body.push(0x1a);
+            }
+            body.push(0x41);
+            sleb((r % 300) as i64, &mut body);
+            body.push(0x1a);
+            if let Some(callee) = index_of(target) {
+                body.push(0x10);
+                uleb(IMPORTS + callee, &mut body);
+            }
+        }
+        body.push(0x0b);
+        uleb(body.len() as u64, &mut code);
+        code.extend(body);
+    }
+    section(10, &code, &mut out);
+    // 8-byte words at address 1024: a PC of every function, then a number.
+    let mut words = Vec::new();
+    for id in 0..all {
+        if let Some(pc) = pc_of(id) {
+            words.extend_from_slice(&pc.to_le_bytes());
+            words.extend_from_slice(&mix(id).to_le_bytes()[..4]);
+            words.extend_from_slice(&[0; 4]);
+        }
+    }
+    let mut data = vec![1u8, 0x00, 0x41];
+    sleb(1024, &mut data);
+    data.push(0x0b);
+    uleb(words.len() as u64, &mut data);
+    data.extend(words);
+    section(11, &data, &mut out);
+    out
+}

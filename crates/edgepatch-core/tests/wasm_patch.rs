@@ -1,0 +1,394 @@
+//! Patches that store a wasm module in its normalized form (docs/FORMAT.md
+//! §2.8): the diff uses the transform only where it makes the file's patch
+//! smaller, the applier rebuilds the exact bytes, resume points avoid the
+//! transformed file, and every malformed transform table or side info is
+//! refused with a typed error.
+
+mod fixture_builds;
+mod wasm_modules;
+
+use edgepatch_core::error::ErrorKind;
+use edgepatch_core::inspect::inspect_patch;
+use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
+use edgepatch_core::patch_format::{FLAG_SINGLE_FILE, FLAG_WASM_TRANSFORM, MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
+use edgepatch_core::{apply_patch, diff_builds, Build, DiffOptions, PatchApplier, ResumePoint};
+use fixture_builds::{file, noise};
+
+fn diff(old: &Build, new: &Build, wasm_transform: bool, segment_size: u64) -> (Vec<u8>, edgepatch_core::DiffStats) {
+    let opts = DiffOptions { level: 9, threads: 2, segment_size, wasm_transform, ..DiffOptions::default() };
+    diff_builds(old, new, &opts, &|_, _| {}).unwrap()
+}
+
+fn apply(patch: &[u8], old: &Build) -> Result<Build, edgepatch_core::Error> {
+    let mut sink = MemorySink::default();
+    apply_patch(patch, &mut MemoryOldBuild::new(old), &mut sink, &mut |_| {})?;
+    Ok(sink.into_build())
+}
+
+fn flags(patch: &[u8]) -> u16 {
+    u16::from_le_bytes([patch[10], patch[11]])
+}
+
+#[test]
+fn a_single_module_is_stored_normalized_when_smaller_and_applies_exactly() {
+    let (v1, v2) = wasm_modules::versions(3000, 20);
+    let (old, new) = (Build::single_file(v1), Build::single_file(v2));
+    let (with, stats) = diff(&old, &new, true, 4 << 20);
+    let (without, plain_stats) = diff(&old, &new, false, 4 << 20);
+    assert_eq!((stats.wasm_transformed, plain_stats.wasm_transformed), (1, 0));
+    assert_eq!(flags(&with), FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM);
+    assert_eq!(flags(&without), FLAG_SINGLE_FILE, "no transform: the patch is what a writer without it makes");
+    assert!(with.len() < without.len(), "transformed {} bytes, plain {}", with.len(), without.len());
+    assert_eq!(apply(&with, &old).unwrap(), new);
+    assert_eq!(apply(&without, &old).unwrap(), new);
+}
+
+#[test]
+fn a_module_in_a_tree_among_other_files_applies_exactly() {
+    let (v1, v2) = wasm_modules::versions(2000, 7);
+    let a = noise(1, 200_000);
+    let mut a2 = a.clone();
+    a2[1000] ^= 1;
+    let old = Build::from_entries(vec![file("a.bin", a), file("game.wasm", v1.clone()), file("same.txt", b"same".to_vec())]).unwrap();
+    let new = Build::from_entries(vec![file("a.bin", a2), file("game.wasm", v2), file("same.txt", b"same".to_vec()), file("z.wasm", v1)]).unwrap();
+    let (patch, stats) = diff(&old, &new, true, 64 << 10);
+    // z.wasm is a copy of an old file; game.wasm is transformed against the old game.wasm.
+    assert_eq!(stats.wasm_transformed, 1);
+    assert_eq!(flags(&patch), FLAG_WASM_TRANSFORM);
+    assert_eq!(apply(&patch, &old).unwrap(), new);
+}
+
+#[test]
+fn a_module_the_transform_does_not_help_is_stored_as_it_is() {
+    // Same functions, one constant changed: nothing to renumber.
+    let (v1, _) = wasm_modules::versions(500, 0);
+    let mut v2 = v1.clone();
+    let at = v2.len() - 10;
+    v2[at] ^= 0x01;
+    let (old, new) = (Build::single_file(v1), Build::single_file(v2));
+    let (with, stats) = diff(&old, &new, true, 4 << 20);
+    let (without, _) = diff(&old, &new, false, 4 << 20);
+    assert_eq!(stats.wasm_transformed, 0);
+    assert_eq!(with, without);
+}
+
+/// A tree whose module spans many 64 KiB segments, with more than 4 MiB of
+/// delta after it.
+fn resume_pair() -> (Build, Build) {
+    let (v1, v2) = wasm_modules::versions(4000, 30);
+    let (a, z) = (noise(1, 300_000), noise(2, (4 << 20) + 300_000));
+    let (mut a2, mut z2) = (a.clone(), z.clone());
+    for i in (0..a2.len()).step_by(5000) {
+        a2[i] ^= 0x21;
+    }
+    for i in (0..z2.len()).step_by(7001) {
+        z2[i] ^= 0x42;
+    }
+    let old = Build::from_entries(vec![file("a.bin", a), file("m.wasm", v1), file("z.bin", z)]).unwrap();
+    let new = Build::from_entries(vec![file("a.bin", a2), file("m.wasm", v2), file("z.bin", z2)]).unwrap();
+    (old, new)
+}
+
+/// The module's range of the delta stream.
+fn transformed_range(patch: &[u8], old: &Build) -> (u64, u64) {
+    let tree = inspect_patch(patch).unwrap().resolve(edgepatch_core::diff::build_listing(old)).unwrap();
+    assert_eq!(tree.transforms.len(), 1);
+    let i = tree.transforms[0].entry;
+    let start: u64 = (0..i).map(|j| tree.delta_len(j)).sum();
+    (start, start + tree.delta_len(i))
+}
+
+fn header_and_tree(patch: &[u8]) -> &[u8] {
+    let info = inspect_patch(patch).unwrap();
+    &patch[..info.layout.segment_spans[0].0 as usize]
+}
+
+#[test]
+fn resume_points_avoid_the_transformed_module_and_resuming_gives_the_same_build() {
+    let (old, new) = resume_pair();
+    let (patch, stats) = diff(&old, &new, true, 64 << 10);
+    assert_eq!(stats.wasm_transformed, 1);
+    let (start, end) = transformed_range(&patch, &old);
+    assert!(end - start > 3 * (64 << 10), "the module spans several segments: {start}..{end}");
+    // Every point the applier offers, in order.
+    let mut points: Vec<ResumePoint> = Vec::new();
+    {
+        let mut sink = MemorySink::default();
+        let mut oldb = MemoryOldBuild::new(&old);
+        let mut a = PatchApplier::new();
+        for chunk in patch.chunks(4 << 10) {
+            a.push(chunk, &mut oldb, &mut sink).unwrap();
+            if let Some(p) = a.resume_point().filter(|p| points.last() != Some(p)) {
+                points.push(p);
+            }
+        }
+        a.finish().unwrap();
+        assert_eq!(sink.into_build(), new);
+    }
+    for p in &points {
+        let inside = p.new_offset > start && p.new_offset < end + (4 << 20);
+        assert!(!inside, "resume point {p:?} inside or within 4 MiB after the module at {start}..{end}");
+    }
+    let before = points.iter().rev().find(|p| p.new_offset <= start).expect("a point before the module");
+    let after = points.iter().find(|p| p.new_offset >= end).expect("a point after the module's reach");
+    for point in [*before, *after, points[0], *points.last().unwrap()] {
+        let mut oldb = MemoryOldBuild::new(&old);
+        let mut sink = MemorySink::default();
+        // What an interrupted apply left: everything up to the point.
+        let mut a = PatchApplier::new();
+        for chunk in patch[..point.patch_offset as usize].chunks(4 << 10) {
+            a.push(chunk, &mut oldb, &mut sink).unwrap();
+        }
+        drop(a);
+        let mut b = PatchApplier::resume(header_and_tree(&patch), point, &mut oldb, &mut sink).unwrap();
+        b.push(&patch[point.patch_offset as usize..], &mut oldb, &mut sink).unwrap();
+        b.finish().unwrap();
+        assert_eq!(sink.into_build(), new, "resumed at {point:?}");
+    }
+}
+
+#[test]
+fn resume_refuses_a_point_inside_the_transformed_module() {
+    let (old, new) = resume_pair();
+    let (patch, _) = diff(&old, &new, true, 64 << 10);
+    let (start, end) = transformed_range(&patch, &old);
+    let info = inspect_patch(patch.as_slice()).unwrap();
+    // The segment boundary inside the module: a point a correct applier never offers.
+    let mut produced = 0u64;
+    let mut inside = None;
+    for (k, (s, span)) in info.layout.segments.iter().zip(&info.layout.segment_spans).enumerate() {
+        produced += s.new_len();
+        if produced > start && produced < end {
+            inside = Some(ResumePoint { segments_done: k as u64 + 1, patch_offset: span.0 + span.1, new_offset: produced });
+            break;
+        }
+    }
+    let point = inside.expect("a segment ends inside the module");
+    let mut oldb = MemoryOldBuild::new(&old);
+    let mut sink = MemorySink::default();
+    let Err(err) = PatchApplier::resume(header_and_tree(&patch), point, &mut oldb, &mut sink) else { panic!("a point inside the module was accepted") };
+    assert_eq!(err.kind(), ErrorKind::Invalid);
+    assert!(err.to_string().contains("transformed wasm file"), "{err}");
+}
+
+// ---- refusals: a valid transformed single-file patch, its tree rewritten ----
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn read_varint(b: &[u8], at: &mut usize) -> u64 {
+    let (mut v, mut shift) = (0u64, 0);
+    loop {
+        let byte = b[*at];
+        *at += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        shift += 7;
+        if byte & 0x80 == 0 {
+            return v;
+        }
+    }
+}
+
+/// A transformed single-file patch split into: the tree before its transform
+/// table, the table's one row (size, side info), and the bytes after the tree.
+struct Parts {
+    old: Build,
+    tree_head: Vec<u8>,
+    size: u64,
+    side: Vec<u8>,
+    rest: Vec<u8>,
+}
+
+fn parts() -> Parts {
+    let (v1, v2) = wasm_modules::versions(1500, 5);
+    let (old, new) = (Build::single_file(v1), Build::single_file(v2));
+    let (patch, stats) = diff(&old, &new, true, 4 << 20);
+    assert_eq!(stats.wasm_transformed, 1);
+    let info = inspect_patch(patch.as_slice()).unwrap();
+    let t = &info.tree.transforms[0];
+    let mut at = 12;
+    let raw = read_varint(&patch, &mut at) as usize;
+    let comp = read_varint(&patch, &mut at) as usize;
+    let tree = zstd::bulk::decompress(&patch[at..at + comp], raw).unwrap();
+    let mut table = Vec::new();
+    for v in [1, 0, t.size, t.side_info.len() as u64] {
+        varint(&mut table, v);
+    }
+    table.extend_from_slice(&t.side_info);
+    assert!(tree.ends_with(&table));
+    Parts {
+        old,
+        tree_head: tree[..tree.len() - table.len()].to_vec(),
+        size: t.size,
+        side: t.side_info.clone(),
+        rest: patch[at + comp..patch.len() - 32].to_vec(),
+    }
+}
+
+impl Parts {
+    /// The patch with this tree (after the files digest: `table`) and header flags.
+    fn patch(&self, flags: u16, table: &[u8]) -> Vec<u8> {
+        let mut tree = self.tree_head.clone();
+        tree.extend_from_slice(table);
+        let frame = zstd::bulk::compress(&tree, 3).unwrap();
+        let mut p = b"EDGEPTCH".to_vec();
+        p.extend_from_slice(&2u16.to_le_bytes());
+        p.extend_from_slice(&flags.to_le_bytes());
+        varint(&mut p, tree.len() as u64);
+        varint(&mut p, frame.len() as u64);
+        p.extend_from_slice(&frame);
+        p.extend_from_slice(&self.rest);
+        let sum = blake3::hash(&p);
+        p.extend_from_slice(sum.as_bytes());
+        p
+    }
+
+    fn row(&self, count: u64, gap: u64, size: u64, side_len: u64, side: &[u8]) -> Vec<u8> {
+        let mut t = Vec::new();
+        for v in [count, gap, size, side_len] {
+            varint(&mut t, v);
+        }
+        t.extend_from_slice(side);
+        t
+    }
+
+    fn refused(&self, flags: u16, table: &[u8], kind: ErrorKind, says: &str) {
+        let err = apply(&self.patch(flags, table), &self.old).expect_err("refused");
+        assert_eq!(err.kind(), kind, "{err}");
+        assert!(err.to_string().contains(says), "{err:?} does not say {says:?}");
+    }
+}
+
+const FLAGS: u16 = FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM;
+
+#[test]
+fn the_rebuilt_parts_make_the_valid_patch() {
+    let p = parts();
+    let table = p.row(1, 0, p.size, p.side.len() as u64, &p.side);
+    assert!(apply(&p.patch(FLAGS, &table), &p.old).is_ok());
+}
+
+#[test]
+fn refuses_an_empty_transform_table() {
+    let p = parts();
+    p.refused(FLAGS, &[0], ErrorKind::Corrupt, "empty transform table");
+}
+
+#[test]
+fn refuses_a_transform_of_a_file_beyond_the_delta_files() {
+    let p = parts();
+    p.refused(FLAGS, &p.row(1, 1, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "beyond the delta files");
+}
+
+#[test]
+fn refuses_more_rows_than_delta_files() {
+    let p = parts();
+    let mut table = p.row(2, 0, p.size, p.side.len() as u64, &p.side);
+    table.extend(p.row(0, 0, p.size, p.side.len() as u64, &p.side)[1..].to_vec());
+    p.refused(FLAGS, &table, ErrorKind::Limit, "wasm transform count");
+}
+
+#[test]
+fn refuses_a_file_size_of_zero_or_above_the_cap() {
+    let p = parts();
+    p.refused(FLAGS, &p.row(1, 0, 0, p.side.len() as u64, &p.side), ErrorKind::Limit, "transformed file of 0 bytes");
+    p.refused(FLAGS, &p.row(1, 0, MAX_WASM_TRANSFORM_BYTES + 1, p.side.len() as u64, &p.side), ErrorKind::Limit, "transformed file of");
+}
+
+#[test]
+fn refuses_an_empty_or_oversized_side_info() {
+    let p = parts();
+    p.refused(FLAGS, &p.row(1, 0, p.size, 0, &[]), ErrorKind::Limit, "side info of 0 bytes");
+    p.refused(FLAGS, &p.row(1, 0, p.size, MAX_WASM_SIDE_INFO + 1, &p.side), ErrorKind::Limit, "side info of");
+}
+
+#[test]
+fn refuses_a_side_info_running_past_the_tree() {
+    let p = parts();
+    p.refused(FLAGS, &p.row(1, 0, p.size, p.side.len() as u64 + 1, &p.side), ErrorKind::Truncated, "side info");
+}
+
+#[test]
+fn refuses_bytes_after_the_transform_table() {
+    let p = parts();
+    let mut table = p.row(1, 0, p.size, p.side.len() as u64, &p.side);
+    table.push(0);
+    p.refused(FLAGS, &table, ErrorKind::Corrupt, "bytes after the wasm transform table");
+}
+
+#[test]
+fn refuses_a_table_without_the_flag() {
+    let p = parts();
+    p.refused(FLAG_SINGLE_FILE, &p.row(1, 0, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "bytes after the files digest");
+}
+
+#[test]
+fn refuses_a_side_info_that_does_not_decode() {
+    let p = parts();
+    let mut side = p.side.clone();
+    side[0] = b'X';
+    p.refused(FLAGS, &p.row(1, 0, p.size, side.len() as u64, &side), ErrorKind::Corrupt, "side info corrupt");
+    let mut side = p.side.clone();
+    side.push(0);
+    p.refused(FLAGS, &p.row(1, 0, p.size, side.len() as u64, &side), ErrorKind::Corrupt, "bytes after the end");
+}
+
+#[test]
+fn refuses_a_module_that_inverts_to_another_size() {
+    let p = parts();
+    p.refused(FLAGS, &p.row(1, 0, p.size + 1, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "the tree says");
+    p.refused(FLAGS, &p.row(1, 0, p.size - 1, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "longer than its");
+}
+
+#[test]
+fn refuses_a_side_info_that_inverts_to_other_bytes() {
+    // A side info for another module: decodes, inverts, but not to this file (the files digest).
+    let (a, b) = wasm_modules::versions(1500, 9);
+    let other = edgepatch_core::wasm_transform::forward(Some(&edgepatch_core::wasm_transform::reference(&a).unwrap()), &b).unwrap();
+    let p = parts();
+    let result = apply(&p.patch(FLAGS, &p.row(1, 0, p.size, other.side_info.len() as u64, &other.side_info)), &p.old);
+    let err = result.expect_err("refused");
+    assert!(matches!(err.kind(), ErrorKind::Digest | ErrorKind::Corrupt), "{err}");
+}
+
+#[test]
+fn refuses_a_normalized_form_that_is_not_wasm() {
+    // A tree patch: the table names the plain file (noise), not the module.
+    let (v1, v2) = wasm_modules::versions(1500, 5);
+    let old = Build::from_entries(vec![file("a.wasm", v1), file("b.bin", noise(3, 5000))]).unwrap();
+    let new = Build::from_entries(vec![file("a.wasm", v2), file("b.bin", noise(4, 5000))]).unwrap();
+    let (patch, stats) = diff(&old, &new, true, 4 << 20);
+    assert_eq!(stats.wasm_transformed, 1);
+    let info = inspect_patch(patch.as_slice()).unwrap();
+    let t = &info.tree.transforms[0];
+    let mut at = 12;
+    let raw = read_varint(&patch, &mut at) as usize;
+    let comp = read_varint(&patch, &mut at) as usize;
+    let tree = zstd::bulk::decompress(&patch[at..at + comp], raw).unwrap();
+    let mut table = Vec::new();
+    for v in [1, 0, t.size, t.side_info.len() as u64] {
+        varint(&mut table, v);
+    }
+    table.extend_from_slice(&t.side_info);
+    let head = &tree[..tree.len() - table.len()];
+    let mut moved = Vec::new();
+    for v in [1, 1, 5000, t.side_info.len() as u64] {
+        varint(&mut moved, v);
+    }
+    moved.extend_from_slice(&t.side_info);
+    let parts = Parts { old: old.clone(), tree_head: head.to_vec(), size: 0, side: Vec::new(), rest: patch[at + comp..patch.len() - 32].to_vec() };
+    let err = apply(&parts.patch(FLAG_WASM_TRANSFORM, &moved), &old).expect_err("refused");
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+    assert!(err.to_string().contains("b.bin") && err.to_string().contains("normalized wasm corrupt"), "{err}");
+}
+
+#[test]
+fn refuses_unknown_flags_still() {
+    let p = parts();
+    p.refused(FLAGS | 4, &p.row(1, 0, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "unknown flags");
+}
