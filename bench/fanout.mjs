@@ -8,14 +8,14 @@
 //   python3 bench/synthetic_fanout.py /work/data-gen13
 //   source worker/scripts/node22.sh && cargo build --release --bin edgepatch
 //   node bench/fanout.mjs --data /work/data-gen13 [--steps 1,2,4] [--port 8811]
-//        [--inspector-port 9311] [--interval-ms 100]
+//        [--inspector-port 9311] [--interval-ms 100] [--reuse]
 //
 // One local state (DATA/wrangler-state) for all runs: the old build is published once, the new
 // one once per run under its own name (new-1, new-2, ...), so each run generates a fresh pair.
 // Each run restarts `wrangler dev` with GENERATION_STEP_SEGMENTS set for that many steps (1: the
 // segment count, i.e. one invocation, no fan-out). The first run must be 1 step: it gives the
 // pair's segment count. The data stay outside the repository.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { devVars, REPO, startWrangler } from "../worker/scripts/wrangler-dev.mjs";
@@ -91,15 +91,28 @@ async function inspector() {
   return { send, close: () => ws.close() };
 }
 
+/**
+ * Runs a command without blocking this process: wrangler's output comes through pipes this
+ * process reads, and a spawnSync of a 2-minute publish let them fill until wrangler stalled
+ * (the publish's part uploads then failed with connection resets).
+ */
 function run(cmd, args, env = {}) {
   const t = performance.now();
-  const r = spawnSync(cmd, args, { env: { ...process.env, ...env }, encoding: "utf8", maxBuffer: 64 * MiB });
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")}: ${r.status}\n${r.stderr}`);
-  return { seconds: (performance.now() - t) / 1000, stdout: r.stdout };
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    child.on("error", reject);
+    child.on("exit", (code) => (code === 0 ? resolve({ seconds: (performance.now() - t) / 1000, stdout }) : reject(new Error(`${cmd} ${args.join(" ")}: ${code}\n${stderr}`))));
+  });
 }
 
 const state = join(DATA, "wrangler-state");
-rmSync(state, { recursive: true, force: true });
+// --reuse: keep the state of an earlier invocation, whose old build is published already.
+const REUSE = process.argv.includes("--reuse");
+if (!REUSE) rmSync(state, { recursive: true, force: true });
 const results = [];
 let segments = null;
 for (const steps of STEPS) {
@@ -107,10 +120,23 @@ for (const steps of STEPS) {
   const server = await startWrangler({ port: PORT, state, args: ["--inspector-port", String(INSPECTOR_PORT), "--var", `GENERATION_STEP_SEGMENTS:${stepSegments}`], timeoutMs: 180_000 });
   let session;
   try {
-    const publish = (build, dir) => run(BIN, ["publish", "--server", server.url, "--game", "syn", "--build", build, dir], { EDGEPATCH_TOKEN: token }).seconds;
-    if (results.length === 0) console.log(`publish old: ${publish("old", join(DATA, "old")).toFixed(1)} s`);
+    // A publish in parts is started again when a part's connection is reset (seen once under
+    // wrangler dev right after the previous 1 GB upload completed); a build is committed whole or not at all.
+    const publish = async (build, dir) => {
+      // Published by an earlier invocation (--reuse): builds are immutable.
+      if ((await fetch(`${server.url}/v1/games/syn/builds/${build}`, { headers: auth })).status === 200) return 0;
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return (await run(BIN, ["publish", "--server", server.url, "--game", "syn", "--build", build, dir], { EDGEPATCH_TOKEN: token })).seconds;
+        } catch (e) {
+          if (attempt === 3) throw e;
+          console.log(`publish ${build}: attempt ${attempt} failed (${String(e.message).split("\n").slice(1, 2).join("")}); again`);
+        }
+      }
+    };
+    if (results.length === 0 && !REUSE) console.log(`publish old: ${(await publish("old", join(DATA, "old"))).toFixed(1)} s`);
     const build = `new-${steps}`;
-    console.log(`publish ${build}: ${publish(build, join(DATA, "new")).toFixed(1)} s`);
+    console.log(`publish ${build}: ${(await publish(build, join(DATA, "new"))).toFixed(1)} s`);
     session = await inspector();
     const pids = workerdPids(server.pid);
     let peak = { total: 0 };
@@ -148,7 +174,7 @@ for (const steps of STEPS) {
     // The patch applied by the native CLI, compared with the new build.
     const out = join(DATA, `out-${steps}`);
     rmSync(out, { recursive: true, force: true });
-    const update = run(BIN, ["update", "--server", server.url, "--game", "syn", "--from", "old", "--to", build, "--public-key", publicKey, join(DATA, "old"), out], { EDGEPATCH_TOKEN: token });
+    const update = await run(BIN, ["update", "--server", server.url, "--game", "syn", "--from", "old", "--to", build, "--public-key", publicKey, join(DATA, "old"), out], { EDGEPATCH_TOKEN: token });
     const diff = spawnSync("diff", ["-r", "-q", join(DATA, "new"), out], { encoding: "utf8" });
     rmSync(out, { recursive: true, force: true });
     const wasm = log.peakWasmMemoryBytes;
