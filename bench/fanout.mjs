@@ -8,7 +8,7 @@
 //   python3 bench/synthetic_fanout.py /work/data-gen13
 //   source worker/scripts/node22.sh && cargo build --release --bin edgepatch
 //   node bench/fanout.mjs --data /work/data-gen13 [--steps 1,2,4] [--port 8811]
-//        [--inspector-port 9311] [--interval-ms 100] [--reuse]
+//        [--inspector-port 9311] [--interval-ms 100] [--reuse] [--tag a]
 //
 // One local state (DATA/wrangler-state) for all runs: the old build is published once, the new
 // one once per run under its own name (new-1, new-2, ...), so each run generates a fresh pair.
@@ -16,7 +16,9 @@
 // segment count, i.e. one invocation, no fan-out). The first run must be 1 step: it gives the
 // pair's segment count. The data stay outside the repository.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createWriteStream, existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { join } from "node:path";
 import { devVars, REPO, startWrangler } from "../worker/scripts/wrangler-dev.mjs";
 import { arg } from "./bench_env.mjs";
@@ -27,7 +29,9 @@ const PORT = Number(arg("port", 8811));
 const INSPECTOR_PORT = Number(arg("inspector-port", 9311));
 const INTERVAL_MS = Math.max(20, Number(arg("interval-ms", 100)));
 const BIN = process.env.EDGEPATCH_BIN ?? join(REPO, "target/release/edgepatch");
-const { token, publicKey } = devVars();
+const { token } = devVars();
+// Names the new builds (new-1-TAG, ...): a second invocation with --reuse and another tag generates fresh pairs.
+const TAG = arg("tag", "a");
 const MiB = 2 ** 20;
 const mib = (x) => (x / MiB).toFixed(1);
 const auth = { Authorization: `Bearer ${token}` };
@@ -135,7 +139,7 @@ for (const steps of STEPS) {
       }
     };
     if (results.length === 0 && !REUSE) console.log(`publish old: ${(await publish("old", join(DATA, "old"))).toFixed(1)} s`);
-    const build = `new-${steps}`;
+    const build = `new-${steps}-${TAG}`;
     console.log(`publish ${build}: ${(await publish(build, join(DATA, "new"))).toFixed(1)} s`);
     session = await inspector();
     const pids = workerdPids(server.pid);
@@ -171,12 +175,20 @@ for (const steps of STEPS) {
     const gens = await (await fetch(`${url}/generations`, { headers: auth })).json();
     const log = gens.runs[0];
     segments ??= log.segments;
-    // The patch applied by the native CLI, compared with the new build.
+    // The patch as served, applied by the native CLI (`edgepatch update` sends no token, and
+    // releasing the pair on a channel would queue an install of the build too), compared with
+    // the new build.
+    console.log(`${steps} step(s): generated, ${JSON.stringify(log)}; wall ${wall.toFixed(1)} s, workerd CPU ${cpu.toFixed(1)} s, peak ${JSON.stringify(peak)}`);
+    const descriptor = await (await fetch(url, { headers: auth })).json();
+    const patchFile = join(DATA, `patch-${steps}`);
+    const body = (await fetch(new URL(descriptor.patchUrl, url), { headers: auth })).body;
+    await pipeline(Readable.fromWeb(body), createWriteStream(patchFile));
     const out = join(DATA, `out-${steps}`);
     rmSync(out, { recursive: true, force: true });
-    const update = await run(BIN, ["update", "--server", server.url, "--game", "syn", "--from", "old", "--to", build, "--public-key", publicKey, join(DATA, "old"), out], { EDGEPATCH_TOKEN: token });
+    const update = await run(BIN, ["apply", "--quiet", join(DATA, "old"), patchFile, out]);
     const diff = spawnSync("diff", ["-r", "-q", join(DATA, "new"), out], { encoding: "utf8" });
     rmSync(out, { recursive: true, force: true });
+    rmSync(patchFile, { force: true });
     const wasm = log.peakWasmMemoryBytes;
     const r = {
       steps,
@@ -202,7 +214,7 @@ for (const steps of STEPS) {
       `${steps} step(s) of ${r.stepSegments} segments (${r.segments} in all): wall ${wall.toFixed(1)} s, workerd CPU ${cpu.toFixed(1)} s (${((cpu / r.deltaMB) * 100).toFixed(1)} s per 100 MB of new data), ` +
         `steps ${r.stepSeconds.map((s) => s.toFixed(1)).join("/")} s started at +${r.stepStartedSeconds.map((s) => s.toFixed(1)).join("/")} s, assembly ${r.assembleSeconds.toFixed(1)} s; ` +
         `peak isolate ${mib(r.peakIsolateBytes)} MiB = ${(r.peakIsolateBytes / 1e6).toFixed(1)} MB (JS heap ${mib(peak.jsHeap)}, ArrayBuffers ${mib(peak.arrayBuffers)}, embedder ${mib(peak.embedder)}, wasm ${mib(wasm)}; ${samples} samples); ` +
-        `patch ${r.patchBytes} bytes; edgepatch update ${update.seconds.toFixed(1)} s, ${r.byteExact ? "byte-exact" : `DIFFERS:\n${diff.stdout}`}`,
+        `patch ${r.patchBytes} bytes; edgepatch apply ${update.seconds.toFixed(1)} s, ${r.byteExact ? "byte-exact" : `DIFFERS:\n${diff.stdout}`}`,
     );
   } finally {
     session?.close();
