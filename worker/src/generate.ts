@@ -329,6 +329,8 @@ export function backoffResult(f: GenerationFailure): GenerateResult {
 
 export class PatchGeneration extends DurableObject<Env> {
   private inflight: Promise<GenerateResult> | null = null;
+  /** The run being assembled in this instance, if any. */
+  private assembling: string | null = null;
 
   /** The pair's descriptor, generating it first if no one has. */
   generate(game: string, from: string, to: string): Promise<GenerateResult> {
@@ -408,10 +410,12 @@ export class PatchGeneration extends DurableObject<Env> {
   async stepDone(runId: string, step: number, result: StepResult): Promise<boolean> {
     const run = await this.ctx.storage.get<FanoutRun>("fanout");
     if (!run || run.run !== runId) return false;
+    // A step run twice (a retry after its report was lost) must not queue a second assembly.
+    const again = step in run.done;
     run.done[step] = result;
     run.progressAt = Date.now();
     await this.ctx.storage.put("fanout", run);
-    if (Object.keys(run.done).length === run.steps) {
+    if (!again && Object.keys(run.done).length === run.steps) {
       const job: AssembleJob = { kind: "assemble", game: run.game, from: run.from, to: run.to, run: run.run };
       await this.env.GENERATION_STEPS.send(job, { contentType: "json" });
     }
@@ -438,21 +442,31 @@ export class PatchGeneration extends DurableObject<Env> {
    * is queued again after its backoff.
    */
   async assemble(runId: string): Promise<void> {
-    const run = await this.ctx.storage.get<FanoutRun>("fanout");
-    if (!run || run.run !== runId) return;
+    // A second delivery of the message while the first assembles (the object interleaves calls
+    // at every await) must not write the same patch object at the same time.
+    // Set before the first await, so that two deliveries cannot both pass the check.
+    if (this.assembling === runId) return;
+    this.assembling = runId;
+    let assembled: FanoutRun | null = null;
     try {
+      const run = await this.ctx.storage.get<FanoutRun>("fanout");
+      if (!run || run.run !== runId) return;
+      assembled = run;
       const { descriptor, stats } = await assembleRun(this.env, run);
       await putJson(this.env.BUCKET, keys.descriptor(run.game, run.from, run.to), descriptor);
       await logGeneration(this.env.BUCKET, run.game, run.from, run.to, run.startedAt, stats);
       await this.ctx.storage.put("descriptor", descriptor);
       await this.ctx.storage.delete("failure");
+      await this.ctx.storage.delete("fanout");
+      await this.ctx.storage.deleteAlarm();
     } catch (e) {
-      await this.abandonRun(run, e);
+      if (assembled !== null) await this.abandonRun(assembled, e);
       return;
+    } finally {
+      this.assembling = null;
     }
-    await this.ctx.storage.delete("fanout");
-    await this.ctx.storage.deleteAlarm();
-    await deleteStepObjects(this.env.BUCKET, run);
+    // The pair is done: a failed clean-up is only logged (the objects are unreferenced).
+    await deleteStepObjects(this.env.BUCKET, assembled).catch((e) => console.error(`deleting the steps of run ${runId}:`, e));
   }
 
   private async abandonRun(run: FanoutRun, e: unknown): Promise<void> {
