@@ -17,6 +17,7 @@
 // pair's segment count. The data stay outside the repository.
 import { spawn, spawnSync } from "node:child_process";
 import { createWriteStream, existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { get as httpGet } from "node:http";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { join } from "node:path";
@@ -113,6 +114,20 @@ function run(cmd, args, env = {}) {
   });
 }
 
+/**
+ * GET with the token, the status only. Through node:http, not fetch: fetch gives up on a response
+ * whose headers take more than 300 s, and a one-invocation generation of this pair takes longer.
+ */
+function getStatus(url) {
+  return new Promise((resolve, reject) => {
+    const req = httpGet(url, { headers: auth }, (res) => {
+      res.resume();
+      res.on("end", () => resolve(res.statusCode));
+    });
+    req.on("error", reject);
+  });
+}
+
 const state = join(DATA, "wrangler-state");
 // --reuse: keep the state of an earlier invocation, whose old build is published already.
 const REUSE = process.argv.includes("--reuse");
@@ -161,9 +176,7 @@ for (const steps of STEPS) {
     const url = `${server.url}/v1/games/syn/updates/old/${build}`;
     let status;
     for (;;) {
-      const res = await fetch(url, { headers: auth, signal: AbortSignal.timeout(30 * 60_000) });
-      status = res.status;
-      await res.arrayBuffer();
+      status = await getStatus(url);
       if (status === 200) break;
       if (status !== 503) throw new Error(`descriptor: ${status}`);
       await new Promise((r) => setTimeout(r, 1000));
