@@ -8,6 +8,9 @@
 // reads straight into the generator's buffers in wasm memory; the patch leaves segment by
 // segment into an R2 multipart upload. No build is ever held whole, and nothing is allocated
 // per segment or per read on the JS side (garbage V8 would hold until it collects).
+//
+// A pair of more segments than GENERATION_STEP_SEGMENTS is not generated here in one go: this
+// object plans it, queues its steps and assembles their output (fanout.ts).
 import { DurableObject } from "cloudflare:workers";
 import * as wasm from "./wasm";
 import { decodeIndex, keys, getJson, putJson, R2PartWriter, R2RangeReader, PART_BYTES, type BuildRecord, type TarIndex } from "./store";
