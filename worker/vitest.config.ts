@@ -26,7 +26,8 @@ export default defineConfig({
           HOSTILE_VECTORS: hostileVectors,
           EDGEPATCH_TOKEN: TEST_TOKEN,
           MANIFEST_SIGNING_KEY: TEST_SIGNING_KEY,
-          MAX_BUILD_BYTES: String(16 << 20),
+          // 32 MiB: room for the fanned-out pairs (more than 3 segments of 4 MiB).
+          MAX_BUILD_BYTES: String(32 << 20),
           MAX_REQUEST_BYTES: String(12 << 20),
           PATCH_LEVEL: "3",
           CHANNEL_HISTORY: "2",
@@ -34,6 +35,8 @@ export default defineConfig({
           // Short backoffs, so the retry tests do not wait a minute.
           GENERATION_RETRY_SECONDS: "3",
           GENERATION_RETRY_MAX_SECONDS: "6",
+          // Pairs of more than 3 segments (12 MiB of new data) are fanned out; the other tests' stay under.
+          GENERATION_STEP_SEGMENTS: "3",
         },
       },
     }),

@@ -17,11 +17,13 @@ export function devVars() {
 
 /**
  * Starts the Worker locally on 127.0.0.1:`port` and resolves once /v1/health answers;
- * `args` go to wrangler (e.g. ["--inspector-port", "9301"]).
+ * `args` go to wrangler (e.g. ["--inspector-port", "9301"]). `state`: a directory for the local
+ * state that outlives this server (kept by stop(); bench/fanout.mjs restarts on the same builds),
+ * instead of a fresh temporary one.
  * Returns { url, pid, stop(), log() }; pid is the process group's leader, and stop() ends that group.
  */
-export async function startWrangler({ port = 8791, timeoutMs = 90_000, args = [] } = {}) {
-  const state = mkdtempSync(join(tmpdir(), "edgepatch-wrangler-"));
+export async function startWrangler({ port = 8791, timeoutMs = 90_000, args = [], state: keep = null } = {}) {
+  const state = keep ?? mkdtempSync(join(tmpdir(), "edgepatch-wrangler-"));
   let output = "";
   const child = spawn(join(REPO, "worker/scripts/dev.sh"), ["--persist-to", state, "--log-level", "warn", ...args], {
     cwd: REPO,
@@ -40,7 +42,7 @@ export async function startWrangler({ port = 8791, timeoutMs = 90_000, args = []
         process.kill(-child.pid, "SIGTERM");
       } catch {}
     }
-    rmSync(state, { recursive: true, force: true });
+    if (keep === null) rmSync(state, { recursive: true, force: true });
   };
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {

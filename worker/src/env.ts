@@ -1,6 +1,7 @@
 import type { GameRegistry } from "./registry";
 import type { PatchGeneration } from "./generate";
 import type { PairJob } from "./pregenerate";
+import type { GenerationJob } from "./fanout";
 
 export interface Env {
   BUCKET: R2Bucket;
@@ -8,6 +9,8 @@ export interface Env {
   REGISTRY: DurableObjectNamespace<GameRegistry>;
   /** Queue of pairs to generate ahead of requests (producer; this Worker also consumes it). */
   PREGENERATE: Queue<PairJob>;
+  /** Queue of the steps and assemblies of fanned-out generations (fanout.ts; this Worker consumes it). */
+  GENERATION_STEPS: Queue<GenerationJob>;
   /** Rate limit of anonymous requests, keyed by the client's address. */
   ANONYMOUS_RATE_LIMITER: RateLimit;
   /** Secret: bearer token of the owner (publishing, unreleased builds, listings). */
@@ -25,4 +28,5 @@ export interface Env {
   GENERATION_RETRY_MAX_SECONDS?: string;
   RETAIN_BUILDS?: string;
   UPLOAD_TTL_SECONDS?: string;
+  GENERATION_STEP_SEGMENTS?: string;
 }

@@ -8,6 +8,9 @@
 // reads straight into the generator's buffers in wasm memory; the patch leaves segment by
 // segment into an R2 multipart upload. No build is ever held whole, and nothing is allocated
 // per segment or per read on the JS side (garbage V8 would hold until it collects).
+//
+// A pair of more segments than GENERATION_STEP_SEGMENTS is not generated here in one go: this
+// object plans it, queues its steps and assembles their output (fanout.ts).
 import { DurableObject } from "cloudflare:workers";
 import * as wasm from "./wasm";
 import { decodeIndex, keys, getJson, putJson, R2PartWriter, R2RangeReader, PART_BYTES, type BuildRecord, type TarIndex } from "./store";
@@ -15,6 +18,8 @@ import { statementSigner } from "./signing";
 import { updateStatement } from "./statements";
 import { settings } from "./settings";
 import type { Env } from "./env";
+import type { PairJob } from "./pregenerate";
+import { assembleRun, deleteStepObjects, pendingResult, stallSeconds, stepJobs, type AssembleJob, type FanoutRun, type StepResult } from "./fanout";
 
 export interface UpdateDescriptor {
   game: string;
@@ -63,13 +68,16 @@ export interface GenerationStats {
 
 export type GenerateResult =
   | { ok: true; descriptor: UpdateDescriptor; generated: boolean; stats?: GenerationStats }
-  /** `retryAfter`: seconds until the next attempt, when a recorded failure is in its backoff. */
-  | { ok: false; status: number; error: string; retryAfter?: number };
+  /**
+   * `retryAfter`: seconds until the next attempt, when a recorded failure is in its backoff, or
+   * until a fanned-out generation (`pending`) may be done.
+   */
+  | { ok: false; status: number; error: string; retryAfter?: number; pending?: true };
 
 /** Bytes [offset, offset + length) of the file at `path` of a build (the generator's ranges). */
 type BuildRange = wasm.ByteRange;
 
-class GenerationError extends Error {
+export class GenerationError extends Error {
   constructor(
     readonly status: number,
     message: string,
@@ -87,7 +95,7 @@ export interface StoredBuild {
 }
 
 /** A stored build, its signature and index checked against the BLAKE3s its record names. */
-async function loadBuild(bucket: R2Bucket, game: string, build: string): Promise<StoredBuild> {
+export async function loadBuild(bucket: R2Bucket, game: string, build: string): Promise<StoredBuild> {
   const record = await getJson<BuildRecord>(bucket, keys.build(game, build));
   if (record === null) throw new GenerationError(404, `no build ${game}/${build}`);
   const [indexObj, sig] = await Promise.all([bucket.get(keys.buildIndex(game, build, record.upload)), bucket.get(keys.buildSignature(game, build, record.upload))]);
@@ -101,7 +109,7 @@ async function loadBuild(bucket: R2Bucket, game: string, build: string): Promise
 /** Gaps up to this size between wanted spans are read through rather than split into two R2 reads. */
 const READ_GAP = 256 << 10;
 const MAX_READ = 16 << 20;
-const READ_CONCURRENCY = 4;
+export const READ_CONCURRENCY = 4;
 
 /**
  * Lets the event loop go idle for a moment, so queued requests, timers and I/O run. Without it
@@ -111,7 +119,7 @@ const READ_CONCURRENCY = 4;
  * issues"). 5 ms rather than 0: with 0 some waiting requests did not get through and waited
  * for a later segment.
  */
-function yieldToEventLoop(): Promise<void> {
+export function yieldToEventLoop(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 5));
 }
 
@@ -194,7 +202,7 @@ export async function readBuildRanges(reader: R2RangeReader, build: StoredBuild,
  * A view of a buffer in the wasm module's memory: `take()` again once the view is detached
  * (a memory growth detaches every view of the old memory; a detached view has length 0).
  */
-function wasmView(take: () => Uint8Array): () => Uint8Array {
+export function wasmView(take: () => Uint8Array): () => Uint8Array {
   let view = take();
   return () => (view.byteLength === 0 ? (view = take()) : view);
 }
@@ -204,14 +212,14 @@ function wasmView(take: () => Uint8Array): () => Uint8Array {
  * straight back to wasm is unsafe (the copy into wasm allocates, which may grow the memory
  * and detach the view).
  */
-const HASH_CHUNK = 256 << 10;
+export const HASH_CHUNK = 256 << 10;
 
 /**
  * The core's Signer serves as a streaming BLAKE3 of files here (`finishFile` returns it); the
  * block hashes it keeps besides are not used: 1 MiB blocks keep them few (2,048 for 2 GiB)
  * and bound the block buffer it holds.
  */
-const HASHING_BLOCK_SIZE = 1 << 20;
+export const HASHING_BLOCK_SIZE = 1 << 20;
 
 /**
  * Hashes the new build's files from the bytes the generator reads, in the order it reads them
@@ -271,11 +279,12 @@ class NewFileHasher {
 }
 
 /**
- * Checks each old file the generator reads from, in full and once per generation, against the
+ * Checks each file of `ranges` (old files the generator reads from; in a fanned-out step also
+ * new files it reads only part of), in full and once per generation, against the
  * BLAKE3 the upload's signer computed (kept in the build's index, which is checked against its
  * record): the ranges the generator reads are parts of files known to be intact in R2.
  */
-async function verifyOldFiles(reader: R2RangeReader, build: StoredBuild, ranges: BuildRange[], verified: Set<string>): Promise<number> {
+export async function verifyFiles(reader: R2RangeReader, build: StoredBuild, ranges: BuildRange[], verified: Set<string>): Promise<number> {
   let bytes = 0;
   for (const r of ranges) {
     if (r.length === 0 || verified.has(r.path)) continue;
@@ -316,13 +325,15 @@ export async function signDescriptor(env: Env, d: UpdateDescriptor): Promise<Upd
   return { ...unsigned, keyId: s.keyId, signature: await s.sign(updateStatement(s.keyId, d.game, d.from, d.to, d.manifestSize, d.manifestBlake3)) };
 }
 
-function backoffResult(f: GenerationFailure): GenerateResult {
+export function backoffResult(f: GenerationFailure): GenerateResult {
   const retryAfter = Math.max(1, Math.ceil((f.retryAt - Date.now()) / 1000));
   return { ok: false, status: 503, error: "this update could not be generated; it is tried again later", retryAfter };
 }
 
 export class PatchGeneration extends DurableObject<Env> {
   private inflight: Promise<GenerateResult> | null = null;
+  /** The run being assembled in this instance, if any. */
+  private assembling: string | null = null;
 
   /** The pair's descriptor, generating it first if no one has. */
   generate(game: string, from: string, to: string): Promise<GenerateResult> {
@@ -345,28 +356,159 @@ export class PatchGeneration extends DurableObject<Env> {
     // A failed pair is tried again only after its backoff, however often it is asked for.
     const failure = await this.ctx.storage.get<GenerationFailure>("failure");
     if (failure && Date.now() < failure.retryAt) return backoffResult(failure);
+    if (await this.ctx.storage.get<FanoutRun>("fanout")) return pendingResult();
     try {
-      const { descriptor, stats } = await this.generatePair(game, from, to);
+      const generated = await this.generatePair(game, from, to);
+      if (generated === null) return pendingResult();
+      const { descriptor, stats } = generated;
       await this.ctx.storage.put("descriptor", descriptor);
       await this.ctx.storage.delete("failure");
       return { ok: true, descriptor, generated: true, stats };
     } catch (e) {
       // A missing build is the request's problem, not a failed generation.
       if (e instanceof GenerationError && e.status === 404) return { ok: false, status: 404, error: e.message };
-      const error = e instanceof Error ? e.message : String(e);
-      console.error(`generating ${game} ${from} -> ${to} failed:`, e);
-      const s = settings(this.env);
-      const attempts = (failure?.attempts ?? 0) + 1;
-      const delay = Math.min(s.generationRetryMaxSeconds, s.generationRetrySeconds * 2 ** Math.min(attempts - 1, 30));
-      const recorded: GenerationFailure = { attempts, error, failedAt: new Date().toISOString(), retryAt: Date.now() + delay * 1000 };
-      await this.ctx.storage.put("failure", recorded);
-      return backoffResult(recorded);
+      return backoffResult(await this.recordFailure(game, from, to, e));
     }
+  }
+
+  /** Records a failed generation (its attempt count and backoff); the next attempt waits for it. */
+  private async recordFailure(game: string, from: string, to: string, e: unknown): Promise<GenerationFailure> {
+    const failure = await this.ctx.storage.get<GenerationFailure>("failure");
+    const error = e instanceof Error ? e.message : String(e);
+    console.error(`generating ${game} ${from} -> ${to} failed:`, e);
+    const s = settings(this.env);
+    const attempts = (failure?.attempts ?? 0) + 1;
+    const delay = Math.min(s.generationRetryMaxSeconds, s.generationRetrySeconds * 2 ** Math.min(attempts - 1, 30));
+    const recorded: GenerationFailure = { attempts, error, failedAt: new Date().toISOString(), retryAt: Date.now() + delay * 1000 };
+    await this.ctx.storage.put("failure", recorded);
+    return recorded;
+  }
+
+  /** Plans a fanned-out generation: one queue message per run of `stepSegments` segments. */
+  private async startFanout(game: string, from: string, to: string, level: number, segments: number, stepSegments: number): Promise<void> {
+    const run: FanoutRun = {
+      run: crypto.randomUUID(),
+      game,
+      from,
+      to,
+      level,
+      segments,
+      steps: Math.ceil(segments / stepSegments),
+      stepSegments,
+      done: {},
+      stepFailures: 0,
+      startedAt: Date.now(),
+      progressAt: Date.now(),
+    };
+    // Stored before the messages go out: a step that finishes at once finds its run.
+    await this.ctx.storage.put("fanout", run);
+    const jobs = stepJobs(run);
+    for (let i = 0; i < jobs.length; i += 100) {
+      await this.env.GENERATION_STEPS.sendBatch(jobs.slice(i, i + 100).map((body) => ({ body, contentType: "json" as const })));
+    }
+    await this.ctx.storage.setAlarm(Date.now() + stallSeconds(this.env) * 1000);
+  }
+
+  /** A step finished (its segments are in its temporary object): when it is the last, assembly is queued. */
+  async stepDone(runId: string, step: number, result: StepResult): Promise<boolean> {
+    const run = await this.ctx.storage.get<FanoutRun>("fanout");
+    if (!run || run.run !== runId) return false;
+    // A step run twice (a retry after its report was lost) must not queue a second assembly.
+    const again = step in run.done;
+    run.done[step] = result;
+    run.progressAt = Date.now();
+    await this.ctx.storage.put("fanout", run);
+    if (!again && Object.keys(run.done).length === run.steps) {
+      const job: AssembleJob = { kind: "assemble", game: run.game, from: run.from, to: run.to, run: run.run };
+      await this.env.GENERATION_STEPS.send(job, { contentType: "json" });
+    }
+    return true;
+  }
+
+  /** A step failed (the queue retries it): counted for the run's statistics. */
+  async stepFailed(runId: string, step: number, error: string): Promise<void> {
+    const run = await this.ctx.storage.get<FanoutRun>("fanout");
+    if (!run || run.run !== runId) return;
+    console.error(`generating ${run.game} ${run.from} -> ${run.to}: step ${step} failed (retried):`, error);
+    run.stepFailures++;
+    await this.ctx.storage.put("fanout", run);
+  }
+
+  /** Whether step messages of `runId` are still wanted (a finished or abandoned run's are dropped). */
+  async runWanted(runId: string): Promise<boolean> {
+    return (await this.ctx.storage.get<FanoutRun>("fanout"))?.run === runId;
+  }
+
+  /**
+   * Assembles a fanned-out run's steps into the patch (fanout.ts `assemble`), stores manifest
+   * and descriptor. A failure is recorded as any generation's, the run is dropped and the pair
+   * is queued again after its backoff.
+   */
+  async assemble(runId: string): Promise<void> {
+    // A second delivery of the message while the first assembles (the object interleaves calls
+    // at every await) must not write the same patch object at the same time.
+    // Set before the first await, so that two deliveries cannot both pass the check.
+    if (this.assembling === runId) return;
+    this.assembling = runId;
+    let assembled: FanoutRun | null = null;
+    try {
+      const run = await this.ctx.storage.get<FanoutRun>("fanout");
+      if (!run || run.run !== runId) return;
+      assembled = run;
+      const { descriptor, stats } = await assembleRun(this.env, run);
+      await putJson(this.env.BUCKET, keys.descriptor(run.game, run.from, run.to), descriptor);
+      await logGeneration(this.env.BUCKET, run.game, run.from, run.to, run.startedAt, stats);
+      await this.ctx.storage.put("descriptor", descriptor);
+      await this.ctx.storage.delete("failure");
+      await this.ctx.storage.delete("fanout");
+      await this.ctx.storage.deleteAlarm();
+    } catch (e) {
+      if (assembled !== null) await this.abandonRun(assembled, e);
+      return;
+    } finally {
+      this.assembling = null;
+    }
+    // The pair is done: a failed clean-up is only logged (the objects are unreferenced).
+    await deleteStepObjects(this.env.BUCKET, assembled).catch((e) => console.error(`deleting the steps of run ${runId}:`, e));
+  }
+
+  private async abandonRun(run: FanoutRun, e: unknown): Promise<void> {
+    const failure = await this.recordFailure(run.game, run.from, run.to, e);
+    await this.ctx.storage.delete("fanout");
+    await this.ctx.storage.deleteAlarm();
+    await deleteStepObjects(this.env.BUCKET, run);
+    const job: PairJob = { game: run.game, from: run.from, to: run.to };
+    const delaySeconds = Math.min(12 * 3600, Math.max(1, Math.ceil((failure.retryAt - Date.now()) / 1000)));
+    await this.env.PREGENERATE.send(job, { contentType: "json", delaySeconds });
+  }
+
+  /**
+   * A run with no step finished for `stallSeconds` (a step that used up its queue retries, a
+   * lost message) is abandoned as a failed generation, so a later attempt starts over.
+   */
+  async alarm(): Promise<void> {
+    const run = await this.ctx.storage.get<FanoutRun>("fanout");
+    if (!run) return;
+    const stall = stallSeconds(this.env) * 1000;
+    if (Date.now() - run.progressAt < stall) {
+      await this.ctx.storage.setAlarm(run.progressAt + stall);
+      return;
+    }
+    const missing = Array.from({ length: run.steps }, (_, i) => i).filter((i) => !(i in run.done));
+    await this.abandonRun(run, new GenerationError(500, `fanned-out generation stalled: steps ${missing.join(", ")} not done after ${stall / 1000} s`));
   }
 
   /** Forgets the pair's descriptor and failure (its build was deleted: operations.ts). */
   async forget(): Promise<void> {
+    await this.ctx.storage.deleteAlarm();
     await this.ctx.storage.deleteAll();
+  }
+
+  /** What the owner sees at GET .../generations of a fanned-out generation in progress. */
+  async fanoutProgress(): Promise<{ run: string; steps: number; stepsDone: number; stepFailures: number; startedAt: string } | null> {
+    const run = await this.ctx.storage.get<FanoutRun>("fanout");
+    if (!run) return null;
+    return { run: run.run, steps: run.steps, stepsDone: Object.keys(run.done).length, stepFailures: run.stepFailures, startedAt: new Date(run.startedAt).toISOString() };
   }
 
   /** What the owner sees at GET .../generations: the recorded failure, if any. */
@@ -374,7 +516,8 @@ export class PatchGeneration extends DurableObject<Env> {
     return (await this.ctx.storage.get<GenerationFailure>("failure")) ?? null;
   }
 
-  private async generatePair(game: string, from: string, to: string): Promise<{ descriptor: UpdateDescriptor; stats: GenerationStats }> {
+  /** Generates the pair in this invocation, or starts a fanned-out generation (null). */
+  private async generatePair(game: string, from: string, to: string): Promise<{ descriptor: UpdateDescriptor; stats: GenerationStats } | null> {
     const bucket = this.env.BUCKET;
     const started = Date.now();
     wasm.initWasm();
@@ -382,6 +525,14 @@ export class PatchGeneration extends DurableObject<Env> {
     wasm.initWasm();
     const level = settings(this.env).patchLevel;
     const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, level);
+    const segmentCount = gen.segmentCount;
+    const stepSegments = settings(this.env).generationStepSegments;
+    if (segmentCount > stepSegments) {
+      // Too large for one invocation: steps on the queue, then one assembly (fanout.ts).
+      gen.free();
+      await this.startFanout(game, from, to, level, segmentCount, stepSegments);
+      return null;
+    }
     const newHasher = new NewFileHasher(newBuild);
     const oldVerified = new Set<string>();
     let oldBytesVerified = 0;
@@ -407,7 +558,7 @@ export class PatchGeneration extends DurableObject<Env> {
         const wanted = gen.planFilledSegment(i);
         if (wanted.length > 0 && oldBuild === null) throw new GenerationError(500, "generator asked for old data of the empty build");
         const oldReads = oldBuild === null ? { total: 0, groups: [] } : planBuildReads(oldBuild, wanted);
-        if (oldBuild !== null) oldBytesVerified += await verifyOldFiles(r2, oldBuild, wanted, oldVerified);
+        if (oldBuild !== null) oldBytesVerified += await verifyFiles(r2, oldBuild, wanted, oldVerified);
         gen.oldBytesTarget(oldReads.total);
         if (oldBuild !== null) await readBuildRanges(r2, oldBuild, oldReads, wasmView(() => gen.oldBytesView()));
         newBytesRead += newReads.total;
@@ -432,24 +583,7 @@ export class PatchGeneration extends DurableObject<Env> {
       gen.free();
       newHasher.free();
     }
-    const reader = new wasm.ManifestReader(manifest);
-    const patchBlake3 = reader.patchBlake3;
-    const patchSize = reader.patchSize;
-    reader.free();
-    await writer.finish();
-    if (writer.bytesWritten !== patchSize) throw new GenerationError(500, `patch is ${writer.bytesWritten} bytes, its manifest says ${patchSize}`);
-    const manifestBlake3 = wasm.blake3Hex(manifest);
-    await bucket.put(keys.manifest(game, from, to), manifest, { httpMetadata: { contentType: "application/octet-stream" }, customMetadata: { blake3: manifestBlake3 } });
-    const descriptor = await signDescriptor(this.env, {
-      game,
-      from,
-      to,
-      ...descriptorUrls(game, from, to, manifestBlake3, patchBlake3),
-      manifestSize: manifest.length,
-      manifestBlake3,
-      patchSize,
-      patchBlake3,
-    });
+    const { descriptor, patchSize } = await storePatch(this.env, game, from, to, writer, manifest);
     const stats: GenerationStats = {
       startedAt: new Date(started).toISOString(),
       seconds: (Date.now() - started) / 1000,
@@ -464,8 +598,38 @@ export class PatchGeneration extends DurableObject<Env> {
       level,
     };
     await putJson(bucket, keys.descriptor(game, from, to), descriptor);
-    // The log: one object per generation run (the count is what "exactly once" is tested by).
-    await putJson(bucket, `${keys.generationLog(game, from, to)}${started}-${crypto.randomUUID()}`, stats);
+    await logGeneration(bucket, game, from, to, started, stats);
     return { descriptor, stats };
   }
+}
+
+/** The log: one object per generation run (the count is what "exactly once" is tested by). */
+export async function logGeneration(bucket: R2Bucket, game: string, from: string, to: string, started: number, stats: object): Promise<void> {
+  await putJson(bucket, `${keys.generationLog(game, from, to)}${started}-${crypto.randomUUID()}`, stats);
+}
+
+/**
+ * Completes the patch upload (checked against the size its manifest names), stores the manifest
+ * and returns the signed descriptor, not yet stored (written last: it makes the pair exist).
+ */
+export async function storePatch(env: Env, game: string, from: string, to: string, writer: R2PartWriter, manifest: Uint8Array): Promise<{ descriptor: UpdateDescriptor; patchSize: number }> {
+  const reader = new wasm.ManifestReader(manifest);
+  const patchBlake3 = reader.patchBlake3;
+  const patchSize = reader.patchSize;
+  reader.free();
+  await writer.finish();
+  if (writer.bytesWritten !== patchSize) throw new GenerationError(500, `patch is ${writer.bytesWritten} bytes, its manifest says ${patchSize}`);
+  const manifestBlake3 = wasm.blake3Hex(manifest);
+  await env.BUCKET.put(keys.manifest(game, from, to), manifest, { httpMetadata: { contentType: "application/octet-stream" }, customMetadata: { blake3: manifestBlake3 } });
+  const descriptor = await signDescriptor(env, {
+    game,
+    from,
+    to,
+    ...descriptorUrls(game, from, to, manifestBlake3, patchBlake3),
+    manifestSize: manifest.length,
+    manifestBlake3,
+    patchSize,
+    patchBlake3,
+  });
+  return { descriptor, patchSize };
 }

@@ -14,6 +14,7 @@ import { channelStatement, keyId } from "./statements";
 import { getJson, keys, PART_BYTES, type BuildRecord } from "./store";
 import { ConfigError, settings } from "./settings";
 import { consumePairs, enqueueMove } from "./pregenerate";
+import { consumeSteps } from "./fanout";
 import { abortStaleUploads, applyRetention, deleteBuild, forgetPendingUpload, recordPendingUpload } from "./operations";
 import { signDescriptor, type UpdateDescriptor } from "./generate";
 import type { Env } from "./env";
@@ -348,8 +349,9 @@ route("GET", "/v1/games/:game/updates/:from/:to/generations", "owner", async ({ 
   checkName("build", to);
   const listed = await env.BUCKET.list({ prefix: keys.generationLog(game, from, to) });
   const runs = await Promise.all(listed.objects.map((o) => getJson<unknown>(env.BUCKET, o.key)));
-  const failure = await env.GENERATIONS.get(env.GENERATIONS.idFromName(`${game}/${from}/${to}`)).failure();
-  return json({ game, from, to, count: listed.objects.length, runs, failure }, 200, { "Cache-Control": "no-store" });
+  const stub = env.GENERATIONS.get(env.GENERATIONS.idFromName(`${game}/${from}/${to}`));
+  const [failure, fanout] = await Promise.all([stub.failure(), stub.fanoutProgress()]);
+  return json({ game, from, to, count: listed.objects.length, runs, failure, fanout }, 200, { "Cache-Control": "no-store" });
 });
 
 async function servePairObject(kind: "manifest" | "patch", { req, env, ctx, url }: Call, [game, from, to, hex]: string[]): Promise<Response> {
@@ -441,7 +443,9 @@ export default {
 
   async queue(batch: MessageBatch<unknown>, env: Env): Promise<void> {
     settings(env);
-    await consumePairs(batch, env);
+    // Two queues (wrangler.toml): pairs to pre-generate, and the steps of fanned-out generations.
+    if (batch.queue.startsWith("edgepatch-generation-steps")) await consumeSteps(batch, env);
+    else await consumePairs(batch, env);
   },
 
   /** The cron trigger (wrangler.toml [triggers]): aborts uploads in parts left incomplete. */

@@ -42,7 +42,8 @@ export async function consumePairs(batch: MessageBatch<unknown>, env: Env): Prom
     }
     const stub = env.GENERATIONS.get(env.GENERATIONS.idFromName(`${job.game}/${job.from}/${job.to}`));
     const result = await stub.generate(job.game, job.from, job.to);
-    if (result.ok || result.status === 404) message.ack();
+    // pending: fanned out, its steps and assembly are on their own queue (fanout.ts).
+    if (result.ok || result.status === 404 || result.pending) message.ack();
     // Queues delay a retry by at most 12 hours.
     else message.retry({ delaySeconds: Math.min(result.retryAfter ?? 60, 12 * 3600) });
   }

@@ -24,6 +24,8 @@ export interface Settings {
   retainBuilds: number;
   /** Seconds after which an upload in parts that was never completed is aborted. */
   uploadTtlSeconds: number;
+  /** Segments (4 MiB of new data each) per step of a fanned-out generation; pairs with more are fanned out. */
+  generationStepSegments: number;
 }
 
 export class ConfigError extends Error {}
@@ -67,6 +69,7 @@ export function parseSettings(env: Env): Settings {
     previousPublicKeys: publicKeys(env.PREVIOUS_PUBLIC_KEYS),
     retainBuilds: integer(env, "RETAIN_BUILDS", 0, 0, 1_000_000),
     uploadTtlSeconds: integer(env, "UPLOAD_TTL_SECONDS", 86400, 60, 30 * 86400),
+    generationStepSegments: integer(env, "GENERATION_STEP_SEGMENTS", 32, 1, 4096),
   };
   if (settings.generationRetryMaxSeconds < settings.generationRetrySeconds) {
     throw new ConfigError(`GENERATION_RETRY_MAX_SECONDS=${settings.generationRetryMaxSeconds} is below GENERATION_RETRY_SECONDS=${settings.generationRetrySeconds}`);

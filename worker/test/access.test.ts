@@ -411,6 +411,7 @@ describe("settings", () => {
     { PREVIOUS_PUBLIC_KEYS: "not-base64!" },
     { PREVIOUS_PUBLIC_KEYS: "AAAA" },
     { MANIFEST_SIGNING_KEY: "c2hvcnQ=" },
+    { GENERATION_STEP_SEGMENTS: "0" },
   ];
   for (const overrides of malformed) {
     it(`fail closed on ${JSON.stringify(overrides)}`, async () => {

@@ -19,11 +19,20 @@
 //! Use: `header()`, then for each segment `new_ranges(i)` → read them →
 //! `plan_segment(i, new)` → read the old ranges → `encode_segment(i, new, old)`,
 //! then `finish()`; the bytes of these calls, in order, are the patch.
+//!
+//! Split into steps (a build too large for one invocation): segments depend on
+//! each other only through the window's history, the new data of the segment
+//! before (`MAX_WINDOW_BACK` = one segment). So a run of segments `k..m` is made
+//! by a generator started with `start_at(k, new data of segment k-1)`, and the
+//! same segments come out byte for byte as in one pass. One more generator
+//! then assembles the patch: `header()`, `absorb_segment(i, bytes)` for every
+//! segment the steps made, in order, and `finish()`/`manifest()` as usual.
 
 use std::collections::HashMap;
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::apply::{read_segment_header, PatchInput};
 use crate::diff::{encode_header_and_tree, plan_tree, DiffStats, PlannedKind};
 use crate::error::{Error, Result};
 use crate::inspect::{patch_manifest, PatchLayout};
@@ -91,6 +100,9 @@ pub struct PatchGenerator {
     stats: DiffStats,
     /// Segments kept in the ops form (the rest are window segments).
     ops_segments: u64,
+    /// Started by `start_at`: makes a run of segments for a patch assembled elsewhere, so
+    /// it has no header and its checksum covers only its own bytes (`finish` refuses).
+    step: bool,
 }
 
 fn invalid(what: impl Into<String>) -> Error {
@@ -207,6 +219,7 @@ impl PatchGenerator {
             new_hashes: new.entries.iter().map(|e| if let SignedKind::File { blake3, .. } = e.kind { blake3 } else { [0; 32] }).collect(),
             stats,
             ops_segments: 0,
+            step: false,
         })
     }
 
@@ -357,8 +370,70 @@ impl PatchGenerator {
         Ok(self.emit(out))
     }
 
+    /// Makes this generator one step of a split generation: it continues at segment `first`
+    /// (no header), as if segments `0..first` had been encoded here. `history` is the new
+    /// data of segment `first - 1` (`new_ranges(first - 1)`, concatenated; empty for 0),
+    /// which is the window's back reach. Its segments are then byte-identical to one pass's;
+    /// `finish` is refused (an assembling generator makes the end: `absorb_segment`).
+    pub fn start_at(&mut self, first: u64, history: &[u8]) -> Result<()> {
+        if self.header_done || self.next != 0 {
+            return Err(invalid("start_at() on a generator that has begun (call it first, instead of header())"));
+        }
+        if first > self.segment_count() {
+            return Err(invalid(format!("start_at({first}): the patch has {} segments", self.segment_count())));
+        }
+        let want = if first == 0 {
+            0
+        } else {
+            let (a, b) = self.segment_bounds(first - 1)?;
+            b - a
+        };
+        if history.len() as u64 != want {
+            return Err(invalid(format!("start_at({first}): {} history bytes given, segment {} has {want}", history.len(), first.saturating_sub(1))));
+        }
+        // Exactly what encode_segment would have kept after segment first - 1.
+        self.history = history[history.len().saturating_sub(MAX_WINDOW_BACK as usize)..].to_vec();
+        self.header_done = true;
+        self.step = true;
+        self.next = first;
+        Ok(())
+    }
+
+    /// Takes segment `i` made by a step generator (`start_at`) into this patch, as if encoded
+    /// here: after `header()`, every segment in order, then `finish()` and `manifest()`. The
+    /// bytes are checked to be one whole segment of the right size (its header parsed as an
+    /// applier does); the caller writes them to the patch after the header.
+    pub fn absorb_segment(&mut self, i: u64, bytes: &[u8]) -> Result<()> {
+        if !self.header_done || self.step || i != self.next {
+            return Err(invalid(format!("segment {i} absorbed out of turn: header first, then segments in order (next is {})", self.next)));
+        }
+        let (a, b) = self.segment_bounds(i)?;
+        let mut input = PatchInput::new(bytes);
+        let segment = read_segment_header(&mut input, i, a, self.reference_len)
+            .map_err(|e| invalid(format!("segment {i}: {e}")))?
+            .ok_or_else(|| invalid(format!("segment {i}: an end marker, not a segment")))?;
+        if segment.new_len() != b - a {
+            return Err(invalid(format!("segment {i} makes {} bytes, it has {}", segment.new_len(), b - a)));
+        }
+        if input.offset().checked_add(segment.compressed_len()) != Some(bytes.len() as u64) {
+            return Err(invalid(format!("segment {i}: {} bytes given, its header says {}", bytes.len(), input.offset() + segment.compressed_len())));
+        }
+        if matches!(segment, Segment::Ops(_)) {
+            self.ops_segments += 1;
+        }
+        self.spans.push((self.out_len, bytes.len() as u64));
+        self.segments.push(segment);
+        self.hasher.update(bytes);
+        self.out_len += bytes.len() as u64;
+        self.next += 1;
+        Ok(())
+    }
+
     /// The last bytes of the patch: the end marker and the checksum.
     pub fn finish(&mut self) -> Result<Vec<u8>> {
+        if self.step {
+            return Err(invalid("finish() on a step generator (start_at): the assembling generator finishes the patch"));
+        }
         if !self.header_done || self.next != self.segment_count() || self.patch_blake3.is_some() {
             return Err(invalid(format!("finish() after {} of {} segments (header first, each segment once)", self.next, self.segment_count())));
         }

@@ -143,3 +143,97 @@ fn out_of_order_calls_and_wrong_sizes_are_errors() {
     assert!(PatchGenerator::new(None, &ns, 3).is_err(), "single file from nothing");
     assert!(PatchGenerator::new(Some(&os), &ns, 0).is_err(), "level 0");
 }
+
+/// Segment bytes of `first..end`, made by a step generator (`start_at`) that reads only its
+/// own segments and the one before (the history).
+fn step_segments(old: &Build, new: &Build, level: i32, first: u64, end: u64) -> Vec<Vec<u8>> {
+    let (os, ns) = (Signature::of_build(old, 16 << 10), Signature::of_build(new, 16 << 10));
+    let mut g = PatchGenerator::new(Some(&os), &ns, level).unwrap();
+    let read = |build: &Build, ranges: &[edgepatch_core::generate::ByteRange]| {
+        let mut out = Vec::new();
+        for r in ranges {
+            let mut buf = vec![0; r.len as usize];
+            reader(build)(&r.path, r.offset, &mut buf).unwrap();
+            out.extend_from_slice(&buf);
+        }
+        out
+    };
+    let history = if first == 0 { Vec::new() } else { read(new, &g.new_ranges(first - 1).unwrap()) };
+    g.start_at(first, &history).unwrap();
+    let mut out = Vec::new();
+    for i in first..end {
+        let fresh = read(new, &g.new_ranges(i).unwrap());
+        let old_bytes = read(old, &g.plan_segment(i, &fresh).unwrap());
+        out.push(g.encode_segment(i, &fresh, old_bytes).unwrap());
+    }
+    assert!(g.finish().is_err(), "a step generator does not finish the patch");
+    out
+}
+
+fn multi_segment_pair() -> (Build, Build) {
+    let base = noise(3, 6 << 20);
+    let mut changed = base.clone();
+    for i in (0..changed.len()).step_by(7001) {
+        changed[i] = changed[i].wrapping_add(3);
+    }
+    let repeat = noise(4, 1 << 20);
+    let old = Build::from_entries(vec![file("a.bin", base), file("z.txt", b"gone".to_vec())]).unwrap();
+    let new =
+        Build::from_entries(vec![file("a.bin", changed), file("b.bin", repeat.clone()), file("c.bin", repeat), file("m.bin", noise(5, 2 << 20))]).unwrap();
+    (old, new)
+}
+
+#[test]
+fn split_generation_assembles_the_one_pass_patch_byte_for_byte() {
+    let (old, new) = multi_segment_pair();
+    let (one_pass, g1) = generate(Some(&old), &new, 3);
+    let manifest1 = g1.manifest("v1", "v2").unwrap();
+    let (os, ns) = (Signature::of_build(&old, 16 << 10), Signature::of_build(&new, 16 << 10));
+    // Every way to cut the 3 segments into steps (the last segment, a window reaching back
+    // into the new data, depends on the history the step is started with).
+    for cuts in [vec![0, 3], vec![0, 1, 3], vec![0, 2, 3], vec![0, 1, 2, 3]] {
+        let mut segments = Vec::new();
+        for w in cuts.windows(2) {
+            segments.extend(step_segments(&old, &new, 3, w[0], w[1]));
+        }
+        let mut a = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
+        let mut patch = a.header().unwrap();
+        for (i, s) in segments.iter().enumerate() {
+            a.absorb_segment(i as u64, s).unwrap();
+            patch.extend_from_slice(s);
+        }
+        patch.extend_from_slice(&a.finish().unwrap());
+        assert_eq!(patch, one_pass, "steps {cuts:?}");
+        assert_eq!(a.manifest("v1", "v2").unwrap(), manifest1, "steps {cuts:?}");
+    }
+    assert_eq!(apply(&one_pass, &old), new);
+}
+
+#[test]
+fn split_generation_misuse_is_an_error() {
+    let (old, new) = multi_segment_pair();
+    let (os, ns) = (Signature::of_build(&old, 16 << 10), Signature::of_build(&new, 16 << 10));
+    let segments = step_segments(&old, &new, 3, 0, 3);
+    let fresh = || PatchGenerator::new(Some(&os), &ns, 3).unwrap();
+
+    let mut g = fresh();
+    assert!(g.start_at(1, &[0; 100]).is_err(), "history must be the whole segment before");
+    assert!(g.start_at(4, &[]).is_err(), "past the last segment");
+    let mut g = fresh();
+    g.header().unwrap();
+    assert!(g.start_at(0, &[]).is_err(), "after the header");
+
+    let mut a = fresh();
+    assert!(a.absorb_segment(0, &segments[0]).is_err(), "header first");
+    a.header().unwrap();
+    assert!(a.absorb_segment(1, &segments[1]).is_err(), "out of order");
+    assert!(a.absorb_segment(0, &segments[0][..segments[0].len() - 1]).is_err(), "truncated");
+    assert!(a.absorb_segment(0, &[segments[0].clone(), vec![0]].concat()).is_err(), "trailing bytes");
+    assert!(a.absorb_segment(0, &segments[2]).is_err(), "segment 2 makes 2 MiB, segment 0 4 MiB");
+    assert!(a.absorb_segment(0, b"E\x00\x00").is_err(), "an end marker");
+    a.absorb_segment(0, &segments[0]).unwrap();
+    assert!(a.finish().is_err(), "segments missing");
+    let mut s = fresh();
+    s.start_at(0, &[]).unwrap();
+    assert!(s.absorb_segment(0, &segments[0]).is_err(), "a step generator does not assemble");
+}

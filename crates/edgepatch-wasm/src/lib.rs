@@ -1031,6 +1031,22 @@ impl PatchGenerator {
         view_of(&mut self.out_buf)
     }
 
+    /// One step of a split generation (the core's `start_at`): continues at segment `first`
+    /// without a header. The history, segment `first - 1`'s new data (`newRanges(first - 1)`),
+    /// is what the caller filled in `newBytesTarget` (length 0 for `first` 0).
+    #[wasm_bindgen(js_name = startAtFilled)]
+    pub fn start_at_filled(&mut self, first: u32) -> Result<(), JsError> {
+        let history = std::mem::take(&mut self.new_buf);
+        self.inner.start_at(first.into(), &history).map_err(core_err)
+    }
+
+    /// Assembling a split generation: after `header()`, segment `i` as a step made it, in
+    /// order (checked: one whole segment of the right size); then `finish()` and `manifest()`.
+    #[wasm_bindgen(js_name = absorbSegment)]
+    pub fn absorb_segment(&mut self, i: u32, bytes: &[u8]) -> Result<(), JsError> {
+        self.inner.absorb_segment(i.into(), bytes).map_err(core_err)
+    }
+
     /// The last bytes of the patch (end marker and checksum).
     pub fn finish(&mut self) -> Result<Vec<u8>, JsError> {
         self.new_buf = Vec::new();

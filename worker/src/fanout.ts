@@ -1,0 +1,375 @@
+// Generation fanned out (worker/README.md, "Generation fanned out"): a pair with more segments
+// than GENERATION_STEP_SEGMENTS is not generated in one invocation (5 min CPU, 128 MB) but in
+// steps. The pair's PatchGeneration object plans the run (segment count from the two
+// signatures) and queues one message per run of segments on GENERATION_STEPS; each step makes
+// its segments with the core's generator started at its first segment (`startAtFilled`, given
+// the segment before as the window's history) into its own temporary R2 object; the last step
+// to finish queues the assembly, which streams the steps' segments in order through the core
+// (`absorbSegment`: checked, hashed, laid out in the manifest) into the patch's multipart upload.
+// Every step and the assembly is idempotent (same run, same temporary key, overwritten), so a
+// queue retry runs it again.
+import * as wasm from "./wasm";
+import {
+  GenerationError,
+  HASH_CHUNK,
+  HASHING_BLOCK_SIZE,
+  loadBuild,
+  planBuildReads,
+  readBuildRanges,
+  READ_CONCURRENCY,
+  storePatch,
+  verifyFiles,
+  wasmView,
+  yieldToEventLoop,
+  type GenerateResult,
+  type StoredBuild,
+  type UpdateDescriptor,
+} from "./generate";
+import { keys, R2PartWriter, R2RangeReader, PART_BYTES } from "./store";
+import { settings } from "./settings";
+import type { Env } from "./env";
+
+/** New bytes per segment: the core's GENERATOR_SEGMENT (segment k covers [k, k+1) x this of the new stream). */
+export const GENERATOR_SEGMENT = 4 << 20;
+
+/** One step: segments [first, end) of a run. */
+export interface StepJob {
+  kind: "step";
+  game: string;
+  from: string;
+  to: string;
+  run: string;
+  step: number;
+  first: number;
+  end: number;
+  level: number;
+}
+
+export interface AssembleJob {
+  kind: "assemble";
+  game: string;
+  from: string;
+  to: string;
+  run: string;
+}
+
+export type GenerationJob = StepJob | AssembleJob;
+
+/** What a finished step reports to its run. */
+export interface StepResult {
+  /** Patch bytes of each of its segments, in order (their concatenation is its temporary object). */
+  lengths: number[];
+  /** Unix ms when the step (its last attempt) started, and its wall seconds. */
+  startedAt: number;
+  seconds: number;
+  newBytesRead: number;
+  oldBytesRead: number;
+  /** Bytes read a second time, in full, to check files against their BLAKE3 (old files, and new ones that cross the step's end). */
+  bytesVerified: number;
+  r2Reads: number;
+  /** wasm linear memory after the step (the isolate's module: steps in one isolate share it). */
+  peakWasmMemoryBytes: number;
+}
+
+/** A fanned-out generation in progress, kept in the pair's PatchGeneration object. */
+export interface FanoutRun {
+  run: string;
+  game: string;
+  from: string;
+  to: string;
+  level: number;
+  segments: number;
+  steps: number;
+  stepSegments: number;
+  /** Step number -> its result, once done. */
+  done: Record<number, StepResult>;
+  /** Step attempts that failed (and were retried by the queue). */
+  stepFailures: number;
+  startedAt: number;
+  /** When the run last made progress (started, or a step finished): the stall alarm counts from it. */
+  progressAt: number;
+}
+
+export function stepJobs(run: FanoutRun): StepJob[] {
+  return Array.from({ length: run.steps }, (_, step) => ({
+    kind: "step" as const,
+    game: run.game,
+    from: run.from,
+    to: run.to,
+    run: run.run,
+    step,
+    first: step * run.stepSegments,
+    end: Math.min(run.segments, (step + 1) * run.stepSegments),
+    level: run.level,
+  }));
+}
+
+/** Where a step of a run keeps its segments until the assembly. */
+export function stepKey(game: string, from: string, to: string, run: string, step: number): string {
+  return `tmp/generations/${game}/${from}/${to}/${run}/${step}`;
+}
+
+export async function deleteStepObjects(bucket: R2Bucket, run: FanoutRun): Promise<void> {
+  const all = Array.from({ length: run.steps }, (_, i) => stepKey(run.game, run.from, run.to, run.run, i));
+  for (let i = 0; i < all.length; i += 1000) await bucket.delete(all.slice(i, i + 1000));
+}
+
+/** Seconds without a finished step after which a run is abandoned: longer than a step's retries can take. */
+export function stallSeconds(env: Env): number {
+  const s = settings(env);
+  return s.generationRetryMaxSeconds * 2 + 1800;
+}
+
+export function pendingResult(): GenerateResult {
+  return { ok: false, status: 503, error: "this update is being generated; ask again shortly", retryAfter: 10, pending: true };
+}
+
+/**
+ * Checks the new files a step reads against the BLAKE3 the upload's signer computed (the
+ * index's). Each file is checked by the step in which it starts: from the bytes the step reads
+ * when it also ends there, else by one full read (`crossing`); the steps after it skip it.
+ */
+class StepFileHasher {
+  private readonly signer = new wasm.Signer(HASHING_BLOCK_SIZE);
+  private readonly scratch = new Uint8Array(HASH_CHUNK);
+  private current: { path: string; size: number; done: number } | null = null;
+  /** Files that start in this step and end after it. */
+  readonly crossing: string[] = [];
+
+  constructor(
+    private readonly build: StoredBuild,
+    /** The step's new-stream bytes [start, end). */
+    private readonly start: number,
+    private readonly end: number,
+  ) {}
+
+  /** Segment `i`'s ranges and their concatenated bytes (a view taken again per range). */
+  update(i: number, ranges: wasm.ByteRange[], data: () => Uint8Array): void {
+    let at = 0;
+    for (const r of ranges) {
+      if (r.length === 0) continue;
+      const entry = this.build.index.get(r.path)!;
+      const fileStart = i * GENERATOR_SEGMENT + at - r.offset;
+      if (fileStart < this.start) {
+        // Begun in an earlier step, which checks it.
+      } else if (fileStart + entry.size > this.end) {
+        if (r.offset === 0) this.crossing.push(r.path);
+      } else {
+        if (this.current === null) {
+          if (r.offset !== 0) throw new GenerationError(500, `integrity: ${r.path} was not read from its start`);
+          this.signer.beginFile(r.path, false, entry.size);
+          this.current = { path: r.path, size: entry.size, done: 0 };
+        }
+        if (this.current.path !== r.path || r.offset !== this.current.done) throw new GenerationError(500, `integrity: ${r.path} was not read in order`);
+        for (let k = 0; k < r.length; k += HASH_CHUNK) {
+          const n = Math.min(HASH_CHUNK, r.length - k);
+          this.scratch.set(data().subarray(at + k, at + k + n));
+          this.signer.update(this.scratch.subarray(0, n));
+        }
+        this.current.done += r.length;
+        if (this.current.done === this.current.size) {
+          const blake3 = this.signer.finishFile();
+          if (blake3 !== entry.blake3) throw new GenerationError(500, `integrity: stored bytes of ${this.build.record.build}/${r.path} do not match the BLAKE3 recorded at upload`);
+          this.current = null;
+        }
+      }
+      at += r.length;
+    }
+  }
+
+  /** Throws unless every file begun was read to its end. */
+  check(): void {
+    if (this.current !== null) throw new GenerationError(500, `integrity: ${this.current.path} was not read to its end`);
+  }
+
+  free(): void {
+    this.signer.free();
+  }
+}
+
+/**
+ * Runs one step: segments [first, end) into the step's temporary object (overwritten when run
+ * again). Memory is the one-pass generation's: one segment of new data, its old spans, the
+ * history and one zstd context, plus the read buffers and one R2 part.
+ */
+export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
+  const started = Date.now();
+  const bucket = env.BUCKET;
+  wasm.initWasm();
+  const [newBuild, oldBuild] = await Promise.all([loadBuild(bucket, job.game, job.to), job.from === "_" ? null : loadBuild(bucket, job.game, job.from)]);
+  const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, job.level);
+  const hasher = new StepFileHasher(newBuild, job.first * GENERATOR_SEGMENT, job.end * GENERATOR_SEGMENT);
+  const r2 = new R2RangeReader(bucket, READ_CONCURRENCY);
+  const writer = new R2PartWriter(bucket, stepKey(job.game, job.from, job.to, job.run, job.step), { httpMetadata: { contentType: "application/octet-stream" } });
+  const verified = new Set<string>();
+  const lengths: number[] = [];
+  let newBytesRead = 0;
+  let oldBytesRead = 0;
+  let bytesVerified = 0;
+  try {
+    if (job.end > gen.segmentCount || job.first >= job.end) throw new GenerationError(500, `step ${job.step}: segments ${job.first}..${job.end} of ${gen.segmentCount}`);
+    // The window's history: the new data of the segment before the step (its files are checked by the step they start in).
+    const history = job.first === 0 ? { total: 0, groups: [] } : planBuildReads(newBuild, gen.newRanges(job.first - 1));
+    gen.newBytesTarget(history.total);
+    await readBuildRanges(r2, newBuild, history, wasmView(() => gen.newBytesView()));
+    newBytesRead += history.total;
+    gen.startAtFilled(job.first);
+    for (let i = job.first; i < job.end; i++) {
+      const newRanges = gen.newRanges(i);
+      const newReads = planBuildReads(newBuild, newRanges);
+      gen.newBytesTarget(newReads.total);
+      const newView = wasmView(() => gen.newBytesView());
+      await readBuildRanges(r2, newBuild, newReads, newView);
+      hasher.update(i, newRanges, newView);
+      const wanted = gen.planFilledSegment(i);
+      if (wanted.length > 0 && oldBuild === null) throw new GenerationError(500, "generator asked for old data of the empty build");
+      const oldReads = oldBuild === null ? { total: 0, groups: [] } : planBuildReads(oldBuild, wanted);
+      if (oldBuild !== null) bytesVerified += await verifyFiles(r2, oldBuild, wanted, verified);
+      gen.oldBytesTarget(oldReads.total);
+      if (oldBuild !== null) await readBuildRanges(r2, oldBuild, oldReads, wasmView(() => gen.oldBytesView()));
+      newBytesRead += newReads.total;
+      oldBytesRead += oldReads.total;
+      await yieldToEventLoop();
+      lengths.push(gen.encodeFilledSegment(i));
+      await writer.write(wasmView(() => gen.segmentOutput()));
+    }
+    hasher.check();
+    const crossing = new Set<string>();
+    bytesVerified += await verifyFiles(
+      r2,
+      newBuild,
+      hasher.crossing.map((path) => ({ path, offset: 0, length: 1 })),
+      crossing,
+    );
+    await writer.finish();
+  } catch (e) {
+    await writer.abort();
+    throw e;
+  } finally {
+    gen.free();
+    hasher.free();
+  }
+  return {
+    lengths,
+    startedAt: started,
+    seconds: (Date.now() - started) / 1000,
+    newBytesRead,
+    oldBytesRead,
+    bytesVerified,
+    r2Reads: r2.reads,
+    peakWasmMemoryBytes: wasm.wasmMemoryBytes(),
+  };
+}
+
+/**
+ * The patch of a run whose steps are all done: header, every step's segments in order (each
+ * read into one reused buffer, checked and hashed by the core, appended to the patch's
+ * multipart upload in equal 8 MiB parts whatever the segment sizes), end and checksum. Returns
+ * the descriptor (not yet stored) and the run's statistics.
+ */
+export async function assembleRun(env: Env, run: FanoutRun): Promise<{ descriptor: UpdateDescriptor; stats: object }> {
+  const bucket = env.BUCKET;
+  wasm.initWasm();
+  const assembleStarted = Date.now();
+  const [newBuild, oldBuild] = await Promise.all([loadBuild(bucket, run.game, run.to), run.from === "_" ? null : loadBuild(bucket, run.game, run.from)]);
+  const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, run.level);
+  const writer = new R2PartWriter(bucket, keys.patch(run.game, run.from, run.to), { httpMetadata: { contentType: "application/octet-stream" } });
+  const results = Array.from({ length: run.steps }, (_, step) => {
+    const r = run.done[step];
+    if (r === undefined) throw new GenerationError(500, `assembly: step ${step} is not done`);
+    return r;
+  });
+  const r2 = new R2RangeReader(bucket, 1);
+  let manifest: Uint8Array;
+  try {
+    if (gen.segmentCount !== run.segments) throw new GenerationError(500, `assembly: the builds have ${gen.segmentCount} segments, the run ${run.segments}`);
+    await writer.write(gen.header());
+    const segment = new Uint8Array(Math.max(0, ...results.flatMap((r) => r.lengths)));
+    let i = 0;
+    for (const [step, r] of results.entries()) {
+      const key = stepKey(run.game, run.from, run.to, run.run, step);
+      let at = 0;
+      for (const length of r.lengths) {
+        await r2.read(key, at, length, (chunk, offset) => segment.set(chunk, offset));
+        const bytes = segment.subarray(0, length);
+        gen.absorbSegment(i++, bytes);
+        await writer.write(bytes);
+        at += length;
+      }
+    }
+    await writer.write(gen.finish());
+    manifest = gen.manifest(run.from, run.to);
+  } catch (e) {
+    await writer.abort();
+    throw e;
+  } finally {
+    gen.free();
+  }
+  const { descriptor, patchSize } = await storePatch(env, run.game, run.from, run.to, writer, manifest);
+  const sum = (f: (r: StepResult) => number) => results.reduce((n, r) => n + f(r), 0);
+  const stats = {
+    startedAt: new Date(run.startedAt).toISOString(),
+    seconds: (Date.now() - run.startedAt) / 1000,
+    segments: run.segments,
+    steps: run.steps,
+    stepSegments: run.stepSegments,
+    stepFailures: run.stepFailures,
+    stepSeconds: results.map((r) => r.seconds),
+    stepStartedMs: results.map((r) => r.startedAt - run.startedAt),
+    stepPeakWasmMemoryBytes: results.map((r) => r.peakWasmMemoryBytes),
+    assembleSeconds: (Date.now() - assembleStarted) / 1000,
+    newBytesRead: sum((r) => r.newBytesRead),
+    oldBytesRead: sum((r) => r.oldBytesRead),
+    oldBytesVerified: sum((r) => r.bytesVerified),
+    r2Reads: sum((r) => r.r2Reads) + r2.reads,
+    patchBytes: patchSize,
+    peakWasmMemoryBytes: Math.max(wasm.wasmMemoryBytes(), ...results.map((r) => r.peakWasmMemoryBytes)),
+    jsBufferBytes: r2.bufferBytes + PART_BYTES,
+    level: run.level,
+  };
+  return { descriptor, stats };
+}
+
+function isJob(v: unknown): v is GenerationJob {
+  const j = v as GenerationJob;
+  if (typeof j !== "object" || j === null || typeof j.game !== "string" || typeof j.from !== "string" || typeof j.to !== "string" || typeof j.run !== "string") return false;
+  if (j.kind === "assemble") return true;
+  return j.kind === "step" && [j.step, j.first, j.end, j.level].every((n) => Number.isSafeInteger(n) && n >= 0);
+}
+
+/**
+ * The GENERATION_STEPS consumer (max_batch_size 1: each step has an invocation's CPU and memory
+ * to itself). A failed step is retried by the queue after a backoff; a step or assembly of a
+ * run that is over (done, or abandoned) is dropped.
+ */
+export async function consumeSteps(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  for (const message of batch.messages) {
+    const job = message.body;
+    if (!isJob(job)) {
+      console.error("generation steps: dropping a malformed message", job);
+      message.ack();
+      continue;
+    }
+    const stub = env.GENERATIONS.get(env.GENERATIONS.idFromName(`${job.game}/${job.from}/${job.to}`));
+    if (job.kind === "assemble") {
+      // Failures are handled by the object (recorded, the pair queued again after its backoff).
+      await stub.assemble(job.run);
+      message.ack();
+      continue;
+    }
+    if (!(await stub.runWanted(job.run))) {
+      message.ack();
+      continue;
+    }
+    try {
+      const result = await runStep(env, job);
+      await stub.stepDone(job.run, job.step, result);
+      message.ack();
+    } catch (e) {
+      await stub.stepFailed(job.run, job.step, e instanceof Error ? e.message : String(e));
+      const s = settings(env);
+      const delay = Math.min(s.generationRetryMaxSeconds, s.generationRetrySeconds * 2 ** Math.min(message.attempts - 1, 30), 12 * 3600);
+      message.retry({ delaySeconds: delay });
+    }
+  }
+}

@@ -1,0 +1,208 @@
+// Generation fanned out (worker/README.md, "Generation fanned out"), in workerd with the real
+// queues, R2 and Durable Objects: a pair of more than GENERATION_STEP_SEGMENTS (3 here, in
+// vitest.config.ts) segments is made in steps on the GENERATION_STEPS queue and assembled into
+// one patch that the core's applier turns into the new build; a failing step is retried by the
+// queue and the pair still completes; a channel move pre-generates fanned-out pairs.
+import { env, SELF } from "cloudflare:test";
+import { beforeAll, describe, expect, it } from "vitest";
+import { blake3Hex, initWasm, ManifestReader, PatchApplier } from "../src/wasm";
+import { decodeIndex, keys, type BuildRecord } from "../src/store";
+import { bytes, makeTar } from "./tar";
+import { TEST_TOKEN } from "./keys";
+
+const BASE = "https://edgepatch.test";
+const auth = { Authorization: `Bearer ${TEST_TOKEN}` };
+
+/** Build contents: path -> bytes. */
+type Files = Map<string, Uint8Array>;
+
+/** v1: a 13 MiB file and a small one. v2: the big one changed here and there, a 1 MiB file
+ * after it. The new stream (delta files in tree order) is big.bin [0, 13 MiB), tail.bin
+ * [13, 14 MiB): 4 segments, so 2 steps of at most 3: big.bin crosses from step 0 into step 1
+ * (checked by step 0 with a full read), tail.bin lies in step 1. */
+function builds(): { v1: Files; v2: Files } {
+  const big = bytes(13 << 20, 61);
+  const changed = big.slice();
+  for (let i = 5000; i < changed.length; i += 250_000) changed.set(bytes(300, i), i);
+  return {
+    v1: new Map([
+      ["big.bin", big],
+      ["readme.txt", new TextEncoder().encode("version 1\n")],
+    ]),
+    v2: new Map([
+      ["big.bin", changed],
+      ["readme.txt", new TextEncoder().encode("version 1\n")],
+      ["tail.bin", bytes(1 << 20, 62)],
+    ]),
+  };
+}
+
+/** Publishes `files` in 5 MiB parts (the builds are over the tests' 12 MiB request limit). */
+async function publishInParts(game: string, build: string, files: Files, channel?: string): Promise<void> {
+  const tar = makeTar([...files].map(([path, data]) => ({ type: "file" as const, path, data })));
+  const start = await SELF.fetch(`${BASE}/v1/games/${game}/builds/${build}/uploads`, { method: "POST", headers: auth });
+  expect(start.status).toBe(201);
+  const { uploadId } = (await start.json()) as { uploadId: string };
+  const part = 5 << 20;
+  const parts = [];
+  for (let i = 0, n = 1; i < tar.length; i += part, n++) {
+    const res = await SELF.fetch(`${BASE}/v1/games/${game}/builds/${build}/uploads/${uploadId}/parts/${n}`, {
+      method: "PUT",
+      headers: { ...auth, "Content-Length": String(Math.min(part, tar.length - i)) },
+      body: tar.slice(i, i + part),
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    parts.push(await res.json());
+  }
+  const query = channel ? `?channel=${channel}` : "";
+  const done = await SELF.fetch(`${BASE}/v1/games/${game}/builds/${build}/uploads/${uploadId}/complete${query}`, { method: "POST", headers: auth, body: JSON.stringify({ parts }) });
+  expect(done.status, await done.clone().text()).toBe(201);
+}
+
+interface Generations {
+  count: number;
+  runs: { steps?: number; segments: number; stepFailures?: number; patchBytes: number }[];
+  failure: { attempts: number; error: string } | null;
+  fanout: { steps: number; stepsDone: number; stepFailures: number } | null;
+}
+
+async function generations(game: string, from: string, to: string): Promise<Generations> {
+  return (await (await SELF.fetch(`${BASE}/v1/games/${game}/updates/${from}/${to}/generations`, { headers: auth })).json()) as Generations;
+}
+
+async function stored(prefix: string): Promise<string[]> {
+  return (await env.BUCKET.list({ prefix })).objects.map((o) => o.key);
+}
+
+async function until<T>(what: string, f: () => Promise<T | null | undefined | false>, seconds = 90): Promise<T> {
+  const end = Date.now() + seconds * 1000;
+  for (;;) {
+    const v = await f();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** Applies `patch` to `old` with the core's applier; returns the new build's files. */
+function apply(old: Files, patch: Uint8Array): Files {
+  const out: Files = new Map();
+  let cur: { path: string; parts: Uint8Array[] } | null = null;
+  const applier = new PatchApplier(
+    {
+      fileSize: (p: string) => old.get(p)!.length,
+      readAt: (p: string, o: number, n: number) => old.get(p)!.slice(o, o + n),
+      listing: () => [...old].map(([path, data]) => ({ path, kind: "file" as const, executable: false, size: data.length })),
+    },
+    {
+      createDirectory: () => {},
+      createSymlink: () => {},
+      beginFile: (path: string) => void (cur = { path, parts: [] }),
+      writeFile: (b: Uint8Array) => void cur!.parts.push(b.slice()),
+      finishFile() {
+        const all = new Uint8Array(cur!.parts.reduce((n, p) => n + p.length, 0));
+        let o = 0;
+        for (const p of cur!.parts) all.set(p, (o += p.length) - p.length);
+        out.set(cur!.path, all);
+      },
+    },
+  );
+  for (let i = 0; i < patch.length; i += 1 << 20) applier.push(patch.subarray(i, i + (1 << 20)));
+  applier.finish();
+  applier.free();
+  return out;
+}
+
+/** The pair's patch as served, checked against its descriptor and manifest. */
+async function servedPatch(game: string, from: string, to: string): Promise<Uint8Array> {
+  const res = await SELF.fetch(`${BASE}/v1/games/${game}/updates/${from}/${to}`, { headers: auth });
+  expect(res.status).toBe(200);
+  const d = (await res.json()) as { patchUrl: string; manifestUrl: string; patchBlake3: string; patchSize: number };
+  const url = `${BASE}/v1/games/${game}/updates/${from}/${to}`;
+  const patch = new Uint8Array(await (await SELF.fetch(new URL(d.patchUrl, url), { headers: auth })).arrayBuffer());
+  expect(patch.length).toBe(d.patchSize);
+  expect(blake3Hex(patch)).toBe(d.patchBlake3);
+  const manifest = new ManifestReader(new Uint8Array(await (await SELF.fetch(new URL(d.manifestUrl, url), { headers: auth })).arrayBuffer()));
+  expect(manifest.patchBlake3).toBe(d.patchBlake3);
+  expect(manifest.segments().length).toBe(4);
+  manifest.free();
+  return patch;
+}
+
+function expectSameFiles(got: Files, want: Files): void {
+  expect([...got.keys()].sort()).toEqual([...want.keys()].sort());
+  for (const [path, data] of want) expect(blake3Hex(got.get(path)!), path).toBe(blake3Hex(data));
+}
+
+/** Flips one byte of a stored build's tar inside the data of `path`; returns the undo. */
+async function corrupt(game: string, build: string, path: string): Promise<() => Promise<void>> {
+  const record = (await (await env.BUCKET.get(keys.build(game, build)))!.json()) as BuildRecord;
+  const index = decodeIndex(await (await env.BUCKET.get(keys.buildIndex(game, build, record.upload)))!.text());
+  const key = keys.buildData(game, build, record.upload);
+  const original = new Uint8Array(await (await env.BUCKET.get(key))!.arrayBuffer());
+  const bad = original.slice();
+  bad[index.get(path)!.offset + 1000] ^= 0x40;
+  await env.BUCKET.put(key, bad);
+  return async () => void (await env.BUCKET.put(key, original));
+}
+
+describe("generation fanned out", () => {
+  const { v1, v2 } = builds();
+  beforeAll(() => initWasm());
+
+  it("generates a pair of more segments than a step holds in steps, assembled into one patch that applies byte-exact", async () => {
+    await publishInParts("fan", "v1", v1);
+    await publishInParts("fan", "v2", v2);
+    // The first request starts the run and is told to come back.
+    const first = await SELF.fetch(`${BASE}/v1/games/fan/updates/v1/v2`, { headers: auth });
+    expect(first.status).toBe(503);
+    expect(Number(first.headers.get("Retry-After"))).toBeGreaterThanOrEqual(1);
+    await first.arrayBuffer();
+    const log = await until("v1 -> v2 assembled", async () => (await generations("fan", "v1", "v2")).runs[0]);
+    expect(log).toMatchObject({ steps: 2, segments: 4, stepFailures: 0 });
+    expectSameFiles(apply(v1, await servedPatch("fan", "v1", "v2")), v2);
+    // One run, no failure, the run's temporary objects gone.
+    const g = await generations("fan", "v1", "v2");
+    expect(g).toMatchObject({ count: 1, failure: null, fanout: null });
+    expect(await stored("tmp/generations/fan/")).toEqual([]);
+  });
+
+  it("retries a failing step and still completes the pair", async () => {
+    await publishInParts("fanflaky", "v1", v1);
+    await publishInParts("fanflaky", "v2", v2);
+    // tail.bin lies in the second step: it fails its integrity check until the bytes are repaired.
+    const undo = await corrupt("fanflaky", "v2", "tail.bin");
+    await (await SELF.fetch(`${BASE}/v1/games/fanflaky/updates/v1/v2`, { headers: auth })).arrayBuffer();
+    const failing = await until("a step to fail", async () => {
+      const f = (await generations("fanflaky", "v1", "v2")).fanout;
+      return f && f.stepFailures > 0 ? f : null;
+    });
+    expect(failing.steps).toBe(2);
+    expect((await generations("fanflaky", "v1", "v2")).count).toBe(0);
+    await undo();
+    const log = await until("v1 -> v2 assembled after the retry", async () => (await generations("fanflaky", "v1", "v2")).runs[0]);
+    expect(log.stepFailures).toBeGreaterThanOrEqual(1);
+    expectSameFiles(apply(v1, await servedPatch("fanflaky", "v1", "v2")), v2);
+    expect(await generations("fanflaky", "v1", "v2")).toMatchObject({ count: 1, failure: null, fanout: null });
+  });
+
+  it("pre-generates fanned-out pairs when a channel moves, without a request", async () => {
+    await publishInParts("fanpre", "v1", v1, "live");
+    await publishInParts("fanpre", "v2", v2);
+    await until("_ -> v1 pre-generated", async () => (await stored("games/fanpre/updates/_/v1.json")).length > 0);
+    const move = await SELF.fetch(`${BASE}/v1/games/fanpre/channels/live`, { method: "PUT", headers: auth, body: JSON.stringify({ build: "v2" }) });
+    expect(move.status).toBe(200);
+    await until("_ -> v2 and v1 -> v2 pre-generated", async () => (await stored("games/fanpre/updates/")).length === 3);
+    for (const from of ["_", "v1"]) {
+      const g = await generations("fanpre", from, "v2");
+      expect(g.count, from).toBe(1);
+      expect(g.runs[0].steps, from).toBe(2);
+    }
+    // The player's request finds it ready.
+    const res = await SELF.fetch(`${BASE}/v1/games/fanpre/updates/v1/v2`, { headers: { "CF-Connecting-IP": "198.51.100.7" } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("X-Edgepatch-Source")).toBe("r2");
+    await res.arrayBuffer();
+    expectSameFiles(apply(v1, await servedPatch("fanpre", "v1", "v2")), v2);
+  });
+});
