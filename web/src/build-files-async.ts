@@ -16,10 +16,10 @@
 
 import { Signer } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import type { ListedEntry, ManifestEntry } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import type { NewBuildFiles, OldBuildFiles } from "./build-files.js";
+import { type NewBuildFiles, NewBuildEntries, type OldBuildFiles } from "./build-files.js";
 import { blake3Of } from "./build-files-sync.js";
 import { IntegrityError } from "./errors.js";
-import { dirAt, fileAt } from "./layout.js";
+import { fileAt } from "./layout.js";
 
 /** FileReaderSync (dedicated workers; not in TypeScript's DOM lib). */
 interface FileReaderSyncLike {
@@ -93,15 +93,9 @@ type QueuedOp =
   | { op: "copy"; from: string; path: string; size: number; blake3: string };
 
 /** The new build: callbacks queue, `settle` writes. */
-export class AsyncNewBuild implements NewBuildFiles {
+export class AsyncNewBuild extends NewBuildEntries<FileSystemFileHandle> implements NewBuildFiles {
   /** A push of 64 KiB of patch queues at most what its segments decode to (a few MiB in practice). */
   readonly pushBytes = 64 << 10;
-  readonly handles = new Map<string, FileSystemFileHandle>();
-  readonly dirs = new Set<string>();
-  readonly symlinks = new Map<string, string>();
-  readonly finishedNow = new Set<string>();
-  failure: unknown = null;
-  filesDone = 0;
   private queue: QueuedOp[] = [];
   /** The file the applier is writing (synchronous side) and the next byte's position. */
   private cur: { path: string; pos: number } | null = null;
@@ -112,40 +106,13 @@ export class AsyncNewBuild implements NewBuildFiles {
   private copies: string[] = [];
   private reader: FileReaderSyncLike | null = null;
 
-  constructor(private readonly old: AsyncOldBuild) {}
+  constructor(private readonly old: AsyncOldBuild) {
+    super();
+  }
 
-  async open(filesDir: FileSystemDirectoryHandle, entries: ManifestEntry[], resuming: boolean): Promise<void> {
-    for (const e of entries) {
-      if (e.kind === "directory") {
-        await dirAt(filesDir, e.path, true);
-        this.dirs.add(e.path);
-      } else if (e.kind === "symlink") {
-        this.symlinks.set(e.path, e.symlinkTarget ?? "");
-      } else {
-        const fh = await fileAt(filesDir, e.path, true);
-        this.handles.set(e.path, fh);
-        if (resuming) this.snapshots.set(e.path, await fh.getFile());
-      }
-    }
-  }
-  private guard<T>(f: () => T): T {
-    try {
-      return f();
-    } catch (e) {
-      this.failure ??= e;
-      throw e;
-    }
-  }
-  private handle(path: string): FileSystemFileHandle {
-    const h = this.handles.get(path);
-    if (!h) throw new Error(`the patch writes ${path}, which the manifest does not list as a file`);
-    return h;
-  }
-  createDirectory(path: string): void {
-    if (!this.dirs.has(path)) throw new Error(`the patch creates directory ${path}, which the manifest does not list`);
-  }
-  createSymlink(path: string, target: string): void {
-    if (this.symlinks.get(path) !== target) throw new Error(`the patch makes symlink ${path} -> ${target}, which the manifest does not list`);
+  protected async openFile(fh: FileSystemFileHandle, path: string, resuming: boolean): Promise<FileSystemFileHandle> {
+    if (resuming) this.snapshots.set(path, await fh.getFile());
+    return fh;
   }
   beginFile(path: string, _executable: boolean, _size: number): void {
     this.guard(() => {

@@ -2,9 +2,10 @@
 // Chromium, Firefox and Safari): the applier's callbacks read old files and write new ones
 // directly, zero-copy where the binding allows. See build-files.ts for the other way.
 
-import { ListedEntry, ManifestEntry, Signer } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import { dirAt, fileAt } from "./layout.js";
-import type { NewBuildFiles, OldBuildFiles } from "./build-files.js";
+import { Signer } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import type { ListedEntry, ManifestEntry } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import { fileAt } from "./layout.js";
+import { type NewBuildFiles, NewBuildEntries, type OldBuildFiles } from "./build-files.js";
 
 /** FileSystemSyncAccessHandle (not in TypeScript's DOM lib). */
 interface SyncHandle {
@@ -63,47 +64,13 @@ export class SyncOldBuild implements OldBuildFiles {
  * The new build: every file's access handle is opened before the first push. The bound
  * applier accepts only what the manifest lists; these checks name what it does not.
  */
-export class SyncNewBuild implements NewBuildFiles {
+export class SyncNewBuild extends NewBuildEntries<SyncHandle> implements NewBuildFiles {
   readonly pushBytes = Infinity;
-  readonly handles = new Map<string, SyncHandle>();
-  readonly dirs = new Set<string>();
-  readonly symlinks = new Map<string, string>();
-  readonly finishedNow = new Set<string>();
   private dirty = new Set<SyncHandle>();
   private cur: { path: string; h: SyncHandle; pos: number } | null = null;
-  failure: unknown = null;
-  filesDone = 0;
 
-  async open(filesDir: FileSystemDirectoryHandle, entries: ManifestEntry[]): Promise<void> {
-    for (const e of entries) {
-      if (e.kind === "directory") {
-        await dirAt(filesDir, e.path, true);
-        this.dirs.add(e.path);
-      } else if (e.kind === "symlink") {
-        this.symlinks.set(e.path, e.symlinkTarget ?? "");
-      } else {
-        this.handles.set(e.path, await openSync(await fileAt(filesDir, e.path, true), false));
-      }
-    }
-  }
-  private guard<T>(f: () => T): T {
-    try {
-      return f();
-    } catch (e) {
-      this.failure ??= e;
-      throw e;
-    }
-  }
-  private handle(path: string): SyncHandle {
-    const h = this.handles.get(path);
-    if (!h) throw new Error(`the patch writes ${path}, which the manifest does not list as a file`);
-    return h;
-  }
-  createDirectory(path: string): void {
-    if (!this.dirs.has(path)) throw new Error(`the patch creates directory ${path}, which the manifest does not list`);
-  }
-  createSymlink(path: string, target: string): void {
-    if (this.symlinks.get(path) !== target) throw new Error(`the patch makes symlink ${path} -> ${target}, which the manifest does not list`);
+  protected openFile(fh: FileSystemFileHandle): Promise<SyncHandle> {
+    return openSync(fh, false);
   }
   beginFile(path: string, _executable: boolean, _size: number): void {
     this.guard(() => {

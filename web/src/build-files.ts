@@ -13,7 +13,7 @@
 
 import type { BuildSink, ListedEntry, ManifestEntry, OldBuildSource } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import { StorageError } from "./errors.js";
-import { ROOT_DIR, opfsRoot, removeIfPresent, setSmallFileWrites } from "./layout.js";
+import { ROOT_DIR, dirAt, fileAt, opfsRoot, removeIfPresent, setSmallFileWrites } from "./layout.js";
 import type { OpfsAccess } from "./messages.js";
 
 /** The old build, opened before the first push (OPFS opens are async, the applier's callbacks are not). */
@@ -54,6 +54,54 @@ export interface NewBuildFiles extends BuildSink {
   blake3(path: string, size: number): Promise<string>;
   /** Releases every handle; anything not made durable is dropped. */
   close(): Promise<void>;
+}
+
+/**
+ * What both ways of writing share: the build's directories are created and its files opened
+ * (`openFile`, the way's own) before the first push, and the sink names anything the manifest
+ * does not list (the bound applier refuses it too) and remembers the first error a callback hit.
+ */
+export abstract class NewBuildEntries<Handle> {
+  readonly handles = new Map<string, Handle>();
+  readonly dirs = new Set<string>();
+  readonly symlinks = new Map<string, string>();
+  readonly finishedNow = new Set<string>();
+  failure: unknown = null;
+  filesDone = 0;
+
+  protected abstract openFile(fh: FileSystemFileHandle, path: string, resuming: boolean): Promise<Handle>;
+
+  async open(filesDir: FileSystemDirectoryHandle, entries: ManifestEntry[], resuming: boolean): Promise<void> {
+    for (const e of entries) {
+      if (e.kind === "directory") {
+        await dirAt(filesDir, e.path, true);
+        this.dirs.add(e.path);
+      } else if (e.kind === "symlink") {
+        this.symlinks.set(e.path, e.symlinkTarget ?? "");
+      } else {
+        this.handles.set(e.path, await this.openFile(await fileAt(filesDir, e.path, true), e.path, resuming));
+      }
+    }
+  }
+  protected guard<T>(f: () => T): T {
+    try {
+      return f();
+    } catch (e) {
+      this.failure ??= e;
+      throw e;
+    }
+  }
+  protected handle(path: string): Handle {
+    const h = this.handles.get(path);
+    if (h === undefined) throw new Error(`the patch writes ${path}, which the manifest does not list as a file`);
+    return h;
+  }
+  createDirectory(path: string): void {
+    if (!this.dirs.has(path)) throw new Error(`the patch creates directory ${path}, which the manifest does not list`);
+  }
+  createSymlink(path: string, target: string): void {
+    if (this.symlinks.get(path) !== target) throw new Error(`the patch makes symlink ${path} -> ${target}, which the manifest does not list`);
+  }
 }
 
 export type AccessMode = Exclude<OpfsAccess, "auto">;
