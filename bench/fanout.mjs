@@ -73,7 +73,8 @@ function getStatus(url) {
   });
 }
 
-const state = join(DATA, "wrangler-state");
+// --state DIR: the local state (default DATA/wrangler-state).
+const state = arg("state", join(DATA, "wrangler-state"));
 // --reuse: keep the state of an earlier invocation, whose old build is published already.
 const REUSE = process.argv.includes("--reuse");
 // --no-fresh: generate in the isolate that took the publishes (as sessions before 9 measured).
@@ -96,7 +97,7 @@ for (const steps of STEPS) {
         try {
           return (await run(BIN, ["publish", "--server", server.url, "--game", "syn", "--build", build, dir], { EDGEPATCH_TOKEN: token })).seconds;
         } catch (e) {
-          if (attempt === 3) throw e;
+          if (attempt === 3) throw new Error(`${e.message}\nwrangler's output ends:\n${server.log().slice(-3000)}`);
           console.log(`publish ${build}: attempt ${attempt} failed (${String(e.message).split("\n").slice(1, 2).join("")}); again`);
         }
       }
