@@ -16,13 +16,14 @@
 // segment count, i.e. one invocation, no fan-out). The first run must be 1 step: it gives the
 // pair's segment count. The data stay outside the repository.
 import { spawn, spawnSync } from "node:child_process";
-import { createWriteStream, existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createWriteStream, existsSync, rmSync } from "node:fs";
 import { get as httpGet } from "node:http";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { join } from "node:path";
 import { devVars, REPO, startWrangler } from "../worker/scripts/wrangler-dev.mjs";
 import { arg } from "./bench_env.mjs";
+import { cpuSeconds, openInspector, workerdPids } from "./worker_memory.mjs";
 
 const DATA = arg("data", "/work/data-gen13");
 const STEPS = arg("steps", "1,2,4").split(",").map(Number);
@@ -36,65 +37,9 @@ const TAG = arg("tag", "a");
 const MiB = 2 ** 20;
 const mib = (x) => (x / MiB).toFixed(1);
 const auth = { Authorization: `Bearer ${token}` };
-const TICKS = 100; // USER_HZ: /proc/<pid>/stat counts CPU time in 1/100 s on Linux.
 
 if (STEPS[0] !== 1) throw new Error("the first run must be --steps 1 (it gives the segment count)");
 for (const p of [join(DATA, "old"), join(DATA, "new"), BIN]) if (!existsSync(p)) throw new Error(`${p} missing (see the usage above)`);
-
-/** pids of the workerd processes in wrangler's process group, and their CPU seconds (user + system). */
-function workerdPids(pgid) {
-  const out = [];
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
-      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (comm === "workerd" && Number(fields[2]) === pgid) out.push(Number(d));
-    } catch {}
-  }
-  return out;
-}
-function cpuSeconds(pids) {
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {}
-  }
-  return ticks / TICKS;
-}
-
-/** A Chrome DevTools Protocol session on the Worker's isolate (wrangler's inspector proxy). */
-async function inspector() {
-  const targets = await (await fetch(`http://127.0.0.1:${INSPECTOR_PORT}/json`)).json();
-  const target = targets.find((t) => t.webSocketDebuggerUrl);
-  if (!target) throw new Error(`no inspector target: ${JSON.stringify(targets)}`);
-  const ws = new WebSocket(target.webSocketDebuggerUrl, { headers: { Origin: `http://127.0.0.1:${INSPECTOR_PORT}` } });
-  const pending = new Map();
-  let next = 0;
-  ws.onmessage = (m) => {
-    const d = JSON.parse(m.data);
-    const p = pending.get(d.id);
-    if (p) {
-      pending.delete(d.id);
-      d.error ? p.reject(new Error(d.error.message)) : p.resolve(d.result);
-    }
-  };
-  await new Promise((resolve, reject) => {
-    ws.onopen = resolve;
-    ws.onerror = () => reject(new Error("inspector WebSocket refused"));
-  });
-  const send = (method, params = {}) =>
-    new Promise((resolve, reject) => {
-      const id = ++next;
-      pending.set(id, { resolve, reject });
-      ws.send(JSON.stringify({ id, method, params }));
-    });
-  return { send, close: () => ws.close() };
-}
 
 /**
  * Runs a command without blocking this process: wrangler's output comes through pipes this
@@ -128,15 +73,19 @@ function getStatus(url) {
   });
 }
 
-const state = join(DATA, "wrangler-state");
+// --state DIR: the local state (default DATA/wrangler-state).
+const state = arg("state", join(DATA, "wrangler-state"));
 // --reuse: keep the state of an earlier invocation, whose old build is published already.
 const REUSE = process.argv.includes("--reuse");
+// --no-fresh: generate in the isolate that took the publishes (as sessions before 9 measured).
+const FRESH = !process.argv.includes("--no-fresh");
 if (!REUSE) rmSync(state, { recursive: true, force: true });
 const results = [];
 let segments = null;
 for (const steps of STEPS) {
   const stepSegments = steps === 1 ? 4096 : Math.ceil(segments / steps);
-  const server = await startWrangler({ port: PORT, state, args: ["--inspector-port", String(INSPECTOR_PORT), "--var", `GENERATION_STEP_SEGMENTS:${stepSegments}`], timeoutMs: 180_000 });
+  const start = () => startWrangler({ port: PORT, state, args: ["--inspector-port", String(INSPECTOR_PORT), "--var", `GENERATION_STEP_SEGMENTS:${stepSegments}`], timeoutMs: 180_000 });
+  let server = await start();
   let session;
   try {
     // A publish in parts is started again when a part's connection is reset (seen once under
@@ -148,7 +97,7 @@ for (const steps of STEPS) {
         try {
           return (await run(BIN, ["publish", "--server", server.url, "--game", "syn", "--build", build, dir], { EDGEPATCH_TOKEN: token })).seconds;
         } catch (e) {
-          if (attempt === 3) throw e;
+          if (attempt === 3) throw new Error(`${e.message}\nwrangler's output ends:\n${server.log().slice(-3000)}`);
           console.log(`publish ${build}: attempt ${attempt} failed (${String(e.message).split("\n").slice(1, 2).join("")}); again`);
         }
       }
@@ -156,15 +105,23 @@ for (const steps of STEPS) {
     if (results.length === 0 && !REUSE) console.log(`publish old: ${(await publish("old", join(DATA, "old"))).toFixed(1)} s`);
     const build = `new-${steps}-${TAG}`;
     console.log(`publish ${build}: ${(await publish(build, join(DATA, "new"))).toFixed(1)} s`);
-    session = await inspector();
+    if (FRESH) {
+      // The generation in an isolate of its own, as a queue invocation in production may have
+      // it: without the garbage of the 1.1 GB publishes (their ArrayBuffers stay allocated
+      // until V8 collects them, and the wasm memory they grew never shrinks).
+      server.stop();
+      await new Promise((r) => setTimeout(r, 5000));
+      server = await start();
+    }
+    session = await openInspector(INSPECTOR_PORT);
     const pids = workerdPids(server.pid);
+    const before = await session.heapUsage();
     let peak = { total: 0 };
     let samples = 0;
     let polling = true;
     const poller = (async () => {
       while (polling) {
-        const h = await session.send("Runtime.getHeapUsage");
-        const s = { jsHeap: h.usedSize, arrayBuffers: h.backingStorageSize, embedder: h.embedderHeapUsedSize ?? 0 };
+        const s = await session.heapUsage();
         s.total = s.jsHeap + s.arrayBuffers + s.embedder;
         samples++;
         if (s.total > peak.total) peak = s;
@@ -215,6 +172,9 @@ for (const steps of STEPS) {
       stepFailures: log.stepFailures ?? 0,
       workerdCpuSeconds: cpu,
       deltaMB: log.newBytesRead / 1e6,
+      oldBytesVerified: log.oldBytesVerified ?? 0,
+      newBytesVerified: log.newBytesVerified ?? 0,
+      before,
       patchBytes: log.patchBytes,
       peakIsolateBytes: peak.total + wasm,
       peak: { ...peak, wasm },
@@ -225,6 +185,7 @@ for (const steps of STEPS) {
     results.push(r);
     console.log(
       `${steps} step(s) of ${r.stepSegments} segments (${r.segments} in all): wall ${wall.toFixed(1)} s, workerd CPU ${cpu.toFixed(1)} s (${((cpu / r.deltaMB) * 100).toFixed(1)} s per 100 MB of new data), ` +
+        `verified old ${(r.oldBytesVerified / 1e9).toFixed(2)} GB, new ${(r.newBytesVerified / 1e9).toFixed(2)} GB; ` +
         `steps ${r.stepSeconds.map((s) => s.toFixed(1)).join("/")} s started at +${r.stepStartedSeconds.map((s) => s.toFixed(1)).join("/")} s, assembly ${r.assembleSeconds.toFixed(1)} s; ` +
         `peak isolate ${mib(r.peakIsolateBytes)} MiB = ${(r.peakIsolateBytes / 1e6).toFixed(1)} MB (JS heap ${mib(peak.jsHeap)}, ArrayBuffers ${mib(peak.arrayBuffers)}, embedder ${mib(peak.embedder)}, wasm ${mib(wasm)}; ${samples} samples); ` +
         `patch ${r.patchBytes} bytes; edgepatch apply ${update.seconds.toFixed(1)} s, ${r.byteExact ? "byte-exact" : `DIFFERS:\n${diff.stdout}`}`,

@@ -31,6 +31,7 @@ import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { devVars, REPO, startWrangler } from "../worker/scripts/wrangler-dev.mjs";
 import { arg, CORPUS } from "./bench_env.mjs";
 
@@ -44,18 +45,21 @@ const { token } = devVars();
 const MiB = 2 ** 20;
 const mib = (x) => (x / MiB).toFixed(1);
 
-const pairDir = join(CORPUS, "pairs", PAIR);
-for (const p of [join(pairDir, "old"), join(pairDir, "new"), BIN]) {
-  if (!existsSync(p)) {
-    console.error(`${p} missing (corpus: --corpus DIR; CLI: cargo build --release --bin edgepatch)`);
-    process.exit(2);
-  }
+/**
+ * A Chrome DevTools Protocol session on the Worker's isolate, through the inspector proxy
+ * `wrangler dev --inspector-port PORT` runs (shared with bench/fanout.mjs).
+ */
+export async function openInspector(inspectorPort) {
+  const targets = await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json();
+  const target = targets.find((t) => t.webSocketDebuggerUrl);
+  if (!target) throw new Error(`no inspector target on port ${inspectorPort}: ${JSON.stringify(targets)}`);
+  return inspect(target.webSocketDebuggerUrl, inspectorPort);
 }
 
 /** A Chrome DevTools Protocol session over the inspector's WebSocket. */
-async function inspect(url) {
+async function inspect(url, inspectorPort) {
   // wrangler's inspector proxy refuses upgrades without an Origin it knows (loopback is one).
-  const ws = new WebSocket(url, { headers: { Origin: `http://127.0.0.1:${INSPECTOR_PORT}` } });
+  const ws = new WebSocket(url, { headers: { Origin: `http://127.0.0.1:${inspectorPort}` } });
   const pending = new Map();
   let chunks = [];
   let next = 0;
@@ -80,6 +84,11 @@ async function inspect(url) {
     });
   return {
     send,
+    /** One as-allocated sample (`Runtime.getHeapUsage`): JS heap used and reserved, ArrayBuffer backing stores, embedder heap. */
+    async heapUsage() {
+      const h = await send("Runtime.getHeapUsage");
+      return { jsHeap: h.usedSize, reserved: h.totalSize, arrayBuffers: h.backingStorageSize, embedder: h.embedderHeapUsedSize ?? 0 };
+    },
     /** A heap snapshot (V8 collects all garbage first), parsed. */
     async snapshot() {
       chunks = [];
@@ -95,7 +104,7 @@ async function inspect(url) {
  * backing store of each ArrayBuffer as a "system / JSArrayBufferData" node), the backing
  * stores, and the largest of them (the wasm linear memory).
  */
-function snapshotSizes(snap) {
+export function snapshotSizes(snap) {
   const meta = snap.snapshot.meta;
   const n = meta.node_fields.length;
   const iName = meta.node_fields.indexOf("name");
@@ -115,7 +124,7 @@ function snapshotSizes(snap) {
 }
 
 /** pids of the workerd processes in wrangler's process group (Linux /proc). */
-function workerdPids(pgid) {
+export function workerdPids(pgid) {
   const out = [];
   for (const d of readdirSync("/proc")) {
     if (!/^\d+$/.test(d)) continue;
@@ -128,11 +137,38 @@ function workerdPids(pgid) {
   }
   return out;
 }
-function rssBytes(pid) {
+export function rssBytes(pid) {
   try {
     return 1024 * Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0);
   } catch {
     return 0;
+  }
+}
+
+const TICKS = 100; // USER_HZ: /proc/<pid>/stat counts CPU time in 1/100 s on Linux.
+
+/** CPU seconds (user + system) of `pids` so far. */
+export function cpuSeconds(pids) {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {}
+  }
+  return ticks / TICKS;
+}
+
+// Run as a script (bench/fanout.mjs imports the reader above).
+if (import.meta.url === pathToFileURL(process.argv[1]).href) process.exit(await main());
+
+async function main() {
+const pairDir = join(CORPUS, "pairs", PAIR);
+for (const p of [join(pairDir, "old"), join(pairDir, "new"), BIN]) {
+  if (!existsSync(p)) {
+    console.error(`${p} missing (corpus: --corpus DIR; CLI: cargo build --release --bin edgepatch)`);
+    return 2;
   }
 }
 
@@ -153,10 +189,7 @@ try {
   };
 
   // The Worker's isolate, through wrangler's inspector proxy.
-  const targets = await (await fetch(`http://127.0.0.1:${INSPECTOR_PORT}/json`)).json();
-  const target = targets.find((t) => t.webSocketDebuggerUrl);
-  if (!target) throw new Error(`no inspector target on port ${INSPECTOR_PORT}: ${JSON.stringify(targets)}`);
-  session = await inspect(target.webSocketDebuggerUrl);
+  session = await openInspector(INSPECTOR_PORT);
   const pids = workerdPids(server.pid);
   const rss = () => pids.reduce((s, p) => s + rssBytes(p), 0);
 
@@ -190,8 +223,7 @@ try {
   // --- as allocated: getHeapUsage only -------------------------------------------------
   const allocated = await generate("mem-allocated", async () => {
     const t = performance.now();
-    const h = await session.send("Runtime.getHeapUsage");
-    return { t, rss: rss(), jsHeap: h.usedSize, reserved: h.totalSize, arrayBuffers: h.backingStorageSize, embedder: h.embedderHeapUsedSize, wasm: null };
+    return { t, rss: rss(), ...(await session.heapUsage()), wasm: null };
   });
   // --- live: a heap snapshot (full GC first) each time -------------------------------------
   const live = await generate("mem-live", async () => {
@@ -247,4 +279,5 @@ try {
   server.stop();
   rmSync(work, { recursive: true, force: true });
 }
-process.exit(failed ? 1 : 0);
+return failed ? 1 : 0;
+}

@@ -11,8 +11,6 @@
 import * as wasm from "./wasm";
 import {
   GenerationError,
-  HASH_CHUNK,
-  HASHING_BLOCK_SIZE,
   loadBuild,
   planBuildReads,
   readBuildRanges,
@@ -21,11 +19,12 @@ import {
   verifyFiles,
   wasmView,
   yieldToEventLoop,
+  type StoredBuild as Build,
   type GenerateResult,
   type StoredBuild,
   type UpdateDescriptor,
 } from "./generate";
-import { keys, R2PartWriter, R2RangeReader, PART_BYTES } from "./store";
+import { getJson, keys, putJson, R2PartWriter, R2RangeReader } from "./store";
 import { settings } from "./settings";
 import type { Env } from "./env";
 
@@ -64,8 +63,15 @@ export interface StepResult {
   seconds: number;
   newBytesRead: number;
   oldBytesRead: number;
-  /** Bytes read a second time, in full, to check files against their BLAKE3 (old files, and new ones that cross the step's end). */
+  /** Bytes read a second time, in full, to check new files that cross the step's end against their BLAKE3. */
   bytesVerified: number;
+  /**
+   * The old files the step read from (a bitmap over the old index's order, base64) and the
+   * ETag of the old tar it read them from: the assembly checks each of them once, in full,
+   * against its BLAKE3 before any patch is stored (null: no old bytes read).
+   */
+  oldFiles: string | null;
+  oldEtag: string | null;
   r2Reads: number;
   /** wasm linear memory after the step (the isolate's module: steps in one isolate share it). */
   peakWasmMemoryBytes: number;
@@ -109,9 +115,91 @@ export function stepKey(game: string, from: string, to: string, run: string, ste
   return `tmp/generations/${game}/${from}/${to}/${run}/${step}`;
 }
 
+/** Everything a run keeps under tmp/ (its steps' objects, the records of its multipart uploads). */
+export function runPrefix(game: string, from: string, to: string, run: string): string {
+  return `tmp/generations/${game}/${from}/${to}/${run}/`;
+}
+
+/** What a multipart upload of a run records while it is open (`<prefix>uploads/<name>`): a sweep aborts it if the run ends without it. */
+export interface RunUpload {
+  key: string;
+  uploadId: string;
+}
+
+/** An R2PartWriter of a run's: its multipart upload, once started, is recorded under the run's prefix until it ends. */
+function runWriter(bucket: R2Bucket, prefix: string, name: string, key: string): { writer: R2PartWriter; forget: () => Promise<void> } {
+  const record = `${prefix}uploads/${name}`;
+  let recorded = false;
+  const writer = new R2PartWriter(bucket, key, { httpMetadata: { contentType: "application/octet-stream" } }, async (uploadId) => {
+    await putJson(bucket, record, { key, uploadId } satisfies RunUpload);
+    recorded = true;
+  });
+  return { writer, forget: async () => void (recorded && (await bucket.delete(record))) };
+}
+
+/**
+ * Deletes a run's temporary objects and aborts the multipart uploads it recorded as open
+ * (a step or an assembly that died mid-upload: R2 keeps, and bills, the parts of an upload
+ * until it is aborted). Returns the objects deleted and the uploads aborted.
+ */
+export async function sweepRunPrefix(bucket: R2Bucket, prefix: string): Promise<{ objects: number; uploads: number }> {
+  let objects = 0;
+  let uploads = 0;
+  let cursor: string | undefined;
+  do {
+    const page = await bucket.list({ prefix, cursor, limit: 1000 });
+    for (const o of page.objects) {
+      if (!o.key.startsWith(`${prefix}uploads/`)) continue;
+      const u = await getJson<RunUpload>(bucket, o.key).catch(() => null);
+      if (u === null || typeof u.key !== "string" || typeof u.uploadId !== "string") continue;
+      // Aborting an upload that completed meanwhile fails harmlessly.
+      await bucket
+        .resumeMultipartUpload(u.key, u.uploadId)
+        .abort()
+        .then(() => uploads++)
+        .catch(() => {});
+    }
+    const doomed = page.objects.map((o) => o.key);
+    if (doomed.length > 0) await bucket.delete(doomed);
+    objects += doomed.length;
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor);
+  return { objects, uploads };
+}
+
 export async function deleteStepObjects(bucket: R2Bucket, run: FanoutRun): Promise<void> {
-  const all = Array.from({ length: run.steps }, (_, i) => stepKey(run.game, run.from, run.to, run.run, i));
-  for (let i = 0; i < all.length; i += 1000) await bucket.delete(all.slice(i, i + 1000));
+  await sweepRunPrefix(bucket, runPrefix(run.game, run.from, run.to, run.run));
+}
+
+/** The set of old files a step read, as a bitmap over the old index's order (base64). */
+function fileBitmap(build: Build, paths: Set<string>): string | null {
+  if (paths.size === 0) return null;
+  const bits = new Uint8Array(Math.ceil(build.index.size / 8));
+  let i = 0;
+  for (const path of build.index.keys()) {
+    if (paths.has(path)) bits[i >> 3] |= 1 << (i & 7);
+    i++;
+  }
+  let text = "";
+  for (const b of bits) text += String.fromCharCode(b);
+  return btoa(text);
+}
+
+/** The paths of `bitmaps` (fileBitmap's) that are set in any of them. */
+function bitmapFiles(build: Build, bitmaps: string[]): string[] {
+  const any = new Uint8Array(Math.ceil(build.index.size / 8));
+  for (const b of bitmaps) {
+    const bits = atob(b);
+    if (bits.length !== any.length) throw new GenerationError(500, `assembly: a step's old-file bitmap has ${bits.length} bytes, the old build ${any.length}`);
+    for (let k = 0; k < bits.length; k++) any[k] |= bits.charCodeAt(k);
+  }
+  const out: string[] = [];
+  let i = 0;
+  for (const path of build.index.keys()) {
+    if (any[i >> 3] & (1 << (i & 7))) out.push(path);
+    i++;
+  }
+  return out;
 }
 
 /** Seconds without a finished step after which a run is abandoned: longer than a step's retries can take. */
@@ -127,11 +215,11 @@ export function pendingResult(): GenerateResult {
 /**
  * Checks the new files a step reads against the BLAKE3 the upload's signer computed (the
  * index's). Each file is checked by the step in which it starts: from the bytes the step reads
- * when it also ends there, else by one full read (`crossing`); the steps after it skip it.
+ * when it also ends there (hashed in the generator's buffer, no copy), else by one full read
+ * (`crossing`); the steps after it skip it.
  */
 class StepFileHasher {
-  private readonly signer = new wasm.Signer(HASHING_BLOCK_SIZE);
-  private readonly scratch = new Uint8Array(HASH_CHUNK);
+  private readonly hasher = new wasm.FileHasher();
   private current: { path: string; size: number; done: number } | null = null;
   /** Files that start in this step and end after it. */
   readonly crossing: string[] = [];
@@ -143,8 +231,8 @@ class StepFileHasher {
     private readonly end: number,
   ) {}
 
-  /** Segment `i`'s ranges and their concatenated bytes (a view taken again per range). */
-  update(i: number, ranges: wasm.ByteRange[], data: () => Uint8Array): void {
+  /** Segment `i`'s ranges, whose concatenated bytes the generator holds (`newBytesTarget`, filled). */
+  update(i: number, ranges: wasm.ByteRange[], gen: wasm.PatchGenerator): void {
     let at = 0;
     for (const r of ranges) {
       if (r.length === 0) continue;
@@ -157,18 +245,13 @@ class StepFileHasher {
       } else {
         if (this.current === null) {
           if (r.offset !== 0) throw new GenerationError(500, `integrity: ${r.path} was not read from its start`);
-          this.signer.beginFile(r.path, false, entry.size);
           this.current = { path: r.path, size: entry.size, done: 0 };
         }
         if (this.current.path !== r.path || r.offset !== this.current.done) throw new GenerationError(500, `integrity: ${r.path} was not read in order`);
-        for (let k = 0; k < r.length; k += HASH_CHUNK) {
-          const n = Math.min(HASH_CHUNK, r.length - k);
-          this.scratch.set(data().subarray(at + k, at + k + n));
-          this.signer.update(this.scratch.subarray(0, n));
-        }
+        gen.hashNewBytes(this.hasher, at, r.length);
         this.current.done += r.length;
         if (this.current.done === this.current.size) {
-          const blake3 = this.signer.finishFile();
+          const blake3 = this.hasher.finish();
           if (blake3 !== entry.blake3) throw new GenerationError(500, `integrity: stored bytes of ${this.build.record.build}/${r.path} do not match the BLAKE3 recorded at upload`);
           this.current = null;
         }
@@ -183,14 +266,19 @@ class StepFileHasher {
   }
 
   free(): void {
-    this.signer.free();
+    this.hasher.free();
   }
 }
 
 /**
  * Runs one step: segments [first, end) into the step's temporary object (overwritten when run
  * again). Memory is the one-pass generation's: one segment of new data, its old spans, the
- * history and one zstd context, plus the read buffers and one R2 part.
+ * history and one zstd context, plus the read buffers and the output (one part at most).
+ *
+ * Old bytes are not checked here: the step reports which old files it read and the ETag of
+ * the old tar they came from (every read of it got that ETag), and the assembly checks each
+ * of those files once, in full, before it stores a patch. A step's output is never served on
+ * its own, so output made from tampered old bytes is refused there (fanout.test.ts).
  */
 export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
   const started = Date.now();
@@ -198,10 +286,14 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
   wasm.initWasm();
   const [newBuild, oldBuild] = await Promise.all([loadBuild(bucket, job.game, job.to), job.from === "_" ? null : loadBuild(bucket, job.game, job.from)]);
   const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, job.level);
+  // The generator holds its own copies of the signatures.
+  newBuild.signature = new Uint8Array(0);
+  if (oldBuild !== null) oldBuild.signature = new Uint8Array(0);
   const hasher = new StepFileHasher(newBuild, job.first * GENERATOR_SEGMENT, job.end * GENERATOR_SEGMENT);
   const r2 = new R2RangeReader(bucket, READ_CONCURRENCY);
-  const writer = new R2PartWriter(bucket, stepKey(job.game, job.from, job.to, job.run, job.step), { httpMetadata: { contentType: "application/octet-stream" } });
-  const verified = new Set<string>();
+  const prefix = runPrefix(job.game, job.from, job.to, job.run);
+  const { writer, forget } = runWriter(bucket, prefix, `step-${job.step}`, stepKey(job.game, job.from, job.to, job.run, job.step));
+  const oldFiles = new Set<string>();
   const lengths: number[] = [];
   let newBytesRead = 0;
   let oldBytesRead = 0;
@@ -218,13 +310,12 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
       const newRanges = gen.newRanges(i);
       const newReads = planBuildReads(newBuild, newRanges);
       gen.newBytesTarget(newReads.total);
-      const newView = wasmView(() => gen.newBytesView());
-      await readBuildRanges(r2, newBuild, newReads, newView);
-      hasher.update(i, newRanges, newView);
+      await readBuildRanges(r2, newBuild, newReads, wasmView(() => gen.newBytesView()));
+      hasher.update(i, newRanges, gen);
       const wanted = gen.planFilledSegment(i);
       if (wanted.length > 0 && oldBuild === null) throw new GenerationError(500, "generator asked for old data of the empty build");
       const oldReads = oldBuild === null ? { total: 0, groups: [] } : planBuildReads(oldBuild, wanted);
-      if (oldBuild !== null) bytesVerified += await verifyFiles(r2, oldBuild, wanted, verified);
+      for (const r of wanted) if (r.length > 0) oldFiles.add(r.path);
       gen.oldBytesTarget(oldReads.total);
       if (oldBuild !== null) await readBuildRanges(r2, oldBuild, oldReads, wasmView(() => gen.oldBytesView()));
       newBytesRead += newReads.total;
@@ -234,16 +325,18 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
       await writer.write(wasmView(() => gen.segmentOutput()));
     }
     hasher.check();
-    const crossing = new Set<string>();
+    // Checked through the same reader: the object checked is the one the segments came from.
     bytesVerified += await verifyFiles(
       r2,
       newBuild,
-      hasher.crossing.map((path) => ({ path, offset: 0, length: 1 })),
-      crossing,
+      hasher.crossing.map((path) => ({ path, length: 1 })),
+      new Set(),
     );
     await writer.finish();
+    await forget();
   } catch (e) {
     await writer.abort();
+    await forget().catch(() => {});
     throw e;
   } finally {
     gen.free();
@@ -256,29 +349,66 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
     newBytesRead,
     oldBytesRead,
     bytesVerified,
+    oldFiles: oldBuild === null ? null : fileBitmap(oldBuild, oldFiles),
+    oldEtag: oldBuild === null ? null : (r2.etagOf(oldBuild.tarKey) ?? null),
     r2Reads: r2.reads,
     peakWasmMemoryBytes: wasm.wasmMemoryBytes(),
   };
 }
 
 /**
- * The patch of a run whose steps are all done: header, every step's segments in order (each
- * read into one reused buffer, checked and hashed by the core, appended to the patch's
- * multipart upload in equal 8 MiB parts whatever the segment sizes), end and checksum. Returns
- * the descriptor (not yet stored) and the run's statistics.
+ * The old files a run's steps read, checked once each, in full, against the BLAKE3 recorded at
+ * upload, from the object (ETag) the steps read them from. Returns the bytes read.
+ */
+async function verifyRunOldFiles(r2: R2RangeReader, oldBuild: StoredBuild | null, results: StepResult[]): Promise<number> {
+  const used = results.filter((r) => r.oldFiles !== null && r.oldFiles !== undefined);
+  if (used.length === 0) return 0;
+  if (oldBuild === null) throw new GenerationError(500, "assembly: a step read old data of the empty build");
+  for (const r of used) {
+    if (typeof r.oldEtag !== "string") throw new GenerationError(500, "assembly: a step read old data without recording its ETag");
+    // Throws when steps read different objects: the old tar was replaced during the run.
+    try {
+      r2.pin(oldBuild.tarKey, r.oldEtag);
+    } catch (e) {
+      throw new GenerationError(500, `integrity: the run's steps read different objects of ${oldBuild.record.build}: ${(e as Error).message}`);
+    }
+  }
+  const files = bitmapFiles(oldBuild, used.map((r) => r.oldFiles!));
+  try {
+    return await verifyFiles(
+      r2,
+      oldBuild,
+      files.map((path) => ({ path, length: 1 })),
+      new Set(),
+    );
+  } catch (e) {
+    if (e instanceof GenerationError) throw e;
+    throw new GenerationError(500, `integrity: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * The patch of a run whose steps are all done: the old files the steps read checked first
+ * (once each); then header, every step's segments in order (each read into one reused
+ * buffer, checked and hashed by the core, appended to the patch's multipart upload in equal
+ * 8 MiB parts whatever the segment sizes), end and checksum. Returns the descriptor (not yet
+ * stored) and the run's statistics.
  */
 export async function assembleRun(env: Env, run: FanoutRun): Promise<{ descriptor: UpdateDescriptor; stats: object }> {
   const bucket = env.BUCKET;
   wasm.initWasm();
   const assembleStarted = Date.now();
   const [newBuild, oldBuild] = await Promise.all([loadBuild(bucket, run.game, run.to), run.from === "_" ? null : loadBuild(bucket, run.game, run.from)]);
-  const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, run.level);
-  const writer = new R2PartWriter(bucket, keys.patch(run.game, run.from, run.to), { httpMetadata: { contentType: "application/octet-stream" } });
   const results = Array.from({ length: run.steps }, (_, step) => {
     const r = run.done[step];
     if (r === undefined) throw new GenerationError(500, `assembly: step ${step} is not done`);
     return r;
   });
+  const verifyReader = new R2RangeReader(bucket, 1);
+  const oldBytesVerified = await verifyRunOldFiles(verifyReader, oldBuild, results);
+  const verifySeconds = (Date.now() - assembleStarted) / 1000;
+  const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, run.level);
+  const { writer, forget } = runWriter(bucket, runPrefix(run.game, run.from, run.to, run.run), "patch", keys.patch(run.game, run.from, run.to));
   const r2 = new R2RangeReader(bucket, 1);
   let manifest: Uint8Array;
   try {
@@ -301,11 +431,14 @@ export async function assembleRun(env: Env, run: FanoutRun): Promise<{ descripto
     manifest = gen.manifest(run.from, run.to);
   } catch (e) {
     await writer.abort();
+    await forget().catch(() => {});
     throw e;
   } finally {
     gen.free();
   }
+  const outputBufferBytes = writer.bufferBytes;
   const { descriptor, patchSize } = await storePatch(env, run.game, run.from, run.to, writer, manifest);
+  await forget();
   const sum = (f: (r: StepResult) => number) => results.reduce((n, r) => n + f(r), 0);
   const stats = {
     startedAt: new Date(run.startedAt).toISOString(),
@@ -318,13 +451,16 @@ export async function assembleRun(env: Env, run: FanoutRun): Promise<{ descripto
     stepStartedMs: results.map((r) => r.startedAt - run.startedAt),
     stepPeakWasmMemoryBytes: results.map((r) => r.peakWasmMemoryBytes),
     assembleSeconds: (Date.now() - assembleStarted) / 1000,
+    assembleVerifySeconds: verifySeconds,
     newBytesRead: sum((r) => r.newBytesRead),
     oldBytesRead: sum((r) => r.oldBytesRead),
-    oldBytesVerified: sum((r) => r.bytesVerified),
-    r2Reads: sum((r) => r.r2Reads) + r2.reads,
+    // Old files checked by the assembly, once each; new files crossing a step's end, by the step they start in.
+    oldBytesVerified,
+    newBytesVerified: sum((r) => r.bytesVerified),
+    r2Reads: sum((r) => r.r2Reads) + r2.reads + verifyReader.reads,
     patchBytes: patchSize,
     peakWasmMemoryBytes: Math.max(wasm.wasmMemoryBytes(), ...results.map((r) => r.peakWasmMemoryBytes)),
-    jsBufferBytes: r2.bufferBytes + PART_BYTES,
+    jsBufferBytes: r2.bufferBytes + outputBufferBytes,
     level: run.level,
   };
   return { descriptor, stats };

@@ -208,35 +208,22 @@ export function wasmView(take: () => Uint8Array): () => Uint8Array {
 }
 
 /**
- * Segment data is hashed through a JS buffer of this size: handing a view of wasm memory
- * straight back to wasm is unsafe (the copy into wasm allocates, which may grow the memory
- * and detach the view).
- */
-export const HASH_CHUNK = 256 << 10;
-
-/**
- * The core's Signer serves as a streaming BLAKE3 of files here (`finishFile` returns it); the
- * block hashes it keeps besides are not used: 1 MiB blocks keep them few (2,048 for 2 GiB)
- * and bound the block buffer it holds.
- */
-export const HASHING_BLOCK_SIZE = 1 << 20;
-
-/**
  * Hashes the new build's files from the bytes the generator reads, in the order it reads them
  * (segments cover the new files in order), so that every file read is checked against the new
  * signature's per-file BLAKE3 (through the manifest, which copies it) before the patch is signed.
+ * The bytes are hashed where they are, in the generator's buffer in wasm memory
+ * (`hashNewBytes`): no copy through JS.
  */
 class NewFileHasher {
-  private readonly signer = new wasm.Signer(HASHING_BLOCK_SIZE);
-  private readonly scratch = new Uint8Array(HASH_CHUNK);
+  private readonly hasher = new wasm.FileHasher();
   private current: { path: string; size: number; done: number } | null = null;
   /** path -> BLAKE3 of every file read in full. */
   readonly hashed = new Map<string, string>();
 
   constructor(private readonly build: StoredBuild) {}
 
-  /** The bytes of `ranges` of segment data (their concatenation, a view taken again per range). */
-  update(ranges: BuildRange[], data: () => Uint8Array): void {
+  /** The bytes of `ranges` of the segment data the generator holds (`newBytesTarget`, filled). */
+  update(ranges: BuildRange[], gen: wasm.PatchGenerator): void {
     let at = 0;
     for (const r of ranges) {
       if (r.length === 0) continue;
@@ -244,19 +231,14 @@ class NewFileHasher {
       if (this.current === null || this.current.path !== r.path) {
         if (this.current !== null) throw new GenerationError(500, `integrity: ${this.current.path} was not read to its end before ${r.path}`);
         if (r.offset !== 0) throw new GenerationError(500, `integrity: ${r.path} was not read from its start`);
-        this.signer.beginFile(r.path, false, size);
         this.current = { path: r.path, size, done: 0 };
       }
       if (r.offset !== this.current.done) throw new GenerationError(500, `integrity: ${r.path} was not read in order`);
-      for (let i = 0; i < r.length; i += HASH_CHUNK) {
-        const n = Math.min(HASH_CHUNK, r.length - i);
-        this.scratch.set(data().subarray(at + i, at + i + n));
-        this.signer.update(this.scratch.subarray(0, n));
-      }
+      gen.hashNewBytes(this.hasher, at, r.length);
       at += r.length;
       this.current.done += r.length;
       if (this.current.done === size) {
-        this.hashed.set(r.path, this.signer.finishFile());
+        this.hashed.set(r.path, this.hasher.finish());
         this.current = null;
       }
     }
@@ -274,32 +256,34 @@ class NewFileHasher {
   }
 
   free(): void {
-    this.signer.free();
+    this.hasher.free();
   }
 }
 
 /**
- * Checks each file of `ranges` (old files the generator reads from; in a fanned-out step also
- * new files it reads only part of), in full and once per generation, against the
- * BLAKE3 the upload's signer computed (kept in the build's index, which is checked against its
- * record): the ranges the generator reads are parts of files known to be intact in R2.
+ * Checks each file of `ranges` (old files the generator reads from; in a fanned-out step new
+ * files it reads only part of; in an assembly the old files its steps read), in full and once
+ * per generation, against the BLAKE3 the upload's signer computed (kept in the build's index,
+ * which is checked against its record): the ranges the generator reads are parts of files
+ * known to be intact in R2. The reads go through `reader`, which pins the tar's ETag: the
+ * object checked is the object the generator reads.
  */
-export async function verifyFiles(reader: R2RangeReader, build: StoredBuild, ranges: BuildRange[], verified: Set<string>): Promise<number> {
+export async function verifyFiles(reader: R2RangeReader, build: StoredBuild, ranges: Iterable<{ path: string; length: number }>, verified: Set<string>): Promise<number> {
   let bytes = 0;
-  for (const r of ranges) {
-    if (r.length === 0 || verified.has(r.path)) continue;
-    const entry = build.index.get(r.path)!;
-    const signer = new wasm.Signer(HASHING_BLOCK_SIZE);
-    try {
-      signer.beginFile(r.path, false, entry.size);
-      if (entry.size > 0) await reader.read(build.tarKey, entry.offset, entry.size, (chunk) => signer.update(chunk));
-      const blake3 = signer.finishFile();
+  const hasher = new wasm.FileHasher();
+  try {
+    for (const r of ranges) {
+      if (r.length === 0 || verified.has(r.path)) continue;
+      const entry = build.index.get(r.path);
+      if (entry === undefined) throw new GenerationError(500, `integrity: ${r.path} is not a file of ${build.record.build}`);
+      if (entry.size > 0) await reader.read(build.tarKey, entry.offset, entry.size, (chunk) => hasher.update(chunk));
+      const blake3 = hasher.finish();
       if (blake3 !== entry.blake3) throw new GenerationError(500, `integrity: stored bytes of ${build.record.build}/${r.path} do not match the BLAKE3 recorded at upload`);
-    } finally {
-      signer.free();
+      verified.add(r.path);
+      bytes += entry.size;
     }
-    verified.add(r.path);
-    bytes += entry.size;
+  } finally {
+    hasher.free();
   }
   return bytes;
 }
@@ -533,6 +517,9 @@ export class PatchGeneration extends DurableObject<Env> {
       await this.startFanout(game, from, to, level, segmentCount, stepSegments);
       return null;
     }
+    // The generator holds its own copies of the signatures: the JS ones are garbage now.
+    newBuild.signature = new Uint8Array(0);
+    if (oldBuild !== null) oldBuild.signature = new Uint8Array(0);
     const newHasher = new NewFileHasher(newBuild);
     const oldVerified = new Set<string>();
     let oldBytesVerified = 0;
@@ -554,7 +541,7 @@ export class PatchGeneration extends DurableObject<Env> {
         gen.newBytesTarget(newReads.total);
         const newView = wasmView(() => gen.newBytesView());
         await readBuildRanges(r2, newBuild, newReads, newView);
-        newHasher.update(newRanges, newView);
+        newHasher.update(newRanges, gen);
         const wanted = gen.planFilledSegment(i);
         if (wanted.length > 0 && oldBuild === null) throw new GenerationError(500, "generator asked for old data of the empty build");
         const oldReads = oldBuild === null ? { total: 0, groups: [] } : planBuildReads(oldBuild, wanted);

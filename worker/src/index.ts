@@ -15,7 +15,7 @@ import { getJson, keys, PART_BYTES, type BuildRecord } from "./store";
 import { ConfigError, settings } from "./settings";
 import { consumePairs, enqueueMove } from "./pregenerate";
 import { consumeSteps } from "./fanout";
-import { abortStaleUploads, applyRetention, deleteBuild, forgetPendingUpload, recordPendingUpload } from "./operations";
+import { abortStaleUploads, applyRetention, deleteBuild, forgetPendingUpload, recordPendingUpload, sweepGenerationRuns } from "./operations";
 import { signDescriptor, type UpdateDescriptor } from "./generate";
 import type { Env } from "./env";
 
@@ -453,5 +453,7 @@ export default {
     settings(env);
     const r = await abortStaleUploads(env, controller.scheduledTime);
     console.log(`maintenance: ${r.aborted} stale uploads aborted, ${r.kept} in progress`);
+    const g = await sweepGenerationRuns(env);
+    console.log(`maintenance: ${g.runs} finished or abandoned generation runs swept (${g.objects} objects, ${g.uploads} uploads aborted)`);
   },
 } satisfies ExportedHandler<Env>;

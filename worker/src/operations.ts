@@ -4,6 +4,7 @@
 // refused for a build a channel points at; a deleted name is never published again
 // (registry.ts), so a cached or stored object can never stand for other content.
 import { cacheKey } from "./serve";
+import { runPrefix, sweepRunPrefix } from "./fanout";
 import { deleteUpload } from "./ingest";
 import { getJson, keys, putJson, type BuildRecord } from "./store";
 import { settings } from "./settings";
@@ -76,13 +77,17 @@ export async function deleteBuild(env: Env, origin: string, game: string, build:
     doomed.push(keys.descriptor(game, from, to), keys.manifest(game, from, to), keys.patch(game, from, to));
   }
   for (let i = 0; i < doomed.length; i += 1000) await bucket.delete(doomed.slice(i, i + 1000));
+  // Fanned-out runs of pairs from or to the build, in progress or abandoned: their temporary
+  // objects and open uploads go too, and their pairs' objects forget them (so their steps stop).
+  const swept = await sweepGenerationRuns(env, { game, build });
+  for (const p of swept.pairs) if (!pairs.some((q) => q.from === p.from && q.to === p.to)) pairs.push(p);
   await Promise.all(
     pairs.map(async ({ from, to }) => {
       await env.GENERATIONS.get(env.GENERATIONS.idFromName(`${game}/${from}/${to}`)).forget();
       await caches.default.delete(cacheKey(new URL(`/v1/games/${game}/updates/${from}/${to}`, origin))).catch(() => false);
     }),
   );
-  return { ok: true, deleted: { game, build, objectsDeleted: doomed.length, pairs } };
+  return { ok: true, deleted: { game, build, objectsDeleted: doomed.length + swept.objects, pairs } };
 }
 
 /**
@@ -138,4 +143,42 @@ export async function abortStaleUploads(env: Env, now: number): Promise<{ aborte
     aborted++;
   }
   return { aborted, kept };
+}
+
+const TMP_GENERATIONS = "tmp/generations/";
+
+/**
+ * Sweeps the temporary objects of fanned-out generation runs (fanout.ts: the steps' segments
+ * and the records of their open multipart uploads, under tmp/generations/{game}/{from}/{to}/{run}/):
+ * with `build`, every run of a pair from or to that build of that game (the build is being
+ * deleted); without, every run its pair's object no longer wants (finished, abandoned, or
+ * forgotten), from the cron trigger. The multipart uploads a dead step or assembly left open
+ * are aborted. A run in progress is kept: its pair's object stores it before any step is queued.
+ */
+export async function sweepGenerationRuns(env: Env, only?: { game: string; build: string }): Promise<{ runs: number; objects: number; uploads: number; pairs: { from: string; to: string }[] }> {
+  const prefix = only ? `${TMP_GENERATIONS}${only.game}/` : TMP_GENERATIONS;
+  const runs = new Map<string, { game: string; from: string; to: string; run: string }>();
+  for (const key of await listAll(env.BUCKET, prefix)) {
+    const m = /^([^/]+)\/([^/]+)\/([^/]+)\/([^/]+)\//.exec(key.slice(TMP_GENERATIONS.length));
+    if (!m) continue;
+    const [, game, from, to, run] = m;
+    if (only && from !== only.build && to !== only.build) continue;
+    runs.set(runPrefix(game, from, to, run), { game, from, to, run });
+  }
+  let swept = 0;
+  let objects = 0;
+  let uploads = 0;
+  const pairs: { from: string; to: string }[] = [];
+  for (const [runKeys, r] of runs) {
+    if (!only) {
+      const stub = env.GENERATIONS.get(env.GENERATIONS.idFromName(`${r.game}/${r.from}/${r.to}`));
+      if (await stub.runWanted(r.run)) continue;
+    }
+    const n = await sweepRunPrefix(env.BUCKET, runKeys);
+    objects += n.objects;
+    uploads += n.uploads;
+    swept++;
+    if (!pairs.some((p) => p.from === r.from && p.to === r.to)) pairs.push({ from: r.from, to: r.to });
+  }
+  return { runs: swept, objects, uploads, pairs };
 }

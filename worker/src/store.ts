@@ -71,8 +71,12 @@ export const PART_BYTES = 8 << 20;
  * multipart upload of PART_BYTES parts otherwise. Holds at most one part in memory.
  * Nothing is visible at `key` until `finish()`; `abort()` leaves nothing behind.
  */
+/** The first size of an R2PartWriter's buffer: it doubles up to PART_BYTES as bytes come. */
+const FIRST_BUFFER_BYTES = 256 << 10;
+
 export class R2PartWriter {
-  private buffer = new Uint8Array(PART_BYTES);
+  /** Grown as needed: an object smaller than a part (a step's segments, often) never holds a whole part's buffer. */
+  private buffer = new Uint8Array(0);
   private fill = 0;
   private upload: R2MultipartUpload | null = null;
   private parts: R2UploadedPart[] = [];
@@ -83,7 +87,14 @@ export class R2PartWriter {
     private readonly bucket: R2Bucket,
     private readonly key: string,
     private readonly options: R2PutOptions = {},
+    /** Told the upload's id when a multipart upload starts (recorded, so that a sweep can abort it if this writer never ends). */
+    private readonly onUploadStarted?: (uploadId: string) => Promise<void>,
   ) {}
+
+  /** Bytes of the buffer held now (at most PART_BYTES). */
+  get bufferBytes(): number {
+    return this.buffer.byteLength;
+  }
 
   get bytesWritten(): number {
     return this.total;
@@ -102,6 +113,13 @@ export class R2PartWriter {
       const src = source();
       if (src.length !== length) throw new Error(`R2PartWriter: the bytes being written changed size (${length} -> ${src.length})`);
       const n = Math.min(PART_BYTES - this.fill, length - i);
+      if (this.fill + n > this.buffer.length) {
+        let size = Math.max(FIRST_BUFFER_BYTES, this.buffer.length);
+        while (size < this.fill + n) size *= 2;
+        const grown = new Uint8Array(Math.min(PART_BYTES, size));
+        grown.set(this.buffer.subarray(0, this.fill));
+        this.buffer = grown;
+      }
       this.buffer.set(src.subarray(i, i + n), this.fill);
       this.fill += n;
       i += n;
@@ -111,7 +129,10 @@ export class R2PartWriter {
   }
 
   private async flushPart(): Promise<void> {
-    this.upload ??= await this.bucket.createMultipartUpload(this.key, this.options);
+    if (this.upload === null) {
+      this.upload = await this.bucket.createMultipartUpload(this.key, this.options);
+      await this.onUploadStarted?.(this.upload.uploadId);
+    }
     const part = await this.upload.uploadPart(this.parts.length + 1, this.buffer.subarray(0, this.fill));
     this.parts.push(part);
     this.fill = 0;
@@ -150,6 +171,8 @@ export const READ_CHUNK_BYTES = 256 << 10;
  */
 export class R2RangeReader {
   private readonly free: ArrayBuffer[] = [];
+  /** key -> the ETag of the object every read of it must get (the first read's, or `pin`'s). */
+  private readonly etags = new Map<string, string>();
   /** R2 range reads made. */
   reads = 0;
 
@@ -159,6 +182,21 @@ export class R2RangeReader {
     readonly chunkBytes = READ_CHUNK_BYTES,
   ) {
     for (let i = 0; i < lanes; i++) this.free.push(new ArrayBuffer(chunkBytes));
+  }
+
+  /**
+   * Every read of `key` through this reader must get the object with this ETag (else it
+   * throws): what was checked is what is read, even if the key is written meanwhile.
+   */
+  pin(key: string, etag: string): void {
+    const had = this.etags.get(key);
+    if (had !== undefined && had !== etag) throw new Error(`${key}: pinned to ETag ${had}, not ${etag}`);
+    this.etags.set(key, etag);
+  }
+
+  /** The ETag the reads of `key` got (undefined before the first). */
+  etagOf(key: string): string | undefined {
+    return this.etags.get(key);
   }
 
   /** Bytes held in read buffers. */
@@ -178,6 +216,9 @@ export class R2RangeReader {
       const obj = await this.bucket.get(key, { range: { offset, length } });
       this.reads++;
       if (obj === null) throw new Error(`${key} disappeared`);
+      const etag = this.etags.get(key);
+      if (etag === undefined) this.etags.set(key, obj.etag);
+      else if (obj.etag !== etag) throw new Error(`${key} changed during the generation (ETag ${etag}, now ${obj.etag})`);
       const reader = obj.body.getReader({ mode: "byob" });
       let at = 0;
       for (;;) {

@@ -7,6 +7,7 @@ import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { blake3Hex, initWasm, ManifestReader, PatchApplier } from "../src/wasm";
 import { decodeIndex, keys, type BuildRecord } from "../src/store";
+import { assembleRun, runStep, stepJobs, type FanoutRun } from "../src/fanout";
 import { bytes, makeTar } from "./tar";
 import { TEST_TOKEN } from "./keys";
 
@@ -204,5 +205,58 @@ describe("generation fanned out", () => {
     expect(res.headers.get("X-Edgepatch-Source")).toBe("r2");
     await res.arrayBuffer();
     expectSameFiles(apply(v1, await servedPatch("fanpre", "v1", "v2")), v2);
+  });
+
+  // The threat model (worker/README.md): the bucket may hold any bytes; a wrong patch must never
+  // be served as good. Steps read old bytes unchecked and report which old files they read; the
+  // assembly checks each of those once, in full, before it stores anything.
+  describe("old bytes tampered with in R2", () => {
+    /** A run of the pair as its object plans it (GENERATION_STEP_SEGMENTS 3: steps [0, 3) and [3, 4)). */
+    const plannedRun = (game: string, run: string): FanoutRun => ({ run, game, from: "v1", to: "v2", level: 3, segments: 4, steps: 2, stepSegments: 3, done: {}, stepFailures: 0, startedAt: Date.now(), progressAt: Date.now() });
+
+    it("a step's output made from tampered old bytes is refused by the assembly: no patch stored", async () => {
+      await publishInParts("fantamper", "v1", v1);
+      await publishInParts("fantamper", "v2", v2);
+      // The test vector: one byte of the old big.bin flipped in the stored tar (fanout.test.ts `corrupt`).
+      const undo = await corrupt("fantamper", "v1", "big.bin");
+      const run = plannedRun("fantamper", "tampered");
+      for (const job of stepJobs(run)) run.done[job.step] = await runStep(env, job);
+      // The steps read old big.bin (its spans are what the new one is compressed against).
+      expect(run.done[0].oldFiles).not.toBeNull();
+      await expect(assembleRun(env, run)).rejects.toThrow(/integrity: stored bytes of v1\/big\.bin do not match the BLAKE3 recorded at upload/);
+      expect(await stored("games/fantamper/patches/")).toEqual([]);
+      expect(await stored("games/fantamper/updates/")).toEqual([]);
+      await undo();
+    });
+
+    it("the assembly refuses old bytes replaced after the steps read them (ETag pinned)", async () => {
+      await publishInParts("fanswap", "v1", v1);
+      await publishInParts("fanswap", "v2", v2);
+      const run = plannedRun("fanswap", "swapped");
+      for (const job of stepJobs(run)) run.done[job.step] = await runStep(env, job);
+      const undo = await corrupt("fanswap", "v1", "big.bin");
+      await expect(assembleRun(env, run)).rejects.toThrow(/integrity: .*changed during the generation/);
+      expect(await stored("games/fanswap/patches/")).toEqual([]);
+      await undo();
+    });
+
+    it("served: the pair fails while the old build is tampered with, and is generated once repaired", async () => {
+      await publishInParts("fanserve", "v1", v1);
+      await publishInParts("fanserve", "v2", v2);
+      const undo = await corrupt("fanserve", "v1", "big.bin");
+      await (await SELF.fetch(`${BASE}/v1/games/fanserve/updates/v1/v2`, { headers: auth })).arrayBuffer();
+      const failure = await until("the run to fail", async () => (await generations("fanserve", "v1", "v2")).failure);
+      expect(failure.error).toMatch(/integrity: stored bytes of v1\/big\.bin/);
+      expect((await generations("fanserve", "v1", "v2")).count).toBe(0);
+      const res = await SELF.fetch(`${BASE}/v1/games/fanserve/updates/v1/v2`, { headers: auth });
+      expect(res.status).not.toBe(200);
+      await res.arrayBuffer();
+      expect(await stored("games/fanserve/patches/")).toEqual([]);
+      await undo();
+      // The pair is queued again after its backoff: with the bytes intact it is generated.
+      const log = await until("v1 -> v2 assembled after the repair", async () => (await generations("fanserve", "v1", "v2")).runs[0]);
+      expect(log.steps).toBe(2);
+      expectSameFiles(apply(v1, await servedPatch("fanserve", "v1", "v2")), v2);
+    });
   });
 });

@@ -705,6 +705,35 @@ impl Signer {
     }
 }
 
+/// Streaming BLAKE3 of one file's bytes (hex when finished): the Worker's integrity checks of
+/// stored files against the BLAKE3 recorded at upload. Only the hash: cheaper than a `Signer`,
+/// which also computes block hashes. Bytes come from JS (`update`) or straight from a
+/// generator's filled new-data buffer (`PatchGenerator.hashNewBytes`), without a copy.
+#[wasm_bindgen]
+pub struct FileHasher {
+    inner: edgepatch_core::blake3::Hasher,
+}
+
+#[wasm_bindgen]
+impl FileHasher {
+    #[wasm_bindgen(constructor)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> FileHasher {
+        FileHasher { inner: edgepatch_core::blake3::Hasher::new() }
+    }
+
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.inner.update(bytes);
+    }
+
+    /// The BLAKE3 (hex) of the bytes so far; the hasher starts over.
+    pub fn finish(&mut self) -> String {
+        let h = self.inner.finalize().to_hex().to_string();
+        self.inner.reset();
+        h
+    }
+}
+
 #[wasm_bindgen(typescript_custom_section)]
 const TS_MANIFEST: &str = r#"
 export interface ManifestSegment { patchOffset: number; patchLen: number; newOffset: number; newLen: number; }
@@ -1029,6 +1058,19 @@ impl PatchGenerator {
     #[wasm_bindgen(js_name = segmentOutput)]
     pub fn segment_output(&mut self) -> Uint8Array {
         view_of(&mut self.out_buf)
+    }
+
+    /// Feeds bytes `[at, at + length)` of the buffer `newBytesTarget` filled to `hasher`
+    /// (no copy through JS).
+    #[wasm_bindgen(js_name = hashNewBytes)]
+    pub fn hash_new_bytes(&self, hasher: &mut FileHasher, at: u32, length: u32) -> Result<(), JsError> {
+        let (at, length) = (at as usize, length as usize);
+        let bytes = self
+            .new_buf
+            .get(at..at.saturating_add(length))
+            .ok_or_else(|| JsError::new(&format!("hashNewBytes: {at}+{length} outside the {}-byte buffer", self.new_buf.len())))?;
+        hasher.inner.update(bytes);
+        Ok(())
     }
 
     /// One step of a split generation (the core's `start_at`): continues at segment `first`
