@@ -75,14 +75,17 @@ impl ManifestBinding {
         })
     }
 
+    /// The patch's size the manifest vouches for.
     pub fn patch_size(&self) -> u64 {
         self.patch_size
     }
 
+    /// The patch's BLAKE3 the manifest vouches for.
     pub fn patch_blake3(&self) -> [u8; 32] {
         self.patch_blake3
     }
 
+    /// The patch's segments, as the manifest lists them.
     pub fn segments(&self) -> &[SegmentRef] {
         &self.segments
     }
@@ -165,7 +168,9 @@ impl ManifestBinding {
 
 /// A sink that passes every call to `inner` only if `binding` allows it.
 pub struct BoundSink<'a, S: BuildSink> {
+    /// What the manifest allows.
     pub binding: &'a mut ManifestBinding,
+    /// The sink that receives what is allowed.
     pub inner: &'a mut S,
 }
 
@@ -292,6 +297,7 @@ pub struct PatchStreamHash {
 }
 
 impl PatchStreamHash {
+    /// Hashes a patch from its first byte, for `binding`'s patch.
     pub fn new(binding: &ManifestBinding) -> PatchStreamHash {
         // Resume points fall where a segment ends; the first segment's start ends the header and tree.
         let mut boundaries: Vec<u64> = binding.segments.iter().flat_map(|s| [s.patch_offset, s.patch_offset.saturating_add(s.patch_len)]).collect();
@@ -324,6 +330,7 @@ impl PatchStreamHash {
         Ok(s)
     }
 
+    /// The next bytes of the patch.
     pub fn update(&mut self, mut data: &[u8]) {
         while !data.is_empty() {
             let pos = self.hasher.len();
@@ -352,6 +359,7 @@ impl PatchStreamHash {
         }
     }
 
+    /// Bytes of the patch's header and tree (up to the first segment).
     pub fn head_len(&self) -> u64 {
         self.head_len
     }
@@ -365,10 +373,12 @@ impl PatchStreamHash {
         Some(out)
     }
 
+    /// Bytes hashed so far.
     pub fn len(&self) -> u64 {
         self.hasher.len()
     }
 
+    /// Whether nothing was hashed yet.
     pub fn is_empty(&self) -> bool {
         self.hasher.is_empty()
     }

@@ -128,6 +128,7 @@ impl Default for PatchApplier {
 }
 
 impl PatchApplier {
+    /// An applier waiting for the patch's first bytes.
     pub fn new() -> Self {
         PatchApplier {
             pending: Vec::new(),
@@ -148,6 +149,7 @@ impl PatchApplier {
         }
     }
 
+    /// How far the apply is.
     pub fn progress(&self) -> ApplyProgress {
         self.progress
     }
