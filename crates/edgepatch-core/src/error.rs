@@ -5,6 +5,7 @@ use std::io;
 
 /// Which input an error is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Input {
     /// The patch.
     Patch,
@@ -30,6 +31,7 @@ impl std::fmt::Display for Input {
 /// An error of the core. [`Error::kind`] gives its stable name; the message names the
 /// input and, for decoder errors, the byte offset.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The input does not start with its format's magic bytes.
     #[error("{input} is not an edgepatch {input} (bad magic bytes)")]
@@ -107,6 +109,21 @@ pub enum Error {
         /// The digest of the files written (hex).
         actual: String,
     },
+    /// The old build is not the one the patch was made from: its list of
+    /// entries or a file's size differs. Found before anything is written.
+    #[error("old build: not the build this patch was made from: {what}")]
+    WrongOldBuild {
+        /// What differs.
+        what: String,
+    },
+    /// The patch writes something its signed manifest does not vouch for
+    /// (see [`crate::manifest_binding`]): the patch is whole but not the one
+    /// that was signed. Nothing written may be kept.
+    #[error("not in the signed manifest: {what}")]
+    NotInManifest {
+        /// What the patch wrote that the manifest does not list.
+        what: String,
+    },
     /// Reading the old build failed: a file is missing or unreadable.
     #[error("old build: {path}: {source}")]
     OldRead {
@@ -143,6 +160,7 @@ pub enum Error {
 /// tests, fixtures (`fixtures/hostile/vectors.json`) and JSON output use: a
 /// test asserts the kind, never a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// Not this format at all (wrong magic bytes).
     Magic,
@@ -158,7 +176,8 @@ pub enum ErrorKind {
     Path,
     /// A symlink chain (a link target through another link).
     Link,
-    /// The produced files differ from the patch's files digest.
+    /// The produced files differ from what the patch's files digest or its
+    /// signed manifest promise.
     Digest,
     /// The old build: missing, unreadable, or not the one the patch was made from.
     OldBuild,
@@ -228,8 +247,8 @@ impl Error {
             Error::Limit { .. } => ErrorKind::Limit,
             Error::InvalidPath { .. } => ErrorKind::Path,
             Error::UnsafeLink { .. } => ErrorKind::Link,
-            Error::FilesDigestMismatch { .. } => ErrorKind::Digest,
-            Error::OldRead { .. } => ErrorKind::OldBuild,
+            Error::FilesDigestMismatch { .. } | Error::NotInManifest { .. } => ErrorKind::Digest,
+            Error::OldRead { .. } | Error::WrongOldBuild { .. } => ErrorKind::OldBuild,
             Error::Copy(_) | Error::Output { .. } => ErrorKind::Output,
             Error::Io { .. } => ErrorKind::Io,
             Error::Invalid(_) => ErrorKind::Invalid,
@@ -246,7 +265,7 @@ impl crate::manifest::ManifestError {
             M::UnsupportedVersion(_) => ErrorKind::Version,
             M::Truncated { .. } | M::LengthMismatch { .. } => ErrorKind::Truncated,
             M::Invalid { .. } | M::ChecksumMismatch { .. } => ErrorKind::Corrupt,
-            M::IndexOutOfRange { .. } | M::Encode(_) => ErrorKind::Invalid,
+            M::IndexOutOfRange { .. } | M::Encode(_) | M::WrongKind { .. } => ErrorKind::Invalid,
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::patch_format::{EncodedTree, FileSource, ListedEntry, PatchTree, Segme
 
 /// What [`inspect_patch`] read from a patch.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PatchInfo {
     /// The patch format version.
     pub version: u16,
@@ -24,6 +25,7 @@ pub struct PatchInfo {
 
 /// Where the segments lie in a patch.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct PatchLayout {
     /// The segments' headers, in patch order.
     pub segments: Vec<Segment>,

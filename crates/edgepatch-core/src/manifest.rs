@@ -55,6 +55,15 @@ pub enum ManifestKind {
     Patch,
 }
 
+impl std::fmt::Display for ManifestKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ManifestKind::Build => "build",
+            ManifestKind::Patch => "patch",
+        })
+    }
+}
+
 /// Type of a directory entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EntryKind {
@@ -140,6 +149,7 @@ pub struct Manifest {
 
 /// Everything that can go wrong encoding or reading a manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ManifestError {
     /// Not a manifest (wrong magic bytes).
     #[error("bad magic: not an edgepatch manifest (expected \"EPMANIF\\0\")")]
@@ -196,6 +206,15 @@ pub enum ManifestError {
     /// A manifest that cannot be encoded (bad path, too many entries, ...).
     #[error("cannot encode manifest: {0}")]
     Encode(String),
+    /// A manifest of the other kind than the one the caller needs (a build
+    /// manifest where an apply must be bound to a patch manifest).
+    #[error("a {expected} manifest is needed, this is a {found} manifest")]
+    WrongKind {
+        /// The kind needed.
+        expected: ManifestKind,
+        /// The kind given.
+        found: ManifestKind,
+    },
 }
 
 type Result<T, E = ManifestError> = std::result::Result<T, E>;

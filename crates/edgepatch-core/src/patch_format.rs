@@ -627,13 +627,7 @@ impl EncodedTree {
     pub fn resolve(&self, listing: Vec<ListedEntry>, tree_at: u64) -> Result<PatchTree> {
         let corrupt = |what: String| Error::Corrupt { input: Input::Patch, offset: tree_at, what };
         if listing_digest(&listing) != self.listing_digest {
-            return Err(Error::OldRead {
-                path: "(the old build)".into(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    "not the build this patch was made from: its list of files, directories and links (paths, sizes, modes, link targets) differs",
-                ),
-            });
+            return Err(Error::WrongOldBuild { what: "its list of files, directories and links (paths, sizes, modes, link targets) differs".into() });
         }
         let files: Vec<usize> = listing.iter().enumerate().filter(|(_, e)| matches!(e.kind, ListedKind::File { .. })).map(|(i, _)| i).collect();
         let mut old_files = Vec::with_capacity(self.old_table.len());

@@ -383,13 +383,7 @@ impl PatchApplier {
         for f in &tree.old_files {
             let size = old.file_size(&f.path).map_err(|e| Error::OldRead { path: display_path(&f.path), source: e })?;
             if size != f.size {
-                return Err(Error::OldRead {
-                    path: display_path(&f.path),
-                    source: io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("is {size} bytes, the patch expects {}: not the build this patch was made from", f.size),
-                    ),
-                });
+                return Err(Error::WrongOldBuild { what: format!("{} is {size} bytes, the patch expects {}", display_path(&f.path), f.size) });
             }
         }
         self.progress.entries_total = tree.entries.len() as u64;

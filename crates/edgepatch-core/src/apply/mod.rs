@@ -122,6 +122,7 @@ pub struct ResumePoint {
 
 /// How far an apply is, for progress reports.
 #[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
 pub struct ApplyProgress {
     /// Bytes of the patch consumed.
     pub patch_bytes_read: u64,
@@ -137,6 +138,7 @@ pub struct ApplyProgress {
 
 /// What a finished apply wrote.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ApplySummary {
     /// Entries of the new build (files, directories, links).
     pub entries: u64,
@@ -156,8 +158,12 @@ pub(crate) fn display_path(path: &str) -> String {
     }
 }
 
+/// A sink's error: a manifest's refusal keeps its type, anything else is an output failure.
 pub(super) fn out_err(path: &str, e: io::Error) -> Error {
-    Error::Output { path: display_path(path), source: e }
+    match crate::manifest_binding::ManifestRefusal::of(&e) {
+        Some(r) => Error::NotInManifest { what: r.what.clone() },
+        None => Error::Output { path: display_path(path), source: e },
+    }
 }
 
 /// Applies a patch read from `patch`. On Ok, everything the sink received is
