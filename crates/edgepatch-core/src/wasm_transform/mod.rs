@@ -78,6 +78,7 @@ pub struct Normalized {
 
 /// Counters of one forward run, for benchmarks and tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TransformStats {
     /// Functions in the new module.
     pub functions: u64,
@@ -610,4 +611,31 @@ fn restore_body(
     }
     out.extend_from_slice(&normalized[at..end]);
     Ok(())
+}
+
+/// The longest subsequence of `items` strictly ascending in `key` (patience
+/// sorting, O(n log n)).
+fn longest_ascending<T: Copy, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> Vec<T> {
+    let mut tails: Vec<usize> = Vec::new(); // per length, the index of the smallest tail
+    let mut parent = vec![usize::MAX; items.len()];
+    for (i, item) in items.iter().enumerate() {
+        let k = key(item);
+        let len = tails.partition_point(|&t| key(&items[t]) < k);
+        if len > 0 {
+            parent[i] = tails[len - 1];
+        }
+        if len == tails.len() {
+            tails.push(i);
+        } else {
+            tails[len] = i;
+        }
+    }
+    let mut out = Vec::with_capacity(tails.len());
+    let mut at = tails.last().copied().unwrap_or(usize::MAX);
+    while at != usize::MAX {
+        out.push(items[at]);
+        at = parent[at];
+    }
+    out.reverse();
+    out
 }
