@@ -124,6 +124,13 @@ pub enum Error {
         /// What the patch wrote that the manifest does not list.
         what: String,
     },
+    /// A resume point or saved state that does not fit this patch (another
+    /// patch, or a record from an older attempt): start the apply over.
+    #[error("cannot resume: {what}")]
+    CannotResume {
+        /// What does not fit.
+        what: String,
+    },
     /// Reading the old build failed: a file is missing or unreadable.
     #[error("old build: {path}: {source}")]
     OldRead {
@@ -251,7 +258,7 @@ impl Error {
             Error::OldRead { .. } | Error::WrongOldBuild { .. } => ErrorKind::OldBuild,
             Error::Copy(_) | Error::Output { .. } => ErrorKind::Output,
             Error::Io { .. } => ErrorKind::Io,
-            Error::Invalid(_) => ErrorKind::Invalid,
+            Error::Invalid(_) | Error::CannotResume { .. } => ErrorKind::Invalid,
         }
     }
 }

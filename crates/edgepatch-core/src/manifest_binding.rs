@@ -439,7 +439,7 @@ mod tests {
     }
 
     #[test]
-    fn refusals_and_the_wrong_old_build_are_typed() {
+    fn refusals_the_wrong_old_build_and_a_bad_resume_point_are_typed() {
         let old = Build::single_file(vec![7; 5000]);
         let (patch, _) = diff_builds(&old, &Build::single_file(vec![8; 5000]), &DiffOptions::default(), &|_, _| {}).unwrap();
 
@@ -459,5 +459,11 @@ mod tests {
         let err = apply_patch(&patch[..], &mut MemoryOldBuild::new(&short), &mut MemorySink::default(), &mut |_| {}).unwrap_err();
         assert!(matches!(err, Error::WrongOldBuild { .. }), "{err}");
         assert_eq!(err.kind(), ErrorKind::OldBuild);
+
+        let head = crate::inspect::inspect_patch(&patch[..]).unwrap().layout.segment_spans[0].0 as usize;
+        let point = crate::ResumePoint { segments_done: 0, patch_offset: head as u64, new_offset: 1 };
+        let err = crate::PatchApplier::resume(&patch[..head], point, &mut MemoryOldBuild::new(&old), &mut MemorySink::default()).err().unwrap();
+        assert!(matches!(err, Error::CannotResume { .. }), "{err}");
+        assert_eq!(err.kind(), ErrorKind::Invalid);
     }
 }

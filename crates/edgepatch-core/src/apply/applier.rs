@@ -185,7 +185,7 @@ impl PatchApplier {
         let mut input = PatchInput::new(header_and_tree);
         let tree = read_tree_for(&mut input, old)?;
         let tree_end = input.offset();
-        let bad = |what: String| Error::Invalid(format!("cannot resume: {what}"));
+        let bad = |what: String| Error::CannotResume { what };
         if tree_end != header_and_tree.len() as u64 {
             return Err(bad(format!("{} bytes given for a header and tree of {tree_end}", header_and_tree.len())));
         }
