@@ -41,19 +41,15 @@
 //    newBytesWritten (last progress event) and navigator.storage.estimate() before and after.
 //    Patch bytes downloaded: the library's downloadedBytes and what the server sent.
 //
-// Engines come from tests/e2e/engines.mjs (`launch(engine, { profileDir })`; WebKit there is
-// tests/e2e/webkitgtk_browser.py, with no limit on how long a step's evaluate() may take) when
-// that module exists; otherwise Chromium (playwright-core) and Firefox (puppeteer-core) are
-// launched here, and WebKitGTK opens a page that runs the same steps by itself
-// (bench/browser/webkitgtk_run.py under xvfb-run: a persistent profile, Safari's OPFS
-// features on). Each step is measured on its own: a failed update is written in the
+// Engines come from the shared launcher tests/e2e/engines.mjs (`launch(engine, { profileDir })`;
+// WebKit there is tests/e2e/webkitgtk_browser.py, with no limit on how long a step's
+// evaluate() may take). Each step is measured on its own: a failed update is written in the
 // table and the plain download is still measured.
-import { execFile, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { startServer } from "../../web/scripts/serve.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -183,32 +179,8 @@ function listFiles(dir, rel = "", out = []) {
 
 // --- Browsers ------------------------------------------------------------------------
 
-const CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
-
-/** `launch(engine, { profileDir })` from tests/e2e/engines.mjs, or a local one for Chromium and Firefox. */
-async function launcher() {
-  const shared = join(repo, "tests/e2e/engines.mjs");
-  if (existsSync(shared)) return { shared: true, source: "tests/e2e/engines.mjs", launch: (await import(shared)).launch };
-  return {
-    shared: false,
-    source: "local (tests/e2e/engines.mjs absent: Chromium via playwright-core, Firefox via puppeteer-core, WebKitGTK via webkitgtk_run.py)",
-    async launch(engine, { profileDir }) {
-      if (engine === "chromium") {
-        const { chromium } = await import("playwright-core");
-        const context = await chromium.launchPersistentContext(profileDir, { executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium", headless: true, args: CHROMIUM_ARGS });
-        const page = context.pages()[0] ?? (await context.newPage());
-        return { version: context.browser()?.version() ?? "", goto: (u) => page.goto(u), evaluate: (fn, a) => page.evaluate(fn, a), close: () => context.close() };
-      }
-      if (engine === "firefox") {
-        const puppeteer = (await import("puppeteer-core")).default;
-        const browser = await puppeteer.launch({ browser: "firefox", executablePath: process.env.FIREFOX ?? "/usr/bin/firefox-esr", headless: true, userDataDir: profileDir });
-        const page = await browser.newPage();
-        return { version: await browser.version(), goto: (u) => page.goto(u), evaluate: (fn, a) => page.evaluate(fn, a), close: () => browser.close() };
-      }
-      throw new Error(`no launcher for ${engine} without tests/e2e/engines.mjs`);
-    },
-  };
-}
+// The shared launcher of the end-to-end tests: Chromium, Firefox and WebKitGTK, one profile each.
+const { launch } = await import(join(repo, "tests/e2e/engines.mjs"));
 
 // --- In the page ---------------------------------------------------------------------
 
@@ -334,32 +306,7 @@ if (!existsSync(join(repo, "web/dist/lib/edgepatch-web.js"))) throw new Error("w
 const server = await startServer({ root });
 const MBIT = Number(opt("mbit", "0"));
 if (MBIT > 0) server.faults.bytesPerSecond = (MBIT * 1e6) / 8;
-const { source, launch, shared: sharedLauncher } = await launcher();
-console.error(`bench: engines ${ENGINES.join(", ")} via ${source}; server ${server.url}`);
-
-/** A page that runs the benchmark by itself and puts the result in its title (webkitgtk_run.py reads it). */
-function autorunPage(files) {
-  return `<!doctype html><title>edgepatch browser bench</title><script type="module">
-const pageLibrary = ${pageLibrary};
-const pagePlainDownload = ${pagePlainDownload};
-const out = {};
-const step = async (name, fn) => {
-  try { out[name] = await fn(); } catch (e) { out[name] = { error: (e?.name ? e.name + ": " : "") + String(e?.message ?? e) }; }
-  return !out[name].error;
-};
-if (await step("install", () => pageLibrary(${JSON.stringify({ op: "install", publicKey, opfsAccess: ACCESS })}))) await step("update", () => pageLibrary(${JSON.stringify({ op: "update", publicKey, opfsAccess: ACCESS })}));
-await step("plain", () => pagePlainDownload(${JSON.stringify({ files })}));
-document.title = "EDGEPATCH-RESULT " + JSON.stringify(out);
-</script>
-`;
-}
-
-/** WebKitGTK without the shared launcher: bench/browser/webkitgtk_run.py under Xvfb opens the autorun page. */
-async function runWebKitGtk(profileDir) {
-  writeFileSync(join(root, "autorun.html"), autorunPage(v2Files));
-  const { stdout } = await promisify(execFile)("xvfb-run", ["-a", "/usr/bin/python3", join(here, "webkitgtk_run.py"), `${server.url}autorun.html`, profileDir, "1200"], { encoding: "utf8", maxBuffer: 64 << 20 });
-  return JSON.parse(stdout);
-}
+console.error(`bench: engines ${ENGINES.join(", ")} via tests/e2e/engines.mjs; server ${server.url}`);
 
 const oneLine = (e) => String(e?.message ?? e).split("\n")[0];
 const results = [];
@@ -369,25 +316,20 @@ for (const engine of ENGINES.flatMap((e) => Array(RUNS).fill(e))) {
   let browser = null;
   server.resetStats();
   try {
-    if (engine === "webkit" && !sharedLauncher) {
-      const { webkitgtk, page } = await runWebKitGtk(profileDir);
-      Object.assign(row, { version: `WebKitGTK ${webkitgtk}`, via: "webkitgtk_run.py" }, page);
-    } else {
-      browser = await launch(engine, { profileDir, webkitEvaluateTimeoutMs: 0 });
-      row.version = browser.version ?? browser.browserVersion ?? "";
-      await browser.goto(`${server.url}index.html`);
-      // Each step on its own: a failed update still leaves the plain download measured.
-      const step = async (name, fn) => {
-        try {
-          row[name] = await fn();
-        } catch (e) {
-          row[name] = { error: oneLine(e) };
-        }
-        return !row[name].error;
-      };
-      if (await step("install", () => browser.evaluate(pageLibrary, { op: "install", publicKey, opfsAccess: ACCESS }))) await step("update", () => browser.evaluate(pageLibrary, { op: "update", publicKey, opfsAccess: ACCESS }));
-      await step("plain", () => browser.evaluate(pagePlainDownload, { files: v2Files }));
-    }
+    browser = await launch(engine, { profileDir, webkitEvaluateTimeoutMs: 0 });
+    row.version = browser.version ?? browser.browserVersion ?? "";
+    await browser.goto(`${server.url}index.html`);
+    // Each step on its own: a failed update still leaves the plain download measured.
+    const step = async (name, fn) => {
+      try {
+        row[name] = await fn();
+      } catch (e) {
+        row[name] = { error: oneLine(e) };
+      }
+      return !row[name].error;
+    };
+    if (await step("install", () => browser.evaluate(pageLibrary, { op: "install", publicKey, opfsAccess: ACCESS }))) await step("update", () => browser.evaluate(pageLibrary, { op: "update", publicKey, opfsAccess: ACCESS }));
+    await step("plain", () => browser.evaluate(pagePlainDownload, { files: v2Files }));
     // What the server sent of the v1 -> v2 patch.
     if (row.update && !row.update.error) row.update.patchBytesServed = server.stats.requests.filter((r) => r.path === `/updates/${update.patch}`).reduce((n, r) => n + r.bytes, 0);
     const secs = (x) => (x == null ? "not run" : x.error ? `FAILED (${x.error})` : `${(x.ms / 1000).toFixed(2)} s`);

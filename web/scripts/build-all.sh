@@ -8,15 +8,12 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
 export PATH="$HOME/.cargo/bin:$PATH"
-log="${TMPDIR:-/tmp}/edgepatch-web-build.$$.log"
 step() { echo "[web] $*" >&2; }
 
 step "cargo build --release --bin edgepatch"
 cargo build --release --quiet --bin edgepatch
-step "wasm-pack build (apply-only, --target web) -> crates/edgepatch-wasm/pkg/web-apply"
-wasm-pack build --mode no-install --release --target web --out-dir pkg/web-apply crates/edgepatch-wasm --no-default-features >"$log" 2>&1 \
-  || { cat "$log" >&2; rm -f "$log"; exit 1; }
-rm -f "$log"
+step "scripts/build-wasm.sh --if-stale web-apply -> crates/edgepatch-wasm/pkg/web-apply"
+scripts/build-wasm.sh --if-stale web-apply
 step "esbuild bundles -> web/dist"
 node web/scripts/build.mjs
 step "static update site -> web/dist/updates"

@@ -1,6 +1,8 @@
 // HTTP plumbing shared by the routes: JSON errors (docs/UPDATE_PROTOCOL.md "Errors"),
 // name validation, single-range parsing.
 
+import { checkName as coreCheckName, initWasm } from "./wasm";
+
 export class HttpError extends Error {
   constructor(
     readonly status: number,
@@ -33,11 +35,18 @@ export function errorResponse(status: number, message: string, headers: Record<s
   return json({ error: message.replace(/\s*\n\s*/g, " "), status }, status, { "Cache-Control": "no-store", ...headers });
 }
 
-/** game, build, channel: 1-64 bytes of [A-Za-z0-9._-], not starting with "." ("_" is the empty build). */
-const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$/;
-
-export function checkName(what: string, value: string, allowEmptyBuild = false): string {
-  if (!NAME.test(value)) throw new HttpError(400, `${what} name ${JSON.stringify(value.slice(0, 80))} is not 1-64 of [A-Za-z0-9._-] (not starting with ".")`);
+/**
+ * Checks a game, build or channel name by the core's rule (through wasm: one definition for the
+ * CLI, the browser library and the Worker; docs/UPDATE_PROTOCOL.md, "Names"), 400 if it breaks it;
+ * "_" (the empty build) only where `allowEmptyBuild`. Returns the name.
+ */
+export function checkName(what: "game" | "build" | "channel", value: string, allowEmptyBuild = false): string {
+  initWasm();
+  try {
+    coreCheckName(what, value);
+  } catch (e) {
+    throw new HttpError(400, e instanceof Error ? e.message : String(e));
+  }
   if (value === "_" && !allowEmptyBuild) throw new HttpError(400, `${what} name "_" is reserved for the empty build`);
   return value;
 }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use edgepatch_core::diff::DiffStats;
 use edgepatch_core::generate::generate_patch;
 use edgepatch_core::signature::DEFAULT_BLOCK_SIZE;
-use edgepatch_core::Error;
+use edgepatch_core::{Error, Input};
 
 use crate::build_files::{sign_path, total_file_bytes};
 use crate::platform;
@@ -31,12 +31,22 @@ pub fn wanted(old: &Path) -> io::Result<bool> {
 /// Opens a build's files as the generator asks for their ranges, keeping a few open.
 struct RangeReader {
     root: PathBuf,
+    /// Input::OldBuild or Input::NewBuild: which build a read error is about.
+    input: Input,
     open: HashMap<String, File>,
 }
 
 impl RangeReader {
-    fn new(root: &Path) -> Self {
-        RangeReader { root: root.to_path_buf(), open: HashMap::new() }
+    fn new(root: &Path, input: Input) -> Self {
+        RangeReader { root: root.to_path_buf(), input, open: HashMap::new() }
+    }
+
+    fn error(&self, full: &Path, e: io::Error) -> Error {
+        let path = full.display().to_string();
+        match self.input {
+            Input::OldBuild => Error::OldRead { path, source: e },
+            input => Error::Io { input, source: io::Error::new(e.kind(), format!("{path}: {e}")) },
+        }
     }
 
     fn read(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> edgepatch_core::Result<()> {
@@ -46,11 +56,11 @@ impl RangeReader {
                 self.open.clear();
             }
             // No link followed at the file itself (the signature listed it as a regular file).
-            let f = platform::open_no_follow(&full).map_err(|e| Error::Invalid(format!("{}: {e}", full.display())))?;
+            let f = platform::open_no_follow(&full).map_err(|e| self.error(&full, e))?;
             self.open.insert(path.to_string(), f);
         }
         platform::read_exact_at(&self.open[path], buf, offset)
-            .map_err(|e| Error::Invalid(format!("{}: {e} (did the build change during the diff?)", full.display())))
+            .map_err(|e| self.error(&full, io::Error::new(e.kind(), format!("{e} (did the build change during the diff?)"))))
     }
 }
 
@@ -62,12 +72,12 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, level: i32, progress: 
     let tmp = patch.with_file_name(format!(".{}.edgepatch-tmp-{}", name.to_string_lossy(), std::process::id()));
     let result = (|| {
         let mut out = io::BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?);
-        let (mut old_files, mut new_files) = (RangeReader::new(old), RangeReader::new(new));
+        let (mut old_files, mut new_files) = (RangeReader::new(old, Input::OldBuild), RangeReader::new(new, Input::NewBuild));
         let mut written = 0u64;
         let g = generate_patch(Some(&old_sig), &new_sig, level, &mut |p, o, b| old_files.read(p, o, b), &mut |p, o, b| new_files.read(p, o, b), &mut |bytes| {
             written += bytes.len() as u64;
             progress(written);
-            out.write_all(bytes).map_err(|e| Error::Invalid(format!("{}: {e}", tmp.display())))
+            out.write_all(bytes).map_err(|e| Error::Output { path: tmp.display().to_string(), source: e })
         })
         .map_err(|e| e.to_string())?;
         let file = out.into_inner().map_err(|e| format!("{}: {e}", tmp.display()))?;

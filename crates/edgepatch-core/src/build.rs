@@ -3,20 +3,35 @@
 
 use crate::error::{Error, Result};
 
+/// The longest path, in bytes, any decoder accepts.
 pub const MAX_PATH_LEN: usize = 4096;
 
+/// What an entry of a build is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntryContent {
-    File { executable: bool, data: Vec<u8> },
-    Symlink { target: String },
+    /// A regular file: its bytes and whether it is executable.
+    File {
+        /// The executable bit.
+        executable: bool,
+        /// The content.
+        data: Vec<u8>,
+    },
+    /// A symlink; `target` is stored as is and never followed.
+    Symlink {
+        /// Where the link points, as stored.
+        target: String,
+    },
+    /// A directory.
     Directory,
 }
 
+/// One entry of a build: a path and what is there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildEntry {
     /// Relative, `/`-separated. The empty path is the root itself and only
     /// appears in a single-file build.
     pub path: String,
+    /// What the entry is.
     pub content: EntryContent,
 }
 
@@ -24,14 +39,17 @@ pub struct BuildEntry {
 /// entries are sorted by path bytes, parents before children.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Build {
+    /// The entries, sorted by path bytes.
     pub entries: Vec<BuildEntry>,
 }
 
 impl Build {
+    /// A single-file build: one entry with the empty path.
     pub fn single_file(data: Vec<u8>) -> Build {
         Build { entries: vec![BuildEntry { path: String::new(), content: EntryContent::File { executable: false, data } }] }
     }
 
+    /// Whether this is a single-file build.
     pub fn is_single_file(&self) -> bool {
         self.entries.len() == 1 && self.entries[0].path.is_empty()
     }
@@ -57,6 +75,7 @@ impl Build {
         })
     }
 
+    /// The sum of the regular files' sizes.
     pub fn total_file_bytes(&self) -> u64 {
         self.entries
             .iter()
@@ -209,6 +228,8 @@ pub struct TreeChecker {
 }
 
 impl TreeChecker {
+    /// Checks the next path (entries in sorted order); `is_directory` says whether
+    /// later entries may live below it. Errors with [`Error::InvalidPath`].
     pub fn check(&mut self, path: &str, is_directory: bool) -> Result<()> {
         validate_path(path)?;
         if let Some(prev) = &self.previous {

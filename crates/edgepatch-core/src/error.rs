@@ -5,10 +5,15 @@ use std::io;
 
 /// Which input an error is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Input {
+    /// The patch.
     Patch,
+    /// A build's signature (the new-build side's block hashes).
     Signature,
+    /// The old build, read through [`crate::apply::OldBuild`].
     OldBuild,
+    /// The new build, written through [`crate::apply::BuildSink`].
     NewBuild,
 }
 
@@ -23,36 +28,137 @@ impl std::fmt::Display for Input {
     }
 }
 
+/// An error of the core. [`Error::kind`] gives its stable name; the message names the
+/// input and, for decoder errors, the byte offset.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
+    /// The input does not start with its format's magic bytes.
     #[error("{input} is not an edgepatch {input} (bad magic bytes)")]
-    BadMagic { input: Input },
+    BadMagic {
+        /// Which input.
+        input: Input,
+    },
+    /// The input's format version is one this build does not read.
     #[error("{input} format version {found} is not supported (this build reads version {supported})")]
-    UnsupportedVersion { input: Input, found: u16, supported: u16 },
+    UnsupportedVersion {
+        /// Which input.
+        input: Input,
+        /// The version the input states.
+        found: u16,
+        /// The version this build reads.
+        supported: u16,
+    },
+    /// The input ended inside `what`, at byte `offset`.
     #[error("{input} truncated at byte {offset}: {what}")]
-    Truncated { input: Input, offset: u64, what: String },
+    Truncated {
+        /// Which input.
+        input: Input,
+        /// Where the input ended.
+        offset: u64,
+        /// What was being read.
+        what: String,
+    },
+    /// A field, checksum, frame or op at byte `offset` breaks the format.
     #[error("{input} corrupt at byte {offset}: {what}")]
-    Corrupt { input: Input, offset: u64, what: String },
+    Corrupt {
+        /// Which input.
+        input: Input,
+        /// Where the broken field starts.
+        offset: u64,
+        /// What is wrong.
+        what: String,
+    },
     /// A size or count above a limit of docs/FORMAT.md §2.7: refused before
     /// anything that large is allocated.
     #[error("{input} exceeds a limit at byte {offset}: {what}")]
-    Limit { input: Input, offset: u64, what: String },
+    Limit {
+        /// Which input.
+        input: Input,
+        /// Where the size or count stands.
+        offset: u64,
+        /// Which limit, and the value.
+        what: String,
+    },
+    /// A path that breaks the path or tree rules (see [`crate::build`]).
     #[error("invalid path {path:?}: {why}")]
-    InvalidPath { path: String, why: String },
+    InvalidPath {
+        /// The path, as given.
+        path: String,
+        /// Which rule it breaks.
+        why: String,
+    },
     /// A symlink target no file system can store (empty, over 4096 bytes, or with
     /// a NUL byte). Any other target is data: appliers never follow links.
     #[error("symlink {path:?} -> {target:?}: {why}")]
-    UnsafeLink { path: String, target: String, why: String },
+    UnsafeLink {
+        /// The link's path.
+        path: String,
+        /// Its target, as given.
+        target: String,
+        /// Why no file system can store it.
+        why: String,
+    },
+    /// The new files' digest differs from the one the patch promises: the old build's
+    /// content is not what the patch was made from, or the patch is corrupt. Nothing
+    /// written may be kept.
     #[error("the new files do not match the patch's files digest (expected {expected}, got {actual}): the old build differs from the one the patch was made for (`edgepatch verify` names damaged files), or the patch is corrupt")]
-    FilesDigestMismatch { expected: String, actual: String },
+    FilesDigestMismatch {
+        /// The digest the patch states (hex).
+        expected: String,
+        /// The digest of the files written (hex).
+        actual: String,
+    },
+    /// The old build is not the one the patch was made from: its list of
+    /// entries or a file's size differs. Found before anything is written.
+    #[error("old build: not the build this patch was made from: {what}")]
+    WrongOldBuild {
+        /// What differs.
+        what: String,
+    },
+    /// The patch writes something its signed manifest does not vouch for
+    /// (see [`crate::manifest_binding`]): the patch is whole but not the one
+    /// that was signed. Nothing written may be kept.
+    #[error("not in the signed manifest: {what}")]
+    NotInManifest {
+        /// What the patch wrote that the manifest does not list.
+        what: String,
+    },
+    /// A resume point or saved state that does not fit this patch (another
+    /// patch, or a record from an older attempt): start the apply over.
+    #[error("cannot resume: {what}")]
+    CannotResume {
+        /// What does not fit.
+        what: String,
+    },
+    /// Reading the old build failed: a file is missing or unreadable.
     #[error("old build: {path}: {source}")]
-    OldRead { path: String, source: io::Error },
+    OldRead {
+        /// The old build's file.
+        path: String,
+        /// What the old build's reader said.
+        source: io::Error,
+    },
+    /// Copying an unchanged file from the old build to the new one failed.
     #[error("copying unchanged files: {0}")]
     Copy(io::Error),
+    /// The sink refused a write, or writing `path` failed.
     #[error("output: {path}: {source}")]
-    Output { path: String, source: io::Error },
+    Output {
+        /// The new build's entry being written.
+        path: String,
+        /// What the sink said.
+        source: io::Error,
+    },
+    /// Reading the patch or signature failed (the reader's error, not a format error).
     #[error("reading {input}: {source}")]
-    Io { input: Input, source: io::Error },
+    Io {
+        /// Which input.
+        input: Input,
+        /// What the reader said.
+        source: io::Error,
+    },
+    /// A caller's mistake: bad options, or an API used out of order.
     #[error("{0}")]
     Invalid(String),
 }
@@ -61,6 +167,7 @@ pub enum Error {
 /// tests, fixtures (`fixtures/hostile/vectors.json`) and JSON output use: a
 /// test asserts the kind, never a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// Not this format at all (wrong magic bytes).
     Magic,
@@ -76,7 +183,8 @@ pub enum ErrorKind {
     Path,
     /// A symlink chain (a link target through another link).
     Link,
-    /// The produced files differ from the patch's files digest.
+    /// The produced files differ from what the patch's files digest or its
+    /// signed manifest promise.
     Digest,
     /// The old build: missing, unreadable, or not the one the patch was made from.
     OldBuild,
@@ -89,6 +197,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind, so that tests and tables can go through them all.
     pub const ALL: [ErrorKind; 12] = [
         ErrorKind::Magic,
         ErrorKind::Version,
@@ -104,6 +213,7 @@ impl ErrorKind {
         ErrorKind::Invalid,
     ];
 
+    /// The kind's stable name (`"old_build"`, `"digest"`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorKind::Magic => "magic",
@@ -121,6 +231,7 @@ impl ErrorKind {
         }
     }
 
+    /// The kind named `name` ([`ErrorKind::as_str`]), if there is one.
     pub fn from_name(name: &str) -> Option<ErrorKind> {
         ErrorKind::ALL.into_iter().find(|k| k.as_str() == name)
     }
@@ -133,6 +244,7 @@ impl std::fmt::Display for ErrorKind {
 }
 
 impl Error {
+    /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::BadMagic { .. } => ErrorKind::Magic,
@@ -142,16 +254,17 @@ impl Error {
             Error::Limit { .. } => ErrorKind::Limit,
             Error::InvalidPath { .. } => ErrorKind::Path,
             Error::UnsafeLink { .. } => ErrorKind::Link,
-            Error::FilesDigestMismatch { .. } => ErrorKind::Digest,
-            Error::OldRead { .. } => ErrorKind::OldBuild,
+            Error::FilesDigestMismatch { .. } | Error::NotInManifest { .. } => ErrorKind::Digest,
+            Error::OldRead { .. } | Error::WrongOldBuild { .. } => ErrorKind::OldBuild,
             Error::Copy(_) | Error::Output { .. } => ErrorKind::Output,
             Error::Io { .. } => ErrorKind::Io,
-            Error::Invalid(_) => ErrorKind::Invalid,
+            Error::Invalid(_) | Error::CannotResume { .. } => ErrorKind::Invalid,
         }
     }
 }
 
 impl crate::manifest::ManifestError {
+    /// The [`ErrorKind`] a manifest error counts as.
     pub fn kind(&self) -> ErrorKind {
         use crate::manifest::ManifestError as M;
         match self {
@@ -159,9 +272,10 @@ impl crate::manifest::ManifestError {
             M::UnsupportedVersion(_) => ErrorKind::Version,
             M::Truncated { .. } | M::LengthMismatch { .. } => ErrorKind::Truncated,
             M::Invalid { .. } | M::ChecksumMismatch { .. } => ErrorKind::Corrupt,
-            M::IndexOutOfRange { .. } | M::Encode(_) => ErrorKind::Invalid,
+            M::IndexOutOfRange { .. } | M::Encode(_) | M::WrongKind { .. } => ErrorKind::Invalid,
         }
     }
 }
 
+/// The core's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

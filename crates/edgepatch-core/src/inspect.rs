@@ -8,23 +8,30 @@ use crate::error::Result;
 use crate::manifest::{EntryKind, EntrySource, Manifest, ManifestEntry, ManifestError, ManifestKind, SegmentRef};
 use crate::patch_format::{EncodedTree, FileSource, ListedEntry, PatchTree, Segment, TreeEntryKind, PATCH_VERSION};
 
+/// What [`inspect_patch`] read from a patch.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PatchInfo {
+    /// The patch format version.
     pub version: u16,
     /// The tree as the patch states it; [`PatchInfo::resolve`] with the old
     /// build's listing gives the whole new tree.
     pub tree: EncodedTree,
     /// Where the tree section starts in the patch.
     pub tree_at: u64,
+    /// Where the segments lie.
     pub layout: PatchLayout,
 }
 
 /// Where the segments lie in a patch.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct PatchLayout {
+    /// The segments' headers, in patch order.
     pub segments: Vec<Segment>,
     /// Per segment: where it starts in the patch and how many bytes it takes.
     pub segment_spans: Vec<(u64, u64)>,
+    /// The patch's size in bytes.
     pub patch_bytes: u64,
 }
 

@@ -55,6 +55,15 @@ pub enum ManifestKind {
     Patch,
 }
 
+impl std::fmt::Display for ManifestKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ManifestKind::Build => "build",
+            ManifestKind::Patch => "patch",
+        })
+    }
+}
+
 /// Type of a directory entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EntryKind {
@@ -72,9 +81,15 @@ pub enum EntrySource {
     /// Same path and content as in the old build.
     Unchanged,
     /// Identical content at another path of the old build (rename or move).
-    CopyOf { old_path: String },
+    CopyOf {
+        /// The old build's path of the same content.
+        old_path: String,
+    },
     /// Bytes `[new_offset, new_offset + size)` of the patch's delta stream.
-    Delta { new_offset: u64 },
+    Delta {
+        /// Where the content starts in the delta stream.
+        new_offset: u64,
+    },
     /// No source: build manifests, directories, symlinks.
     None,
 }
@@ -84,12 +99,17 @@ pub enum EntrySource {
 pub struct ManifestEntry {
     /// Relative path, `/`-separated, UTF-8 (see [`check_path`]).
     pub path: String,
+    /// File, symlink or directory.
     pub kind: EntryKind,
+    /// The executable bit (files only).
     pub executable: bool,
+    /// Content size in bytes.
     pub size: u64,
+    /// BLAKE3 of the content.
     pub blake3: [u8; 32],
     /// Set exactly when `kind` is [`EntryKind::Symlink`].
     pub symlink_target: Option<String>,
+    /// Where an apply gets the content from.
     pub source: EntrySource,
 }
 
@@ -98,20 +118,30 @@ pub struct ManifestEntry {
 /// delta stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct SegmentRef {
+    /// Where the segment starts in the patch.
     pub patch_offset: u64,
+    /// How many bytes of the patch it takes.
     pub patch_len: u64,
+    /// Where its output starts in the delta stream.
     pub new_offset: u64,
+    /// How many bytes of the delta stream it makes.
     pub new_len: u64,
 }
 
 /// A fully decoded manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
+    /// A build manifest or a patch manifest.
     pub kind: ManifestKind,
+    /// The old build's name; `None` in a build manifest.
     pub from_build: Option<String>,
+    /// The new build's name.
     pub to_build: String,
+    /// The patch's size in bytes (0 in a build manifest).
     pub patch_size: u64,
+    /// BLAKE3 of the whole patch (zero in a build manifest).
     pub patch_blake3: [u8; 32],
+    /// The patch's segments, in order (empty in a build manifest).
     pub segments: Vec<SegmentRef>,
     /// In the order given to [`Manifest::encode`]; [`decode`] keeps it.
     pub entries: Vec<ManifestEntry>,
@@ -119,23 +149,72 @@ pub struct Manifest {
 
 /// Everything that can go wrong encoding or reading a manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ManifestError {
+    /// Not a manifest (wrong magic bytes).
     #[error("bad magic: not an edgepatch manifest (expected \"EPMANIF\\0\")")]
     BadMagic,
+    /// A format version this build does not read.
     #[error("unsupported manifest version {0} (this build reads version {FORMAT_VERSION})")]
     UnsupportedVersion(u16),
+    /// `what`, at byte `at`, runs past the end at byte `end`.
     #[error("manifest truncated: {what} at byte {at} runs past end {end}")]
-    Truncated { what: String, at: u64, end: u64 },
+    Truncated {
+        /// The field being read.
+        what: String,
+        /// Where it starts.
+        at: u64,
+        /// Where the manifest ends.
+        end: u64,
+    },
+    /// The header's length disagrees with the bytes given.
     #[error("manifest length mismatch: header says {declared} bytes, got {actual}")]
-    LengthMismatch { declared: u64, actual: u64 },
+    LengthMismatch {
+        /// The length the header states.
+        declared: u64,
+        /// The bytes given.
+        actual: u64,
+    },
+    /// A field that breaks the format: `what` at byte `at`, and why.
     #[error("invalid manifest: {what} at byte {at}: {reason}")]
-    Invalid { what: String, at: u64, reason: String },
+    Invalid {
+        /// The field.
+        what: String,
+        /// Where it starts.
+        at: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The trailer's BLAKE3 does not match the bytes it covers.
     #[error("manifest checksum mismatch: BLAKE3 of bytes 0..{covered} is {actual}, trailer says {expected}")]
-    ChecksumMismatch { covered: u64, expected: String, actual: String },
+    ChecksumMismatch {
+        /// Bytes the trailer covers.
+        covered: u64,
+        /// The trailer's BLAKE3 (hex).
+        expected: String,
+        /// The BLAKE3 of the bytes (hex).
+        actual: String,
+    },
+    /// An entry asked for by index beyond the manifest's entries.
     #[error("entry index {index} out of range: manifest has {len} entries")]
-    IndexOutOfRange { index: usize, len: usize },
+    IndexOutOfRange {
+        /// The index asked for.
+        index: usize,
+        /// The manifest's number of entries.
+        len: usize,
+    },
+    /// A manifest that cannot be encoded (bad path, too many entries, ...).
     #[error("cannot encode manifest: {0}")]
     Encode(String),
+    /// A manifest of the other kind than the one the caller needs (a build
+    /// manifest where an apply must be bound to a patch manifest).
+    #[error("a {expected} manifest is needed, this is a {found} manifest")]
+    WrongKind {
+        /// The kind needed.
+        expected: ManifestKind,
+        /// The kind given.
+        found: ManifestKind,
+    },
 }
 
 type Result<T, E = ManifestError> = std::result::Result<T, E>;
@@ -582,21 +661,27 @@ impl<'a> ManifestView<'a> {
     pub fn len(&self) -> usize {
         self.n as usize
     }
+    /// Whether the manifest has no entries.
     pub fn is_empty(&self) -> bool {
         self.n == 0
     }
+    /// A build manifest or a patch manifest.
     pub fn kind(&self) -> ManifestKind {
         self.kind
     }
+    /// The old build's name (patch manifests only).
     pub fn from_build(&self) -> Option<&'a str> {
         self.from_build
     }
+    /// The new build's name.
     pub fn to_build(&self) -> &'a str {
         self.to_build
     }
+    /// The patch's size in bytes (patch manifests).
     pub fn patch_size(&self) -> u64 {
         self.patch_size
     }
+    /// BLAKE3 of the whole patch (patch manifests).
     pub fn patch_blake3(&self) -> [u8; 32] {
         self.patch_blake3
     }
@@ -609,6 +694,7 @@ impl<'a> ManifestView<'a> {
     pub fn index_range(&self) -> Range<usize> {
         0..self.layout.order as usize
     }
+    /// Number of the patch's segments.
     pub fn segment_count(&self) -> usize {
         self.s as usize
     }

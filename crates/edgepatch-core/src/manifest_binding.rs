@@ -44,8 +44,27 @@ pub struct ManifestBinding {
     segments: Vec<SegmentRef>,
 }
 
+/// What [`BoundSink`], [`ManifestBinding::finish`] and [`PatchStreamHash::check`]
+/// refuse, carried inside their `io::Error` (kind `InvalidData`) so that a
+/// caller can tell it from a failing disk: the applier turns it into
+/// [`crate::Error::NotInManifest`], and [`ManifestRefusal::of`] finds it in any
+/// `io::Error`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not in the signed manifest: {what}")]
+pub struct ManifestRefusal {
+    /// What the patch wrote that the manifest does not list.
+    pub what: String,
+}
+
+impl ManifestRefusal {
+    /// The refusal inside `e`, if `e` is one.
+    pub fn of(e: &io::Error) -> Option<&ManifestRefusal> {
+        e.get_ref()?.downcast_ref::<ManifestRefusal>()
+    }
+}
+
 fn refused(what: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("not in the signed manifest: {what}"))
+    io::Error::new(io::ErrorKind::InvalidData, ManifestRefusal { what })
 }
 
 impl ManifestBinding {
@@ -53,7 +72,7 @@ impl ManifestBinding {
     pub fn new(manifest_bytes: &[u8]) -> Result<ManifestBinding, manifest::ManifestError> {
         let m = manifest::decode(manifest_bytes)?;
         if m.kind != ManifestKind::Patch {
-            return Err(manifest::ManifestError::Invalid { what: "kind".into(), at: 10, reason: "a patch manifest is needed to bind an apply".into() });
+            return Err(manifest::ManifestError::WrongKind { expected: ManifestKind::Patch, found: m.kind });
         }
         let mut entries = HashMap::with_capacity(m.entries.len());
         for e in m.entries {
@@ -75,14 +94,17 @@ impl ManifestBinding {
         })
     }
 
+    /// The patch's size the manifest vouches for.
     pub fn patch_size(&self) -> u64 {
         self.patch_size
     }
 
+    /// The patch's BLAKE3 the manifest vouches for.
     pub fn patch_blake3(&self) -> [u8; 32] {
         self.patch_blake3
     }
 
+    /// The patch's segments, as the manifest lists them.
     pub fn segments(&self) -> &[SegmentRef] {
         &self.segments
     }
@@ -165,7 +187,9 @@ impl ManifestBinding {
 
 /// A sink that passes every call to `inner` only if `binding` allows it.
 pub struct BoundSink<'a, S: BuildSink> {
+    /// What the manifest allows.
     pub binding: &'a mut ManifestBinding,
+    /// The sink that receives what is allowed.
     pub inner: &'a mut S,
 }
 
@@ -292,6 +316,7 @@ pub struct PatchStreamHash {
 }
 
 impl PatchStreamHash {
+    /// Hashes a patch from its first byte, for `binding`'s patch.
     pub fn new(binding: &ManifestBinding) -> PatchStreamHash {
         // Resume points fall where a segment ends; the first segment's start ends the header and tree.
         let mut boundaries: Vec<u64> = binding.segments.iter().flat_map(|s| [s.patch_offset, s.patch_offset.saturating_add(s.patch_len)]).collect();
@@ -324,6 +349,7 @@ impl PatchStreamHash {
         Ok(s)
     }
 
+    /// The next bytes of the patch.
     pub fn update(&mut self, mut data: &[u8]) {
         while !data.is_empty() {
             let pos = self.hasher.len();
@@ -352,6 +378,7 @@ impl PatchStreamHash {
         }
     }
 
+    /// Bytes of the patch's header and tree (up to the first segment).
     pub fn head_len(&self) -> u64 {
         self.head_len
     }
@@ -365,10 +392,12 @@ impl PatchStreamHash {
         Some(out)
     }
 
+    /// Bytes hashed so far.
     pub fn len(&self) -> u64 {
         self.hasher.len()
     }
 
+    /// Whether nothing was hashed yet.
     pub fn is_empty(&self) -> bool {
         self.hasher.is_empty()
     }
@@ -383,5 +412,58 @@ impl PatchStreamHash {
             return Err(refused(format!("the patch has BLAKE3 {}, the manifest lists {}", hex(&got), hex(&binding.patch_blake3))));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{Error, ErrorKind};
+    use crate::manifest::{Manifest, ManifestError};
+    use crate::memory::{MemoryOldBuild, MemorySink};
+    use crate::{apply_patch, diff_builds, Build, DiffOptions};
+
+    fn manifest(kind: ManifestKind, patch: &[u8]) -> Vec<u8> {
+        let patch_kind = kind == ManifestKind::Patch;
+        Manifest {
+            kind,
+            from_build: patch_kind.then(|| "a".into()),
+            to_build: "b".into(),
+            patch_size: if patch_kind { patch.len() as u64 } else { 0 },
+            patch_blake3: if patch_kind { *blake3::hash(patch).as_bytes() } else { [0; 32] },
+            segments: Vec::new(),
+            entries: Vec::new(),
+        }
+        .encode()
+        .unwrap()
+    }
+
+    #[test]
+    fn refusals_the_wrong_old_build_and_a_bad_resume_point_are_typed() {
+        let old = Build::single_file(vec![7; 5000]);
+        let (patch, _) = diff_builds(&old, &Build::single_file(vec![8; 5000]), &DiffOptions::default(), &|_, _| {}).unwrap();
+
+        let err = ManifestBinding::new(&manifest(ManifestKind::Build, &patch)).err().unwrap();
+        assert_eq!(err, ManifestError::WrongKind { expected: ManifestKind::Patch, found: ManifestKind::Build });
+        assert_eq!(err.kind(), ErrorKind::Invalid);
+
+        // A manifest that lists nothing: the patch's one file is refused as it begins.
+        let mut binding = ManifestBinding::new(&manifest(ManifestKind::Patch, &patch)).unwrap();
+        let mut sink = MemorySink::default();
+        let err = apply_patch(&patch[..], &mut MemoryOldBuild::new(&old), &mut BoundSink { binding: &mut binding, inner: &mut sink }, &mut |_| {}).unwrap_err();
+        assert!(matches!(err, Error::NotInManifest { .. }), "{err}");
+        assert_eq!(err.kind(), ErrorKind::Digest);
+        assert!(err.to_string().starts_with("not in the signed manifest: "), "{err}");
+
+        let short = Build::single_file(vec![7; 4999]);
+        let err = apply_patch(&patch[..], &mut MemoryOldBuild::new(&short), &mut MemorySink::default(), &mut |_| {}).unwrap_err();
+        assert!(matches!(err, Error::WrongOldBuild { .. }), "{err}");
+        assert_eq!(err.kind(), ErrorKind::OldBuild);
+
+        let head = crate::inspect::inspect_patch(&patch[..]).unwrap().layout.segment_spans[0].0 as usize;
+        let point = crate::ResumePoint { segments_done: 0, patch_offset: head as u64, new_offset: 1 };
+        let err = crate::PatchApplier::resume(&patch[..head], point, &mut MemoryOldBuild::new(&old), &mut MemorySink::default()).err().unwrap();
+        assert!(matches!(err, Error::CannotResume { .. }), "{err}");
+        assert_eq!(err.kind(), ErrorKind::Invalid);
     }
 }

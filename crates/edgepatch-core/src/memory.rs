@@ -9,12 +9,14 @@ use crate::apply::{BuildSink, OldBuild};
 use crate::build::{Build, BuildEntry, EntryContent};
 use crate::patch_format::ListedEntry;
 
+/// An old build held in memory ([`Build`]), as an [`OldBuild`].
 pub struct MemoryOldBuild<'a> {
     build: &'a Build,
     files: HashMap<&'a str, &'a [u8]>,
 }
 
 impl<'a> MemoryOldBuild<'a> {
+    /// An old build that reads from `build`.
     pub fn new(build: &'a Build) -> Self {
         MemoryOldBuild { build, files: build.files().collect() }
     }

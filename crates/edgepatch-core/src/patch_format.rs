@@ -7,8 +7,11 @@ use crate::error::{Error, Input, Result};
 use crate::matcher::Op;
 use crate::wire::{put_str, put_varint, unzigzag, zigzag, SliceReader};
 
+/// First bytes of every patch.
 pub const PATCH_MAGIC: [u8; 8] = *b"EDGEPTCH";
+/// The patch format version this build writes and reads.
 pub const PATCH_VERSION: u16 = 2;
+/// Header flag: the patch turns one file into one file (no tree).
 pub const FLAG_SINGLE_FILE: u16 = 1;
 /// The tree section ends with a wasm transform table (§2.8): some delta files
 /// are stored in a normalized form that the applier turns back into the file.
@@ -22,13 +25,17 @@ pub const FLAG_WASM_TRANSFORM: u16 = 2;
 pub const MAX_WASM_TRANSFORM_BYTES: u64 = 64 << 20;
 /// A transformed file's side info, decoded, is at most this large.
 pub const MAX_WASM_SIDE_INFO: u64 = 4 << 20;
+/// Tag byte of an ops segment.
 pub const SEGMENT_TAG: u8 = b'S';
+/// Tag byte of a window segment.
 pub const WINDOW_SEGMENT_TAG: u8 = b'W';
 /// Old bytes a window segment may take from the reference stream...
 pub const MAX_WINDOW_BYTES: u64 = 8 << 20;
 /// ...plus at most this many new bytes produced just before the segment.
 pub const MAX_WINDOW_BACK: u64 = 4 << 20;
+/// Spans a window segment may list.
 pub const MAX_WINDOW_SPANS: u64 = 1 << 16;
+/// Tag byte of the end unit (the patch's checksum follows).
 pub const END_TAG: u8 = b'E';
 
 /// Decoded tree section may not exceed this (bounds apply-side memory).
@@ -40,6 +47,7 @@ pub const MAX_TREE_NAME_BYTES: u64 = 64 << 20;
 /// a few KB of tree cannot claim 64 MiB of paths. Real trees name 3-30 path
 /// bytes per tree byte; a bomb names up to 1,365.
 pub const TREE_NAME_FLOOR: u64 = 1 << 20;
+/// Path bytes a decoded tree byte may name, beyond the floor (§2.7).
 pub const TREE_NAME_EXPANSION: u64 = 64;
 
 /// The most path and target bytes a decoded tree section of `decoded` bytes may name (§2.7).
@@ -52,6 +60,7 @@ pub const MAX_SEGMENT_NEW: u64 = 16 << 20;
 /// Control bytes one segment may carry (the writer never comes near: an op
 /// takes a few bytes and produces at least 9 new bytes in practice).
 pub const MAX_SEGMENT_CTRL: u64 = 2 * MAX_SEGMENT_NEW;
+/// Entries a tree may hold in all, kept ones included (§2.7).
 pub const MAX_ENTRIES: u64 = 1 << 22;
 /// Entries a tree patch may name (§2.7): the tree is held whole while it is
 /// checked, at about 110 bytes an entry, so 2^20 named entries cost 114 MiB
@@ -61,8 +70,11 @@ pub const MAX_NAMED_ENTRIES: u64 = 1 << 20;
 /// zstd frames in a patch may not ask for a window above 2^24.
 pub const MAX_WINDOW_LOG: u32 = 24;
 
+/// Entry kind byte of a regular file (listings and signatures).
 pub const KIND_FILE: u8 = 0;
+/// Entry kind byte of a symlink.
 pub const KIND_SYMLINK: u8 = 1;
+/// Entry kind byte of a directory.
 pub const KIND_DIRECTORY: u8 = 2;
 /// Entry codes of the tree section (§2.1): kind, source and executable bit in one byte.
 const CODE_DIRECTORY: u8 = 0;
@@ -76,14 +88,28 @@ const CODE_COPY_EXECUTABLE: u8 = 5;
 /// tree patch keeps from the old build without naming it (§2.1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedEntry {
+    /// Relative, `/`-separated (empty for a single-file build's file).
     pub path: String,
+    /// What the entry is.
     pub kind: ListedKind,
 }
 
+/// What a listed entry is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListedKind {
-    File { executable: bool, size: u64 },
-    Symlink { target: String },
+    /// A regular file.
+    File {
+        /// The executable bit.
+        executable: bool,
+        /// Size in bytes.
+        size: u64,
+    },
+    /// A symlink.
+    Symlink {
+        /// Where the link points, as stored.
+        target: String,
+    },
+    /// A directory.
     Directory,
 }
 
@@ -117,36 +143,56 @@ pub fn single_file_listing(size: u64) -> Vec<ListedEntry> {
 /// An old file the patch reads: copied from, or part of the reference stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OldFile {
+    /// The old build's path.
     pub path: String,
+    /// Size in bytes.
     pub size: u64,
     /// Part of the concatenated old reference stream the delta reads from.
     pub in_reference: bool,
 }
 
+/// Where a new file's content comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileSource {
     /// The next `size` bytes of the delta stream.
     Delta,
     /// Identical to the old file at this index of `old_files`.
-    Copy { old_index: usize },
+    Copy {
+        /// Index into `old_files`.
+        old_index: usize,
+    },
 }
 
+/// What an entry of the new build is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TreeEntryKind {
-    File { executable: bool, size: u64, source: FileSource },
-    Symlink { target: String },
+    /// A regular file.
+    File {
+        /// The executable bit.
+        executable: bool,
+        /// Size in bytes.
+        size: u64,
+        /// Where the content comes from.
+        source: FileSource,
+    },
+    /// A symlink.
+    Symlink {
+        /// Where the link points, as stored.
+        target: String,
+    },
+    /// A directory.
     Directory,
 }
 
+/// One entry of the new build.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TreeEntry {
+    /// Relative, `/`-separated (empty in a single-file patch).
     pub path: String,
+    /// What the entry is.
     pub kind: TreeEntryKind,
 }
 
-/// The new build and where its content comes from: everything the applier
-/// must know before the delta stream starts (the patch's tree section,
-/// resolved against the old build's listing).
 /// A delta file stored as the normalized form of a wasm module (§2.8): the
 /// delta stream carries `normalized_size` bytes for it, and the inverse of
 /// the wasm transform with `side_info` turns them into the file (whose size
@@ -155,17 +201,24 @@ pub struct TreeEntry {
 pub struct WasmTransformed {
     /// Index into `PatchTree::entries` (resolved) or `EncodedTree::named`.
     pub entry: usize,
+    /// Bytes of the normalized form in the delta stream.
     pub normalized_size: u64,
     /// The side info, decoded (`wasm_transform` side info version 1).
     pub side_info: Vec<u8>,
 }
 
+/// The new build and where its content comes from: everything the applier
+/// must know before the delta stream starts (the patch's tree section,
+/// resolved against the old build's listing).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PatchTree {
+    /// Whether the patch turns one file into one file.
     pub single_file: bool,
     /// Every entry of the old build, sorted by path.
     pub old_listing: Vec<ListedEntry>,
+    /// The old files the patch reads, by the index [`FileSource::Copy`] uses.
     pub old_files: Vec<OldFile>,
+    /// The new build's entries, sorted by path.
     pub entries: Vec<TreeEntry>,
     /// BLAKE3 of the new files' BLAKE3s in [`PatchTree::digest_order`] (§2.1):
     /// one 32-byte hash verifies every file, where one per file would cost
@@ -379,7 +432,9 @@ impl PatchTree {
 /// resolves it into a [`PatchTree`] (what `inspect` can tell without the old build).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EncodedTree {
+    /// Whether the patch turns one file into one file.
     pub single_file: bool,
+    /// BLAKE3 of the old build's listing the patch was made from.
     pub listing_digest: [u8; 32],
     /// (keep, drop) runs over the old listing.
     pub runs: Vec<(u64, u64)>,
@@ -387,6 +442,7 @@ pub struct EncodedTree {
     pub named: Vec<TreeEntry>,
     /// Old files as (position among the listing's files, in_reference).
     pub old_table: Vec<(u64, bool)>,
+    /// BLAKE3 the new files must hash to (§2.1).
     pub files_digest: [u8; 32],
     /// Transformed delta files; a named entry's `size` is its delta-stream
     /// size until resolved.
@@ -400,6 +456,7 @@ pub struct EncodedTransform {
     pub named: usize,
     /// The file's size (its normalized form's is the named entry's size).
     pub size: u64,
+    /// The side info, decoded.
     pub side_info: Vec<u8>,
 }
 
@@ -450,6 +507,7 @@ impl EncodedTree {
         self.runs.iter().map(|r| r.0).sum()
     }
 
+    /// Bytes of the delta stream (the named delta files' sizes).
     pub fn delta_bytes(&self) -> u64 {
         delta_lens(&self.named, &[]).sum()
     }
@@ -569,13 +627,7 @@ impl EncodedTree {
     pub fn resolve(&self, listing: Vec<ListedEntry>, tree_at: u64) -> Result<PatchTree> {
         let corrupt = |what: String| Error::Corrupt { input: Input::Patch, offset: tree_at, what };
         if listing_digest(&listing) != self.listing_digest {
-            return Err(Error::OldRead {
-                path: "(the old build)".into(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    "not the build this patch was made from: its list of files, directories and links (paths, sizes, modes, link targets) differs",
-                ),
-            });
+            return Err(Error::WrongOldBuild { what: "its list of files, directories and links (paths, sizes, modes, link targets) differs".into() });
         }
         let files: Vec<usize> = listing.iter().enumerate().filter(|(_, e)| matches!(e.kind, ListedKind::File { .. })).map(|(i, _)| i).collect();
         let mut old_files = Vec::with_capacity(self.old_table.len());
@@ -709,16 +761,24 @@ fn read_front_coded(r: &mut SliceReader, previous: &str, what: &str) -> Result<S
 /// Sizes of one segment as written in its header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SegmentHeader {
+    /// New bytes the segment produces.
     pub new_len: u64,
+    /// Control stream bytes, decompressed.
     pub ctrl_raw: u64,
+    /// Control stream bytes in the patch.
     pub ctrl_comp: u64,
+    /// Difference bytes, decompressed.
     pub diff_raw: u64,
+    /// Difference bytes in the patch.
     pub diff_comp: u64,
+    /// Extra (literal) bytes, decompressed.
     pub extra_raw: u64,
+    /// Extra bytes in the patch.
     pub extra_comp: u64,
 }
 
 impl SegmentHeader {
+    /// Appends the header's encoding (tag and varints) to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(SEGMENT_TAG);
         for v in [self.new_len, self.ctrl_raw, self.ctrl_comp, self.diff_raw, self.diff_comp, self.extra_raw, self.extra_comp] {
@@ -726,6 +786,7 @@ impl SegmentHeader {
         }
     }
 
+    /// Bytes the segment's three streams take in the patch.
     pub fn compressed_len(&self) -> u64 {
         self.ctrl_comp + self.diff_comp + self.extra_comp
     }
@@ -931,19 +992,23 @@ pub fn decode_control(ctrl: &[u8], new_len: u64, diff_len: u64, extra_len: u64, 
 /// many short matches make the control stream dominate).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WindowSegmentHeader {
+    /// New bytes the segment produces.
     pub new_len: u64,
     /// (start in the reference stream, length), ascending and disjoint.
     pub spans: Vec<(u64, u64)>,
     /// New-stream bytes just before this segment that follow the spans in the window.
     pub back_len: u64,
+    /// Bytes of the zstd frame in the patch.
     pub comp_len: u64,
 }
 
 impl WindowSegmentHeader {
+    /// Bytes of the window: the spans plus the back bytes.
     pub fn window_len(&self) -> u64 {
         self.spans.iter().map(|s| s.1).sum::<u64>() + self.back_len
     }
 
+    /// Appends the header's encoding (tag and varints) to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(WINDOW_SEGMENT_TAG);
         put_varint(out, self.new_len);
@@ -962,11 +1027,14 @@ impl WindowSegmentHeader {
 /// A segment as announced by its header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Segment {
+    /// A segment of copy/add ops (bsdiff-like).
     Ops(SegmentHeader),
+    /// A segment compressed against a window of old bytes.
     Window(WindowSegmentHeader),
 }
 
 impl Segment {
+    /// New bytes the segment produces.
     pub fn new_len(&self) -> u64 {
         match self {
             Segment::Ops(h) => h.new_len,
@@ -974,6 +1042,7 @@ impl Segment {
         }
     }
 
+    /// Bytes the segment takes in the patch after its header.
     pub fn compressed_len(&self) -> u64 {
         match self {
             Segment::Ops(h) => h.compressed_len(),

@@ -14,38 +14,69 @@ use crate::error::{Error, Input, Result};
 use crate::patch_format::{KIND_DIRECTORY, KIND_FILE, KIND_SYMLINK, MAX_ENTRIES};
 use crate::wire::{put_str, put_varint, SliceReader};
 
+/// First bytes of every signature.
 pub const SIGNATURE_MAGIC: [u8; 8] = *b"EDGESIGN";
+/// The signature format version this build writes and reads.
 pub const SIGNATURE_VERSION: u16 = 1;
 /// Chosen by measurement (BENCHMARKS.md, "Block size"): see `block_size` bench.
 pub const DEFAULT_BLOCK_SIZE: u32 = 16 << 10;
+/// Smallest block size a signature may use.
 pub const MIN_BLOCK_SIZE: u32 = 512;
+/// Largest block size a signature may use.
 pub const MAX_BLOCK_SIZE: u32 = 16 << 20;
 
+/// The two hashes of one block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockHash {
+    /// Adler-32 (rolling: it can slide over data a byte at a time).
     pub weak: u32,
+    /// xxh3-64, checked when the weak hash matches.
     pub strong: u64,
 }
 
+/// What a signed entry is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SignedKind {
-    File { executable: bool, size: u64, blake3: [u8; 32], blocks: Vec<BlockHash> },
-    Symlink { target: String },
+    /// A regular file.
+    File {
+        /// The executable bit.
+        executable: bool,
+        /// Size in bytes.
+        size: u64,
+        /// BLAKE3 of the content.
+        blake3: [u8; 32],
+        /// One hash pair per block, the last block possibly short.
+        blocks: Vec<BlockHash>,
+    },
+    /// A symlink.
+    Symlink {
+        /// Where the link points, as stored.
+        target: String,
+    },
+    /// A directory.
     Directory,
 }
 
+/// One entry of a signature.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedEntry {
+    /// Relative, `/`-separated (empty for a single-file build).
     pub path: String,
+    /// What the entry is, with its hashes.
     pub kind: SignedKind,
 }
 
+/// A build's signature: per entry its kind, mode, size and BLAKE3, per file
+/// block its [`BlockHash`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Signature {
+    /// Bytes a block covers (the last block of a file may be shorter).
     pub block_size: u32,
+    /// The entries, sorted by path.
     pub entries: Vec<SignedEntry>,
 }
 
+/// The weak and strong hash of `block`.
 pub fn block_hash(block: &[u8]) -> BlockHash {
     BlockHash { weak: RollingAdler32::new(block).hash(), strong: xxh3_64(block) }
 }
@@ -64,6 +95,7 @@ pub struct RollingAdler32 {
 }
 
 impl RollingAdler32 {
+    /// The hash of `window`, ready to slide.
     pub fn new(window: &[u8]) -> Self {
         let (mut a, mut b) = (1u32, 0u32);
         // 5552 bytes is the most that can be summed before u32 could overflow.
@@ -78,6 +110,7 @@ impl RollingAdler32 {
         RollingAdler32 { a, b, len_mod: (window.len() % ADLER_BASE as usize) as u32 }
     }
 
+    /// The Adler-32 of the current window.
     pub fn hash(&self) -> u32 {
         (self.b << 16) | self.a
     }
@@ -127,6 +160,7 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 impl Signature {
+    /// The signature of a build held in memory.
     pub fn of_build(build: &Build, block_size: u32) -> Signature {
         let entries = build
             .entries
@@ -146,6 +180,7 @@ impl Signature {
         Signature { block_size, entries }
     }
 
+    /// The signature's encoding (docs/FORMAT.md §2).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(&SIGNATURE_MAGIC);
@@ -177,6 +212,7 @@ impl Signature {
         out
     }
 
+    /// Decodes a signature, checking its structure and limits; errors name the byte.
     pub fn decode(bytes: &[u8]) -> Result<Signature> {
         let sig = Input::Signature;
         if bytes.len() < 8 + 2 + 4 + 32 {
@@ -261,15 +297,22 @@ impl Signature {
 /// What verifying one path found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Damage {
+    /// Not there.
     Missing,
+    /// A file where a directory or link was signed, or the other way round.
     WrongKind,
+    /// The executable bit differs.
     WrongMode,
+    /// The size differs.
     WrongSize {
+        /// The signed size.
         expected: u64,
+        /// The size found.
         actual: u64,
     },
     /// Content differs; these block indexes differ (all blocks past the end if it shrank).
     DamagedBlocks(Vec<u64>),
+    /// The link points elsewhere.
     WrongTarget,
     /// Present in the directory but not in the signature.
     Unexpected,

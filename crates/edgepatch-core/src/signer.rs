@@ -21,6 +21,9 @@ struct OpenFile {
     block: Vec<u8>,
 }
 
+/// Makes a [`Signature`] from entries pushed one at a time. Paths follow the
+/// build rules; a file's bytes must total the size announced in
+/// [`Signer::begin_file`]; [`Error::Invalid`] when the calls come out of order.
 pub struct Signer {
     block_size: u32,
     entries: Vec<SignedEntry>,
@@ -29,6 +32,8 @@ pub struct Signer {
 }
 
 impl Signer {
+    /// A signer with blocks of `block_size` bytes; [`Error::Invalid`] outside
+    /// [`MIN_BLOCK_SIZE`]`..=`[`MAX_BLOCK_SIZE`].
     pub fn new(block_size: u32) -> Result<Signer> {
         if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) {
             return Err(Error::Invalid(format!("block size {block_size} out of range {MIN_BLOCK_SIZE}..={MAX_BLOCK_SIZE}")));
@@ -53,6 +58,7 @@ impl Signer {
         Ok(())
     }
 
+    /// Adds the directory `path`.
     pub fn directory(&mut self, path: &str) -> Result<()> {
         if path.is_empty() {
             return Err(Error::InvalidPath { path: path.into(), why: "empty path".into() });
@@ -62,6 +68,7 @@ impl Signer {
         Ok(())
     }
 
+    /// Adds the symlink `path` -> `target` (target checked as [`crate::build`] says).
     pub fn symlink(&mut self, path: &str, target: &str) -> Result<()> {
         if path.is_empty() {
             return Err(Error::InvalidPath { path: path.into(), why: "empty path".into() });
@@ -87,6 +94,7 @@ impl Signer {
         Ok(())
     }
 
+    /// The next bytes of the open file; more than its announced size is an error.
     pub fn update(&mut self, mut data: &[u8]) -> Result<()> {
         let block_size = self.block_size as usize;
         let f = self.open.as_mut().ok_or_else(|| Error::Invalid("file data outside a file".into()))?;

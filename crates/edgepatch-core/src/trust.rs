@@ -23,17 +23,35 @@ pub const MAX_NAME_LEN: usize = 64;
 /// Identifies a signing key: the first 8 bytes of BLAKE3 of its 32-byte ed25519 public key.
 pub type KeyId = [u8; 8];
 
+/// What was wrong with a name, key or signature.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum TrustError {
+    /// A game, build or channel name that breaks the name rule ([`check_name`]).
     #[error("invalid {what} name {name:?}: 1-{MAX_NAME_LEN} bytes of [A-Za-z0-9._-], not starting with '.'")]
-    InvalidName { what: &'static str, name: String },
+    InvalidName {
+        /// Which name (game, build, channel).
+        what: &'static str,
+        /// The name, as given.
+        name: String,
+    },
+    /// 32 bytes that are not an ed25519 public key (or a weak one).
     #[error("not a valid ed25519 public key")]
     InvalidPublicKey,
+    /// The signature does not verify under the key named.
     #[error("signature does not verify under key {key_id}")]
-    BadSignature { key_id: String },
+    BadSignature {
+        /// The key's id (16 hex digits).
+        key_id: String,
+    },
+    /// A malformed argument: `what`, and why.
     #[error("invalid {what}: {why}")]
-    Invalid { what: &'static str, why: String },
+    Invalid {
+        /// The argument.
+        what: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
 }
 
 /// The protocol's name rule for games, builds and channels: 1-64 bytes of
@@ -50,6 +68,7 @@ pub fn check_name(what: &'static str, name: &str) -> Result<(), TrustError> {
     }
 }
 
+/// The [`KeyId`] of an ed25519 public key.
 pub fn key_id(public_key: &[u8; 32]) -> KeyId {
     let h = blake3::hash(public_key);
     let mut id = [0u8; 8];
@@ -57,6 +76,7 @@ pub fn key_id(public_key: &[u8; 32]) -> KeyId {
     id
 }
 
+/// The [`KeyId`] of an ed25519 public key, as 16 lowercase hex digits.
 pub fn key_id_hex(public_key: &[u8; 32]) -> String {
     hex(&key_id(public_key))
 }
@@ -139,7 +159,7 @@ const STATE_VERSION: u8 = 1;
 
 /// BLAKE3 of a stream that can stop and continue in another process: its
 /// [`state`](PatchHasher::state) (at most 16 KiB and 32 bytes per level of the
-/// tree) is saved with an apply's resume point, and [`from_state`] continues
+/// tree) is saved with an apply's resume point, and [`PatchHasher::from_state`] continues
 /// where it left off. Gives exactly `blake3::hash` of everything fed to it.
 ///
 /// Built on BLAKE3's tree (the `hazmat` module): the input is hashed in
@@ -158,6 +178,7 @@ pub struct PatchHasher {
 }
 
 impl PatchHasher {
+    /// A hasher at the patch's first byte.
     pub fn new() -> PatchHasher {
         PatchHasher::default()
     }
@@ -167,6 +188,7 @@ impl PatchHasher {
         self.units * UNIT as u64 + self.pending.len() as u64
     }
 
+    /// Whether nothing was hashed yet.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -188,6 +210,7 @@ impl PatchHasher {
         self.stack.push(cv);
     }
 
+    /// Hashes the next bytes.
     pub fn update(&mut self, mut data: &[u8]) {
         if data.is_empty() {
             return;
@@ -211,6 +234,7 @@ impl PatchHasher {
         self.pending.extend_from_slice(data);
     }
 
+    /// The BLAKE3 of everything hashed (the hasher can continue).
     pub fn finalize(&self) -> [u8; 32] {
         if self.stack.is_empty() {
             return *blake3::hash(&self.pending).as_bytes();

@@ -128,6 +128,7 @@ impl Default for PatchApplier {
 }
 
 impl PatchApplier {
+    /// An applier waiting for the patch's first bytes.
     pub fn new() -> Self {
         PatchApplier {
             pending: Vec::new(),
@@ -148,6 +149,7 @@ impl PatchApplier {
         }
     }
 
+    /// How far the apply is.
     pub fn progress(&self) -> ApplyProgress {
         self.progress
     }
@@ -183,7 +185,7 @@ impl PatchApplier {
         let mut input = PatchInput::new(header_and_tree);
         let tree = read_tree_for(&mut input, old)?;
         let tree_end = input.offset();
-        let bad = |what: String| Error::Invalid(format!("cannot resume: {what}"));
+        let bad = |what: String| Error::CannotResume { what };
         if tree_end != header_and_tree.len() as u64 {
             return Err(bad(format!("{} bytes given for a header and tree of {tree_end}", header_and_tree.len())));
         }
@@ -381,13 +383,7 @@ impl PatchApplier {
         for f in &tree.old_files {
             let size = old.file_size(&f.path).map_err(|e| Error::OldRead { path: display_path(&f.path), source: e })?;
             if size != f.size {
-                return Err(Error::OldRead {
-                    path: display_path(&f.path),
-                    source: io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("is {size} bytes, the patch expects {}: not the build this patch was made from", f.size),
-                    ),
-                });
+                return Err(Error::WrongOldBuild { what: format!("{} is {size} bytes, the patch expects {}", display_path(&f.path), f.size) });
             }
         }
         self.progress.entries_total = tree.entries.len() as u64;

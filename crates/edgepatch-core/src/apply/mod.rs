@@ -7,9 +7,9 @@
 //! staged until then.
 
 //!
-//! Its parts: [`patch_reader`] reads and checks the patch's units (header, tree,
-//! segment headers, zstd frames); [`delta_stream`] turns segments into the new
-//! content of the delta files (copies, difference bytes, windows); [`applier`] is the
+//! Its parts: `patch_reader` reads and checks the patch's units (header, tree,
+//! segment headers, zstd frames); `delta_stream` turns segments into the new
+//! content of the delta files (copies, difference bytes, windows); `applier` is the
 //! push-driven [`PatchApplier`] with its resume points and file hashing.
 
 mod applier;
@@ -29,6 +29,7 @@ const CHUNK: usize = 256 << 10;
 
 /// Random access to the old build. Paths are build paths ("" in a single-file patch).
 pub trait OldBuild {
+    /// The size of the file at `path` (an error if it is missing or not a file).
     fn file_size(&mut self, path: &str) -> io::Result<u64>;
     /// Fills all of `buf` from `offset` of the file.
     fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()>;
@@ -58,9 +59,13 @@ pub(crate) fn old_listing<O: OldBuild + ?Sized>(old: &mut O, single_file: bool) 
 /// Where the new build goes. Nothing written is final until `apply_patch`
 /// returned Ok; a sink stages and commits (see the CLI's directory sink).
 pub trait BuildSink {
+    /// Creates the directory `path` (its parent was created before).
     fn create_directory(&mut self, path: &str) -> io::Result<()>;
+    /// Creates the symlink `path` pointing at `target`, which is data: never follow it.
     fn create_symlink(&mut self, path: &str, target: &str) -> io::Result<()>;
+    /// Starts the file `path` of `size` bytes; its content follows through `write_file`.
     fn begin_file(&mut self, path: &str, executable: bool, size: u64) -> io::Result<()>;
+    /// Appends `data` to the file begun last.
     fn write_file(&mut self, data: &[u8]) -> io::Result<()>;
     /// The file's bytes are all written. Its BLAKE3 is checked, with every
     /// other file's, against the patch's files digest when the delta stream
@@ -107,25 +112,41 @@ pub trait BuildSink {
 /// stream written. See [`PatchApplier::resume_point`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ResumePoint {
+    /// Segments fully applied.
     pub segments_done: u64,
+    /// Where the next segment starts in the patch.
     pub patch_offset: u64,
+    /// Bytes of the delta stream (the delta files' new content) written so far.
     pub new_offset: u64,
 }
 
+/// How far an apply is, for progress reports.
 #[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
 pub struct ApplyProgress {
+    /// Bytes of the patch consumed.
     pub patch_bytes_read: u64,
+    /// Bytes of the new build written (copies included).
     pub new_bytes_written: u64,
+    /// Bytes of the new build in all (known once the tree is read).
     pub new_bytes_total: u64,
+    /// Entries (files, directories, links) finished.
     pub entries_done: u64,
+    /// Entries of the new build in all (known once the tree is read).
     pub entries_total: u64,
 }
 
+/// What a finished apply wrote.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ApplySummary {
+    /// Entries of the new build (files, directories, links).
     pub entries: u64,
+    /// Regular files of the new build.
     pub files: u64,
+    /// Bytes of file content written.
     pub bytes_written: u64,
+    /// Bytes of patch read.
     pub patch_bytes: u64,
 }
 
@@ -137,8 +158,12 @@ pub(crate) fn display_path(path: &str) -> String {
     }
 }
 
+/// A sink's error: a manifest's refusal keeps its type, anything else is an output failure.
 pub(super) fn out_err(path: &str, e: io::Error) -> Error {
-    Error::Output { path: display_path(path), source: e }
+    match crate::manifest_binding::ManifestRefusal::of(&e) {
+        Some(r) => Error::NotInManifest { what: r.what.clone() },
+        None => Error::Output { path: display_path(path), source: e },
+    }
 }
 
 /// Applies a patch read from `patch`. On Ok, everything the sink received is

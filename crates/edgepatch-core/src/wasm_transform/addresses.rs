@@ -98,32 +98,6 @@ pub(crate) fn index_windows(bytes: &[u8], segments: &[(u64, usize, usize)]) -> W
     index
 }
 
-/// The longest subsequence of `items` strictly ascending in `key`.
-fn longest_ascending(items: &[Piece], key: impl Fn(&Piece) -> i64) -> Vec<Piece> {
-    let mut tails: Vec<usize> = Vec::new();
-    let mut parent = vec![usize::MAX; items.len()];
-    for i in 0..items.len() {
-        let k = key(&items[i]);
-        let len = tails.partition_point(|&t| key(&items[t]) < k);
-        if len > 0 {
-            parent[i] = tails[len - 1];
-        }
-        if len == tails.len() {
-            tails.push(i);
-        } else {
-            tails[len] = i;
-        }
-    }
-    let mut out = Vec::with_capacity(tails.len());
-    let mut at = tails.last().copied().unwrap_or(usize::MAX);
-    while at != usize::MAX {
-        out.push(items[at]);
-        at = parent[at];
-    }
-    out.reverse();
-    out
-}
-
 /// The old build's data as the new build's forward transform needs it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct OldData {
@@ -200,7 +174,7 @@ impl AddressMap {
         // Keep the runs whose old addresses ascend too (moved blocks are left
         // to the diff), so that the pieces' images can be made disjoint.
         let old_start = |p: &Piece| p.new_start as i64 + p.delta;
-        let mut kept: Vec<Piece> = longest_ascending(&runs, old_start);
+        let mut kept: Vec<Piece> = super::longest_ascending(&runs, old_start);
         kept.dedup_by(|b, a| a.delta == b.delta);
         if let Some(first) = kept.first_mut() {
             // Data before the first anchor keeps its displacement.

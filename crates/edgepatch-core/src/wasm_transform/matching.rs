@@ -64,7 +64,7 @@ pub(crate) fn match_functions(old: &FunctionShapes, new: &FunctionShapes) -> Vec
 
     // Between the anchors that keep their order, pair the rest: equal hashes
     // first, then by position (a function edited in place).
-    let ordered = longest_increasing(&anchors);
+    let ordered = super::longest_ascending(&anchors, |&(_, o)| o);
     let mut prev = (0usize, 0usize);
     let bounds = ordered.iter().map(|&(n, o)| (n, o)).chain(std::iter::once((new.bodies.len(), old.bodies.len())));
     for (next_new, next_old) in bounds {
@@ -101,31 +101,6 @@ pub(crate) fn match_functions(old: &FunctionShapes, new: &FunctionShapes) -> Vec
         *slot = fresh;
     }
     map
-}
-
-/// The longest subsequence of `pairs` (sorted by first) increasing in second.
-fn longest_increasing(pairs: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    let mut tails: Vec<usize> = Vec::new(); // index into pairs of the smallest tail per length
-    let mut parent = vec![usize::MAX; pairs.len()];
-    for (i, &(_, o)) in pairs.iter().enumerate() {
-        let len = tails.partition_point(|&t| pairs[t].1 < o);
-        if len > 0 {
-            parent[i] = tails[len - 1];
-        }
-        if len == tails.len() {
-            tails.push(i);
-        } else {
-            tails[len] = i;
-        }
-    }
-    let mut out = Vec::with_capacity(tails.len());
-    let mut at = tails.last().copied().unwrap_or(usize::MAX);
-    while at != usize::MAX {
-        out.push(pairs[at]);
-        at = parent[at];
-    }
-    out.reverse();
-    out
 }
 
 #[cfg(test)]

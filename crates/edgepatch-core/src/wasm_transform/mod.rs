@@ -33,12 +33,30 @@ use side_info::{FunctionMap, SideInfo};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TransformError {
+    /// The input is not a module the transform reads: diff it as plain bytes.
     #[error("not a WebAssembly module the transform reads: {what} at byte {offset}")]
-    NotWasm { offset: usize, what: &'static str },
+    NotWasm {
+        /// Where in the module.
+        offset: usize,
+        /// What could not be read.
+        what: &'static str,
+    },
+    /// The patch's side info is malformed.
     #[error("wasm transform side info corrupt at byte {offset}: {what}")]
-    SideInfo { offset: usize, what: &'static str },
+    SideInfo {
+        /// Where in the side info.
+        offset: usize,
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// The normalized bytes do not fit the side info.
     #[error("normalized wasm corrupt at byte {offset}: {what}")]
-    Normalized { offset: usize, what: &'static str },
+    Normalized {
+        /// Where in the normalized module.
+        offset: usize,
+        /// What is wrong.
+        what: &'static str,
+    },
 }
 
 /// What the forward transform of the new module needs from the old one.
@@ -52,22 +70,33 @@ pub struct WasmReference {
 /// The normalized bytes and what [`inverse`] needs besides them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Normalized {
+    /// The normalized module.
     pub bytes: Vec<u8>,
+    /// What the inverse needs to restore the module (encoded side info).
     pub side_info: Vec<u8>,
 }
 
 /// Counters of one forward run, for benchmarks and tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TransformStats {
+    /// Functions in the new module.
     pub functions: u64,
+    /// Of them, matched to a function of the old module.
     pub matched_functions: u64,
+    /// Bodies left as they are (the transform could not normalize them).
     pub raw_bodies: u64,
+    /// Function indexes rewritten.
     pub function_refs: u64,
+    /// Code offsets rewritten.
     pub pc_refs: u64,
+    /// Memory addresses in code rewritten.
     pub address_refs: u64,
+    /// Pieces of the old-to-new address map.
     pub address_pieces: u64,
     /// Pointer-sized words in data segments rewritten.
     pub data_refs: u64,
+    /// Values the inverse cannot derive, stored in the side info.
     pub exceptions: u64,
 }
 
@@ -582,4 +611,31 @@ fn restore_body(
     }
     out.extend_from_slice(&normalized[at..end]);
     Ok(())
+}
+
+/// The longest subsequence of `items` strictly ascending in `key` (patience
+/// sorting, O(n log n)).
+fn longest_ascending<T: Copy, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> Vec<T> {
+    let mut tails: Vec<usize> = Vec::new(); // per length, the index of the smallest tail
+    let mut parent = vec![usize::MAX; items.len()];
+    for (i, item) in items.iter().enumerate() {
+        let k = key(item);
+        let len = tails.partition_point(|&t| key(&items[t]) < k);
+        if len > 0 {
+            parent[i] = tails[len - 1];
+        }
+        if len == tails.len() {
+            tails.push(i);
+        } else {
+            tails[len] = i;
+        }
+    }
+    let mut out = Vec::with_capacity(tails.len());
+    let mut at = tails.last().copied().unwrap_or(usize::MAX);
+    while at != usize::MAX {
+        out.push(items[at]);
+        at = parent[at];
+    }
+    out.reverse();
+    out
 }
