@@ -71,11 +71,16 @@ const MAX_CHAIN_LOG: u32 = 22;
 /// Bytes `[offset, offset + len)` of the file at `path` of one build.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ByteRange {
+    /// The file's path in its build (empty for a single-file build).
     pub path: String,
+    /// First byte of the range in the file.
     pub offset: u64,
+    /// Bytes in the range.
     pub len: u64,
 }
 
+/// Makes one patch from two builds' signatures, segment by segment, in bounded memory; the
+/// caller reads the byte ranges it asks for (the call sequence is in this module's docs).
 pub struct PatchGenerator {
     tree: PatchTree,
     level: i32,
@@ -230,6 +235,7 @@ impl PatchGenerator {
         })
     }
 
+    /// Segments of the patch (4 MiB of the new delta stream each, the last shorter).
     pub fn segment_count(&self) -> u64 {
         self.new_total.div_ceil(GENERATOR_SEGMENT)
     }

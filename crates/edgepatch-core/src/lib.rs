@@ -11,12 +11,10 @@ pub mod build;
 #[allow(missing_docs)] // documented by their owners this session
 pub mod diff;
 pub mod error;
-#[allow(missing_docs)] // documented by their owners this session
 pub mod generate;
 pub mod inspect;
 pub mod manifest;
 pub mod manifest_binding;
-#[allow(missing_docs)] // documented by their owners this session
 pub mod matcher;
 pub mod memory;
 pub mod patch_format;
