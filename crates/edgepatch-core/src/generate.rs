@@ -54,13 +54,6 @@ const GAP_SLACK: u64 = 64 << 10;
 /// parser's strategies costs 3-10x the CPU for 2-5% smaller window segments (measured:
 /// BENCHMARKS.md, "Generator").
 const WINDOW_FORM_MAX_LEVEL: i32 = 12;
-/// Text windows (control-heavy segments): zstd level at most (16: the cheapest optimal
-/// parser) and the chain log of its binary tree (it reaches the recent 512 KiB, cheaply).
-const TEXT_WINDOW_MAX_LEVEL: i32 = 16;
-const TEXT_WINDOW_CHAIN_LOG: u32 = 20;
-/// ...for segments whose ops form is over 1/this of their new bytes (it costs ~2 s per
-/// segment: not spent where the ops form is already small).
-const TEXT_WINDOW_MIN_SHARE: u64 = 256;
 /// The window form is tried when the ops form's compressed extra bytes exceed 1/this of the segment.
 const WINDOW_TRIAL_EXTRA_SHARE: u64 = 64;
 /// zstd's match-finder tables are capped so that one context stays well under
@@ -343,45 +336,25 @@ impl PatchGenerator {
         // Timing only when asked: `Instant::now` panics on wasm32-unknown-unknown.
         let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
         let t = timing.then(std::time::Instant::now);
-        let ops = match_against_spans(new, &old);
-        let ops_form = encode_ops_segment(new, &old, &spans, &ops, self.level)?;
+        let ops_form = encode_ops_segment(new, &old, &spans, self.level)?;
         if let Some(t) = t {
             eprintln!("segment {i}: ops form {:.2}s ({:?} bytes)", t.elapsed().as_secs_f64(), ops_form.as_ref().map(|f| f.0.len()));
         }
-        // Control-heavy ops (many short matches) mean text: there the window form wins by
-        // its parser, so it gets the optimal parser and long-distance matching (see
-        // `WindowSearch`); elsewhere it is tried only for what the ops leave unexplained.
-        let text = ops_form
-            .as_ref()
-            .is_none_or(|(bytes, h)| h.ctrl_comp * 5 > h.diff_comp + h.extra_comp && bytes.len() as u64 > new.len() as u64 / TEXT_WINDOW_MIN_SHARE);
-        let control_heavy = ops_form.as_ref().is_some_and(|(_, h)| h.ctrl_comp * 5 > h.diff_comp + h.extra_comp);
-        let try_window = text || control_heavy || ops_form.as_ref().is_some_and(|(_, h)| h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE);
-        let window_search = if text { WindowSearch::text(self.level) } else { WindowSearch::binary(self.level) };
+        let try_window = match &ops_form {
+            None => true,
+            Some((_, h)) => h.ctrl_comp * 5 > h.diff_comp + h.extra_comp || h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE,
+        };
         let mut chosen = ops_form.map(|(bytes, h)| (bytes, Segment::Ops(h)));
         if try_window {
-            // The window holds only the old bytes the ops copy from, padded, not all planned
-            // spans: a smaller window to index (measured: sizes within 0.1% either way).
-            let (window_spans, mut window) = match copied_spans(&ops, &spans) {
-                Some(tight) => {
-                    let mut window = Vec::with_capacity(tight.iter().map(|t| t.2 as usize).sum::<usize>() + self.history.len());
-                    for &(at, _, len) in &tight {
-                        window.extend_from_slice(&old[at as usize..(at + len) as usize]);
-                    }
-                    drop(old);
-                    (tight.iter().map(|&(_, start, len)| (start, len)).collect(), window)
-                }
-                None => (spans, old),
-            };
-            drop(ops);
+            let mut window = old;
             window.extend_from_slice(&self.history);
             let t = timing.then(std::time::Instant::now);
-            let frame = compress_with_window(new, &window, window_search)?;
+            let frame = compress_with_window(new, &window, self.level.min(WINDOW_FORM_MAX_LEVEL))?;
             if let Some(t) = t {
                 eprintln!("segment {i}: window form {:.2}s ({} bytes)", t.elapsed().as_secs_f64(), frame.len());
             }
             drop(window);
-            let header =
-                WindowSegmentHeader { new_len: new.len() as u64, spans: window_spans, back_len: self.history.len() as u64, comp_len: frame.len() as u64 };
+            let header = WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: self.history.len() as u64, comp_len: frame.len() as u64 };
             if chosen.as_ref().is_none_or(|(bytes, _)| frame.len() + 32 + header.spans.len() * 8 < bytes.len()) {
                 let mut out = Vec::with_capacity(frame.len() + 32 + header.spans.len() * 8);
                 header.encode(&mut out);
@@ -610,12 +583,26 @@ fn choose_spans(mut candidates: Vec<(u64, u64, u64)>, reference_len: u64, budget
 /// (start, len). Matching runs on the concatenation; a copy crossing from one span into the
 /// next is split there, and every copy is moved to the span's place in the reference. None
 /// when nothing in `old` matches (the window form is then all there is).
-fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], ops: &[Op], level: i32) -> Result<Option<(Vec<u8>, SegmentHeader)>> {
-    if ops.iter().all(|op| op.copy_len == 0) {
+fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) -> Result<Option<(Vec<u8>, SegmentHeader)>> {
+    if old.is_empty() || old.len() >= i32::MAX as usize {
         return Ok(None);
     }
     let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
-    let (diff, extra) = split_streams(old, new, ops);
+    let t = timing.then(std::time::Instant::now);
+    let ops = {
+        let index = OldIndex::new(old);
+        if let Some(t) = t {
+            eprintln!("  suffix array of {} bytes {:.2}s", old.len(), t.elapsed().as_secs_f64());
+        }
+        match_new_data(&index, new, MatchParams::default(), &|_| {})
+    };
+    if let Some(t) = t {
+        eprintln!("  matched {:.2}s", t.elapsed().as_secs_f64());
+    }
+    if ops.iter().all(|op| op.copy_len == 0) {
+        return Ok(None);
+    }
+    let (diff, extra) = split_streams(old, new, &ops);
     // Where each span starts in `old` (window coordinates).
     let mut starts = Vec::with_capacity(spans.len());
     let mut at = 0u64;
@@ -625,7 +612,7 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], ops: &[Op], 
     }
     let mut remapped = Vec::with_capacity(ops.len() + spans.len());
     let (mut new_at, mut last_diagonal) = (0u64, 0i64);
-    for op in ops {
+    for op in &ops {
         let (mut w, mut left) = ((new_at as i64 + op.diagonal) as u64, op.copy_len);
         let mut piece_at = new_at;
         if left == 0 {
@@ -648,6 +635,7 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], ops: &[Op], 
     if ctrl.len() as u64 > MAX_SEGMENT_CTRL {
         return Ok(None);
     }
+    drop(ops);
     let t = timing.then(std::time::Instant::now);
     let c = compress_capped(&ctrl, level)?;
     let t1 = t.map(|t| t.elapsed().as_secs_f64());
@@ -685,119 +673,24 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], ops: &[Op], 
     Ok(Some((out, header)))
 }
 
-/// Old bytes on each side of a copy's source taken into the window form (zstd finds short
-/// matches there that the copies did not use).
-const WINDOW_SPAN_PADDING: u64 = 4 << 10;
-
-/// The segment `new` matched against `old` (the concatenation of its planned spans) by the
-/// native diff's matcher: copies in `old`'s coordinates, empty when nothing could match.
-fn match_against_spans(new: &[u8], old: &[u8]) -> Vec<Op> {
-    if old.is_empty() || old.len() >= i32::MAX as usize {
-        return Vec::new();
-    }
-    let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
-    let t = timing.then(std::time::Instant::now);
-    let index = OldIndex::new(old);
-    if let Some(t) = t {
-        eprintln!("  suffix array of {} bytes {:.2}s", old.len(), t.elapsed().as_secs_f64());
-    }
-    let ops = match_new_data(&index, new, MatchParams::default(), &|_| {});
-    if let Some(t) = t {
-        eprintln!("  matched {:.2}s", t.elapsed().as_secs_f64());
-    }
-    ops
-}
-
-/// The old bytes `ops` copy from, each padded by `WINDOW_SPAN_PADDING` and merged, cut at
-/// the planned spans' boundaries: (offset in the planned spans' concatenation, start in the
-/// reference stream, length), ascending. None when the ops copy nothing or the pieces would
-/// be more than a window segment may list (the planned spans are used whole then).
-fn copied_spans(ops: &[Op], spans: &[(u64, u64)]) -> Option<Vec<(u64, u64, u64)>> {
-    let old_len: u64 = spans.iter().map(|s| s.1).sum();
-    let mut sources: Vec<(u64, u64)> = Vec::new();
-    let mut new_at = 0i64;
-    for op in ops {
-        if op.copy_len > 0 {
-            let start = (new_at + op.diagonal) as u64;
-            sources.push((start.saturating_sub(WINDOW_SPAN_PADDING), (start + op.copy_len + WINDOW_SPAN_PADDING).min(old_len)));
-        }
-        new_at += (op.copy_len + op.extra_len) as i64;
-    }
-    if sources.is_empty() {
-        return None;
-    }
-    sources.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(sources.len());
-    for (a, b) in sources {
-        match merged.last_mut() {
-            Some(m) if a <= m.1 => m.1 = m.1.max(b),
-            _ => merged.push((a, b)),
-        }
-    }
-    // Cut at the planned spans' boundaries (one planned span is one reference range).
-    let mut out = Vec::with_capacity(merged.len());
-    let (mut k, mut span_at) = (0usize, 0u64);
-    for (mut a, b) in merged {
-        while a < b {
-            while span_at + spans[k].1 <= a {
-                span_at += spans[k].1;
-                k += 1;
-            }
-            let end = b.min(span_at + spans[k].1);
-            out.push((a, spans[k].0 + (a - span_at), end - a));
-            a = end;
-        }
-    }
-    (out.len() as u64 <= MAX_WINDOW_SPANS).then_some(out)
-}
-
 /// One zstd frame of `data` (a stream of an ops segment), with the match finder's tables
 /// capped as the window form's are, so a generation stays within an isolate's memory.
 fn compress_capped(data: &[u8], level: i32) -> Result<Vec<u8>> {
     if data.is_empty() {
         return Ok(Vec::new());
     }
-    compress_with_window(data, &[], WindowSearch { level, chain_log: MAX_CHAIN_LOG, long_distance: false })
+    compress_with_window(data, &[], level)
 }
 
-/// How zstd searches a window-form frame. Its tables are capped (a 12-16 MiB prefix would
-/// otherwise want 64+ MiB of them), so most of the old spans lie beyond what the regular
-/// match finder keeps: on binary data the ops form has found the copies already and the
-/// window only mops up, cheaply (lazy2, level 12); on text the ops form loses to zstd's
-/// optimal parser over the recent data, with long-distance matching reaching into the old
-/// spans. Measured on three-tree at level 17 (BENCHMARKS.md, "Generator: text windows"):
-/// lazy2 273,657 bytes in 2.2 s of CPU; + long distance 259,436 in 2.1 s; btopt (16) + long
-/// distance, chain log 20: 239,633 in 8.7 s; chain log 22: 232,723 in 14.5 s (CPU of the
-/// whole native `diff --bounded`).
-#[derive(Debug, Clone, Copy)]
-struct WindowSearch {
-    level: i32,
-    chain_log: u32,
-    long_distance: bool,
-}
-
-impl WindowSearch {
-    fn binary(level: i32) -> WindowSearch {
-        WindowSearch { level: level.min(WINDOW_FORM_MAX_LEVEL), chain_log: MAX_CHAIN_LOG, long_distance: false }
-    }
-
-    fn text(level: i32) -> WindowSearch {
-        WindowSearch { level: level.min(TEXT_WINDOW_MAX_LEVEL), chain_log: TEXT_WINDOW_CHAIN_LOG, long_distance: true }
-    }
-}
-
-fn compress_with_window(data: &[u8], window: &[u8], search: WindowSearch) -> Result<Vec<u8>> {
+fn compress_with_window(data: &[u8], window: &[u8], level: i32) -> Result<Vec<u8>> {
     use zstd::zstd_safe::{CCtx, CParameter};
     let zerr = |c: usize| invalid(crate::apply::zstd_error(c));
     let mut cctx = CCtx::create();
     let window_log = ((window.len() + data.len()).next_power_of_two().trailing_zeros()).clamp(10, MAX_WINDOW_LOG + 1);
-    cctx.set_parameter(CParameter::CompressionLevel(search.level)).map_err(zerr)?;
+    cctx.set_parameter(CParameter::CompressionLevel(level)).map_err(zerr)?;
     cctx.set_parameter(CParameter::WindowLog(window_log)).map_err(zerr)?;
     cctx.set_parameter(CParameter::HashLog(MAX_HASH_LOG.min(window_log))).map_err(zerr)?;
-    cctx.set_parameter(CParameter::ChainLog(search.chain_log.min(window_log + 1))).map_err(zerr)?;
-    if search.long_distance && !window.is_empty() {
-        cctx.set_parameter(CParameter::EnableLongDistanceMatching(true)).map_err(zerr)?;
-    }
+    cctx.set_parameter(CParameter::ChainLog(MAX_CHAIN_LOG.min(window_log + 1))).map_err(zerr)?;
     if !window.is_empty() {
         cctx.ref_prefix(window).map_err(zerr)?;
     }
