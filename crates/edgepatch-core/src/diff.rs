@@ -18,6 +18,7 @@ use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
 use crate::patch_format::*;
 use crate::wire::put_varint;
 
+/// How `diff_builds` makes a patch.
 #[derive(Debug, Clone)]
 pub struct DiffOptions {
     /// zstd level for the compressed streams (1..=22).
@@ -26,6 +27,7 @@ pub struct DiffOptions {
     pub threads: usize,
     /// New bytes per independent segment.
     pub segment_size: u64,
+    /// Parameters of the bsdiff-like matcher (`matcher::match_new_data`).
     pub match_params: MatchParams,
     /// Store a changed wasm module as its normalized form where that makes
     /// the file's patch smaller (docs/FORMAT.md §2.8); off for measurement.
@@ -41,15 +43,25 @@ impl Default for DiffOptions {
 /// What a diff produced, for summaries.
 #[derive(Debug, Clone, Default)]
 pub struct DiffStats {
+    /// Files in the new build.
     pub new_files: u64,
+    /// New files identical to the old file at the same path (copied).
     pub unchanged: u64,
+    /// New files identical to an old file at another path (copied).
     pub renamed: u64,
+    /// New files whose bytes come from the delta stream.
     pub delta_files: u64,
+    /// Old entries whose path the new build does not have.
     pub removed: u64,
+    /// Bytes of all new files.
     pub new_bytes: u64,
+    /// Bytes of the delta stream (the delta files, concatenated).
     pub delta_bytes: u64,
+    /// Bytes of the reference stream (the old files a delta may read).
     pub reference_bytes: u64,
+    /// Segments the delta stream was encoded in.
     pub segments: u64,
+    /// Size of the patch.
     pub patch_bytes: u64,
     /// Delta files stored as normalized wasm modules.
     pub wasm_transformed: u64,
@@ -383,7 +395,14 @@ struct FileHint {
     old: Option<(u64, u64)>,
 }
 
-fn encode_segments(reference: &[u8], new_stream: &[u8], hints: &[FileHint], opts: &DiffOptions, threads: usize, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<Vec<Vec<u8>>> {
+fn encode_segments(
+    reference: &[u8],
+    new_stream: &[u8],
+    hints: &[FileHint],
+    opts: &DiffOptions,
+    threads: usize,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Vec<Vec<u8>>> {
     if new_stream.is_empty() {
         return Ok(Vec::new());
     }
@@ -494,13 +513,15 @@ fn window_spans(reference_len: u64, ops: &[Op], whole: &[(u64, u64)]) -> (Vec<(u
         }
     }
     let density = |m: &(u64, u64, u64)| m.2 * 1024 / (m.1 - m.0).max(1);
-    // Whole files, each weighted by the copied bytes of the spans that start in it.
+    // Whole files, each weighted by the copied bytes of the spans over it (pro rata).
     let mut files: Vec<(u64, u64, u64)> = whole.iter().filter(|w| w.1 > w.0).map(|&(s, e)| (s, e, 0)).collect();
     files.sort_unstable();
     files.dedup();
     for f in &mut files {
-        let first = merged.partition_point(|m| m.0 < f.0);
-        f.2 = merged[first..].iter().take_while(|m| m.0 < f.1).map(|m| m.2).sum();
+        // Merged spans are disjoint and sorted, so their ends ascend too.
+        let first = merged.partition_point(|m| m.1 <= f.0);
+        let share = |m: &(u64, u64, u64)| m.2 * (m.1.min(f.1) - m.0.max(f.0)) / (m.1 - m.0);
+        f.2 = merged[first..].iter().take_while(|m| m.0 < f.1).map(share).sum();
     }
     files.sort_by_key(|f| std::cmp::Reverse(density(f)));
     let mut kept = 0u64;
@@ -587,4 +608,44 @@ fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op
     header.encode(&mut out);
     out.extend_from_slice(&frame);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn covers(spans: &[(u64, u64)], range: (u64, u64)) -> bool {
+        spans.iter().any(|&(s, e)| s <= range.0 && e >= range.1)
+    }
+
+    #[test]
+    fn window_spans_take_the_whole_old_file_then_the_copied_spans() {
+        // One copy of 1000 bytes at 500_000 into a 1 MiB old file (0..1 MiB),
+        // one at 5 MiB outside it.
+        let ops = [Op { diagonal: 500_000, copy_len: 1000, extra_len: 10 }, Op { diagonal: (5 << 20) - 1010, copy_len: 1000, extra_len: 0 }];
+        let (spans, whole) = window_spans(16 << 20, &ops, &[(0, 1 << 20)]);
+        assert!(whole);
+        assert!(covers(&spans, (0, 1 << 20)), "{spans:?}");
+        let far = (5u64 << 20) - WINDOW_SPAN_PADDING;
+        assert!(covers(&spans, (far, (5 << 20) + 1000 + WINDOW_SPAN_PADDING)), "{spans:?}");
+        // Without the file: only the padded copies.
+        let (spans, whole) = window_spans(16 << 20, &ops, &[]);
+        assert!(!whole);
+        assert_eq!(spans.iter().map(|s| s.1 - s.0).sum::<u64>(), 2 * (1000 + 2 * WINDOW_SPAN_PADDING));
+    }
+
+    #[test]
+    fn window_spans_keep_to_the_budget() {
+        // Files over three quarters of the budget: the densest in copies first.
+        let files = [(0, 3 << 20), (3 << 20, 10 << 20), (10 << 20, 12 << 20)];
+        let ops = [Op { diagonal: (10 << 20) + 100, copy_len: 100_000, extra_len: 0 }];
+        let (spans, whole) = window_spans(64 << 20, &ops, &files);
+        assert!(whole);
+        let total: u64 = spans.iter().map(|s| s.1 - s.0).sum();
+        assert!(total <= MAX_WINDOW_BYTES, "{total}");
+        assert!(covers(&spans, (10 << 20, 12 << 20)), "the file copied from is kept: {spans:?}");
+        assert!(covers(&spans, (0, 3 << 20)), "then the next that fits: {spans:?}");
+        assert!(!covers(&spans, (3 << 20, 10 << 20)), "{spans:?}");
+        assert!(spans.windows(2).all(|w| w[0].1 < w[1].0), "sorted, disjoint, not adjacent: {spans:?}");
+    }
 }
