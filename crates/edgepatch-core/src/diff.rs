@@ -18,6 +18,7 @@ use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
 use crate::patch_format::*;
 use crate::wire::put_varint;
 
+/// How `diff_builds` makes a patch.
 #[derive(Debug, Clone)]
 pub struct DiffOptions {
     /// zstd level for the compressed streams (1..=22).
@@ -26,6 +27,7 @@ pub struct DiffOptions {
     pub threads: usize,
     /// New bytes per independent segment.
     pub segment_size: u64,
+    /// Parameters of the bsdiff-like matcher (`matcher::match_new_data`).
     pub match_params: MatchParams,
     /// Store a changed wasm module as its normalized form where that makes
     /// the file's patch smaller (docs/FORMAT.md §2.8); off for measurement.
@@ -41,15 +43,25 @@ impl Default for DiffOptions {
 /// What a diff produced, for summaries.
 #[derive(Debug, Clone, Default)]
 pub struct DiffStats {
+    /// Files in the new build.
     pub new_files: u64,
+    /// New files identical to the old file at the same path (copied).
     pub unchanged: u64,
+    /// New files identical to an old file at another path (copied).
     pub renamed: u64,
+    /// New files whose bytes come from the delta stream.
     pub delta_files: u64,
+    /// Old entries whose path the new build does not have.
     pub removed: u64,
+    /// Bytes of all new files.
     pub new_bytes: u64,
+    /// Bytes of the delta stream (the delta files, concatenated).
     pub delta_bytes: u64,
+    /// Bytes of the reference stream (the old files a delta may read).
     pub reference_bytes: u64,
+    /// Segments the delta stream was encoded in.
     pub segments: u64,
+    /// Size of the patch.
     pub patch_bytes: u64,
     /// Delta files stored as normalized wasm modules.
     pub wasm_transformed: u64,
@@ -136,12 +148,29 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
 
     let mut out = encode_header_and_tree(&tree, opts.level)?;
 
+    // Where each delta file's old version (same path) sits in the reference stream.
+    let mut ref_start = Vec::with_capacity(old_files.len());
+    let mut at = 0u64;
+    for ((_, d), t) in old_files.iter().zip(&tree.old_files) {
+        ref_start.push(t.in_reference.then_some(at));
+        at += if t.in_reference { d.len() as u64 } else { 0 };
+    }
+    let old_by_path: HashMap<&str, usize> = old_files.iter().enumerate().map(|(i, (p, _))| (*p, i)).collect();
+    let mut hints = Vec::with_capacity(delta_files.len());
+    let mut at = 0u64;
+    for (&(i, _), part) in delta_files.iter().zip(&new_stream_parts) {
+        let same = if single_file { Some(0) } else { old_by_path.get(tree.entries[i].path.as_str()).copied() };
+        let old = same.and_then(|o| ref_start[o].map(|s| (s, s + old_files[o].1.len() as u64))).filter(|r| r.1 > r.0);
+        hints.push(FileHint { new_start: at, new_end: at + part.len() as u64, old });
+        at += part.len() as u64;
+    }
+
     let segments = match single_file_segments {
         Some(segments) => {
             progress(new_stream.len() as u64, new_stream.len() as u64);
             segments
         }
-        None => encode_segments(&reference, &new_stream, opts, threads, progress)?,
+        None => encode_segments(&reference, &new_stream, &hints, opts, threads, progress)?,
     };
     for seg in &segments {
         out.extend_from_slice(seg);
@@ -203,8 +232,8 @@ fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usi
     }
     let quiet = |_: u64, _: u64| {};
     let size = |segments: &[Vec<u8>]| segments.iter().map(|s| s.len()).sum::<usize>();
-    let plain = encode_segments(old, new, opts, threads, &quiet)?;
-    let transformed = encode_segments(old, &n.bytes, opts, threads, &quiet)?;
+    let plain = encode_segments(old, new, &[], opts, threads, &quiet)?;
+    let transformed = encode_segments(old, &n.bytes, &[], opts, threads, &quiet)?;
     Ok(Some(if size(&transformed) + compress(&n.side_info, opts.level)?.len() < size(&plain) {
         WasmChoice { transformed: Some((n.bytes, n.side_info)), segments: transformed }
     } else {
@@ -358,7 +387,22 @@ pub(crate) fn compress(data: &[u8], level: i32) -> Result<Vec<u8>> {
     c.compress(data).map_err(|e| Error::Invalid(format!("zstd: {e}")))
 }
 
-fn encode_segments(reference: &[u8], new_stream: &[u8], opts: &DiffOptions, threads: usize, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<Vec<Vec<u8>>> {
+/// A delta file's place in the new stream and its old version's in the reference stream.
+#[derive(Debug, Clone, Copy)]
+struct FileHint {
+    new_start: u64,
+    new_end: u64,
+    old: Option<(u64, u64)>,
+}
+
+fn encode_segments(
+    reference: &[u8],
+    new_stream: &[u8],
+    hints: &[FileHint],
+    opts: &DiffOptions,
+    threads: usize,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Vec<Vec<u8>>> {
     if new_stream.is_empty() {
         return Ok(Vec::new());
     }
@@ -386,7 +430,10 @@ fn encode_segments(reference: &[u8], new_stream: &[u8], opts: &DiffOptions, thre
         }
         let t = timing.then(std::time::Instant::now);
         let before = &new_stream[(i * seg).saturating_sub(MAX_WINDOW_BACK as usize)..i * seg];
-        let r = encode_segment(reference, part, before, &ops, opts.level);
+        let (lo, hi) = ((i * seg) as u64, ((i + 1) * seg).min(new_stream.len()) as u64);
+        // The old versions of the files this segment holds (any part of).
+        let whole: Vec<(u64, u64)> = hints.iter().filter(|h| h.new_start < hi && h.new_end > lo).filter_map(|h| h.old).collect();
+        let r = encode_segment(reference, part, before, &ops, &whole, opts.level);
         if let Some(t) = t {
             eprintln!("segment {i}: encoded in {:.2}s", t.elapsed().as_secs_f64());
         }
@@ -396,7 +443,7 @@ fn encode_segments(reference: &[u8], new_stream: &[u8], opts: &DiffOptions, thre
 }
 
 /// `before`: the new-stream bytes just before `part` that a window may reach back to.
-fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], level: i32) -> Result<Vec<u8>> {
+fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], level: i32) -> Result<Vec<u8>> {
     let ctrl = encode_control(ops);
     if ctrl.len() as u64 > MAX_SEGMENT_CTRL {
         return Err(Error::Invalid("control stream of a segment over its limit; use a smaller segment size".into()));
@@ -422,7 +469,7 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], leve
     // (Tiny results are not worth the window's slow compression.)
     if c.len() * 5 > d.len() + e.len() && out.len() > WINDOW_TRIAL_MIN {
         let t = std::env::var_os("EDGEPATCH_TIMING").map(|_| std::time::Instant::now());
-        let window = encode_window_segment(reference, part, before, ops, level)?;
+        let window = encode_window_segment(reference, part, before, ops, whole, level)?;
         if let Some(t) = t {
             eprintln!("  window trial {:.2}s: {} vs ops {}", t.elapsed().as_secs_f64(), window.len(), out.len());
         }
@@ -438,15 +485,19 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], leve
 const WINDOW_SPAN_PADDING: u64 = 4 << 10;
 const WINDOW_TRIAL_MIN: usize = 16 << 10;
 
-fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], level: i32) -> Result<Vec<u8>> {
-    let zerr = |c: usize| Error::Invalid(crate::apply::zstd_error(c));
+/// The reference spans a window segment's frame gets (sorted, disjoint, at most
+/// `MAX_WINDOW_BYTES` in total): first the whole old versions of the segment's
+/// files (`whole`), densest in copied bytes first, up to three quarters of the
+/// budget; then the old spans the ops copy from, padded, densest first.
+/// The flag: at least one whole file was kept.
+fn window_spans(reference_len: u64, ops: &[Op], whole: &[(u64, u64)]) -> (Vec<(u64, u64)>, bool) {
     // Old spans the ops copy from, padded, merged, and weighted by bytes copied.
     let mut spans: Vec<(u64, u64, u64)> = Vec::new(); // (start, end, copied)
     let mut at = 0i64;
     for op in ops {
         if op.copy_len > 0 {
             let start = (at + op.diagonal) as u64;
-            spans.push((start.saturating_sub(WINDOW_SPAN_PADDING), (start + op.copy_len + WINDOW_SPAN_PADDING).min(reference.len() as u64), op.copy_len));
+            spans.push((start.saturating_sub(WINDOW_SPAN_PADDING), (start + op.copy_len + WINDOW_SPAN_PADDING).min(reference_len), op.copy_len));
         }
         at += (op.copy_len + op.extra_len) as i64;
     }
@@ -461,18 +512,72 @@ fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op
             _ => merged.push(s),
         }
     }
-    // Over the cap: keep the spans most copied from.
-    let total: u64 = merged.iter().map(|m| m.1 - m.0).sum();
-    if total > MAX_WINDOW_BYTES {
-        merged.sort_by_key(|m| std::cmp::Reverse(m.2 * 1024 / (m.1 - m.0)));
-        let mut kept = 0;
-        merged.retain(|m| {
-            let keep = kept + (m.1 - m.0) <= MAX_WINDOW_BYTES;
-            kept += if keep { m.1 - m.0 } else { 0 };
-            keep
-        });
-        merged.sort_unstable();
+    let density = |m: &(u64, u64, u64)| m.2 * 1024 / (m.1 - m.0).max(1);
+    // Whole files, each weighted by the copied bytes of the spans over it (pro rata).
+    let mut files: Vec<(u64, u64, u64)> = whole.iter().filter(|w| w.1 > w.0).map(|&(s, e)| (s, e, 0)).collect();
+    files.sort_unstable();
+    files.dedup();
+    for f in &mut files {
+        // Merged spans are disjoint and sorted, so their ends ascend too.
+        let first = merged.partition_point(|m| m.1 <= f.0);
+        let share = |m: &(u64, u64, u64)| m.2 * (m.1.min(f.1) - m.0.max(f.0)) / (m.1 - m.0);
+        f.2 = merged[first..].iter().take_while(|m| m.0 < f.1).map(share).sum();
     }
+    files.sort_by_key(|f| std::cmp::Reverse(density(f)));
+    let mut kept = 0u64;
+    let mut chosen: Vec<(u64, u64)> = Vec::new();
+    for f in files {
+        if kept + (f.1 - f.0) <= MAX_WINDOW_BYTES / 4 * 3 {
+            kept += f.1 - f.0;
+            chosen.push((f.0, f.1));
+        }
+    }
+    chosen.sort_unstable();
+    let holds_whole_files = !chosen.is_empty();
+    // The copied spans, less what the chosen files cover.
+    let mut rest: Vec<(u64, u64, u64)> = Vec::new();
+    for m in merged {
+        let mut start = m.0;
+        let mut i = chosen.partition_point(|c| c.1 <= start);
+        while start < m.1 {
+            match chosen.get(i) {
+                Some(c) if c.0 < m.1 => {
+                    if c.0 > start {
+                        rest.push((start, c.0, m.2));
+                    }
+                    start = start.max(c.1);
+                    i += 1;
+                }
+                _ => {
+                    rest.push((start, m.1, m.2));
+                    break;
+                }
+            }
+        }
+    }
+    rest.sort_by_key(|m| std::cmp::Reverse(density(m)));
+    for m in rest {
+        if kept + (m.1 - m.0) <= MAX_WINDOW_BYTES {
+            kept += m.1 - m.0;
+            chosen.push((m.0, m.1));
+        }
+    }
+    chosen.sort_unstable();
+    // Adjacent spans join (fewer span records).
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for c in chosen {
+        match out.last_mut() {
+            Some(o) if c.0 <= o.1 => o.1 = o.1.max(c.1),
+            _ => out.push(c),
+        }
+    }
+    out.truncate(MAX_WINDOW_SPANS as usize);
+    (out, holds_whole_files)
+}
+
+fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], level: i32) -> Result<Vec<u8>> {
+    let zerr = |c: usize| Error::Invalid(crate::apply::zstd_error(c));
+    let (merged, holds_whole_files) = window_spans(reference.len() as u64, ops, whole);
     // The new data just before the segment goes last, nearest: other files of
     // the same build share most with it (bundles, their minified twins).
     let mut window: Vec<u8> = merged.iter().flat_map(|m| reference[m.0 as usize..m.1 as usize].iter().copied()).collect();
@@ -481,6 +586,15 @@ fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op
     let window_log = ((window.len() + part.len()).next_power_of_two().trailing_zeros()).clamp(10, MAX_WINDOW_LOG + 1);
     cctx.set_parameter(zstd::zstd_safe::CParameter::CompressionLevel(level)).map_err(zerr)?;
     cctx.set_parameter(zstd::zstd_safe::CParameter::WindowLog(window_log)).map_err(zerr)?;
+    // Long-distance matching finds the long matches anywhere in a large window
+    // (what `zstd --long --patch-from` does); the decoder does not see it.
+    cctx.set_parameter(zstd::zstd_safe::CParameter::EnableLongDistanceMatching(true)).map_err(zerr)?;
+    // Old files taken whole fill the window with data worth reaching: the
+    // binary tree of zstd's optimal parsers reaches 2^(chainLog - 1) bytes
+    // back (2^23 at level 19), so let it reach 2^24 (128 MiB of tables).
+    if holds_whole_files && window_log >= 24 && level >= 16 {
+        cctx.set_parameter(zstd::zstd_safe::CParameter::ChainLog(25)).map_err(zerr)?;
+    }
     cctx.ref_prefix(&window).map_err(zerr)?;
     let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(part.len()));
     cctx.compress2(&mut frame, part).map_err(zerr)?;
@@ -494,4 +608,44 @@ fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op
     header.encode(&mut out);
     out.extend_from_slice(&frame);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn covers(spans: &[(u64, u64)], range: (u64, u64)) -> bool {
+        spans.iter().any(|&(s, e)| s <= range.0 && e >= range.1)
+    }
+
+    #[test]
+    fn window_spans_take_the_whole_old_file_then_the_copied_spans() {
+        // One copy of 1000 bytes at 500_000 into a 1 MiB old file (0..1 MiB),
+        // one at 5 MiB outside it.
+        let ops = [Op { diagonal: 500_000, copy_len: 1000, extra_len: 10 }, Op { diagonal: (5 << 20) - 1010, copy_len: 1000, extra_len: 0 }];
+        let (spans, whole) = window_spans(16 << 20, &ops, &[(0, 1 << 20)]);
+        assert!(whole);
+        assert!(covers(&spans, (0, 1 << 20)), "{spans:?}");
+        let far = (5u64 << 20) - WINDOW_SPAN_PADDING;
+        assert!(covers(&spans, (far, (5 << 20) + 1000 + WINDOW_SPAN_PADDING)), "{spans:?}");
+        // Without the file: only the padded copies.
+        let (spans, whole) = window_spans(16 << 20, &ops, &[]);
+        assert!(!whole);
+        assert_eq!(spans.iter().map(|s| s.1 - s.0).sum::<u64>(), 2 * (1000 + 2 * WINDOW_SPAN_PADDING));
+    }
+
+    #[test]
+    fn window_spans_keep_to_the_budget() {
+        // Files over three quarters of the budget: the densest in copies first.
+        let files = [(0, 3 << 20), (3 << 20, 10 << 20), (10 << 20, 12 << 20)];
+        let ops = [Op { diagonal: (10 << 20) + 100, copy_len: 100_000, extra_len: 0 }];
+        let (spans, whole) = window_spans(64 << 20, &ops, &files);
+        assert!(whole);
+        let total: u64 = spans.iter().map(|s| s.1 - s.0).sum();
+        assert!(total <= MAX_WINDOW_BYTES, "{total}");
+        assert!(covers(&spans, (10 << 20, 12 << 20)), "the file copied from is kept: {spans:?}");
+        assert!(covers(&spans, (0, 3 << 20)), "then the next that fits: {spans:?}");
+        assert!(!covers(&spans, (3 << 20, 10 << 20)), "{spans:?}");
+        assert!(spans.windows(2).all(|w| w[0].1 < w[1].0), "sorted, disjoint, not adjacent: {spans:?}");
+    }
 }
