@@ -20,6 +20,9 @@ pub const KIND_CHANNEL: u8 = 2;
 /// Longest game, build or channel name in a statement (the protocol's names are 1-64 bytes).
 pub const MAX_NAME_LEN: usize = 64;
 
+/// Characters of a bad name that its error repeats.
+pub const MAX_ECHOED_NAME_CHARS: usize = 80;
+
 /// Identifies a signing key: the first 8 bytes of BLAKE3 of its 32-byte ed25519 public key.
 pub type KeyId = [u8; 8];
 
@@ -32,7 +35,8 @@ pub enum TrustError {
     InvalidName {
         /// Which name (game, build, channel).
         what: &'static str,
-        /// The name, as given.
+        /// The name as given, cut to its first [`MAX_ECHOED_NAME_CHARS`] characters: a
+        /// caller's input is not reflected whole into an error message.
         name: String,
     },
     /// 32 bytes that are not an ed25519 public key (or a weak one).
@@ -64,7 +68,7 @@ pub fn check_name(what: &'static str, name: &str) -> Result<(), TrustError> {
     if ok {
         Ok(())
     } else {
-        Err(TrustError::InvalidName { what, name: name.into() })
+        Err(TrustError::InvalidName { what, name: name.chars().take(MAX_ECHOED_NAME_CHARS).collect() })
     }
 }
 
@@ -296,6 +300,17 @@ mod tests {
 
     fn data(n: usize) -> Vec<u8> {
         (0..n).map(|i| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) as u8).collect()
+    }
+
+    #[test]
+    fn a_bad_name_is_not_echoed_whole() {
+        let long = "a/".repeat(5000);
+        let err = check_name("game", &long).unwrap_err().to_string();
+        assert!(err.len() < 300, "{err}");
+        assert!(err.contains(&long[..MAX_ECHOED_NAME_CHARS]));
+        let short = check_name("build", "../x").unwrap_err().to_string();
+        assert!(short.contains("\"../x\""), "{short}");
+        assert!(check_name("channel", "stable-1.2_x").is_ok());
     }
 
     #[test]
