@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
@@ -192,11 +192,8 @@ enum SiteCommand {
     /// Publish build DIR: patches from nothing and from the game's last --history builds,
     /// manifests and signed descriptors under SITE/public; optionally move a channel to it.
     Add {
-        #[arg(long)]
-        site: PathBuf,
-        /// Signing key file from `edgepatch keygen`.
-        #[arg(long)]
-        key: PathBuf,
+        #[command(flatten)]
+        signing: SiteSigning,
         #[arg(long)]
         game: String,
         #[arg(long)]
@@ -210,45 +207,56 @@ enum SiteCommand {
         /// zstd level, 1..=22.
         #[arg(long, default_value_t = 19)]
         level: i32,
-        /// Channel documents expire after this many days (re-sign with `site refresh`).
-        #[arg(long, default_value_t = 7)]
-        ttl_days: u64,
         dir: PathBuf,
     },
     /// Point CHANNEL at an existing build (signed, sequence + 1).
     Channel {
-        #[arg(long)]
-        site: PathBuf,
-        #[arg(long)]
-        key: PathBuf,
+        #[command(flatten)]
+        signing: SiteSigning,
         #[arg(long)]
         game: String,
         #[arg(long)]
         channel: String,
         #[arg(long)]
         build: String,
-        #[arg(long, default_value_t = 7)]
-        ttl_days: u64,
     },
     /// Re-sign every channel document with a fresh expiry (run from a scheduled job).
     Refresh {
-        #[arg(long)]
-        site: PathBuf,
-        #[arg(long)]
-        key: PathBuf,
-        #[arg(long, default_value_t = 7)]
-        ttl_days: u64,
+        #[command(flatten)]
+        signing: SiteSigning,
     },
 }
 
+/// The site and signing key every `site` command writes with.
+#[derive(Args)]
+struct SiteSigning {
+    /// The site's directory.
+    #[arg(long)]
+    site: PathBuf,
+    /// Signing key file from `edgepatch keygen`.
+    #[arg(long)]
+    key: PathBuf,
+    /// Channel documents expire after this many days (re-sign with `site refresh`).
+    #[arg(long, default_value_t = 7)]
+    ttl_days: u64,
+}
+
+impl SiteSigning {
+    fn open(&self) -> Result<(static_site::SiteKey, static_site::Site), String> {
+        Ok((static_site::SiteKey::load(&self.key)?, static_site::Site::open(&self.site)?))
+    }
+
+    fn ttl_secs(&self) -> u64 {
+        self.ttl_days * 86_400
+    }
+}
+
 fn run_site(cli: &Cli, command: &SiteCommand) -> Result<(), String> {
-    const DAY: u64 = 86_400;
     match command {
-        SiteCommand::Add { site, key, game, build, channel, history, level, ttl_days, dir } => {
+        SiteCommand::Add { signing, game, build, channel, history, level, dir } => {
             let started = Instant::now();
-            let key = static_site::SiteKey::load(key)?;
-            let mut s = static_site::Site::open(site)?;
-            let o = static_site::AddOptions { game, build, channel: channel.as_deref(), history: *history, level: *level, ttl_secs: ttl_days * DAY };
+            let (key, mut s) = signing.open()?;
+            let o = static_site::AddOptions { game, build, channel: channel.as_deref(), history: *history, level: *level, ttl_secs: signing.ttl_secs() };
             let pairs = s.add(&key, dir, &o)?;
             let secs = started.elapsed().as_secs_f64();
             if cli.json {
@@ -272,14 +280,14 @@ fn run_site(cli: &Cli, command: &SiteCommand) -> Result<(), String> {
                     "site: published {game}/{build} ({} patches{via}), signed by key {}; upload {}; {secs:.2}s",
                     pairs.len(),
                     key.key_id_hex(),
-                    site.join("public").display()
+                    signing.site.join("public").display()
                 );
             }
             Ok(())
         }
-        SiteCommand::Channel { site, key, game, channel, build, ttl_days } => {
-            let key = static_site::SiteKey::load(key)?;
-            let sequence = static_site::Site::open(site)?.move_channel(&key, game, channel, build, ttl_days * DAY)?;
+        SiteCommand::Channel { signing, game, channel, build } => {
+            let (key, mut s) = signing.open()?;
+            let sequence = s.move_channel(&key, game, channel, build, signing.ttl_secs())?;
             if cli.json {
                 println!("{}", json!({ "ok": true, "command": "site channel", "game": game, "channel": channel, "build": build, "sequence": sequence }));
             } else {
@@ -287,9 +295,10 @@ fn run_site(cli: &Cli, command: &SiteCommand) -> Result<(), String> {
             }
             Ok(())
         }
-        SiteCommand::Refresh { site, key, ttl_days } => {
-            let key = static_site::SiteKey::load(key)?;
-            let n = static_site::Site::open(site)?.refresh(&key, ttl_days * DAY)?;
+        SiteCommand::Refresh { signing } => {
+            let (key, s) = signing.open()?;
+            let n = s.refresh(&key, signing.ttl_secs())?;
+            let ttl_days = signing.ttl_days;
             if cli.json {
                 println!("{}", json!({ "ok": true, "command": "site refresh", "channels": n }));
             } else {
