@@ -15,6 +15,7 @@
 import init, { ManifestReader, checkName } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import type { ManifestEntry } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import { ROOT_DIR, dirAt, fileAt, readCurrent } from "./layout.js";
+import { parseRange } from "./http-range.js";
 
 // The Service Worker types this file uses (TypeScript's "webworker" lib cannot share a
 // program with the "dom" lib the rest of web/src needs).
@@ -183,26 +184,6 @@ function resolve(m: ManifestReader, path: string): { path: string; entry: Manife
 
 // --- answering -------------------------------------------------------------------------
 
-/** `bytes=a-b`, `a-`, `-n` of `size`: [start, end] inclusive, "unsatisfiable", or null (serve whole). */
-function parseRange(header: string | null, size: number): [number, number] | "unsatisfiable" | null {
-  if (!header) return null;
-  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
-  if (!m || (m[1] === "" && m[2] === "")) return null; // several ranges, or malformed: the whole file
-  let start: number;
-  let end: number;
-  if (m[1] === "") {
-    const n = Number(m[2]);
-    if (n === 0) return "unsatisfiable";
-    start = Math.max(0, size - n);
-    end = size - 1;
-  } else {
-    start = Number(m[1]);
-    end = m[2] === "" ? size - 1 : Math.min(Number(m[2]), size - 1);
-  }
-  if (start >= size || start > end) return "unsatisfiable";
-  return [start, end];
-}
-
 async function serve(event: FetchEvent, scopePath: string): Promise<Response> {
   await ready;
   const req = event.request;
@@ -270,10 +251,10 @@ async function serve(event: FetchEvent, scopePath: string): Promise<Response> {
   const range = parseRange(req.headers.get("Range"), file.size);
   if (range === "unsatisfiable") return new Response(null, { status: 416, headers: { ...headers, "Content-Range": `bytes */${file.size}` } });
   if (range) {
-    const [start, end] = range;
-    headers["Content-Range"] = `bytes ${start}-${end}/${file.size}`;
-    headers["Content-Length"] = String(end - start + 1);
-    return new Response(req.method === "HEAD" ? null : file.slice(start, end + 1), { status: 206, headers });
+    const { offset, length } = range;
+    headers["Content-Range"] = `bytes ${offset}-${offset + length - 1}/${file.size}`;
+    headers["Content-Length"] = String(length);
+    return new Response(req.method === "HEAD" ? null : file.slice(offset, offset + length), { status: 206, headers });
   }
   headers["Content-Length"] = String(file.size);
   return new Response(req.method === "HEAD" ? null : file, { status: 200, headers });

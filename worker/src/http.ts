@@ -1,6 +1,7 @@
 // HTTP plumbing shared by the routes: JSON errors (docs/UPDATE_PROTOCOL.md "Errors"),
 // name validation, single-range parsing.
 
+import { parseRange as parseRangeHeader, type ByteRange } from "../../web/src/http-range.js";
 import { checkName as coreCheckName, initWasm } from "./wasm";
 
 export class HttpError extends Error {
@@ -56,34 +57,15 @@ export function checkName(what: "game" | "build" | "channel", value: string, all
 
 export const HEX64 = /^[0-9a-f]{64}$/;
 
-/** A byte range of an object of `size` bytes: [offset, offset + length). */
-export interface ByteRange {
-  offset: number;
-  length: number;
-}
+export type { ByteRange };
 
 /**
- * Parses a Range header against an object of `size` bytes. Returns null for "no usable
- * range" (absent, not bytes=, or several ranges: those get the whole object, as RFC 9110
- * allows), a ByteRange, or throws 416 when a single range cannot be satisfied.
+ * Parses a Range header against an object of `size` bytes (web/src/http-range.ts: one reading
+ * for this Worker and the library's Service Worker): null for "no usable range" (the whole
+ * object), a ByteRange, or throws 416 when a single range cannot be satisfied.
  */
 export function parseRange(header: string | null, size: number): ByteRange | null {
-  if (header === null) return null;
-  const m = /^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$/.exec(header);
-  if (!m) return null;
-  const [, a, b] = m;
-  const unsatisfiable = () => new HttpError(416, `range ${header.trim()} is outside the ${size} bytes`, { "Content-Range": `bytes */${size}` });
-  if (a === "" && b === "") return null;
-  if (a === "") {
-    // Suffix: the last b bytes.
-    const n = Number(b);
-    if (n === 0 || size === 0) throw unsatisfiable();
-    const length = Math.min(n, size);
-    return { offset: size - length, length };
-  }
-  const start = Number(a);
-  if (start >= size) throw unsatisfiable();
-  const end = b === "" ? size - 1 : Math.min(Number(b), size - 1);
-  if (end < start) return null; // syntactically invalid: ignore the header
-  return { offset: start, length: end - start + 1 };
+  const range = parseRangeHeader(header, size);
+  if (range === "unsatisfiable") throw new HttpError(416, `range ${header?.trim()} is outside the ${size} bytes`, { "Content-Range": `bytes */${size}` });
+  return range;
 }
