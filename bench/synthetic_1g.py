@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-# bench/synthetic_1g.py — writes old/ and new/ (1.07-1.09 GB each) in the current directory for the
+# bench/synthetic_1g.py [PACKS] — writes old/ and new/ in the current directory for the
 # bounded-memory diff measurement (BENCHMARKS.md "Bounded-memory diff"). Not part of the tests.
-# A synthetic 1.07 GB build pair: game-data-like files of pseudo-random bytes (seeded),
-# new = old with scattered edits, a few inserted and removed runs, one new file.
-import os, random
+# A synthetic build pair of PACKS (default 8: 1.07-1.09 GB each; 32: 4.3 GB) game-data-like files
+# of 128 MiB of pseudo-random bytes (seeded), new = old with scattered edits, a 1 MiB insertion per
+# file, and one new 8 MiB file.
+import os, random, sys
+packs = int(sys.argv[1]) if len(sys.argv) > 1 else 8
 r = random.Random(7)
 os.makedirs("old/data", exist_ok=True); os.makedirs("new/data", exist_ok=True)
-for i in range(8):
+for i in range(packs):
     size = 128 << 20
     old = bytearray(r.randbytes(size))
     with open(f"old/data/pack{i}.bin", "wb") as f: f.write(old)
