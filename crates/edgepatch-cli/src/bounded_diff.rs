@@ -128,8 +128,8 @@ fn normalize_modules(
         if blake3::hash(&new_bytes).as_bytes() != blake3 || blake3::hash(&old_bytes).as_bytes() != old_blake3 {
             return Err(format!("{}: changed during the diff (its BLAKE3 is not the signed one)", e.path));
         }
-        let Some((transform, normalized)) = WasmTransform::prepare(&e.path, &old_bytes, &new_bytes) else { continue };
-        drop((new_bytes, old_bytes));
+        // Owned: each module is freed as soon as the transform is done with it.
+        let Some((transform, normalized)) = WasmTransform::prepare_owned(&e.path, old_bytes, new_bytes) else { continue };
         let file = tmp_base.with_file_name(format!("{}.wasm{}", tmp_base.file_name().unwrap_or_default().to_string_lossy(), made.len()));
         std::fs::write(&file, &normalized).map_err(|e| format!("{}: {e}", file.display()))?;
         made.push(NormalizedModule { transform, file });

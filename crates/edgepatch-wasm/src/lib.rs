@@ -956,8 +956,9 @@ impl PreparedWasmTransform {
 /// single file).
 #[cfg(feature = "diff")]
 #[wasm_bindgen(js_name = prepareWasmTransform)]
-pub fn prepare_wasm_transform(path: &str, old_module: &[u8], new_module: &[u8]) -> Option<PreparedWasmTransform> {
-    let (t, normalized) = edgepatch_core::generate::WasmTransform::prepare(path, old_module, new_module)?;
+pub fn prepare_wasm_transform(path: &str, old_module: Vec<u8>, new_module: Vec<u8>) -> Option<PreparedWasmTransform> {
+    // Owned: the core frees each module as soon as it can (the heap's peak is the isolate's).
+    let (t, normalized) = edgepatch_core::generate::WasmTransform::prepare_owned(path, old_module, new_module)?;
     Some(PreparedWasmTransform { record: t.encode(), normalized_size: normalized.len() as u64, normalized })
 }
 

@@ -11,6 +11,8 @@
 //! normalized form never lost where something was renumbered (BENCHMARKS.md, "wasm-aware
 //! patches in the format"), and the generator cannot afford two diffs of every segment.
 
+use std::borrow::Cow;
+
 use crate::error::{Error, Result};
 use crate::patch_format::{MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
 use crate::wasm_transform::{self as wt, Normalized};
@@ -49,25 +51,41 @@ pub struct WasmTransform {
 /// applier reads the old file as it is), something was renumbered (else the side info only
 /// adds bytes), the sizes are within the format's caps, and the inverse gives `new` back.
 pub fn normalize_for_patch(old: &[u8], new: &[u8]) -> Option<Normalized> {
+    normalize_checked(Cow::Borrowed(old), Cow::Borrowed(new)).map(|(n, _)| n)
+}
+
+/// [`normalize_for_patch`], also returning the new module's BLAKE3. Owned inputs are freed
+/// as soon as they are no longer needed (the old module once its reference is made, the
+/// new one once it is normalized and hashed), so that the peak holds two modules' bytes
+/// and the transform's tables, not four: what a 128 MB isolate can afford.
+fn normalize_checked(old: Cow<[u8]>, new: Cow<[u8]>) -> Option<(Normalized, [u8; 32])> {
     let cap = MAX_WASM_TRANSFORM_BYTES as usize;
     if !new.starts_with(b"\0asm") || !old.starts_with(b"\0asm") || new.len() > cap || old.len() >= i32::MAX as usize {
         return None;
     }
-    let reference = wt::reference(old).ok()?;
-    match wt::forward(None, old) {
-        Ok(o) if o.bytes == old => {}
+    // The peak is the new module's forward transform, with the old module freed by then:
+    // for esbuild's 14 MB module, natively, 82 MB of allocations at most (the new module,
+    // the reference's 19.5 MB, 49 MB of the forward's tables and output), 96 MB without the
+    // early frees (BENCHMARKS.md, "Generator: the wasm transform").
+    match wt::forward(None, &old) {
+        Ok(o) if o.bytes == *old => {}
         _ => return None,
     }
-    let n = wt::forward(Some(&reference), new).ok()?;
+    let reference = wt::reference(&old).ok()?;
+    drop(old);
+    let n = wt::forward(Some(&reference), &new).ok()?;
     drop(reference);
-    if n.bytes == new || n.bytes.len() > cap || n.side_info.is_empty() || n.side_info.len() as u64 > MAX_WASM_SIDE_INFO || n.bytes.len() < 8 {
+    if n.bytes == *new || n.bytes.len() > cap || n.side_info.is_empty() || n.side_info.len() as u64 > MAX_WASM_SIDE_INFO || n.bytes.len() < 8 {
         return None;
     }
+    let (new_len, new_blake3) = (new.len(), *blake3::hash(&new).as_bytes());
+    drop(new);
     // The writer's own check that the applier will get the file back.
-    if wt::inverse(&n.bytes, &n.side_info).ok().as_deref() != Some(new) {
+    let back = wt::inverse(&n.bytes, &n.side_info).ok()?;
+    if back.len() != new_len || *blake3::hash(&back).as_bytes() != new_blake3 {
         return None;
     }
-    Some(n)
+    Some((n, new_blake3))
 }
 
 fn invalid(what: impl Into<String>) -> Error {
@@ -84,11 +102,22 @@ impl WasmTransform {
     /// the ranges the generator asks for with [`FileForm::Normalized`]). None: store the
     /// module as it is (see [`normalize_for_patch`]).
     pub fn prepare(path: &str, old: &[u8], new: &[u8]) -> Option<(WasmTransform, Vec<u8>)> {
-        let n = normalize_for_patch(old, new)?;
+        Self::prepare_checked(path, Cow::Borrowed(old), Cow::Borrowed(new))
+    }
+
+    /// [`Self::prepare`] taking the modules, which it frees as soon as it can (see
+    /// [`normalize_for_patch`]): for a caller short of memory (a Worker's wasm heap).
+    pub fn prepare_owned(path: &str, old: Vec<u8>, new: Vec<u8>) -> Option<(WasmTransform, Vec<u8>)> {
+        Self::prepare_checked(path, Cow::Owned(old), Cow::Owned(new))
+    }
+
+    fn prepare_checked(path: &str, old: Cow<[u8]>, new: Cow<[u8]>) -> Option<(WasmTransform, Vec<u8>)> {
+        let new_size = new.len() as u64;
+        let (n, new_blake3) = normalize_checked(old, new)?;
         let t = WasmTransform {
             path: path.to_string(),
-            new_size: new.len() as u64,
-            new_blake3: *blake3::hash(new).as_bytes(),
+            new_size,
+            new_blake3,
             normalized_size: n.bytes.len() as u64,
             side_info: n.side_info,
             chunk_hashes: chunk_hashes(&n.bytes),
