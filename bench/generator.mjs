@@ -6,10 +6,15 @@
 // the module's peak linear memory. Every patch is applied back (native CLI) and compared
 // byte-exact.
 //
-//   node bench/generator.mjs [--pairs a,b] [--level N (default 17, the Worker's PATCH_LEVEL)]
+//   node bench/generator.mjs [--pairs a,b] [--pair-dirs DIR,DIR] [--level N (default 17, the
+//                            Worker's PATCH_LEVEL)] [--no-wasm-transform]
 //
 // Each pair runs in a fresh process (a linear memory only grows: its size at the end is
 // the peak). Old and new files are read by range from disk, as the Worker reads R2.
+// A wasm module pair is first normalized (prepareWasmTransform, docs/FORMAT.md §2.8) in a
+// process of its own, as the Worker's transform phase is an invocation of its own: the
+// normalized form goes to a file the generator reads by range; "transform wasm MB" is that
+// process's peak, "wasm memory MB" the generator's. --pair-dirs adds pairs (DIR/{old,new}).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -24,9 +29,25 @@ const require = createRequire(import.meta.url);
 const args = process.argv.slice(2);
 const level = Number(arg('level', '17'));
 
+if (process.env.EDGEPATCH_GENERATOR_CHILD === 'transform') {
+  // Child: the transform phase of one module pair; prints JSON.
+  const [oldPath, newPath, normalizedPath, recordPath] = args;
+  const w = require(path.join(repo, 'packages/edgepatch-js/wasm/edgepatch_wasm.js'));
+  const t0 = performance.now();
+  // The modules are copied into the module's memory for the call and freed after it.
+  const prepared = w.prepareWasmTransform('', fs.readFileSync(oldPath), fs.readFileSync(newPath));
+  if (prepared) {
+    fs.writeFileSync(recordPath, prepared.record);
+    fs.writeFileSync(normalizedPath, prepared.takeNormalized());
+    prepared.free();
+  }
+  console.log(JSON.stringify({ transformed: !!prepared, ms: performance.now() - t0, memory: w.wasmMemoryBytes() }));
+  process.exit(0);
+}
+
 if (process.env.EDGEPATCH_GENERATOR_CHILD) {
   // Child: generate one patch, print JSON.
-  const [oldPath, newPath, out] = args;
+  const [oldPath, newPath, out, recordPath, normalizedPath] = args;
   const w = require(path.join(repo, 'packages/edgepatch-js/wasm/edgepatch_wasm.js'));
   const sign = (file) => {
     const s = new w.Signer();
@@ -46,17 +67,18 @@ if (process.env.EDGEPATCH_GENERATOR_CHILD) {
   const readRanges = (file, ranges) => {
     const total = ranges.reduce((n, r) => n + r.length, 0);
     const out = Buffer.allocUnsafe(total);
-    const fd = fs.openSync(file, 'r');
     let at = 0;
     for (const r of ranges) {
+      const fd = fs.openSync(r.normalized ? normalizedPath : file, 'r');
       fs.readSync(fd, out, at, r.length, r.offset);
+      fs.closeSync(fd);
       at += r.length;
     }
-    fs.closeSync(fd);
     return out;
   };
   const t0 = performance.now();
   const gen = new w.PatchGenerator(sign(oldPath), sign(newPath), level);
+  if (recordPath && fs.existsSync(recordPath)) gen.addWasmTransform(fs.readFileSync(recordPath));
   const t1 = performance.now();
   const fd = fs.openSync(out, 'w');
   fs.writeSync(fd, gen.header());
@@ -72,17 +94,37 @@ if (process.env.EDGEPATCH_GENERATOR_CHILD) {
 }
 
 const pairs = filePairs();
+for (const dir of arg('pair-dirs', '').split(',').filter(Boolean)) pairs.push([path.basename(dir), dir]);
+const transform = !args.includes('--no-wasm-transform');
+const isWasm = (file) => {
+  const fd = fs.openSync(file, 'r');
+  const magic = Buffer.alloc(4);
+  fs.readSync(fd, magic, 0, 4, 0);
+  fs.closeSync(fd);
+  return magic.equals(Buffer.from([0, 0x61, 0x73, 0x6d]));
+};
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'edgepatch-generator-'));
-console.log(`level ${level}`);
-console.log(`| pair | new MB | generator patch bytes | native diff patch bytes | generator / native | sign s | generate s | generate s per 100 MB | wasm memory MB |`);
-console.log(`|---|---:|---:|---:|---:|---:|---:|---:|---:|`);
+console.log(`level ${level}, wasm transform ${transform ? 'on' : 'off'}`);
+console.log(`| pair | new MB | generator patch bytes | native diff patch bytes | generator / native | sign s | transform s | generate s | generate s per 100 MB | transform wasm MB | wasm memory MB |`);
+console.log(`|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|`);
 let [totalMB, totalGenerateS] = [0, 0];
 for (const [name, dir] of pairs) {
   const [oldPath, newPath] = [path.join(dir, 'old'), path.join(dir, 'new')];
   if (!fs.existsSync(oldPath)) continue;
   const patch = path.join(tmp, 'patch');
-  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), oldPath, newPath, patch, '--level', String(level)], {
+  const [normalizedPath, recordPath] = [path.join(tmp, 'normalized'), path.join(tmp, 'record')];
+  fs.rmSync(recordPath, { force: true });
+  let tm = null;
+  if (transform && isWasm(oldPath) && isWasm(newPath)) {
+    const t = spawnSync(process.execPath, [fileURLToPath(import.meta.url), oldPath, newPath, normalizedPath, recordPath], {
+      env: { ...process.env, EDGEPATCH_GENERATOR_CHILD: 'transform' },
+      encoding: 'utf8',
+    });
+    if (t.status !== 0) throw new Error(`${name}: transform: ${t.stderr}`);
+    tm = JSON.parse(t.stdout);
+  }
+  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), oldPath, newPath, patch, recordPath, normalizedPath, '--level', String(level)], {
     env: { ...process.env, EDGEPATCH_GENERATOR_CHILD: '1' },
     encoding: 'utf8',
   });
@@ -99,7 +141,7 @@ for (const [name, dir] of pairs) {
   const bytes = fs.statSync(patch).size;
   const mb = fs.statSync(newPath).size / 1e6;
   [totalMB, totalGenerateS] = [totalMB + mb, totalGenerateS + m.generateMs / 1000];
-  console.log(`| ${name} | ${mb.toFixed(1)} | ${bytes.toLocaleString('en')} | ${nativeBytes.toLocaleString('en')} | ${(bytes / nativeBytes).toFixed(3)} | ${(m.signMs / 1000).toFixed(1)} | ${(m.generateMs / 1000).toFixed(1)} | ${((m.generateMs / 10) / mb).toFixed(1)} | ${(m.memory / 1e6).toFixed(1)} |`);
+  console.log(`| ${name} | ${mb.toFixed(1)} | ${bytes.toLocaleString('en')} | ${nativeBytes.toLocaleString('en')} | ${(bytes / nativeBytes).toFixed(3)} | ${(m.signMs / 1000).toFixed(1)} | ${tm ? (tm.ms / 1000).toFixed(1) : '-'} | ${(m.generateMs / 1000).toFixed(1)} | ${((m.generateMs / 10) / mb).toFixed(1)} | ${tm ? `${(tm.memory / 1e6).toFixed(1)}${tm.transformed ? '' : ' (not used)'}` : '-'} | ${(m.memory / 1e6).toFixed(1)} |`);
 }
 console.log(`all pairs: ${totalMB.toFixed(1)} MB generated in ${totalGenerateS.toFixed(1)} s: ${((100 * totalGenerateS) / totalMB).toFixed(1)} s per 100 MB`);
 fs.rmSync(tmp, { recursive: true, force: true });

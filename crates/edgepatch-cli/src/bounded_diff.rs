@@ -6,6 +6,14 @@
 //! and one zstd context. The patch streams to a temporary file renamed into place.
 //! Used for builds too large for the in-memory diff (which holds both builds and a suffix
 //! array over all old data: about 7x the old build's size, at most 2 GiB of old data).
+//!
+//! wasm modules are the exception to "ranges only": a changed module whose new and old
+//! versions (same path) are at most `WASM_TRANSFORM_CAP` bytes each is read whole, one module
+//! at a time, to make its normalized form (docs/FORMAT.md §2.8), which goes to a temporary
+//! file the generator then reads by range. That phase holds the old and new module, the
+//! normalized form and the transform's tables (about 4x the module: 14 MB modules measured in
+//! BENCHMARKS.md, "Generator: the wasm transform"), freed before the segments start; so the
+//! bound is the larger of the segment budget and that. `--no-wasm-transform` skips it.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -13,8 +21,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use edgepatch_core::diff::DiffStats;
-use edgepatch_core::generate::generate_patch;
-use edgepatch_core::signature::DEFAULT_BLOCK_SIZE;
+use edgepatch_core::generate::{generate_patch_transformed, WasmTransform};
+use edgepatch_core::patch_format::MAX_WASM_TRANSFORM_BYTES;
+use edgepatch_core::signature::{Signature, SignedKind, DEFAULT_BLOCK_SIZE};
 use edgepatch_core::{Error, Input};
 
 use crate::build_files::{sign_path, total_file_bytes};
@@ -64,21 +73,110 @@ impl RangeReader {
     }
 }
 
-/// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does.
-pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, level: i32, progress: &dyn Fn(u64)) -> Result<DiffStats, String> {
+/// The largest wasm module (old or new version) `diff --bounded` reads whole to store it
+/// normalized: the format's cap (64 MiB), so the transform phase peaks at about 4x that.
+pub const WASM_TRANSFORM_CAP: u64 = MAX_WASM_TRANSFORM_BYTES;
+
+/// A changed wasm module stored normalized: its transform and the temporary file holding
+/// its normalized form.
+struct NormalizedModule {
+    transform: WasmTransform,
+    file: PathBuf,
+}
+
+/// The transforms of the changed wasm modules of `new` (each against the old file at its
+/// path, both at most `WASM_TRANSFORM_CAP` bytes), their normalized forms written to files
+/// named from `tmp_base`. Modules are read whole, one at a time.
+fn normalize_modules(
+    old: &Path,
+    new: &Path,
+    old_sig: &Signature,
+    new_sig: &Signature,
+    tmp_base: &Path,
+    made: &mut Vec<NormalizedModule>,
+) -> Result<(), String> {
+    let files = |s: &Signature| -> HashMap<String, (u64, [u8; 32])> {
+        s.entries
+            .iter()
+            .filter_map(|e| match &e.kind {
+                SignedKind::File { size, blake3, .. } => Some((e.path.clone(), (*size, *blake3))),
+                _ => None,
+            })
+            .collect()
+    };
+    let old_files = files(old_sig);
+    let full = |root: &Path, path: &str| if path.is_empty() { root.to_path_buf() } else { root.join(path) };
+    let starts_wasm = |p: &Path| -> io::Result<bool> {
+        let mut magic = [0u8; 4];
+        let f = platform::open_no_follow(p)?;
+        Ok(platform::read_exact_at(&f, &mut magic, 0).is_ok() && &magic == b"\0asm")
+    };
+    for e in &new_sig.entries {
+        let SignedKind::File { size, blake3, .. } = &e.kind else { continue };
+        let Some((old_size, old_blake3)) = old_files.get(&e.path) else { continue };
+        if old_blake3 == blake3 || *size > WASM_TRANSFORM_CAP || *old_size > WASM_TRANSFORM_CAP || *size < 8 {
+            continue;
+        }
+        let (new_path, old_path) = (full(new, &e.path), full(old, &e.path));
+        if !starts_wasm(&new_path).map_err(|e| format!("{}: {e}", new_path.display()))?
+            || !starts_wasm(&old_path).map_err(|e| format!("{}: {e}", old_path.display()))?
+        {
+            continue;
+        }
+        let new_bytes = std::fs::read(&new_path).map_err(|e| format!("{}: {e}", new_path.display()))?;
+        let old_bytes = std::fs::read(&old_path).map_err(|e| format!("{}: {e}", old_path.display()))?;
+        if blake3::hash(&new_bytes).as_bytes() != blake3 || blake3::hash(&old_bytes).as_bytes() != old_blake3 {
+            return Err(format!("{}: changed during the diff (its BLAKE3 is not the signed one)", e.path));
+        }
+        // Owned: each module is freed as soon as the transform is done with it.
+        let Some((transform, normalized)) = WasmTransform::prepare_owned(&e.path, old_bytes, new_bytes) else { continue };
+        let file = tmp_base.with_file_name(format!("{}.wasm{}", tmp_base.file_name().unwrap_or_default().to_string_lossy(), made.len()));
+        std::fs::write(&file, &normalized).map_err(|e| format!("{}: {e}", file.display()))?;
+        made.push(NormalizedModule { transform, file });
+    }
+    Ok(())
+}
+
+/// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does. With
+/// `wasm_transform`, changed wasm modules are stored normalized (read whole: module docs).
+pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, level: i32, wasm_transform: bool, progress: &dyn Fn(u64)) -> Result<DiffStats, String> {
     let old_sig = sign_path(old, DEFAULT_BLOCK_SIZE).map_err(|e| format!("old: {e}"))?;
     let new_sig = sign_path(new, DEFAULT_BLOCK_SIZE).map_err(|e| format!("new: {e}"))?;
     let name = patch.file_name().ok_or("patch path has no file name")?;
     let tmp = patch.with_file_name(format!(".{}.edgepatch-tmp-{}", name.to_string_lossy(), std::process::id()));
+    let mut modules = Vec::new();
     let result = (|| {
+        if wasm_transform {
+            normalize_modules(old, new, &old_sig, &new_sig, &tmp, &mut modules)?;
+        }
         let mut out = io::BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?);
         let (mut old_files, mut new_files) = (RangeReader::new(old, Input::OldBuild), RangeReader::new(new, Input::NewBuild));
+        let mut normalized_files: HashMap<String, File> = HashMap::new();
+        for m in &modules {
+            let f = File::open(&m.file).map_err(|e| format!("{}: {e}", m.file.display()))?;
+            normalized_files.insert(m.transform.path().to_string(), f);
+        }
+        let mut read_normalized = |path: &str, offset: u64, buf: &mut [u8]| -> edgepatch_core::Result<()> {
+            let f = normalized_files.get(path).ok_or_else(|| Error::Invalid(format!("no normalized form of {path:?}")))?;
+            platform::read_exact_at(f, buf, offset)
+                .map_err(|e| Error::Io { input: Input::NewBuild, source: io::Error::new(e.kind(), format!("normalized form of {path:?}: {e}")) })
+        };
+        let transforms = modules.iter().map(|m| m.transform.clone()).collect();
         let mut written = 0u64;
-        let g = generate_patch(Some(&old_sig), &new_sig, level, &mut |p, o, b| old_files.read(p, o, b), &mut |p, o, b| new_files.read(p, o, b), &mut |bytes| {
-            written += bytes.len() as u64;
-            progress(written);
-            out.write_all(bytes).map_err(|e| Error::Output { path: tmp.display().to_string(), source: e })
-        })
+        let g = generate_patch_transformed(
+            Some(&old_sig),
+            &new_sig,
+            level,
+            transforms,
+            &mut |p, o, b| old_files.read(p, o, b),
+            &mut |p, o, b| new_files.read(p, o, b),
+            &mut read_normalized,
+            &mut |bytes| {
+                written += bytes.len() as u64;
+                progress(written);
+                out.write_all(bytes).map_err(|e| Error::Output { path: tmp.display().to_string(), source: e })
+            },
+        )
         .map_err(|e| e.to_string())?;
         let file = out.into_inner().map_err(|e| format!("{}: {e}", tmp.display()))?;
         file.sync_all().map_err(|e| format!("{}: {e}", tmp.display()))?;
@@ -87,6 +185,9 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, level: i32, progress: 
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
+    }
+    for m in &modules {
+        let _ = std::fs::remove_file(&m.file);
     }
     result
 }

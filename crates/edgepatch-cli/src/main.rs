@@ -70,7 +70,8 @@ enum Command {
         bounded: bool,
         /// Store every changed wasm module as it is (no wasm-aware transform): for
         /// measurement. By default a module is stored in normalized form where that makes
-        /// the patch smaller (docs/FORMAT.md §2.8).
+        /// the patch smaller (docs/FORMAT.md §2.8); with --bounded, wherever something in
+        /// it is renumbered (modules up to 64 MiB, read whole).
         #[arg(long)]
         no_wasm_transform: bool,
     },
@@ -356,7 +357,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                 let paths = build_files::list_paths(new).map_err(|e| format!("new: {e}"))?;
                 check_portable(paths.iter().map(String::as_str), *strict_portable)?;
                 let bar = progress_bar(cli, 0, "diff (patch bytes)");
-                let stats = bounded_diff::diff_bounded(old, new, patch, *level, &|n| bar.set_position(n))?;
+                let stats = bounded_diff::diff_bounded(old, new, patch, *level, !*no_wasm_transform, &|n| bar.set_position(n))?;
                 bar.finish_and_clear();
                 stats
             } else {

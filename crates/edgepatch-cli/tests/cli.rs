@@ -287,6 +287,35 @@ fn diff_reports_paths_that_are_not_portable_and_refuses_them_when_strict() {
     assert!(!strict.exists(), "no patch when refused");
 }
 
+#[path = "../../edgepatch-core/tests/wasm_modules/mod.rs"]
+mod wasm_modules;
+
+#[test]
+fn bounded_diff_stores_changed_wasm_modules_normalized() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v1, v2) = wasm_modules::versions(3000, 20);
+    let (old, new) = (tmp.path().join("old.wasm"), tmp.path().join("new.wasm"));
+    fs::write(&old, &v1).unwrap();
+    fs::write(&new, &v2).unwrap();
+    let mut sizes = Vec::new();
+    for (name, plain) in [("t.patch", false), ("p.patch", true)] {
+        let (patch, out) = (tmp.path().join(name), tmp.path().join(format!("{name}.out")));
+        let summary = if plain {
+            ok(edgepatch(&[&"--json", &"diff", &"--bounded", &"--no-wasm-transform", &old, &new, &patch]))
+        } else {
+            ok(edgepatch(&[&"--json", &"diff", &"--bounded", &old, &new, &patch]))
+        };
+        let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+        assert_eq!(summary["wasm_transformed"].as_u64(), Some(if plain { 0 } else { 1 }), "{summary}");
+        ok(edgepatch(&[&"apply", &old, &patch, &out]));
+        assert_eq!(fs::read(&out).unwrap(), v2);
+        sizes.push(fs::metadata(&patch).unwrap().len());
+    }
+    assert!(sizes[0] < sizes[1], "transformed {} bytes, plain {}", sizes[0], sizes[1]);
+    // The normalized form's temporary file is gone.
+    assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
+}
+
 #[test]
 fn bounded_diff_round_trips_the_fixture_game() {
     let tmp = tempfile::tempdir().unwrap();

@@ -211,25 +211,8 @@ struct WasmChoice {
 /// reads the old file as it is, so the old module must be its own normalized
 /// form (true for canonical LEB128s: every toolchain measured).
 fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usize) -> Result<Option<WasmChoice>> {
-    use crate::wasm_transform as wt;
-    let cap = MAX_WASM_TRANSFORM_BYTES as usize;
-    if !new.starts_with(b"\0asm") || new.len() > cap || old.len() >= i32::MAX as usize {
-        return Ok(None);
-    }
-    let Ok(reference) = wt::reference(old) else { return Ok(None) };
-    match wt::forward(None, old) {
-        Ok(o) if o.bytes == old => {}
-        _ => return Ok(None),
-    }
-    let Ok(n) = wt::forward(Some(&reference), new) else { return Ok(None) };
-    // Nothing renumbered: the side info could only add bytes.
-    if n.bytes == new || n.bytes.len() > cap || n.side_info.len() as u64 > MAX_WASM_SIDE_INFO || n.bytes.len() < 8 {
-        return Ok(None);
-    }
-    // The writer's own check that the applier will get the file back.
-    if wt::inverse(&n.bytes, &n.side_info).ok().as_deref() != Some(new) {
-        return Ok(None);
-    }
+    // The safety checks are the generator's too (one place: crate::generate).
+    let Some(n) = crate::generate::normalize_for_patch(old, new) else { return Ok(None) };
     let quiet = |_: u64, _: u64| {};
     let size = |segments: &[Vec<u8>]| segments.iter().map(|s| s.len()).sum::<usize>();
     let plain = encode_segments(old, new, &[], opts, threads, &quiet)?;

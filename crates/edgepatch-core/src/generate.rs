@@ -41,6 +41,9 @@ use crate::patch_format::*;
 use crate::signature::{find_block_matches, Signature, SignedKind};
 use crate::wire::put_varint;
 
+mod wasm;
+pub use wasm::{normalize_for_patch, FileForm, WasmTransform, NORMALIZED_CHECK_CHUNK};
+
 /// New bytes per segment (the window's back reach is the same).
 pub const GENERATOR_SEGMENT: u64 = MAX_WINDOW_BACK;
 /// Old bytes around each block match taken into the window.
@@ -70,6 +73,10 @@ pub struct ByteRange {
     pub offset: u64,
     /// Bytes in the range.
     pub len: u64,
+    /// Whether the range is of the file or of its normalized form (a new wasm module the
+    /// patch stores transformed, [`PatchGenerator::add_wasm_transform`]); old ranges are
+    /// always of the file.
+    pub form: FileForm,
 }
 
 /// Makes one patch from two builds' signatures, segment by segment, in bounded memory; the
@@ -81,6 +88,12 @@ pub struct PatchGenerator {
     delta: Vec<(String, u64, u64)>,
     /// For each delta file, the old file with the same path in the reference stream (start, size).
     counterpart: Vec<Option<(u64, u64)>>,
+    /// For each delta file, its index in `wasm` if the patch stores it normalized.
+    delta_transform: Vec<Option<usize>>,
+    /// The transformed delta files, in the order they were added.
+    wasm: Vec<WasmTransform>,
+    /// Old files in the reference stream by path (start, size).
+    reference_by_path: HashMap<String, (u64, u64)>,
     new_total: u64,
     /// Old files in the reference stream (path, start, size).
     reference: Vec<(String, u64, u64)>,
@@ -189,25 +202,18 @@ impl PatchGenerator {
             at += f.size;
         }
         let reference_len = at;
-        let (mut delta, mut counterpart, mut new_total) = (Vec::new(), Vec::new(), 0u64);
-        for e in &tree.entries {
-            if let TreeEntryKind::File { size, source: FileSource::Delta, .. } = e.kind {
-                if size > 0 {
-                    delta.push((e.path.clone(), new_total, size));
-                    counterpart.push(by_path.get(e.path.as_str()).copied());
-                    new_total += size;
-                }
-            }
-        }
+        let reference_by_path = by_path.into_iter().map(|(p, r)| (p.to_string(), r)).collect();
         stats.new_bytes = new.entries.iter().map(|e| if let SignedKind::File { size, .. } = e.kind { size } else { 0 }).sum();
-        stats.delta_bytes = new_total;
         stats.reference_bytes = reference_len;
-        Ok(PatchGenerator {
+        let mut g = PatchGenerator {
             tree,
             level,
-            delta,
-            counterpart,
-            new_total,
+            delta: Vec::new(),
+            counterpart: Vec::new(),
+            delta_transform: Vec::new(),
+            wasm: Vec::new(),
+            reference_by_path,
+            new_total: 0,
             reference,
             reference_len,
             block_size,
@@ -225,7 +231,59 @@ impl PatchGenerator {
             stats,
             ops_segments: 0,
             step: false,
-        })
+        };
+        g.lay_out_delta_stream();
+        Ok(g)
+    }
+
+    /// The delta files' places in the new stream, each its size or, if transformed, its
+    /// normalized size (docs/FORMAT.md §2.8.1).
+    fn lay_out_delta_stream(&mut self) {
+        let (mut delta, mut counterpart, mut delta_transform, mut new_total) = (Vec::new(), Vec::new(), Vec::new(), 0u64);
+        for (i, e) in self.tree.entries.iter().enumerate() {
+            let len = self.tree.delta_len(i);
+            if len > 0 {
+                delta.push((e.path.clone(), new_total, len));
+                counterpart.push(self.reference_by_path.get(&e.path).copied());
+                delta_transform.push(self.wasm.iter().position(|t| t.path == e.path));
+                new_total += len;
+            }
+        }
+        (self.delta, self.counterpart, self.delta_transform, self.new_total) = (delta, counterpart, delta_transform, new_total);
+        self.stats.delta_bytes = new_total;
+        self.stats.wasm_transformed = self.wasm.len() as u64;
+    }
+
+    /// Stores the new module `t` names in its normalized form (docs/FORMAT.md §2.8): the tree
+    /// gets its transform table row, and its ranges in `new_ranges` become ranges of the
+    /// normalized form ([`FileForm::Normalized`]). Called before `header()`/`start_at()`, with
+    /// the same transforms for every generator of one patch (the steps and the assembler).
+    /// Refused if `t` was not made from this new build's file at its path (size and BLAKE3
+    /// from the new signature), or the file is not a delta file.
+    pub fn add_wasm_transform(&mut self, t: WasmTransform) -> Result<()> {
+        if self.header_done || self.next != 0 {
+            return Err(invalid("add_wasm_transform() after the generation began (call it before header() or start_at())"));
+        }
+        let Some(i) = self.tree.entries.iter().position(|e| e.path == t.path) else {
+            return Err(invalid(format!("wasm transform of {:?}: no such file in the new build", t.path)));
+        };
+        let TreeEntryKind::File { size, source: FileSource::Delta, .. } = self.tree.entries[i].kind else {
+            return Err(invalid(format!("wasm transform of {:?}: not a changed file (the patch copies it or it is no file)", t.path)));
+        };
+        if size != t.new_size || self.new_hashes[i] != t.new_blake3 {
+            return Err(invalid(format!(
+                "wasm transform of {:?}: made from another module than the new signature's ({} bytes, {size} signed)",
+                t.path, t.new_size
+            )));
+        }
+        if self.tree.transform(i).is_some() {
+            return Err(invalid(format!("wasm transform of {:?} added twice", t.path)));
+        }
+        let at = self.tree.transforms.partition_point(|w| w.entry < i);
+        self.tree.transforms.insert(at, WasmTransformed { entry: i, normalized_size: t.normalized_size, side_info: t.side_info.clone() });
+        self.wasm.push(t);
+        self.lay_out_delta_stream();
+        Ok(())
     }
 
     /// Segments of the patch (4 MiB of the new delta stream each, the last shorter).
@@ -272,10 +330,12 @@ impl PatchGenerator {
         let first = self.delta.partition_point(|(_, start, size)| start + size <= a);
         Ok(self.delta[first..]
             .iter()
-            .take_while(|(_, start, _)| *start < b)
-            .map(|(path, start, size)| {
+            .zip(&self.delta_transform[first..])
+            .take_while(|((_, start, _), _)| *start < b)
+            .map(|((path, start, size), t)| {
                 let (from, to) = (a.max(*start), b.min(start + size));
-                ByteRange { path: path.clone(), offset: from - start, len: to - from }
+                let form = if t.is_some() { FileForm::Normalized } else { FileForm::AsIs };
+                ByteRange { path: path.clone(), offset: from - start, len: to - from, form }
             })
             .collect())
     }
@@ -318,6 +378,7 @@ impl PatchGenerator {
     /// ranges (concatenated, in order). Returns the segment's patch bytes.
     pub fn encode_segment(&mut self, i: u64, new: &[u8], old: Vec<u8>) -> Result<Vec<u8>> {
         self.check_turn(i, new)?;
+        self.check_normalized(i, new)?;
         let spans = match self.planned.take() {
             Some((p, spans)) if p == i => spans,
             _ => return Err(invalid(format!("segment {i} was not planned (call plan_segment first)"))),
@@ -465,6 +526,31 @@ impl PatchGenerator {
         m.encode().map_err(|e| invalid(e.to_string()))
     }
 
+    /// Checks every chunk of a normalized form that ends in segment `i` against its
+    /// transform's hash (a chunk is at most one segment, so it starts at the latest in the
+    /// segment before, whose data is the history).
+    fn check_normalized(&self, i: u64, new: &[u8]) -> Result<()> {
+        if self.wasm.is_empty() {
+            return Ok(());
+        }
+        let (a, b) = self.segment_bounds(i)?;
+        let first = self.delta.partition_point(|(_, start, size)| start + size <= a);
+        for ((_, start, _), t) in self.delta[first..].iter().zip(&self.delta_transform[first..]).take_while(|((_, start, _), _)| *start < b) {
+            let Some(t) = t else { continue };
+            let history_start = a - self.history.len() as u64;
+            self.wasm[*t].check_chunks_ending_in(a - start, b - start, |from, to| {
+                let (from, to) = (from + start, to + start);
+                let mut bytes = Vec::with_capacity((to - from) as usize);
+                if from < a {
+                    bytes.extend_from_slice(&self.history[(from - history_start) as usize..]);
+                }
+                bytes.extend_from_slice(&new[(from.max(a) - a) as usize..(to - a) as usize]);
+                bytes
+            })?;
+        }
+        Ok(())
+    }
+
     fn check_turn(&self, i: u64, new: &[u8]) -> Result<()> {
         if !self.header_done || i != self.next {
             return Err(invalid(format!("segment {i} out of turn: header first, then segments in order (next is {})", self.next)));
@@ -498,7 +584,7 @@ impl PatchGenerator {
                 let k = self.reference.partition_point(|(_, s, _)| *s <= at) - 1;
                 let (path, s, size) = &self.reference[k];
                 let n = (start + len).min(s + size) - at;
-                out.push(ByteRange { path: path.clone(), offset: at - s, len: n });
+                out.push(ByteRange { path: path.clone(), offset: at - s, len: n, form: FileForm::AsIs });
                 at += n;
             }
         }
@@ -521,21 +607,41 @@ pub fn generate_patch(
     read_new: &mut ReadRange,
     out: &mut dyn FnMut(&[u8]) -> Result<()>,
 ) -> Result<PatchGenerator> {
+    generate_patch_transformed(old, new, level, Vec::new(), read_old, read_new, &mut |_, _, _| Err(invalid("no normalized form")), out)
+}
+
+/// [`generate_patch`] storing the new modules of `transforms` normalized; the ranges of
+/// their normalized forms are read through `read_normalized(path, offset, buf)`.
+#[allow(clippy::too_many_arguments)]
+pub fn generate_patch_transformed(
+    old: Option<&Signature>,
+    new: &Signature,
+    level: i32,
+    transforms: Vec<WasmTransform>,
+    read_old: &mut ReadRange,
+    read_new: &mut ReadRange,
+    read_normalized: &mut ReadRange,
+    out: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<PatchGenerator> {
     let mut g = PatchGenerator::new(old, new, level)?;
+    for t in transforms {
+        g.add_wasm_transform(t)?;
+    }
     out(&g.header()?)?;
-    let read_all = |ranges: &[ByteRange], read: &mut ReadRange| -> Result<Vec<u8>> {
+    let read_all = |ranges: &[ByteRange], read: &mut ReadRange, normalized: &mut ReadRange| -> Result<Vec<u8>> {
         let mut buf = vec![0u8; ranges.iter().map(|r| r.len as usize).sum()];
         let mut at = 0;
         for r in ranges {
+            let read: &mut ReadRange = if r.form == FileForm::Normalized { normalized } else { read };
             read(&r.path, r.offset, &mut buf[at..at + r.len as usize])?;
             at += r.len as usize;
         }
         Ok(buf)
     };
     for i in 0..g.segment_count() {
-        let new_bytes = read_all(&g.new_ranges(i)?, read_new)?;
+        let new_bytes = read_all(&g.new_ranges(i)?, read_new, read_normalized)?;
         let old_ranges = g.plan_segment(i, &new_bytes)?;
-        let old_bytes = read_all(&old_ranges, read_old)?;
+        let old_bytes = read_all(&old_ranges, read_old, &mut |_, _, _| Err(invalid("an old range of a normalized form")))?;
         out(&g.encode_segment(i, &new_bytes, old_bytes)?)?;
     }
     out(&g.finish()?)?;

@@ -891,8 +891,9 @@ impl ManifestReader {
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_GENERATOR: &str = r#"
-/** Bytes `[offset, offset + length)` of the file at `path` of a build. */
-export interface ByteRange { path: string; offset: number; length: number; }
+/** Bytes `[offset, offset + length)` of the file at `path` of a build, or, with `normalized`
+ *  true, of the normalized form of that new wasm module (`prepareWasmTransform`), not the file. */
+export interface ByteRange { path: string; offset: number; length: number; normalized: boolean; }
 "#;
 
 #[wasm_bindgen]
@@ -909,9 +910,56 @@ fn ranges_to_js(ranges: &[edgepatch_core::generate::ByteRange]) -> ByteRanges {
         set(&o, "path", r.path.as_str());
         set(&o, "offset", r.offset as f64);
         set(&o, "length", r.len as f64);
+        set(&o, "normalized", r.form == edgepatch_core::generate::FileForm::Normalized);
         arr.push(&o);
     }
     arr.unchecked_into()
+}
+
+/// A changed wasm module to store normalized in a generated patch (docs/FORMAT.md §2.8):
+/// `prepareWasmTransform(path, oldModule, newModule)` reads both modules whole and returns
+/// undefined (store the module as it is: not wasm, nothing renumbered, above the caps) or
+/// this. Keep `takeNormalized()`'s bytes where the generation's steps can read their ranges
+/// (those with `normalized: true`), and give `record` to every generator of the patch
+/// (`addWasmTransform`). The record is small (the side info and a hash per MiB).
+#[cfg(feature = "diff")]
+#[wasm_bindgen]
+pub struct PreparedWasmTransform {
+    record: Vec<u8>,
+    normalized: Vec<u8>,
+    normalized_size: u64,
+}
+
+#[cfg(feature = "diff")]
+#[wasm_bindgen]
+impl PreparedWasmTransform {
+    /// The transform, encoded (for `PatchGenerator.addWasmTransform`).
+    #[wasm_bindgen(getter)]
+    pub fn record(&self) -> Vec<u8> {
+        self.record.clone()
+    }
+
+    /// Bytes of the normalized form.
+    #[wasm_bindgen(getter, js_name = normalizedSize)]
+    pub fn normalized_size(&self) -> f64 {
+        self.normalized_size as f64
+    }
+
+    /// The normalized form, moved out of the module's memory (a second call returns nothing).
+    #[wasm_bindgen(js_name = takeNormalized)]
+    pub fn take_normalized(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.normalized)
+    }
+}
+
+/// See [`PreparedWasmTransform`]. `path` is the module's path in the new build ("" for a
+/// single file).
+#[cfg(feature = "diff")]
+#[wasm_bindgen(js_name = prepareWasmTransform)]
+pub fn prepare_wasm_transform(path: &str, old_module: Vec<u8>, new_module: Vec<u8>) -> Option<PreparedWasmTransform> {
+    // Owned: the core frees each module as soon as it can (the heap's peak is the isolate's).
+    let (t, normalized) = edgepatch_core::generate::WasmTransform::prepare_owned(path, old_module, new_module)?;
+    Some(PreparedWasmTransform { record: t.encode(), normalized_size: normalized.len() as u64, normalized })
 }
 
 /// Bounded-memory patch generator (the core's `PatchGenerator`), for a Worker:
@@ -968,6 +1016,16 @@ impl PatchGenerator {
         let new = Signature::decode(new_signature).map_err(|e| JsError::new(&format!("new signature: {e}")))?;
         let inner = edgepatch_core::generate::PatchGenerator::new(old.as_ref(), &new, level.unwrap_or(19)).map_err(core_err)?;
         Ok(PatchGenerator { inner, new_buf: Vec::new(), old_buf: Vec::new(), out_buf: Vec::new() })
+    }
+
+    /// Stores a changed wasm module normalized (`prepareWasmTransform(...).record`): before
+    /// `header()`/`startAtFilled()`, the same records for every generator of one patch. Its
+    /// ranges in `newRanges` are then of the normalized form (`normalized: true`), whose
+    /// bytes are checked against the record as they are encoded.
+    #[wasm_bindgen(js_name = addWasmTransform)]
+    pub fn add_wasm_transform(&mut self, record: &[u8]) -> Result<(), JsError> {
+        let t = edgepatch_core::generate::WasmTransform::decode(record).map_err(core_err)?;
+        self.inner.add_wasm_transform(t).map_err(core_err)
     }
 
     #[wasm_bindgen(getter, js_name = segmentCount)]

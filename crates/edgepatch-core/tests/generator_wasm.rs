@@ -1,0 +1,280 @@
+//! The bounded generator storing changed wasm modules normalized (docs/FORMAT.md §2.8): its
+//! patches apply byte for byte with the fast and the reference applier, a split generation
+//! gives the one-pass bytes, and a transform that does not fit the module or the normalized
+//! bytes it is fed is refused.
+
+mod fixture_builds;
+mod reference_applier;
+mod wasm_modules;
+
+use edgepatch_core::generate::{generate_patch, generate_patch_transformed, ByteRange, FileForm, PatchGenerator, WasmTransform};
+use edgepatch_core::manifest::{EntrySource, ManifestView};
+use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
+use edgepatch_core::patch_format::{FLAG_SINGLE_FILE, FLAG_WASM_TRANSFORM};
+use edgepatch_core::signature::Signature;
+use edgepatch_core::{apply_patch, Build, Error};
+use fixture_builds::{file, noise};
+use reference_applier::apply as reference_apply;
+
+/// Reads ranges of the files of `build` (or, for the normalized form, of `normalized` by path).
+fn read_ranges(build: &Build, normalized: &[(String, Vec<u8>)], ranges: &[ByteRange]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for r in ranges {
+        let data = match r.form {
+            FileForm::AsIs => build.files().find(|(p, _)| *p == r.path).map(|(_, d)| d).expect("file"),
+            FileForm::Normalized => normalized.iter().find(|(p, _)| *p == r.path).map(|(_, d)| d.as_slice()).expect("normalized form"),
+        };
+        out.extend_from_slice(&data[r.offset as usize..(r.offset + r.len) as usize]);
+    }
+    out
+}
+
+fn signatures(old: &Build, new: &Build) -> (Signature, Signature) {
+    (Signature::of_build(old, 16 << 10), Signature::of_build(new, 16 << 10))
+}
+
+/// Transforms of every changed `.wasm` file of `new` (or the single file) against the old file at its path.
+fn prepare(old: &Build, new: &Build) -> (Vec<WasmTransform>, Vec<(String, Vec<u8>)>) {
+    let (mut transforms, mut normalized) = (Vec::new(), Vec::new());
+    for (path, data) in new.files() {
+        let Some((_, old_data)) = old.files().find(|(p, _)| *p == path) else { continue };
+        if let Some((t, n)) = WasmTransform::prepare(path, old_data, data) {
+            transforms.push(t);
+            normalized.push((path.to_string(), n));
+        }
+    }
+    (transforms, normalized)
+}
+
+/// One pass; returns the patch and its manifest (none for a single file: a manifest lists paths).
+fn generate(old: &Build, new: &Build, transform: bool, level: i32) -> (Vec<u8>, Option<Vec<u8>>) {
+    let (os, ns) = signatures(old, new);
+    let (transforms, normalized) = if transform { prepare(old, new) } else { (Vec::new(), Vec::new()) };
+    let mut patch = Vec::new();
+    let reader = |build: &Build| {
+        let build = build.clone();
+        move |path: &str, offset: u64, buf: &mut [u8]| -> edgepatch_core::Result<()> {
+            let (_, d) = build.files().find(|(p, _)| *p == path).ok_or_else(|| Error::Invalid(format!("no file {path}")))?;
+            buf.copy_from_slice(&d[offset as usize..offset as usize + buf.len()]);
+            Ok(())
+        }
+    };
+    let mut read_normalized = |path: &str, offset: u64, buf: &mut [u8]| -> edgepatch_core::Result<()> {
+        let (_, d) = normalized.iter().find(|(p, _)| p == path).ok_or_else(|| Error::Invalid(format!("no normalized {path}")))?;
+        buf.copy_from_slice(&d[offset as usize..offset as usize + buf.len()]);
+        Ok(())
+    };
+    let g = generate_patch_transformed(Some(&os), &ns, level, transforms, &mut reader(old), &mut reader(new), &mut read_normalized, &mut |b| {
+        patch.extend_from_slice(b);
+        Ok(())
+    })
+    .expect("generate");
+    let manifest = (!new.is_single_file()).then(|| g.manifest("v1", "v2").unwrap());
+    (patch, manifest)
+}
+
+fn apply(patch: &[u8], old: &Build) -> Build {
+    let mut sink = MemorySink::default();
+    apply_patch(patch, &mut MemoryOldBuild::new(old), &mut sink, &mut |_| {}).expect("apply");
+    let fast = sink.into_build();
+    assert_eq!(fast, reference_apply(patch, old).expect("reference apply"));
+    fast
+}
+
+fn flags(patch: &[u8]) -> u16 {
+    u16::from_le_bytes([patch[10], patch[11]])
+}
+
+#[test]
+fn single_modules_are_stored_normalized_smaller_and_apply_exactly() {
+    let mut pairs = vec![("made-up".to_string(), wasm_modules::versions(3000, 20)), ("Go-like".to_string(), wasm_modules::go_like_versions(1500, 9))];
+    // Real modules (Go, Emscripten, Rust), as the reference applier's test takes them.
+    if let Some(dir) = std::env::var_os("EDGEPATCH_WASM_PAIRS") {
+        for pair in std::fs::read_dir(dir).unwrap() {
+            let pair = pair.unwrap().path();
+            pairs.push((pair.display().to_string(), (std::fs::read(pair.join("old")).unwrap(), std::fs::read(pair.join("new")).unwrap())));
+        }
+    }
+    for (name, (v1, v2)) in pairs {
+        let (old, new) = (Build::single_file(v1), Build::single_file(v2));
+        let transformed = !prepare(&old, &new).0.is_empty();
+        let (with, _) = generate(&old, &new, true, 9);
+        let (without, _) = generate(&old, &new, false, 9);
+        assert_eq!(apply(&with, &old), new, "{name}");
+        println!("{name}: generator patch {} bytes with the transform, {} without", with.len(), without.len());
+        if !transformed {
+            assert_eq!(with, without, "{name}: nothing renumbered, the patch is the plain one");
+            continue;
+        }
+        assert_eq!(flags(&with), FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM, "{name}");
+        assert_eq!(flags(&without), FLAG_SINGLE_FILE, "{name}");
+        assert!(with.len() < without.len(), "{name}: transformed {} bytes, plain {}", with.len(), without.len());
+    }
+}
+
+/// a.bin (changed noise) ends just before 4 MiB, so game.wasm's normalized form crosses the
+/// segment boundary (its check chunk is read partly from the history); z.bin comes after it.
+fn tree_pair() -> (Build, Build) {
+    let (v1, v2) = wasm_modules::versions(3000, 20);
+    let a = noise(7, (4 << 20) - 50_000);
+    let mut a2 = a.clone();
+    for i in (0..a2.len()).step_by(9001) {
+        a2[i] ^= 0x55;
+    }
+    let z = noise(8, 3 << 20);
+    let mut z2 = z.clone();
+    z2[100] ^= 1;
+    let old = Build::from_entries(vec![file("a.bin", a), file("game.wasm", v1), file("z.bin", z)]).unwrap();
+    let new = Build::from_entries(vec![file("a.bin", a2), file("game.wasm", v2), file("z.bin", z2)]).unwrap();
+    (old, new)
+}
+
+fn step_segments(old: &Build, new: &Build, first: u64, end: u64) -> Vec<Vec<u8>> {
+    let (os, ns) = signatures(old, new);
+    let (transforms, normalized) = prepare(old, new);
+    let mut g = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
+    for t in transforms {
+        // As a step in another invocation gets it: encoded and decoded.
+        g.add_wasm_transform(WasmTransform::decode(&t.encode()).unwrap()).unwrap();
+    }
+    let history = if first == 0 { Vec::new() } else { read_ranges(new, &normalized, &g.new_ranges(first - 1).unwrap()) };
+    g.start_at(first, &history).unwrap();
+    let mut out = Vec::new();
+    for i in first..end {
+        let fresh = read_ranges(new, &normalized, &g.new_ranges(i).unwrap());
+        let old_bytes = read_ranges(old, &normalized, &g.plan_segment(i, &fresh).unwrap());
+        out.push(g.encode_segment(i, &fresh, old_bytes).unwrap());
+    }
+    out
+}
+
+#[test]
+fn a_module_across_a_segment_boundary_steps_give_the_one_pass_bytes() {
+    let (old, new) = tree_pair();
+    let (one_pass, manifest) = generate(&old, &new, true, 3);
+    let manifest = manifest.unwrap();
+    assert_eq!(flags(&one_pass), FLAG_WASM_TRANSFORM);
+    assert_eq!(apply(&one_pass, &old), new);
+    let (os, ns) = signatures(&old, &new);
+    let (transforms, normalized) = prepare(&old, &new);
+    assert_eq!(transforms.len(), 1);
+    let mut g = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
+    g.add_wasm_transform(transforms[0].clone()).unwrap();
+    let count = g.segment_count();
+    assert_eq!(count, 2);
+    // The module's ranges are of its normalized form, on both sides of the boundary.
+    for i in 0..count {
+        let ranges = g.new_ranges(i).unwrap();
+        let game = ranges.iter().find(|r| r.path == "game.wasm").expect("game.wasm in every segment");
+        assert_eq!(game.form, FileForm::Normalized);
+        assert!(ranges.iter().filter(|r| r.path != "game.wasm").all(|r| r.form == FileForm::AsIs));
+    }
+    for cuts in [vec![0, 2], vec![0, 1, 2]] {
+        let mut segments = Vec::new();
+        for w in cuts.windows(2) {
+            segments.extend(step_segments(&old, &new, w[0], w[1]));
+        }
+        let mut a = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
+        a.add_wasm_transform(transforms[0].clone()).unwrap();
+        let mut patch = a.header().unwrap();
+        for (i, s) in segments.iter().enumerate() {
+            a.absorb_segment(i as u64, s).unwrap();
+            patch.extend_from_slice(s);
+        }
+        patch.extend_from_slice(&a.finish().unwrap());
+        assert_eq!(patch, one_pass, "steps {cuts:?}");
+        assert_eq!(a.manifest("v1", "v2").unwrap(), manifest, "steps {cuts:?}");
+    }
+    // The manifest gives game.wasm's own size and BLAKE3, and z.bin's new_offset follows
+    // game.wasm's normalized size in the delta stream (docs/FORMAT.md §4).
+    let view = ManifestView::open(&manifest).unwrap();
+    view.verify_checksum().unwrap();
+    assert_eq!(view.patch_blake3(), *blake3::hash(&one_pass).as_bytes());
+    let game = view.lookup("game.wasm").unwrap().unwrap();
+    let game_bytes = new.files().find(|(p, _)| *p == "game.wasm").unwrap().1;
+    assert_eq!((game.size, game.blake3), (game_bytes.len() as u64, *blake3::hash(game_bytes).as_bytes()));
+    let game_new_len = normalized[0].1.len() as u64;
+    assert_eq!(view.lookup("z.bin").unwrap().unwrap().source, EntrySource::Delta { new_offset: (4 << 20) - 50_000 + game_new_len });
+}
+
+#[test]
+fn a_transform_that_does_not_fit_is_refused() {
+    let (old, new) = tree_pair();
+    let (os, ns) = signatures(&old, &new);
+    let (transforms, normalized) = prepare(&old, &new);
+    let t = &transforms[0];
+
+    // Made from another module than the signed new file.
+    let (o3, n3) = wasm_modules::versions(3000, 21);
+    let (other, _) = WasmTransform::prepare("game.wasm", &o3, &n3).unwrap();
+    let mut g = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
+    assert!(g.add_wasm_transform(other).is_err());
+    // For a file that is not there, or not changed.
+    let mut renamed = t.encode();
+    let (a, b) = (renamed.len() - 32, renamed.len());
+    renamed[a..b].fill(0);
+    assert!(WasmTransform::decode(&renamed).is_err(), "the record's checksum is checked");
+    let (same_old, same_new) = (Build::from_entries(vec![file("game.wasm", new.files().nth(1).unwrap().1.to_vec())]).unwrap(), new.clone());
+    let (s_os, s_ns) = signatures(&same_old, &same_new);
+    let mut g = PatchGenerator::new(Some(&s_os), &s_ns, 3).unwrap();
+    assert!(g.add_wasm_transform(t.clone()).is_err(), "game.wasm is unchanged there: a copy, not a delta file");
+    // Twice, or after the header.
+    let mut g = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
+    g.add_wasm_transform(t.clone()).unwrap();
+    assert!(g.add_wasm_transform(t.clone()).is_err());
+    g.header().unwrap();
+    assert!(g.add_wasm_transform(t.clone()).is_err());
+
+    // Fed the module as it is instead of its normalized form: the segment where the
+    // normalized form's chunk ends is refused, in one pass and in a step.
+    let wrong: Vec<(String, Vec<u8>)> = vec![("game.wasm".into(), {
+        let mut w = normalized[0].1.clone();
+        let last = w.len() - 1;
+        w[last] ^= 1;
+        w
+    })];
+    let mut g = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
+    g.add_wasm_transform(t.clone()).unwrap();
+    g.header().unwrap();
+    let mut refused = false;
+    for i in 0..g.segment_count() {
+        let fresh = read_ranges(&new, &wrong, &g.new_ranges(i).unwrap());
+        let old_bytes = read_ranges(&old, &wrong, &g.plan_segment(i, &fresh).unwrap());
+        match g.encode_segment(i, &fresh, old_bytes) {
+            Ok(_) => {}
+            Err(e) => {
+                assert!(e.to_string().contains("game.wasm"), "{e}");
+                refused = true;
+                break;
+            }
+        }
+    }
+    assert!(refused, "a wrong normalized form must not make a patch");
+    // A step whose history (the segment before) holds the wrong bytes is refused too.
+    let mut wrong_start = normalized[0].1.clone();
+    wrong_start[0] ^= 1;
+    let wrong_start = vec![("game.wasm".to_string(), wrong_start)];
+    let mut g = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
+    g.add_wasm_transform(t.clone()).unwrap();
+    g.start_at(1, &read_ranges(&new, &wrong_start, &g.new_ranges(0).unwrap())).unwrap();
+    let fresh = read_ranges(&new, &wrong_start, &g.new_ranges(1).unwrap());
+    let old_bytes = read_ranges(&old, &wrong_start, &g.plan_segment(1, &fresh).unwrap());
+    assert!(g.encode_segment(1, &fresh, old_bytes).is_err());
+
+    // Without transforms the generator is what it was: generate_patch makes the plain patch.
+    let mut plain = Vec::new();
+    let read = |b: &Build| {
+        let b = b.clone();
+        move |p: &str, o: u64, buf: &mut [u8]| -> edgepatch_core::Result<()> {
+            buf.copy_from_slice(&b.files().find(|(q, _)| *q == p).unwrap().1[o as usize..o as usize + buf.len()]);
+            Ok(())
+        }
+    };
+    generate_patch(Some(&os), &ns, 3, &mut read(&old), &mut read(&new), &mut |b| {
+        plain.extend_from_slice(b);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(flags(&plain), 0);
+    assert_eq!(apply(&plain, &old), new);
+}
