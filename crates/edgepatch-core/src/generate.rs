@@ -133,10 +133,9 @@ impl PatchGenerator {
         if !(1..=22).contains(&level) {
             return Err(invalid(format!("compression level {level} is not in 1..=22")));
         }
-        let is_single = |s: &Signature| s.entries.len() == 1 && s.entries[0].path.is_empty();
-        let single_file = is_single(new);
+        let single_file = new.is_single_file();
         if let Some(old) = old {
-            if is_single(old) != single_file {
+            if old.is_single_file() != single_file {
                 return Err(invalid("old and new must both be single files or both be directories"));
             }
         } else if single_file {
@@ -162,21 +161,7 @@ impl PatchGenerator {
                 (e.path.as_str(), kind)
             })
             .collect();
-        let listing = if single_file {
-            single_file_listing(old_list.first().map_or(0, |f| f.1))
-        } else {
-            old_entries
-                .iter()
-                .map(|e| ListedEntry {
-                    path: e.path.clone(),
-                    kind: match &e.kind {
-                        SignedKind::File { executable, size, .. } => ListedKind::File { executable: *executable, size: *size },
-                        SignedKind::Symlink { target } => ListedKind::Symlink { target: target.clone() },
-                        SignedKind::Directory => ListedKind::Directory,
-                    },
-                })
-                .collect()
-        };
+        let listing = old.map(Signature::listing).unwrap_or_default();
         let (tree, mut stats) = plan_tree(single_file, listing, &old_list, &new_list);
 
         let (mut reference, mut at) = (Vec::new(), 0u64);

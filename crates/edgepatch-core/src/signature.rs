@@ -11,7 +11,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::build::{Build, EntryContent, MAX_PATH_LEN};
 use crate::error::{Error, Input, Result};
-use crate::patch_format::{KIND_DIRECTORY, KIND_FILE, KIND_SYMLINK, MAX_ENTRIES};
+use crate::patch_format::{single_file_listing, ListedEntry, ListedKind, KIND_DIRECTORY, KIND_FILE, KIND_SYMLINK, MAX_ENTRIES};
 use crate::wire::{put_str, put_varint, SliceReader};
 
 /// First bytes of every signature.
@@ -160,6 +160,34 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 impl Signature {
+    /// Whether the signed build is one file (one entry with the empty path).
+    pub fn is_single_file(&self) -> bool {
+        self.entries.len() == 1 && self.entries[0].path.is_empty()
+    }
+
+    /// The signed build's listing, as a tree patch keeps entries by position
+    /// (docs/FORMAT.md §2.1; the same as `diff::build_listing` of the build).
+    pub fn listing(&self) -> Vec<ListedEntry> {
+        if self.is_single_file() {
+            let size = match &self.entries[0].kind {
+                SignedKind::File { size, .. } => *size,
+                _ => 0,
+            };
+            return single_file_listing(size);
+        }
+        self.entries
+            .iter()
+            .map(|e| ListedEntry {
+                path: e.path.clone(),
+                kind: match &e.kind {
+                    SignedKind::File { executable, size, .. } => ListedKind::File { executable: *executable, size: *size },
+                    SignedKind::Symlink { target } => ListedKind::Symlink { target: target.clone() },
+                    SignedKind::Directory => ListedKind::Directory,
+                },
+            })
+            .collect()
+    }
+
     /// The signature of a build held in memory.
     pub fn of_build(build: &Build, block_size: u32) -> Signature {
         let entries = build
