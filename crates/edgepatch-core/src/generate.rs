@@ -612,7 +612,7 @@ fn choose_spans(mut candidates: Vec<(u64, u64, u64)>, reference_len: u64, budget
 /// next is split there, and every copy is moved to the span's place in the reference. None
 /// when nothing in `old` matches (the window form is then all there is). Also returns the
 /// old bytes the copies read (`copied_spans`), for a text window.
-fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) -> Result<(Option<(Vec<u8>, SegmentHeader)>, Option<Vec<CopiedSpan>>)> {
+fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) -> Result<(Option<OpsForm>, Option<Vec<CopiedSpan>>)> {
     if old.is_empty() || old.len() >= i32::MAX as usize {
         return Ok((None, None));
     }
@@ -706,6 +706,9 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) 
     out.extend_from_slice(&e);
     Ok((Some((out, header)), copied))
 }
+
+/// An ops segment's bytes and header.
+type OpsForm = (Vec<u8>, SegmentHeader);
 
 /// A piece of a window: (offset in the planned spans' concatenation, start in the reference
 /// stream, length).
