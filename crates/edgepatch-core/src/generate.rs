@@ -59,6 +59,31 @@ const GAP_SLACK: u64 = 64 << 10;
 const WINDOW_FORM_MAX_LEVEL: i32 = 12;
 /// The window form is tried when the ops form's compressed extra bytes exceed 1/this of the segment.
 const WINDOW_TRIAL_EXTRA_SHARE: u64 = 64;
+/// Text segments (see `is_text_segment`) get a costlier window form, `WindowSearch::text`:
+/// zstd's optimal parser, which is what beats the ops form's many short copies on text, with
+/// long-distance matching to reach the old spans that its small tables do not. Measured on
+/// three-tree (BENCHMARKS.md, "Generator: trees"): 273,654 -> 235,837 bytes for ~3 s more CPU
+/// natively; the same search on the control-heavy *binary* segments of freedoom2-wad and
+/// concat-101mib saves 1.4-1.9% for up to +45% CPU, so binary segments keep the lazy window.
+const TEXT_WINDOW_MAX_LEVEL: i32 = 16;
+const TEXT_WINDOW_HASH_LOG: u32 = 21;
+/// The optimal parser's binary tree covers the last 2^(this - 1) bytes (128 KiB): the recent
+/// text; what is further back is reached by the hash table and long-distance matching.
+const TEXT_WINDOW_CHAIN_LOG: u32 = 18;
+const TEXT_WINDOW_LDM_MIN_MATCH: u32 = 32;
+/// One position in 2^this enters the long-distance table (zstd's default at these window
+/// sizes is 1 in 2^7; 2^4 finds ~1% more for no measurable CPU).
+const TEXT_WINDOW_LDM_HASH_RATE_LOG: u32 = 4;
+/// A segment is text when at least this share (percent) of its new bytes are printable ASCII,
+/// tab, CR or LF...
+const TEXT_MIN_PRINTABLE_PERCENT: u64 = 90;
+/// ...and its ops form is control-heavy and over 1/this of its new bytes (where the ops form
+/// is already small the window form cannot win much, and the text search costs ~1 s).
+const TEXT_MIN_OPS_SHARE: u64 = 256;
+/// Old bytes on each side of a copy's source kept in a text window (zstd finds short matches
+/// there that the copies did not use): a text window holds only the old bytes the ops copy
+/// from, not every planned span, so the optimal parser indexes less (same size within 0.5%).
+const TEXT_WINDOW_SPAN_PADDING: u64 = 4 << 10;
 /// zstd's match-finder tables are capped so that one context stays well under
 /// 64 MiB at any level (measured: BENCHMARKS.md, "Generator").
 const MAX_HASH_LOG: u32 = 22;
@@ -382,22 +407,25 @@ impl PatchGenerator {
         // Timing only when asked: `Instant::now` panics on wasm32-unknown-unknown.
         let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
         let t = timing.then(std::time::Instant::now);
-        let ops_form = encode_ops_segment(new, &old, &spans, self.level)?;
+        let (ops_form, copied) = encode_ops_segment(new, &old, &spans, self.level)?;
         if let Some(t) = t {
             eprintln!("segment {i}: ops form {:.2}s ({:?} bytes)", t.elapsed().as_secs_f64(), ops_form.as_ref().map(|f| f.0.len()));
         }
+        let control_heavy = ops_form.as_ref().is_some_and(|(_, h)| h.ctrl_comp * 5 > h.diff_comp + h.extra_comp);
         let try_window = match &ops_form {
             None => true,
-            Some((_, h)) => h.ctrl_comp * 5 > h.diff_comp + h.extra_comp || h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE,
+            Some((_, h)) => control_heavy || h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE,
         };
+        let text =
+            is_text_segment(new) && ops_form.as_ref().is_none_or(|(bytes, _)| control_heavy && bytes.len() as u64 > new.len() as u64 / TEXT_MIN_OPS_SHARE);
         let mut chosen = ops_form.map(|(bytes, h)| (bytes, Segment::Ops(h)));
         if try_window {
-            let mut window = old;
-            window.extend_from_slice(&self.history);
+            let search = if text { WindowSearch::text(self.level) } else { WindowSearch::lazy(self.level) };
+            let (spans, window) = window_of(spans, old, copied.filter(|_| text), &self.history);
             let t = timing.then(std::time::Instant::now);
-            let frame = compress_with_window(new, &window, self.level.min(WINDOW_FORM_MAX_LEVEL))?;
+            let frame = compress_with_window(new, &window, search)?;
             if let Some(t) = t {
-                eprintln!("segment {i}: window form {:.2}s ({} bytes)", t.elapsed().as_secs_f64(), frame.len());
+                eprintln!("segment {i}: window form {:.2}s ({} bytes; {} window bytes, text {text})", t.elapsed().as_secs_f64(), frame.len(), window.len());
             }
             drop(window);
             let header = WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: self.history.len() as u64, comp_len: frame.len() as u64 };
@@ -673,10 +701,11 @@ fn choose_spans(mut candidates: Vec<(u64, u64, u64)>, reference_len: u64, budget
 /// segment"), matched against `old`: the concatenation of the reference spans `spans`
 /// (start, len). Matching runs on the concatenation; a copy crossing from one span into the
 /// next is split there, and every copy is moved to the span's place in the reference. None
-/// when nothing in `old` matches (the window form is then all there is).
-fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) -> Result<Option<(Vec<u8>, SegmentHeader)>> {
+/// when nothing in `old` matches (the window form is then all there is). Also returns the
+/// old bytes the copies read (`copied_spans`), for a text window.
+fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) -> Result<(Option<OpsForm>, Option<Vec<CopiedSpan>>)> {
     if old.is_empty() || old.len() >= i32::MAX as usize {
-        return Ok(None);
+        return Ok((None, None));
     }
     let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
     let t = timing.then(std::time::Instant::now);
@@ -691,8 +720,10 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) 
         eprintln!("  matched {:.2}s", t.elapsed().as_secs_f64());
     }
     if ops.iter().all(|op| op.copy_len == 0) {
-        return Ok(None);
+        return Ok((None, None));
     }
+    // Made now, while the suffix array's memory is free, and small: it outlives `ops`.
+    let copied = copied_spans(&ops, spans);
     let (diff, extra) = split_streams(old, new, &ops);
     // Where each span starts in `old` (window coordinates).
     let mut starts = Vec::with_capacity(spans.len());
@@ -723,10 +754,13 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) 
         new_at += op.copy_len + op.extra_len;
     }
     let ctrl = encode_control(&remapped);
-    if ctrl.len() as u64 > MAX_SEGMENT_CTRL {
-        return Ok(None);
-    }
+    // `ops` was allocated above the suffix array: freed before the streams' zstd contexts are
+    // allocated, so that they reuse the array's memory rather than grow the heap (wasm memory
+    // never shrinks; holding `ops` longer cost 34 MB on freedoom2-wad).
     drop(ops);
+    if ctrl.len() as u64 > MAX_SEGMENT_CTRL {
+        return Ok((None, copied));
+    }
     let t = timing.then(std::time::Instant::now);
     let c = compress_capped(&ctrl, level)?;
     let t1 = t.map(|t| t.elapsed().as_secs_f64());
@@ -761,7 +795,84 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) 
     out.extend_from_slice(&c);
     out.extend_from_slice(&d);
     out.extend_from_slice(&e);
-    Ok(Some((out, header)))
+    Ok((Some((out, header)), copied))
+}
+
+/// An ops segment's bytes and header.
+type OpsForm = (Vec<u8>, SegmentHeader);
+
+/// A piece of a window: (offset in the planned spans' concatenation, start in the reference
+/// stream, length).
+type CopiedSpan = (u64, u64, u64);
+
+/// Whether `new` is text: at least `TEXT_MIN_PRINTABLE_PERCENT` of its bytes printable ASCII,
+/// tab, CR or LF.
+fn is_text_segment(new: &[u8]) -> bool {
+    let printable = new.iter().filter(|&&b| matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e)).count() as u64;
+    !new.is_empty() && printable * 100 >= new.len() as u64 * TEXT_MIN_PRINTABLE_PERCENT
+}
+
+/// The old bytes `ops` copy from, each padded by `TEXT_WINDOW_SPAN_PADDING` and merged, cut at
+/// the planned spans' boundaries, ascending. None when the ops copy nothing or the pieces
+/// would be more spans than a window segment may list (the planned spans are used whole then).
+fn copied_spans(ops: &[Op], spans: &[(u64, u64)]) -> Option<Vec<CopiedSpan>> {
+    let old_len: u64 = spans.iter().map(|s| s.1).sum();
+    let mut sources: Vec<(u64, u64)> = Vec::new();
+    let mut new_at = 0i64;
+    for op in ops {
+        if op.copy_len > 0 {
+            let start = (new_at + op.diagonal) as u64;
+            sources.push((start.saturating_sub(TEXT_WINDOW_SPAN_PADDING), (start + op.copy_len + TEXT_WINDOW_SPAN_PADDING).min(old_len)));
+        }
+        new_at += (op.copy_len + op.extra_len) as i64;
+    }
+    if sources.is_empty() {
+        return None;
+    }
+    sources.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(sources.len());
+    for (a, b) in sources {
+        match merged.last_mut() {
+            Some(m) if a <= m.1 => m.1 = m.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    // Cut at the planned spans' boundaries (each planned span is one reference range).
+    let mut out = Vec::with_capacity(merged.len());
+    let (mut k, mut span_at) = (0usize, 0u64);
+    for (mut a, b) in merged {
+        while a < b {
+            while span_at + spans[k].1 <= a {
+                span_at += spans[k].1;
+                k += 1;
+            }
+            let end = b.min(span_at + spans[k].1);
+            out.push((a, spans[k].0 + (a - span_at), end - a));
+            a = end;
+        }
+    }
+    (out.len() as u64 <= MAX_WINDOW_SPANS).then_some(out)
+}
+
+/// A window form's spans and window bytes (the spans' old bytes, then `history`): all of the
+/// planned spans and their bytes `old`, or, given `copied`, only those pieces of them.
+fn window_of(spans: Vec<(u64, u64)>, old: Vec<u8>, copied: Option<Vec<CopiedSpan>>, history: &[u8]) -> (Vec<(u64, u64)>, Vec<u8>) {
+    match copied {
+        Some(copied) => {
+            let mut window = Vec::with_capacity(copied.iter().map(|c| c.2 as usize).sum::<usize>() + history.len());
+            for &(at, _, len) in &copied {
+                window.extend_from_slice(&old[at as usize..(at + len) as usize]);
+            }
+            drop(old);
+            window.extend_from_slice(history);
+            (copied.iter().map(|&(_, start, len)| (start, len)).collect(), window)
+        }
+        None => {
+            let mut window = old;
+            window.extend_from_slice(history);
+            (spans, window)
+        }
+    }
 }
 
 /// One zstd frame of `data` (a stream of an ops segment), with the match finder's tables
@@ -770,18 +881,47 @@ fn compress_capped(data: &[u8], level: i32) -> Result<Vec<u8>> {
     if data.is_empty() {
         return Ok(Vec::new());
     }
-    compress_with_window(data, &[], level)
+    compress_with_window(data, &[], WindowSearch { level, hash_log: MAX_HASH_LOG, chain_log: MAX_CHAIN_LOG, long_distance: false })
 }
 
-fn compress_with_window(data: &[u8], window: &[u8], level: i32) -> Result<Vec<u8>> {
+/// How zstd searches one frame (its tables always capped: a 12-16 MiB prefix would otherwise
+/// want 64+ MiB of them).
+#[derive(Debug, Clone, Copy)]
+struct WindowSearch {
+    level: i32,
+    hash_log: u32,
+    chain_log: u32,
+    /// Long-distance matching (`TEXT_WINDOW_LDM_*`).
+    long_distance: bool,
+}
+
+impl WindowSearch {
+    /// Binary segments: the ops form found the copies, the window only mops up (lazy2 at 12).
+    fn lazy(level: i32) -> WindowSearch {
+        WindowSearch { level: level.min(WINDOW_FORM_MAX_LEVEL), hash_log: MAX_HASH_LOG, chain_log: MAX_CHAIN_LOG, long_distance: false }
+    }
+
+    /// Text segments: the optimal parser (btopt at 16) over recent text, long-distance
+    /// matching into the old spans.
+    fn text(level: i32) -> WindowSearch {
+        WindowSearch { level: level.min(TEXT_WINDOW_MAX_LEVEL), hash_log: TEXT_WINDOW_HASH_LOG, chain_log: TEXT_WINDOW_CHAIN_LOG, long_distance: true }
+    }
+}
+
+fn compress_with_window(data: &[u8], window: &[u8], search: WindowSearch) -> Result<Vec<u8>> {
     use zstd::zstd_safe::{CCtx, CParameter};
     let zerr = |c: usize| invalid(crate::apply::zstd_error(c));
     let mut cctx = CCtx::create();
     let window_log = ((window.len() + data.len()).next_power_of_two().trailing_zeros()).clamp(10, MAX_WINDOW_LOG + 1);
-    cctx.set_parameter(CParameter::CompressionLevel(level)).map_err(zerr)?;
+    cctx.set_parameter(CParameter::CompressionLevel(search.level)).map_err(zerr)?;
     cctx.set_parameter(CParameter::WindowLog(window_log)).map_err(zerr)?;
-    cctx.set_parameter(CParameter::HashLog(MAX_HASH_LOG.min(window_log))).map_err(zerr)?;
-    cctx.set_parameter(CParameter::ChainLog(MAX_CHAIN_LOG.min(window_log + 1))).map_err(zerr)?;
+    cctx.set_parameter(CParameter::HashLog(search.hash_log.min(window_log))).map_err(zerr)?;
+    cctx.set_parameter(CParameter::ChainLog(search.chain_log.min(window_log + 1))).map_err(zerr)?;
+    if search.long_distance && !window.is_empty() {
+        cctx.set_parameter(CParameter::EnableLongDistanceMatching(true)).map_err(zerr)?;
+        cctx.set_parameter(CParameter::LdmMinMatch(TEXT_WINDOW_LDM_MIN_MATCH)).map_err(zerr)?;
+        cctx.set_parameter(CParameter::LdmHashRateLog(TEXT_WINDOW_LDM_HASH_RATE_LOG)).map_err(zerr)?;
+    }
     if !window.is_empty() {
         cctx.ref_prefix(window).map_err(zerr)?;
     }

@@ -1,0 +1,204 @@
+//! The bounded generator on text trees (JS bundles and sources): text segments get the
+//! optimal-parser window form, whose window holds only the old bytes the copies read. Its
+//! patches apply byte-exact, split generation still makes the one-pass patch byte for byte,
+//! and an old region that nothing copies from stays out of the window.
+
+use edgepatch_core::generate::{generate_patch, ByteRange, PatchGenerator};
+use edgepatch_core::inspect::inspect_patch;
+use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
+use edgepatch_core::patch_format::Segment;
+use edgepatch_core::signature::Signature;
+use edgepatch_core::{apply_patch, Build, Error};
+use reference_applier::apply as reference_apply;
+
+mod fixture_builds;
+mod reference_applier;
+
+use fixture_builds::file;
+
+/// Deterministic xorshift.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// About `len` bytes of JavaScript-like lines drawn from a small vocabulary.
+fn js_lines(seed: u64, len: usize) -> Vec<String> {
+    const WORDS: [&str; 24] = [
+        "const", "let", "return", "function", "this", "value", "node", "texture", "uniform", "vec3", "matrix", "update", "=", "+", "(", ")", "{", "}", ";",
+        "if", "else", "null", "true", "0.5",
+    ];
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let (mut lines, mut size) = (Vec::new(), 0);
+    while size < len {
+        let words = 3 + rng.next() % 9;
+        // Each line names something of its own, as code does: no line repeats another.
+        let mut line = format!("{}n{} =", "\t".repeat((rng.next() % 4) as usize), rng.next() % 10_000_000);
+        for _ in 0..words {
+            line.push(' ');
+            line.push_str(WORDS[(rng.next() % WORDS.len() as u64) as usize]);
+            if rng.next().is_multiple_of(5) {
+                line.push_str(&format!("{}", rng.next() % 1000));
+            }
+        }
+        size += line.len() + 1;
+        lines.push(line);
+    }
+    lines
+}
+
+/// The next version of `lines`: one line in `every` edited (a number appended), one in
+/// `every` replaced by a copy of a line from the file's first eighth (code moved or
+/// duplicated), and one in `every` new lines inserted from a pool of 1,500 that the old
+/// version lacks (a change a bundle repeats in each of its files).
+fn edited(lines: &[String], seed: u64, every: u64) -> Vec<String> {
+    let mut pool_rng = Rng(99);
+    let pool: Vec<String> = (0..1500)
+        .map(|_| {
+            format!(
+                "\tconst v{} = mix( u{}, w{}.xyz ) * {};",
+                pool_rng.next() % 100_000,
+                pool_rng.next() % 100_000,
+                pool_rng.next() % 1000,
+                pool_rng.next() % 97
+            )
+        })
+        .collect();
+    let mut rng = Rng(seed | 1);
+    let mut out = Vec::with_capacity(lines.len() + lines.len() / 8);
+    for line in lines {
+        match rng.next() % every {
+            0 => out.push(format!("{line} + {}", rng.next() % 100_000)),
+            1 => out.push(lines[(rng.next() % (lines.len() as u64 / 8)) as usize].clone()),
+            _ => out.push(line.clone()),
+        }
+        if rng.next().is_multiple_of(every) {
+            out.push(pool[(rng.next() % pool.len() as u64) as usize].clone());
+        }
+    }
+    out
+}
+
+fn joined(lines: &[String]) -> Vec<u8> {
+    let mut s = lines.join("\n");
+    s.push('\n');
+    s.into_bytes()
+}
+
+/// The old region of `a.js` that the new version drops (whole lines from 3 MiB, 256 KiB):
+/// (start, end) in `a.js`.
+fn dropped(a: &[String]) -> (usize, usize, std::ops::Range<usize>) {
+    let (mut at, mut k) = (0, 0);
+    while at < 3 << 20 {
+        at += a[k].len() + 1;
+        k += 1;
+    }
+    let (start, first) = (at, k);
+    while at < start + (256 << 10) {
+        at += a[k].len() + 1;
+        k += 1;
+    }
+    (start, at, first..k)
+}
+
+/// A text tree of three segments: `a.js` (5 MiB, edited, a 256 KiB block dropped), `b.js`
+/// (2 MiB, edited) and `c.js`, a new file repeating `b.js`'s new lines (the history reaches
+/// it). Returns the dropped block's (start, end) in the old `a.js` too.
+fn text_pair() -> (Build, Build, (usize, usize)) {
+    let a = js_lines(1, 5 << 20);
+    let b = js_lines(2, 2 << 20);
+    let (start, end, lines) = dropped(&a);
+    let mut kept = a.clone();
+    kept.drain(lines);
+    let new_a = joined(&edited(&kept, 3, 40));
+    let new_b = joined(&edited(&b, 4, 30));
+    let mut new_c = new_b.clone();
+    new_c.extend_from_slice(b"export default {};\n");
+    let old = Build::from_entries(vec![file("a.js", joined(&a)), file("b.js", joined(&b))]).unwrap();
+    let new = Build::from_entries(vec![file("a.js", new_a), file("b.js", new_b), file("c.js", new_c)]).unwrap();
+    (old, new, (start, end))
+}
+
+fn reader(build: &Build) -> impl FnMut(&str, u64, &mut [u8]) -> edgepatch_core::Result<()> + '_ {
+    move |path, offset, buf| {
+        let (_, data) = build.files().find(|(p, _)| *p == path).ok_or_else(|| Error::Invalid(format!("no file {path}")))?;
+        buf.copy_from_slice(&data[offset as usize..offset as usize + buf.len()]);
+        Ok(())
+    }
+}
+
+fn read(build: &Build, ranges: &[ByteRange]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for r in ranges {
+        let mut buf = vec![0; r.len as usize];
+        reader(build)(&r.path, r.offset, &mut buf).unwrap();
+        out.extend_from_slice(&buf);
+    }
+    out
+}
+
+const LEVEL: i32 = 17;
+
+fn one_pass(old: &Build, new: &Build) -> Vec<u8> {
+    let (os, ns) = (Signature::of_build(old, 16 << 10), Signature::of_build(new, 16 << 10));
+    let mut patch = Vec::new();
+    generate_patch(Some(&os), &ns, LEVEL, &mut reader(old), &mut reader(new), &mut |b| {
+        patch.extend_from_slice(b);
+        Ok(())
+    })
+    .unwrap();
+    patch
+}
+
+#[test]
+fn text_windows_round_trip_and_hold_only_copied_old_bytes() {
+    let (old, new, (start, end)) = text_pair();
+    let patch = one_pass(&old, &new);
+    let mut sink = MemorySink::default();
+    apply_patch(&patch[..], &mut MemoryOldBuild::new(&old), &mut sink, &mut |_| {}).unwrap();
+    assert_eq!(sink.into_build(), new);
+    assert_eq!(reference_apply(&patch, &old).unwrap(), new);
+
+    let layout = inspect_patch(&patch[..]).unwrap().layout;
+    assert_eq!(layout.segments.len(), 3);
+    let windows: Vec<_> = layout.segments.iter().filter_map(|s| if let Segment::Window(w) = s { Some(w) } else { None }).collect();
+    assert!(!windows.is_empty(), "text segments are window segments: {:?}", layout.segments);
+    // The planned spans of a.js's first segment reach 2 MiB around its aligned position, so
+    // they hold the dropped block; a text window holds only what the copies read (and 4 KiB
+    // around it), so the middle of the block is in no window.
+    let middle = ((start + end) / 2) as u64;
+    for w in &windows {
+        assert!(w.spans.iter().all(|&(s, l)| middle < s || middle >= s + l), "dropped old bytes in a window: {:?}", w.spans);
+    }
+    // A tight window is many pieces, not the planned spans' few.
+    assert!(windows[0].spans.len() > 1, "{:?}", windows[0].spans);
+}
+
+#[test]
+fn text_segments_split_into_steps_are_the_one_pass_segments() {
+    let (old, new, _) = text_pair();
+    let patch = one_pass(&old, &new);
+    let (os, ns) = (Signature::of_build(&old, 16 << 10), Signature::of_build(&new, 16 << 10));
+    let count = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap().segment_count();
+    // Each segment made by its own step generator (history: the segment before's new data).
+    let mut a = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap();
+    let mut assembled = a.header().unwrap();
+    for i in 0..count {
+        let mut g = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap();
+        let history = if i == 0 { Vec::new() } else { read(&new, &g.new_ranges(i - 1).unwrap()) };
+        g.start_at(i, &history).unwrap();
+        let fresh = read(&new, &g.new_ranges(i).unwrap());
+        let old_bytes = read(&old, &g.plan_segment(i, &fresh).unwrap());
+        let segment = g.encode_segment(i, &fresh, old_bytes).unwrap();
+        a.absorb_segment(i, &segment).unwrap();
+        assembled.extend_from_slice(&segment);
+    }
+    assembled.extend_from_slice(&a.finish().unwrap());
+    assert_eq!(assembled, patch);
+}
