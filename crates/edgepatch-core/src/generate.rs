@@ -54,8 +54,10 @@ const GAP_SLACK: u64 = 64 << 10;
 /// parser's strategies costs 3-10x the CPU for 2-5% smaller window segments (measured:
 /// BENCHMARKS.md, "Generator").
 const WINDOW_FORM_MAX_LEVEL: i32 = 12;
-/// The window form is tried when the ops form's compressed extra bytes exceed 1/this of the segment.
-const WINDOW_TRIAL_EXTRA_SHARE: u64 = 64;
+/// The window form is tried when the ops form's compressed control stream is over 1/this of
+/// its other two streams (many short copies: text, or data the spans explain in pieces). Below
+/// it the window form lost on every segment measured (BENCHMARKS.md, "Generator CPU").
+const WINDOW_TRIAL_CTRL_SHARE: u64 = 7;
 /// zstd's match-finder tables are capped so that one context stays well under
 /// 64 MiB at any level (measured: BENCHMARKS.md, "Generator").
 const MAX_HASH_LOG: u32 = 22;
@@ -342,7 +344,7 @@ impl PatchGenerator {
         }
         let try_window = match &ops_form {
             None => true,
-            Some((_, h)) => h.ctrl_comp * 5 > h.diff_comp + h.extra_comp || h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE,
+            Some((_, h)) => h.ctrl_comp * WINDOW_TRIAL_CTRL_SHARE > h.diff_comp + h.extra_comp,
         };
         let mut chosen = ops_form.map(|(bytes, h)| (bytes, Segment::Ops(h)));
         if try_window {
@@ -636,12 +638,19 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) 
         return Ok(None);
     }
     drop(ops);
+    if let Some(dir) = std::env::var_os("EDGEPATCH_DUMP") { // TEMP
+        let n = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0) / 3;
+        let p = std::path::Path::new(&dir);
+        std::fs::write(p.join(format!("{n:03}.ctrl")), &ctrl).unwrap();
+        std::fs::write(p.join(format!("{n:03}.diff")), &diff).unwrap();
+        std::fs::write(p.join(format!("{n:03}.extra")), &extra).unwrap();
+    }
     let t = timing.then(std::time::Instant::now);
-    let c = compress_capped(&ctrl, level)?;
+    let c = compress_capped(&ctrl, level, OpsStream::Ctrl)?;
     let t1 = t.map(|t| t.elapsed().as_secs_f64());
-    let d = compress_capped(&diff, level)?;
+    let d = compress_capped(&diff, level, OpsStream::Diff)?;
     let t2 = t.map(|t| t.elapsed().as_secs_f64());
-    let e = compress_capped(&extra, level)?;
+    let e = compress_capped(&extra, level, OpsStream::Extra)?;
     if let Some(t) = t {
         eprintln!(
             "  ctrl {} -> {} ({:.2}s), diff {} -> {} ({:.2}s), extra {} -> {} ({:.2}s)",
@@ -673,16 +682,37 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) 
     Ok(Some((out, header)))
 }
 
+/// The three streams of an ops segment, which zstd is tuned for apart.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OpsStream {
+    Ctrl,
+    Diff,
+    Extra,
+}
+
 /// One zstd frame of `data` (a stream of an ops segment), with the match finder's tables
 /// capped as the window form's are, so a generation stays within an isolate's memory.
-fn compress_capped(data: &[u8], level: i32) -> Result<Vec<u8>> {
+/// At the btopt levels (16, 17: the Worker's default) the extra stream (literal new bytes)
+/// finds 3-byte matches, as levels 18-19 do: 2.4-2.5% fewer extra bytes on the corpus
+/// (BENCHMARKS.md, "Generator CPU"). The diff stream keeps the level's parameters (a shallower
+/// search cost esbuild-wasm-adj 0.7% of its patch for 0.1 s).
+fn compress_capped(data: &[u8], level: i32, stream: OpsStream) -> Result<Vec<u8>> {
+    use zstd::zstd_safe::CParameter;
     if data.is_empty() {
         return Ok(Vec::new());
     }
-    compress_with_window(data, &[], level)
+    let tune: &[CParameter] = match (stream, level) {
+        (OpsStream::Extra, 16..=17) => &[CParameter::MinMatch(3)],
+        _ => &[],
+    };
+    compress_tuned(data, &[], level, tune)
 }
 
 fn compress_with_window(data: &[u8], window: &[u8], level: i32) -> Result<Vec<u8>> {
+    compress_tuned(data, window, level, &[])
+}
+
+fn compress_tuned(data: &[u8], window: &[u8], level: i32, tune: &[zstd::zstd_safe::CParameter]) -> Result<Vec<u8>> {
     use zstd::zstd_safe::{CCtx, CParameter};
     let zerr = |c: usize| invalid(crate::apply::zstd_error(c));
     let mut cctx = CCtx::create();
@@ -691,6 +721,9 @@ fn compress_with_window(data: &[u8], window: &[u8], level: i32) -> Result<Vec<u8
     cctx.set_parameter(CParameter::WindowLog(window_log)).map_err(zerr)?;
     cctx.set_parameter(CParameter::HashLog(MAX_HASH_LOG.min(window_log))).map_err(zerr)?;
     cctx.set_parameter(CParameter::ChainLog(MAX_CHAIN_LOG.min(window_log + 1))).map_err(zerr)?;
+    for &p in tune {
+        cctx.set_parameter(p).map_err(zerr)?;
+    }
     if !window.is_empty() {
         cctx.ref_prefix(window).map_err(zerr)?;
     }
