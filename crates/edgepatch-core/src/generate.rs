@@ -638,13 +638,6 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) 
         return Ok(None);
     }
     drop(ops);
-    if let Some(dir) = std::env::var_os("EDGEPATCH_DUMP") { // TEMP
-        let n = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0) / 3;
-        let p = std::path::Path::new(&dir);
-        std::fs::write(p.join(format!("{n:03}.ctrl")), &ctrl).unwrap();
-        std::fs::write(p.join(format!("{n:03}.diff")), &diff).unwrap();
-        std::fs::write(p.join(format!("{n:03}.extra")), &extra).unwrap();
-    }
     let t = timing.then(std::time::Instant::now);
     let c = compress_capped(&ctrl, level, OpsStream::Ctrl)?;
     let t1 = t.map(|t| t.elapsed().as_secs_f64());

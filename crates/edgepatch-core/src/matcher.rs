@@ -252,7 +252,6 @@ pub fn match_new_data(index: &OldIndex, new: &[u8], params: MatchParams, progres
     // a detour the old alignment often resumes, and is then cheap to name.
     let mut recent = [0isize; 2];
     let mut reported = 0usize;
-    let skip_on = std::env::var_os("EDGEPATCH_NOSKIP").is_none(); // TEMP A/B
     while scan < newsize {
         let mut oldscore = 0usize;
         scan += len;
@@ -262,7 +261,7 @@ pub fn match_new_data(index: &OldIndex, new: &[u8], params: MatchParams, progres
             // per byte. Where nothing on the current alignment is pending (oldscore 0) and
             // the next 8 bytes occur nowhere in the old data, no search can end this loop:
             // that needs a match over min_gain (>= 8) bytes, or 12 on a recent diagonal.
-            if skip_on && oldscore == 0 && params.min_gain >= GRAM && scan + GRAM <= newsize && !index.may_contain_gram(&new[scan..]) {
+            if oldscore == 0 && params.min_gain >= GRAM && scan + GRAM <= newsize && !index.may_contain_gram(&new[scan..]) {
                 scan += 1;
                 scsc = scsc.max(scan);
                 continue;
@@ -518,11 +517,8 @@ mod tests {
             repetitive.extend_from_slice(&unit);
             repetitive.push(rnd(256) as u8);
         }
-        let olds: Vec<Vec<u8>> = vec![
-            repetitive,
-            (0..20_000).map(|_| b"etaoin shrdlu"[rnd(13) as usize]).collect(),
-            (0..20_000).map(|_| rnd(256) as u8).collect(),
-        ];
+        let olds: Vec<Vec<u8>> =
+            vec![repetitive, (0..20_000).map(|_| b"etaoin shrdlu"[rnd(13) as usize]).collect(), (0..20_000).map(|_| rnd(256) as u8).collect()];
         for old in &olds {
             let index = OldIndex::new(old);
             for _ in 0..2000 {
