@@ -54,9 +54,12 @@ const GAP_SLACK: u64 = 64 << 10;
 /// parser's strategies costs 3-10x the CPU for 2-5% smaller window segments (measured:
 /// BENCHMARKS.md, "Generator").
 const WINDOW_FORM_MAX_LEVEL: i32 = 12;
-/// The window form is tried when the ops form's compressed control stream is over 1/this of
-/// its other two streams (many short copies: text, or data the spans explain in pieces). Below
-/// it the window form lost on every segment measured (BENCHMARKS.md, "Generator CPU").
+/// The window form is tried when the ops form's compressed extra bytes exceed 1/this of the
+/// segment...
+const WINDOW_TRIAL_EXTRA_SHARE: u64 = 64;
+/// ...and its compressed control stream is over 1/this of its diff and extra streams (a
+/// control stream under 1/8 of the segment: the window form lost on all 15 such segments
+/// measured, BENCHMARKS.md, "Generator CPU"), or whatever the extra bytes when it is over 1/5.
 const WINDOW_TRIAL_CTRL_SHARE: u64 = 7;
 /// zstd's match-finder tables are capped so that one context stays well under
 /// 64 MiB at any level (measured: BENCHMARKS.md, "Generator").
@@ -344,7 +347,10 @@ impl PatchGenerator {
         }
         let try_window = match &ops_form {
             None => true,
-            Some((_, h)) => h.ctrl_comp * WINDOW_TRIAL_CTRL_SHARE > h.diff_comp + h.extra_comp,
+            Some((_, h)) => {
+                let rest = h.diff_comp + h.extra_comp;
+                h.ctrl_comp * 5 > rest || (h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE && h.ctrl_comp * WINDOW_TRIAL_CTRL_SHARE > rest)
+            }
         };
         let mut chosen = ops_form.map(|(bytes, h)| (bytes, Segment::Ops(h)));
         if try_window {

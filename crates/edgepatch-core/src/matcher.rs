@@ -256,12 +256,15 @@ pub fn match_new_data(index: &OldIndex, new: &[u8], params: MatchParams, progres
         let mut oldscore = 0usize;
         scan += len;
         let mut scsc = scan;
+        let mut short_before = false;
         while scan < newsize {
             // Unmatched new data (content the old data lacks) costs a suffix-array search
             // per byte. Where nothing on the current alignment is pending (oldscore 0) and
             // the next 8 bytes occur nowhere in the old data, no search can end this loop:
             // that needs a match over min_gain (>= 8) bytes, or 12 on a recent diagonal.
-            if oldscore == 0 && params.min_gain >= GRAM && scan + GRAM <= newsize && !index.may_contain_gram(&new[scan..]) {
+            // Tested only after a search here found less than 8 bytes (inside a run of
+            // unmatched bytes), so matched regions pay nothing for the filter.
+            if short_before && oldscore == 0 && params.min_gain >= GRAM && scan + GRAM <= newsize && !index.may_contain_gram(&new[scan..]) {
                 scan += 1;
                 scsc = scsc.max(scan);
                 continue;
@@ -290,6 +293,7 @@ pub fn match_new_data(index: &OldIndex, new: &[u8], params: MatchParams, progres
             if matches_at(scan as isize + lastoffset, scan) {
                 oldscore = oldscore.saturating_sub(1);
             }
+            short_before = len < GRAM;
             scan += 1;
         }
         if len != oldscore || scan >= newsize {
