@@ -61,6 +61,9 @@ const WINDOW_TRIAL_EXTRA_SHARE: u64 = 64;
 /// control stream under 1/8 of the segment: the window form lost on all 15 such segments
 /// measured, BENCHMARKS.md, "Generator CPU"), or whatever the extra bytes when it is over 1/5.
 const WINDOW_TRIAL_CTRL_SHARE: u64 = 7;
+/// Nor is it tried when the ops form is at most 1/this of the segment's new bytes (4 KiB of a
+/// full segment): it could save no more than that, and lost on all 6 such segments measured.
+const WINDOW_TRIAL_MIN_SHARE: u64 = 1024;
 /// zstd's match-finder tables are capped so that one context stays well under
 /// 64 MiB at any level (measured: BENCHMARKS.md, "Generator").
 const MAX_HASH_LOG: u32 = 22;
@@ -347,9 +350,10 @@ impl PatchGenerator {
         }
         let try_window = match &ops_form {
             None => true,
-            Some((_, h)) => {
+            Some((bytes, h)) => {
                 let rest = h.diff_comp + h.extra_comp;
-                h.ctrl_comp * 5 > rest || (h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE && h.ctrl_comp * WINDOW_TRIAL_CTRL_SHARE > rest)
+                bytes.len() as u64 > new.len() as u64 / WINDOW_TRIAL_MIN_SHARE
+                    && (h.ctrl_comp * 5 > rest || (h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE && h.ctrl_comp * WINDOW_TRIAL_CTRL_SHARE > rest))
             }
         };
         let mut chosen = ops_form.map(|(bytes, h)| (bytes, Segment::Ops(h)));
