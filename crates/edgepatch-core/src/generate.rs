@@ -58,7 +58,7 @@ const WINDOW_FORM_MAX_LEVEL: i32 = 12;
 /// segment...
 const WINDOW_TRIAL_EXTRA_SHARE: u64 = 64;
 /// ...and its compressed control stream is over 1/this of its diff and extra streams (a
-/// control stream under 1/8 of the segment: the window form lost on all 15 such segments
+/// control stream under 1/8 of the segment: the window form lost on all 11 such segments
 /// measured, BENCHMARKS.md, "Generator CPU"), or whatever the extra bytes when it is over 1/5.
 const WINDOW_TRIAL_CTRL_SHARE: u64 = 7;
 /// Nor is it tried when the ops form is at most 1/this of the segment's new bytes (4 KiB of a
