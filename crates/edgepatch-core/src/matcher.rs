@@ -589,7 +589,7 @@ mod tests {
         let copied: u64 = ops.iter().map(|op| op.copy_len).sum();
         let extra: u64 = ops.iter().map(|op| op.extra_len).sum();
         assert_eq!(copied + extra, new.len() as u64);
-        assert!(extra >= 100_000 && extra < 100_100, "extra {extra}");
+        assert!((100_000..100_100).contains(&extra), "extra {extra}");
         let (diff, lit) = split_streams(&old, &new, &ops);
         assert_eq!(lit.len() as u64, extra);
         assert!(diff.iter().all(|&d| d == 0), "copies are exact here");
