@@ -57,8 +57,16 @@ const GAP_SLACK: u64 = 64 << 10;
 /// parser's strategies costs 3-10x the CPU for 2-5% smaller window segments (measured:
 /// BENCHMARKS.md, "Generator").
 const WINDOW_FORM_MAX_LEVEL: i32 = 12;
-/// The window form is tried when the ops form's compressed extra bytes exceed 1/this of the segment.
+/// The window form is tried when the ops form's compressed extra bytes exceed 1/this of the
+/// segment...
 const WINDOW_TRIAL_EXTRA_SHARE: u64 = 64;
+/// ...and its compressed control stream is over 1/this of its diff and extra streams (a
+/// control stream under 1/8 of the segment: the window form lost on all 11 such segments
+/// measured, BENCHMARKS.md, "Generator CPU"), or whatever the extra bytes when it is over 1/5.
+const WINDOW_TRIAL_CTRL_SHARE: u64 = 7;
+/// Nor is it tried when the ops form is at most 1/this of the segment's new bytes (4 KiB of a
+/// full segment): it could save no more than that, and lost on all 6 such segments measured.
+const WINDOW_TRIAL_MIN_SHARE: u64 = 1024;
 /// Text segments (see `is_text_segment`) get a costlier window form, `WindowSearch::text`:
 /// zstd's optimal parser, which is what beats the ops form's many short copies on text, with
 /// long-distance matching to reach the old spans that its small tables do not. Measured on
@@ -414,7 +422,11 @@ impl PatchGenerator {
         let control_heavy = ops_form.as_ref().is_some_and(|(_, h)| h.ctrl_comp * 5 > h.diff_comp + h.extra_comp);
         let try_window = match &ops_form {
             None => true,
-            Some((_, h)) => control_heavy || h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE,
+            Some((bytes, h)) => {
+                let rest = h.diff_comp + h.extra_comp;
+                bytes.len() as u64 > new.len() as u64 / WINDOW_TRIAL_MIN_SHARE
+                    && (control_heavy || (h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE && h.ctrl_comp * WINDOW_TRIAL_CTRL_SHARE > rest))
+            }
         };
         let text =
             is_text_segment(new) && ops_form.as_ref().is_none_or(|(bytes, _)| control_heavy && bytes.len() as u64 > new.len() as u64 / TEXT_MIN_OPS_SHARE);
@@ -762,11 +774,11 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) 
         return Ok((None, copied));
     }
     let t = timing.then(std::time::Instant::now);
-    let c = compress_capped(&ctrl, level)?;
+    let c = compress_capped(&ctrl, level, OpsStream::Ctrl)?;
     let t1 = t.map(|t| t.elapsed().as_secs_f64());
-    let d = compress_capped(&diff, level)?;
+    let d = compress_capped(&diff, level, OpsStream::Diff)?;
     let t2 = t.map(|t| t.elapsed().as_secs_f64());
-    let e = compress_capped(&extra, level)?;
+    let e = compress_capped(&extra, level, OpsStream::Extra)?;
     if let Some(t) = t {
         eprintln!(
             "  ctrl {} -> {} ({:.2}s), diff {} -> {} ({:.2}s), extra {} -> {} ({:.2}s)",
@@ -875,13 +887,29 @@ fn window_of(spans: Vec<(u64, u64)>, old: Vec<u8>, copied: Option<Vec<CopiedSpan
     }
 }
 
+/// The three streams of an ops segment, which zstd is tuned for apart.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OpsStream {
+    Ctrl,
+    Diff,
+    Extra,
+}
+
 /// One zstd frame of `data` (a stream of an ops segment), with the match finder's tables
 /// capped as the window form's are, so a generation stays within an isolate's memory.
-fn compress_capped(data: &[u8], level: i32) -> Result<Vec<u8>> {
+/// At the btopt levels (16, 17: the Worker's default) the extra stream (literal new bytes)
+/// finds 3-byte matches, as levels 18-19 do: 2.4-2.5% fewer extra bytes on the corpus
+/// (BENCHMARKS.md, "Generator CPU"). The diff stream keeps the level's parameters (a shallower
+/// search cost esbuild-wasm-adj 0.7% of its patch for 0.1 s).
+fn compress_capped(data: &[u8], level: i32, stream: OpsStream) -> Result<Vec<u8>> {
     if data.is_empty() {
         return Ok(Vec::new());
     }
-    compress_with_window(data, &[], WindowSearch { level, hash_log: MAX_HASH_LOG, chain_log: MAX_CHAIN_LOG, long_distance: false })
+    let min_match = match (stream, level) {
+        (OpsStream::Extra, 16..=17) => Some(3),
+        _ => None,
+    };
+    compress_with_window(data, &[], WindowSearch { level, hash_log: MAX_HASH_LOG, chain_log: MAX_CHAIN_LOG, long_distance: false, min_match })
 }
 
 /// How zstd searches one frame (its tables always capped: a 12-16 MiB prefix would otherwise
@@ -893,18 +921,26 @@ struct WindowSearch {
     chain_log: u32,
     /// Long-distance matching (`TEXT_WINDOW_LDM_*`).
     long_distance: bool,
+    /// zstd's minimum match length, when not the level's.
+    min_match: Option<u32>,
 }
 
 impl WindowSearch {
     /// Binary segments: the ops form found the copies, the window only mops up (lazy2 at 12).
     fn lazy(level: i32) -> WindowSearch {
-        WindowSearch { level: level.min(WINDOW_FORM_MAX_LEVEL), hash_log: MAX_HASH_LOG, chain_log: MAX_CHAIN_LOG, long_distance: false }
+        WindowSearch { level: level.min(WINDOW_FORM_MAX_LEVEL), hash_log: MAX_HASH_LOG, chain_log: MAX_CHAIN_LOG, long_distance: false, min_match: None }
     }
 
     /// Text segments: the optimal parser (btopt at 16) over recent text, long-distance
     /// matching into the old spans.
     fn text(level: i32) -> WindowSearch {
-        WindowSearch { level: level.min(TEXT_WINDOW_MAX_LEVEL), hash_log: TEXT_WINDOW_HASH_LOG, chain_log: TEXT_WINDOW_CHAIN_LOG, long_distance: true }
+        WindowSearch {
+            level: level.min(TEXT_WINDOW_MAX_LEVEL),
+            hash_log: TEXT_WINDOW_HASH_LOG,
+            chain_log: TEXT_WINDOW_CHAIN_LOG,
+            long_distance: true,
+            min_match: None,
+        }
     }
 }
 
@@ -921,6 +957,9 @@ fn compress_with_window(data: &[u8], window: &[u8], search: WindowSearch) -> Res
         cctx.set_parameter(CParameter::EnableLongDistanceMatching(true)).map_err(zerr)?;
         cctx.set_parameter(CParameter::LdmMinMatch(TEXT_WINDOW_LDM_MIN_MATCH)).map_err(zerr)?;
         cctx.set_parameter(CParameter::LdmHashRateLog(TEXT_WINDOW_LDM_HASH_RATE_LOG)).map_err(zerr)?;
+    }
+    if let Some(m) = search.min_match {
+        cctx.set_parameter(CParameter::MinMatch(m)).map_err(zerr)?;
     }
     if !window.is_empty() {
         cctx.ref_prefix(window).map_err(zerr)?;

@@ -16,6 +16,15 @@ const NEAREST_CANDIDATES: usize = 24;
 const NEAREST_SLACK: usize = 16;
 /// A match on a recently used diagonal wins over a longer one by up to this much.
 const REPEAT_BONUS: usize = 4;
+/// Length of the byte strings whose presence in the old data `OldIndex` records
+/// (hashed into a bit set), so the matcher can pass over new bytes that start no
+/// match this long without a suffix-array search.
+const GRAM: usize = 8;
+/// The bit set has this many bits per old byte (rounded to a power of two), at
+/// most `1 << MAX_GRAM_BITS_LOG`: with every 8-byte string distinct, about 1 in 5
+/// absent strings still finds its bit set (and is searched as before).
+const GRAM_BITS_PER_BYTE: usize = 4;
+const MAX_GRAM_BITS_LOG: u32 = 28;
 
 /// Rough compressed cost of a seek of `distance` bytes: near seeks repeat and
 /// compress to almost nothing, far ones cost about their bit length.
@@ -71,6 +80,16 @@ pub struct OldIndex<'a> {
     /// Start in `sa` of the suffixes beginning with each 2-byte prefix (65537
     /// entries), so a search starts in a range ~65536 times smaller.
     buckets: Vec<u32>,
+    /// One bit per hash of an 8-byte string (`GRAM`) occurring in `old`: a clear
+    /// bit proves the string absent, so no match there reaches 8 bytes.
+    grams: Vec<u64>,
+    /// Right shift turning a 64-bit hash into a bit index of `grams`.
+    gram_shift: u32,
+}
+
+/// Multiplicative hash of 8 bytes; the top bits are used.
+fn gram_hash(bytes: &[u8]) -> u64 {
+    u64::from_le_bytes(bytes[..GRAM].try_into().unwrap()).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 impl<'a> OldIndex<'a> {
@@ -89,7 +108,21 @@ impl<'a> OldIndex<'a> {
         for i in 1..buckets.len() {
             buckets[i] += buckets[i - 1];
         }
-        OldIndex { old, sa, buckets }
+        let bits_log = (old.len() * GRAM_BITS_PER_BYTE).max(64).next_power_of_two().trailing_zeros().min(MAX_GRAM_BITS_LOG);
+        let gram_shift = 64 - bits_log;
+        let mut grams = vec![0u64; 1 << (bits_log - 6)];
+        for w in old.windows(GRAM) {
+            let b = (gram_hash(w) >> gram_shift) as usize;
+            grams[b >> 6] |= 1 << (b & 63);
+        }
+        OldIndex { old, sa, buckets, grams, gram_shift }
+    }
+
+    /// False when the first 8 bytes of `needle` (which must have 8) occur nowhere
+    /// in the old data; true when they may.
+    fn may_contain_gram(&self, needle: &[u8]) -> bool {
+        let b = (gram_hash(needle) >> self.gram_shift) as usize;
+        self.grams[b >> 6] >> (b & 63) & 1 != 0
     }
 
     /// The old data indexed.
@@ -114,19 +147,23 @@ impl<'a> OldIndex<'a> {
             }
             (lo, hi) = (start, end - 1);
         }
+        // Binary search for where `needle` sorts, comparing as far as it goes (a suffix
+        // that ends inside the needle while equal sorts before it). Every suffix between
+        // lo and hi shares the shorter of their common prefixes with the needle, so each
+        // comparison starts after it (same result, fewer bytes compared).
+        let old = self.old;
+        let lcp_at = |i: usize, from: usize| from + common_prefix(&old[self.sa[i] as usize + from..], &needle[from..]);
+        let (mut llo, mut lhi) = (lcp_at(lo, 0), lcp_at(hi, 0));
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
-            let suffix = &self.old[self.sa[mid] as usize..];
-            // Compared as far as the needle goes; a suffix that ends inside
-            // the needle while equal sorts before it.
-            if suffix[..suffix.len().min(needle.len())] < *needle {
-                lo = mid;
+            let at = self.sa[mid] as usize;
+            let l = lcp_at(mid, llo.min(lhi));
+            if l == needle.len() || (at + l < old.len() && old[at + l] > needle[l]) {
+                (hi, lhi) = (mid, l);
             } else {
-                hi = mid;
+                (lo, llo) = (mid, l);
             }
         }
-        let match_at = |i: usize| common_prefix(&self.old[self.sa[i] as usize..], needle);
-        let (llo, lhi) = (match_at(lo), match_at(hi));
         let (best_i, len) = if llo >= lhi { (lo, llo) } else { (hi, lhi) };
         if len < MIN_NEAREST_LEN {
             return (self.sa[best_i] as usize, len);
@@ -140,12 +177,16 @@ impl<'a> OldIndex<'a> {
         let mut best_score = score(best, len);
         for dir in [-1isize, 1] {
             let mut i = best_i as isize;
+            // Moving away from best_i in sorted order, the common prefix with the needle
+            // never grows: compare no further than the previous neighbour matched.
+            let mut prev = len;
             for _ in 0..NEAREST_CANDIDATES {
                 i += dir;
                 if i < 0 || i as usize >= self.sa.len() {
                     break;
                 }
-                let l = match_at(i as usize);
+                let l = common_prefix(&old[self.sa[i as usize] as usize..], &needle[..prev]);
+                prev = l;
                 if l < floor {
                     break;
                 }
@@ -215,7 +256,19 @@ pub fn match_new_data(index: &OldIndex, new: &[u8], params: MatchParams, progres
         let mut oldscore = 0usize;
         scan += len;
         let mut scsc = scan;
+        let mut short_before = false;
         while scan < newsize {
+            // Unmatched new data (content the old data lacks) costs a suffix-array search
+            // per byte. Where nothing on the current alignment is pending (oldscore 0) and
+            // the next 8 bytes occur nowhere in the old data, no search can end this loop:
+            // that needs a match over min_gain (>= 8) bytes, or 12 on a recent diagonal.
+            // Tested only after a search here found less than 8 bytes (inside a run of
+            // unmatched bytes), so matched regions pay nothing for the filter.
+            if short_before && oldscore == 0 && params.min_gain >= GRAM && scan + GRAM <= newsize && !index.may_contain_gram(&new[scan..]) {
+                scan += 1;
+                scsc = scsc.max(scan);
+                continue;
+            }
             let expected = (scan as isize + lastoffset).clamp(0, oldsize as isize - 1) as usize;
             (pos, len) = index.longest_match(&new[scan..], expected);
             for d in recent {
@@ -240,6 +293,7 @@ pub fn match_new_data(index: &OldIndex, new: &[u8], params: MatchParams, progres
             if matches_at(scan as isize + lastoffset, scan) {
                 oldscore = oldscore.saturating_sub(1);
             }
+            short_before = len < GRAM;
             scan += 1;
         }
         if len != oldscore || scan >= newsize {
@@ -391,5 +445,153 @@ mod tests {
                 assert!(l + NEAREST_SLACK.min(best / 4) >= best || best < 2, "alphabet {alphabet}: found {l}, best {best}");
             }
         }
+    }
+
+    /// The search before it skipped known-equal prefixes (session 10), kept as the reference
+    /// the faster one must agree with exactly.
+    fn longest_match_reference(index: &OldIndex, needle: &[u8], expected: usize) -> (usize, usize) {
+        let (old, sa) = (index.old, &index.sa);
+        if sa.is_empty() || needle.is_empty() {
+            return (0, 0);
+        }
+        let needle = &needle[..needle.len().min(MAX_SEARCH_LEN)];
+        let (mut lo, mut hi) = (0usize, sa.len() - 1);
+        if needle.len() >= 2 {
+            let key = usize::from(needle[0]) << 8 | usize::from(needle[1]);
+            let (start, end) = (index.buckets[key] as usize, index.buckets[key + 1] as usize);
+            if start == end {
+                return (0, 0);
+            }
+            (lo, hi) = (start, end - 1);
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            let suffix = &old[sa[mid] as usize..];
+            if suffix[..suffix.len().min(needle.len())] < *needle {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let match_at = |i: usize| common_prefix(&old[sa[i] as usize..], needle);
+        let (llo, lhi) = (match_at(lo), match_at(hi));
+        let (best_i, len) = if llo >= lhi { (lo, llo) } else { (hi, lhi) };
+        if len < MIN_NEAREST_LEN {
+            return (sa[best_i] as usize, len);
+        }
+        let floor = len - (len / 4).min(NEAREST_SLACK);
+        let score = |p: usize, l: usize| l as i64 * 8 - seek_cost_bits(p.abs_diff(expected)) as i64;
+        let (mut best, mut best_len) = (sa[best_i] as usize, len);
+        let mut best_score = score(best, len);
+        for dir in [-1isize, 1] {
+            let mut i = best_i as isize;
+            for _ in 0..NEAREST_CANDIDATES {
+                i += dir;
+                if i < 0 || i as usize >= sa.len() {
+                    break;
+                }
+                let l = match_at(i as usize);
+                if l < floor {
+                    break;
+                }
+                let p = sa[i as usize] as usize;
+                let sc = score(p, l);
+                if sc > best_score {
+                    (best, best_len, best_score) = (p, l, sc);
+                }
+            }
+        }
+        (best, best_len)
+    }
+
+    #[test]
+    fn longest_match_is_the_reference_search() {
+        // Repetitive data (long shared prefixes, many equal candidates), text-like and
+        // random bytes; needles copied from the old data, mutated copies and random ones.
+        let mut x = 99u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let unit: Vec<u8> = (0..300).map(|_| rnd(4) as u8).collect();
+        let mut repetitive = Vec::new();
+        for _ in 0..40 {
+            repetitive.extend_from_slice(&unit);
+            repetitive.push(rnd(256) as u8);
+        }
+        let olds: Vec<Vec<u8>> =
+            vec![repetitive, (0..20_000).map(|_| b"etaoin shrdlu"[rnd(13) as usize]).collect(), (0..20_000).map(|_| rnd(256) as u8).collect()];
+        for old in &olds {
+            let index = OldIndex::new(old);
+            for _ in 0..2000 {
+                let len = 1 + rnd(600) as usize;
+                let mut needle: Vec<u8> = match rnd(3) {
+                    0 => (0..len).map(|_| rnd(256) as u8).collect(),
+                    _ => {
+                        let p = rnd(old.len() as u64) as usize;
+                        old[p..(p + len).min(old.len())].to_vec()
+                    }
+                };
+                if rnd(2) == 0 && !needle.is_empty() {
+                    let at = rnd(needle.len() as u64) as usize;
+                    needle[at] ^= 1 + rnd(255) as u8;
+                }
+                let expected = rnd(old.len() as u64) as usize;
+                assert_eq!(index.longest_match(&needle, expected), longest_match_reference(&index, &needle, expected));
+            }
+        }
+    }
+
+    #[test]
+    fn gram_filter_never_hides_a_present_string() {
+        // Every 8 bytes of the old data must test present; strings absent from it mostly
+        // test absent (else the matcher would search as before, only slower).
+        let mut x = 7u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let old: Vec<u8> = (0..50_000).map(|_| rnd(256) as u8).collect();
+        let index = OldIndex::new(&old);
+        assert!(old.windows(GRAM).all(|w| index.may_contain_gram(w)));
+        let absent = (0..10_000)
+            .filter(|_| {
+                let g: Vec<u8> = (0..GRAM).map(|_| rnd(256) as u8).collect();
+                !index.may_contain_gram(&g)
+            })
+            .count();
+        assert!(absent > 7_000, "{absent} of 10000 random strings tested absent");
+        // Old data shorter than a string holds none.
+        let tiny = OldIndex::new(b"abc");
+        assert!(!tiny.may_contain_gram(b"abcdefgh"));
+    }
+
+    #[test]
+    fn unmatched_new_data_still_matches_around_it() {
+        // New data: a copy of old, 100 KB of bytes the old data lacks, another copy. The
+        // skip over the middle must leave both copies found as copies of old bytes.
+        let mut x = 5u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let old: Vec<u8> = (0..200_000).map(|_| rnd(128) as u8).collect();
+        let fresh: Vec<u8> = (0..100_000).map(|_| 128 + rnd(128) as u8).collect();
+        let new: Vec<u8> = [&old[..80_000], &fresh[..], &old[120_000..]].concat();
+        let index = OldIndex::new(&old);
+        let ops = match_new_data(&index, &new, MatchParams::default(), &|_| {});
+        let copied: u64 = ops.iter().map(|op| op.copy_len).sum();
+        let extra: u64 = ops.iter().map(|op| op.extra_len).sum();
+        assert_eq!(copied + extra, new.len() as u64);
+        assert!((100_000..100_100).contains(&extra), "extra {extra}");
+        let (diff, lit) = split_streams(&old, &new, &ops);
+        assert_eq!(lit.len() as u64, extra);
+        assert!(diff.iter().all(|&d| d == 0), "copies are exact here");
     }
 }
