@@ -7,8 +7,6 @@
 //! once in each build give (new address, old address) anchors; runs of
 //! anchors with the same displacement become pieces of a step function.
 
-use std::collections::HashMap;
-
 use super::leb::{read_signed, read_unsigned};
 use super::module::Section;
 
@@ -68,8 +66,10 @@ pub(crate) fn data_segments(bytes: &[u8], section: &Section) -> Vec<(u64, usize,
     out
 }
 
-/// Sampled windows of a data image: hash -> (address, occurrences).
-pub(crate) type WindowIndex = HashMap<u64, (u64, u32)>;
+/// The sampled windows of a data image that occur once in it: (hash, address),
+/// sorted by hash. A sorted Vec, not a map: 16 bytes a window (a hash map took
+/// over twice that, and twice again while it grew).
+pub(crate) type WindowIndex = Vec<(u64, u64)>;
 
 fn for_each_window(bytes: &[u8], segments: &[(u64, usize, usize)], f: &mut dyn FnMut(u64, u64)) {
     for &(address, start, stop) in segments {
@@ -91,11 +91,28 @@ fn for_each_window(bytes: &[u8], segments: &[(u64, usize, usize)], f: &mut dyn F
 }
 
 pub(crate) fn index_windows(bytes: &[u8], segments: &[(u64, usize, usize)]) -> WindowIndex {
-    let mut index = WindowIndex::new();
-    for_each_window(bytes, segments, &mut |h, a| {
-        index.entry(h).and_modify(|e| e.1 += 1).or_insert((a, 1));
-    });
-    index
+    // Counted first, so that the list is allocated once at its size.
+    let mut count = 0usize;
+    for_each_window(bytes, segments, &mut |_, _| count += 1);
+    let mut all: Vec<(u64, u64)> = Vec::with_capacity(count);
+    for_each_window(bytes, segments, &mut |h, a| all.push((h, a)));
+    all.sort_unstable();
+    // Keep the hashes seen once, in place.
+    let mut kept = 0;
+    let mut i = 0;
+    while i < all.len() {
+        let mut j = i + 1;
+        while j < all.len() && all[j].0 == all[i].0 {
+            j += 1;
+        }
+        if j - i == 1 {
+            all[kept] = all[i];
+            kept += 1;
+        }
+        i = j;
+    }
+    all.truncate(kept);
+    all
 }
 
 /// The old build's data as the new build's forward transform needs it.
@@ -110,7 +127,9 @@ impl OldData {
     pub fn new(bytes: &[u8], segments: &[(u64, usize, usize)]) -> OldData {
         let mut image: Vec<(u64, Vec<u8>)> = segments.iter().map(|&(a, s, e)| (a, bytes[s..e].to_vec())).collect();
         image.sort_by_key(|i| i.0);
-        OldData { windows: index_windows(bytes, segments), image }
+        let mut windows = index_windows(bytes, segments);
+        windows.shrink_to_fit();
+        OldData { windows, image }
     }
 }
 
@@ -147,14 +166,21 @@ impl AddressMap {
         let new = index_windows(bytes, segments);
         let mut new_image: Vec<(u64, &[u8])> = segments.iter().map(|&(a, s, e)| (a, &bytes[s..e])).collect();
         new_image.sort_by_key(|i| i.0);
-        let mut anchors: Vec<(u64, i64)> = new
-            .iter()
-            .filter(|(_, &(_, n))| n == 1)
-            .filter_map(|(h, &(a, _))| match old.get(h) {
-                Some(&(o, 1)) => Some((a, o as i64 - a as i64)),
-                _ => None,
-            })
-            .collect();
+        // Windows seen once on each side give (new address, displacement).
+        let mut anchors: Vec<(u64, i64)> = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < new.len() && j < old.len() {
+            match new[i].0.cmp(&old[j].0) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    anchors.push((new[i].1, old[j].1 as i64 - new[i].1 as i64));
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        drop(new);
         anchors.sort_unstable();
         let new_end = segments.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0);
         let lowest = segments.iter().map(|s| s.0).min().unwrap_or(0);

@@ -159,9 +159,15 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
             continue;
         }
         side.code_size_width = (section.contents - section.start - 1) as u8;
-        let mut contents = Vec::with_capacity(section.end - section.contents);
+        // The contents go straight into `out` after a placeholder of the size
+        // field's width, filled in (or, rarely, widened) once they are known:
+        // no second copy of the code section.
+        out.push(CODE_SECTION);
+        let size_at = out.len();
+        out.resize(size_at + side.code_size_width as usize, 0);
+        let contents_at = out.len();
         let first_body = module.bodies.first().map_or(section.end, |b| b.size_field);
-        contents.extend_from_slice(&bytes[section.contents..first_body]);
+        out.extend_from_slice(&bytes[section.contents..first_body]);
         let mut body_out = Vec::new();
         for (body_index, body) in module.bodies.iter().enumerate() {
             let width = body.start - body.size_field;
@@ -174,17 +180,22 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
             }
             // The size field keeps its original width (Go pads every one to
             // 5 bytes), so an unchanged module is its own normalized form.
-            if !write_size_like(&mut contents, body_out.len() as u64, width) {
+            if !write_size_like(&mut out, body_out.len() as u64, width) {
                 side.size_widths.push((body_index as u64, width as u8));
             }
-            contents.extend_from_slice(&body_out);
+            out.extend_from_slice(&body_out);
         }
-        if contents.len() > u32::MAX as usize {
+        let contents_len = out.len() - contents_at;
+        if contents_len > u32::MAX as usize {
             return Err(TransformError::NotWasm { offset: section.start, what: "code section too large once normalized" });
         }
-        out.push(CODE_SECTION);
-        write_size_like(&mut out, contents.len() as u64, side.code_size_width as usize);
-        out.extend_from_slice(&contents);
+        let mut size = Vec::with_capacity(5);
+        write_size_like(&mut size, contents_len as u64, side.code_size_width as usize);
+        if size.len() == contents_at - size_at {
+            out[size_at..contents_at].copy_from_slice(&size);
+        } else {
+            out.splice(size_at..contents_at, size);
+        }
     }
     stats.exceptions = (side.exceptions.len() + side.data_exceptions.len()) as u64;
     Ok((Normalized { bytes: out, side_info: side.encode() }, stats))
