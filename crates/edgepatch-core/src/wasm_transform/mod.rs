@@ -201,6 +201,36 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
     Ok((Normalized { bytes: out, side_info: side.encode() }, stats))
 }
 
+/// Whether `bytes` is its own normalized form as the old side
+/// (`forward(None, bytes)?.bytes == bytes`), checked body by body without
+/// building the normalized copy: the memory of one body, not of the module.
+pub fn is_own_normalized_form(bytes: &[u8]) -> Result<bool, TransformError> {
+    let module = parse(bytes)?;
+    let count = module.imported_functions.len() as u64 + module.bodies.len() as u64;
+    let identity: Vec<u64> = (0..count).collect();
+    let function_map = FunctionMap::from_forward(&identity);
+    drop(identity);
+    let addresses = AddressMap::default();
+    // As forward(None): the data section is left as it is (no address pieces,
+    // an identity map); the other sections are copied; the code section and
+    // every body keep their size fields' widths, so their sizes are written
+    // as they were exactly when every body is.
+    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: module.pc_table, addresses: &addresses };
+    debug_assert!(refs.addresses.pieces().is_empty() && refs.map.is_identity());
+    let (mut ordinal, mut exceptions, mut stats) = (0u64, Vec::new(), TransformStats::default());
+    let mut body_out = Vec::new();
+    for body in &module.bodies {
+        body_out.clear();
+        exceptions.clear();
+        if normalize_body(bytes, body.start, body.end, &refs, &mut ordinal, &mut exceptions, &mut stats, &mut body_out)
+            && body_out[..] != bytes[body.start..body.end]
+        {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Rebuilds the original module from its normalized form and side info.
 /// Hostile input gives an error, never a panic; the output is at most a few
 /// bytes per immediate larger than `normalized`.
