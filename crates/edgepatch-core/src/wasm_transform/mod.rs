@@ -235,13 +235,31 @@ pub fn is_own_normalized_form(bytes: &[u8]) -> Result<bool, TransformError> {
 /// Hostile input gives an error, never a panic; the output is at most a few
 /// bytes per immediate larger than `normalized`.
 pub fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
-    let mut work = normalized.to_vec();
+    // No working copy of `normalized`: only its data section is copied, to
+    // restore its words in.
     let mut out = Vec::with_capacity(normalized.len());
-    inverse_to(&mut work, side_info, &mut |bytes: &[u8]| {
+    inverse_from(Source::Shared(normalized), side_info, &mut |bytes: &[u8]| {
         out.extend_from_slice(bytes);
         Ok::<(), TransformError>(())
     })?;
     Ok(out)
+}
+
+/// The normalized bytes an inverse reads: borrowed (the data section is
+/// restored in a copy of it) or owned by the caller for the time of the
+/// inverse (restored in place).
+enum Source<'a> {
+    Shared(&'a [u8]),
+    InPlace(&'a mut [u8]),
+}
+
+impl Source<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Source::Shared(b) => b,
+            Source::InPlace(b) => b,
+        }
+    }
 }
 
 /// [`inverse`] without holding the output: the original module is handed to
@@ -251,17 +269,21 @@ pub fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, Transform
 /// `normalized` (they keep their width), which is why it is taken mutably.
 /// An error from `emit` stops the inverse and is returned as is.
 pub fn inverse_to<E: From<TransformError>>(normalized: &mut [u8], side_info: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+    inverse_from(Source::InPlace(normalized), side_info, emit)
+}
+
+fn inverse_from<E: From<TransformError>>(mut source: Source, side_info: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
     let side = SideInfo::decode(side_info)?;
-    let module = parse_module(normalized).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+    let module = parse_module(source.bytes()).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
     let function_map = FunctionMap::from_runs(side.runs.clone()).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let addresses = AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc, addresses: &addresses };
-    let data_segments = segments(normalized, &module);
+    let data_segments = segments(source.bytes(), &module);
     // The code section's size field comes before its bodies: a first pass
     // over the bodies sizes them (and checks the side info against them all
     // before anything is emitted), the second emits them.
     let code_len = match module.code {
-        Some(c) => Some(restore_code(normalized, &module, &module.sections[c], &side, &refs, &mut |_| Ok::<(), TransformError>(()))?),
+        Some(c) => Some(restore_code(source.bytes(), &module, &module.sections[c], &side, &refs, &mut |_| Ok::<(), TransformError>(()))?),
         None => None,
     };
     if code_len.is_none() && (!side.raw_bodies.is_empty() || !side.size_widths.is_empty() || !side.exceptions.is_empty()) {
@@ -270,19 +292,29 @@ pub fn inverse_to<E: From<TransformError>>(normalized: &mut [u8], side_info: &[u
     if module.data.is_none() && !side.data_exceptions.is_empty() {
         return Err(TransformError::SideInfo { offset: 0, what: "data exceptions without a data section" }.into());
     }
-    emit(&normalized[..8])?;
+    emit(&source.bytes()[..8])?;
     for (index, section) in module.sections.iter().enumerate() {
         if Some(index) == module.data {
             let mut listed = side.data_exceptions.clone();
-            rewrite_data_words(normalized, &data_segments, &refs, Direction::Inverse, &mut listed)?;
-            emit(&normalized[section.start..section.end])?;
+            match &mut source {
+                Source::InPlace(normalized) => {
+                    rewrite_data_words(normalized, &data_segments, &refs, Direction::Inverse, &mut listed)?;
+                    emit(&normalized[section.start..section.end])?;
+                }
+                Source::Shared(normalized) => {
+                    let mut data = normalized[section.start..section.end].to_vec();
+                    let rebased: Vec<(u64, usize, usize)> = data_segments.iter().map(|&(a, s, e)| (a, s - section.start, e - section.start)).collect();
+                    rewrite_data_words(&mut data, &rebased, &refs, Direction::Inverse, &mut listed)?;
+                    emit(&data)?;
+                }
+            }
         } else if Some(index) == module.code {
             let mut head = vec![CODE_SECTION];
             write_size(&mut head, code_len.expect("sized above"), side.code_size_width as usize, section.start)?;
             emit(&head)?;
-            restore_code(normalized, &module, section, &side, &refs, emit)?;
+            restore_code(source.bytes(), &module, section, &side, &refs, emit)?;
         } else {
-            emit(&normalized[section.start..section.end])?;
+            emit(&source.bytes()[section.start..section.end])?;
         }
     }
     Ok(())
