@@ -712,3 +712,32 @@ fn longest_ascending<T: Copy, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> Vec
     out.reverse();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One type, one function whose body is `call 0`, its size field `size` bytes.
+    fn module(size: &[u8]) -> Vec<u8> {
+        let mut m = MAGIC_FOR_TESTS.to_vec();
+        m.extend_from_slice(&[1, 4, 1, 0x60, 0, 0, 3, 2, 1, 0]);
+        m.extend_from_slice(&[10, 5 + size.len() as u8, 1]);
+        m.extend_from_slice(size);
+        m.extend_from_slice(&[0, 0x10, 0, 0x0b]);
+        m
+    }
+
+    const MAGIC_FOR_TESTS: &[u8; 8] = b"\0asm\x01\0\0\0";
+
+    #[test]
+    fn own_normalized_form_agrees_with_forward() {
+        for m in [module(&[4]), module(&[0x84, 0x80, 0x80, 0x80, 0])] {
+            assert_eq!(is_own_normalized_form(&m), Ok(forward(None, &m).unwrap().bytes == m));
+            assert_eq!(is_own_normalized_form(&m), Ok(true));
+            let cut = &m[..m.len() - 1];
+            assert!(matches!(is_own_normalized_form(cut), Err(TransformError::NotWasm { .. })));
+            assert!(forward(None, cut).is_err());
+        }
+        assert!(is_own_normalized_form(b"not wasm").is_err());
+    }
+}
