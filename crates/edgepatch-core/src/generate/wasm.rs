@@ -63,15 +63,15 @@ fn normalize_checked(old: Cow<[u8]>, new: Cow<[u8]>) -> Option<(Normalized, [u8;
         return None;
     }
     // The peak is the new module's forward transform, with the old module freed by then:
-    // for esbuild's 14 MB module, natively, 82 MB of allocations at most (the new module,
-    // the reference's 19.5 MB, 49 MB of the forward's tables and output), 96 MB without the
-    // early frees (BENCHMARKS.md, "Generator: the wasm transform").
+    // for esbuild's 14 MB module, natively, 43 MB of allocations at most (the new module,
+    // the reference's copy of the old data, the forward's output and window lists; 60 MB of
+    // wasm memory), BENCHMARKS.md, "wasm transform memory (session 10)".
     let reference = wt::reference(&old).ok()?;
-    // (Checking this before making the reference lowers no native peak and measured 4.6 MB
-    // more wasm memory on esbuild-wasm-adj: the allocator's layout.)
-    match wt::forward(None, &old) {
-        Ok(o) if o.bytes == *old => {}
-        _ => return None,
+    // forward(None, old).bytes == old, checked body by body, without building that copy.
+    // (When the check built it, doing it before the reference measured 4.6 MB more wasm
+    // memory on esbuild-wasm-adj: the allocator's layout.)
+    if wt::is_own_normalized_form(&old) != Ok(true) {
+        return None;
     }
     drop(old);
     let n = wt::forward(Some(&reference), &new).ok()?;

@@ -7,8 +7,6 @@
 //! once in each build give (new address, old address) anchors; runs of
 //! anchors with the same displacement become pieces of a step function.
 
-use std::collections::HashMap;
-
 use super::leb::{read_signed, read_unsigned};
 use super::module::Section;
 
@@ -68,12 +66,13 @@ pub(crate) fn data_segments(bytes: &[u8], section: &Section) -> Vec<(u64, usize,
     out
 }
 
-/// Sampled windows of a data image: hash -> (address, occurrences).
-pub(crate) type WindowIndex = HashMap<u64, (u64, u32)>;
+/// The sampled windows of a data image that occur once in it: (hash, address),
+/// sorted by hash. A sorted Vec, not a map: 16 bytes a window (a hash map took
+/// over twice that, and twice again while it grew).
+pub(crate) type WindowIndex = Vec<(u64, u64)>;
 
-fn for_each_window(bytes: &[u8], segments: &[(u64, usize, usize)], f: &mut dyn FnMut(u64, u64)) {
-    for &(address, start, stop) in segments {
-        let data = &bytes[start..stop];
+fn for_each_window<'a>(image: impl Iterator<Item = (u64, &'a [u8])>, f: &mut dyn FnMut(u64, u64)) {
+    for (address, data) in image {
         if data.len() < WINDOW {
             continue;
         }
@@ -90,27 +89,72 @@ fn for_each_window(bytes: &[u8], segments: &[(u64, usize, usize)], f: &mut dyn F
     }
 }
 
-pub(crate) fn index_windows(bytes: &[u8], segments: &[(u64, usize, usize)]) -> WindowIndex {
-    let mut index = WindowIndex::new();
-    for_each_window(bytes, segments, &mut |h, a| {
-        index.entry(h).and_modify(|e| e.1 += 1).or_insert((a, 1));
-    });
-    index
+/// The windows of a data image: (address, bytes) per segment, in any order.
+pub(crate) fn index_windows<'a>(image: impl Iterator<Item = (u64, &'a [u8])> + Clone) -> WindowIndex {
+    // Counted first, so that the list is allocated once at its size.
+    let mut count = 0usize;
+    for_each_window(image.clone(), &mut |_, _| count += 1);
+    let mut all: Vec<(u64, u64)> = Vec::with_capacity(count);
+    for_each_window(image, &mut |h, a| all.push((h, a)));
+    all.sort_unstable();
+    // Keep the hashes seen once, in place.
+    let mut kept = 0;
+    let mut i = 0;
+    while i < all.len() {
+        let mut j = i + 1;
+        while j < all.len() && all[j].0 == all[i].0 {
+            j += 1;
+        }
+        if j - i == 1 {
+            all[kept] = all[i];
+            kept += 1;
+        }
+        i = j;
+    }
+    all.truncate(kept);
+    all
 }
 
 /// The old build's data as the new build's forward transform needs it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct OldData {
-    windows: WindowIndex,
-    /// (address, bytes), sorted by address.
-    image: Vec<(u64, Vec<u8>)>,
+    /// The segments' bytes, one after the other, in address order (one
+    /// allocation: Go's modules have some 100,000 segments).
+    data: Vec<u8>,
+    /// (address, offset in `data`) of each segment, sorted by address; a
+    /// segment's bytes end where the next one's start.
+    starts: Vec<(u64, usize)>,
 }
 
 impl OldData {
     pub fn new(bytes: &[u8], segments: &[(u64, usize, usize)]) -> OldData {
-        let mut image: Vec<(u64, Vec<u8>)> = segments.iter().map(|&(a, s, e)| (a, bytes[s..e].to_vec())).collect();
-        image.sort_by_key(|i| i.0);
-        OldData { windows: index_windows(bytes, segments), image }
+        let mut sorted = segments.to_vec();
+        sorted.sort_by_key(|s| s.0);
+        let mut data = Vec::with_capacity(sorted.iter().map(|s| s.2 - s.1).sum());
+        let mut starts = Vec::with_capacity(sorted.len());
+        for (a, s, e) in sorted {
+            starts.push((a, data.len()));
+            data.extend_from_slice(&bytes[s..e]);
+        }
+        // Its windows are indexed when the new module's forward transform
+        // needs them, not kept here: the reference stays a copy of the data.
+        OldData { data, starts }
+    }
+
+    fn segment(&self, i: usize) -> (u64, &[u8]) {
+        let end = self.starts.get(i + 1).map_or(self.data.len(), |n| n.1);
+        (self.starts[i].0, &self.data[self.starts[i].1..end])
+    }
+
+    fn segments(&self) -> impl Iterator<Item = (u64, &[u8])> + Clone {
+        (0..self.starts.len()).map(|i| self.segment(i))
+    }
+
+    /// [`byte_at`] of the old image.
+    fn byte_at(&self, address: u64) -> Option<u8> {
+        let i = self.starts.partition_point(|s| s.0 <= address).checked_sub(1)?;
+        let (start, data) = self.segment(i);
+        data.get(usize::try_from(address - start).ok()?).copied()
     }
 }
 
@@ -143,18 +187,25 @@ pub(crate) struct AddressMap {
 impl AddressMap {
     /// Builds the map from the old build's window index and the new data.
     pub fn learn(old_data: &OldData, bytes: &[u8], segments: &[(u64, usize, usize)]) -> AddressMap {
-        let old = &old_data.windows;
-        let new = index_windows(bytes, segments);
         let mut new_image: Vec<(u64, &[u8])> = segments.iter().map(|&(a, s, e)| (a, &bytes[s..e])).collect();
         new_image.sort_by_key(|i| i.0);
-        let mut anchors: Vec<(u64, i64)> = new
-            .iter()
-            .filter(|(_, &(_, n))| n == 1)
-            .filter_map(|(h, &(a, _))| match old.get(h) {
-                Some(&(o, 1)) => Some((a, o as i64 - a as i64)),
-                _ => None,
-            })
-            .collect();
+        let new = index_windows(new_image.iter().copied());
+        let old = index_windows(old_data.segments());
+        // Windows seen once on each side give (new address, displacement).
+        let mut anchors: Vec<(u64, i64)> = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < new.len() && j < old.len() {
+            match new[i].0.cmp(&old[j].0) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    anchors.push((new[i].1, old[j].1 as i64 - new[i].1 as i64));
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        drop((new, old));
         anchors.sort_unstable();
         let new_end = segments.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0);
         let lowest = segments.iter().map(|s| s.0).min().unwrap_or(0);
@@ -200,7 +251,7 @@ impl AddressMap {
                     let matching = (0..old_len)
                         .take_while(|&o| {
                             let a = piece.new_start + o;
-                            let old_byte = a.checked_add_signed(piece.delta).and_then(|b| byte_at(&old_data.image, b));
+                            let old_byte = a.checked_add_signed(piece.delta).and_then(|b| old_data.byte_at(b));
                             old_byte.is_some() && old_byte == byte_at(&new_image, a)
                         })
                         .count() as u64;
@@ -209,7 +260,7 @@ impl AddressMap {
                     let matching_after = (0..old_len)
                         .take_while(|&o| {
                             let a = next.new_start - 1 - o;
-                            let old_byte = a.checked_add_signed(next.delta).and_then(|b| byte_at(&old_data.image, b));
+                            let old_byte = a.checked_add_signed(next.delta).and_then(|b| old_data.byte_at(b));
                             old_byte.is_some() && old_byte == byte_at(&new_image, a)
                         })
                         .count() as u64;

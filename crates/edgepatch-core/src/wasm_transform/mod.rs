@@ -159,9 +159,15 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
             continue;
         }
         side.code_size_width = (section.contents - section.start - 1) as u8;
-        let mut contents = Vec::with_capacity(section.end - section.contents);
+        // The contents go straight into `out` after a placeholder of the size
+        // field's width, filled in (or, rarely, widened) once they are known:
+        // no second copy of the code section.
+        out.push(CODE_SECTION);
+        let size_at = out.len();
+        out.resize(size_at + side.code_size_width as usize, 0);
+        let contents_at = out.len();
         let first_body = module.bodies.first().map_or(section.end, |b| b.size_field);
-        contents.extend_from_slice(&bytes[section.contents..first_body]);
+        out.extend_from_slice(&bytes[section.contents..first_body]);
         let mut body_out = Vec::new();
         for (body_index, body) in module.bodies.iter().enumerate() {
             let width = body.start - body.size_field;
@@ -174,33 +180,86 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
             }
             // The size field keeps its original width (Go pads every one to
             // 5 bytes), so an unchanged module is its own normalized form.
-            if !write_size_like(&mut contents, body_out.len() as u64, width) {
+            if !write_size_like(&mut out, body_out.len() as u64, width) {
                 side.size_widths.push((body_index as u64, width as u8));
             }
-            contents.extend_from_slice(&body_out);
+            out.extend_from_slice(&body_out);
         }
-        if contents.len() > u32::MAX as usize {
+        let contents_len = out.len() - contents_at;
+        if contents_len > u32::MAX as usize {
             return Err(TransformError::NotWasm { offset: section.start, what: "code section too large once normalized" });
         }
-        out.push(CODE_SECTION);
-        write_size_like(&mut out, contents.len() as u64, side.code_size_width as usize);
-        out.extend_from_slice(&contents);
+        let mut size = Vec::with_capacity(5);
+        write_size_like(&mut size, contents_len as u64, side.code_size_width as usize);
+        if size.len() == contents_at - size_at {
+            out[size_at..contents_at].copy_from_slice(&size);
+        } else {
+            out.splice(size_at..contents_at, size);
+        }
     }
     stats.exceptions = (side.exceptions.len() + side.data_exceptions.len()) as u64;
     Ok((Normalized { bytes: out, side_info: side.encode() }, stats))
+}
+
+/// Whether `bytes` is its own normalized form as the old side
+/// (`forward(None, bytes)?.bytes == bytes`), checked body by body without
+/// building the normalized copy: the memory of one body, not of the module.
+pub fn is_own_normalized_form(bytes: &[u8]) -> Result<bool, TransformError> {
+    let module = parse(bytes)?;
+    let count = module.imported_functions.len() as u64 + module.bodies.len() as u64;
+    let identity: Vec<u64> = (0..count).collect();
+    let function_map = FunctionMap::from_forward(&identity);
+    drop(identity);
+    let addresses = AddressMap::default();
+    // As forward(None): the data section is left as it is (no address pieces,
+    // an identity map); the other sections are copied; the code section and
+    // every body keep their size fields' widths, so their sizes are written
+    // as they were exactly when every body is.
+    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: module.pc_table, addresses: &addresses };
+    debug_assert!(refs.addresses.pieces().is_empty() && refs.map.is_identity());
+    let (mut ordinal, mut exceptions, mut stats) = (0u64, Vec::new(), TransformStats::default());
+    let mut body_out = Vec::new();
+    for body in &module.bodies {
+        body_out.clear();
+        exceptions.clear();
+        if normalize_body(bytes, body.start, body.end, &refs, &mut ordinal, &mut exceptions, &mut stats, &mut body_out)
+            && body_out[..] != bytes[body.start..body.end]
+        {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Rebuilds the original module from its normalized form and side info.
 /// Hostile input gives an error, never a panic; the output is at most a few
 /// bytes per immediate larger than `normalized`.
 pub fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
-    let mut work = normalized.to_vec();
+    // No working copy of `normalized`: only its data section is copied, to
+    // restore its words in.
     let mut out = Vec::with_capacity(normalized.len());
-    inverse_to(&mut work, side_info, &mut |bytes: &[u8]| {
+    inverse_from(Source::Shared(normalized), side_info, &mut |bytes: &[u8]| {
         out.extend_from_slice(bytes);
         Ok::<(), TransformError>(())
     })?;
     Ok(out)
+}
+
+/// The normalized bytes an inverse reads: borrowed (the data section is
+/// restored in a copy of it) or owned by the caller for the time of the
+/// inverse (restored in place).
+enum Source<'a> {
+    Shared(&'a [u8]),
+    InPlace(&'a mut [u8]),
+}
+
+impl Source<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Source::Shared(b) => b,
+            Source::InPlace(b) => b,
+        }
+    }
 }
 
 /// [`inverse`] without holding the output: the original module is handed to
@@ -210,17 +269,21 @@ pub fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, Transform
 /// `normalized` (they keep their width), which is why it is taken mutably.
 /// An error from `emit` stops the inverse and is returned as is.
 pub fn inverse_to<E: From<TransformError>>(normalized: &mut [u8], side_info: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+    inverse_from(Source::InPlace(normalized), side_info, emit)
+}
+
+fn inverse_from<E: From<TransformError>>(mut source: Source, side_info: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
     let side = SideInfo::decode(side_info)?;
-    let module = parse_module(normalized).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+    let module = parse_module(source.bytes()).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
     let function_map = FunctionMap::from_runs(side.runs.clone()).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let addresses = AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc, addresses: &addresses };
-    let data_segments = segments(normalized, &module);
+    let data_segments = segments(source.bytes(), &module);
     // The code section's size field comes before its bodies: a first pass
     // over the bodies sizes them (and checks the side info against them all
     // before anything is emitted), the second emits them.
     let code_len = match module.code {
-        Some(c) => Some(restore_code(normalized, &module, &module.sections[c], &side, &refs, &mut |_| Ok::<(), TransformError>(()))?),
+        Some(c) => Some(restore_code(source.bytes(), &module, &module.sections[c], &side, &refs, &mut |_| Ok::<(), TransformError>(()))?),
         None => None,
     };
     if code_len.is_none() && (!side.raw_bodies.is_empty() || !side.size_widths.is_empty() || !side.exceptions.is_empty()) {
@@ -229,19 +292,29 @@ pub fn inverse_to<E: From<TransformError>>(normalized: &mut [u8], side_info: &[u
     if module.data.is_none() && !side.data_exceptions.is_empty() {
         return Err(TransformError::SideInfo { offset: 0, what: "data exceptions without a data section" }.into());
     }
-    emit(&normalized[..8])?;
+    emit(&source.bytes()[..8])?;
     for (index, section) in module.sections.iter().enumerate() {
         if Some(index) == module.data {
             let mut listed = side.data_exceptions.clone();
-            rewrite_data_words(normalized, &data_segments, &refs, Direction::Inverse, &mut listed)?;
-            emit(&normalized[section.start..section.end])?;
+            match &mut source {
+                Source::InPlace(normalized) => {
+                    rewrite_data_words(normalized, &data_segments, &refs, Direction::Inverse, &mut listed)?;
+                    emit(&normalized[section.start..section.end])?;
+                }
+                Source::Shared(normalized) => {
+                    let mut data = normalized[section.start..section.end].to_vec();
+                    let rebased: Vec<(u64, usize, usize)> = data_segments.iter().map(|&(a, s, e)| (a, s - section.start, e - section.start)).collect();
+                    rewrite_data_words(&mut data, &rebased, &refs, Direction::Inverse, &mut listed)?;
+                    emit(&data)?;
+                }
+            }
         } else if Some(index) == module.code {
             let mut head = vec![CODE_SECTION];
             write_size(&mut head, code_len.expect("sized above"), side.code_size_width as usize, section.start)?;
             emit(&head)?;
-            restore_code(normalized, &module, section, &side, &refs, emit)?;
+            restore_code(source.bytes(), &module, section, &side, &refs, emit)?;
         } else {
-            emit(&normalized[section.start..section.end])?;
+            emit(&source.bytes()[section.start..section.end])?;
         }
     }
     Ok(())
@@ -638,4 +711,33 @@ fn longest_ascending<T: Copy, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> Vec
     }
     out.reverse();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One type, one function whose body is `call 0`, its size field `size` bytes.
+    fn module(size: &[u8]) -> Vec<u8> {
+        let mut m = MAGIC_FOR_TESTS.to_vec();
+        m.extend_from_slice(&[1, 4, 1, 0x60, 0, 0, 3, 2, 1, 0]);
+        m.extend_from_slice(&[10, 5 + size.len() as u8, 1]);
+        m.extend_from_slice(size);
+        m.extend_from_slice(&[0, 0x10, 0, 0x0b]);
+        m
+    }
+
+    const MAGIC_FOR_TESTS: &[u8; 8] = b"\0asm\x01\0\0\0";
+
+    #[test]
+    fn own_normalized_form_agrees_with_forward() {
+        for m in [module(&[4]), module(&[0x84, 0x80, 0x80, 0x80, 0])] {
+            assert_eq!(is_own_normalized_form(&m), Ok(forward(None, &m).unwrap().bytes == m));
+            assert_eq!(is_own_normalized_form(&m), Ok(true));
+            let cut = &m[..m.len() - 1];
+            assert!(matches!(is_own_normalized_form(cut), Err(TransformError::NotWasm { .. })));
+            assert!(forward(None, cut).is_err());
+        }
+        assert!(is_own_normalized_form(b"not wasm").is_err());
+    }
 }
