@@ -563,7 +563,7 @@ impl PatchGenerator {
         for ((_, start, _), t) in self.delta[first..].iter().zip(&self.delta_transform[first..]).take_while(|((_, start, _), _)| *start < b) {
             let Some(t) = t else { continue };
             let history_start = a - self.history.len() as u64;
-            self.wasm[*t].check_chunks_ending_in(a - start, b - start, |from, to| {
+            self.wasm[*t].check_chunks_ending_in(a.saturating_sub(*start), b - start, |from, to| {
                 let (from, to) = (from + start, to + start);
                 let mut bytes = Vec::with_capacity((to - from) as usize);
                 if from < a {

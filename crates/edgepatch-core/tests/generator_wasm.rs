@@ -278,3 +278,30 @@ fn a_transform_that_does_not_fit_is_refused() {
     assert_eq!(flags(&plain), 0);
     assert_eq!(apply(&plain, &old), new);
 }
+
+/// A module that starts after another file and ends in the same segment: its chunks are checked
+/// in that segment (they once were skipped there, the offset into the module being negative).
+#[test]
+fn wrong_normalized_bytes_of_a_module_inside_one_segment_are_refused() {
+    let (v1, v2) = wasm_modules::versions(3000, 20);
+    let a = noise(9, 100_000);
+    let mut a2 = a.clone();
+    a2[5] ^= 1;
+    let old = Build::from_entries(vec![file("a.bin", a), file("game.wasm", v1)]).unwrap();
+    let new = Build::from_entries(vec![file("a.bin", a2), file("game.wasm", v2)]).unwrap();
+    let (os, ns) = signatures(&old, &new);
+    let (transforms, normalized) = prepare(&old, &new);
+    let mut wrong = normalized[0].1.clone();
+    wrong[10] ^= 1;
+    let wrong = vec![("game.wasm".to_string(), wrong)];
+    for (form, refused) in [(&normalized, false), (&wrong, true)] {
+        let mut g = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
+        g.add_wasm_transform(transforms[0].clone()).unwrap();
+        g.header().unwrap();
+        assert_eq!(g.segment_count(), 1);
+        let fresh = read_ranges(&new, form, &g.new_ranges(0).unwrap());
+        let old_bytes = read_ranges(&old, form, &g.plan_segment(0, &fresh).unwrap());
+        let made = g.encode_segment(0, &fresh, old_bytes);
+        assert_eq!(made.is_err(), refused, "{:?}", made.err());
+    }
+}
