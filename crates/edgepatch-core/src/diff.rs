@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
 use crate::patch_format::*;
 use crate::wire::put_varint;
+use crate::zstd_frame::{compress_frame, window_log, FrameSearch, LongDistance};
 
 /// How `diff_builds` makes a patch.
 #[derive(Debug, Clone)]
@@ -559,28 +560,23 @@ fn window_spans(reference_len: u64, ops: &[Op], whole: &[(u64, u64)]) -> (Vec<(u
 }
 
 fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], level: i32) -> Result<Vec<u8>> {
-    let zerr = |c: usize| Error::Invalid(crate::apply::zstd_error(c));
     let (merged, holds_whole_files) = window_spans(reference.len() as u64, ops, whole);
     // The new data just before the segment goes last, nearest: other files of
     // the same build share most with it (bundles, their minified twins).
     let mut window: Vec<u8> = merged.iter().flat_map(|m| reference[m.0 as usize..m.1 as usize].iter().copied()).collect();
     window.extend_from_slice(before);
-    let mut cctx = zstd::zstd_safe::CCtx::create();
-    let window_log = ((window.len() + part.len()).next_power_of_two().trailing_zeros()).clamp(10, MAX_WINDOW_LOG + 1);
-    cctx.set_parameter(zstd::zstd_safe::CParameter::CompressionLevel(level)).map_err(zerr)?;
-    cctx.set_parameter(zstd::zstd_safe::CParameter::WindowLog(window_log)).map_err(zerr)?;
-    // Long-distance matching finds the long matches anywhere in a large window
-    // (what `zstd --long --patch-from` does); the decoder does not see it.
-    cctx.set_parameter(zstd::zstd_safe::CParameter::EnableLongDistanceMatching(true)).map_err(zerr)?;
-    // Old files taken whole fill the window with data worth reaching: the
-    // binary tree of zstd's optimal parsers reaches 2^(chainLog - 1) bytes
-    // back (2^23 at level 19), so let it reach 2^24 (128 MiB of tables).
-    if holds_whole_files && window_log >= 24 && level >= 16 {
-        cctx.set_parameter(zstd::zstd_safe::CParameter::ChainLog(25)).map_err(zerr)?;
-    }
-    cctx.ref_prefix(&window).map_err(zerr)?;
-    let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(part.len()));
-    cctx.compress2(&mut frame, part).map_err(zerr)?;
+    let window_log = window_log(window.len() + part.len());
+    let search = FrameSearch {
+        // Long-distance matching finds the long matches anywhere in a large window
+        // (what `zstd --long --patch-from` does); the decoder does not see it.
+        long_distance: Some(LongDistance::default()),
+        // Old files taken whole fill the window with data worth reaching: the
+        // binary tree of zstd's optimal parsers reaches 2^(chainLog - 1) bytes
+        // back (2^23 at level 19), so let it reach 2^24 (128 MiB of tables).
+        chain_log: (holds_whole_files && window_log >= 24 && level >= 16).then_some(25),
+        ..FrameSearch::level(level)
+    };
+    let frame = compress_frame(part, &window, search)?;
     let header = WindowSegmentHeader {
         new_len: part.len() as u64,
         spans: merged.iter().map(|m| (m.0, m.1 - m.0)).collect(),

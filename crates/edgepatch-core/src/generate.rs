@@ -40,6 +40,7 @@ use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
 use crate::patch_format::*;
 use crate::signature::{find_block_matches, Signature, SignedKind};
 use crate::wire::put_varint;
+use crate::zstd_frame::{compress_frame, FrameSearch, LongDistance};
 
 mod wasm;
 pub use wasm::{normalize_for_patch, FileForm, WasmTransform, NORMALIZED_CHECK_CHUNK};
@@ -67,7 +68,7 @@ const WINDOW_TRIAL_CTRL_SHARE: u64 = 7;
 /// Nor is it tried when the ops form is at most 1/this of the segment's new bytes (4 KiB of a
 /// full segment): it could save no more than that, and lost on all 6 such segments measured.
 const WINDOW_TRIAL_MIN_SHARE: u64 = 1024;
-/// Text segments (see `is_text_segment`) get a costlier window form, `WindowSearch::text`:
+/// Text segments (see `is_text_segment`) get a costlier window form, `text_window`:
 /// zstd's optimal parser, which is what beats the ops form's many short copies on text, with
 /// long-distance matching to reach the old spans that its small tables do not. Measured on
 /// three-tree (BENCHMARKS.md, "Generator: trees"): 273,654 -> 235,837 bytes for ~3 s more CPU
@@ -432,10 +433,12 @@ impl PatchGenerator {
             is_text_segment(new) && ops_form.as_ref().is_none_or(|(bytes, _)| control_heavy && bytes.len() as u64 > new.len() as u64 / TEXT_MIN_OPS_SHARE);
         let mut chosen = ops_form.map(|(bytes, h)| (bytes, Segment::Ops(h)));
         if try_window {
-            let search = if text { WindowSearch::text(self.level) } else { WindowSearch::lazy(self.level) };
+            let search = if text { text_window(self.level) } else { lazy_window(self.level) };
             let (spans, window) = window_of(spans, old, copied.filter(|_| text), &self.history);
             let t = timing.then(std::time::Instant::now);
-            let frame = compress_with_window(new, &window, search)?;
+            // Long-distance matching needs a prefix to reach into.
+            let search = FrameSearch { long_distance: search.long_distance.filter(|_| !window.is_empty()), ..search };
+            let frame = compress_frame(new, &window, search)?;
             if let Some(t) = t {
                 eprintln!("segment {i}: window form {:.2}s ({} bytes; {} window bytes, text {text})", t.elapsed().as_secs_f64(), frame.len(), window.len());
             }
@@ -909,62 +912,28 @@ fn compress_capped(data: &[u8], level: i32, stream: OpsStream) -> Result<Vec<u8>
         (OpsStream::Extra, 16..=17) => Some(3),
         _ => None,
     };
-    compress_with_window(data, &[], WindowSearch { level, hash_log: MAX_HASH_LOG, chain_log: MAX_CHAIN_LOG, long_distance: false, min_match })
+    compress_frame(data, &[], FrameSearch { min_match, ..capped(level) })
 }
 
-/// How zstd searches one frame (its tables always capped: a 12-16 MiB prefix would otherwise
-/// want 64+ MiB of them).
-#[derive(Debug, Clone, Copy)]
-struct WindowSearch {
-    level: i32,
-    hash_log: u32,
-    chain_log: u32,
-    /// Long-distance matching (`TEXT_WINDOW_LDM_*`).
-    long_distance: bool,
-    /// zstd's minimum match length, when not the level's.
-    min_match: Option<u32>,
+/// The level's search with zstd's tables capped (a 12-16 MiB prefix would otherwise want
+/// 64+ MiB of them).
+fn capped(level: i32) -> FrameSearch {
+    FrameSearch { hash_log: Some(MAX_HASH_LOG), chain_log: Some(MAX_CHAIN_LOG), ..FrameSearch::level(level) }
 }
 
-impl WindowSearch {
-    /// Binary segments: the ops form found the copies, the window only mops up (lazy2 at 12).
-    fn lazy(level: i32) -> WindowSearch {
-        WindowSearch { level: level.min(WINDOW_FORM_MAX_LEVEL), hash_log: MAX_HASH_LOG, chain_log: MAX_CHAIN_LOG, long_distance: false, min_match: None }
-    }
-
-    /// Text segments: the optimal parser (btopt at 16) over recent text, long-distance
-    /// matching into the old spans.
-    fn text(level: i32) -> WindowSearch {
-        WindowSearch {
-            level: level.min(TEXT_WINDOW_MAX_LEVEL),
-            hash_log: TEXT_WINDOW_HASH_LOG,
-            chain_log: TEXT_WINDOW_CHAIN_LOG,
-            long_distance: true,
-            min_match: None,
-        }
-    }
+/// Binary segments' window form: the ops form found the copies, the window only mops up
+/// (lazy2 at 12).
+fn lazy_window(level: i32) -> FrameSearch {
+    capped(level.min(WINDOW_FORM_MAX_LEVEL))
 }
 
-fn compress_with_window(data: &[u8], window: &[u8], search: WindowSearch) -> Result<Vec<u8>> {
-    use zstd::zstd_safe::{CCtx, CParameter};
-    let zerr = |c: usize| invalid(crate::apply::zstd_error(c));
-    let mut cctx = CCtx::create();
-    let window_log = ((window.len() + data.len()).next_power_of_two().trailing_zeros()).clamp(10, MAX_WINDOW_LOG + 1);
-    cctx.set_parameter(CParameter::CompressionLevel(search.level)).map_err(zerr)?;
-    cctx.set_parameter(CParameter::WindowLog(window_log)).map_err(zerr)?;
-    cctx.set_parameter(CParameter::HashLog(search.hash_log.min(window_log))).map_err(zerr)?;
-    cctx.set_parameter(CParameter::ChainLog(search.chain_log.min(window_log + 1))).map_err(zerr)?;
-    if search.long_distance && !window.is_empty() {
-        cctx.set_parameter(CParameter::EnableLongDistanceMatching(true)).map_err(zerr)?;
-        cctx.set_parameter(CParameter::LdmMinMatch(TEXT_WINDOW_LDM_MIN_MATCH)).map_err(zerr)?;
-        cctx.set_parameter(CParameter::LdmHashRateLog(TEXT_WINDOW_LDM_HASH_RATE_LOG)).map_err(zerr)?;
+/// Text segments' window form: the optimal parser (btopt at 16) over recent text,
+/// long-distance matching into the old spans.
+fn text_window(level: i32) -> FrameSearch {
+    FrameSearch {
+        hash_log: Some(TEXT_WINDOW_HASH_LOG),
+        chain_log: Some(TEXT_WINDOW_CHAIN_LOG),
+        long_distance: Some(LongDistance { min_match: Some(TEXT_WINDOW_LDM_MIN_MATCH), hash_rate_log: Some(TEXT_WINDOW_LDM_HASH_RATE_LOG) }),
+        ..FrameSearch::level(level.min(TEXT_WINDOW_MAX_LEVEL))
     }
-    if let Some(m) = search.min_match {
-        cctx.set_parameter(CParameter::MinMatch(m)).map_err(zerr)?;
-    }
-    if !window.is_empty() {
-        cctx.ref_prefix(window).map_err(zerr)?;
-    }
-    let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
-    cctx.compress2(&mut frame, data).map_err(zerr)?;
-    Ok(frame)
 }

@@ -24,6 +24,7 @@ pub mod signer;
 pub mod trust;
 pub mod wasm_transform;
 mod wire;
+mod zstd_frame;
 
 pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild, PatchApplier, ResumePoint};
 /// Re-exported so adapters hash exactly as the core does.

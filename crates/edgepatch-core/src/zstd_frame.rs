@@ -1,0 +1,76 @@
+//! One zstd frame of a segment's data, optionally against a prefix (a window segment's old
+//! spans and recent new data, docs/FORMAT.md §2.6): the compressor set-up that the in-memory
+//! diff and the bounded generator share. Each caller chooses how zstd searches
+//! ([`FrameSearch`]); the window log always covers prefix and data, within the format's limit.
+
+use zstd::zstd_safe::{CCtx, CParameter};
+
+use crate::error::{Error, Result};
+use crate::patch_format::MAX_WINDOW_LOG;
+
+/// How zstd searches one frame; `None` leaves the level's own parameter.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FrameSearch {
+    pub level: i32,
+    /// Cap of the hash table's log (never above the window's log).
+    pub hash_log: Option<u32>,
+    /// Cap of the chain table's (or binary tree's) log (never above the window's log + 1).
+    pub chain_log: Option<u32>,
+    /// Long-distance matching, with its parameters.
+    pub long_distance: Option<LongDistance>,
+    /// zstd's minimum match length.
+    pub min_match: Option<u32>,
+}
+
+/// Parameters of zstd's long-distance matcher; `None` leaves zstd's default.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LongDistance {
+    pub min_match: Option<u32>,
+    pub hash_rate_log: Option<u32>,
+}
+
+impl FrameSearch {
+    /// The level's own search.
+    pub fn level(level: i32) -> FrameSearch {
+        FrameSearch { level, hash_log: None, chain_log: None, long_distance: None, min_match: None }
+    }
+}
+
+/// The window log of a frame of `len` bytes of prefix and data (at most one above the
+/// format's limit: the prefix's last byte and the data's first may be that far apart).
+pub(crate) fn window_log(len: usize) -> u32 {
+    len.next_power_of_two().trailing_zeros().clamp(10, MAX_WINDOW_LOG + 1)
+}
+
+/// One zstd frame of `data`, whose matches may reach into `prefix` (empty: none).
+pub(crate) fn compress_frame(data: &[u8], prefix: &[u8], search: FrameSearch) -> Result<Vec<u8>> {
+    let zerr = |c: usize| Error::Invalid(crate::apply::zstd_error(c));
+    let mut cctx = CCtx::create();
+    let window_log = window_log(prefix.len() + data.len());
+    cctx.set_parameter(CParameter::CompressionLevel(search.level)).map_err(zerr)?;
+    cctx.set_parameter(CParameter::WindowLog(window_log)).map_err(zerr)?;
+    if let Some(h) = search.hash_log {
+        cctx.set_parameter(CParameter::HashLog(h.min(window_log))).map_err(zerr)?;
+    }
+    if let Some(c) = search.chain_log {
+        cctx.set_parameter(CParameter::ChainLog(c.min(window_log + 1))).map_err(zerr)?;
+    }
+    if let Some(ldm) = search.long_distance {
+        cctx.set_parameter(CParameter::EnableLongDistanceMatching(true)).map_err(zerr)?;
+        if let Some(m) = ldm.min_match {
+            cctx.set_parameter(CParameter::LdmMinMatch(m)).map_err(zerr)?;
+        }
+        if let Some(r) = ldm.hash_rate_log {
+            cctx.set_parameter(CParameter::LdmHashRateLog(r)).map_err(zerr)?;
+        }
+    }
+    if let Some(m) = search.min_match {
+        cctx.set_parameter(CParameter::MinMatch(m)).map_err(zerr)?;
+    }
+    if !prefix.is_empty() {
+        cctx.ref_prefix(prefix).map_err(zerr)?;
+    }
+    let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
+    cctx.compress2(&mut frame, data).map_err(zerr)?;
+    Ok(frame)
+}
