@@ -147,6 +147,9 @@ export function planBuildReads(build: StoredBuild, ranges: BuildRange[]): BuildR
   const spans = ranges.map((r) => {
     const entry = build.index.get(r.path);
     if (entry === undefined) throw new GenerationError(500, `generator asked for ${r.path}, which is not a file of ${build.record.build}`);
+    // The Worker gives its generators no wasm transforms (worker/README.md, "Known issues"), so
+    // no range may be of a normalized form: never answer one with the file's bytes.
+    if (r.normalized) throw new GenerationError(500, `generator asked for the normalized form of ${r.path}, which this Worker does not store`);
     if (r.offset < 0 || r.length < 0 || r.offset + r.length > entry.size) throw new GenerationError(500, `generator asked for bytes ${r.offset}+${r.length} of ${r.path} (${entry.size} bytes)`);
     const span = { src: entry.offset + r.offset, len: r.length, dst: total };
     total += r.length;
