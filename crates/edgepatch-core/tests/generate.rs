@@ -9,21 +9,14 @@ use edgepatch_core::manifest::ManifestView;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::patch_format::Segment;
 use edgepatch_core::signature::Signature;
-use edgepatch_core::{apply_patch, Build, Error, PatchApplier};
-use reference_applier::apply as reference_apply;
+use edgepatch_core::{Build, PatchApplier};
 
+mod appliers;
 mod fixture_builds;
 mod reference_applier;
 
+use appliers::{apply_both as apply, reader};
 use fixture_builds::{file, noise};
-
-fn reader(build: &Build) -> impl FnMut(&str, u64, &mut [u8]) -> edgepatch_core::Result<()> + '_ {
-    move |path, offset, buf| {
-        let (_, data) = build.files().find(|(p, _)| *p == path).ok_or_else(|| Error::Invalid(format!("no file {path}")))?;
-        buf.copy_from_slice(&data[offset as usize..offset as usize + buf.len()]);
-        Ok(())
-    }
-}
 
 fn generate(old: Option<&Build>, new: &Build, level: i32) -> (Vec<u8>, PatchGenerator) {
     let empty = Build::default();
@@ -36,14 +29,6 @@ fn generate(old: Option<&Build>, new: &Build, level: i32) -> (Vec<u8>, PatchGene
     })
     .expect("generate");
     (patch, g)
-}
-
-fn apply(patch: &[u8], old: &Build) -> Build {
-    let mut sink = MemorySink::default();
-    apply_patch(patch, &mut MemoryOldBuild::new(old), &mut sink, &mut |_| {}).expect("apply");
-    let fast = sink.into_build();
-    assert_eq!(fast, reference_apply(patch, old).expect("reference apply"));
-    fast
 }
 
 #[test]

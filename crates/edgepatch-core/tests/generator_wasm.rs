@@ -3,18 +3,18 @@
 //! gives the one-pass bytes, and a transform that does not fit the module or the normalized
 //! bytes it is fed is refused.
 
+mod appliers;
 mod fixture_builds;
 mod reference_applier;
 mod wasm_modules;
 
+use appliers::apply_both as apply;
 use edgepatch_core::generate::{generate_patch, generate_patch_transformed, ByteRange, FileForm, PatchGenerator, WasmTransform};
 use edgepatch_core::manifest::{EntrySource, ManifestView};
-use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::patch_format::{FLAG_SINGLE_FILE, FLAG_WASM_TRANSFORM};
 use edgepatch_core::signature::Signature;
-use edgepatch_core::{apply_patch, Build, Error};
+use edgepatch_core::{Build, Error};
 use fixture_builds::{file, noise};
-use reference_applier::apply as reference_apply;
 
 /// Reads ranges of the files of `build` (or, for the normalized form, of `normalized` by path).
 fn read_ranges(build: &Build, normalized: &[(String, Vec<u8>)], ranges: &[ByteRange]) -> Vec<u8> {
@@ -71,14 +71,6 @@ fn generate(old: &Build, new: &Build, transform: bool, level: i32) -> (Vec<u8>, 
     .expect("generate");
     let manifest = (!new.is_single_file()).then(|| g.manifest("v1", "v2").unwrap());
     (patch, manifest)
-}
-
-fn apply(patch: &[u8], old: &Build) -> Build {
-    let mut sink = MemorySink::default();
-    apply_patch(patch, &mut MemoryOldBuild::new(old), &mut sink, &mut |_| {}).expect("apply");
-    let fast = sink.into_build();
-    assert_eq!(fast, reference_apply(patch, old).expect("reference apply"));
-    fast
 }
 
 fn flags(patch: &[u8]) -> u16 {

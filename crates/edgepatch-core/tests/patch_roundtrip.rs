@@ -1,25 +1,17 @@
 //! Round trips through diff, the streaming applier and the reference applier,
 //! on builds made here: single files, trees with every kind of change.
 
+mod appliers;
 mod fixture_builds;
 mod reference_applier;
 
+use appliers::apply_both;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
 use fixture_builds::{file, noise};
-use reference_applier::apply as reference_apply;
 
 fn dir(path: &str) -> BuildEntry {
     BuildEntry { path: path.into(), content: EntryContent::Directory }
-}
-
-fn apply_both(patch: &[u8], old: &Build) -> Build {
-    let mut sink = MemorySink::default();
-    apply_patch(patch, &mut MemoryOldBuild::new(old), &mut sink, &mut |_| {}).expect("fast apply");
-    let fast = sink.into_build();
-    let reference = reference_apply(patch, old).expect("reference apply");
-    assert_eq!(fast, reference, "fast and reference appliers disagree");
-    fast
 }
 
 fn round_trip(old: &Build, new: &Build, opts: &DiffOptions) -> Vec<u8> {

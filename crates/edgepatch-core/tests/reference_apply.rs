@@ -4,18 +4,13 @@
 //! segment sizes, window segments), each applied by both with identical
 //! results; and every hostile vector refused by both.
 
+mod appliers;
 mod fixture_builds;
 mod reference_applier;
 
-use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
-use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
+use appliers::fast_apply as fast;
+use edgepatch_core::{diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
 use fixture_builds::{fixtures_dir, load_tar, noise};
-
-fn fast(patch: &[u8], old: &Build) -> Result<Build, edgepatch_core::Error> {
-    let mut sink = MemorySink::default();
-    apply_patch(patch, &mut MemoryOldBuild::new(old), &mut sink, &mut |_| {})?;
-    Ok(sink.into_build())
-}
 
 fn sorted(mut b: Build) -> Build {
     b.entries.sort_by(|x, y| x.path.as_bytes().cmp(y.path.as_bytes()));

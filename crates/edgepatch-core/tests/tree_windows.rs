@@ -2,13 +2,13 @@
 //! patches round-trip through both appliers and stay small. (Which old spans
 //! a window segment takes is tested in src/diff.rs.)
 
+mod appliers;
 mod fixture_builds;
 mod reference_applier;
 
-use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
-use edgepatch_core::{apply_patch, diff_builds, Build, DiffOptions};
+use appliers::apply_both;
+use edgepatch_core::{diff_builds, Build, DiffOptions};
 use fixture_builds::{file, noise};
-use reference_applier::apply as reference_apply;
 
 /// `count` lines of JavaScript-like text, each from `seed` and its line number.
 fn lines(seed: u64, count: usize) -> Vec<String> {
@@ -29,14 +29,6 @@ fn lines(seed: u64, count: usize) -> Vec<String> {
 fn edited(old: &[String], seed: u64) -> Vec<String> {
     let r = noise(seed, old.len());
     old.iter().enumerate().map(|(i, o)| if i % 3 == 1 { format!("{} // {}\n", o.trim_end(), r[i] % 64) } else { o.clone() }).collect()
-}
-
-fn apply_both(patch: &[u8], old: &Build) -> Build {
-    let mut sink = MemorySink::default();
-    apply_patch(patch, &mut MemoryOldBuild::new(old), &mut sink, &mut |_| {}).expect("fast apply");
-    let fast = sink.into_build();
-    assert_eq!(fast, reference_apply(patch, old).expect("reference apply"), "fast and reference appliers disagree");
-    fast
 }
 
 #[test]

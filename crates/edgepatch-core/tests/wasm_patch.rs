@@ -4,25 +4,22 @@
 //! transformed file, and every malformed transform table or side info is
 //! refused with a typed error.
 
+mod appliers;
 mod fixture_builds;
+mod reference_applier;
 mod wasm_modules;
 
+use appliers::fast_apply as apply;
 use edgepatch_core::error::ErrorKind;
 use edgepatch_core::inspect::inspect_patch;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::patch_format::{FLAG_SINGLE_FILE, FLAG_WASM_TRANSFORM, MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
-use edgepatch_core::{apply_patch, diff_builds, Build, DiffOptions, PatchApplier, ResumePoint};
+use edgepatch_core::{diff_builds, Build, DiffOptions, PatchApplier, ResumePoint};
 use fixture_builds::{file, noise};
 
 fn diff(old: &Build, new: &Build, wasm_transform: bool, segment_size: u64) -> (Vec<u8>, edgepatch_core::DiffStats) {
     let opts = DiffOptions { level: 9, threads: 2, segment_size, wasm_transform, ..DiffOptions::default() };
     diff_builds(old, new, &opts, &|_, _| {}).unwrap()
-}
-
-fn apply(patch: &[u8], old: &Build) -> Result<Build, edgepatch_core::Error> {
-    let mut sink = MemorySink::default();
-    apply_patch(patch, &mut MemoryOldBuild::new(old), &mut sink, &mut |_| {})?;
-    Ok(sink.into_build())
 }
 
 fn flags(patch: &[u8]) -> u16 {

@@ -1,0 +1,35 @@
+//! Shared by the integration tests: applying a patch to an in-memory build with the
+//! streaming applier alone, or with it and the reference applier together (which must
+//! agree), and reading an in-memory build the way the generator's callbacks do.
+//! A test crate that includes this module also includes `reference_applier`.
+// Each test crate includes this module and uses part of it.
+#![allow(dead_code)]
+
+use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
+use edgepatch_core::{apply_patch, Build, Error};
+
+use super::reference_applier;
+
+/// The streaming applier's result of `patch` on `old`.
+pub fn fast_apply(patch: &[u8], old: &Build) -> Result<Build, Error> {
+    let mut sink = MemorySink::default();
+    apply_patch(patch, &mut MemoryOldBuild::new(old), &mut sink, &mut |_| {})?;
+    Ok(sink.into_build())
+}
+
+/// Applies with both appliers, which must accept the patch and give the same build.
+pub fn apply_both(patch: &[u8], old: &Build) -> Build {
+    let fast = fast_apply(patch, old).expect("fast apply");
+    let reference = reference_applier::apply(patch, old).expect("reference apply");
+    assert_eq!(fast, reference, "fast and reference appliers disagree");
+    fast
+}
+
+/// A generator read callback (path, offset, buffer to fill) over an in-memory build.
+pub fn reader(build: &Build) -> impl FnMut(&str, u64, &mut [u8]) -> edgepatch_core::Result<()> + '_ {
+    move |path, offset, buf| {
+        let (_, data) = build.files().find(|(p, _)| *p == path).ok_or_else(|| Error::Invalid(format!("no file {path}")))?;
+        buf.copy_from_slice(&data[offset as usize..offset as usize + buf.len()]);
+        Ok(())
+    }
+}
