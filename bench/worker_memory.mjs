@@ -245,6 +245,8 @@ try {
   const peakOf = (samples, f) => samples.reduce((best, s) => (f(s) > f(best) ? s : best), samples[0]);
   const newBytes = statSync(join(pairDir, "new")).size;
   console.log(`pair ${PAIR}: new ${(newBytes / 1e6).toFixed(1)} MB, patch ${allocated.d.patchSize} bytes, level ${allocated.run.level}, ${allocated.run.segments} segments`);
+  const t = allocated.run.transform;
+  if (t) console.log(`transform phase (worker/src/transform.ts): ${t.modules} module(s) normalized, ${t.untransformed} stored as they are, ${(t.bytesRead / 1e6).toFixed(1)} MB read whole, ${t.seconds.toFixed(1)} s, wasm memory after it ${mib(t.wasmMemoryBytes)} MiB`);
   for (const [name, r] of [["as allocated", allocated], ["live", live]]) {
     console.log(`${name}: generation ${r.run.seconds.toFixed(1)} s, ${r.samples.length} samples, longest gap ${r.longestGapMs.toFixed(0)} ms (a segment's wasm encode)`);
   }

@@ -153,7 +153,7 @@ describe("the wasm transform phase", () => {
       const bad = good.slice();
       bad[good.length >> 1] ^= 0x01;
       await env.BUCKET.put(key, bad);
-      await expect(runStep(env, job)).rejects.toThrow(/normalized/);
+      await expect(runStep(env, job)).rejects.toThrow(/"game\.wasm": normalized bytes 0\.\.\d+ are not those its wasm transform was made from/);
       expect(await stored("games/wtnorm/patches/")).toEqual([]);
     });
 
