@@ -206,11 +206,13 @@ try {
       }
     })();
     const descUrl = `${server.url}/v1/games/${game}/updates/old/new`;
-    const res = await fetch(descUrl, { signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) });
+    // The owner's token: the pair is on no channel, so anonymous callers may not fetch it.
+    const headers = { Authorization: `Bearer ${token}` };
+    const res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) });
     if (res.status !== 200) throw new Error(`descriptor: ${res.status} ${await res.text()}`);
     const d = await res.json();
-    const manifest = Buffer.from(await (await fetch(new URL(d.manifestUrl, descUrl))).arrayBuffer());
-    const patch = Buffer.from(await (await fetch(new URL(d.patchUrl, descUrl))).arrayBuffer());
+    const manifest = Buffer.from(await (await fetch(new URL(d.manifestUrl, descUrl), { headers })).arrayBuffer());
+    const patch = Buffer.from(await (await fetch(new URL(d.patchUrl, descUrl), { headers })).arrayBuffer());
     if (manifest.length !== d.manifestSize || patch.length !== d.patchSize) throw new Error("manifest or patch size differs from the descriptor");
     await new Promise((r) => setTimeout(r, 500));
     polling = false;
