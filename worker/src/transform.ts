@@ -64,6 +64,26 @@ export interface TransformStats {
 
 const WASM_MAGIC = [0x00, 0x61, 0x73, 0x6d];
 
+/**
+ * Bytes of wasm memory reserved in one piece before the first module is read, when the
+ * memory is smaller. The module's allocator (dlmalloc) takes each memory growth as a region of
+ * its own and never serves one allocation from two: after the phase's large buffers (the
+ * modules, the normalized form) are freed, the generator's largest allocation did not fit
+ * any region they left and the memory grew again. Measured on esbuild-wasm-adj's 13.3 MiB
+ * module (Node, this module, the Worker's order of allocations): generation after the phase
+ * 88.7 MiB of wasm memory without this, 65.2 MiB with it (generation alone: 72.3 MiB);
+ * reserving 56 or 60 MiB gave 89.2 / 93.9 MiB, 62 MiB 63.2 MiB (BENCHMARKS.md, "Worker: the
+ * wasm transform (issue 13 item 1, session 11)"). An empirical fit to this allocator and
+ * this generator, not a bound: re-measure when either changes.
+ */
+export const TRANSFORM_ARENA_BYTES = MAX_TRANSFORM_MODULE_BYTES;
+
+/** Grows the wasm memory once to TRANSFORM_ARENA_BYTES (one region), if it is smaller. */
+function reserveArena(): void {
+  if (wasm.wasmMemoryBytes() >= TRANSFORM_ARENA_BYTES) return;
+  new wasm.ModuleBuffer(TRANSFORM_ARENA_BYTES).free();
+}
+
 /** The run object of the normalized form of the `n`th transformed module. */
 export function normalizedKey(prefix: string, n: number): string {
   return `${prefix}wasm/${n}.normalized`;
@@ -138,6 +158,7 @@ export async function prepareTransforms(
   for (const path of candidates(oldBuild, newBuild)) {
     stats.probes += 2;
     if (!(await startsWasm(reader, newBuild, path)) || !(await startsWasm(reader, oldBuild, path))) continue;
+    reserveArena();
     const oldModule = await readModule(reader, oldBuild, path);
     let newModule: wasm.ModuleBuffer;
     try {
