@@ -11,7 +11,7 @@
 // changed in R2 fails the generation. A module the core does not transform (nothing
 // renumbered, not a module it reads) is stored as it is.
 import * as wasm from "./wasm";
-import { GenerationError, wasmView, type StoredBuild } from "./generate";
+import { GenerationError, wasmView, yieldToEventLoop, type StoredBuild } from "./generate";
 import { R2PartWriter, R2RangeReader } from "./store";
 
 /** The format's cap on a transformed module (old or new): MAX_WASM_TRANSFORM_BYTES. */
@@ -168,6 +168,8 @@ export async function prepareTransforms(
       throw e;
     }
     stats.bytesRead += oldBuild.index.get(path)!.size + newBuild.index.get(path)!.size;
+    // Seconds of synchronous wasm follow (4-6 s for a 14 MB module): let everything else run first.
+    await yieldToEventLoop();
     // Consumes both buffers (the core frees each as soon as it is done with it).
     const prepared = wasm.prepareWasmTransformFilled(path, oldModule, newModule);
     if (prepared === undefined) {
