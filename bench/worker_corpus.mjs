@@ -135,7 +135,13 @@ try {
       row.updateSeconds = u.seconds;
       row.patchBytes = u.json.patch_bytes;
       row.manifestBytes = u.json.manifest_bytes;
-      const gens = await getJson(`${server.url}/v1/games/${game}/updates/old/new/generations`, { Authorization: `Bearer ${token}` });
+      // Asked twice at most: right after a long generation the first request may stall under
+      // wrangler dev (worker/README.md, "Known issues"); the second has been answered at once.
+      const gensUrl = `${server.url}/v1/games/${game}/updates/old/new/generations`;
+      const gens = await getJson(gensUrl, { Authorization: `Bearer ${token}` }).catch((e) => {
+        console.error(`${p.name}: ${e.message}; asking again`);
+        return getJson(gensUrl, { Authorization: `Bearer ${token}` });
+      });
       row.generations = gens.count;
       row.generationSeconds = gens.runs[0]?.seconds;
       row.segments = gens.runs[0]?.segments;
