@@ -10,7 +10,8 @@
 //   node bench/worker_corpus.mjs [--corpus DIR] [--port 8802] [--only NAME]
 //
 // Prints one row per pair: new bytes, patch bytes served, the native CLI's patch of the same
-// two builds (`edgepatch diff`, its default level 19) and the ratio, generation seconds (the Worker's own
+// two builds (`edgepatch diff`, its default level 19) and the ratio, the wasm modules the Worker
+// stored normalized and its transform phase's seconds, generation seconds (the Worker's own
 // statistics), `edgepatch update` seconds (wall, process included: it waits for the
 // generation, then downloads, verifies and applies), the same update run again once the patch
 // exists (download, verify, apply alone; checked too), OK or FAIL. Loopback only, fresh local
@@ -134,10 +135,21 @@ try {
       row.updateSeconds = u.seconds;
       row.patchBytes = u.json.patch_bytes;
       row.manifestBytes = u.json.manifest_bytes;
-      const gens = await getJson(`${server.url}/v1/games/${game}/updates/old/new/generations`, { Authorization: `Bearer ${token}` });
+      // Asked twice at most: right after a long generation the first request may stall under
+      // wrangler dev (worker/README.md, "Known issues"); the second has been answered at once.
+      const gensUrl = `${server.url}/v1/games/${game}/updates/old/new/generations`;
+      const gens = await getJson(gensUrl, { Authorization: `Bearer ${token}` }).catch((e) => {
+        console.error(`${p.name}: ${e.message}; asking again`);
+        return getJson(gensUrl, { Authorization: `Bearer ${token}` });
+      });
       row.generations = gens.count;
       row.generationSeconds = gens.runs[0]?.seconds;
       row.segments = gens.runs[0]?.segments;
+      // The transform phase (worker/src/transform.ts): modules stored normalized, its seconds
+      // (a fanned-out run reports only the count).
+      const t = gens.runs[0]?.transform;
+      row.normalized = t?.modules ?? gens.runs[0]?.transformedModules;
+      row.transformSeconds = t?.seconds;
       row.problems = compare(out, builds.new);
       rmSync(out, { recursive: true, force: true });
       // The native CLI's patch of the same two builds, for the ratio.
@@ -165,12 +177,12 @@ try {
 
 const n = (x, d = 0) => (x === undefined ? "-" : x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }));
 console.log(`\n\`node bench/worker_corpus.mjs\` (wrangler dev on 127.0.0.1:${PORT}, PATCH_LEVEL from wrangler.toml), ${new Date().toISOString()}\n`);
-console.log("| pair | kind | files | new bytes | patch bytes served | CLI patch bytes | Worker / CLI | patch % of new | segments | generation s (Worker) | `edgepatch update` s (incl. generation) | update again s (patch exists) | publish old / new s | result |");
-console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+console.log("| pair | kind | files | new bytes | patch bytes served | CLI patch bytes | Worker / CLI | patch % of new | segments | wasm modules normalized | transform phase s | generation s (Worker) | `edgepatch update` s (incl. generation) | update again s (patch exists) | publish old / new s | result |");
+console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
 for (const r of rows) {
   const pct = r.patchBytes === undefined ? "-" : ((100 * r.patchBytes) / r.newBytes).toFixed(2);
   const ratio = r.patchBytes === undefined || r.cliPatchBytes === undefined ? "-" : (r.patchBytes / r.cliPatchBytes).toFixed(3);
-  console.log(`| ${r.name} | ${r.kind} | ${n(r.files)} | ${n(r.newBytes)} | ${n(r.patchBytes)} | ${n(r.cliPatchBytes)} | ${ratio} | ${pct} | ${n(r.segments)} | ${n(r.generationSeconds, 1)} | ${n(r.updateSeconds, 1)} | ${n(r.againSeconds, 2)} | ${r.publishSeconds ? r.publishSeconds.map((s) => s.toFixed(1)).join(" / ") : "-"} | ${r.status}${r.generations > 1 ? ` (${r.generations} generations)` : ""} |`);
+  console.log(`| ${r.name} | ${r.kind} | ${n(r.files)} | ${n(r.newBytes)} | ${n(r.patchBytes)} | ${n(r.cliPatchBytes)} | ${ratio} | ${pct} | ${n(r.segments)} | ${n(r.normalized)} | ${n(r.transformSeconds, 1)} | ${n(r.generationSeconds, 1)} | ${n(r.updateSeconds, 1)} | ${n(r.againSeconds, 2)} | ${r.publishSeconds ? r.publishSeconds.map((s) => s.toFixed(1)).join(" / ") : "-"} | ${r.status}${r.generations > 1 ? ` (${r.generations} generations)` : ""} |`);
 }
 const failed = rows.filter((r) => r.status !== "OK");
 for (const r of failed) console.log(`\n${r.name}: ${r.status}\n  ${(r.problems ?? []).slice(0, 20).join("\n  ")}`);

@@ -206,11 +206,13 @@ try {
       }
     })();
     const descUrl = `${server.url}/v1/games/${game}/updates/old/new`;
-    const res = await fetch(descUrl, { signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) });
+    // The owner's token: the pair is on no channel, so anonymous callers may not fetch it.
+    const headers = { Authorization: `Bearer ${token}` };
+    const res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) });
     if (res.status !== 200) throw new Error(`descriptor: ${res.status} ${await res.text()}`);
     const d = await res.json();
-    const manifest = Buffer.from(await (await fetch(new URL(d.manifestUrl, descUrl))).arrayBuffer());
-    const patch = Buffer.from(await (await fetch(new URL(d.patchUrl, descUrl))).arrayBuffer());
+    const manifest = Buffer.from(await (await fetch(new URL(d.manifestUrl, descUrl), { headers })).arrayBuffer());
+    const patch = Buffer.from(await (await fetch(new URL(d.patchUrl, descUrl), { headers })).arrayBuffer());
     if (manifest.length !== d.manifestSize || patch.length !== d.patchSize) throw new Error("manifest or patch size differs from the descriptor");
     await new Promise((r) => setTimeout(r, 500));
     polling = false;
@@ -245,6 +247,8 @@ try {
   const peakOf = (samples, f) => samples.reduce((best, s) => (f(s) > f(best) ? s : best), samples[0]);
   const newBytes = statSync(join(pairDir, "new")).size;
   console.log(`pair ${PAIR}: new ${(newBytes / 1e6).toFixed(1)} MB, patch ${allocated.d.patchSize} bytes, level ${allocated.run.level}, ${allocated.run.segments} segments`);
+  const t = allocated.run.transform;
+  if (t) console.log(`transform phase (worker/src/transform.ts): ${t.modules} module(s) normalized, ${t.untransformed} stored as they are, ${(t.bytesRead / 1e6).toFixed(1)} MB read whole, ${t.seconds.toFixed(1)} s, wasm memory after it ${mib(t.wasmMemoryBytes)} MiB`);
   for (const [name, r] of [["as allocated", allocated], ["live", live]]) {
     console.log(`${name}: generation ${r.run.seconds.toFixed(1)} s, ${r.samples.length} samples, longest gap ${r.longestGapMs.toFixed(0)} ms (a segment's wasm encode)`);
   }

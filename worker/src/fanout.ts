@@ -26,6 +26,7 @@ import {
 } from "./generate";
 import { getJson, keys, putJson, R2PartWriter, R2RangeReader } from "./store";
 import { settings } from "./settings";
+import { addTransforms, loadTransforms, type StoredTransform } from "./transform";
 import type { Env } from "./env";
 
 /** New bytes per segment: the core's GENERATOR_SEGMENT (segment k covers [k, k+1) x this of the new stream). */
@@ -42,6 +43,8 @@ export interface StepJob {
   first: number;
   end: number;
   level: number;
+  /** The run's wasm transforms (transform.ts), made before the run was planned. */
+  transforms?: StoredTransform[];
 }
 
 export interface AssembleJob {
@@ -84,6 +87,8 @@ export interface FanoutRun {
   from: string;
   to: string;
   level: number;
+  /** The changed wasm modules the patch stores normalized (the transform phase's run objects). */
+  transforms?: StoredTransform[];
   segments: number;
   steps: number;
   stepSegments: number;
@@ -107,6 +112,7 @@ export function stepJobs(run: FanoutRun): StepJob[] {
     first: step * run.stepSegments,
     end: Math.min(run.segments, (step + 1) * run.stepSegments),
     level: run.level,
+    transforms: run.transforms ?? [],
   }));
 }
 
@@ -127,7 +133,7 @@ export interface RunUpload {
 }
 
 /** An R2PartWriter of a run's: its multipart upload, once started, is recorded under the run's prefix until it ends. */
-function runWriter(bucket: R2Bucket, prefix: string, name: string, key: string): { writer: R2PartWriter; forget: () => Promise<void> } {
+export function runWriter(bucket: R2Bucket, prefix: string, name: string, key: string): { writer: R2PartWriter; forget: () => Promise<void> } {
   const record = `${prefix}uploads/${name}`;
   let recorded = false;
   const writer = new R2PartWriter(bucket, key, { httpMetadata: { contentType: "application/octet-stream" } }, async (uploadId) => {
@@ -236,6 +242,12 @@ class StepFileHasher {
     let at = 0;
     for (const r of ranges) {
       if (r.length === 0) continue;
+      if (r.normalized) {
+        // A module's normalized form: checked by the core against its transform's record (the
+        // module itself was checked whole by the transform phase).
+        at += r.length;
+        continue;
+      }
       const entry = this.build.index.get(r.path)!;
       const fileStart = i * GENERATOR_SEGMENT + at - r.offset;
       if (fileStart < this.start) {
@@ -284,7 +296,12 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
   const started = Date.now();
   const bucket = env.BUCKET;
   wasm.initWasm();
-  const [newBuild, oldBuild] = await Promise.all([loadBuild(bucket, job.game, job.to), job.from === "_" ? null : loadBuild(bucket, job.game, job.from)]);
+  const [newBuild, oldBuild, transforms] = await Promise.all([
+    loadBuild(bucket, job.game, job.to),
+    job.from === "_" ? null : loadBuild(bucket, job.game, job.from),
+    loadTransforms(bucket, job.transforms),
+  ]);
+  const normalized = new Map(transforms.map((t) => [t.path, t]));
   const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, job.level);
   // The generator holds its own copies of the signatures.
   newBuild.signature = new Uint8Array(0);
@@ -299,25 +316,26 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
   let oldBytesRead = 0;
   let bytesVerified = 0;
   try {
+    addTransforms(gen, transforms);
     if (job.end > gen.segmentCount || job.first >= job.end) throw new GenerationError(500, `step ${job.step}: segments ${job.first}..${job.end} of ${gen.segmentCount}`);
     // The window's history: the new data of the segment before the step (its files are checked by the step they start in).
-    const history = job.first === 0 ? { total: 0, groups: [] } : planBuildReads(newBuild, gen.newRanges(job.first - 1));
+    const history = job.first === 0 ? { total: 0, groups: [] } : planBuildReads(newBuild, gen.newRanges(job.first - 1), normalized);
     gen.newBytesTarget(history.total);
-    await readBuildRanges(r2, newBuild, history, wasmView(() => gen.newBytesView()));
+    await readBuildRanges(r2, history, wasmView(() => gen.newBytesView()));
     newBytesRead += history.total;
     gen.startAtFilled(job.first);
     for (let i = job.first; i < job.end; i++) {
       const newRanges = gen.newRanges(i);
-      const newReads = planBuildReads(newBuild, newRanges);
+      const newReads = planBuildReads(newBuild, newRanges, normalized);
       gen.newBytesTarget(newReads.total);
-      await readBuildRanges(r2, newBuild, newReads, wasmView(() => gen.newBytesView()));
+      await readBuildRanges(r2, newReads, wasmView(() => gen.newBytesView()));
       hasher.update(i, newRanges, gen);
       const wanted = gen.planFilledSegment(i);
       if (wanted.length > 0 && oldBuild === null) throw new GenerationError(500, "generator asked for old data of the empty build");
       const oldReads = oldBuild === null ? { total: 0, groups: [] } : planBuildReads(oldBuild, wanted);
       for (const r of wanted) if (r.length > 0) oldFiles.add(r.path);
       gen.oldBytesTarget(oldReads.total);
-      if (oldBuild !== null) await readBuildRanges(r2, oldBuild, oldReads, wasmView(() => gen.oldBytesView()));
+      if (oldBuild !== null) await readBuildRanges(r2, oldReads, wasmView(() => gen.oldBytesView()));
       newBytesRead += newReads.total;
       oldBytesRead += oldReads.total;
       await yieldToEventLoop();
@@ -407,11 +425,13 @@ export async function assembleRun(env: Env, run: FanoutRun): Promise<{ descripto
   const verifyReader = new R2RangeReader(bucket, 1);
   const oldBytesVerified = await verifyRunOldFiles(verifyReader, oldBuild, results);
   const verifySeconds = (Date.now() - assembleStarted) / 1000;
+  const transforms = await loadTransforms(bucket, run.transforms);
   const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, run.level);
   const { writer, forget } = runWriter(bucket, runPrefix(run.game, run.from, run.to, run.run), "patch", keys.patch(run.game, run.from, run.to));
   const r2 = new R2RangeReader(bucket, 1);
   let manifest: Uint8Array;
   try {
+    addTransforms(gen, transforms);
     if (gen.segmentCount !== run.segments) throw new GenerationError(500, `assembly: the builds have ${gen.segmentCount} segments, the run ${run.segments}`);
     await writer.write(gen.header());
     const segment = new Uint8Array(Math.max(0, ...results.flatMap((r) => r.lengths)));
@@ -462,6 +482,7 @@ export async function assembleRun(env: Env, run: FanoutRun): Promise<{ descripto
     peakWasmMemoryBytes: Math.max(wasm.wasmMemoryBytes(), ...results.map((r) => r.peakWasmMemoryBytes)),
     jsBufferBytes: r2.bufferBytes + outputBufferBytes,
     level: run.level,
+    transformedModules: transforms.length,
   };
   return { descriptor, stats };
 }
@@ -470,7 +491,7 @@ function isJob(v: unknown): v is GenerationJob {
   const j = v as GenerationJob;
   if (typeof j !== "object" || j === null || typeof j.game !== "string" || typeof j.from !== "string" || typeof j.to !== "string" || typeof j.run !== "string") return false;
   if (j.kind === "assemble") return true;
-  return j.kind === "step" && [j.step, j.first, j.end, j.level].every((n) => Number.isSafeInteger(n) && n >= 0);
+  return j.kind === "step" && [j.step, j.first, j.end, j.level].every((n) => Number.isSafeInteger(n) && n >= 0) && (j.transforms === undefined || Array.isArray(j.transforms));
 }
 
 /**

@@ -19,7 +19,8 @@ import { updateStatement } from "./statements";
 import { settings } from "./settings";
 import type { Env } from "./env";
 import type { PairJob } from "./pregenerate";
-import { assembleRun, deleteStepObjects, pendingResult, stallSeconds, stepJobs, type AssembleJob, type FanoutRun, type StepResult } from "./fanout";
+import { assembleRun, deleteStepObjects, pendingResult, runPrefix, runWriter, stallSeconds, stepJobs, sweepRunPrefix, type AssembleJob, type FanoutRun, type StepResult } from "./fanout";
+import { addTransforms, prepareTransforms, storeTransforms, type ModuleTransform, type StoredTransform, type TransformStats } from "./transform";
 
 export interface UpdateDescriptor {
   game: string;
@@ -64,6 +65,8 @@ export interface GenerationStats {
    */
   jsBufferBytes: number;
   level: number;
+  /** The transform phase (transform.ts): absent for an install. */
+  transform?: TransformStats;
 }
 
 export type GenerateResult =
@@ -123,7 +126,7 @@ export function yieldToEventLoop(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 5));
 }
 
-/** Where one stored build's ranges are in its tar (`src`) and in their concatenation (`dst`). */
+/** Where one stored build's ranges are in an object (`src`) and in their concatenation (`dst`). */
 interface Span {
   src: number;
   len: number;
@@ -134,37 +137,50 @@ interface Span {
 export interface BuildReads {
   /** Bytes of the concatenation. */
   total: number;
-  /** One R2 read each: tar bytes [start, end), and the spans it holds, sorted by `src`. */
-  groups: { start: number; end: number; spans: Span[] }[];
+  /**
+   * One R2 read each: bytes [start, end) of the object at `key` (the build's tar, or the
+   * normalized form of a module), and the spans it holds, sorted by `src`.
+   */
+  groups: { key: string; start: number; end: number; spans: Span[] }[];
 }
 
 /**
  * Plans the reads of the concatenation of `ranges` of a stored build: spans sorted, merged
  * across small gaps (tar headers, neighbouring files) into reads of at most MAX_READ bytes.
+ * A range of a module's normalized form (`normalized`) is read from the run object the
+ * transform phase wrote (`transforms`, by path; none for an old build, which is read as it is).
  */
-export function planBuildReads(build: StoredBuild, ranges: BuildRange[]): BuildReads {
+export function planBuildReads(build: StoredBuild, ranges: BuildRange[], transforms: ReadonlyMap<string, ModuleTransform> = new Map()): BuildReads {
   let total = 0;
   const spans = ranges.map((r) => {
-    const entry = build.index.get(r.path);
-    if (entry === undefined) throw new GenerationError(500, `generator asked for ${r.path}, which is not a file of ${build.record.build}`);
-    // The Worker gives its generators no wasm transforms (worker/README.md, "Known issues"), so
-    // no range may be of a normalized form: never answer one with the file's bytes.
-    if (r.normalized) throw new GenerationError(500, `generator asked for the normalized form of ${r.path}, which this Worker does not store`);
-    if (r.offset < 0 || r.length < 0 || r.offset + r.length > entry.size) throw new GenerationError(500, `generator asked for bytes ${r.offset}+${r.length} of ${r.path} (${entry.size} bytes)`);
-    const span = { src: entry.offset + r.offset, len: r.length, dst: total };
+    let key = build.tarKey;
+    let base: number;
+    let size: number;
+    if (r.normalized) {
+      // Never answer a range of a normalized form with the file's bytes.
+      const t = transforms.get(r.path);
+      if (t === undefined) throw new GenerationError(500, `generator asked for the normalized form of ${r.path}, which this generation did not make`);
+      [key, base, size] = [t.normalizedKey, 0, t.normalizedSize];
+    } else {
+      const entry = build.index.get(r.path);
+      if (entry === undefined) throw new GenerationError(500, `generator asked for ${r.path}, which is not a file of ${build.record.build}`);
+      [base, size] = [entry.offset, entry.size];
+    }
+    if (r.offset < 0 || r.length < 0 || r.offset + r.length > size) throw new GenerationError(500, `generator asked for bytes ${r.offset}+${r.length} of ${r.normalized ? "the normalized form of " : ""}${r.path} (${size} bytes)`);
+    const span = { key, src: base + r.offset, len: r.length, dst: total };
     total += r.length;
     return span;
   });
-  const sorted = spans.filter((s) => s.len > 0).sort((a, b) => a.src - b.src);
+  const sorted = spans.filter((s) => s.len > 0).sort((a, b) => (a.key === b.key ? a.src - b.src : a.key < b.key ? -1 : 1));
   const groups: BuildReads["groups"] = [];
-  for (const s of sorted) {
+  for (const { key, ...s } of sorted) {
     const g = groups[groups.length - 1];
     const end = s.src + s.len;
-    if (g && s.src - g.end <= READ_GAP && Math.max(g.end, end) - g.start <= MAX_READ) {
+    if (g && g.key === key && s.src - g.end <= READ_GAP && Math.max(g.end, end) - g.start <= MAX_READ) {
       g.end = Math.max(g.end, end);
       g.spans.push(s);
     } else {
-      groups.push({ start: s.src, end, spans: [s] });
+      groups.push({ key, start: s.src, end, spans: [s] });
     }
   }
   return { total, groups };
@@ -176,7 +192,7 @@ export function planBuildReads(build: StoredBuild, ranges: BuildRange[]): BuildR
  * reads run a few at a time; each chunk is scattered into its spans as it arrives, so no
  * read is ever held whole.
  */
-export async function readBuildRanges(reader: R2RangeReader, build: StoredBuild, plan: BuildReads, target: () => Uint8Array): Promise<void> {
+export async function readBuildRanges(reader: R2RangeReader, plan: BuildReads, target: () => Uint8Array): Promise<void> {
   if (target().length !== plan.total) throw new GenerationError(500, `read target is ${target().length} bytes, the ranges ${plan.total}`);
   let next = 0;
   const lane = async () => {
@@ -184,7 +200,7 @@ export async function readBuildRanges(reader: R2RangeReader, build: StoredBuild,
       const g = plan.groups[next++];
       // Chunks arrive in order: spans before `first` have all their bytes.
       let first = 0;
-      await reader.read(build.tarKey, g.start, g.end - g.start, (chunk, at) => {
+      await reader.read(g.key, g.start, g.end - g.start, (chunk, at) => {
         const a = g.start + at;
         const b = a + chunk.length;
         const out = target();
@@ -215,7 +231,9 @@ export function wasmView(take: () => Uint8Array): () => Uint8Array {
  * (segments cover the new files in order), so that every file read is checked against the new
  * signature's per-file BLAKE3 (through the manifest, which copies it) before the patch is signed.
  * The bytes are hashed where they are, in the generator's buffer in wasm memory
- * (`hashNewBytes`): no copy through JS.
+ * (`hashNewBytes`): no copy through JS. A module stored normalized is read as its normalized
+ * form, which the core checks against its transform's record; the module itself was checked
+ * whole by the transform phase (transform.ts), so its ranges are skipped here.
  */
 class NewFileHasher {
   private readonly hasher = new wasm.FileHasher();
@@ -230,6 +248,10 @@ class NewFileHasher {
     let at = 0;
     for (const r of ranges) {
       if (r.length === 0) continue;
+      if (r.normalized) {
+        at += r.length;
+        continue;
+      }
       const size = this.build.index.get(r.path)!.size;
       if (this.current === null || this.current.path !== r.path) {
         if (this.current !== null) throw new GenerationError(500, `integrity: ${this.current.path} was not read to its end before ${r.path}`);
@@ -321,6 +343,11 @@ export class PatchGeneration extends DurableObject<Env> {
   private inflight: Promise<GenerateResult> | null = null;
   /** The run being assembled in this instance, if any. */
   private assembling: string | null = null;
+  /**
+   * The run whose generation this instance is running (its transform phase, or all of it for
+   * a pair made in one invocation): its temporary objects are kept from the cron sweep.
+   */
+  private generating: string | null = null;
 
   /** The pair's descriptor, generating it first if no one has. */
   generate(game: string, from: string, to: string): Promise<GenerateResult> {
@@ -372,9 +399,10 @@ export class PatchGeneration extends DurableObject<Env> {
   }
 
   /** Plans a fanned-out generation: one queue message per run of `stepSegments` segments. */
-  private async startFanout(game: string, from: string, to: string, level: number, segments: number, stepSegments: number): Promise<void> {
+  private async startFanout(game: string, from: string, to: string, level: number, segments: number, stepSegments: number, runId: string, transforms: StoredTransform[]): Promise<void> {
     const run: FanoutRun = {
-      run: crypto.randomUUID(),
+      run: runId,
+      transforms,
       game,
       from,
       to,
@@ -423,6 +451,7 @@ export class PatchGeneration extends DurableObject<Env> {
 
   /** Whether step messages of `runId` are still wanted (a finished or abandoned run's are dropped). */
   async runWanted(runId: string): Promise<boolean> {
+    if (this.generating === runId) return true;
     return (await this.ctx.storage.get<FanoutRun>("fanout"))?.run === runId;
   }
 
@@ -503,23 +532,66 @@ export class PatchGeneration extends DurableObject<Env> {
     return (await this.ctx.storage.get<GenerationFailure>("failure")) ?? null;
   }
 
-  /** Generates the pair in this invocation, or starts a fanned-out generation (null). */
+  /**
+   * Generates the pair in this invocation, or starts a fanned-out generation (null). Either
+   * way a run: its temporary objects (the normalized modules of the transform phase, a
+   * fanned-out run's steps) are under its prefix, swept when it ends.
+   */
   private async generatePair(game: string, from: string, to: string): Promise<{ descriptor: UpdateDescriptor; stats: GenerationStats } | null> {
     const bucket = this.env.BUCKET;
     const started = Date.now();
     wasm.initWasm();
     const [newBuild, oldBuild] = await Promise.all([loadBuild(bucket, game, to), from === "_" ? null : loadBuild(bucket, game, from)]);
     wasm.initWasm();
-    const level = settings(this.env).patchLevel;
-    const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, level);
-    const segmentCount = gen.segmentCount;
-    const stepSegments = settings(this.env).generationStepSegments;
-    if (segmentCount > stepSegments) {
-      // Too large for one invocation: steps on the queue, then one assembly (fanout.ts).
-      gen.free();
-      await this.startFanout(game, from, to, level, segmentCount, stepSegments);
-      return null;
+    const runId = crypto.randomUUID();
+    const prefix = runPrefix(game, from, to, runId);
+    // Set before the first run object is written: the cron sweep keeps the run's objects.
+    this.generating = runId;
+    let fannedOut = false;
+    try {
+      const phase = oldBuild === null ? null : await prepareTransforms(bucket, oldBuild, newBuild, prefix, (name, key) => runWriter(bucket, prefix, name, key));
+      const transforms = phase?.transforms ?? [];
+      const level = settings(this.env).patchLevel;
+      const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, level);
+      try {
+        addTransforms(gen, transforms);
+      } catch (e) {
+        gen.free();
+        throw e;
+      }
+      const segmentCount = gen.segmentCount;
+      const stepSegments = settings(this.env).generationStepSegments;
+      if (segmentCount > stepSegments) {
+        // Too large for one invocation: steps on the queue, then one assembly (fanout.ts).
+        gen.free();
+        await this.startFanout(game, from, to, level, segmentCount, stepSegments, runId, await storeTransforms(bucket, transforms));
+        fannedOut = true;
+        return null;
+      }
+      return await this.generateInOne(game, from, to, started, level, gen, newBuild, oldBuild, transforms, phase?.stats);
+    } finally {
+      this.generating = null;
+      // A run made here is over, whatever its outcome: its objects go now (the cron sweep
+      // takes them if this fails). A fanned-out run's go when it is assembled or abandoned.
+      if (!fannedOut) await sweepRunPrefix(bucket, prefix).catch((e) => console.error(`deleting the objects of run ${runId}:`, e));
     }
+  }
+
+  /** The pair in this invocation: `gen` (its transforms added; freed here) segment by segment. */
+  private async generateInOne(
+    game: string,
+    from: string,
+    to: string,
+    started: number,
+    level: number,
+    gen: wasm.PatchGenerator,
+    newBuild: StoredBuild,
+    oldBuild: StoredBuild | null,
+    transforms: ModuleTransform[],
+    transformStats: TransformStats | undefined,
+  ): Promise<{ descriptor: UpdateDescriptor; stats: GenerationStats }> {
+    const bucket = this.env.BUCKET;
+    const normalized = new Map(transforms.map((t) => [t.path, t]));
     // The generator holds its own copies of the signatures: the JS ones are garbage now.
     newBuild.signature = new Uint8Array(0);
     if (oldBuild !== null) oldBuild.signature = new Uint8Array(0);
@@ -540,17 +612,17 @@ export class PatchGeneration extends DurableObject<Env> {
       segments = gen.segmentCount;
       for (let i = 0; i < segments; i++) {
         const newRanges = gen.newRanges(i);
-        const newReads = planBuildReads(newBuild, newRanges);
+        const newReads = planBuildReads(newBuild, newRanges, normalized);
         gen.newBytesTarget(newReads.total);
         const newView = wasmView(() => gen.newBytesView());
-        await readBuildRanges(r2, newBuild, newReads, newView);
+        await readBuildRanges(r2, newReads, newView);
         newHasher.update(newRanges, gen);
         const wanted = gen.planFilledSegment(i);
         if (wanted.length > 0 && oldBuild === null) throw new GenerationError(500, "generator asked for old data of the empty build");
         const oldReads = oldBuild === null ? { total: 0, groups: [] } : planBuildReads(oldBuild, wanted);
         if (oldBuild !== null) oldBytesVerified += await verifyFiles(r2, oldBuild, wanted, oldVerified);
         gen.oldBytesTarget(oldReads.total);
-        if (oldBuild !== null) await readBuildRanges(r2, oldBuild, oldReads, wasmView(() => gen.oldBytesView()));
+        if (oldBuild !== null) await readBuildRanges(r2, oldReads, wasmView(() => gen.oldBytesView()));
         newBytesRead += newReads.total;
         oldBytesRead += oldReads.total;
         // Seconds of synchronous wasm follow: let everything else run first.
@@ -586,6 +658,7 @@ export class PatchGeneration extends DurableObject<Env> {
       peakWasmMemoryBytes: wasm.wasmMemoryBytes(),
       jsBufferBytes: r2.bufferBytes + PART_BYTES,
       level,
+      transform: transformStats,
     };
     await putJson(bucket, keys.descriptor(game, from, to), descriptor);
     await logGeneration(bucket, game, from, to, started, stats);

@@ -5,17 +5,10 @@
 // queue and the pair still completes; a channel move pre-generates fanned-out pairs.
 import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { blake3Hex, initWasm, ManifestReader, PatchApplier } from "../src/wasm";
-import { decodeIndex, keys, type BuildRecord } from "../src/store";
+import { initWasm } from "../src/wasm";
 import { assembleRun, runStep, stepJobs, type FanoutRun } from "../src/fanout";
-import { bytes, makeTar } from "./tar";
-import { TEST_TOKEN } from "./keys";
-
-const BASE = "https://edgepatch.test";
-const auth = { Authorization: `Bearer ${TEST_TOKEN}` };
-
-/** Build contents: path -> bytes. */
-type Files = Map<string, Uint8Array>;
+import { bytes } from "./tar";
+import { apply, auth, BASE, corrupt, expectSameFiles, generations, publishInParts, servedPatch, stored, until, type Files } from "./generation";
 
 /** v1: a 13 MiB file and a small one. v2: the big one changed here and there, a 1 MiB file
  * after it. The new stream (delta files in tree order) is big.bin [0, 13 MiB), tail.bin
@@ -38,115 +31,6 @@ function builds(): { v1: Files; v2: Files } {
   };
 }
 
-/** Publishes `files` in 5 MiB parts (the builds are over the tests' 12 MiB request limit). */
-async function publishInParts(game: string, build: string, files: Files, channel?: string): Promise<void> {
-  const tar = makeTar([...files].map(([path, data]) => ({ type: "file" as const, path, data })));
-  const start = await SELF.fetch(`${BASE}/v1/games/${game}/builds/${build}/uploads`, { method: "POST", headers: auth });
-  expect(start.status).toBe(201);
-  const { uploadId } = (await start.json()) as { uploadId: string };
-  const part = 5 << 20;
-  const parts = [];
-  for (let i = 0, n = 1; i < tar.length; i += part, n++) {
-    const res = await SELF.fetch(`${BASE}/v1/games/${game}/builds/${build}/uploads/${uploadId}/parts/${n}`, {
-      method: "PUT",
-      headers: { ...auth, "Content-Length": String(Math.min(part, tar.length - i)) },
-      body: tar.slice(i, i + part),
-    });
-    expect(res.status, await res.clone().text()).toBe(200);
-    parts.push(await res.json());
-  }
-  const query = channel ? `?channel=${channel}` : "";
-  const done = await SELF.fetch(`${BASE}/v1/games/${game}/builds/${build}/uploads/${uploadId}/complete${query}`, { method: "POST", headers: auth, body: JSON.stringify({ parts }) });
-  expect(done.status, await done.clone().text()).toBe(201);
-}
-
-interface Generations {
-  count: number;
-  runs: { steps?: number; segments: number; stepFailures?: number; patchBytes: number }[];
-  failure: { attempts: number; error: string } | null;
-  fanout: { steps: number; stepsDone: number; stepFailures: number } | null;
-}
-
-async function generations(game: string, from: string, to: string): Promise<Generations> {
-  return (await (await SELF.fetch(`${BASE}/v1/games/${game}/updates/${from}/${to}/generations`, { headers: auth })).json()) as Generations;
-}
-
-async function stored(prefix: string): Promise<string[]> {
-  return (await env.BUCKET.list({ prefix })).objects.map((o) => o.key);
-}
-
-async function until<T>(what: string, f: () => Promise<T | null | undefined | false>, seconds = 90): Promise<T> {
-  const end = Date.now() + seconds * 1000;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-/** Applies `patch` to `old` with the core's applier; returns the new build's files. */
-function apply(old: Files, patch: Uint8Array): Files {
-  const out: Files = new Map();
-  let cur: { path: string; parts: Uint8Array[] } | null = null;
-  const applier = new PatchApplier(
-    {
-      fileSize: (p: string) => old.get(p)!.length,
-      readAt: (p: string, o: number, n: number) => old.get(p)!.slice(o, o + n),
-      listing: () => [...old].map(([path, data]) => ({ path, kind: "file" as const, executable: false, size: data.length })),
-    },
-    {
-      createDirectory: () => {},
-      createSymlink: () => {},
-      beginFile: (path: string) => void (cur = { path, parts: [] }),
-      writeFile: (b: Uint8Array) => void cur!.parts.push(b.slice()),
-      finishFile() {
-        const all = new Uint8Array(cur!.parts.reduce((n, p) => n + p.length, 0));
-        let o = 0;
-        for (const p of cur!.parts) all.set(p, (o += p.length) - p.length);
-        out.set(cur!.path, all);
-      },
-    },
-  );
-  for (let i = 0; i < patch.length; i += 1 << 20) applier.push(patch.subarray(i, i + (1 << 20)));
-  applier.finish();
-  applier.free();
-  return out;
-}
-
-/** The pair's patch as served, checked against its descriptor and manifest. */
-async function servedPatch(game: string, from: string, to: string): Promise<Uint8Array> {
-  const res = await SELF.fetch(`${BASE}/v1/games/${game}/updates/${from}/${to}`, { headers: auth });
-  expect(res.status).toBe(200);
-  const d = (await res.json()) as { patchUrl: string; manifestUrl: string; patchBlake3: string; patchSize: number };
-  const url = `${BASE}/v1/games/${game}/updates/${from}/${to}`;
-  const patch = new Uint8Array(await (await SELF.fetch(new URL(d.patchUrl, url), { headers: auth })).arrayBuffer());
-  expect(patch.length).toBe(d.patchSize);
-  expect(blake3Hex(patch)).toBe(d.patchBlake3);
-  const manifest = new ManifestReader(new Uint8Array(await (await SELF.fetch(new URL(d.manifestUrl, url), { headers: auth })).arrayBuffer()));
-  expect(manifest.patchBlake3).toBe(d.patchBlake3);
-  expect(manifest.segments().length).toBe(4);
-  manifest.free();
-  return patch;
-}
-
-function expectSameFiles(got: Files, want: Files): void {
-  expect([...got.keys()].sort()).toEqual([...want.keys()].sort());
-  for (const [path, data] of want) expect(blake3Hex(got.get(path)!), path).toBe(blake3Hex(data));
-}
-
-/** Flips one byte of a stored build's tar inside the data of `path`; returns the undo. */
-async function corrupt(game: string, build: string, path: string): Promise<() => Promise<void>> {
-  const record = (await (await env.BUCKET.get(keys.build(game, build)))!.json()) as BuildRecord;
-  const index = decodeIndex(await (await env.BUCKET.get(keys.buildIndex(game, build, record.upload)))!.text());
-  const key = keys.buildData(game, build, record.upload);
-  const original = new Uint8Array(await (await env.BUCKET.get(key))!.arrayBuffer());
-  const bad = original.slice();
-  bad[index.get(path)!.offset + 1000] ^= 0x40;
-  await env.BUCKET.put(key, bad);
-  return async () => void (await env.BUCKET.put(key, original));
-}
-
 describe("generation fanned out", () => {
   const { v1, v2 } = builds();
   beforeAll(() => initWasm());
@@ -161,7 +45,7 @@ describe("generation fanned out", () => {
     await first.arrayBuffer();
     const log = await until("v1 -> v2 assembled", async () => (await generations("fan", "v1", "v2")).runs[0]);
     expect(log).toMatchObject({ steps: 2, segments: 4, stepFailures: 0 });
-    expectSameFiles(apply(v1, await servedPatch("fan", "v1", "v2")), v2);
+    expectSameFiles(apply(v1, await servedPatch("fan", "v1", "v2", 4)), v2);
     // One run, no failure, the run's temporary objects gone.
     const g = await generations("fan", "v1", "v2");
     expect(g).toMatchObject({ count: 1, failure: null, fanout: null });
@@ -183,7 +67,7 @@ describe("generation fanned out", () => {
     await undo();
     const log = await until("v1 -> v2 assembled after the retry", async () => (await generations("fanflaky", "v1", "v2")).runs[0]);
     expect(log.stepFailures).toBeGreaterThanOrEqual(1);
-    expectSameFiles(apply(v1, await servedPatch("fanflaky", "v1", "v2")), v2);
+    expectSameFiles(apply(v1, await servedPatch("fanflaky", "v1", "v2", 4)), v2);
     expect(await generations("fanflaky", "v1", "v2")).toMatchObject({ count: 1, failure: null, fanout: null });
   });
 
@@ -204,7 +88,7 @@ describe("generation fanned out", () => {
     expect(res.status).toBe(200);
     expect(res.headers.get("X-Edgepatch-Source")).toBe("r2");
     await res.arrayBuffer();
-    expectSameFiles(apply(v1, await servedPatch("fanpre", "v1", "v2")), v2);
+    expectSameFiles(apply(v1, await servedPatch("fanpre", "v1", "v2", 4)), v2);
   });
 
   // The threat model (worker/README.md): the bucket may hold any bytes; a wrong patch must never
@@ -256,7 +140,7 @@ describe("generation fanned out", () => {
       // The pair is queued again after its backoff: with the bytes intact it is generated.
       const log = await until("v1 -> v2 assembled after the repair", async () => (await generations("fanserve", "v1", "v2")).runs[0]);
       expect(log.steps).toBe(2);
-      expectSameFiles(apply(v1, await servedPatch("fanserve", "v1", "v2")), v2);
+      expectSameFiles(apply(v1, await servedPatch("fanserve", "v1", "v2", 4)), v2);
     });
   });
 });

@@ -950,6 +950,50 @@ impl PreparedWasmTransform {
     pub fn take_normalized(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.normalized)
     }
+
+    /// A view of the normalized form where it is, in the module's memory (no copy into JS):
+    /// valid until this is freed or the memory grows (then detached: take it again).
+    #[wasm_bindgen(js_name = normalizedView)]
+    pub fn normalized_view(&mut self) -> Uint8Array {
+        view_of(&mut self.normalized)
+    }
+}
+
+/// A whole wasm module filled in place in the module's memory (`view()`), for
+/// `prepareWasmTransformFilled`: a caller short of memory (a Worker) reads it there from its
+/// store without holding a copy in JS.
+#[cfg(feature = "diff")]
+#[wasm_bindgen]
+pub struct ModuleBuffer {
+    bytes: Vec<u8>,
+}
+
+#[cfg(feature = "diff")]
+#[wasm_bindgen]
+impl ModuleBuffer {
+    /// `size` bytes (at most the format's cap on a transformed module), zeroed.
+    #[wasm_bindgen(constructor)]
+    pub fn new(size: f64) -> Result<ModuleBuffer, JsError> {
+        use edgepatch_core::patch_format::MAX_WASM_TRANSFORM_BYTES;
+        if !(size >= 0.0 && size <= MAX_WASM_TRANSFORM_BYTES as f64 && size.fract() == 0.0) {
+            return Err(JsError::new(&format!("module buffer of {size} bytes: at most {MAX_WASM_TRANSFORM_BYTES}")));
+        }
+        Ok(ModuleBuffer { bytes: vec![0; size as usize] })
+    }
+
+    /// A view of the buffer to fill: valid until the buffer is consumed or the memory grows
+    /// (then detached, `byteLength` 0: take it again).
+    pub fn view(&mut self) -> Uint8Array {
+        view_of(&mut self.bytes)
+    }
+}
+
+/// [`prepare_wasm_transform`] from two filled [`ModuleBuffer`]s, which it consumes (the
+/// core frees each as soon as it can).
+#[cfg(feature = "diff")]
+#[wasm_bindgen(js_name = prepareWasmTransformFilled)]
+pub fn prepare_wasm_transform_filled(path: &str, old_module: ModuleBuffer, new_module: ModuleBuffer) -> Option<PreparedWasmTransform> {
+    prepare_wasm_transform(path, old_module.bytes, new_module.bytes)
 }
 
 /// See [`PreparedWasmTransform`]. `path` is the module's path in the new build ("" for a

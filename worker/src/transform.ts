@@ -1,0 +1,230 @@
+// The transform phase of a generation (docs/FORMAT.md §2.8; worker/README.md, "Generation"):
+// before any segment is made, each file that is a wasm module in both builds (same path,
+// changed, at most the format's 64 MiB cap, as `edgepatch diff --bounded`) is read whole from
+// R2 into the wasm module's own memory, checked against the BLAKE3 its upload's signer
+// recorded (the bucket may serve any bytes), and normalized by the core
+// (`prepareWasmTransformFilled`). The normalized form goes to a run object in R2, beside the
+// run's other temporary objects (tmp/generations/{game}/{from}/{to}/{run}/, swept with them);
+// the transform's record goes to every generator of the patch (`addWasmTransform`), whose
+// ranges with `normalized: true` are answered from that object. The record carries a BLAKE3 of
+// every MiB of the normalized form, which the core checks as it encodes: a normalized object
+// changed in R2 fails the generation. A module the core does not transform (nothing
+// renumbered, not a module it reads) is stored as it is.
+import * as wasm from "./wasm";
+import { GenerationError, wasmView, yieldToEventLoop, type StoredBuild } from "./generate";
+import { R2PartWriter, R2RangeReader } from "./store";
+
+/** The format's cap on a transformed module (old or new): MAX_WASM_TRANSFORM_BYTES. */
+export const MAX_TRANSFORM_MODULE_BYTES = 64 << 20;
+
+/**
+ * At most this many changed files are probed for the wasm magic (one 4-byte R2 read each),
+ * those named *.wasm first: a tree of thousands of changed files must not spend its
+ * invocation's subrequests on probes. The CLI probes every changed file (a local read).
+ */
+export const MAX_MAGIC_PROBES = 64;
+
+/** A changed module of the pair that the patch stores normalized. */
+export interface ModuleTransform {
+  /** Its path in the new build. */
+  path: string;
+  /** The run object holding its normalized form. */
+  normalizedKey: string;
+  normalizedSize: number;
+  /** The encoded transform (`PreparedWasmTransform.record`, for `addWasmTransform`). */
+  record: Uint8Array;
+}
+
+/**
+ * How a fanned-out run's transforms reach its steps and its assembly (queue messages, the
+ * pair's object): the record is a run object too (it can be MiBs: the side info), pinned by
+ * its BLAKE3, which the run keeps.
+ */
+export interface StoredTransform {
+  path: string;
+  normalizedKey: string;
+  normalizedSize: number;
+  recordKey: string;
+  recordBlake3: string;
+}
+
+export interface TransformStats {
+  /** Modules normalized (stored so), and modules read whole but stored as they are. */
+  modules: number;
+  untransformed: number;
+  /** Bytes of modules read whole (old and new) and of normalized forms written. */
+  bytesRead: number;
+  normalizedBytes: number;
+  /** Files probed for the wasm magic. */
+  probes: number;
+  seconds: number;
+  /** wasm linear memory after the phase (it only grows). */
+  wasmMemoryBytes: number;
+}
+
+const WASM_MAGIC = [0x00, 0x61, 0x73, 0x6d];
+
+/**
+ * Bytes of wasm memory reserved in one piece before the first module is read, when the
+ * memory is smaller. The module's allocator (dlmalloc) takes each memory growth as a region of
+ * its own and never serves one allocation from two: after the phase's large buffers (the
+ * modules, the normalized form) are freed, the generator's largest allocation did not fit
+ * any region they left and the memory grew again. Measured on esbuild-wasm-adj's 13.3 MiB
+ * module (Node, this module, the Worker's order of allocations): generation after the phase
+ * 88.7 MiB of wasm memory without this, 65.2 MiB with it (generation alone: 72.3 MiB);
+ * reserving 56 or 60 MiB gave 89.2 / 93.9 MiB, 62 MiB 63.2 MiB (BENCHMARKS.md, "Worker: the
+ * wasm transform (issue 13 item 1, session 11)"). An empirical fit to this allocator and
+ * this generator, not a bound: re-measure when either changes.
+ */
+export const TRANSFORM_ARENA_BYTES = MAX_TRANSFORM_MODULE_BYTES;
+
+/** Grows the wasm memory once to TRANSFORM_ARENA_BYTES (one region), if it is smaller. */
+function reserveArena(): void {
+  if (wasm.wasmMemoryBytes() >= TRANSFORM_ARENA_BYTES) return;
+  new wasm.ModuleBuffer(TRANSFORM_ARENA_BYTES).free();
+}
+
+/** The run object of the normalized form of the `n`th transformed module. */
+export function normalizedKey(prefix: string, n: number): string {
+  return `${prefix}wasm/${n}.normalized`;
+}
+
+/** Paths of the new build's files that may be a module to normalize, *.wasm first. */
+function candidates(oldBuild: StoredBuild, newBuild: StoredBuild): string[] {
+  const out: string[] = [];
+  for (const [path, e] of newBuild.index) {
+    const o = oldBuild.index.get(path);
+    if (o === undefined || o.blake3 === e.blake3) continue;
+    if (e.size < 8 || o.size < 8 || e.size > MAX_TRANSFORM_MODULE_BYTES || o.size > MAX_TRANSFORM_MODULE_BYTES) continue;
+    out.push(path);
+  }
+  const named = (p: string) => (p.toLowerCase().endsWith(".wasm") ? 0 : 1);
+  return out.sort((a, b) => named(a) - named(b)).slice(0, MAX_MAGIC_PROBES);
+}
+
+async function startsWasm(reader: R2RangeReader, build: StoredBuild, path: string): Promise<boolean> {
+  const e = build.index.get(path)!;
+  let magic = true;
+  await reader.read(build.tarKey, e.offset, 4, (chunk, at) => {
+    for (let k = 0; k < chunk.length; k++) if (chunk[k] !== WASM_MAGIC[at + k]) magic = false;
+  });
+  return magic;
+}
+
+/**
+ * The whole file at `path` of `build`, read into a buffer in the wasm module's memory and
+ * checked against the BLAKE3 recorded at upload (hashed as it arrives: no second read).
+ */
+async function readModule(reader: R2RangeReader, build: StoredBuild, path: string): Promise<wasm.ModuleBuffer> {
+  const e = build.index.get(path)!;
+  const buffer = new wasm.ModuleBuffer(e.size);
+  const hasher = new wasm.FileHasher();
+  try {
+    let view = buffer.view();
+    await reader.read(build.tarKey, e.offset, e.size, (chunk, at) => {
+      hasher.update(chunk);
+      // The hasher may grow the memory, which detaches the view.
+      if (view.byteLength === 0) view = buffer.view();
+      view.set(chunk, at);
+    });
+    if (hasher.finish() !== e.blake3) throw new GenerationError(500, `integrity: stored bytes of ${build.record.build}/${path} do not match the BLAKE3 recorded at upload`);
+    return buffer;
+  } catch (e) {
+    buffer.free();
+    throw e;
+  } finally {
+    hasher.free();
+  }
+}
+
+/**
+ * The transform phase: every changed module of the pair the core normalizes, its normalized
+ * form written to `normalizedKey(prefix, n)` through `writer(key)` (a writer whose multipart
+ * upload the run records, so that a sweep aborts it if this dies). Modules are done one at a
+ * time; each is held whole only in the wasm module's memory (old and new, then the normalized
+ * form), never in JS.
+ */
+export async function prepareTransforms(
+  bucket: R2Bucket,
+  oldBuild: StoredBuild,
+  newBuild: StoredBuild,
+  prefix: string,
+  writer: (name: string, key: string) => { writer: R2PartWriter; forget: () => Promise<void> },
+): Promise<{ transforms: ModuleTransform[]; stats: TransformStats }> {
+  const started = Date.now();
+  const reader = new R2RangeReader(bucket, 1);
+  const transforms: ModuleTransform[] = [];
+  const stats: TransformStats = { modules: 0, untransformed: 0, bytesRead: 0, normalizedBytes: 0, probes: 0, seconds: 0, wasmMemoryBytes: 0 };
+  for (const path of candidates(oldBuild, newBuild)) {
+    stats.probes += 2;
+    if (!(await startsWasm(reader, newBuild, path)) || !(await startsWasm(reader, oldBuild, path))) continue;
+    reserveArena();
+    const oldModule = await readModule(reader, oldBuild, path);
+    let newModule: wasm.ModuleBuffer;
+    try {
+      newModule = await readModule(reader, newBuild, path);
+    } catch (e) {
+      oldModule.free();
+      throw e;
+    }
+    stats.bytesRead += oldBuild.index.get(path)!.size + newBuild.index.get(path)!.size;
+    // Seconds of synchronous wasm follow (4-6 s for a 14 MB module): let everything else run first.
+    await yieldToEventLoop();
+    // Consumes both buffers (the core frees each as soon as it is done with it).
+    const prepared = wasm.prepareWasmTransformFilled(path, oldModule, newModule);
+    if (prepared === undefined) {
+      stats.untransformed++;
+      continue;
+    }
+    try {
+      const key = normalizedKey(prefix, transforms.length);
+      const { writer: w, forget } = writer(`wasm-${transforms.length}`, key);
+      try {
+        await w.write(wasmView(() => prepared.normalizedView()));
+        await w.finish();
+        await forget();
+      } catch (e) {
+        await w.abort();
+        await forget().catch(() => {});
+        throw e;
+      }
+      transforms.push({ path, normalizedKey: key, normalizedSize: prepared.normalizedSize, record: prepared.record });
+      stats.modules++;
+      stats.normalizedBytes += prepared.normalizedSize;
+    } finally {
+      prepared.free();
+    }
+  }
+  stats.seconds = (Date.now() - started) / 1000;
+  stats.wasmMemoryBytes = wasm.wasmMemoryBytes();
+  return { transforms, stats };
+}
+
+/** Stores each transform's record as a run object (`<normalized key>.record`), for a fanned-out run. */
+export async function storeTransforms(bucket: R2Bucket, transforms: ModuleTransform[]): Promise<StoredTransform[]> {
+  const out: StoredTransform[] = [];
+  for (const t of transforms) {
+    const recordKey = `${t.normalizedKey}.record`;
+    await bucket.put(recordKey, t.record);
+    out.push({ path: t.path, normalizedKey: t.normalizedKey, normalizedSize: t.normalizedSize, recordKey, recordBlake3: wasm.blake3Hex(t.record) });
+  }
+  return out;
+}
+
+/** A fanned-out run's transforms, each record read back and checked against the BLAKE3 the run kept. */
+export async function loadTransforms(bucket: R2Bucket, stored: StoredTransform[] | undefined): Promise<ModuleTransform[]> {
+  const out: ModuleTransform[] = [];
+  for (const s of stored ?? []) {
+    const obj = await bucket.get(s.recordKey);
+    if (obj === null) throw new GenerationError(500, `the wasm transform record of ${s.path} is missing (${s.recordKey})`);
+    const record = new Uint8Array(await obj.arrayBuffer());
+    if (wasm.blake3Hex(record) !== s.recordBlake3) throw new GenerationError(500, `integrity: the stored wasm transform record of ${s.path} does not match its BLAKE3`);
+    out.push({ path: s.path, normalizedKey: s.normalizedKey, normalizedSize: s.normalizedSize, record });
+  }
+  return out;
+}
+
+/** Hands `transforms` to a generator (before its header or its first segment). */
+export function addTransforms(gen: wasm.PatchGenerator, transforms: ModuleTransform[]): void {
+  for (const t of transforms) gen.addWasmTransform(t.record);
+}

@@ -1,0 +1,173 @@
+// The transform phase (transform.ts, docs/FORMAT.md §2.8) in workerd with the real R2, queues
+// and Durable Objects: a changed wasm module is stored normalized in the Worker's patches, in
+// one invocation and fanned out, the patch applies byte-exact with the core's applier and is
+// smaller than the patch of the same pair without the transform; a module or a normalized run
+// object tampered with in R2 is refused and nothing is served.
+import { env, SELF } from "cloudflare:test";
+import { beforeAll, describe, expect, it } from "vitest";
+import { initWasm, PatchGenerator } from "../src/wasm";
+import { loadBuild } from "../src/generate";
+import { runPrefix, runStep, runWriter, type StepJob } from "../src/fanout";
+import { loadTransforms, prepareTransforms, storeTransforms } from "../src/transform";
+import { bytes } from "./tar";
+import { moduleVersions } from "./wasm_modules";
+import { apply, auth, BASE, corrupt, expectSameFiles, generations, publishInParts, servedPatch, stored, until, type Files } from "./generation";
+
+/** A game whose engine (game.wasm) gains functions near its start: every later call index shifts. */
+function builds(filler = 0): { v1: Files; v2: Files } {
+  const [m1, m2] = moduleVersions(3000, 20);
+  const big = bytes(filler, 71);
+  const changed = big.slice();
+  for (let i = 5000; i < changed.length; i += 250_000) changed.set(bytes(300, i), i);
+  const readme = new TextEncoder().encode("read me\n");
+  const v1: Files = new Map([
+    ["game.wasm", m1],
+    ["readme.txt", readme],
+  ]);
+  const v2: Files = new Map([
+    ["game.wasm", m2],
+    ["readme.txt", readme],
+  ]);
+  if (filler > 0) {
+    v1.set("big.bin", big);
+    v2.set("big.bin", changed);
+  }
+  return { v1, v2 };
+}
+
+/** Bytes of the patch the core's generator makes of the stored pair without any transform. */
+async function plainPatchBytes(game: string, v1: Files, v2: Files): Promise<number> {
+  const [oldBuild, newBuild] = await Promise.all([loadBuild(env.BUCKET, game, "v1"), loadBuild(env.BUCKET, game, "v2")]);
+  const gen = new PatchGenerator(oldBuild.signature, newBuild.signature, 3);
+  const gather = (files: Files, ranges: { path: string; offset: number; length: number; normalized: boolean }[]) => {
+    const out = new Uint8Array(ranges.reduce((n, r) => n + r.length, 0));
+    let at = 0;
+    for (const r of ranges) {
+      expect(r.normalized).toBe(false);
+      out.set(files.get(r.path)!.subarray(r.offset, r.offset + r.length), at);
+      at += r.length;
+    }
+    return out;
+  };
+  let total = gen.header().length;
+  for (let i = 0; i < gen.segmentCount; i++) {
+    const fresh = gather(v2, gen.newRanges(i));
+    total += gen.encodeSegment(i, fresh, gather(v1, gen.planSegment(i, fresh))).length;
+  }
+  total += gen.finish().length;
+  gen.free();
+  return total;
+}
+
+/** The normalized forms of the stored pair's modules, made as the pair's object makes them, under a run's prefix. */
+async function transformRun(game: string, run: string) {
+  const bucket = env.BUCKET;
+  const [oldBuild, newBuild] = await Promise.all([loadBuild(bucket, game, "v1"), loadBuild(bucket, game, "v2")]);
+  const prefix = runPrefix(game, "v1", "v2", run);
+  const { transforms } = await prepareTransforms(bucket, oldBuild, newBuild, prefix, (name, key) => runWriter(bucket, prefix, name, key));
+  const gen = new PatchGenerator(oldBuild.signature, newBuild.signature, 3);
+  for (const t of transforms) gen.addWasmTransform(t.record);
+  const segments = gen.segmentCount;
+  gen.free();
+  const job: StepJob = { kind: "step", game, from: "v1", to: "v2", run, step: 0, first: 0, end: segments, level: 3, transforms: await storeTransforms(bucket, transforms) };
+  return { transforms, job };
+}
+
+describe("the wasm transform phase", () => {
+  beforeAll(() => initWasm());
+
+  it("stores a changed module normalized in a pair made in one invocation: applies byte-exact, smaller than without", async () => {
+    const { v1, v2 } = builds();
+    await publishInParts("wt", "v1", v1);
+    await publishInParts("wt", "v2", v2);
+    const res = await SELF.fetch(`${BASE}/v1/games/wt/updates/v1/v2`, { headers: auth });
+    expect(res.status, await res.clone().text()).toBe(200);
+    await res.arrayBuffer();
+    const patch = await servedPatch("wt", "v1", "v2");
+    expectSameFiles(apply(v1, patch), v2);
+    const g = await generations("wt", "v1", "v2");
+    expect(g.runs[0].transform).toMatchObject({ modules: 1, untransformed: 0 });
+    const plain = await plainPatchBytes("wt", v1, v2);
+    expect(patch.length).toBeLessThan(plain);
+    // The run's normalized module is gone with it.
+    expect(await stored("tmp/generations/wt/")).toEqual([]);
+  });
+
+  it("stores it normalized in a fanned-out pair too: every step and the assembly get the transform", async () => {
+    // 13 MiB beside the module: 4 segments, 2 steps.
+    const { v1, v2 } = builds(13 << 20);
+    await publishInParts("wtfan", "v1", v1);
+    await publishInParts("wtfan", "v2", v2);
+    const first = await SELF.fetch(`${BASE}/v1/games/wtfan/updates/v1/v2`, { headers: auth });
+    expect(first.status).toBe(503);
+    await first.arrayBuffer();
+    const log = await until("v1 -> v2 assembled", async () => (await generations("wtfan", "v1", "v2")).runs[0]);
+    expect(log).toMatchObject({ steps: 2, transformedModules: 1 });
+    expectSameFiles(apply(v1, await servedPatch("wtfan", "v1", "v2")), v2);
+    expect(await plainPatchBytes("wtfan", v1, v2)).toBeGreaterThan(log.patchBytes);
+    expect(await stored("tmp/generations/wtfan/")).toEqual([]);
+  });
+
+  // The threat model (worker/README.md): the bucket may serve any bytes.
+  describe("tampered with in R2", () => {
+    it("an old module that is not its upload's is refused before it is transformed: nothing served", async () => {
+      const { v1, v2 } = builds();
+      await publishInParts("wtold", "v1", v1);
+      await publishInParts("wtold", "v2", v2);
+      const undo = await corrupt("wtold", "v1", "game.wasm");
+      const res = await SELF.fetch(`${BASE}/v1/games/wtold/updates/v1/v2`, { headers: auth });
+      expect(res.status).toBe(503);
+      await res.arrayBuffer();
+      expect((await generations("wtold", "v1", "v2")).failure?.error).toMatch(/integrity: stored bytes of v1\/game\.wasm do not match the BLAKE3 recorded at upload/);
+      expect(await stored("games/wtold/patches/")).toEqual([]);
+      expect(await stored("games/wtold/updates/")).toEqual([]);
+      expect(await stored("tmp/generations/wtold/")).toEqual([]);
+      await undo();
+    });
+
+    it("a new module that is not its upload's is refused too", async () => {
+      const { v1, v2 } = builds();
+      await publishInParts("wtnew", "v1", v1);
+      await publishInParts("wtnew", "v2", v2);
+      const undo = await corrupt("wtnew", "v2", "game.wasm");
+      const res = await SELF.fetch(`${BASE}/v1/games/wtnew/updates/v1/v2`, { headers: auth });
+      expect(res.status).toBe(503);
+      await res.arrayBuffer();
+      expect((await generations("wtnew", "v1", "v2")).failure?.error).toMatch(/integrity: stored bytes of v2\/game\.wasm do not match the BLAKE3 recorded at upload/);
+      expect(await stored("games/wtnew/patches/")).toEqual([]);
+      await undo();
+    });
+
+    it("a normalized run object changed after the transform phase fails the step that reads it", async () => {
+      const { v1, v2 } = builds();
+      await publishInParts("wtnorm", "v1", v1);
+      await publishInParts("wtnorm", "v2", v2);
+      const { transforms, job } = await transformRun("wtnorm", "tampered");
+      expect(transforms).toHaveLength(1);
+      const key = transforms[0].normalizedKey;
+      expect(key.startsWith(runPrefix("wtnorm", "v1", "v2", "tampered"))).toBe(true);
+      const good = new Uint8Array(await (await env.BUCKET.get(key))!.arrayBuffer());
+      expect(good.length).toBe(transforms[0].normalizedSize);
+      // Untouched, the step makes its segments.
+      expect((await runStep(env, { ...job, run: "tampered" })).lengths.length).toBe(job.end);
+      const bad = good.slice();
+      bad[good.length >> 1] ^= 0x01;
+      await env.BUCKET.put(key, bad);
+      await expect(runStep(env, job)).rejects.toThrow(/"game\.wasm": normalized bytes 0\.\.\d+ are not those its wasm transform was made from/);
+      expect(await stored("games/wtnorm/patches/")).toEqual([]);
+    });
+
+    it("a transform record changed in R2 is refused (pinned by its BLAKE3)", async () => {
+      const { v1, v2 } = builds();
+      await publishInParts("wtrec", "v1", v1);
+      await publishInParts("wtrec", "v2", v2);
+      const { job } = await transformRun("wtrec", "record");
+      const recordKey = job.transforms![0].recordKey;
+      const record = new Uint8Array(await (await env.BUCKET.get(recordKey))!.arrayBuffer());
+      record[record.length - 1] ^= 0x01;
+      await env.BUCKET.put(recordKey, record);
+      await expect(loadTransforms(env.BUCKET, job.transforms)).rejects.toThrow(/integrity: the stored wasm transform record of game\.wasm/);
+      await expect(runStep(env, job)).rejects.toThrow(/integrity/);
+    });
+  });
+});
