@@ -1,6 +1,6 @@
 // The transform phase of a generation (docs/FORMAT.md §2.8; worker/README.md, "Generation"):
 // before any segment is made, each file that is a wasm module in both builds (same path,
-// changed, at most the format's 64 MiB cap, as `edgepatch diff --bounded`) is read whole from
+// changed, at most MAX_TRANSFORM_MODULE_BYTES, below the format's 64 MiB cap) is read whole from
 // R2 into the wasm module's own memory, checked against the BLAKE3 its upload's signer
 // recorded (the bucket may serve any bytes), and normalized by the core
 // (`prepareWasmTransformFilled`). The normalized form goes to a run object in R2, beside the
@@ -14,8 +14,15 @@ import * as wasm from "./wasm";
 import { GenerationError, wasmView, yieldToEventLoop, type StoredBuild } from "./generate";
 import { R2PartWriter, R2RangeReader } from "./store";
 
-/** The format's cap on a transformed module (old or new): MAX_WASM_TRANSFORM_BYTES. */
-export const MAX_TRANSFORM_MODULE_BYTES = 64 << 20;
+/**
+ * Largest module (old or new) the Worker transforms; larger ones are diffed as they are. The
+ * format allows 64 MiB (MAX_WASM_TRANSFORM_BYTES, which `edgepatch diff` uses), but the phase
+ * holds both modules, the normalized form and the core's reference in wasm memory at once:
+ * 65.3 MiB of it for esbuild-wasm-adj's 13.3 MiB module, a 93.7 MB isolate (BENCHMARKS.md,
+ * "Worker: the wasm transform"). 16 MiB keeps that proportion inside 128 MB; a 64 MiB module
+ * would not fit, and its generation would fail instead of falling back to the plain diff.
+ */
+export const MAX_TRANSFORM_MODULE_BYTES = 16 << 20;
 
 /**
  * At most this many changed files are probed for the wasm magic (one 4-byte R2 read each),
@@ -76,7 +83,7 @@ const WASM_MAGIC = [0x00, 0x61, 0x73, 0x6d];
  * wasm transform (issue 13 item 1, session 11)"). An empirical fit to this allocator and
  * this generator, not a bound: re-measure when either changes.
  */
-export const TRANSFORM_ARENA_BYTES = MAX_TRANSFORM_MODULE_BYTES;
+export const TRANSFORM_ARENA_BYTES = 64 << 20;
 
 /** Grows the wasm memory once to TRANSFORM_ARENA_BYTES (one region), if it is smaller. */
 function reserveArena(): void {
