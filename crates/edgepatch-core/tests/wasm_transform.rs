@@ -416,3 +416,58 @@ fn old_side_normalized_form_is_the_module_itself_when_canonical() {
         }
     }
 }
+
+/// `m` with a memory section of `pages` 64 KiB pages before its code section.
+fn with_memory(m: &[u8], pages: u8) -> Vec<u8> {
+    let code_at = {
+        let mut pos = 8;
+        loop {
+            let (mut size, mut shift, mut at) = (0usize, 0, pos + 1);
+            loop {
+                let b = m[at];
+                size |= usize::from(b & 0x7f) << shift;
+                shift += 7;
+                at += 1;
+                if b & 0x80 == 0 {
+                    break;
+                }
+            }
+            if m[pos] == 10 {
+                break pos;
+            }
+            pos = at + size;
+        }
+    };
+    [&m[..code_at], &section(5, &[1, 0, pages]), &m[code_at..]].concat()
+}
+
+/// Zero-initialized variables lie past the data segments, below the memory's
+/// initial size, and move with the data's end: constants pointing there
+/// normalize to the old ones when the old code has them, while a constant in
+/// that range that is the same in both builds (not an address that moved)
+/// stays as it is.
+#[test]
+fn variables_past_the_data_move_with_its_end() {
+    let (a, b) = (noise(5, 2048), noise(6, 2048));
+    let base = 1024u32;
+    let same = 100_000i64; // in the tail of a 2-page memory, equal in both builds
+    let build = |gap: usize| {
+        let data = [a.clone(), noise(7, gap), b.clone()].concat();
+        let data_end = i64::from(base) + data.len() as i64;
+        let vars = [data_end + 64, data_end + 512, data_end + 4000];
+        let bodies = vec![
+            [i32_const(vars[0]), i64_const(vars[1]), i32_const(same)].concat(),
+            [i32_const(vars[2]), i32_const(vars[0])].concat(),
+            [i64_const(vars[1]), i32_const(i64::from(base) + 10)].concat(),
+        ];
+        let mut m = with_memory(&module(&[], &bodies, None), 2);
+        m.extend(data_section(&[(base, data)]));
+        m
+    };
+    let (old, new) = (build(0), build(256));
+    round_trip(&old, &new);
+    let old_norm = forward(None, &old).unwrap();
+    let new_norm = forward(Some(&reference(&old).unwrap()), &new).unwrap();
+    assert_ne!(code_bodies(&new), code_bodies(&old), "the test must move the variables");
+    assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&old_norm.bytes), "the variables' addresses normalize, the equal constant stays");
+}

@@ -185,8 +185,11 @@ pub(crate) struct AddressMap {
 }
 
 impl AddressMap {
-    /// Builds the map from the old build's window index and the new data.
-    pub fn learn(old_data: &OldData, bytes: &[u8], segments: &[(u64, usize, usize)]) -> AddressMap {
+    /// Builds the map from the old build's window index and the new data. The
+    /// last piece reaches past the data to `tail_end(its displacement)` where
+    /// that is further (zero-initialized variables follow the data and move
+    /// with its end).
+    pub fn learn(old_data: &OldData, bytes: &[u8], segments: &[(u64, usize, usize)], tail_end: &dyn Fn(i64) -> u64) -> AddressMap {
         let mut new_image: Vec<(u64, &[u8])> = segments.iter().map(|&(a, s, e)| (a, &bytes[s..e])).collect();
         new_image.sort_by_key(|i| i.0);
         let new = index_windows(new_image.iter().copied());
@@ -207,7 +210,7 @@ impl AddressMap {
         }
         drop((new, old));
         anchors.sort_unstable();
-        let new_end = segments.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0);
+        let mut new_end = segments.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0);
         let lowest = segments.iter().map(|s| s.0).min().unwrap_or(0);
         // Runs of anchors that agree on the displacement.
         let mut runs: Vec<Piece> = Vec::new();
@@ -227,6 +230,9 @@ impl AddressMap {
         let old_start = |p: &Piece| p.new_start as i64 + p.delta;
         let mut kept: Vec<Piece> = super::longest_ascending(&runs, old_start);
         kept.dedup_by(|b, a| a.delta == b.delta);
+        if let Some(last) = kept.last() {
+            new_end = new_end.max(tail_end(last.delta));
+        }
         if let Some(first) = kept.first_mut() {
             // Data before the first anchor keeps its displacement.
             if lowest < first.new_start && lowest.checked_add_signed(first.delta).is_some() {

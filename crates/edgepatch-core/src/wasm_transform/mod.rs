@@ -65,6 +65,9 @@ pub struct WasmReference {
     shapes: FunctionShapes,
     pc_table: Option<PcTable>,
     old_data: OldData,
+    /// Constants in the old code that lie past its data (below its memory's
+    /// initial size), sorted, once each: the evidence for mapping that tail.
+    tail_constants: Vec<i64>,
 }
 
 /// The normalized bytes and what [`inverse`] needs besides them.
@@ -105,7 +108,9 @@ pub fn reference(old: &[u8]) -> Result<WasmReference, TransformError> {
     let module = parse(old)?;
     let shapes = shapes(old, &module);
     let old_data = OldData::new(old, &segments(old, &module));
-    Ok(WasmReference { shapes, pc_table: module.pc_table, old_data })
+    let mut tail_constants: Vec<i64> = tail_constants(old, &module).into_iter().map(|(v, _)| v).collect();
+    tail_constants.dedup();
+    Ok(WasmReference { shapes, pc_table: module.pc_table, old_data, tail_constants })
 }
 
 /// The normalized form of `bytes`. With `reference` = None, functions keep
@@ -124,7 +129,12 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
         Some(r) => {
             let map = match_functions(&r.shapes, &own_shapes);
             stats.matched_functions = map.iter().filter(|&&m| m < r.shapes.count()).count() as u64;
-            (map, r.pc_table, AddressMap::learn(&r.old_data, bytes, &segments(bytes, &module)))
+            {
+                let tail = tail_constants(bytes, &module);
+                let old_tail = &r.tail_constants;
+                let choose_end = |delta: i64| tail_end(&tail, old_tail, delta);
+                (map, r.pc_table, AddressMap::learn(&r.old_data, bytes, &segments(bytes, &module), &choose_end))
+            }
         }
         None => {
             stats.matched_functions = own_shapes.count();
@@ -395,13 +405,80 @@ fn parse(bytes: &[u8]) -> Result<Module, TransformError> {
     parse_module(bytes).map_err(|e| TransformError::NotWasm { offset: e.offset, what: e.what })
 }
 
+/// The addresses a constant may point to: from the lowest data segment to the
+/// end of the data or, past it, of the memory's initial size (zero-initialized
+/// variables lie after the data segments and move with them).
+fn address_range(bytes: &[u8], module: &Module) -> std::ops::Range<i64> {
+    let data = segments(bytes, module);
+    let lowest = data.iter().map(|s| s.0).min().unwrap_or(0);
+    let data_end = data.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0);
+    let end = if data.is_empty() { 0 } else { data_end.max(module.memory_bytes.unwrap_or(0)).min(i64::MAX as u64) };
+    lowest as i64..end as i64
+}
+
+/// The `i32.const`/`i64.const` values in the code that lie past the data and
+/// below the memory's initial size (where zero-initialized variables live),
+/// sorted, with how often each occurs.
+fn tail_constants(bytes: &[u8], module: &Module) -> Vec<(i64, u64)> {
+    let data = segments(bytes, module);
+    let data_end = data.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0) as i64;
+    let range = data_end..address_range(bytes, module).end;
+    let mut values = Vec::new();
+    if range.is_empty() {
+        return Vec::new();
+    }
+    for body in &module.bodies {
+        // A body that does not walk is kept raw: its constants are not rewritten.
+        let mut found = Vec::new();
+        let walked = walk_body(bytes, body.start, body.end, &mut |imm: Immediate| {
+            if imm.kind != ImmediateKind::Function && range.contains(&imm.value) {
+                found.push(imm.value);
+            }
+        });
+        if walked.is_ok() {
+            values.extend(found);
+        }
+    }
+    values.sort_unstable();
+    let mut counted: Vec<(i64, u64)> = Vec::new();
+    for v in values {
+        match counted.last_mut() {
+            Some((last, n)) if *last == v => *n += 1,
+            _ => counted.push((v, 1)),
+        }
+    }
+    counted
+}
+
+/// How far past the data the address map's last piece (displacement `delta`)
+/// should reach: the end that maximizes, over the new tail constants below it,
+/// the occurrences the displacement turns into an old constant that the value
+/// itself is not, less those it turns away from an old constant. Without such
+/// evidence the map ends with the data (0).
+fn tail_end(tail: &[(i64, u64)], old_tail: &[i64], delta: i64) -> u64 {
+    let in_old = |v: i64| old_tail.binary_search(&v).is_ok();
+    let (mut score, mut best, mut end) = (0i64, 0i64, 0u64);
+    for &(v, n) in tail {
+        let (was, becomes) = (in_old(v), v.checked_add(delta).is_some_and(in_old));
+        score += match (was, becomes) {
+            (false, true) => n as i64,
+            (true, false) => -(n as i64),
+            _ => 0,
+        };
+        if score > best {
+            best = score;
+            end = v as u64 + 1;
+        }
+    }
+    end
+}
+
 /// The hash of each body with its references blanked, for matching.
 fn shapes(bytes: &[u8], module: &Module) -> FunctionShapes {
     let pc = module.pc_table;
     // Constants pointing into the data move when data grows: blank them so
     // that the function still matches.
-    let data = segments(bytes, module);
-    let data_range = data.iter().map(|s| s.0 as i64).min().unwrap_or(0)..data.iter().map(|s| s.0 as i64 + (s.2 - s.1) as i64).max().unwrap_or(0);
+    let data_range = address_range(bytes, module);
     let bodies = module
         .bodies
         .iter()

@@ -9,6 +9,7 @@ use super::leb::{read_signed, read_unsigned, LebError};
 pub(crate) const MAGIC: &[u8; 8] = b"\0asm\x01\0\0\0";
 pub(crate) const CODE_SECTION: u8 = 10;
 const IMPORT_SECTION: u8 = 2;
+const MEMORY_SECTION: u8 = 5;
 const ELEM_SECTION: u8 = 9;
 const DATA_SECTION: u8 = 11;
 
@@ -123,6 +124,8 @@ pub(crate) struct Module {
     /// Index into `sections` of the data section.
     pub data: Option<usize>,
     pub bodies: Vec<Body>,
+    /// Initial size in bytes of memory 0 (defined or imported), if the module has one.
+    pub memory_bytes: Option<u64>,
 }
 
 /// Parses the section layout. Errors mean "not a module this transform reads".
@@ -131,7 +134,8 @@ pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
         return Err(ParseError { offset: 0, what: "no wasm magic and version 1" });
     }
     let mut c = Cursor::new(bytes, 8);
-    let mut module = Module { sections: Vec::new(), imported_functions: Vec::new(), pc_table: None, code: None, data: None, bodies: Vec::new() };
+    let mut module =
+        Module { sections: Vec::new(), imported_functions: Vec::new(), pc_table: None, code: None, data: None, bodies: Vec::new(), memory_bytes: None };
     while c.pos < bytes.len() {
         let start = c.pos;
         let id = c.u8()?;
@@ -140,7 +144,18 @@ pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
         c.skip(size)?;
         let section = Section { start, contents, end: c.pos };
         match id {
-            IMPORT_SECTION if module.imported_functions.is_empty() => module.imported_functions = parse_imports(&bytes[..section.end], contents)?,
+            IMPORT_SECTION if module.imported_functions.is_empty() => {
+                let (functions, memory) = parse_imports(&bytes[..section.end], contents)?;
+                module.imported_functions = functions;
+                module.memory_bytes = memory;
+            }
+            // Memory 0 is the first imported memory, else the first defined one.
+            MEMORY_SECTION if module.memory_bytes.is_none() => {
+                let mut c = Cursor::new(&bytes[..section.end], contents);
+                if c.u32()? > 0 {
+                    module.memory_bytes = read_limits(&mut c)?;
+                }
+            }
             ELEM_SECTION => module.pc_table = parse_pc_table(&bytes[..section.end], contents),
             CODE_SECTION => {
                 if module.code.is_some() {
@@ -157,19 +172,19 @@ pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
     Ok(module)
 }
 
-fn skip_limits(c: &mut Cursor) -> ParseResult<()> {
+/// Reads limits; for a memory, its initial size in bytes (None if that overflows).
+fn read_limits(c: &mut Cursor) -> ParseResult<Option<u64>> {
     let flags = c.u8()?;
     if flags > 0x0f {
         return Err(c.err("unknown limits flags"));
     }
-    c.u64()?;
+    let min = c.u64()?;
     if flags & 1 != 0 {
         c.u64()?;
     }
-    if flags & 0x08 != 0 {
-        c.u32()?; // custom page size
-    }
-    Ok(())
+    // The custom-page-sizes proposal gives log2 of the page size; else 64 KiB pages.
+    let page_log = if flags & 0x08 != 0 { c.u32()? } else { 16 };
+    Ok(1u64.checked_shl(page_log).and_then(|page| min.checked_mul(page)))
 }
 
 fn skip_value_type(c: &mut Cursor) -> ParseResult<()> {
@@ -180,10 +195,12 @@ fn skip_value_type(c: &mut Cursor) -> ParseResult<()> {
     Ok(())
 }
 
-fn parse_imports(bytes: &[u8], at: usize) -> ParseResult<Vec<Vec<u8>>> {
+/// The imported functions' (module, field) keys and the first imported memory's initial bytes.
+fn parse_imports(bytes: &[u8], at: usize) -> ParseResult<(Vec<Vec<u8>>, Option<u64>)> {
     let mut c = Cursor::new(bytes, at);
     let count = c.u32()?;
     let mut functions = Vec::new();
+    let mut memory = None;
     for _ in 0..count {
         let module = c.name()?;
         let field = c.name()?;
@@ -198,9 +215,12 @@ fn parse_imports(bytes: &[u8], at: usize) -> ParseResult<Vec<Vec<u8>>> {
             }
             0x01 => {
                 skip_value_type(&mut c)?;
-                skip_limits(&mut c)?;
+                read_limits(&mut c)?;
             }
-            0x02 => skip_limits(&mut c)?,
+            0x02 => {
+                let bytes = read_limits(&mut c)?;
+                memory = memory.or(Some(bytes));
+            }
             0x03 => {
                 skip_value_type(&mut c)?;
                 c.u8()?;
@@ -212,7 +232,7 @@ fn parse_imports(bytes: &[u8], at: usize) -> ParseResult<Vec<Vec<u8>>> {
             _ => return Err(c.err("unknown import kind")),
         }
     }
-    Ok(functions)
+    Ok((functions, memory.flatten()))
 }
 
 /// Recognises Go's layout: one active segment `(i32.const base)` listing
