@@ -21,7 +21,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use edgepatch_core::diff::DiffStats;
-use edgepatch_core::generate::{generate_patch_transformed, WasmTransform};
+use edgepatch_core::generate::{drive, PatchGenerator, WasmTransform};
 use edgepatch_core::patch_format::MAX_WASM_TRANSFORM_BYTES;
 use edgepatch_core::signature::{Signature, SignedKind, DEFAULT_BLOCK_SIZE};
 use edgepatch_core::{Error, Input};
@@ -139,7 +139,16 @@ fn normalize_modules(
 
 /// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does. With
 /// `wasm_transform`, changed wasm modules are stored normalized (read whole: module docs).
-pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, level: i32, wasm_transform: bool, progress: &dyn Fn(u64)) -> Result<DiffStats, String> {
+pub fn diff_bounded(
+    old: &Path,
+    new: &Path,
+    patch: &Path,
+    level: i32,
+    wasm_transform: bool,
+    old_budget: u64,
+    deep_text_windows: bool,
+    progress: &dyn Fn(u64),
+) -> Result<DiffStats, String> {
     let old_sig = sign_path(old, DEFAULT_BLOCK_SIZE).map_err(|e| format!("old: {e}"))?;
     let new_sig = sign_path(new, DEFAULT_BLOCK_SIZE).map_err(|e| format!("new: {e}"))?;
     let name = patch.file_name().ok_or("patch path has no file name")?;
@@ -161,13 +170,15 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, level: i32, wasm_trans
             platform::read_exact_at(f, buf, offset)
                 .map_err(|e| Error::Io { input: Input::NewBuild, source: io::Error::new(e.kind(), format!("normalized form of {path:?}: {e}")) })
         };
-        let transforms = modules.iter().map(|m| m.transform.clone()).collect();
+        let mut g = PatchGenerator::new(Some(&old_sig), &new_sig, level).map_err(|e| e.to_string())?;
+        for m in &modules {
+            g.add_wasm_transform(m.transform.clone()).map_err(|e| e.to_string())?;
+        }
+        g.set_old_budget(old_budget).map_err(|e| e.to_string())?;
+        g.set_deep_text_windows(deep_text_windows);
         let mut written = 0u64;
-        let g = generate_patch_transformed(
-            Some(&old_sig),
-            &new_sig,
-            level,
-            transforms,
+        let g = drive(
+            g,
             &mut |p, o, b| old_files.read(p, o, b),
             &mut |p, o, b| new_files.read(p, o, b),
             &mut read_normalized,
