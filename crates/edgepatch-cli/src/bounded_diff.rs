@@ -1,9 +1,12 @@
 //! `edgepatch diff --bounded`: a diff whose memory does not grow with the builds. Both
 //! builds are signed by streaming their files (per-file BLAKE3 and 16 KiB block hashes),
 //! then the core's `PatchGenerator` (the Worker's generator) makes the patch one 4 MiB
-//! segment at a time, reading only the byte ranges it plans from disk: at most 8 MiB of
-//! old data, the segment, 4 MiB of recent new data, one suffix array over the old spans
-//! and one zstd context. The patch streams to a temporary file renamed into place.
+//! segment at a time, reading only the byte ranges it plans from disk: the planned old data
+//! (at most `--old-budget`, 8 MiB by default as in the Worker), the segment, 4 MiB of recent
+//! new data, one suffix array over the old spans and one zstd context. Two settings the
+//! Worker does not use: a larger old budget (a cap: plans grow past 8 MiB only where the
+//! block matches cover more) and deep text windows (the in-memory diff's search for text,
+//! ~100 MB of zstd tables). The patch streams to a temporary file renamed into place.
 //! Used for builds too large for the in-memory diff (which holds both builds and a suffix
 //! array over all old data: about 7x the old build's size, at most 2 GiB of old data).
 //!
@@ -177,17 +180,11 @@ pub fn diff_bounded(
         g.set_old_budget(old_budget).map_err(|e| e.to_string())?;
         g.set_deep_text_windows(deep_text_windows);
         let mut written = 0u64;
-        let g = drive(
-            g,
-            &mut |p, o, b| old_files.read(p, o, b),
-            &mut |p, o, b| new_files.read(p, o, b),
-            &mut read_normalized,
-            &mut |bytes| {
-                written += bytes.len() as u64;
-                progress(written);
-                out.write_all(bytes).map_err(|e| Error::Output { path: tmp.display().to_string(), source: e })
-            },
-        )
+        let g = drive(g, &mut |p, o, b| old_files.read(p, o, b), &mut |p, o, b| new_files.read(p, o, b), &mut read_normalized, &mut |bytes| {
+            written += bytes.len() as u64;
+            progress(written);
+            out.write_all(bytes).map_err(|e| Error::Output { path: tmp.display().to_string(), source: e })
+        })
         .map_err(|e| e.to_string())?;
         let file = out.into_inner().map_err(|e| format!("{}: {e}", tmp.display()))?;
         file.sync_all().map_err(|e| format!("{}: {e}", tmp.display()))?;

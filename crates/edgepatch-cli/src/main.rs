@@ -46,7 +46,7 @@ struct Cli {
 }
 
 /// `diff --bounded`'s old data per segment (MiB) unless `--old-budget` says otherwise.
-const DEFAULT_OLD_BUDGET_MIB: u64 = 8;
+const DEFAULT_OLD_BUDGET_MIB: u64 = 32;
 
 #[derive(Subcommand)]
 enum Command {
@@ -67,7 +67,7 @@ enum Command {
         #[arg(long)]
         strict_portable: bool,
         /// Diff in memory that does not grow with the builds (the Worker's generator: 4 MiB
-        /// segments against at most 8 MiB of planned old data each); automatic when OLD's
+        /// segments against planned old data, --old-budget each); automatic when OLD's
         /// files exceed 1 GiB. Patches are a few percent larger on compiled code.
         #[arg(long)]
         bounded: bool,
@@ -368,7 +368,9 @@ fn run(cli: &Cli) -> Result<(), String> {
                 let paths = build_files::list_paths(new).map_err(|e| format!("new: {e}"))?;
                 check_portable(paths.iter().map(String::as_str), *strict_portable)?;
                 let bar = progress_bar(cli, 0, "diff (patch bytes)");
-                let stats = bounded_diff::diff_bounded(old, new, patch, *level, !*no_wasm_transform, *old_budget << 20, !*worker_text_windows, &|n| bar.set_position(n))?;
+                let stats = bounded_diff::diff_bounded(old, new, patch, *level, !*no_wasm_transform, *old_budget << 20, !*worker_text_windows, &|n| {
+                    bar.set_position(n)
+                })?;
                 bar.finish_and_clear();
                 stats
             } else {

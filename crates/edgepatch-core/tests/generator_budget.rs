@@ -71,3 +71,66 @@ fn old_budgets_out_of_range_or_late_are_errors() {
     g.plan_segment(0, &data).unwrap();
     assert!(g.set_old_budget(MAX_WINDOW_BYTES).is_err(), "refused once a segment is planned");
 }
+
+/// About `len` bytes of code-like text lines, each naming something of its own.
+fn text_lines(seed: u64, len: usize) -> Vec<String> {
+    const WORDS: [&str; 12] = ["const", "return", "function", "this", "value", "texture", "uniform", "=", "(", ")", "{", "};"];
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut lines, mut size) = (Vec::new(), 0);
+    while size < len {
+        let mut line = format!("n{} =", next() % 10_000_000);
+        for _ in 0..3 + next() % 8 {
+            line.push(' ');
+            line.push_str(WORDS[(next() % WORDS.len() as u64) as usize]);
+        }
+        size += line.len() + 1;
+        lines.push(line);
+    }
+    lines
+}
+
+#[test]
+fn deep_text_windows_round_trip_and_change_the_text_windows() {
+    // 3 MiB of text, one line in 16 edited, one in 16 copied from the first eighth, and one
+    // new line in 16 from a pool the old text lacks: short copies and new text that repeats,
+    // so the text window form is tried and wins.
+    let lines = text_lines(21, 3 << 20);
+    let pool = text_lines(22, 100_000);
+    let mut edited = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        match i % 16 {
+            0 => edited.push(format!("{l} + {}", i % 1000)),
+            1 => edited.push(lines[(i * 7919) % (lines.len() / 8)].clone()),
+            _ => edited.push(l.clone()),
+        }
+        if i % 16 == 8 {
+            edited.push(pool[(i * 104_729) % pool.len()].clone());
+        }
+    }
+    let (old, new) = (Build::single_file(lines.join("\n").into_bytes()), Build::single_file(edited.join("\n").into_bytes()));
+    let generate = |deep: bool| {
+        let (old_sig, new_sig) = (Signature::of_build(&old, 16 << 10), Signature::of_build(&new, 16 << 10));
+        let mut g = PatchGenerator::new(Some(&old_sig), &new_sig, 17).unwrap();
+        g.set_deep_text_windows(deep);
+        let mut patch = Vec::new();
+        let g = drive(g, &mut reader(&old), &mut reader(&new), &mut |_, _, _| Err(Error::Invalid("none".into())), &mut |b| {
+            patch.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        (patch, g.ops_segments())
+    };
+    let (worker, worker_ops) = generate(false);
+    let (deep, deep_ops) = generate(true);
+    assert_eq!(apply(&worker, &old), new);
+    assert_eq!(apply(&deep, &old), new);
+    assert_eq!((worker_ops, deep_ops), (0, 0), "window segments");
+    assert_ne!(worker, deep, "the deep search makes other windows");
+    assert!(deep.len() <= worker.len(), "deep {} bytes, the Worker's search {}", deep.len(), worker.len());
+}
