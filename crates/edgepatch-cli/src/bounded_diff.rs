@@ -140,18 +140,22 @@ fn normalize_modules(
     Ok(())
 }
 
-/// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does. With
-/// `wasm_transform`, changed wasm modules are stored normalized (read whole: module docs).
-pub fn diff_bounded(
-    old: &Path,
-    new: &Path,
-    patch: &Path,
-    level: i32,
-    wasm_transform: bool,
-    old_budget: u64,
-    deep_text_windows: bool,
-    progress: &dyn Fn(u64),
-) -> Result<DiffStats, String> {
+/// How `diff_bounded` makes a patch.
+#[derive(Debug, Clone, Copy)]
+pub struct BoundedOptions {
+    /// zstd level, 1..=22.
+    pub level: i32,
+    /// Store changed wasm modules normalized (read whole: module docs).
+    pub wasm_transform: bool,
+    /// Old bytes planned per segment at most (`PatchGenerator::set_old_budget`).
+    pub old_budget: u64,
+    /// Search text windows as the in-memory diff does (`PatchGenerator::set_deep_text_windows`).
+    pub deep_text_windows: bool,
+}
+
+/// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does.
+pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions, progress: &dyn Fn(u64)) -> Result<DiffStats, String> {
+    let BoundedOptions { level, wasm_transform, old_budget, deep_text_windows } = *opts;
     let old_sig = sign_path(old, DEFAULT_BLOCK_SIZE).map_err(|e| format!("old: {e}"))?;
     let new_sig = sign_path(new, DEFAULT_BLOCK_SIZE).map_err(|e| format!("new: {e}"))?;
     let name = patch.file_name().ok_or("patch path has no file name")?;

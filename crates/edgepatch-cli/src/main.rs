@@ -368,9 +368,13 @@ fn run(cli: &Cli) -> Result<(), String> {
                 let paths = build_files::list_paths(new).map_err(|e| format!("new: {e}"))?;
                 check_portable(paths.iter().map(String::as_str), *strict_portable)?;
                 let bar = progress_bar(cli, 0, "diff (patch bytes)");
-                let stats = bounded_diff::diff_bounded(old, new, patch, *level, !*no_wasm_transform, *old_budget << 20, !*worker_text_windows, &|n| {
-                    bar.set_position(n)
-                })?;
+                let opts = bounded_diff::BoundedOptions {
+                    level: *level,
+                    wasm_transform: !*no_wasm_transform,
+                    old_budget: *old_budget << 20,
+                    deep_text_windows: !*worker_text_windows,
+                };
+                let stats = bounded_diff::diff_bounded(old, new, patch, &opts, &|n| bar.set_position(n))?;
                 bar.finish_and_clear();
                 stats
             } else {

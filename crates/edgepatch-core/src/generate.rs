@@ -146,7 +146,7 @@ pub struct PatchGenerator {
     next: u64,
     /// Segment planned: (index, old spans the ops form matches against, the window form's
     /// spans: the same, or at most `MAX_WINDOW_BYTES` of them when `old_budget` is larger).
-    planned: Option<(u64, Vec<(u64, u64)>, Vec<(u64, u64)>)>,
+    planned: Option<(u64, Spans, Spans)>,
     /// Old bytes planned per segment for the ops form at most (`set_old_budget`).
     old_budget: u64,
     /// Text windows searched as the in-memory diff's are (`set_deep_text_windows`).
@@ -745,7 +745,7 @@ fn narrow_to_window(
     copied: Option<Vec<CopiedSpan>>,
     window: &[(u64, u64)],
     text: bool,
-) -> (Vec<(u64, u64)>, Vec<u8>, Option<Vec<CopiedSpan>>) {
+) -> (Spans, Vec<u8>, Option<Vec<CopiedSpan>>) {
     if spans == window {
         return (spans, old, copied);
     }
@@ -897,6 +897,9 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) 
     out.extend_from_slice(&e);
     Ok((Some((out, header)), copied))
 }
+
+/// Spans of the reference stream (start, len), ascending and disjoint.
+type Spans = Vec<(u64, u64)>;
 
 /// An ops segment's bytes and header.
 type OpsForm = (Vec<u8>, SegmentHeader);
