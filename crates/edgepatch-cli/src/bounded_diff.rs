@@ -1,9 +1,12 @@
 //! `edgepatch diff --bounded`: a diff whose memory does not grow with the builds. Both
 //! builds are signed by streaming their files (per-file BLAKE3 and 16 KiB block hashes),
 //! then the core's `PatchGenerator` (the Worker's generator) makes the patch one 4 MiB
-//! segment at a time, reading only the byte ranges it plans from disk: at most 8 MiB of
-//! old data, the segment, 4 MiB of recent new data, one suffix array over the old spans
-//! and one zstd context. The patch streams to a temporary file renamed into place.
+//! segment at a time, reading only the byte ranges it plans from disk: the planned old data
+//! (at most `--old-budget`, 8 MiB by default as in the Worker), the segment, 4 MiB of recent
+//! new data, one suffix array over the old spans and one zstd context. Two settings the
+//! Worker does not use: a larger old budget (a cap: plans grow past 8 MiB only where the
+//! block matches cover more) and deep text windows (the in-memory diff's search for text,
+//! ~100 MB of zstd tables). The patch streams to a temporary file renamed into place.
 //! Used for builds too large for the in-memory diff (which holds both builds and a suffix
 //! array over all old data: about 7x the old build's size, at most 2 GiB of old data).
 //!
@@ -21,7 +24,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use edgepatch_core::diff::DiffStats;
-use edgepatch_core::generate::{generate_patch_transformed, WasmTransform};
+use edgepatch_core::generate::{drive, PatchGenerator, WasmTransform};
 use edgepatch_core::patch_format::MAX_WASM_TRANSFORM_BYTES;
 use edgepatch_core::signature::{Signature, SignedKind, DEFAULT_BLOCK_SIZE};
 use edgepatch_core::{Error, Input};
@@ -137,9 +140,22 @@ fn normalize_modules(
     Ok(())
 }
 
-/// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does. With
-/// `wasm_transform`, changed wasm modules are stored normalized (read whole: module docs).
-pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, level: i32, wasm_transform: bool, progress: &dyn Fn(u64)) -> Result<DiffStats, String> {
+/// How `diff_bounded` makes a patch.
+#[derive(Debug, Clone, Copy)]
+pub struct BoundedOptions {
+    /// zstd level, 1..=22.
+    pub level: i32,
+    /// Store changed wasm modules normalized (read whole: module docs).
+    pub wasm_transform: bool,
+    /// Old bytes planned per segment at most (`PatchGenerator::set_old_budget`).
+    pub old_budget: u64,
+    /// Search text windows as the in-memory diff does (`PatchGenerator::set_deep_text_windows`).
+    pub deep_text_windows: bool,
+}
+
+/// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does.
+pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions, progress: &dyn Fn(u64)) -> Result<DiffStats, String> {
+    let BoundedOptions { level, wasm_transform, old_budget, deep_text_windows } = *opts;
     let old_sig = sign_path(old, DEFAULT_BLOCK_SIZE).map_err(|e| format!("old: {e}"))?;
     let new_sig = sign_path(new, DEFAULT_BLOCK_SIZE).map_err(|e| format!("new: {e}"))?;
     let name = patch.file_name().ok_or("patch path has no file name")?;
@@ -161,22 +177,18 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, level: i32, wasm_trans
             platform::read_exact_at(f, buf, offset)
                 .map_err(|e| Error::Io { input: Input::NewBuild, source: io::Error::new(e.kind(), format!("normalized form of {path:?}: {e}")) })
         };
-        let transforms = modules.iter().map(|m| m.transform.clone()).collect();
+        let mut g = PatchGenerator::new(Some(&old_sig), &new_sig, level).map_err(|e| e.to_string())?;
+        for m in &modules {
+            g.add_wasm_transform(m.transform.clone()).map_err(|e| e.to_string())?;
+        }
+        g.set_old_budget(old_budget).map_err(|e| e.to_string())?;
+        g.set_deep_text_windows(deep_text_windows);
         let mut written = 0u64;
-        let g = generate_patch_transformed(
-            Some(&old_sig),
-            &new_sig,
-            level,
-            transforms,
-            &mut |p, o, b| old_files.read(p, o, b),
-            &mut |p, o, b| new_files.read(p, o, b),
-            &mut read_normalized,
-            &mut |bytes| {
-                written += bytes.len() as u64;
-                progress(written);
-                out.write_all(bytes).map_err(|e| Error::Output { path: tmp.display().to_string(), source: e })
-            },
-        )
+        let g = drive(g, &mut |p, o, b| old_files.read(p, o, b), &mut |p, o, b| new_files.read(p, o, b), &mut read_normalized, &mut |bytes| {
+            written += bytes.len() as u64;
+            progress(written);
+            out.write_all(bytes).map_err(|e| Error::Output { path: tmp.display().to_string(), source: e })
+        })
         .map_err(|e| e.to_string())?;
         let file = out.into_inner().map_err(|e| format!("{}: {e}", tmp.display()))?;
         file.sync_all().map_err(|e| format!("{}: {e}", tmp.display()))?;

@@ -45,6 +45,9 @@ struct Cli {
     command: Command,
 }
 
+/// `diff --bounded`'s old data per segment (MiB) unless `--old-budget` says otherwise.
+const DEFAULT_OLD_BUDGET_MIB: u64 = 32;
+
 #[derive(Subcommand)]
 enum Command {
     /// Make PATCH that turns OLD into NEW (both files, or both directories).
@@ -64,10 +67,18 @@ enum Command {
         #[arg(long)]
         strict_portable: bool,
         /// Diff in memory that does not grow with the builds (the Worker's generator: 4 MiB
-        /// segments against at most 8 MiB of planned old data each); automatic when OLD's
+        /// segments against planned old data, --old-budget each); automatic when OLD's
         /// files exceed 1 GiB. Patches are a few percent larger on compiled code.
         #[arg(long)]
         bounded: bool,
+        /// With --bounded: MiB of old data planned per 4 MiB segment (8..=256). More finds
+        /// more of what the in-memory diff finds; memory grows by about 5x this.
+        #[arg(long, default_value_t = DEFAULT_OLD_BUDGET_MIB, value_parser = clap::value_parser!(u64).range(8..=256))]
+        old_budget: u64,
+        /// With --bounded: search text segments' windows as the Worker does (cheaper; about
+        /// 10% larger text windows) rather than as the in-memory diff does.
+        #[arg(long)]
+        worker_text_windows: bool,
         /// Store every changed wasm module as it is (no wasm-aware transform): for
         /// measurement. By default a module is stored in normalized form where that makes
         /// the patch smaller (docs/FORMAT.md §2.8); with --bounded, wherever something in
@@ -347,7 +358,7 @@ fn console_is_terminal() -> bool {
 
 fn run(cli: &Cli) -> Result<(), String> {
     match &cli.command {
-        Command::Diff { old, new, patch, level, threads, strict_portable, bounded, no_wasm_transform } => {
+        Command::Diff { old, new, patch, level, threads, strict_portable, bounded, old_budget, worker_text_windows, no_wasm_transform } => {
             let started = Instant::now();
             let automatic = !*bounded && bounded_diff::wanted(old).map_err(|e| format!("old: {e}"))?;
             let stats = if *bounded || automatic {
@@ -357,7 +368,13 @@ fn run(cli: &Cli) -> Result<(), String> {
                 let paths = build_files::list_paths(new).map_err(|e| format!("new: {e}"))?;
                 check_portable(paths.iter().map(String::as_str), *strict_portable)?;
                 let bar = progress_bar(cli, 0, "diff (patch bytes)");
-                let stats = bounded_diff::diff_bounded(old, new, patch, *level, !*no_wasm_transform, &|n| bar.set_position(n))?;
+                let opts = bounded_diff::BoundedOptions {
+                    level: *level,
+                    wasm_transform: !*no_wasm_transform,
+                    old_budget: *old_budget << 20,
+                    deep_text_windows: !*worker_text_windows,
+                };
+                let stats = bounded_diff::diff_bounded(old, new, patch, &opts, &|n| bar.set_position(n))?;
                 bar.finish_and_clear();
                 stats
             } else {

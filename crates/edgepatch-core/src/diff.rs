@@ -419,7 +419,7 @@ fn encode_segments(
         let whole: Vec<(u64, u64)> = hints.iter().filter(|h| h.new_start < hi && h.new_end > lo).filter_map(|h| h.old).collect();
         let r = encode_segment(reference, part, before, &ops, &whole, opts.level);
         if let Some(t) = t {
-            eprintln!("segment {i}: encoded in {:.2}s", t.elapsed().as_secs_f64());
+            eprintln!("segment {i}: encoded in {:.2}s ({:?} bytes)", t.elapsed().as_secs_f64(), r.as_ref().map(Vec::len).ok());
         }
         r
     });
@@ -469,6 +469,58 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whol
 const WINDOW_SPAN_PADDING: u64 = 4 << 10;
 const WINDOW_TRIAL_MIN: usize = 16 << 10;
 
+/// Old spans (start, end, weight) of the reference stream with overlapping or touching ones
+/// joined and their weights summed; ascending.
+pub(crate) fn merge_weighted(mut spans: Vec<(u64, u64, u64)>) -> Vec<(u64, u64, u64)> {
+    spans.sort_unstable();
+    let mut merged: Vec<(u64, u64, u64)> = Vec::with_capacity(spans.len());
+    for s in spans {
+        match merged.last_mut() {
+            Some(m) if s.0 <= m.1 => {
+                m.1 = m.1.max(s.1);
+                m.2 += s.2;
+            }
+            _ => merged.push(s),
+        }
+    }
+    merged
+}
+
+/// What [`keep_densest`] does with a span that does not fit in what is left of the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Overflow {
+    /// Keep its first bytes, as many as are left, and stop (the generator's plan).
+    Cut,
+    /// Pass over it; a smaller, less dense one may still fit (the in-memory diff's window).
+    Skip,
+}
+
+/// The one span budget of the diff and the generator: of `spans` (start, end, weight; each
+/// non-empty, none overlapping), the densest (weight per byte) first, in the given order among
+/// equals, while they fit in `budget` bytes, `*used` of which are already taken (it grows by what
+/// is kept). Returns the kept spans as (start, end), in the order kept.
+pub(crate) fn keep_densest(mut spans: Vec<(u64, u64, u64)>, budget: u64, used: &mut u64, overflow: Overflow) -> Vec<(u64, u64)> {
+    spans.sort_by_key(|m| std::cmp::Reverse(m.2 * 1024 / (m.1 - m.0).max(1)));
+    let mut kept = Vec::new();
+    for (s, e, _) in spans {
+        let left = budget.saturating_sub(*used);
+        match overflow {
+            Overflow::Cut if left == 0 => break,
+            Overflow::Cut => {
+                let len = (e - s).min(left);
+                kept.push((s, s + len));
+                *used += len;
+            }
+            Overflow::Skip if e - s <= left => {
+                kept.push((s, e));
+                *used += e - s;
+            }
+            Overflow::Skip => {}
+        }
+    }
+    kept
+}
+
 /// The reference spans a window segment's frame gets (sorted, disjoint, at most
 /// `MAX_WINDOW_BYTES` in total): first the whole old versions of the segment's
 /// files (`whole`), densest in copied bytes first, up to three quarters of the
@@ -485,18 +537,7 @@ fn window_spans(reference_len: u64, ops: &[Op], whole: &[(u64, u64)]) -> (Vec<(u
         }
         at += (op.copy_len + op.extra_len) as i64;
     }
-    spans.sort_unstable();
-    let mut merged: Vec<(u64, u64, u64)> = Vec::new();
-    for s in spans {
-        match merged.last_mut() {
-            Some(m) if s.0 <= m.1 => {
-                m.1 = m.1.max(s.1);
-                m.2 += s.2;
-            }
-            _ => merged.push(s),
-        }
-    }
-    let density = |m: &(u64, u64, u64)| m.2 * 1024 / (m.1 - m.0).max(1);
+    let merged = merge_weighted(spans);
     // Whole files, each weighted by the copied bytes of the spans over it (pro rata).
     let mut files: Vec<(u64, u64, u64)> = whole.iter().filter(|w| w.1 > w.0).map(|&(s, e)| (s, e, 0)).collect();
     files.sort_unstable();
@@ -507,15 +548,8 @@ fn window_spans(reference_len: u64, ops: &[Op], whole: &[(u64, u64)]) -> (Vec<(u
         let share = |m: &(u64, u64, u64)| m.2 * (m.1.min(f.1) - m.0.max(f.0)) / (m.1 - m.0);
         f.2 = merged[first..].iter().take_while(|m| m.0 < f.1).map(share).sum();
     }
-    files.sort_by_key(|f| std::cmp::Reverse(density(f)));
     let mut kept = 0u64;
-    let mut chosen: Vec<(u64, u64)> = Vec::new();
-    for f in files {
-        if kept + (f.1 - f.0) <= MAX_WINDOW_BYTES / 4 * 3 {
-            kept += f.1 - f.0;
-            chosen.push((f.0, f.1));
-        }
-    }
+    let mut chosen = keep_densest(files, MAX_WINDOW_BYTES / 4 * 3, &mut kept, Overflow::Skip);
     chosen.sort_unstable();
     let holds_whole_files = !chosen.is_empty();
     // The copied spans, less what the chosen files cover.
@@ -539,13 +573,7 @@ fn window_spans(reference_len: u64, ops: &[Op], whole: &[(u64, u64)]) -> (Vec<(u
             }
         }
     }
-    rest.sort_by_key(|m| std::cmp::Reverse(density(m)));
-    for m in rest {
-        if kept + (m.1 - m.0) <= MAX_WINDOW_BYTES {
-            kept += m.1 - m.0;
-            chosen.push((m.0, m.1));
-        }
-    }
+    chosen.extend(keep_densest(rest, MAX_WINDOW_BYTES, &mut kept, Overflow::Skip));
     chosen.sort_unstable();
     // Adjacent spans join (fewer span records).
     let mut out: Vec<(u64, u64)> = Vec::new();
@@ -611,6 +639,29 @@ mod tests {
         let (spans, whole) = window_spans(16 << 20, &ops, &[]);
         assert!(!whole);
         assert_eq!(spans.iter().map(|s| s.1 - s.0).sum::<u64>(), 2 * (1000 + 2 * WINDOW_SPAN_PADDING));
+    }
+
+    #[test]
+    fn keep_densest_cuts_or_skips_what_does_not_fit() {
+        // Densities: 10 per byte (a), 5 (b), 1 (c).
+        let spans = vec![(0, 100, 500), (100, 200, 1000), (500, 520, 20)];
+        let mut used = 0;
+        // Cut: a whole (100), then b's first 50, then stop.
+        assert_eq!(keep_densest(spans.clone(), 150, &mut used, Overflow::Cut), vec![(100, 200), (0, 50)]);
+        assert_eq!(used, 150);
+        // Skip: a, not b (100 > 50 left), then c (20).
+        let mut used = 0;
+        assert_eq!(keep_densest(spans.clone(), 150, &mut used, Overflow::Skip), vec![(100, 200), (500, 520)]);
+        assert_eq!(used, 120);
+        // What is already used counts.
+        let mut used = 140;
+        assert_eq!(keep_densest(spans, 150, &mut used, Overflow::Cut), vec![(100, 110)]);
+    }
+
+    #[test]
+    fn merge_weighted_joins_touching_spans_and_sums_weights() {
+        let merged = merge_weighted(vec![(50, 60, 1), (0, 10, 2), (10, 20, 3), (5, 8, 4)]);
+        assert_eq!(merged, vec![(0, 20, 9), (50, 60, 1)]);
     }
 
     #[test]

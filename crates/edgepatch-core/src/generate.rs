@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::apply::{read_segment_header, PatchInput};
-use crate::diff::{encode_header_and_tree, plan_tree, DiffStats, PlannedKind};
+use crate::diff::{encode_header_and_tree, keep_densest, merge_weighted, plan_tree, DiffStats, Overflow, PlannedKind};
 use crate::error::{Error, Result};
 use crate::inspect::{patch_manifest, PatchLayout};
 use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
@@ -51,6 +51,9 @@ pub const GENERATOR_SEGMENT: u64 = MAX_WINDOW_BACK;
 const MATCH_PADDING: u64 = 16 << 10;
 /// Old bytes on each side of the position-aligned span of a changed file.
 const ALIGN_MARGIN: u64 = 2 << 20;
+/// The most old bytes `set_old_budget` plans per segment (a suffix array of 4 bytes per old
+/// byte: about 1.3 GB at this).
+pub const MAX_OLD_BUDGET: u64 = 256 << 20;
 /// Two block matches whose old positions are this much further apart than
 /// their new positions (plus this slack) do not bracket one changed region.
 const GAP_SLACK: u64 = 64 << 10;
@@ -80,6 +83,9 @@ const TEXT_WINDOW_HASH_LOG: u32 = 21;
 /// text; what is further back is reached by the hash table and long-distance matching.
 const TEXT_WINDOW_CHAIN_LOG: u32 = 18;
 const TEXT_WINDOW_LDM_MIN_MATCH: u32 = 32;
+/// `deep_text_window`'s level and binary tree (2^23 bytes back).
+const DEEP_TEXT_WINDOW_MAX_LEVEL: i32 = 19;
+const DEEP_TEXT_WINDOW_CHAIN_LOG: u32 = 24;
 /// One position in 2^this enters the long-distance table (zstd's default at these window
 /// sizes is 1 in 2^7; 2^4 finds ~1% more for no measurable CPU).
 const TEXT_WINDOW_LDM_HASH_RATE_LOG: u32 = 4;
@@ -138,7 +144,13 @@ pub struct PatchGenerator {
     /// The last `MAX_WINDOW_BACK` bytes of the new stream.
     history: Vec<u8>,
     next: u64,
-    planned: Option<(u64, Vec<(u64, u64)>)>,
+    /// Segment planned: (index, old spans the ops form matches against, the window form's
+    /// spans: the same, or at most `MAX_WINDOW_BYTES` of them when `old_budget` is larger).
+    planned: Option<(u64, Spans, Spans)>,
+    /// Old bytes planned per segment for the ops form at most (`set_old_budget`).
+    old_budget: u64,
+    /// Text windows searched as the in-memory diff's are (`set_deep_text_windows`).
+    deep_text_windows: bool,
     /// Over the patch bytes handed out (what the trailer checksum covers).
     hasher: blake3::Hasher,
     out_len: u64,
@@ -240,6 +252,8 @@ impl PatchGenerator {
             history: Vec::new(),
             next: 0,
             planned: None,
+            old_budget: MAX_WINDOW_BYTES,
+            deep_text_windows: false,
             hasher: blake3::Hasher::new(),
             out_len: 0,
             segments: Vec::new(),
@@ -303,6 +317,33 @@ impl PatchGenerator {
         self.wasm.push(t);
         self.lay_out_delta_stream();
         Ok(())
+    }
+
+    /// Plans up to `bytes` of old data per segment (default and least: `MAX_WINDOW_BYTES`, 8 MiB)
+    /// for the ops form, whose copies may read anywhere in the reference stream. It is a cap:
+    /// the candidates (block matches, the old data between them, the aligned part of the old
+    /// file) are the same, and a plan grows past 8 MiB only where they cover more. A window
+    /// segment still gets the default plan's spans (the format's limit). Memory per segment
+    /// grows by about 5x the planned bytes (old bytes and their suffix array), so this is for
+    /// hosts with memory to spare (the native `diff --bounded`); the Worker keeps the default.
+    /// Called before the first `plan_segment`, the same for every step of one patch.
+    pub fn set_old_budget(&mut self, bytes: u64) -> Result<()> {
+        if !(MAX_WINDOW_BYTES..=MAX_OLD_BUDGET).contains(&bytes) {
+            return Err(invalid(format!("old budget {bytes} is not in {MAX_WINDOW_BYTES}..={MAX_OLD_BUDGET} bytes")));
+        }
+        if self.planned.is_some() || self.next != 0 {
+            return Err(invalid("set_old_budget() after the generation began"));
+        }
+        self.old_budget = bytes;
+        Ok(())
+    }
+
+    /// Searches text segments' window form as the in-memory diff does (zstd level up to 19,
+    /// its binary tree reaching 8 MiB back: the old spans, not only the recent text), instead
+    /// of the Worker's cheaper search: 10% smaller text windows for about twice their CPU and
+    /// ~60 MB more memory (BENCHMARKS.md, "Bounded diff at in-memory quality"). Off by default.
+    pub fn set_deep_text_windows(&mut self, on: bool) {
+        self.deep_text_windows = on;
     }
 
     /// Segments of the patch (4 MiB of the new delta stream each, the last shorter).
@@ -387,9 +428,10 @@ impl PatchGenerator {
                 candidates.push((oa.saturating_sub(ALIGN_MARGIN).max(old_start), (ob + ALIGN_MARGIN).min(old_start + old_size), 1));
             }
         }
-        let spans = choose_spans(candidates, self.reference_len, MAX_WINDOW_BYTES);
+        let window = choose_spans(candidates.clone(), self.reference_len, MAX_WINDOW_BYTES);
+        let spans = if self.old_budget > MAX_WINDOW_BYTES { choose_spans(candidates, self.reference_len, self.old_budget) } else { window.clone() };
         let ranges = self.reference_ranges(&spans);
-        self.planned = Some((i, spans));
+        self.planned = Some((i, spans, window));
         Ok(ranges)
     }
 
@@ -398,8 +440,8 @@ impl PatchGenerator {
     pub fn encode_segment(&mut self, i: u64, new: &[u8], old: Vec<u8>) -> Result<Vec<u8>> {
         self.check_turn(i, new)?;
         self.check_normalized(i, new)?;
-        let spans = match self.planned.take() {
-            Some((p, spans)) if p == i => spans,
+        let (spans, window_spans) = match self.planned.take() {
+            Some((p, spans, window)) if p == i => (spans, window),
             _ => return Err(invalid(format!("segment {i} was not planned (call plan_segment first)"))),
         };
         let want: u64 = spans.iter().map(|s| s.1).sum();
@@ -433,7 +475,12 @@ impl PatchGenerator {
             is_text_segment(new) && ops_form.as_ref().is_none_or(|(bytes, _)| control_heavy && bytes.len() as u64 > new.len() as u64 / TEXT_MIN_OPS_SHARE);
         let mut chosen = ops_form.map(|(bytes, h)| (bytes, Segment::Ops(h)));
         if try_window {
-            let search = if text { text_window(self.level) } else { lazy_window(self.level) };
+            let search = match (text, self.deep_text_windows) {
+                (true, false) => text_window(self.level),
+                (true, true) => deep_text_window(self.level),
+                (false, _) => lazy_window(self.level),
+            };
+            let (spans, old, copied) = narrow_to_window(spans, old, copied, &window_spans, text);
             let (spans, window) = window_of(spans, old, copied.filter(|_| text), &self.history);
             let t = timing.then(std::time::Instant::now);
             // Long-distance matching needs a prefix to reach into.
@@ -655,6 +702,18 @@ pub fn generate_patch_transformed(
     for t in transforms {
         g.add_wasm_transform(t)?;
     }
+    drive(g, read_old, read_new, read_normalized, out)
+}
+
+/// Makes the whole patch with `g`, set up but not begun (its transforms added, its old
+/// budget set), reading as [`generate_patch_transformed`] does.
+pub fn drive(
+    mut g: PatchGenerator,
+    read_old: &mut ReadRange,
+    read_new: &mut ReadRange,
+    read_normalized: &mut ReadRange,
+    out: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<PatchGenerator> {
     out(&g.header()?)?;
     let read_all = |ranges: &[ByteRange], read: &mut ReadRange, normalized: &mut ReadRange| -> Result<Vec<u8>> {
         let mut buf = vec![0u8; ranges.iter().map(|r| r.len as usize).sum()];
@@ -676,40 +735,66 @@ pub fn generate_patch_transformed(
     Ok(g)
 }
 
-/// Merges candidate spans (summing weights where they overlap), keeps the
-/// densest within `budget` bytes (trimming the last one that does not fit),
-/// and returns them as ascending, disjoint (start, len).
+/// The planned spans, their bytes and the ops' copied pieces cut down to a window's:
+/// `window` (a subset of `spans` from `plan_segment`, at most `MAX_WINDOW_BYTES`), or for a
+/// `text` window the copied pieces if they fit in that budget. As given when the plan is the
+/// window's.
+fn narrow_to_window(
+    spans: Vec<(u64, u64)>,
+    old: Vec<u8>,
+    copied: Option<Vec<CopiedSpan>>,
+    window: &[(u64, u64)],
+    text: bool,
+) -> (Spans, Vec<u8>, Option<Vec<CopiedSpan>>) {
+    if spans == window {
+        return (spans, old, copied);
+    }
+    // Where each planned span starts in `old`.
+    let mut starts = Vec::with_capacity(spans.len());
+    let mut at = 0u64;
+    for &(_, len) in &spans {
+        starts.push(at);
+        at += len;
+    }
+    let offset_of = |reference_at: u64| -> u64 {
+        let k = spans.partition_point(|s| s.0 <= reference_at) - 1;
+        starts[k] + (reference_at - spans[k].0)
+    };
+    let copied = copied.filter(|c| text && c.iter().map(|p| p.2).sum::<u64>() <= MAX_WINDOW_BYTES);
+    if let Some(copied) = copied {
+        // Only the pieces are read from `old`: renumber them into a window of their own.
+        let mut bytes = Vec::with_capacity(copied.iter().map(|p| p.2 as usize).sum());
+        let mut pieces = Vec::with_capacity(copied.len());
+        for &(at, start, len) in &copied {
+            pieces.push((bytes.len() as u64, start, len));
+            bytes.extend_from_slice(&old[at as usize..(at + len) as usize]);
+        }
+        let spans = pieces.iter().map(|p| (p.1, p.2)).collect();
+        return (spans, bytes, Some(pieces));
+    }
+    let mut bytes = Vec::with_capacity(window.iter().map(|w| w.1 as usize).sum());
+    for &(start, len) in window {
+        let at = offset_of(start) as usize;
+        bytes.extend_from_slice(&old[at..at + len as usize]);
+    }
+    (window.to_vec(), bytes, None)
+}
+
+/// Merges candidate spans (start, end, weight per byte; weights add where they overlap),
+/// keeps the densest within `budget` bytes (cutting the last one that does not fit), and
+/// returns them as ascending, disjoint (start, len).
 fn choose_spans(mut candidates: Vec<(u64, u64, u64)>, reference_len: u64, budget: u64) -> Vec<(u64, u64)> {
     candidates.retain_mut(|c| {
         c.1 = c.1.min(reference_len);
-        c.0 < c.1
+        if c.0 >= c.1 {
+            return false;
+        }
+        c.2 *= c.1 - c.0;
+        true
     });
-    candidates.sort_unstable();
-    // (start, end, total weight)
-    let mut merged: Vec<(u64, u64, u64)> = Vec::new();
-    for (s, e, w) in candidates {
-        let weight = (e - s) * w;
-        match merged.last_mut() {
-            Some(m) if s <= m.1 => {
-                m.1 = m.1.max(e);
-                m.2 += weight;
-            }
-            _ => merged.push((s, e, weight)),
-        }
-    }
-    merged.sort_by_key(|m| std::cmp::Reverse(m.2 * 1024 / (m.1 - m.0)));
-    let mut left = budget;
-    let mut kept: Vec<(u64, u64)> = Vec::new();
-    for (s, e, _) in merged {
-        if left == 0 {
-            break;
-        }
-        let len = (e - s).min(left);
-        kept.push((s, len));
-        left -= len;
-    }
+    let mut kept = keep_densest(merge_weighted(candidates), budget, &mut 0, Overflow::Cut);
     kept.sort_unstable();
-    kept
+    kept.into_iter().map(|(s, e)| (s, e - s)).collect()
 }
 
 /// The segment `new` as copy operations from the reference stream (docs/FORMAT.md §2, "ops
@@ -812,6 +897,9 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32) 
     out.extend_from_slice(&e);
     Ok((Some((out, header)), copied))
 }
+
+/// Spans of the reference stream (start, len), ascending and disjoint.
+type Spans = Vec<(u64, u64)>;
 
 /// An ops segment's bytes and header.
 type OpsForm = (Vec<u8>, SegmentHeader);
@@ -925,6 +1013,15 @@ fn capped(level: i32) -> FrameSearch {
 /// (lazy2 at 12).
 fn lazy_window(level: i32) -> FrameSearch {
     capped(level.min(WINDOW_FORM_MAX_LEVEL))
+}
+
+/// `set_deep_text_windows`' text window form: the in-memory diff's level (btultra2 at 19) with
+/// the binary tree over 2^(DEEP_TEXT_WINDOW_CHAIN_LOG - 1) bytes (tree and tables ~100 MB),
+/// long-distance matching as `text_window`. Measured on three-tree: chain logs 22, 23, 24 gave
+/// 220,910, 216,002, 211,201 bytes for the same CPU (the tree's size is not its cost).
+fn deep_text_window(level: i32) -> FrameSearch {
+    let level = level.min(DEEP_TEXT_WINDOW_MAX_LEVEL);
+    FrameSearch { level, hash_log: Some(MAX_HASH_LOG), chain_log: Some(DEEP_TEXT_WINDOW_CHAIN_LOG), ..text_window(level) }
 }
 
 /// Text segments' window form: the optimal parser (btopt at 16) over recent text,
