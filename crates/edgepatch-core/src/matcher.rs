@@ -224,11 +224,17 @@ pub struct MatchParams {
     /// A fresh exact match replaces the current alignment only when it is this
     /// many bytes longer than what the current alignment already matches.
     pub min_gain: usize,
+    /// Where a search finds no match worth starting a copy at, the next search is this many
+    /// bytes further on (1: every position, bsdiff's search). A copy that the skipped
+    /// positions would have started is still found a few bytes into it, and the backward
+    /// extension takes back the bytes passed over; only matches within `search_step` bytes
+    /// of `min_gain` can be lost. The suffix-array searches are most of the matcher's time.
+    pub search_step: usize,
 }
 
 impl Default for MatchParams {
     fn default() -> Self {
-        MatchParams { min_gain: 8 }
+        MatchParams { min_gain: 8, search_step: 1 }
     }
 }
 
@@ -295,6 +301,18 @@ pub fn match_new_data(index: &OldIndex, new: &[u8], params: MatchParams, progres
             }
             short_before = len < GRAM;
             scan += 1;
+            if params.search_step > 1 {
+                // Pass positions without a search; `oldscore` stays the current alignment's
+                // matches in [scan, scsc).
+                let to = (scan + params.search_step - 1).min(newsize);
+                while scan < to {
+                    if scan < scsc && matches_at(scan as isize + lastoffset, scan) {
+                        oldscore = oldscore.saturating_sub(1);
+                    }
+                    scan += 1;
+                }
+                scsc = scsc.max(scan);
+            }
         }
         if len != oldscore || scan >= newsize {
             let scan_end = scan.min(newsize);
@@ -593,5 +611,73 @@ mod tests {
         let (diff, lit) = split_streams(&old, &new, &ops);
         assert_eq!(lit.len() as u64, extra);
         assert!(diff.iter().all(|&d| d == 0), "copies are exact here");
+    }
+
+    /// New bytes rebuilt from `ops` and the two streams (what an apply does).
+    fn rebuild(old: &[u8], ops: &[Op], diff: &[u8], extra: &[u8]) -> Vec<u8> {
+        let (mut out, mut d, mut e) = (Vec::new(), 0usize, 0usize);
+        for op in ops {
+            let o = (out.len() as i64 + op.diagonal) as usize;
+            for k in 0..op.copy_len as usize {
+                out.push(old[o + k].wrapping_add(diff[d]));
+                d += 1;
+            }
+            out.extend_from_slice(&extra[e..e + op.extra_len as usize]);
+            e += op.extra_len as usize;
+        }
+        out
+    }
+
+    #[test]
+    fn sparse_search_finds_every_copy_from_its_first_byte() {
+        // Copies of old data (one with sparse changes) between runs of new bytes drawn from
+        // the same alphabet, so every 8-byte string may occur in old and no run is passed by
+        // the presence filter: the searches themselves are spaced by `search_step`. Each copy
+        // must still start where it starts in the new data (the backward extension takes
+        // back the positions not searched), and the ops must rebuild the new data.
+        let mut x = 11u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let old: Vec<u8> = (0..300_000).map(|_| rnd(4) as u8).collect();
+        let mut new = Vec::new();
+        let mut copies = Vec::new();
+        for k in 0..20usize {
+            let noise: Vec<u8> = (0..1000 + 37 * k).map(|_| rnd(4) as u8).collect();
+            new.extend_from_slice(&noise);
+            // A byte old lacks ends the noise, so no extension can reach across it.
+            new.extend_from_slice(&[200; 8]);
+            let from = 10_000 * k + 3 * k;
+            copies.push((new.len(), from as i64 - new.len() as i64));
+            let mut copy = old[from..from + 2_000 + 101 * k].to_vec();
+            if k % 3 == 0 {
+                for i in (50..copy.len()).step_by(97) {
+                    copy[i] ^= 1;
+                }
+            }
+            new.extend_from_slice(&copy);
+        }
+        let index = OldIndex::new(&old);
+        for step in [1, 4] {
+            let params = MatchParams { search_step: step, ..MatchParams::default() };
+            let ops = match_new_data(&index, &new, params, &|_| {});
+            let (diff, extra) = split_streams(&old, &new, &ops);
+            assert_eq!(rebuild(&old, &ops, &diff, &extra), new, "step {step}");
+            let mut at = 0u64;
+            let starts: Vec<(u64, i64)> = ops
+                .iter()
+                .filter_map(|op| {
+                    let s = (at, op.diagonal);
+                    at += op.copy_len + op.extra_len;
+                    (op.copy_len >= 1_000).then_some(s)
+                })
+                .collect();
+            for &(start, diagonal) in &copies {
+                assert!(starts.contains(&(start as u64, diagonal)), "step {step}: no copy from new byte {start} on diagonal {diagonal}");
+            }
+        }
     }
 }
