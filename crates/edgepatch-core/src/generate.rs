@@ -621,14 +621,13 @@ impl PatchGenerator {
         for ((_, start, _), t) in self.delta[first..].iter().zip(&self.delta_transform[first..]).take_while(|((_, start, _), _)| *start < b) {
             let Some(t) = t else { continue };
             let history_start = a - self.history.len() as u64;
-            self.wasm[*t].check_chunks_ending_in(a.saturating_sub(*start), b - start, |from, to| {
+            // Hashed where the bytes lie (the history, then this segment): no copy of a chunk.
+            self.wasm[*t].check_chunks_ending_in(a.saturating_sub(*start), b - start, |from, to, hasher| {
                 let (from, to) = (from + start, to + start);
-                let mut bytes = Vec::with_capacity((to - from) as usize);
                 if from < a {
-                    bytes.extend_from_slice(&self.history[(from - history_start) as usize..]);
+                    hasher.update(&self.history[(from - history_start) as usize..]);
                 }
-                bytes.extend_from_slice(&new[(from.max(a) - a) as usize..(to - a) as usize]);
-                bytes
+                hasher.update(&new[(from.max(a) - a) as usize..(to - a) as usize]);
             })?;
         }
         Ok(())

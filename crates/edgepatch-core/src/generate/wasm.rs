@@ -195,16 +195,19 @@ impl WasmTransform {
         Ok(WasmTransform { path, new_size, new_blake3, normalized_size, side_info, chunk_hashes })
     }
 
-    /// Checks the normalized bytes `[from, from + bytes.len())` against the chunk hashes of
-    /// every chunk that ends within them (the caller hands each chunk whole exactly once).
-    pub(super) fn check_chunks_ending_in(&self, from: u64, to: u64, bytes_at: impl Fn(u64, u64) -> Vec<u8>) -> Result<()> {
+    /// Checks every chunk of the normalized form that ends within `(from, to]` against its
+    /// hash: `hash_bytes(start, end, hasher)` feeds the chunk's bytes `[start, end)` to the
+    /// hasher, where they lie (the caller hands each chunk whole exactly once).
+    pub(super) fn check_chunks_ending_in(&self, from: u64, to: u64, hash_bytes: impl Fn(u64, u64, &mut blake3::Hasher)) -> Result<()> {
         for (j, want) in self.chunk_hashes.iter().enumerate() {
             let start = j as u64 * NORMALIZED_CHECK_CHUNK;
             let end = (start + NORMALIZED_CHECK_CHUNK).min(self.normalized_size);
             if end <= from || end > to {
                 continue;
             }
-            if blake3::hash(&bytes_at(start, end)).as_bytes() != want {
+            let mut hasher = blake3::Hasher::new();
+            hash_bytes(start, end, &mut hasher);
+            if hasher.finalize().as_bytes() != want {
                 return Err(invalid(format!(
                     "{:?}: normalized bytes {start}..{end} are not those its wasm transform was made from (read from the wrong form or object?)",
                     self.path
