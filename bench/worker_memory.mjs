@@ -5,7 +5,7 @@
 //
 //   source worker/scripts/node22.sh && cargo build --release --bin edgepatch
 //   node bench/worker_memory.mjs [--pair freedoom2-wad] [--corpus DIR]
-//        [--port 8801] [--inspector-port 9301] [--interval-ms 25]
+//        [--port 8801] [--inspector-port 9301] [--interval-ms 25] [--step-segments N]
 //
 // Starts `wrangler dev` on loopback (fresh local state, --inspector-port), publishes the
 // pair's old and new file as builds of two games with `edgepatch publish`, and for each game
@@ -39,6 +39,8 @@ const PAIR = arg("pair", "freedoom2-wad");
 const PORT = Number(arg("port", 8801));
 const INSPECTOR_PORT = Number(arg("inspector-port", 9301));
 const INTERVAL_MS = Math.max(5, Number(arg("interval-ms", 25)));
+// Fans the generation out in steps of this many 4 MiB segments (GENERATION_STEP_SEGMENTS); default: the wrangler.toml value.
+const STEP_SEGMENTS = arg("step-segments", null);
 const BIN = process.env.EDGEPATCH_BIN ?? join(REPO, "target/release/edgepatch");
 const DEADLINE = Date.now() + 8 * 60_000;
 const { token } = devVars();
@@ -172,7 +174,7 @@ for (const p of [join(pairDir, "old"), join(pairDir, "new"), BIN]) {
   }
 }
 
-const server = await startWrangler({ port: PORT, args: ["--inspector-port", String(INSPECTOR_PORT)] });
+const server = await startWrangler({ port: PORT, args: ["--inspector-port", String(INSPECTOR_PORT), ...(STEP_SEGMENTS === null ? [] : ["--var", `GENERATION_STEP_SEGMENTS:${Number(STEP_SEGMENTS)}`])] });
 const work = mkdtempSync(join(tmpdir(), "edgepatch-memory-"));
 let session;
 let failed = false;
@@ -208,7 +210,13 @@ try {
     const descUrl = `${server.url}/v1/games/${game}/updates/old/new`;
     // The owner's token: the pair is on no channel, so anonymous callers may not fetch it.
     const headers = { Authorization: `Bearer ${token}` };
-    const res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) });
+    let res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) });
+    // A fanned-out generation (--step-segments) answers 503 until its steps and assembly are done.
+    while (res.status === 503 && STEP_SEGMENTS !== null && Date.now() < DEADLINE) {
+      await res.text();
+      await new Promise((r) => setTimeout(r, 2000));
+      res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) });
+    }
     if (res.status !== 200) throw new Error(`descriptor: ${res.status} ${await res.text()}`);
     const d = await res.json();
     const manifest = Buffer.from(await (await fetch(new URL(d.manifestUrl, descUrl), { headers })).arrayBuffer());
