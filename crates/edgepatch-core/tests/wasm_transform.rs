@@ -111,12 +111,10 @@ fn module(imports: &[&str], bodies: &[Vec<u8>], pc_base: Option<u32>) -> Vec<u8>
     out
 }
 
-/// The function bodies of a module's code section (after the body count),
-/// for modules whose code section is small (one-byte count).
-fn code_bodies(m: &[u8]) -> Vec<u8> {
+/// (start, contents start, contents size) of the first section `id` of a module.
+fn find_section(m: &[u8], id: u8) -> Option<(usize, usize, usize)> {
     let mut pos = 8;
     while pos < m.len() {
-        let id = m[pos];
         let (mut size, mut shift, mut at) = (0usize, 0, pos + 1);
         loop {
             let b = m[at];
@@ -127,12 +125,19 @@ fn code_bodies(m: &[u8]) -> Vec<u8> {
                 break;
             }
         }
-        if id == 10 {
-            return m[at + 1..at + size].to_vec();
+        if m[pos] == id {
+            return Some((pos, at, size));
         }
         pos = at + size;
     }
-    panic!("no code section");
+    None
+}
+
+/// The function bodies of a module's code section (after the body count),
+/// for modules whose code section is small (one-byte count).
+fn code_bodies(m: &[u8]) -> Vec<u8> {
+    let (_, at, size) = find_section(m, 10).expect("no code section");
+    m[at + 1..at + size].to_vec()
 }
 
 fn call(f: u64) -> Vec<u8> {
@@ -419,25 +424,7 @@ fn old_side_normalized_form_is_the_module_itself_when_canonical() {
 
 /// `m` with a memory section of `pages` 64 KiB pages before its code section.
 fn with_memory(m: &[u8], pages: u8) -> Vec<u8> {
-    let code_at = {
-        let mut pos = 8;
-        loop {
-            let (mut size, mut shift, mut at) = (0usize, 0, pos + 1);
-            loop {
-                let b = m[at];
-                size |= usize::from(b & 0x7f) << shift;
-                shift += 7;
-                at += 1;
-                if b & 0x80 == 0 {
-                    break;
-                }
-            }
-            if m[pos] == 10 {
-                break pos;
-            }
-            pos = at + size;
-        }
-    };
+    let (code_at, _, _) = find_section(m, 10).expect("no code section");
     [&m[..code_at], &section(5, &[1, 0, pages]), &m[code_at..]].concat()
 }
 
