@@ -203,8 +203,9 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
         if (e instanceof EdgepatchError) throw e;
         if (sink.failure) throw new StorageError(`writing build ${to} failed: ${messageOf(sink.failure)}`, { resumable: true });
         const msg = messageOf(e);
-        // The core's binding names what the signed manifest does not vouch for: forged, not damaged, data.
-        if (msg.includes("not in the signed manifest")) throw new IntegrityError(`applying ${game} ${from} -> ${to}: ${msg}`, { url: desc.patchUrl });
+        // The binding's errors carry the core's error kind; "unvouched" is what the signed
+        // manifest does not vouch for: forged, not damaged, data.
+        if ((e as { kind?: unknown } | null)?.kind === "unvouched") throw new IntegrityError(`applying ${game} ${from} -> ${to}: ${msg}`, { url: desc.patchUrl });
         throw new PatchError(`applying ${game} ${from} -> ${to}: ${msg}`);
       }
     };

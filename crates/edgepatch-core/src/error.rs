@@ -183,9 +183,12 @@ pub enum ErrorKind {
     Path,
     /// A symlink chain (a link target through another link).
     Link,
-    /// The produced files differ from what the patch's files digest or its
-    /// signed manifest promise.
+    /// The produced files differ from what the patch's files digest promises
+    /// (a damaged old build, or a corrupt patch).
     Digest,
+    /// The patch is whole but writes what its signed manifest does not vouch
+    /// for: forged or substituted data, not damage.
+    Unvouched,
     /// The old build: missing, unreadable, or not the one the patch was made from.
     OldBuild,
     /// Writing the output failed.
@@ -198,7 +201,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, so that tests and tables can go through them all.
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::Magic,
         ErrorKind::Version,
         ErrorKind::Truncated,
@@ -207,6 +210,7 @@ impl ErrorKind {
         ErrorKind::Path,
         ErrorKind::Link,
         ErrorKind::Digest,
+        ErrorKind::Unvouched,
         ErrorKind::OldBuild,
         ErrorKind::Output,
         ErrorKind::Io,
@@ -224,6 +228,7 @@ impl ErrorKind {
             ErrorKind::Path => "path",
             ErrorKind::Link => "link",
             ErrorKind::Digest => "digest",
+            ErrorKind::Unvouched => "unvouched",
             ErrorKind::OldBuild => "old_build",
             ErrorKind::Output => "output",
             ErrorKind::Io => "io",
@@ -254,7 +259,8 @@ impl Error {
             Error::Limit { .. } => ErrorKind::Limit,
             Error::InvalidPath { .. } => ErrorKind::Path,
             Error::UnsafeLink { .. } => ErrorKind::Link,
-            Error::FilesDigestMismatch { .. } | Error::NotInManifest { .. } => ErrorKind::Digest,
+            Error::FilesDigestMismatch { .. } => ErrorKind::Digest,
+            Error::NotInManifest { .. } => ErrorKind::Unvouched,
             Error::OldRead { .. } | Error::WrongOldBuild { .. } => ErrorKind::OldBuild,
             Error::Copy(_) | Error::Output { .. } => ErrorKind::Output,
             Error::Io { .. } => ErrorKind::Io,

@@ -452,7 +452,7 @@ mod tests {
         let mut sink = MemorySink::default();
         let err = apply_patch(&patch[..], &mut MemoryOldBuild::new(&old), &mut BoundSink { binding: &mut binding, inner: &mut sink }, &mut |_| {}).unwrap_err();
         assert!(matches!(err, Error::NotInManifest { .. }), "{err}");
-        assert_eq!(err.kind(), ErrorKind::Digest);
+        assert_eq!(err.kind(), ErrorKind::Unvouched);
         assert!(err.to_string().starts_with("not in the signed manifest: "), "{err}");
 
         let short = Build::single_file(vec![7; 4999]);

@@ -547,7 +547,7 @@ fn hostile_vectors_are_current_and_each_is_refused_with_its_kind_within_budget()
 #[test]
 fn error_kind_names_are_stable_and_round_trip() {
     let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
-    assert_eq!(names, ["magic", "version", "truncated", "corrupt", "limit", "path", "link", "digest", "old_build", "output", "io", "invalid"]);
+    assert_eq!(names, ["magic", "version", "truncated", "corrupt", "limit", "path", "link", "digest", "unvouched", "old_build", "output", "io", "invalid"]);
     for k in ErrorKind::ALL {
         assert_eq!(ErrorKind::from_name(k.as_str()), Some(k));
     }

@@ -15,7 +15,8 @@
 use std::io;
 
 use edgepatch_core::apply::{BuildSink, OldBuild, PatchApplier as CoreApplier};
-use edgepatch_core::manifest_binding::{BoundSink, ManifestBinding, PatchStreamHash};
+use edgepatch_core::error::ErrorKind;
+use edgepatch_core::manifest_binding::{BoundSink, ManifestBinding, ManifestRefusal, PatchStreamHash};
 use edgepatch_core::patch_format::{ListedEntry, ListedKind};
 use edgepatch_core::trust;
 #[cfg(feature = "diff")]
@@ -384,9 +385,18 @@ pub struct PatchApplier {
     /// Given a manifest: what every write and the patch's bytes are checked against.
     bound: Option<Bound>,
     /// The first error; every later call repeats it.
-    failed: Option<String>,
+    failed: Option<Failure>,
     /// Progress as `finish` found it.
     finished: edgepatch_core::ApplyProgress,
+}
+
+impl PatchApplier {
+    /// Remembers the first failure (every later call repeats it) and throws it.
+    fn fail(&mut self, f: Failure) -> JsValue {
+        let js = f.to_js();
+        self.failed = Some(f);
+        js
+    }
 }
 
 #[wasm_bindgen]
@@ -482,12 +492,12 @@ impl PatchApplier {
 
     /// Feeds the next bytes of the patch; everything they complete is applied
     /// (the callbacks run before this returns).
-    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsError> {
-        if let Some(e) = &self.failed {
-            return Err(JsError::new(e));
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsValue> {
+        if let Some(f) = &self.failed {
+            return Err(f.to_js());
         }
         let Some(inner) = self.inner.as_mut() else {
-            return Err(JsError::new("push after finish"));
+            return Err(Failure::invalid("push after finish").to_js());
         };
         let pushed = match self.bound.as_mut() {
             Some(b) => {
@@ -496,32 +506,25 @@ impl PatchApplier {
             }
             None => inner.push(chunk, &mut self.old, &mut self.sink),
         };
-        pushed.map_err(|e| {
-            let msg = e.to_string();
-            self.failed = Some(msg.clone());
-            JsError::new(&msg)
-        })
+        pushed.map_err(|e| self.fail(Failure::from_core(&e)))
     }
 
     /// Ends the patch: throws unless all of it arrived and every file and the
     /// patch checksum verified. Only then is the output final.
-    pub fn finish(&mut self) -> Result<ApplySummary, JsError> {
-        if let Some(e) = &self.failed {
-            return Err(JsError::new(e));
+    pub fn finish(&mut self) -> Result<ApplySummary, JsValue> {
+        if let Some(f) = &self.failed {
+            return Err(f.to_js());
         }
-        let inner = self.inner.take().ok_or_else(|| JsError::new("finish called twice"))?;
+        let inner = self.inner.take().ok_or_else(|| Failure::invalid("finish called twice").to_js())?;
         self.finished = inner.progress();
-        let s = inner.finish().map_err(|e| e.to_string()).and_then(|s| {
+        let s = inner.finish().map_err(|e| Failure::from_core(&e)).and_then(|s| {
             if let Some(b) = self.bound.as_mut() {
-                b.binding.finish(b.resumed, &mut self.sink).map_err(|e| e.to_string())?;
-                b.hash.check(&b.binding).map_err(|e| e.to_string())?;
+                b.binding.finish(b.resumed, &mut self.sink).map_err(|e| Failure::from_binding(&e))?;
+                b.hash.check(&b.binding).map_err(|e| Failure::from_binding(&e))?;
             }
             Ok(s)
         });
-        let s = s.map_err(|msg| {
-            self.failed = Some(msg.clone());
-            JsError::new(&msg)
-        })?;
+        let s = s.map_err(|f| self.fail(f))?;
         Ok(object(&[("entries", s.entries), ("files", s.files), ("bytesWritten", s.bytes_written), ("patchBytes", s.patch_bytes)]).unchecked_into())
     }
 
@@ -557,6 +560,38 @@ pub fn wasm_memory_bytes() -> f64 {
     return (core::arch::wasm32::memory_size(0) * 65536) as f64;
     #[cfg(not(target_arch = "wasm32"))]
     return 0.0;
+}
+
+/// An apply failure as JS sees it: an `Error` with the message and a `kind`
+/// property, the core's stable [`ErrorKind`] name (`"unvouched"`, `"corrupt"`,
+/// `"old_build"`, ...), so that callers branch on a name, never on message text.
+#[derive(Clone)]
+struct Failure {
+    message: String,
+    kind: ErrorKind,
+}
+
+impl Failure {
+    fn from_core(e: &edgepatch_core::Error) -> Failure {
+        Failure { message: e.to_string(), kind: e.kind() }
+    }
+
+    /// What the manifest binding refuses is unvouched data; anything else it
+    /// reports is the sink's failing storage.
+    fn from_binding(e: &io::Error) -> Failure {
+        let kind = if ManifestRefusal::of(e).is_some() { ErrorKind::Unvouched } else { ErrorKind::Output };
+        Failure { message: e.to_string(), kind }
+    }
+
+    fn invalid(message: &str) -> Failure {
+        Failure { message: message.to_string(), kind: ErrorKind::Invalid }
+    }
+
+    fn to_js(&self) -> JsValue {
+        let e = js_sys::Error::new(&self.message);
+        Reflect::set(&e, &JsValue::from_str("kind"), &JsValue::from_str(self.kind.as_str())).expect("set on an Error");
+        e.into()
+    }
 }
 
 fn core_err(e: impl std::fmt::Display) -> JsError {

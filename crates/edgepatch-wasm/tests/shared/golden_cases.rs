@@ -3,7 +3,7 @@
 use edgepatch_wasm::diff_files;
 use edgepatch_wasm::PatchApplier;
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
-use wasm_bindgen::{JsCast, JsError, JsValue};
+use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
 
 const GOLDEN_PATCH: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/golden/game-v1-to-v2.patch"));
@@ -158,10 +158,15 @@ fn sink_entries(sink: &JsValue) -> Vec<(String, Entry)> {
     out
 }
 
-fn message(e: JsError) -> String {
-    let v = JsValue::from(e);
+fn message(e: impl Into<JsValue>) -> String {
+    let v = e.into();
     assert!(v.is_instance_of::<js_sys::Error>(), "a JS Error");
     String::from(v.unchecked_ref::<js_sys::Error>().message())
+}
+
+/// The core's error kind an applier's JS error carries (`kind`), with its message.
+fn kind_and_message(e: JsValue) -> (String, String) {
+    (get(&e, "kind").as_string().unwrap_or_default(), message(e))
 }
 
 fn num(o: &JsValue, k: &str) -> u64 {
@@ -301,9 +306,13 @@ fn errors_repeat_and_the_applier_stays_usable_as_an_object() {
     let mut bad = GOLDEN_PATCH.to_vec();
     bad[GOLDEN_PATCH.len() - 1] ^= 1;
     let mut a = PatchApplier::new(v1_source().unchecked_into(), collecting_sink(None).unchecked_into(), None).unwrap();
-    let first = a.push(&bad).map_err(message).unwrap_err();
-    assert_eq!(a.push(b"more").map_err(message).unwrap_err(), first);
-    assert_eq!(a.finish().map(|_| ()).map_err(message).unwrap_err(), first);
+    let first = a.push(&bad).map_err(kind_and_message).unwrap_err();
+    assert_eq!(first.0, "corrupt", "the JS error names the core's kind: {first:?}");
+    assert_eq!(a.push(b"more").map_err(kind_and_message).unwrap_err(), first);
+    assert_eq!(a.finish().map(|_| ()).map_err(kind_and_message).unwrap_err(), first);
+    let mut cut = PatchApplier::new(v1_source().unchecked_into(), collecting_sink(None).unchecked_into(), None).unwrap();
+    cut.push(&GOLDEN_PATCH[..GOLDEN_PATCH.len() - 10]).unwrap();
+    assert_eq!(cut.finish().map(|_| ()).map_err(kind_and_message).unwrap_err().0, "truncated");
 }
 
 #[wasm_bindgen_test]
