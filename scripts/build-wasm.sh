@@ -23,7 +23,7 @@ done
 [ ${#variants[@]} -gt 0 ] || variants=(web web-apply node)
 
 stale() {
-  [ -z "$if_stale" ] || [ ! -e "$1" ] || [ -n "$(find crates/edgepatch-core/src crates/edgepatch-core/wasm-libc crates/edgepatch-core/Cargo.toml \
+  [ -z "$if_stale" ] || [ ! -e "$1" ] || [ -n "$(find crates/edgepatch-core/src crates/edgepatch-core/Cargo.toml \
     crates/edgepatch-wasm/src crates/edgepatch-wasm/Cargo.toml Cargo.lock Cargo.toml .cargo/config.toml -newer "$1" -print -quit 2>/dev/null)" ]
 }
 

@@ -49,17 +49,16 @@ pub struct Op {
     pub extra_len: u64,
 }
 
-/// The suffix array of `old` (< 2 GiB), built by libsais natively and in wasm
-/// with the feature `libsais-wasm` (edgepatch-wasm's `diff`), else by divsufsort:
-/// 7.5 s against divsufsort's 14.8 s natively for the 101 MiB pair's old file (same
-/// array, one thread; libsais's OpenMP build took 39 s on two loaded cores). Should
-/// libsais refuse (it returns an error when an allocation fails), divsufsort.
+/// The suffix array of `old` (< 2 GiB). Natively libsais builds it: 7.5 s
+/// against divsufsort's 14.8 s for the 101 MiB pair's old file (same array,
+/// one thread; libsais's OpenMP build took 39 s on two loaded cores). In wasm,
+/// and should libsais refuse, divsufsort.
 fn suffix_array(old: &[u8]) -> Vec<i32> {
     let mut sa = vec![0i32; old.len()];
     if old.is_empty() {
         return sa;
     }
-    #[cfg(any(not(target_arch = "wasm32"), feature = "libsais-wasm"))]
+    #[cfg(not(target_arch = "wasm32"))]
     {
         // SAFETY: `old` and `sa` are valid for `old.len()` elements each, which
         // is below i32::MAX (asserted by the caller); fs = 0 asks for no extra
@@ -71,69 +70,6 @@ fn suffix_array(old: &[u8]) -> Vec<i32> {
     }
     divsufsort::sort_in_place(old, &mut sa);
     sa
-}
-
-/// `malloc`, `calloc` and `free` for libsais's C on wasm32-unknown-unknown, which has
-/// no libc: the headers in `crates/edgepatch-core/wasm-libc` call these, so its
-/// buckets come from Rust's allocator like every other allocation of the module.
-#[cfg(all(target_arch = "wasm32", feature = "libsais-wasm"))]
-mod wasm_libc {
-    use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
-    use std::ffi::c_void;
-
-    /// Each block starts with its size (needed by `dealloc`), in a header that
-    /// keeps the block as aligned as C's `max_align_t` (16 on wasm32).
-    const HEADER: usize = 16;
-
-    fn allocate(size: usize, zeroed: bool) -> *mut c_void {
-        let Some(layout) = size.checked_add(HEADER).and_then(|total| Layout::from_size_align(total, HEADER).ok()) else {
-            return std::ptr::null_mut();
-        };
-        // SAFETY: `layout` has a non-zero size (at least HEADER).
-        let base = unsafe {
-            if zeroed {
-                alloc_zeroed(layout)
-            } else {
-                alloc(layout)
-            }
-        };
-        if base.is_null() {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: the block holds HEADER bytes before the caller's, aligned to 16.
-        unsafe {
-            base.cast::<usize>().write(layout.size());
-            base.add(HEADER).cast()
-        }
-    }
-
-    #[no_mangle]
-    extern "C" fn edgepatch_wasm_libc_malloc(size: usize) -> *mut c_void {
-        allocate(size, false)
-    }
-
-    #[no_mangle]
-    extern "C" fn edgepatch_wasm_libc_calloc(count: usize, size: usize) -> *mut c_void {
-        match count.checked_mul(size) {
-            Some(total) => allocate(total, true),
-            None => std::ptr::null_mut(),
-        }
-    }
-
-    /// # Safety
-    /// `ptr` is null or came from the two functions above and was not freed.
-    #[no_mangle]
-    unsafe extern "C" fn edgepatch_wasm_libc_free(ptr: *mut c_void) {
-        if ptr.is_null() {
-            return;
-        }
-        // SAFETY: per the contract, the header before `ptr` holds the block's size.
-        unsafe {
-            let base = ptr.cast::<u8>().sub(HEADER);
-            let total = base.cast::<usize>().read();
-            dealloc(base, Layout::from_size_align_unchecked(total, HEADER));
-        }
-    }
 }
 
 /// A suffix array over the old data (the reference stream), with a 2-byte prefix
@@ -473,8 +409,8 @@ mod tests {
 
     #[test]
     fn suffix_array_is_divsufsorts() {
-        // Text, runs, a periodic pattern, pseudo-random bytes, one byte: libsais's
-        // array must be the one divsufsort built before it (and builds should it fail).
+        // Text, runs, a periodic pattern, pseudo-random bytes, one byte: the
+        // native libsais array must be the one divsufsort (wasm) builds.
         let mut x = 12345u32;
         let random: Vec<u8> = (0..100_000)
             .map(|_| {
