@@ -52,7 +52,10 @@ pub struct Op {
 /// The suffix array of `old` (< 2 GiB). Natively libsais builds it: 7.5 s
 /// against divsufsort's 14.8 s for the 101 MiB pair's old file (same array,
 /// one thread; libsais's OpenMP build took 39 s on two loaded cores). In wasm,
-/// and should libsais refuse, divsufsort.
+/// and should libsais refuse, divsufsort: libsais compiled for wasm32 (commit
+/// 2a48726) was within 10% of divsufsort there, either way by input (8 MiB of
+/// three corpus files in V8): its lead natively comes from memory prefetches,
+/// which wasm lacks.
 fn suffix_array(old: &[u8]) -> Vec<i32> {
     let mut sa = vec![0i32; old.len()];
     if old.is_empty() {
