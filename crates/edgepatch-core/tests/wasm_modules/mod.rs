@@ -203,7 +203,7 @@ fn llvm_like_of(n: u64, grown: usize) -> Vec<u8> {
         let mut body = vec![0u8];
         for k in 0..8u64 {
             body.extend_from_slice(&[0x41, 0x00, 0x28, 0x02]); // i32.const 0; i32.load align=4
-            uleb(address(mix(id * 8 + k) % (LEN - 4) & !3), &mut body);
+            uleb(address((mix(id * 8 + k) % (LEN - 4)) & !3), &mut body);
             body.push(0x1a); // drop
         }
         body.push(0x0b);
