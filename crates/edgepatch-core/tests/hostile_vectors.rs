@@ -440,6 +440,22 @@ fn make_vectors() -> Vec<Vector> {
             ErrorKind::Corrupt,
             transformed(&row(9, identity_side.len() as u64, identity_side), true),
         ));
+        // Versions 1 and 2 are the only ones (2: memarg offsets are immediates).
+        let version_3 = b"EPWT\x03\0\0\0\0\0\0\0\0\0";
+        v.push(patch_vector(
+            "wasm-side-info-version-3",
+            "a side info of version 3 (only 1 and 2 exist)",
+            ErrorKind::Corrupt,
+            transformed(&row(8, version_3.len() as u64, version_3), true),
+        ));
+        // Version 2 listing immediate 0 as an exception in a module with no code.
+        let exception_beyond = b"EPWT\x02\0\0\0\0\0\x01\0\0\0\0";
+        v.push(patch_vector(
+            "wasm-v2-exception-beyond-module",
+            "a version-2 side info naming an immediate the module does not have",
+            ErrorKind::Corrupt,
+            transformed(&row(8, exception_beyond.len() as u64, exception_beyond), true),
+        ));
     }
 
     let manifest_vector = |name, attacks, kind, bytes| Vector { name, input: "manifest", attacks, kind, bytes };

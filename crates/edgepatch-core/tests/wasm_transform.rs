@@ -458,3 +458,40 @@ fn variables_past_the_data_move_with_its_end() {
     assert_ne!(code_bodies(&new), code_bodies(&old), "the test must move the variables");
     assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&old_norm.bytes), "the variables' addresses normalize, the equal constant stays");
 }
+
+/// `i32.const 0; i32.load offset=ADDR; drop`: LLVM (Rust, C) folds a constant
+/// address into the memarg offset of a load or store.
+fn load_at(address: u64) -> Vec<u8> {
+    let mut out = vec![0x41, 0x00, 0x28, 0x02];
+    out.extend(uleb(address));
+    out.push(0x1a);
+    out
+}
+
+/// Addresses folded into memarg offsets move with the data like constants do:
+/// they normalize to the old ones (side info version 2), while a small offset
+/// (a field of a struct, below the data) stays; a pair whose offsets do not
+/// move keeps side info version 1.
+#[test]
+fn memarg_offsets_into_the_data_normalize_to_the_old_ones() {
+    let (a, b) = (noise(8, 2048), noise(9, 2048));
+    let base = 1024u32;
+    let build = |gap: usize| {
+        let b_at = u64::from(base) + 2048 + gap as u64;
+        let data = [a.clone(), noise(10, gap), b.clone()].concat();
+        let bodies = vec![[load_at(b_at + 8), load_at(12)].concat(), [load_at(b_at + 1000), load_at(u64::from(base) + 16)].concat()];
+        let mut m = module(&[], &bodies, None);
+        m.extend(data_section(&[(base, data)]));
+        m
+    };
+    let (old, new) = (build(0), build(256));
+    round_trip(&old, &new);
+    let old_norm = forward(None, &old).unwrap();
+    let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    assert_ne!(code_bodies(&new), code_bodies(&old), "the test must move the addresses");
+    assert_eq!(stats.offset_refs, 2, "{stats:?}");
+    assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&old_norm.bytes), "folded addresses normalize");
+    assert_eq!(new_norm.side_info[4], 2, "side info version 2 when offsets are rewritten");
+    let unmoved = forward(Some(&reference(&old).unwrap()), &build(0)).unwrap();
+    assert_eq!(unmoved.side_info[4], 1, "version 1 when no offset moves");
+}

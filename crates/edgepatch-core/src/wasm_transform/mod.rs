@@ -93,8 +93,10 @@ pub struct TransformStats {
     pub function_refs: u64,
     /// Code offsets rewritten.
     pub pc_refs: u64,
-    /// Memory addresses in code rewritten.
+    /// Memory addresses in code rewritten (`i32.const`/`i64.const`).
     pub address_refs: u64,
+    /// Memarg offsets rewritten (memory addresses folded into a load or store).
+    pub offset_refs: u64,
     /// Pieces of the old-to-new address map.
     pub address_pieces: u64,
     /// Pointer-sized words in data segments rewritten.
@@ -143,9 +145,13 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
     };
     stats.address_pieces = addresses.pieces().len() as u64;
     let function_map = FunctionMap::from_forward(&map);
-    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc, addresses: &addresses };
+    let mut refs = References { map: &function_map, own_pc: module.pc_table, ref_pc, addresses: &addresses, offsets: false };
+    // Memarg offsets are immediates only if one of them moves (side info
+    // version 2); otherwise the side info stays version 1, as before.
+    refs.offsets = reference.is_some() && any_offset_moves(bytes, &module, &refs);
 
     let mut side = SideInfo {
+        memarg_offsets: refs.offsets,
         ref_pc,
         runs: function_map.runs.clone(),
         address_pieces: addresses.pieces().to_vec(),
@@ -225,7 +231,7 @@ pub fn is_own_normalized_form(bytes: &[u8]) -> Result<bool, TransformError> {
     // an identity map); the other sections are copied; the code section and
     // every body keep their size fields' widths, so their sizes are written
     // as they were exactly when every body is.
-    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: module.pc_table, addresses: &addresses };
+    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: module.pc_table, addresses: &addresses, offsets: false };
     debug_assert!(refs.addresses.pieces().is_empty() && refs.map.is_identity());
     let (mut ordinal, mut exceptions, mut stats) = (0u64, Vec::new(), TransformStats::default());
     let mut body_out = Vec::new();
@@ -287,7 +293,7 @@ fn inverse_from<E: From<TransformError>>(mut source: Source, side_info: &[u8], e
     let module = parse_module(source.bytes()).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
     let function_map = FunctionMap::from_runs(side.runs.clone()).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let addresses = AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
-    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc, addresses: &addresses };
+    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc, addresses: &addresses, offsets: side.memarg_offsets };
     let data_segments = segments(source.bytes(), &module);
     // The code section's size field comes before its bodies: a first pass
     // over the bodies sizes them (and checks the side info against them all
@@ -430,7 +436,7 @@ fn tail_constants(bytes: &[u8], module: &Module) -> Vec<(i64, u64)> {
     for body in &module.bodies {
         // A body that does not walk is kept raw: its constants are not rewritten.
         let mut found = Vec::new();
-        let walked = walk_body(bytes, body.start, body.end, &mut |imm: Immediate| {
+        let walked = walk_body(bytes, body.start, body.end, true, &mut |imm: Immediate| {
             if imm.kind != ImmediateKind::Function && range.contains(&imm.value) {
                 found.push(imm.value);
             }
@@ -473,6 +479,21 @@ fn tail_end(tail: &[(i64, u64)], old_tail: &[i64], delta: i64) -> u64 {
     end
 }
 
+/// Whether some memarg offset of a walkable body would be rewritten by
+/// `refs`' address map (then the side info is version 2).
+fn any_offset_moves(bytes: &[u8], module: &Module, refs: &References) -> bool {
+    if refs.addresses.pieces().is_empty() {
+        return false;
+    }
+    module.bodies.iter().any(|body| {
+        let mut moves = false;
+        let walked = walk_body(bytes, body.start, body.end, true, &mut |imm: Immediate| {
+            moves |= imm.kind == ImmediateKind::MemOffset && refs.forward(imm.kind, imm.value) != imm.value;
+        });
+        walked.is_ok() && moves
+    })
+}
+
 /// The hash of each body with its references blanked, for matching.
 fn shapes(bytes: &[u8], module: &Module) -> FunctionShapes {
     let pc = module.pc_table;
@@ -485,11 +506,11 @@ fn shapes(bytes: &[u8], module: &Module) -> FunctionShapes {
         .map(|body| {
             let mut hasher = xxhash_rust::xxh3::Xxh3::new();
             let mut at = body.start;
-            let walked = walk_body(bytes, body.start, body.end, &mut |imm: Immediate| {
+            let walked = walk_body(bytes, body.start, body.end, true, &mut |imm: Immediate| {
                 let blank = match imm.kind {
                     ImmediateKind::Function => true,
                     ImmediateKind::I64Const => pc.is_some_and(|t| pc_slot(imm.value, t).is_some()) || data_range.contains(&imm.value),
-                    ImmediateKind::I32Const => data_range.contains(&imm.value),
+                    ImmediateKind::I32Const | ImmediateKind::MemOffset => data_range.contains(&imm.value),
                 };
                 if blank {
                     hasher.update(&bytes[at..imm.start]);
@@ -527,6 +548,8 @@ struct References<'a> {
     /// The PC table of the reference (old side) numbering.
     ref_pc: Option<PcTable>,
     addresses: &'a AddressMap,
+    /// Whether memarg offsets are rewritten (side info version 2).
+    offsets: bool,
 }
 
 impl References<'_> {
@@ -537,6 +560,7 @@ impl References<'_> {
                 _ => value,
             },
             ImmediateKind::I32Const => self.address_forward(value, i64::from(i32::MAX)),
+            ImmediateKind::MemOffset => self.address_forward(value, i64::from(u32::MAX)),
             ImmediateKind::I64Const => {
                 let (Some(own), Some(theirs)) = (self.own_pc, self.ref_pc) else {
                     return self.address_forward(value, i64::MAX);
@@ -565,6 +589,7 @@ impl References<'_> {
                 _ => value,
             },
             ImmediateKind::I32Const => self.address_inverse(value, i64::from(i32::MAX)),
+            ImmediateKind::MemOffset => self.address_inverse(value, i64::from(u32::MAX)),
             ImmediateKind::I64Const => {
                 let pc = |(own, theirs): (PcTable, PcTable)| {
                     let normalized = pc_slot(value, PcTable { len: u32::MAX, ..theirs })?;
@@ -685,7 +710,7 @@ fn write_word(word: &mut [u8], value: i64) {
 
 fn write_immediate(out: &mut Vec<u8>, kind: ImmediateKind, value: i64) {
     match kind {
-        ImmediateKind::Function => write_unsigned(out, value as u64),
+        ImmediateKind::Function | ImmediateKind::MemOffset => write_unsigned(out, value as u64),
         ImmediateKind::I64Const | ImmediateKind::I32Const => write_signed(out, value),
     }
 }
@@ -704,7 +729,7 @@ fn normalize_body(
     out: &mut Vec<u8>,
 ) -> bool {
     let mut immediates = Vec::new();
-    if walk_body(bytes, start, end, &mut |imm| immediates.push(imm)).is_err() {
+    if walk_body(bytes, start, end, refs.offsets, &mut |imm| immediates.push(imm)).is_err() {
         return false;
     }
     let mut at = start;
@@ -722,6 +747,7 @@ fn normalize_body(
                     ImmediateKind::Function => stats.function_refs += 1,
                     ImmediateKind::I64Const if refs.own_pc.is_some_and(|t| pc_slot(imm.value, t).is_some()) => stats.pc_refs += 1,
                     ImmediateKind::I64Const | ImmediateKind::I32Const => stats.address_refs += 1,
+                    ImmediateKind::MemOffset => stats.offset_refs += 1,
                 }
             }
             write_immediate(out, imm.kind, normalized);
@@ -747,7 +773,8 @@ fn restore_body(
     out: &mut Vec<u8>,
 ) -> Result<(), TransformError> {
     let mut immediates = Vec::new();
-    walk_body(normalized, start, end, &mut |imm| immediates.push(imm)).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+    walk_body(normalized, start, end, refs.offsets, &mut |imm| immediates.push(imm))
+        .map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
     let mut at = start;
     for imm in immediates {
         out.extend_from_slice(&normalized[at..imm.start]);

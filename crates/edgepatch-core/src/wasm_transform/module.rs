@@ -286,6 +286,11 @@ pub(crate) enum ImmediateKind {
     I64Const,
     /// `i32.const`: a data address or a plain number.
     I32Const,
+    /// A load's or store's memarg offset (u64): a data address when the
+    /// base is `i32.const 0` (LLVM folds constant addresses into it), or a
+    /// field offset. Reported only when the walk asks for offsets (side info
+    /// version 2).
+    MemOffset,
 }
 
 /// An immediate the transform may rewrite: `bytes[start..end]` holds its LEB128.
@@ -297,12 +302,17 @@ pub(crate) struct Immediate {
     pub value: i64,
 }
 
-fn memarg(c: &mut Cursor) -> ParseResult<()> {
+fn memarg(c: &mut Cursor, offsets: bool, on_immediate: &mut dyn FnMut(Immediate)) -> ParseResult<()> {
     let align = c.u32()?;
     if align & 0x40 != 0 {
         c.u32()?; // memory index (multi-memory)
     }
-    c.u64()?;
+    let s = c.pos;
+    let v = c.u64()?;
+    if offsets {
+        // Above 2^63 - 1 the value is negative as i64 and never rewritten.
+        on_immediate(Immediate { start: s, end: c.pos, kind: ImmediateKind::MemOffset, value: v as i64 });
+    }
     Ok(())
 }
 
@@ -318,9 +328,10 @@ fn block_type(c: &mut Cursor) -> ParseResult<()> {
 }
 
 /// Walks the body `bytes[start..end]` (locals, then instructions) and calls
-/// `on_immediate` for each rewritten immediate, in order. Fails on any
-/// instruction it does not know; the caller then keeps the body as it is.
-pub(crate) fn walk_body(bytes: &[u8], start: usize, end: usize, on_immediate: &mut dyn FnMut(Immediate)) -> ParseResult<()> {
+/// `on_immediate` for each rewritten immediate, in order (memarg offsets
+/// too when `offsets`). Fails on any instruction it does not know; the
+/// caller then keeps the body as it is.
+pub(crate) fn walk_body(bytes: &[u8], start: usize, end: usize, offsets: bool, on_immediate: &mut dyn FnMut(Immediate)) -> ParseResult<()> {
     let mut c = Cursor::new(&bytes[..end], start);
     let groups = c.u32()?;
     for _ in 0..groups {
@@ -372,7 +383,7 @@ pub(crate) fn walk_body(bytes: &[u8], start: usize, end: usize, on_immediate: &m
                     }
                 }
             }
-            0x28..=0x3e => memarg(&mut c)?,
+            0x28..=0x3e => memarg(&mut c, offsets, on_immediate)?,
             0x41 => {
                 let s = c.pos;
                 let v = c.s32()?;
@@ -404,7 +415,7 @@ pub(crate) fn walk_body(bytes: &[u8], start: usize, end: usize, on_immediate: &m
                 _ => return Err(c.err("unknown 0xfc instruction")),
             },
             0xfd => match c.u32()? {
-                0..=11 | 92 | 93 => memarg(&mut c)?,
+                0..=11 | 92 | 93 => memarg(&mut c, offsets, on_immediate)?,
                 12 | 13 => {
                     c.skip(16)?;
                 }
@@ -412,7 +423,7 @@ pub(crate) fn walk_body(bytes: &[u8], start: usize, end: usize, on_immediate: &m
                     c.u8()?;
                 }
                 84..=91 => {
-                    memarg(&mut c)?;
+                    memarg(&mut c, offsets, on_immediate)?;
                     c.u8()?;
                 }
                 14..=20 | 35..=83 | 94..=275 => {}
@@ -422,7 +433,7 @@ pub(crate) fn walk_body(bytes: &[u8], start: usize, end: usize, on_immediate: &m
                 3 => {
                     c.u8()?;
                 }
-                0..=2 | 0x10..=0x4e => memarg(&mut c)?,
+                0..=2 | 0x10..=0x4e => memarg(&mut c, offsets, on_immediate)?,
                 _ => return Err(c.err("unknown atomic instruction")),
             },
             _ => return Err(c.err("unknown opcode")),

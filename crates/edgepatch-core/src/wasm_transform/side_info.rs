@@ -7,7 +7,10 @@ use super::module::PcTable;
 use super::TransformError;
 
 const MAGIC: &[u8; 4] = b"EPWT";
-const VERSION: u8 = 1;
+/// Version 1: immediates are function indices and `i32`/`i64` constants.
+const VERSION_CONSTANTS: u8 = 1;
+/// Version 2: memarg offsets are immediates too (docs/FORMAT.md §2.8.3).
+const VERSION_MEMARG_OFFSETS: u8 = 2;
 
 /// New function indices `[new_start, new_start + len)` are normalized to
 /// `[norm_start, norm_start + len)`.
@@ -80,6 +83,8 @@ impl FunctionMap {
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SideInfo {
+    /// Whether memarg offsets are rewritten immediates (version 2).
+    pub memarg_offsets: bool,
     /// Width of the original code section's size field (0: no code section).
     pub code_size_width: u8,
     pub ref_pc: Option<PcTable>,
@@ -110,7 +115,7 @@ fn put_ascending(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) 
 impl SideInfo {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
-        out.push(VERSION);
+        out.push(if self.memarg_offsets { VERSION_MEMARG_OFFSETS } else { VERSION_CONSTANTS });
         write_unsigned(&mut out, u64::from(self.code_size_width));
         match self.ref_pc {
             None => out.push(0),
@@ -148,9 +153,11 @@ impl SideInfo {
         if bytes.len() < 5 || &bytes[..4] != MAGIC {
             return Err(r.err("bad magic"));
         }
-        if bytes[4] != VERSION {
-            return Err(TransformError::SideInfo { offset: 4, what: "unsupported version" });
-        }
+        let memarg_offsets = match bytes[4] {
+            VERSION_CONSTANTS => false,
+            VERSION_MEMARG_OFFSETS => true,
+            _ => return Err(TransformError::SideInfo { offset: 4, what: "unsupported version" }),
+        };
         r.pos = 5;
         let code_size_width = r.varint()?;
         if code_size_width > 5 {
@@ -196,7 +203,18 @@ impl SideInfo {
         if r.pos != bytes.len() {
             return Err(r.err("bytes after the end"));
         }
-        Ok(SideInfo { code_size_width: code_size_width as u8, ref_pc, runs, raw_bodies, size_widths, exceptions, address_pieces, address_end, data_exceptions })
+        Ok(SideInfo {
+            memarg_offsets,
+            code_size_width: code_size_width as u8,
+            ref_pc,
+            runs,
+            raw_bodies,
+            size_widths,
+            exceptions,
+            address_pieces,
+            address_end,
+            data_exceptions,
+        })
     }
 }
 

@@ -100,6 +100,8 @@ enum Kind {
     F,
     A32,
     A64,
+    /// A memarg offset (side info version 2 only).
+    M,
 }
 
 struct Body {
@@ -227,17 +229,21 @@ fn block_type(b: &[u8], at: &mut usize) -> Outcome<()> {
     Ok(())
 }
 
-fn memarg(b: &[u8], at: &mut usize) -> Outcome<()> {
+fn memarg(b: &[u8], at: &mut usize, offsets: bool, out: &mut Vec<(usize, usize, Kind, i64)>) -> Outcome<()> {
     let align = uleb(b, at, 32)?;
     if align & 0x40 != 0 {
         uleb(b, at, 32)?;
     }
-    uleb(b, at, 64)?;
+    let s = *at;
+    let v = uleb(b, at, 64)?;
+    if offsets {
+        out.push((s, *at, Kind::M, v as i64));
+    }
     Ok(())
 }
 
-/// §2.8.3: the F/A32/A64 immediates of a body as (start, end, kind, value), or why it does not walk.
-fn walk(module: &[u8], start: usize, end: usize) -> Outcome<Vec<(usize, usize, Kind, i64)>> {
+/// §2.8.3: the F/A32/A64 (and with `offsets`, M) immediates of a body as (start, end, kind, value), or why it does not walk.
+fn walk(module: &[u8], start: usize, end: usize, offsets: bool) -> Outcome<Vec<(usize, usize, Kind, i64)>> {
     let b = &module[..end];
     let mut at = start;
     let mut out = Vec::new();
@@ -288,7 +294,7 @@ fn walk(module: &[u8], start: usize, end: usize) -> Outcome<Vec<(usize, usize, K
                     }
                 }
             }
-            0x28..=0x3e => memarg(b, &mut at)?,
+            0x28..=0x3e => memarg(b, &mut at, offsets, &mut out)?,
             0x41 => {
                 let s = at;
                 let v = sleb(b, &mut at, 32)?;
@@ -316,11 +322,11 @@ fn walk(module: &[u8], start: usize, end: usize) -> Outcome<Vec<(usize, usize, K
                 _ => return Err("FC sub-opcode".into()),
             },
             0xfd => match uleb(b, &mut at, 32)? {
-                0..=11 | 92 | 93 => memarg(b, &mut at)?,
+                0..=11 | 92 | 93 => memarg(b, &mut at, offsets, &mut out)?,
                 12 | 13 => skip(b, &mut at, 16)?,
                 21..=34 => skip(b, &mut at, 1)?,
                 84..=91 => {
-                    memarg(b, &mut at)?;
+                    memarg(b, &mut at, offsets, &mut out)?;
                     skip(b, &mut at, 1)?;
                 }
                 14..=20 | 35..=83 | 94..=275 => {}
@@ -328,7 +334,7 @@ fn walk(module: &[u8], start: usize, end: usize) -> Outcome<Vec<(usize, usize, K
             },
             0xfe => match uleb(b, &mut at, 32)? {
                 3 => skip(b, &mut at, 1)?,
-                0..=2 | 0x10..=0x4e => memarg(b, &mut at)?,
+                0..=2 | 0x10..=0x4e => memarg(b, &mut at, offsets, &mut out)?,
                 _ => return Err("FE sub-opcode".into()),
             },
             _ => return Err(format!("opcode {op:#x}")),
@@ -386,6 +392,8 @@ fn data_words(b: &[u8], contents: usize, end: usize, width: u64) -> Vec<usize> {
 }
 
 struct Side {
+    /// Version 2: memarg offsets are immediates (kind M).
+    offsets: bool,
     /// Every function keeps its number.
     identity: bool,
     /// The address map's images (start, end, piece), sorted.
@@ -403,9 +411,10 @@ struct Side {
 }
 
 fn side(b: &[u8]) -> Outcome<Side> {
-    if b.len() < 5 || &b[..4] != b"EPWT" || b[4] != 1 {
+    if b.len() < 5 || &b[..4] != b"EPWT" || !(b[4] == 1 || b[4] == 2) {
         return Err("side info magic or version".into());
     }
+    let offsets = b[4] == 2;
     let mut at = 5;
     let v = |at: &mut usize| uleb(b, at, 64);
     let count = |at: &mut usize| -> Outcome<u64> {
@@ -493,6 +502,7 @@ fn side(b: &[u8]) -> Outcome<Side> {
     images.sort();
     // Lists ascend strictly, so as sets they keep every entry.
     Ok(Side {
+        offsets,
         identity,
         images,
         code_width,
@@ -541,6 +551,7 @@ impl Side {
                 _ => n,
             },
             Kind::A32 => self.address(n, (1 << 31) - 1),
+            Kind::M => self.address(n, u64::from(u32::MAX)),
             Kind::A64 => {
                 if let (Some((base, first, len)), Some((ref_base, ref_first)), true) = (pc, self.ref_pc, n >= 0) {
                     let s = (n as u64) >> 16;
@@ -615,14 +626,14 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
                     restored.extend_from_slice(&n[body.start..body.end]);
                 } else {
                     let mut at = body.start;
-                    for (s, e, kind, value) in walk(n, body.start, body.end)? {
+                    for (s, e, kind, value) in walk(n, body.start, body.end, side.offsets)? {
                         restored.extend_from_slice(&n[at..s]);
                         if side.exceptions.contains(&ordinal) {
                             used_exceptions += 1;
                             restored.extend_from_slice(&n[s..e]);
                         } else {
                             let v = side.value(kind, value, m.pc);
-                            if kind == Kind::F {
+                            if kind == Kind::F || kind == Kind::M {
                                 put_uleb(&mut restored, v as u64);
                             } else {
                                 put_sleb(&mut restored, v);

@@ -176,3 +176,49 @@ fn go_like_of(ids: &[u64], all: u64) -> Vec<u8> {
     section(11, &data, &mut out);
     out
 }
+
+/// LLVM's layout (Rust, C), made up: one memory, one data segment at 1 MiB
+/// of pseudo-random bytes, and `n` functions whose loads address the data
+/// through memarg offsets (`i32.const 0; i32.load offset=ADDR`). Version 2
+/// inserts `grown` bytes in the middle of the data: every later address
+/// moves (docs/FORMAT.md §2.8, side info version 2).
+pub fn llvm_like_versions(n: u64, grown: usize) -> (Vec<u8>, Vec<u8>) {
+    (llvm_like_of(n, 0), llvm_like_of(n, grown))
+}
+
+fn llvm_like_of(n: u64, grown: usize) -> Vec<u8> {
+    const BASE: u64 = 1 << 20;
+    const LEN: u64 = 1 << 16;
+    let address = |a: u64| if a < LEN / 2 { BASE + a } else { BASE + a + grown as u64 };
+    let mut out = b"\0asm\x01\0\0\0".to_vec();
+    section(1, &[1, 0x60, 0, 0], &mut out);
+    let mut funcs = Vec::new();
+    uleb(n, &mut funcs);
+    funcs.extend(std::iter::repeat_n(0u8, n as usize));
+    section(3, &funcs, &mut out);
+    section(5, &[1, 0, 32], &mut out); // one memory of 32 pages (2 MiB)
+    let mut code = Vec::new();
+    uleb(n, &mut code);
+    for id in 0..n {
+        let mut body = vec![0u8];
+        for k in 0..8u64 {
+            body.extend_from_slice(&[0x41, 0x00, 0x28, 0x02]); // i32.const 0; i32.load align=4
+            uleb(address((mix(id * 8 + k) % (LEN - 4)) & !3), &mut body);
+            body.push(0x1a); // drop
+        }
+        body.push(0x0b);
+        uleb(body.len() as u64, &mut code);
+        code.extend(body);
+    }
+    section(10, &code, &mut out);
+    let bytes: Vec<u8> = (0..LEN).map(|i| mix(i) as u8).collect();
+    let grown_bytes: Vec<u8> = (0..grown as u64).map(|i| mix(i + (1 << 40)) as u8).collect();
+    let data = [&bytes[..LEN as usize / 2], &grown_bytes, &bytes[LEN as usize / 2..]].concat();
+    let mut seg = vec![1u8, 0x00, 0x41];
+    sleb(BASE as i64, &mut seg);
+    seg.push(0x0b);
+    uleb(data.len() as u64, &mut seg);
+    seg.extend(data);
+    section(11, &seg, &mut out);
+    out
+}
