@@ -122,3 +122,20 @@ fn an_apply_resumes_at_every_segment_boundary_within_the_far_reach() {
         assert_eq!(sink.into_build(), new, "resumed after segment {k}");
     }
 }
+
+#[test]
+fn a_far_reaching_patch_cut_anywhere_is_refused_by_both_appliers() {
+    let (old, new) = pair();
+    let patch = diff(&old, &new, MAX_WINDOW_BACK);
+    let info = inspect_patch(patch.as_slice()).unwrap();
+    // Inside the header and tree, at each segment's first byte and in its middle.
+    let mut cuts = vec![12, info.layout.segment_spans[0].0 as usize - 1];
+    for &(start, len) in &info.layout.segment_spans {
+        cuts.extend([start as usize, (start + len / 2) as usize]);
+    }
+    for cut in cuts {
+        let err = appliers::fast_apply(&patch[..cut], &old).expect_err("a cut patch");
+        assert_eq!(err.kind(), edgepatch_core::error::ErrorKind::Truncated, "cut at {cut}: {err}");
+        assert!(reference_applier::apply(&patch[..cut], &old).is_err(), "reference applier took a patch cut at {cut}");
+    }
+}
