@@ -40,9 +40,11 @@ pub struct DiffOptions {
     pub window_reach: u64,
 }
 
-/// The diff's default window reach: see BENCHMARKS.md, "Trees: window segments
+/// The diff's default window reach. 8 MiB: three-tree and typescript gain
+/// nearly as much as with 16 MiB, and applying the 101 MiB pair in wasm stays
+/// under 64 MB (16 MiB: 75 MB). See BENCHMARKS.md, "Trees: window segments
 /// reaching further back (issue 14 item 3, session 12)".
-pub const DEFAULT_WINDOW_REACH: u64 = 16 << 20;
+pub const DEFAULT_WINDOW_REACH: u64 = 8 << 20;
 
 impl Default for DiffOptions {
     fn default() -> Self {
@@ -433,8 +435,6 @@ fn encode_segments(
         eprintln!("suffix array of {} bytes: {:.2}s", reference.len(), started.elapsed().as_secs_f64());
     }
     let seg = opts.segment_size as usize;
-    // EXPERIMENT (removed before merge): EDGEPATCH_EXP_REACH=<MiB>.
-    let exp_reach = std::env::var("EDGEPATCH_EXP_REACH").ok().and_then(|v| v.parse::<u64>().ok()).map_or(opts.window_reach, |m| (m << 20).min(MAX_WINDOW_BACK));
     let count = new_stream.len().div_ceil(seg);
     let done = AtomicU64::new(0);
     let total = new_stream.len() as u64;
@@ -447,7 +447,7 @@ fn encode_segments(
             eprintln!("segment {i}: matched in {:.2}s", t.elapsed().as_secs_f64());
         }
         let t = timing.then(std::time::Instant::now);
-        let before = &new_stream[(i * seg).saturating_sub(exp_reach as usize)..i * seg];
+        let before = &new_stream[(i * seg).saturating_sub(opts.window_reach as usize)..i * seg];
         let (lo, hi) = ((i * seg) as u64, ((i + 1) * seg).min(new_stream.len()) as u64);
         // The old versions of the files this segment holds (any part of).
         let whole: Vec<(u64, u64)> = hints.iter().filter(|h| h.new_start < hi && h.new_end > lo).filter_map(|h| h.old).collect();
