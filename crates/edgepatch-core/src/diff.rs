@@ -33,11 +33,29 @@ pub struct DiffOptions {
     /// Store a changed wasm module as its normalized form where that makes
     /// the file's patch smaller (docs/FORMAT.md §2.8); off for measurement.
     pub wasm_transform: bool,
+    /// How many delta-stream bytes before a window segment its window takes
+    /// (at most `MAX_WINDOW_BACK`). Above `BASE_WINDOW_BACK`, a patch whose
+    /// windows use more declares its reach (docs/FORMAT.md §2.6), which an
+    /// applier then keeps.
+    pub window_reach: u64,
 }
+
+/// The diff's default window reach. 8 MiB: three-tree and typescript gain
+/// nearly as much as with 16 MiB, and applying the 101 MiB pair in wasm stays
+/// under 64 MB (16 MiB: 75 MB). See BENCHMARKS.md, "Trees: window segments
+/// reaching further back (issue 14 item 3, session 12)".
+pub const DEFAULT_WINDOW_REACH: u64 = 8 << 20;
 
 impl Default for DiffOptions {
     fn default() -> Self {
-        DiffOptions { level: 19, threads: 2, segment_size: 4 << 20, match_params: MatchParams::default(), wasm_transform: true }
+        DiffOptions {
+            level: 19,
+            threads: 2,
+            segment_size: 4 << 20,
+            match_params: MatchParams::default(),
+            wasm_transform: true,
+            window_reach: DEFAULT_WINDOW_REACH,
+        }
     }
 }
 
@@ -81,6 +99,9 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     }
     if opts.segment_size == 0 || opts.segment_size > MAX_SEGMENT_NEW {
         return Err(Error::Invalid(format!("segment size must be 1..={MAX_SEGMENT_NEW}")));
+    }
+    if opts.window_reach > MAX_WINDOW_BACK {
+        return Err(Error::Invalid(format!("window reach must be at most {MAX_WINDOW_BACK}")));
     }
     let threads = opts.threads.max(1);
 
@@ -147,8 +168,6 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     stats.delta_bytes = new_stream.len() as u64;
     stats.reference_bytes = reference.len() as u64;
 
-    let mut out = encode_header_and_tree(&tree, opts.level)?;
-
     // Where each delta file's old version (same path) sits in the reference stream.
     let mut ref_start = Vec::with_capacity(old_files.len());
     let mut at = 0u64;
@@ -173,6 +192,9 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
         }
         None => encode_segments(&reference, &new_stream, &hints, opts, threads, progress)?,
     };
+    // Only a patch whose windows reach further than the base declares it.
+    tree.window_reach = Some(window_reach_of(&segments)?).filter(|&r| r > BASE_WINDOW_BACK);
+    let mut out = encode_header_and_tree(&tree, opts.level)?;
     for seg in &segments {
         out.extend_from_slice(seg);
     }
@@ -301,7 +323,7 @@ pub(crate) fn plan_tree(
     // Old files that are neither copied nor referenced need not be listed, but
     // indexes must stay stable: keep the table whole (it is small).
     let old_files = old_files.iter().map(|(path, size, _)| OldFile { path: path.to_string(), size: *size, in_reference: any_delta && *size > 0 }).collect();
-    let mut tree = PatchTree { single_file, old_listing, old_files, entries, files_digest: [0; 32], transforms: Vec::new() };
+    let mut tree = PatchTree { single_file, old_listing, old_files, entries, files_digest: [0; 32], transforms: Vec::new(), window_reach: None };
     tree.files_digest = tree.digest_of(|i| match new_entries[i].1 {
         PlannedKind::File { blake3, .. } => blake3,
         _ => unreachable!("the digest hashes files only"),
@@ -324,6 +346,18 @@ pub(crate) fn encode_header_and_tree(tree: &PatchTree, level: i32) -> Result<Vec
     put_varint(&mut out, tree_comp.len() as u64);
     out.extend_from_slice(&tree_comp);
     Ok(out)
+}
+
+/// The furthest any of `segments` reaches back into the delta stream.
+fn window_reach_of(segments: &[Vec<u8>]) -> Result<u64> {
+    let mut reach = 0;
+    for seg in segments {
+        let mut input = crate::apply::PatchInput::new(seg.as_slice());
+        if let Some(Segment::Window(w)) = crate::apply::read_segment_header(&mut input, 0, u64::MAX, u64::MAX, MAX_WINDOW_BACK)? {
+            reach = reach.max(w.back_len);
+        }
+    }
+    Ok(reach)
 }
 
 /// One part is borrowed as is (the single-file case), saving a copy of it.
@@ -413,7 +447,7 @@ fn encode_segments(
             eprintln!("segment {i}: matched in {:.2}s", t.elapsed().as_secs_f64());
         }
         let t = timing.then(std::time::Instant::now);
-        let before = &new_stream[(i * seg).saturating_sub(MAX_WINDOW_BACK as usize)..i * seg];
+        let before = &new_stream[(i * seg).saturating_sub(opts.window_reach as usize)..i * seg];
         let (lo, hi) = ((i * seg) as u64, ((i + 1) * seg).min(new_stream.len()) as u64);
         // The old versions of the files this segment holds (any part of).
         let whole: Vec<(u64, u64)> = hints.iter().filter(|h| h.new_start < hi && h.new_end > lo).filter_map(|h| h.old).collect();
@@ -453,7 +487,19 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whol
     // (Tiny results are not worth the window's slow compression.)
     if c.len() * 5 > d.len() + e.len() && out.len() > WINDOW_TRIAL_MIN {
         let t = std::env::var_os("EDGEPATCH_TIMING").map(|_| std::time::Instant::now());
-        let window = encode_window_segment(reference, part, before, ops, whole, level)?;
+        let mut window = encode_window_segment(reference, part, before, ops, whole, level)?;
+        // Reaching past the base (§2.6) moves the match finder's choices: on
+        // freedoom2-wad it cost 66 bytes. The base reach is tried too, and the
+        // longer one kept only where it saves a tenth: a patch that declares a
+        // reach costs its applier that reach (the 101 MiB pair saved 1,931
+        // bytes for 21 MB more wasm memory; three-tree's last segment, 80%).
+        let base = before.len().saturating_sub(BASE_WINDOW_BACK as usize);
+        if base > 0 {
+            let near = encode_window_segment(reference, part, &before[base..], ops, whole, level)?;
+            if window.len() * 10 > near.len() * 9 {
+                window = near;
+            }
+        }
         if let Some(t) = t {
             eprintln!("  window trial {:.2}s: {} vs ops {}", t.elapsed().as_secs_f64(), window.len(), out.len());
         }
@@ -590,9 +636,16 @@ fn window_spans(reference_len: u64, ops: &[Op], whole: &[(u64, u64)]) -> (Vec<(u
 fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], level: i32) -> Result<Vec<u8>> {
     let (merged, holds_whole_files) = window_spans(reference.len() as u64, ops, whole);
     // The new data just before the segment goes last, nearest: other files of
-    // the same build share most with it (bundles, their minified twins).
-    let mut window: Vec<u8> = merged.iter().flat_map(|m| reference[m.0 as usize..m.1 as usize].iter().copied()).collect();
-    window.extend_from_slice(before);
+    // the same build share most with it (bundles, their minified twins). New
+    // data further back than the base reach goes first, furthest, so that it
+    // does not push the old spans out of the match finder's reach (§2.6).
+    let (far, near) = before.split_at(before.len().saturating_sub(BASE_WINDOW_BACK as usize));
+    let mut window: Vec<u8> = Vec::with_capacity(before.len() + merged.iter().map(|m| (m.1 - m.0) as usize).sum::<usize>());
+    window.extend_from_slice(far);
+    for m in &merged {
+        window.extend_from_slice(&reference[m.0 as usize..m.1 as usize]);
+    }
+    window.extend_from_slice(near);
     let window_log = window_log(window.len() + part.len());
     let search = FrameSearch {
         // Long-distance matching finds the long matches anywhere in a large window

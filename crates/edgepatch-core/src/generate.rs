@@ -22,7 +22,7 @@
 //!
 //! Split into steps (a build too large for one invocation): segments depend on
 //! each other only through the window's history, the new data of the segment
-//! before (`MAX_WINDOW_BACK` = one segment). So a run of segments `k..m` is made
+//! before (`GENERATOR_BACK` = one segment). So a run of segments `k..m` is made
 //! by a generator started with `start_at(k, new data of segment k-1)`, and the
 //! same segments come out byte for byte as in one pass. One more generator
 //! then assembles the patch: `header()`, `absorb_segment(i, bytes)` for every
@@ -46,7 +46,12 @@ mod wasm;
 pub use wasm::{normalize_for_patch, FileForm, WasmTransform, NORMALIZED_CHECK_CHUNK};
 
 /// New bytes per segment (the window's back reach is the same).
-pub const GENERATOR_SEGMENT: u64 = MAX_WINDOW_BACK;
+pub const GENERATOR_SEGMENT: u64 = 4 << 20;
+/// How far back the generator's windows reach: one segment, the history a
+/// fan-out step carries. It stays within the base reach (`BASE_WINDOW_BACK`),
+/// so the generator's patches never need `FLAG_WINDOW_REACH`.
+const GENERATOR_BACK: u64 = GENERATOR_SEGMENT;
+const _: () = assert!(GENERATOR_BACK <= BASE_WINDOW_BACK);
 /// Old bytes around each block match taken into the window.
 const MATCH_PADDING: u64 = 16 << 10;
 /// Old bytes on each side of the position-aligned span of a changed file.
@@ -146,7 +151,7 @@ pub struct PatchGenerator {
     block_size: usize,
     /// Weak hash -> (strong hash, position in the reference stream) of every whole old block.
     blocks: HashMap<u32, Vec<(u64, u64)>>,
-    /// The last `MAX_WINDOW_BACK` bytes of the new stream.
+    /// The last `GENERATOR_BACK` bytes of the new stream.
     history: Vec<u8>,
     next: u64,
     /// Segment planned: (index, old spans the ops form matches against, the window form's
@@ -512,10 +517,10 @@ impl PatchGenerator {
         }
         self.spans.push((self.out_len, out.len() as u64));
         self.segments.push(segment);
-        // Keep the last MAX_WINDOW_BACK bytes of the new stream.
-        let keep = (MAX_WINDOW_BACK as usize).saturating_sub(new.len()).min(self.history.len());
+        // Keep the last GENERATOR_BACK bytes of the new stream.
+        let keep = (GENERATOR_BACK as usize).saturating_sub(new.len()).min(self.history.len());
         self.history.drain(..self.history.len() - keep);
-        self.history.extend_from_slice(&new[new.len().saturating_sub(MAX_WINDOW_BACK as usize)..]);
+        self.history.extend_from_slice(&new[new.len().saturating_sub(GENERATOR_BACK as usize)..]);
         self.next += 1;
         Ok(self.emit(out))
     }
@@ -542,7 +547,7 @@ impl PatchGenerator {
             return Err(invalid(format!("start_at({first}): {} history bytes given, segment {} has {want}", history.len(), first.saturating_sub(1))));
         }
         // Exactly what encode_segment would have kept after segment first - 1.
-        self.history = history[history.len().saturating_sub(MAX_WINDOW_BACK as usize)..].to_vec();
+        self.history = history[history.len().saturating_sub(GENERATOR_BACK as usize)..].to_vec();
         self.header_done = true;
         self.step = true;
         self.next = first;
@@ -559,7 +564,7 @@ impl PatchGenerator {
         }
         let (a, b) = self.segment_bounds(i)?;
         let mut input = PatchInput::new(bytes);
-        let segment = read_segment_header(&mut input, i, a, self.reference_len)
+        let segment = read_segment_header(&mut input, i, a, self.reference_len, GENERATOR_BACK)
             .map_err(|e| invalid(format!("segment {i}: {e}")))?
             .ok_or_else(|| invalid(format!("segment {i}: an end marker, not a segment")))?;
         if segment.new_len() != b - a {

@@ -54,7 +54,7 @@ pub fn inspect_patch<R: Read>(patch: R) -> Result<PatchInfo> {
     let mut segment_spans = Vec::new();
     loop {
         let start = input.offset();
-        let Some(segment) = read_segment_header(&mut input, segments.len() as u64, produced, reference_len)? else { break };
+        let Some(segment) = read_segment_header(&mut input, segments.len() as u64, produced, reference_len, tree.window_back())? else { break };
         match &segment {
             Segment::Ops(h) => {
                 // Decompress to check the frames; nothing is kept.

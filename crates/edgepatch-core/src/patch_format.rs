@@ -25,14 +25,23 @@ pub const FLAG_WASM_TRANSFORM: u16 = 2;
 pub const MAX_WASM_TRANSFORM_BYTES: u64 = 64 << 20;
 /// A transformed file's side info, decoded, is at most this large.
 pub const MAX_WASM_SIDE_INFO: u64 = 4 << 20;
+/// The tree section ends with the patch's window reach (§2.6): some window
+/// segment reaches more than `BASE_WINDOW_BACK` bytes back into the delta
+/// stream. Older appliers keep only 4 MiB of it and refuse unknown flags, so
+/// they refuse such a patch instead of misapplying it; a patch whose windows
+/// stay within 4 MiB leaves it clear and is byte for byte what it was before.
+pub const FLAG_WINDOW_REACH: u16 = 4;
 /// Tag byte of an ops segment.
 pub const SEGMENT_TAG: u8 = b'S';
 /// Tag byte of a window segment.
 pub const WINDOW_SEGMENT_TAG: u8 = b'W';
 /// Old bytes a window segment may take from the reference stream...
 pub const MAX_WINDOW_BYTES: u64 = 8 << 20;
-/// ...plus at most this many new bytes produced just before the segment.
-pub const MAX_WINDOW_BACK: u64 = 4 << 20;
+/// ...plus at most this many new bytes produced just before the segment, in a
+/// patch without `FLAG_WINDOW_REACH` (the reach an applier keeps by default)...
+pub const BASE_WINDOW_BACK: u64 = 4 << 20;
+/// ...or at most the reach the patch declares, which is at most this (§2.6).
+pub const MAX_WINDOW_BACK: u64 = 16 << 20;
 /// Spans a window segment may list.
 pub const MAX_WINDOW_SPANS: u64 = 1 << 16;
 /// Tag byte of the end unit (the patch's checksum follows).
@@ -226,6 +235,9 @@ pub struct PatchTree {
     pub files_digest: [u8; 32],
     /// The transformed delta files, ascending by entry (empty: flag clear).
     pub transforms: Vec<WasmTransformed>,
+    /// How far back window segments reach, when above `BASE_WINDOW_BACK`
+    /// (None: flag clear, the base reach).
+    pub window_reach: Option<u64>,
 }
 
 fn files_in_digest_order(entries: &[TreeEntry]) -> impl Iterator<Item = usize> + '_ {
@@ -267,9 +279,17 @@ impl PatchTree {
         self.transforms.binary_search_by_key(&i, |w| w.entry).ok().map(|j| &self.transforms[j])
     }
 
-    /// The header flags this tree needs besides the single-file bit.
+    /// The header flags this tree needs.
     pub fn flags(&self) -> u16 {
-        (if self.single_file { FLAG_SINGLE_FILE } else { 0 }) | (if self.transforms.is_empty() { 0 } else { FLAG_WASM_TRANSFORM })
+        (if self.single_file { FLAG_SINGLE_FILE } else { 0 })
+            | (if self.transforms.is_empty() { 0 } else { FLAG_WASM_TRANSFORM })
+            | (if self.window_reach.is_some() { FLAG_WINDOW_REACH } else { 0 })
+    }
+
+    /// How many of the delta bytes produced last a window segment may reach
+    /// (and an applier keeps): the declared reach, else `BASE_WINDOW_BACK`.
+    pub fn window_back(&self) -> u64 {
+        self.window_reach.unwrap_or(BASE_WINDOW_BACK)
     }
 
     /// Total bytes of the old reference stream.
@@ -398,6 +418,12 @@ impl PatchTree {
         if !self.transforms.is_empty() {
             self.encode_transforms(&mut out)?;
         }
+        if let Some(reach) = self.window_reach {
+            if !(BASE_WINDOW_BACK + 1..=MAX_WINDOW_BACK).contains(&reach) {
+                return Err(Error::Invalid(format!("window reach {reach} outside {}..={MAX_WINDOW_BACK}", BASE_WINDOW_BACK + 1)));
+            }
+            put_varint(&mut out, reach);
+        }
         Ok(out)
     }
 
@@ -447,6 +473,8 @@ pub struct EncodedTree {
     /// Transformed delta files; a named entry's `size` is its delta-stream
     /// size until resolved.
     pub transforms: Vec<EncodedTransform>,
+    /// The declared window reach (`FLAG_WINDOW_REACH`), None when the flag is clear.
+    pub window_reach: Option<u64>,
 }
 
 /// A row of the wasm transform table as the patch states it (§2.8).
@@ -502,6 +530,11 @@ fn decode_transforms(r: &mut SliceReader, named: &[TreeEntry]) -> Result<Vec<Enc
 }
 
 impl EncodedTree {
+    /// How many delta bytes back a window segment of this patch may reach.
+    pub fn window_back(&self) -> u64 {
+        self.window_reach.unwrap_or(BASE_WINDOW_BACK)
+    }
+
     /// Old entries kept without being named.
     pub fn kept(&self) -> u64 {
         self.runs.iter().map(|r| r.0).sum()
@@ -616,10 +649,31 @@ impl EncodedTree {
         }
         let files_digest = r.array::<32>("files digest")?;
         let transforms = if flags & FLAG_WASM_TRANSFORM != 0 { decode_transforms(&mut r, &named)? } else { Vec::new() };
+        let window_reach = if flags & FLAG_WINDOW_REACH != 0 {
+            let at = r.offset();
+            let reach = r.varint("window reach")?;
+            if reach > MAX_WINDOW_BACK {
+                return Err(Error::Limit { input: Input::Patch, offset: at, what: format!("window reach {reach} bytes, above the limit {MAX_WINDOW_BACK}") });
+            }
+            if reach <= BASE_WINDOW_BACK {
+                return Err(Error::Corrupt {
+                    input: Input::Patch,
+                    offset: at,
+                    what: format!("window reach {reach} bytes declared, not above the base {BASE_WINDOW_BACK}"),
+                });
+            }
+            Some(reach)
+        } else {
+            None
+        };
         if !r.is_empty() {
-            return Err(r.corrupt(if transforms.is_empty() { "bytes after the files digest" } else { "bytes after the wasm transform table" }));
+            return Err(r.corrupt(match (window_reach, transforms.is_empty()) {
+                (Some(_), _) => "bytes after the window reach",
+                (None, true) => "bytes after the files digest",
+                (None, false) => "bytes after the wasm transform table",
+            }));
         }
-        Ok(EncodedTree { single_file, listing_digest, runs, named, old_table, files_digest, transforms })
+        Ok(EncodedTree { single_file, listing_digest, runs, named, old_table, files_digest, transforms, window_reach })
     }
 
     /// The tree against the old build's listing (sorted by path), which must
@@ -727,6 +781,7 @@ impl EncodedTree {
             entries,
             files_digest: self.files_digest,
             transforms: resolved_transforms,
+            window_reach: self.window_reach,
         })
     }
 }
@@ -996,7 +1051,8 @@ pub struct WindowSegmentHeader {
     pub new_len: u64,
     /// (start in the reference stream, length), ascending and disjoint.
     pub spans: Vec<(u64, u64)>,
-    /// New-stream bytes just before this segment that follow the spans in the window.
+    /// New-stream bytes just before this segment in the window: the last
+    /// `BASE_WINDOW_BACK` of them follow the spans, any before those precede them (§2.6).
     pub back_len: u64,
     /// Bytes of the zstd frame in the patch.
     pub comp_len: u64,

@@ -368,6 +368,67 @@ fn make_vectors() -> Vec<Vector> {
         v.push(patch_vector("window-span-overflow", "a window span at offset u64::MAX - 1: start + length wraps", ErrorKind::Corrupt, p.encode()));
     }
 
+    // Window reach (§2.6): flags bit 2 and the varint that ends the tree.
+    // A window segment of 4 new bytes, no spans, reaching `back` bytes back.
+    let reaching = |back: u64| {
+        let mut s = vec![b'W'];
+        put_varint(&mut s, 4);
+        put_varint(&mut s, 0);
+        put_varint(&mut s, back);
+        let frame = zstd(b"abcd");
+        put_varint(&mut s, frame.len() as u64);
+        s.extend_from_slice(&frame);
+        s
+    };
+    // A tree of one 4-byte delta file, its reach declared (None: the field left out).
+    let declaring = |reach: Option<u64>, body: Vec<u8>| {
+        let mut tree = delta_files_tree(&[4]);
+        if let Some(r) = reach {
+            put_varint(&mut tree, r);
+        }
+        let mut p = PatchBytes::new(&tree);
+        p.flags = 4;
+        p.body = body;
+        (p.segments, p.delta) = (1, 4);
+        p.encode()
+    };
+    v.push(patch_vector(
+        "window-reach-over-cap",
+        "a patch declaring a window reach of 16 MiB + 1 (the cap an applier keeps is 16 MiB)",
+        ErrorKind::Limit,
+        declaring(Some((16 << 20) + 1), reaching(0)),
+    ));
+    v.push(patch_vector(
+        "window-reach-at-base",
+        "a patch declaring a window reach of 4 MiB (flags bit 2 is for reaches above the base)",
+        ErrorKind::Corrupt,
+        declaring(Some(4 << 20), reaching(0)),
+    ));
+    v.push(patch_vector(
+        "window-reach-missing",
+        "flags bit 2 set and the tree section ending before the window reach",
+        ErrorKind::Truncated,
+        declaring(None, reaching(0)),
+    ));
+    v.push(patch_vector(
+        "window-back-over-reach",
+        "a window reaching 8 MiB + 1 back in a patch that declares 8 MiB",
+        ErrorKind::Limit,
+        declaring(Some(8 << 20), reaching((8 << 20) + 1)),
+    ));
+    {
+        let mut p = PatchBytes::new(&delta_files_tree(&[4]));
+        p.body = reaching((4 << 20) + 1);
+        (p.segments, p.delta) = (1, 4);
+        v.push(patch_vector("window-back-over-base", "a window reaching 4 MiB + 1 back in a patch that declares no reach", ErrorKind::Limit, p.encode()));
+    }
+    v.push(patch_vector(
+        "window-back-over-produced",
+        "a first segment whose window reaches 5 bytes back (nothing produced yet), within the declared reach",
+        ErrorKind::Corrupt,
+        declaring(Some(8 << 20), reaching(5)),
+    ));
+
     // Links.
     // Links: any target is data (appliers never follow one), but it must be storable.
     v.push(patch_vector(

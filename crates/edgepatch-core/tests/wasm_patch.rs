@@ -387,5 +387,5 @@ fn refuses_a_normalized_form_that_is_not_wasm() {
 #[test]
 fn refuses_unknown_flags_still() {
     let p = parts();
-    p.refused(FLAGS | 4, &p.row(1, 0, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "unknown flags");
+    p.refused(FLAGS | 8, &p.row(1, 0, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "unknown flags");
 }

@@ -54,8 +54,8 @@ struct DeltaFiles {
 /// memory, not written) and not where a window segment could reach back into
 /// one (the bytes written are the file, not its normalized form, so the
 /// history cannot be read back). Such an apply resumes from an earlier point.
-fn can_resume_at(transformed: &[(u64, u64)], produced: u64) -> bool {
-    let reach = produced.saturating_sub(MAX_WINDOW_BACK);
+fn can_resume_at(transformed: &[(u64, u64)], produced: u64, window_back: u64) -> bool {
+    let reach = produced.saturating_sub(window_back);
     transformed.iter().all(|&(start, end)| start >= produced || end <= reach)
 }
 
@@ -197,7 +197,7 @@ impl PatchApplier {
             return Err(bad(format!("resume point {at:?} does not fit this patch ({delta_total} delta bytes, tree ends at byte {tree_end})")));
         }
         a.files.transformed = transformed_ranges(&a.tree);
-        if !can_resume_at(&a.files.transformed, at.new_offset) {
+        if !can_resume_at(&a.files.transformed, at.new_offset, a.tree.window_back()) {
             return Err(bad(format!(
                 "resume point {at:?} is inside a transformed wasm file or within a window's reach after one (never offered; docs/FORMAT.md §2.8)"
             )));
@@ -207,7 +207,8 @@ impl PatchApplier {
         // read back from the output (written and durable, not downloaded again).
         let (mut copies, mut done_before) = (Vec::new(), Vec::new());
         let mut start = 0u64;
-        let back_from = at.new_offset.saturating_sub(MAX_WINDOW_BACK);
+        // The history a later window segment may reach: the patch's reach (§2.6).
+        let back_from = at.new_offset.saturating_sub(a.tree.window_back());
         let mut history = vec![0u8; (at.new_offset - back_from) as usize];
         for (i, entry) in a.tree.entries.iter().enumerate() {
             let TreeEntryKind::File { executable, size, source, .. } = &entry.kind else {
@@ -314,7 +315,7 @@ impl PatchApplier {
             Expect::HeaderAndTree => read_fixed_header(&mut peek).map(|(_, _, comp)| comp),
             Expect::SegmentOrEnd => {
                 let delta = self.delta.as_ref().expect("delta stream after the tree");
-                read_segment_header(&mut peek, delta.segments, delta.produced, delta.reference_len).map(|s| s.map_or(0, |s| s.compressed_len()))
+                read_segment_header(&mut peek, delta.segments, delta.produced, delta.reference_len, delta.reach).map(|s| s.map_or(0, |s| s.compressed_len()))
             }
         };
         match body {
@@ -347,11 +348,11 @@ impl PatchApplier {
                     (self.hasher, self.offset) = input.into_state();
                     self.drain_segment(&mut delta, old, sink)?;
                     delta.check_segment_used_up()?;
-                    if can_resume_at(&self.files.transformed, delta.produced) {
+                    if can_resume_at(&self.files.transformed, delta.produced, delta.reach) {
                         self.resume_point = Some(ResumePoint { segments_done: delta.segments, patch_offset: self.offset, new_offset: delta.produced });
                     }
                 } else {
-                    read_segment_header(&mut input, delta.segments, delta.produced, delta.reference_len)?;
+                    read_segment_header(&mut input, delta.segments, delta.produced, delta.reference_len, delta.reach)?;
                     (self.hasher, self.offset) = input.into_state();
                     if self.files.open.is_some() || self.files.next < self.files.entries.len() {
                         return Err(Error::Corrupt { input: Input::Patch, offset: at, what: "delta stream ended before all files were produced".into() });

@@ -40,9 +40,13 @@ pub(super) struct DeltaStream {
     pub(super) old_data: Vec<u8>,
     /// Prefetched reference spans of the current ops segment: (start, end, offset in `old_data`).
     pub(super) prefetched: Vec<(u64, u64, usize)>,
-    /// The last MAX_WINDOW_BACK delta bytes produced (a ring), for window segments.
+    /// The last `reach` delta bytes produced (a ring), for window segments.
     /// Not kept during the last segment, which no window segment follows.
     pub(super) history: Vec<u8>,
+    /// How far back window segments may reach: the patch's declared reach,
+    /// else 4 MiB (`PatchTree::window_back`). The ring grows to it only as
+    /// bytes are produced.
+    pub(super) reach: u64,
     pub(super) cursor: u64,
     pub(super) copy_left: u64,
     pub(super) extra_left: u64,
@@ -82,6 +86,7 @@ impl DeltaStream {
             old_data: Vec::new(),
             prefetched: Vec::new(),
             history: Vec::new(),
+            reach: tree.window_back(),
             cursor: 0,
             copy_left: 0,
             extra_left: 0,
@@ -99,7 +104,7 @@ impl DeltaStream {
 
     pub(super) fn load_segment<R: Read, O: OldBuild>(&mut self, input: &mut PatchInput<R>, old: &mut O, tree: &PatchTree) -> Result<()> {
         self.segment_at = input.offset();
-        let segment = read_segment_header(input, self.segments, self.produced, self.reference_len)?.ok_or_else(|| Error::Truncated {
+        let segment = read_segment_header(input, self.segments, self.produced, self.reference_len, self.reach)?.ok_or_else(|| Error::Truncated {
             input: Input::Patch,
             offset: self.segment_at,
             what: "delta stream ended before all files were produced".into(),
@@ -127,7 +132,12 @@ impl DeltaStream {
                     resize_exact(&mut window, len);
                 }
                 window.truncate(len);
-                let mut filled = 0;
+                // The window (§2.6): back bytes beyond the last BASE_WINDOW_BACK,
+                // the spans, then the last BASE_WINDOW_BACK back bytes.
+                let back = w.back_len as usize;
+                let near = back.min(BASE_WINDOW_BACK as usize);
+                self.copy_history(back, near, &mut window[..back - near]);
+                let mut filled = back - near;
                 for &(start, len) in &w.spans {
                     self.cursor = start;
                     while self.cursor < start + len {
@@ -137,19 +147,7 @@ impl DeltaStream {
                         self.cursor += n as u64;
                     }
                 }
-                let back = w.back_len as usize;
-                if back > 0 {
-                    let ring = MAX_WINDOW_BACK as usize;
-                    let end = (self.produced % MAX_WINDOW_BACK) as usize;
-                    let dst = &mut window[filled..filled + back];
-                    if back <= end {
-                        dst.copy_from_slice(&self.history[end - back..end]);
-                    } else {
-                        let wrap = back - end;
-                        dst[..wrap].copy_from_slice(&self.history[ring - wrap..]);
-                        dst[wrap..].copy_from_slice(&self.history[..end]);
-                    }
-                }
+                self.copy_history(near, 0, &mut window[filled..filled + near]);
                 self.old_data = window;
                 resize_exact(&mut self.comp, w.comp_len as usize);
                 input.exact(&mut self.comp, "window segment frame")?;
@@ -263,18 +261,37 @@ impl DeltaStream {
         Ok(())
     }
 
-    /// Counts produced bytes and keeps the last MAX_WINDOW_BACK of them for
-    /// later window segments.
+    /// Copies the produced bytes from `from` bytes back to `to` bytes back
+    /// (`from >= to`, `from` within the ring's reach) into `dst`.
+    fn copy_history(&self, from: usize, to: usize, dst: &mut [u8]) {
+        debug_assert_eq!(dst.len(), from - to);
+        if from == to {
+            return;
+        }
+        let ring = self.history.len();
+        // Where the produced bytes end in the ring, and where the slice starts.
+        let end = (self.produced % ring as u64) as usize;
+        let start = (end + ring - from) % ring;
+        let first = dst.len().min(ring - start);
+        dst[..first].copy_from_slice(&self.history[start..start + first]);
+        let rest = dst.len() - first;
+        dst[first..].copy_from_slice(&self.history[..rest]);
+    }
+
+    /// Counts produced bytes and keeps the last `reach` of them for later
+    /// window segments.
     pub(super) fn remember(&mut self, data: &[u8]) {
         if !self.keep_history {
             self.produced += data.len() as u64;
             return;
         }
-        let ring = MAX_WINDOW_BACK as usize;
+        let ring = self.reach as usize;
         let mut data = data;
         if self.history.len() < ring {
             // Grow with the output rather than zero-filling the whole ring up
-            // front: a small build never touches (or page-faults in) 4 MiB.
+            // front: a small build never touches (or page-faults in) the reach.
+            // (A doubling growth would cost up to twice the reach in a wasm
+            // linear memory, which never shrinks; exact is at most the reach.)
             self.history.reserve_exact(ring - self.history.len());
             if self.produced == self.history.len() as u64 {
                 let n = data.len().min(ring - self.history.len());
@@ -288,7 +305,7 @@ impl DeltaStream {
                 self.history.resize(ring, 0);
             }
         }
-        let mut at = (self.produced % MAX_WINDOW_BACK) as usize;
+        let mut at = (self.produced % self.reach) as usize;
         self.produced += data.len() as u64;
         if data.len() > ring {
             at = (at + data.len() - ring) % ring;

@@ -149,7 +149,7 @@ pub(super) fn read_fixed_header<R: Read>(input: &mut PatchInput<R>) -> Result<(u
     }
     input.exact(&mut v, "flags")?;
     let flags = u16::from_le_bytes(v);
-    if flags & !(FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM) != 0 {
+    if flags & !(FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM | FLAG_WINDOW_REACH) != 0 {
         return Err(Error::Corrupt { input: Input::Patch, offset: 10, what: format!("unknown flags {flags:#x}") });
     }
     let at = input.offset();
@@ -165,8 +165,15 @@ pub(super) fn read_fixed_header<R: Read>(input: &mut PatchInput<R>) -> Result<(u
 }
 
 /// Reads the next segment header, or None at the end marker (whose counts are checked).
-pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_so_far: u64, produced: u64, reference_len: u64) -> Result<Option<Segment>> {
-    // `produced`: delta bytes before this segment, which bounds how far back a window may reach.
+/// `produced`: delta bytes before this segment; `reach`: the patch's window
+/// reach (`PatchTree::window_back`); both bound how far back a window may reach.
+pub(crate) fn read_segment_header<R: Read>(
+    input: &mut PatchInput<R>,
+    segments_so_far: u64,
+    produced: u64,
+    reference_len: u64,
+    reach: u64,
+) -> Result<Option<Segment>> {
     let at = input.offset();
     let corrupt = |what: String| Error::Corrupt { input: Input::Patch, offset: at, what };
     let limit = |what: String| Error::Limit { input: Input::Patch, offset: at, what };
@@ -214,14 +221,12 @@ pub(crate) fn read_segment_header<R: Read>(input: &mut PatchInput<R>, segments_s
                 end = stop;
             }
             let back_len = input.varint("window back length")?;
-            if back_len > MAX_WINDOW_BACK {
-                return Err(limit(format!("window reaches {back_len} bytes back, above the limit {MAX_WINDOW_BACK}")));
+            if back_len > reach {
+                let declared = if reach > BASE_WINDOW_BACK { "the patch's declared reach" } else { "the reach of a patch that declares none" };
+                return Err(limit(format!("window reaches {back_len} bytes back, above {declared} ({reach})")));
             }
             if back_len > produced {
-                return Err(corrupt(format!(
-                    "window reaches {back_len} bytes back, more than {} available (limit {MAX_WINDOW_BACK})",
-                    produced.min(MAX_WINDOW_BACK)
-                )));
+                return Err(corrupt(format!("window reaches {back_len} bytes back, more than the {produced} delta bytes produced before it")));
             }
             let comp_len = input.varint("window segment compressed size")?;
             if comp_len == 0 || comp_len > new_len + new_len / 64 + 1024 {

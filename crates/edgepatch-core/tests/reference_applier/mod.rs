@@ -27,7 +27,9 @@ const MAX_SEGMENT: u64 = 16 * MIB;
 const MAX_CONTROL: u64 = 32 * MIB;
 const MAX_SPANS: u64 = 65536;
 const MAX_SPAN_BYTES: u64 = 8 * MIB;
-const MAX_BACK: u64 = 4 * MIB;
+/// A window's back reach without a declared reach, and the most a patch may declare (§2.6).
+const BASE_BACK: u64 = 4 * MIB;
+const MAX_BACK: u64 = 16 * MIB;
 // §2.8 limits.
 const MAX_WASM: u64 = 64 * MIB;
 const MAX_SIDE: u64 = 4 * MIB;
@@ -213,11 +215,12 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
         return Err(format!("version {version}"));
     }
     let flags = u16::from_le_bytes(r.take(2)?.try_into().unwrap());
-    if flags > 3 {
+    if flags > 7 {
         return Err("unknown flags".into());
     }
     let single = flags & 1 == 1;
     let has_transforms = flags & 2 == 2;
+    let declares_reach = flags & 4 == 4;
     if single != old.is_single_file() {
         return Err("single-file patch for a tree or the reverse".into());
     }
@@ -348,8 +351,18 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
             transformed.insert(i, (size, t.take(side_len)?.to_vec()));
         }
     }
+    // §2.6: the window reach, when declared.
+    let reach = if declares_reach {
+        let reach = t.varint()?;
+        if reach <= BASE_BACK || reach > MAX_BACK {
+            return Err("window reach".into());
+        }
+        reach
+    } else {
+        BASE_BACK
+    };
     if !t.done() {
-        return Err("bytes after the files digest (or the transform table)".into());
+        return Err("bytes after the files digest (or the transform table, or the window reach)".into());
     }
 
     // The new tree: kept old entries merged with the named ones.
@@ -467,7 +480,7 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
                     return Err("window segment size".into());
                 }
                 let spans = r.at_most(MAX_SPANS, "spans")?;
-                let mut window = Vec::new();
+                let mut old_spans = Vec::new();
                 let mut end = 0u64;
                 for _ in 0..spans {
                     let start = end.checked_add(r.varint()?).ok_or("span overflows")?;
@@ -476,16 +489,21 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
                     if len == 0 || end > reference.len() as u64 {
                         return Err("span outside the reference".into());
                     }
-                    window.extend_from_slice(&reference[start as usize..end as usize]);
-                    if window.len() as u64 > MAX_SPAN_BYTES {
+                    old_spans.extend_from_slice(&reference[start as usize..end as usize]);
+                    if old_spans.len() as u64 > MAX_SPAN_BYTES {
                         return Err("spans over 8 MiB".into());
                     }
                 }
                 let back = r.varint()?;
-                if back > MAX_BACK || back > delta.len() as u64 {
+                if back > reach || back > delta.len() as u64 {
                     return Err("back_len".into());
                 }
-                window.extend_from_slice(&delta[delta.len() - back as usize..]);
+                // The back bytes beyond the last 4 MiB, the spans, the last 4 MiB.
+                let back_start = delta.len() - back as usize;
+                let near_start = delta.len() - back.min(BASE_BACK) as usize;
+                let mut window = delta[back_start..near_start].to_vec();
+                window.extend_from_slice(&old_spans);
+                window.extend_from_slice(&delta[near_start..]);
                 let comp = r.varint()?;
                 if comp == 0 || comp > new_len + new_len / 64 + 1024 {
                     return Err("window frame size".into());
