@@ -14,6 +14,7 @@ use std::sync::Mutex;
 
 use crate::build::{Build, EntryContent};
 use crate::error::{Error, Result};
+use crate::generate::is_text_segment;
 use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
 use crate::patch_format::*;
 use crate::wire::put_varint;
@@ -447,7 +448,12 @@ fn encode_segments(
             eprintln!("segment {i}: matched in {:.2}s", t.elapsed().as_secs_f64());
         }
         let t = timing.then(std::time::Instant::now);
-        let before = &new_stream[(i * seg).saturating_sub(opts.window_reach as usize)..i * seg];
+        // Only text reaches past the base: that is where files of a build repeat each other's
+        // changes megabytes apart (bundles and their sources), and a binary segment's extra
+        // window trial doubled the diff's CPU on freedoom2-wad and concat-101mib for nothing
+        // kept (BENCHMARKS.md, "Trees: window segments reaching further back").
+        let reach = if is_text_segment(part) { opts.window_reach } else { opts.window_reach.min(BASE_WINDOW_BACK) };
+        let before = &new_stream[(i * seg).saturating_sub(reach as usize)..i * seg];
         let (lo, hi) = ((i * seg) as u64, ((i + 1) * seg).min(new_stream.len()) as u64);
         // The old versions of the files this segment holds (any part of).
         let whole: Vec<(u64, u64)> = hints.iter().filter(|h| h.new_start < hi && h.new_end > lo).filter_map(|h| h.old).collect();

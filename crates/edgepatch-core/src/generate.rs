@@ -922,7 +922,7 @@ type CopiedSpan = (u64, u64, u64);
 
 /// Whether `new` is text: at least `TEXT_MIN_PRINTABLE_PERCENT` of its bytes printable ASCII,
 /// tab, CR or LF.
-fn is_text_segment(new: &[u8]) -> bool {
+pub(crate) fn is_text_segment(new: &[u8]) -> bool {
     let printable = new.iter().filter(|&&b| matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e)).count() as u64;
     !new.is_empty() && printable * 100 >= new.len() as u64 * TEXT_MIN_PRINTABLE_PERCENT
 }
