@@ -7,6 +7,9 @@
 //! Worker does not use: a larger old budget (a cap: plans grow past 8 MiB only where the
 //! block matches cover more) and deep text windows (the in-memory diff's search for text,
 //! ~100 MB of zstd tables). The patch streams to a temporary file renamed into place.
+//! With `--threads` over 1, runs of segments are made on that many threads by step
+//! generators (`start_at`, as the Worker's fan-out steps) and written in order: the same
+//! bytes as one pass, in about the threads' multiple of one thread's memory.
 //! Used for builds too large for the in-memory diff (which holds both builds and a suffix
 //! array over all old data: about 7x the old build's size, at most 2 GiB of old data).
 //!
@@ -18,13 +21,14 @@
 //! BENCHMARKS.md, "Generator: the wasm transform"), freed before the segments start; so the
 //! bound is the larger of the segment budget and that. `--no-wasm-transform` skips it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
 
 use edgepatch_core::diff::DiffStats;
-use edgepatch_core::generate::{drive, PatchGenerator, WasmTransform};
+use edgepatch_core::generate::{drive, ByteRange, FileForm, PatchGenerator, WasmTransform};
 use edgepatch_core::patch_format::MAX_WASM_TRANSFORM_BYTES;
 use edgepatch_core::signature::{Signature, SignedKind, DEFAULT_BLOCK_SIZE};
 use edgepatch_core::{Error, Input};
@@ -151,11 +155,17 @@ pub struct BoundedOptions {
     pub old_budget: u64,
     /// Search text windows as the in-memory diff does (`PatchGenerator::set_deep_text_windows`).
     pub deep_text_windows: bool,
+    /// Segments encoded at once (each thread holds one segment's memory).
+    pub threads: usize,
 }
+
+/// Segments a thread takes at a time: one step generator started per run (`start_at`, which
+/// reads the segment before as history), so longer runs read less twice.
+const SEGMENTS_PER_RUN: u64 = 4;
 
 /// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does.
 pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions, progress: &dyn Fn(u64)) -> Result<DiffStats, String> {
-    let BoundedOptions { level, wasm_transform, old_budget, deep_text_windows } = *opts;
+    let BoundedOptions { level, wasm_transform, old_budget, deep_text_windows, threads } = *opts;
     let old_sig = sign_path(old, DEFAULT_BLOCK_SIZE).map_err(|e| format!("old: {e}"))?;
     let new_sig = sign_path(new, DEFAULT_BLOCK_SIZE).map_err(|e| format!("new: {e}"))?;
     let name = patch.file_name().ok_or("patch path has no file name")?;
@@ -166,29 +176,36 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
             normalize_modules(old, new, &old_sig, &new_sig, &tmp, &mut modules)?;
         }
         let mut out = io::BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?);
-        let (mut old_files, mut new_files) = (RangeReader::new(old, Input::OldBuild), RangeReader::new(new, Input::NewBuild));
         let mut normalized_files: HashMap<String, File> = HashMap::new();
         for m in &modules {
             let f = File::open(&m.file).map_err(|e| format!("{}: {e}", m.file.display()))?;
             normalized_files.insert(m.transform.path().to_string(), f);
         }
-        let mut read_normalized = |path: &str, offset: u64, buf: &mut [u8]| -> edgepatch_core::Result<()> {
-            let f = normalized_files.get(path).ok_or_else(|| Error::Invalid(format!("no normalized form of {path:?}")))?;
-            platform::read_exact_at(f, buf, offset)
-                .map_err(|e| Error::Io { input: Input::NewBuild, source: io::Error::new(e.kind(), format!("normalized form of {path:?}: {e}")) })
+        // Every generator of the patch (the one pass, or the assembler and each run's step)
+        // is set up alike.
+        let make = || -> edgepatch_core::Result<PatchGenerator> {
+            let mut g = PatchGenerator::new(Some(&old_sig), &new_sig, level)?;
+            for m in &modules {
+                g.add_wasm_transform(m.transform.clone())?;
+            }
+            g.set_old_budget(old_budget)?;
+            g.set_deep_text_windows(deep_text_windows);
+            Ok(g)
         };
-        let mut g = PatchGenerator::new(Some(&old_sig), &new_sig, level).map_err(|e| e.to_string())?;
-        for m in &modules {
-            g.add_wasm_transform(m.transform.clone()).map_err(|e| e.to_string())?;
-        }
-        g.set_old_budget(old_budget).map_err(|e| e.to_string())?;
-        g.set_deep_text_windows(deep_text_windows);
+        let builds = Builds { old, new, normalized: &normalized_files };
         let mut written = 0u64;
-        let g = drive(g, &mut |p, o, b| old_files.read(p, o, b), &mut |p, o, b| new_files.read(p, o, b), &mut read_normalized, &mut |bytes| {
+        let mut write = |bytes: &[u8]| -> edgepatch_core::Result<()> {
             written += bytes.len() as u64;
             progress(written);
             out.write_all(bytes).map_err(|e| Error::Output { path: tmp.display().to_string(), source: e })
-        })
+        };
+        let g = make().map_err(|e| e.to_string())?;
+        let g = if threads <= 1 || g.segment_count() <= 1 {
+            let (mut old_files, mut new_files) = builds.readers();
+            drive(g, &mut |p, o, b| old_files.read(p, o, b), &mut |p, o, b| new_files.read(p, o, b), &mut |p, o, b| builds.read_normalized(p, o, b), &mut write)
+        } else {
+            drive_parallel(g, &make, &builds, threads, &mut write)
+        }
         .map_err(|e| e.to_string())?;
         let file = out.into_inner().map_err(|e| format!("{}: {e}", tmp.display()))?;
         file.sync_all().map_err(|e| format!("{}: {e}", tmp.display()))?;
@@ -202,4 +219,152 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
         let _ = std::fs::remove_file(&m.file);
     }
     result
+}
+
+/// Where the generator's ranges are read from: the two builds and the new modules'
+/// normalized forms (by path).
+struct Builds<'a> {
+    old: &'a Path,
+    new: &'a Path,
+    normalized: &'a HashMap<String, File>,
+}
+
+impl Builds<'_> {
+    /// One thread's open files of the old and the new build.
+    fn readers(&self) -> (RangeReader, RangeReader) {
+        (RangeReader::new(self.old, Input::OldBuild), RangeReader::new(self.new, Input::NewBuild))
+    }
+
+    fn read_normalized(&self, path: &str, offset: u64, buf: &mut [u8]) -> edgepatch_core::Result<()> {
+        let f = self.normalized.get(path).ok_or_else(|| Error::Invalid(format!("no normalized form of {path:?}")))?;
+        platform::read_exact_at(f, buf, offset)
+            .map_err(|e| Error::Io { input: Input::NewBuild, source: io::Error::new(e.kind(), format!("normalized form of {path:?}: {e}")) })
+    }
+
+    /// The bytes of `ranges`, concatenated (new ranges may be of a normalized form).
+    fn read_all(&self, ranges: &[ByteRange], files: &mut RangeReader) -> edgepatch_core::Result<Vec<u8>> {
+        let mut buf = vec![0u8; ranges.iter().map(|r| r.len as usize).sum()];
+        let mut at = 0;
+        for r in ranges {
+            let piece = &mut buf[at..at + r.len as usize];
+            match r.form {
+                FileForm::Normalized => self.read_normalized(&r.path, r.offset, piece)?,
+                FileForm::AsIs => files.read(&r.path, r.offset, piece)?,
+            }
+            at += r.len as usize;
+        }
+        Ok(buf)
+    }
+}
+
+/// What the threads of `drive_parallel` share: segments made and not yet written, and how far
+/// the writing got.
+#[derive(Default)]
+struct Progress {
+    made: BTreeMap<u64, Vec<u8>>,
+    /// The next run a thread takes, and the next segment written.
+    next_run: u64,
+    written: u64,
+    /// A thread's error (the first), and whether the threads are to stop.
+    failure: Option<Error>,
+    stop: bool,
+}
+
+/// `drive` on `threads` threads: each takes the next run of `SEGMENTS_PER_RUN` segments and
+/// makes them with a step generator (`start_at`: byte for byte what one pass makes); this
+/// thread writes them in order through `assembler` (`absorb_segment`), which makes the end.
+/// Threads run at most `threads + 1` runs ahead of the writing, so memory stays bounded:
+/// each thread one segment's, plus the finished segments waiting their turn.
+fn drive_parallel(
+    mut assembler: PatchGenerator,
+    make: &(dyn Fn() -> edgepatch_core::Result<PatchGenerator> + Sync),
+    builds: &Builds,
+    threads: usize,
+    write: &mut dyn FnMut(&[u8]) -> edgepatch_core::Result<()>,
+) -> edgepatch_core::Result<PatchGenerator> {
+    write(&assembler.header()?)?;
+    let count = assembler.segment_count();
+    let runs = count.div_ceil(SEGMENTS_PER_RUN);
+    let ahead = threads as u64 + 1;
+    let shared = Mutex::new(Progress::default());
+    let changed = Condvar::new();
+    let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
+    let stop = |failure: Option<Error>| {
+        let mut p = lock();
+        p.stop = true;
+        if p.failure.is_none() {
+            p.failure = failure;
+        }
+        changed.notify_all();
+    };
+    let make_run = |run: u64, files: &mut (RangeReader, RangeReader)| -> edgepatch_core::Result<()> {
+        let (first, end) = (run * SEGMENTS_PER_RUN, ((run + 1) * SEGMENTS_PER_RUN).min(count));
+        let mut g = make()?;
+        let history = if first == 0 { Vec::new() } else { builds.read_all(&g.new_ranges(first - 1)?, &mut files.1)? };
+        g.start_at(first, &history)?;
+        drop(history);
+        for i in first..end {
+            let new_bytes = builds.read_all(&g.new_ranges(i)?, &mut files.1)?;
+            let old_ranges = g.plan_segment(i, &new_bytes)?;
+            let old_bytes = builds.read_all(&old_ranges, &mut files.0)?;
+            let bytes = g.encode_segment(i, &new_bytes, old_bytes)?;
+            let mut p = lock();
+            if p.stop {
+                return Ok(());
+            }
+            p.made.insert(i, bytes);
+            changed.notify_all();
+        }
+        Ok(())
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut files = builds.readers();
+                loop {
+                    let run = {
+                        let mut p = lock();
+                        while !p.stop && p.next_run < runs && p.next_run * SEGMENTS_PER_RUN >= p.written + ahead * SEGMENTS_PER_RUN {
+                            p = changed.wait(p).unwrap_or_else(|p| p.into_inner());
+                        }
+                        if p.stop || p.next_run >= runs {
+                            return;
+                        }
+                        p.next_run += 1;
+                        p.next_run - 1
+                    };
+                    if let Err(e) = make_run(run, &mut files) {
+                        return stop(Some(e));
+                    }
+                }
+            });
+        }
+        let result = (|| {
+            for i in 0..count {
+                let bytes = {
+                    let mut p = lock();
+                    loop {
+                        if let Some(e) = p.failure.take() {
+                            return Err(e);
+                        }
+                        if let Some(bytes) = p.made.remove(&i) {
+                            break bytes;
+                        }
+                        p = changed.wait(p).unwrap_or_else(|p| p.into_inner());
+                    }
+                };
+                assembler.absorb_segment(i, &bytes)?;
+                write(&bytes)?;
+                let mut p = lock();
+                p.written = i + 1;
+                changed.notify_all();
+            }
+            Ok(())
+        })();
+        // Whatever happened, the threads end before the scope does.
+        stop(None);
+        result
+    })?;
+    write(&assembler.finish()?)?;
+    Ok(assembler)
 }

@@ -373,6 +373,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                     wasm_transform: !*no_wasm_transform,
                     old_budget: *old_budget << 20,
                     deep_text_windows: !*worker_text_windows,
+                    threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
                 };
                 let stats = bounded_diff::diff_bounded(old, new, patch, &opts, &|n| bar.set_position(n))?;
                 bar.finish_and_clear();

@@ -1,5 +1,6 @@
 //! `diff --bounded --old-budget`: a larger budget reaches old data the Worker's 8 MiB plan
-//! leaves out; out-of-range budgets are refused; every patch applies back byte-exact.
+//! leaves out; out-of-range budgets are refused; threads make the one-pass patch; every patch
+//! applies back byte-exact.
 
 use std::fs;
 
@@ -40,4 +41,40 @@ fn old_budget_reaches_further_and_is_checked() {
         let out = edgepatch(&[&"diff", &"--bounded", &"--old-budget", &bad, &old_path, &new_path, &tmp.path().join("bad.patch")]);
         assert!(!out.status.success(), "--old-budget {bad} accepted");
     }
+}
+
+#[test]
+fn threads_make_the_one_pass_patch_byte_for_byte() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (old_dir, new_dir) = (tmp.path().join("old"), tmp.path().join("new"));
+    fs::create_dir_all(&old_dir).unwrap();
+    fs::create_dir_all(&new_dir).unwrap();
+    // 11 segments of 4 MiB: three runs of four, the last shorter. Every file changes a little
+    // and a text file repeats another's changes, so segments copy, window and reach back.
+    for k in 0..5u64 {
+        let old = noise(10 + k, 8 << 20);
+        let mut new = old.clone();
+        for at in (1000..new.len()).step_by(300_007) {
+            new[at] ^= 0x5a;
+        }
+        new.extend_from_slice(&noise(20 + k, 100_000));
+        fs::write(old_dir.join(format!("data{k}.bin")), &old).unwrap();
+        fs::write(new_dir.join(format!("data{k}.bin")), &new).unwrap();
+    }
+    let text = |v: u32| (0..40_000).map(|i| format!("export function f{i}() {{ return {} + {v}; }}\n", i * 7)).collect::<String>();
+    fs::write(old_dir.join("bundle.js"), text(1)).unwrap();
+    fs::write(new_dir.join("bundle.js"), text(2)).unwrap();
+    let mut patches = Vec::new();
+    for threads in ["1", "3"] {
+        let (patch, out) = (tmp.path().join(format!("{threads}.patch")), tmp.path().join(format!("{threads}.out")));
+        ok(edgepatch(&[&"diff", &"--bounded", &"--threads", &threads, &old_dir, &new_dir, &patch]));
+        ok(edgepatch(&[&"apply", &old_dir, &patch, &out]));
+        for entry in fs::read_dir(&new_dir).unwrap() {
+            let name = entry.unwrap().file_name();
+            assert!(fs::read(new_dir.join(&name)).unwrap() == fs::read(out.join(&name)).unwrap(), "{threads} threads: {name:?} applied back");
+        }
+        patches.push(fs::read(&patch).unwrap());
+    }
+    assert!(patches[0].len() < 2_000_000, "patch of {} bytes", patches[0].len());
+    assert!(patches[0] == patches[1], "1 thread: {} bytes, 3 threads: {} bytes", patches[0].len(), patches[1].len());
 }
