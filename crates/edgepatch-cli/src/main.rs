@@ -674,6 +674,7 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
             "kept": info.tree.kept(), "files": files, "copied": copies, "delta_files": deltas, "symlinks": links, "directories": dirs,
             "old_files": info.tree.old_table.len(), "reference_files": info.tree.old_table.iter().filter(|f| f.1).count(), "delta_bytes": info.tree.delta_bytes(),
             "wasm_transformed": info.tree.transforms.len(), "wasm_side_info_bytes": info.tree.transforms.iter().map(|t| t.side_info.len()).sum::<usize>(),
+            "window_reach": info.tree.window_back(), "window_reach_declared": info.tree.window_reach.is_some(),
             "compressed": { "control": ctrl, "diff": diff, "extra": extra, "window": window }, "segments": segments })
         );
     } else {
@@ -695,6 +696,11 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
             info.tree.delta_bytes(),
             info.layout.segments.len()
         );
+        // What an applier keeps of the produced delta bytes (docs/FORMAT.md §2.6).
+        match info.tree.window_reach {
+            Some(reach) => println!("window segments reach back {reach} bytes (declared; an applier keeps that much of the delta stream)"),
+            None => println!("window segments reach back at most {} bytes (the base reach)", info.tree.window_back()),
+        }
         if !info.tree.transforms.is_empty() {
             println!(
                 "wasm modules stored normalized: {} (side info {} bytes before compression; docs/FORMAT.md §2.8)",

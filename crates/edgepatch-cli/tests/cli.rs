@@ -52,6 +52,9 @@ fn tree_diff_apply_verify_round_trip() {
     assert!(ok(edgepatch(&[&"verify", &out, &sig])).contains("match"));
     let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
     assert_eq!(info["format_version"], edgepatch_core::patch_format::PATCH_VERSION);
+    // A small build's windows stay within the base reach, which the patch does not declare.
+    assert_eq!(info["window_reach"], edgepatch_core::patch_format::BASE_WINDOW_BACK, "{info}");
+    assert_eq!(info["window_reach_declared"], false, "{info}");
     let manifest = tmp.path().join("p.manifest");
     let m: serde_json::Value =
         serde_json::from_str(&ok(edgepatch(&[&"--json", &"manifest", &patch, &manifest, &"--old", &v1, &"--new", &v2, &"--from", &"v1", &"--to", &"v2"])))
