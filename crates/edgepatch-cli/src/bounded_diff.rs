@@ -15,7 +15,7 @@
 //!
 //! wasm modules are the exception to "ranges only": a changed module whose new and old
 //! versions (same path) are at most `WASM_TRANSFORM_CAP` bytes each is read whole, one module
-//! at a time, to make its normalized form (docs/FORMAT.md §2.8), which goes to a temporary
+//! at a time, to make its normalized form (docs/FORMAT.md §2.8), which goes to an unnamed temporary
 //! file the generator then reads by range. That phase holds the old and new module, the
 //! normalized form and the transform's tables (about 4x the module: 14 MB modules measured in
 //! BENCHMARKS.md, "Generator: the wasm transform"), freed before the segments start; so the
@@ -85,23 +85,17 @@ impl RangeReader {
 pub const WASM_TRANSFORM_CAP: u64 = MAX_WASM_TRANSFORM_BYTES;
 
 /// A changed wasm module stored normalized: its transform and the temporary file holding
-/// its normalized form.
+/// its normalized form (unnamed, beside the patch: the system removes it when it is closed,
+/// also when the diff is killed).
 struct NormalizedModule {
     transform: WasmTransform,
-    file: PathBuf,
+    file: File,
 }
 
 /// The transforms of the changed wasm modules of `new` (each against the old file at its
 /// path, both at most `WASM_TRANSFORM_CAP` bytes), their normalized forms written to files
-/// named from `tmp_base`. Modules are read whole, one at a time.
-fn normalize_modules(
-    old: &Path,
-    new: &Path,
-    old_sig: &Signature,
-    new_sig: &Signature,
-    tmp_base: &Path,
-    made: &mut Vec<NormalizedModule>,
-) -> Result<(), String> {
+/// in unnamed temporary files in `tmp_dir`. Modules are read whole, one at a time.
+fn normalize_modules(old: &Path, new: &Path, old_sig: &Signature, new_sig: &Signature, tmp_dir: &Path, made: &mut Vec<NormalizedModule>) -> Result<(), String> {
     let files = |s: &Signature| -> HashMap<String, (u64, [u8; 32])> {
         s.entries
             .iter()
@@ -137,8 +131,8 @@ fn normalize_modules(
         }
         // Owned: each module is freed as soon as the transform is done with it.
         let Some((transform, normalized)) = WasmTransform::prepare_owned(&e.path, old_bytes, new_bytes) else { continue };
-        let file = tmp_base.with_file_name(format!("{}.wasm{}", tmp_base.file_name().unwrap_or_default().to_string_lossy(), made.len()));
-        std::fs::write(&file, &normalized).map_err(|e| format!("{}: {e}", file.display()))?;
+        let mut file = tempfile::tempfile_in(tmp_dir).map_err(|e| format!("a temporary file in {}: {e}", tmp_dir.display()))?;
+        file.write_all(&normalized).map_err(|err| format!("normalized form of {}: {err}", e.path))?;
         made.push(NormalizedModule { transform, file });
     }
     Ok(())
@@ -170,23 +164,21 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
     let new_sig = sign_path(new, DEFAULT_BLOCK_SIZE).map_err(|e| format!("new: {e}"))?;
     let name = patch.file_name().ok_or("patch path has no file name")?;
     let tmp = patch.with_file_name(format!(".{}.edgepatch-tmp-{}", name.to_string_lossy(), std::process::id()));
-    let mut modules = Vec::new();
     let result = (|| {
+        let mut modules = Vec::new();
         if wasm_transform {
-            normalize_modules(old, new, &old_sig, &new_sig, &tmp, &mut modules)?;
+            let dir = patch.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            normalize_modules(old, new, &old_sig, &new_sig, dir, &mut modules)?;
         }
         let mut out = io::BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?);
-        let mut normalized_files: HashMap<String, File> = HashMap::new();
-        for m in &modules {
-            let f = File::open(&m.file).map_err(|e| format!("{}: {e}", m.file.display()))?;
-            normalized_files.insert(m.transform.path().to_string(), f);
-        }
+        let (modules, normalized_files): (Vec<WasmTransform>, HashMap<String, File>) =
+            modules.into_iter().map(|m| (m.transform.clone(), (m.transform.path().to_string(), m.file))).unzip();
         // Every generator of the patch (the one pass, or the assembler and each run's step)
         // is set up alike.
         let make = || -> edgepatch_core::Result<PatchGenerator> {
             let mut g = PatchGenerator::new(Some(&old_sig), &new_sig, level)?;
-            for m in &modules {
-                g.add_wasm_transform(m.transform.clone())?;
+            for t in &modules {
+                g.add_wasm_transform(t.clone())?;
             }
             g.set_old_budget(old_budget)?;
             g.set_deep_text_windows(deep_text_windows);
@@ -214,9 +206,6 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
-    }
-    for m in &modules {
-        let _ = std::fs::remove_file(&m.file);
     }
     result
 }
