@@ -4,7 +4,7 @@
 // a WebSocket), not estimated from our own buffers.
 //
 //   source worker/scripts/node22.sh && cargo build --release --bin edgepatch
-//   node bench/worker_memory.mjs [--pair freedoom2-wad] [--corpus DIR]
+//   node bench/worker_memory.mjs [--pair freedoom2-wad|three-tree] [--corpus DIR]
 //        [--port 8801] [--inspector-port 9301] [--interval-ms 25] [--step-segments N]
 //
 // Starts `wrangler dev` on loopback (fresh local state, --inspector-port), publishes the
@@ -28,7 +28,7 @@
 // R2/cache simulators and all other isolates). Bounded (8 minutes), loopback only; the wrangler
 // process group it starts is ended however it exits.
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -162,11 +162,24 @@ export function cpuSeconds(pids) {
   return ticks / TICKS;
 }
 
+/** Bytes of the regular files under `dir` (symlinks not followed). */
+function treeBytes(dir) {
+  let total = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    if (e.isDirectory()) total += treeBytes(join(dir, e.name));
+    else if (e.isFile()) total += statSync(join(dir, e.name)).size;
+  }
+  return total;
+}
+
 // Run as a script (bench/fanout.mjs imports the reader above).
 if (import.meta.url === pathToFileURL(process.argv[1]).href) process.exit(await main());
 
 async function main() {
-const pairDir = join(CORPUS, "pairs", PAIR);
+// A file pair (CORPUS/pairs/PAIR/{old,new}, published as a one-file build) or a tree
+// (CORPUS/trees/PAIR/{old,new}, published as it is).
+const tree = existsSync(join(CORPUS, "trees", PAIR, "new"));
+const pairDir = join(CORPUS, tree ? "trees" : "pairs", PAIR);
 for (const p of [join(pairDir, "old"), join(pairDir, "new"), BIN]) {
   if (!existsSync(p)) {
     console.error(`${p} missing (corpus: --corpus DIR; CLI: cargo build --release --bin edgepatch)`);
@@ -179,13 +192,20 @@ const work = mkdtempSync(join(tmpdir(), "edgepatch-memory-"));
 let session;
 let failed = false;
 try {
+  // A tree is published from where it is; a file from a directory of its own.
+  const builds = {};
   for (const v of ["old", "new"]) {
-    mkdirSync(join(work, v));
-    copyFileSync(join(pairDir, v), join(work, v, PAIR));
+    if (tree) {
+      builds[v] = realpathSync(join(pairDir, v));
+    } else {
+      builds[v] = join(work, v);
+      mkdirSync(builds[v]);
+      copyFileSync(join(pairDir, v), join(builds[v], PAIR));
+    }
   }
   const publish = (game) => {
     for (const v of ["old", "new"]) {
-      const r = spawnSync(BIN, ["publish", "--server", server.url, "--game", game, "--build", v, join(work, v)], { env: { ...process.env, EDGEPATCH_TOKEN: token }, encoding: "utf8" });
+      const r = spawnSync(BIN, ["publish", "--server", server.url, "--game", game, "--build", v, builds[v]], { env: { ...process.env, EDGEPATCH_TOKEN: token }, encoding: "utf8" });
       if (r.status !== 0) throw new Error(`publish ${game}/${v}: ${r.stderr}`);
     }
   };
@@ -225,7 +245,13 @@ try {
     await new Promise((r) => setTimeout(r, 500));
     polling = false;
     await poller;
-    const gens = await (await fetch(`${descUrl}/generations`, { headers: { Authorization: `Bearer ${token}` } })).json();
+    // Asked twice at most: right after a long generation the first request may stall under
+    // wrangler dev (worker/README.md, "Known issues"), as bench/worker_corpus.mjs does.
+    const askGenerations = async () => (await fetch(`${descUrl}/generations`, { headers: { Authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(60_000) })).json();
+    const gens = await askGenerations().catch((e) => {
+      console.error(`${game}: generations: ${e.message}; asking again`);
+      return askGenerations();
+    });
     const gaps = samples.slice(1).map((s, i) => s.t - samples[i].t);
     return { d, run: gens.runs[0], baseline, samples, longestGapMs: Math.max(...gaps) };
   }
@@ -253,7 +279,7 @@ try {
   // Every sample with the wasm memory at its final size (it only grows): an upper bound.
   const isolate = (s) => s.jsHeap + s.arrayBuffers + (s.embedder ?? 0) + (s.wasm === null && wasmInBacking ? 0 : wasm);
   const peakOf = (samples, f) => samples.reduce((best, s) => (f(s) > f(best) ? s : best), samples[0]);
-  const newBytes = statSync(join(pairDir, "new")).size;
+  const newBytes = tree ? treeBytes(realpathSync(join(pairDir, "new"))) : statSync(join(pairDir, "new")).size;
   console.log(`pair ${PAIR}: new ${(newBytes / 1e6).toFixed(1)} MB, patch ${allocated.d.patchSize} bytes, level ${allocated.run.level}, ${allocated.run.segments} segments`);
   const t = allocated.run.transform;
   if (t) console.log(`transform phase (worker/src/transform.ts): ${t.modules} module(s) normalized, ${t.untransformed} stored as they are, ${(t.bytesRead / 1e6).toFixed(1)} MB read whole, ${t.seconds.toFixed(1)} s, wasm memory after it ${mib(t.wasmMemoryBytes)} MiB`);
