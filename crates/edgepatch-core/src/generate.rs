@@ -488,7 +488,8 @@ impl PatchGenerator {
         // window form (one zstd frame over the spans and the recent new data) can only win
         // where the ops form leaves much unexplained: many short matches (text), or new bytes
         // that the old spans lack but the new build's previous 4 MiB (8 MiB for text where the
-        // patch declares it) may hold. It is tried only then (it costs most of a generation's CPU at high levels), and the smaller kept.
+        // patch declares it) may hold. It is tried only then (it costs most of a generation's
+        // CPU at high levels), and the smaller kept.
         // Timing only when asked: `Instant::now` panics on wasm32-unknown-unknown.
         let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
         let t = timing.then(std::time::Instant::now);
