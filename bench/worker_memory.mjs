@@ -239,14 +239,21 @@ try {
     }
     if (res.status !== 200) throw new Error(`descriptor: ${res.status} ${await res.text()}`);
     const d = await res.json();
-    const manifest = Buffer.from(await (await fetch(new URL(d.manifestUrl, descUrl), { headers })).arrayBuffer());
-    const patch = Buffer.from(await (await fetch(new URL(d.patchUrl, descUrl), { headers })).arrayBuffer());
+    // Each asked twice at most (60 s each): right after a long generation a request may stall
+    // under wrangler dev (worker/README.md, "Known issues"), as bench/worker_corpus.mjs does.
+    const getBytes = async (url) => {
+      const once = async () => Buffer.from(await (await fetch(url, { headers, signal: AbortSignal.timeout(60_000) })).arrayBuffer());
+      return once().catch((e) => {
+        console.error(`${game}: ${url}: ${e.message}; asking again`);
+        return once();
+      });
+    };
+    const manifest = await getBytes(new URL(d.manifestUrl, descUrl));
+    const patch = await getBytes(new URL(d.patchUrl, descUrl));
     if (manifest.length !== d.manifestSize || patch.length !== d.patchSize) throw new Error("manifest or patch size differs from the descriptor");
     await new Promise((r) => setTimeout(r, 500));
     polling = false;
     await poller;
-    // Asked twice at most: right after a long generation the first request may stall under
-    // wrangler dev (worker/README.md, "Known issues"), as bench/worker_corpus.mjs does.
     const askGenerations = async () => (await fetch(`${descUrl}/generations`, { headers: { Authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(60_000) })).json();
     const gens = await askGenerations().catch((e) => {
       console.error(`${game}: generations: ${e.message}; asking again`);
