@@ -232,10 +232,14 @@ try {
     const headers = { Authorization: `Bearer ${token}` };
     let res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) });
     // A fanned-out generation (--step-segments) answers 503 until its steps and assembly are done.
+    // A poll that stalls (wrangler dev, as below) is given up after 60 s and asked again.
     while (res.status === 503 && STEP_SEGMENTS !== null && Date.now() < DEADLINE) {
       await res.text();
       await new Promise((r) => setTimeout(r, 2000));
-      res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) });
+      res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(60_000) }).catch((e) => {
+        console.error(`${game}: descriptor: ${e.message}; asking again`);
+        return { status: 503, text: async () => "" };
+      });
     }
     if (res.status !== 200) throw new Error(`descriptor: ${res.status} ${await res.text()}`);
     const d = await res.json();
