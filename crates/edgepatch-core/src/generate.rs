@@ -407,6 +407,7 @@ impl PatchGenerator {
             return Err(invalid("header() called twice"));
         }
         let bytes = encode_header_and_tree(&self.tree, self.level)?;
+        self.reserve_history();
         self.header_done = true;
         Ok(self.emit(bytes))
     }
@@ -569,6 +570,14 @@ impl PatchGenerator {
         Ok(self.emit(out))
     }
 
+    /// Allocates the history at its full size once, before the first segment's buffers: grown
+    /// segment by segment, it landed between them and split the free memory a wasm linear
+    /// memory keeps (it never shrinks), which then grew for the next suffix array.
+    fn reserve_history(&mut self) {
+        let reach = (self.tree.window_back() as usize).min(self.new_total as usize);
+        self.history = Vec::with_capacity(reach);
+    }
+
     /// The segments whose new data a step started at segment `first` needs as its history:
     /// the one before `first`, or the two before where the patch declares
     /// `GENERATOR_TEXT_REACH` (fewer at the start).
@@ -604,7 +613,8 @@ impl PatchGenerator {
             return Err(invalid(format!("start_at({first}): {} history bytes given, segments {segments:?} have {want}", history.len())));
         }
         // Exactly what encode_segment would have kept after segment first - 1.
-        self.history = history[history.len().saturating_sub(self.tree.window_back() as usize)..].to_vec();
+        self.reserve_history();
+        self.history.extend_from_slice(&history[history.len().saturating_sub(self.tree.window_back() as usize)..]);
         self.header_done = true;
         self.step = true;
         self.next = first;
