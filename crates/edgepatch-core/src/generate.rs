@@ -571,8 +571,10 @@ impl PatchGenerator {
     }
 
     /// Allocates the history at its full size once, before the first segment's buffers: grown
-    /// segment by segment, it landed between them and split the free memory a wasm linear
-    /// memory keeps (it never shrinks), which then grew for the next suffix array.
+    /// segment by segment, it landed between their freed pieces, the next large allocations
+    /// found no piece big enough and the wasm memory (which never shrinks) grew: three-tree in
+    /// the Worker 91.8 MiB that way, 74.1 MiB this way (BENCHMARKS.md, "Generator: text windows
+    /// reaching 8 MiB").
     fn reserve_history(&mut self) {
         let reach = (self.tree.window_back() as usize).min(self.new_total as usize);
         self.history = Vec::with_capacity(reach);
