@@ -46,7 +46,7 @@ use crate::zstd_frame::{compress_frame, FrameSearch, LongDistance};
 mod wasm;
 pub use wasm::{normalize_for_patch, FileForm, WasmTransform, NORMALIZED_CHECK_CHUNK};
 
-/// New bytes per segment (the window's back reach is the same).
+/// New bytes per segment (and how far back binary segments' windows reach).
 pub const GENERATOR_SEGMENT: u64 = 4 << 20;
 // Binary segments' windows (and text segments' in a patch that declares no more) reach one
 // segment back: the base reach.
