@@ -230,7 +230,11 @@ try {
     const descUrl = `${server.url}/v1/games/${game}/updates/old/new`;
     // The owner's token: the pair is on no channel, so anonymous callers may not fetch it.
     const headers = { Authorization: `Bearer ${token}` };
-    let res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) });
+    let res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) }).catch((e) => {
+      if (STEP_SEGMENTS === null) throw e;
+      console.error(`${game}: descriptor: ${e.message}; asking again`);
+      return { status: 503, text: async () => "" };
+    });
     // A fanned-out generation (--step-segments) answers 503 until its steps and assembly are done.
     // A poll that stalls (wrangler dev, as below) is given up after 60 s and asked again.
     while (res.status === 503 && STEP_SEGMENTS !== null && Date.now() < DEADLINE) {
