@@ -230,7 +230,8 @@ try {
     const descUrl = `${server.url}/v1/games/${game}/updates/old/new`;
     // The owner's token: the pair is on no channel, so anonymous callers may not fetch it.
     const headers = { Authorization: `Bearer ${token}` };
-    let res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) }).catch((e) => {
+    const firstTimeout = STEP_SEGMENTS === null ? Math.max(1, DEADLINE - Date.now()) : 60_000;
+    let res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(firstTimeout) }).catch((e) => {
       if (STEP_SEGMENTS === null) throw e;
       console.error(`${game}: descriptor: ${e.message}; asking again`);
       return { status: 503, text: async () => "" };
