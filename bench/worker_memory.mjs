@@ -4,7 +4,7 @@
 // a WebSocket), not estimated from our own buffers.
 //
 //   source worker/scripts/node22.sh && cargo build --release --bin edgepatch
-//   node bench/worker_memory.mjs [--pair freedoom2-wad] [--corpus DIR]
+//   node bench/worker_memory.mjs [--pair freedoom2-wad|three-tree] [--corpus DIR]
 //        [--port 8801] [--inspector-port 9301] [--interval-ms 25] [--step-segments N]
 //
 // Starts `wrangler dev` on loopback (fresh local state, --inspector-port), publishes the
@@ -28,7 +28,7 @@
 // R2/cache simulators and all other isolates). Bounded (8 minutes), loopback only; the wrangler
 // process group it starts is ended however it exits.
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -162,11 +162,24 @@ export function cpuSeconds(pids) {
   return ticks / TICKS;
 }
 
+/** Bytes of the regular files under `dir` (symlinks not followed). */
+function treeBytes(dir) {
+  let total = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    if (e.isDirectory()) total += treeBytes(join(dir, e.name));
+    else if (e.isFile()) total += statSync(join(dir, e.name)).size;
+  }
+  return total;
+}
+
 // Run as a script (bench/fanout.mjs imports the reader above).
 if (import.meta.url === pathToFileURL(process.argv[1]).href) process.exit(await main());
 
 async function main() {
-const pairDir = join(CORPUS, "pairs", PAIR);
+// A file pair (CORPUS/pairs/PAIR/{old,new}, published as a one-file build) or a tree
+// (CORPUS/trees/PAIR/{old,new}, published as it is).
+const tree = existsSync(join(CORPUS, "trees", PAIR, "new"));
+const pairDir = join(CORPUS, tree ? "trees" : "pairs", PAIR);
 for (const p of [join(pairDir, "old"), join(pairDir, "new"), BIN]) {
   if (!existsSync(p)) {
     console.error(`${p} missing (corpus: --corpus DIR; CLI: cargo build --release --bin edgepatch)`);
@@ -179,13 +192,20 @@ const work = mkdtempSync(join(tmpdir(), "edgepatch-memory-"));
 let session;
 let failed = false;
 try {
+  // A tree is published from where it is; a file from a directory of its own.
+  const builds = {};
   for (const v of ["old", "new"]) {
-    mkdirSync(join(work, v));
-    copyFileSync(join(pairDir, v), join(work, v, PAIR));
+    if (tree) {
+      builds[v] = realpathSync(join(pairDir, v));
+    } else {
+      builds[v] = join(work, v);
+      mkdirSync(builds[v]);
+      copyFileSync(join(pairDir, v), join(builds[v], PAIR));
+    }
   }
   const publish = (game) => {
     for (const v of ["old", "new"]) {
-      const r = spawnSync(BIN, ["publish", "--server", server.url, "--game", game, "--build", v, join(work, v)], { env: { ...process.env, EDGEPATCH_TOKEN: token }, encoding: "utf8" });
+      const r = spawnSync(BIN, ["publish", "--server", server.url, "--game", game, "--build", v, builds[v]], { env: { ...process.env, EDGEPATCH_TOKEN: token }, encoding: "utf8" });
       if (r.status !== 0) throw new Error(`publish ${game}/${v}: ${r.stderr}`);
     }
   };
@@ -210,22 +230,44 @@ try {
     const descUrl = `${server.url}/v1/games/${game}/updates/old/new`;
     // The owner's token: the pair is on no channel, so anonymous callers may not fetch it.
     const headers = { Authorization: `Bearer ${token}` };
-    let res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) });
+    const firstTimeout = STEP_SEGMENTS === null ? Math.max(1, DEADLINE - Date.now()) : 60_000;
+    let res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(firstTimeout) }).catch((e) => {
+      if (STEP_SEGMENTS === null) throw e;
+      console.error(`${game}: descriptor: ${e.message}; asking again`);
+      return { status: 503, text: async () => "" };
+    });
     // A fanned-out generation (--step-segments) answers 503 until its steps and assembly are done.
+    // A poll that stalls (wrangler dev, as below) is given up after 60 s and asked again.
     while (res.status === 503 && STEP_SEGMENTS !== null && Date.now() < DEADLINE) {
       await res.text();
       await new Promise((r) => setTimeout(r, 2000));
-      res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(Math.max(1, DEADLINE - Date.now())) });
+      res = await fetch(descUrl, { headers, signal: AbortSignal.timeout(60_000) }).catch((e) => {
+        console.error(`${game}: descriptor: ${e.message}; asking again`);
+        return { status: 503, text: async () => "" };
+      });
     }
     if (res.status !== 200) throw new Error(`descriptor: ${res.status} ${await res.text()}`);
     const d = await res.json();
-    const manifest = Buffer.from(await (await fetch(new URL(d.manifestUrl, descUrl), { headers })).arrayBuffer());
-    const patch = Buffer.from(await (await fetch(new URL(d.patchUrl, descUrl), { headers })).arrayBuffer());
+    // Each asked twice at most (60 s each): right after a long generation a request may stall
+    // under wrangler dev (worker/README.md, "Known issues"), as bench/worker_corpus.mjs does.
+    const getBytes = async (url) => {
+      const once = async () => Buffer.from(await (await fetch(url, { headers, signal: AbortSignal.timeout(60_000) })).arrayBuffer());
+      return once().catch((e) => {
+        console.error(`${game}: ${url}: ${e.message}; asking again`);
+        return once();
+      });
+    };
+    const manifest = await getBytes(new URL(d.manifestUrl, descUrl));
+    const patch = await getBytes(new URL(d.patchUrl, descUrl));
     if (manifest.length !== d.manifestSize || patch.length !== d.patchSize) throw new Error("manifest or patch size differs from the descriptor");
     await new Promise((r) => setTimeout(r, 500));
     polling = false;
     await poller;
-    const gens = await (await fetch(`${descUrl}/generations`, { headers: { Authorization: `Bearer ${token}` } })).json();
+    const askGenerations = async () => (await fetch(`${descUrl}/generations`, { headers: { Authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(60_000) })).json();
+    const gens = await askGenerations().catch((e) => {
+      console.error(`${game}: generations: ${e.message}; asking again`);
+      return askGenerations();
+    });
     const gaps = samples.slice(1).map((s, i) => s.t - samples[i].t);
     return { d, run: gens.runs[0], baseline, samples, longestGapMs: Math.max(...gaps) };
   }
@@ -253,7 +295,7 @@ try {
   // Every sample with the wasm memory at its final size (it only grows): an upper bound.
   const isolate = (s) => s.jsHeap + s.arrayBuffers + (s.embedder ?? 0) + (s.wasm === null && wasmInBacking ? 0 : wasm);
   const peakOf = (samples, f) => samples.reduce((best, s) => (f(s) > f(best) ? s : best), samples[0]);
-  const newBytes = statSync(join(pairDir, "new")).size;
+  const newBytes = tree ? treeBytes(realpathSync(join(pairDir, "new"))) : statSync(join(pairDir, "new")).size;
   console.log(`pair ${PAIR}: new ${(newBytes / 1e6).toFixed(1)} MB, patch ${allocated.d.patchSize} bytes, level ${allocated.run.level}, ${allocated.run.segments} segments`);
   const t = allocated.run.transform;
   if (t) console.log(`transform phase (worker/src/transform.ts): ${t.modules} module(s) normalized, ${t.untransformed} stored as they are, ${(t.bytesRead / 1e6).toFixed(1)} MB read whole, ${t.seconds.toFixed(1)} s, wasm memory after it ${mib(t.wasmMemoryBytes)} MiB`);

@@ -3,7 +3,7 @@
 // steps. The pair's PatchGeneration object plans the run (segment count from the two
 // signatures) and queues one message per run of segments on GENERATION_STEPS; each step makes
 // its segments with the core's generator started at its first segment (`startAtFilled`, given
-// the segment before as the window's history) into its own temporary R2 object; the last step
+// the one or two segments before as the window's history, `historyRanges`) into its own temporary R2 object; the last step
 // to finish queues the assembly, which streams the steps' segments in order through the core
 // (`absorbSegment`: checked, hashed, laid out in the manifest) into the patch's multipart upload.
 // Every step and the assembly is idempotent (same run, same temporary key, overwritten), so a
@@ -318,8 +318,9 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
   try {
     addTransforms(gen, transforms);
     if (job.end > gen.segmentCount || job.first >= job.end) throw new GenerationError(500, `step ${job.step}: segments ${job.first}..${job.end} of ${gen.segmentCount}`);
-    // The window's history: the new data of the segment before the step (its files are checked by the step they start in).
-    const history = job.first === 0 ? { total: 0, groups: [] } : planBuildReads(newBuild, gen.newRanges(job.first - 1), normalized);
+    // The window's history: the new data of the segment before the step, or of the two before where the patch
+    // declares the 8 MiB text reach (its files are checked by the steps they start in).
+    const history = planBuildReads(newBuild, gen.historyRanges(job.first), normalized);
     gen.newBytesTarget(history.total);
     await readBuildRanges(r2, history, wasmView(() => gen.newBytesView()));
     newBytesRead += history.total;

@@ -2,8 +2,8 @@
 //! 128 MB edge isolate): it makes a patch from the two builds' signatures and
 //! reads of byte ranges that the caller performs (from R2, a disk, memory),
 //! one 4 MiB segment at a time. Memory is one segment of new data, at most
-//! 8 MiB of old data, 4 MiB of history and one zstd context, whatever the
-//! build sizes.
+//! 8 MiB of old data, 4 or 8 MiB of history (`GENERATOR_TEXT_REACH`) and one
+//! zstd context, whatever the build sizes.
 //!
 //! Every delta segment is a window segment (docs/FORMAT.md §2): a zstd frame
 //! whose prefix is the old spans chosen for it plus the new data just before
@@ -21,12 +21,13 @@
 //! then `finish()`; the bytes of these calls, in order, are the patch.
 //!
 //! Split into steps (a build too large for one invocation): segments depend on
-//! each other only through the window's history, the new data of the segment
-//! before (`GENERATOR_BACK` = one segment). So a run of segments `k..m` is made
-//! by a generator started with `start_at(k, new data of segment k-1)`, and the
-//! same segments come out byte for byte as in one pass. One more generator
-//! then assembles the patch: `header()`, `absorb_segment(i, bytes)` for every
-//! segment the steps made, in order, and `finish()`/`manifest()` as usual.
+//! each other only through the window's history, the new data of the one
+//! segment before, or of the two before where the patch declares the 8 MiB
+//! reach for text (`GENERATOR_TEXT_REACH`). So a run of segments `k..m` is made
+//! by a generator started with `start_at(k, new data of history_ranges(k))`,
+//! and the same segments come out byte for byte as in one pass. One more
+//! generator then assembles the patch: `header()`, `absorb_segment(i, bytes)`
+//! for every segment the steps made, in order, and `finish()`/`manifest()`.
 
 use std::collections::HashMap;
 
@@ -45,13 +46,32 @@ use crate::zstd_frame::{compress_frame, FrameSearch, LongDistance};
 mod wasm;
 pub use wasm::{normalize_for_patch, FileForm, WasmTransform, NORMALIZED_CHECK_CHUNK};
 
-/// New bytes per segment (the window's back reach is the same).
+/// New bytes per segment (and how far back binary segments' windows reach).
 pub const GENERATOR_SEGMENT: u64 = 4 << 20;
-/// How far back the generator's windows reach: one segment, the history a
-/// fan-out step carries. It stays within the base reach (`BASE_WINDOW_BACK`),
-/// so the generator's patches never need `FLAG_WINDOW_REACH`.
-const GENERATOR_BACK: u64 = GENERATOR_SEGMENT;
-const _: () = assert!(GENERATOR_BACK <= BASE_WINDOW_BACK);
+// Binary segments' windows (and text segments' in a patch that declares no more) reach one
+// segment back: the base reach.
+const _: () = assert!(GENERATOR_SEGMENT == BASE_WINDOW_BACK);
+/// How far back text segments' windows reach in a patch that declares it (`FLAG_WINDOW_REACH`,
+/// docs/FORMAT.md §2.6): two segments, the in-memory diff's `DEFAULT_WINDOW_REACH`. Files of a
+/// build repeat each other's changes megabytes apart (bundles and their sources): three-tree's
+/// Worker patch went from 235,837 to 217,233 bytes (BENCHMARKS.md, "Generator: text windows
+/// reaching 8 MiB").
+/// A fan-out step then carries two segments of history.
+pub const GENERATOR_TEXT_REACH: u64 = 2 * GENERATOR_SEGMENT;
+const _: () = assert!(GENERATOR_TEXT_REACH > BASE_WINDOW_BACK && GENERATOR_TEXT_REACH <= MAX_WINDOW_BACK);
+const _: () = assert!(GENERATOR_TEXT_REACH.is_multiple_of(GENERATOR_SEGMENT));
+/// A text window reaching past `BASE_WINDOW_BACK` is kept only where its frame is at least
+/// 1/this smaller than the near window's (as the in-memory diff does).
+const FAR_WINDOW_MIN_SAVING: usize = 10;
+/// The header is written before any segment is read, so the reach is declared from names:
+/// a patch declares `GENERATOR_TEXT_REACH` when its delta stream is long enough for a window
+/// to reach past `BASE_WINDOW_BACK` (three segments) and at least a segment of it is files
+/// with these extensions (case-insensitive). Declaring costs an applier a ring of 8 MiB
+/// instead of 4 MiB of its output, and a fan-out step 4 MiB more history.
+const TEXT_FILE_EXTENSIONS: [&str; 22] = [
+    "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "css", "html", "htm", "json", "map", "svg", "xml", "txt", "md", "glsl", "wgsl", "vert", "frag",
+    "yaml",
+];
 /// Old bytes around each block match taken into the window.
 const MATCH_PADDING: u64 = 16 << 10;
 /// Old bytes on each side of the position-aligned span of a changed file.
@@ -151,7 +171,8 @@ pub struct PatchGenerator {
     block_size: usize,
     /// Weak hash -> (strong hash, position in the reference stream) of every whole old block.
     blocks: HashMap<u32, Vec<(u64, u64)>>,
-    /// The last `GENERATOR_BACK` bytes of the new stream.
+    /// The last `tree.window_back()` bytes of the new stream (4 MiB, or 8 MiB where the
+    /// patch declares `GENERATOR_TEXT_REACH`).
     history: Vec<u8>,
     next: u64,
     /// Segment planned: (index, old spans the ops form matches against, the window form's
@@ -293,6 +314,9 @@ impl PatchGenerator {
             }
         }
         (self.delta, self.counterpart, self.delta_transform, self.new_total) = (delta, counterpart, delta_transform, new_total);
+        let text_bytes: u64 = self.delta.iter().zip(&self.delta_transform).filter(|(d, t)| t.is_none() && has_text_name(&d.0)).map(|(d, _)| d.2).sum();
+        let declares = self.segment_count() >= 3 && text_bytes >= GENERATOR_SEGMENT;
+        self.tree.window_reach = declares.then_some(GENERATOR_TEXT_REACH);
         self.stats.delta_bytes = new_total;
         self.stats.wasm_transformed = self.wasm.len() as u64;
     }
@@ -383,6 +407,7 @@ impl PatchGenerator {
             return Err(invalid("header() called twice"));
         }
         let bytes = encode_header_and_tree(&self.tree, self.level)?;
+        self.reserve_history();
         self.header_done = true;
         Ok(self.emit(bytes))
     }
@@ -463,8 +488,9 @@ impl PatchGenerator {
         // spans) wins on compiled code, where approximate matches dominate, and is cheap. The
         // window form (one zstd frame over the spans and the recent new data) can only win
         // where the ops form leaves much unexplained: many short matches (text), or new bytes
-        // that the old spans lack but the new build's previous 4 MiB may hold. It is tried
-        // only then (it costs most of a generation's CPU at high levels), and the smaller kept.
+        // that the old spans lack but the new build's previous 4 MiB (8 MiB for text where the
+        // patch declares it) may hold. It is tried only then (it costs most of a generation's
+        // CPU at high levels), and the smaller kept.
         // Timing only when asked: `Instant::now` panics on wasm32-unknown-unknown.
         let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
         let t = timing.then(std::time::Instant::now);
@@ -494,16 +520,34 @@ impl PatchGenerator {
                 (false, _) => lazy_window(self.level),
             };
             let (spans, old, copied) = narrow_to_window(spans, old, copied, &window_spans, text);
-            let (spans, window) = window_of(spans, old, copied.filter(|_| text), &self.history);
+            // The history's last `BASE_WINDOW_BACK` bytes go after the spans (`near`); text
+            // reaches further back, into what goes before them (`far`, §2.6).
+            let (far, near) = self.history.split_at(self.history.len().saturating_sub(BASE_WINDOW_BACK as usize));
+            let far = if text { far } else { &[][..] };
+            let (spans, window) = window_of(spans, old, copied.filter(|_| text), far, near);
             let t = timing.then(std::time::Instant::now);
             // Long-distance matching needs a prefix to reach into.
-            let search = FrameSearch { long_distance: search.long_distance.filter(|_| !window.is_empty()), ..search };
-            let frame = compress_frame(new, &window, search)?;
+            let search = FrameSearch { long_distance: search.long_distance.filter(|_| window.len() > far.len()), ..search };
+            let mut frame = compress_frame(new, &window[far.len()..], search)?;
+            let mut back_len = near.len();
+            if !far.is_empty() {
+                // Reaching further moves the match finder's choices; a patch's reach costs its
+                // appliers memory, so the far window is kept only where it saves a tenth.
+                let far_frame = compress_frame(new, &window, search)?;
+                if far_frame.len() * FAR_WINDOW_MIN_SAVING <= frame.len() * (FAR_WINDOW_MIN_SAVING - 1) {
+                    (frame, back_len) = (far_frame, far.len() + near.len());
+                }
+            }
             if let Some(t) = t {
-                eprintln!("segment {i}: window form {:.2}s ({} bytes; {} window bytes, text {text})", t.elapsed().as_secs_f64(), frame.len(), window.len());
+                eprintln!(
+                    "segment {i}: window form {:.2}s ({} bytes; {} window bytes, back {back_len}, text {text})",
+                    t.elapsed().as_secs_f64(),
+                    frame.len(),
+                    window.len()
+                );
             }
             drop(window);
-            let header = WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: self.history.len() as u64, comp_len: frame.len() as u64 };
+            let header = WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: back_len as u64, comp_len: frame.len() as u64 };
             if chosen.as_ref().is_none_or(|(bytes, _)| frame.len() + 32 + header.spans.len() * 8 < bytes.len()) {
                 let mut out = Vec::with_capacity(frame.len() + 32 + header.spans.len() * 8);
                 header.encode(&mut out);
@@ -517,37 +561,62 @@ impl PatchGenerator {
         }
         self.spans.push((self.out_len, out.len() as u64));
         self.segments.push(segment);
-        // Keep the last GENERATOR_BACK bytes of the new stream.
-        let keep = (GENERATOR_BACK as usize).saturating_sub(new.len()).min(self.history.len());
+        // Keep the last `window_back()` bytes of the new stream.
+        let reach = self.tree.window_back() as usize;
+        let keep = reach.saturating_sub(new.len()).min(self.history.len());
         self.history.drain(..self.history.len() - keep);
-        self.history.extend_from_slice(&new[new.len().saturating_sub(GENERATOR_BACK as usize)..]);
+        self.history.extend_from_slice(&new[new.len().saturating_sub(reach)..]);
         self.next += 1;
         Ok(self.emit(out))
     }
 
+    /// Allocates the history at its full size once, before the first segment's buffers: grown
+    /// segment by segment, it landed between their freed pieces, the next large allocations
+    /// found no piece big enough and the wasm memory (which never shrinks) grew: three-tree in
+    /// the Worker 91.8 MiB that way, 74.1 MiB this way (BENCHMARKS.md, "Generator: text windows
+    /// reaching 8 MiB").
+    fn reserve_history(&mut self) {
+        let reach = (self.tree.window_back() as usize).min(self.new_total as usize);
+        self.history = Vec::with_capacity(reach);
+    }
+
+    /// The segments whose new data a step started at segment `first` needs as its history:
+    /// the one before `first`, or the two before where the patch declares
+    /// `GENERATOR_TEXT_REACH` (fewer at the start).
+    fn history_segments(&self, first: u64) -> Result<std::ops::Range<u64>> {
+        if first > self.segment_count() {
+            return Err(invalid(format!("start_at({first}): the patch has {} segments", self.segment_count())));
+        }
+        Ok(first.saturating_sub(self.tree.window_back() / GENERATOR_SEGMENT)..first)
+    }
+
+    /// The new-build ranges whose concatenation is the history `start_at(first, ..)` takes:
+    /// `new_ranges` of the one or two segments before `first` (none for 0).
+    pub fn history_ranges(&self, first: u64) -> Result<Vec<ByteRange>> {
+        let mut out = Vec::new();
+        for i in self.history_segments(first)? {
+            out.extend(self.new_ranges(i)?);
+        }
+        Ok(out)
+    }
+
     /// Makes this generator one step of a split generation: it continues at segment `first`
     /// (no header), as if segments `0..first` had been encoded here. `history` is the new
-    /// data of segment `first - 1` (`new_ranges(first - 1)`, concatenated; empty for 0),
-    /// which is the window's back reach. Its segments are then byte-identical to one pass's;
-    /// `finish` is refused (an assembling generator makes the end: `absorb_segment`).
+    /// data of `history_ranges(first)`, concatenated (empty for 0): the window's back reach.
+    /// Its segments are then byte-identical to one pass's; `finish` is refused (an
+    /// assembling generator makes the end: `absorb_segment`).
     pub fn start_at(&mut self, first: u64, history: &[u8]) -> Result<()> {
         if self.header_done || self.next != 0 {
             return Err(invalid("start_at() on a generator that has begun (call it first, instead of header())"));
         }
-        if first > self.segment_count() {
-            return Err(invalid(format!("start_at({first}): the patch has {} segments", self.segment_count())));
-        }
-        let want = if first == 0 {
-            0
-        } else {
-            let (a, b) = self.segment_bounds(first - 1)?;
-            b - a
-        };
+        let segments = self.history_segments(first)?;
+        let want = (first * GENERATOR_SEGMENT).min(self.new_total) - segments.start * GENERATOR_SEGMENT;
         if history.len() as u64 != want {
-            return Err(invalid(format!("start_at({first}): {} history bytes given, segment {} has {want}", history.len(), first.saturating_sub(1))));
+            return Err(invalid(format!("start_at({first}): {} history bytes given, segments {segments:?} have {want}", history.len())));
         }
         // Exactly what encode_segment would have kept after segment first - 1.
-        self.history = history[history.len().saturating_sub(GENERATOR_BACK as usize)..].to_vec();
+        self.reserve_history();
+        self.history.extend_from_slice(&history[history.len().saturating_sub(self.tree.window_back() as usize)..]);
         self.header_done = true;
         self.step = true;
         self.next = first;
@@ -564,7 +633,7 @@ impl PatchGenerator {
         }
         let (a, b) = self.segment_bounds(i)?;
         let mut input = PatchInput::new(bytes);
-        let segment = read_segment_header(&mut input, i, a, self.reference_len, GENERATOR_BACK)
+        let segment = read_segment_header(&mut input, i, a, self.reference_len, self.tree.window_back())
             .map_err(|e| invalid(format!("segment {i}: {e}")))?
             .ok_or_else(|| invalid(format!("segment {i}: an end marker, not a segment")))?;
         if segment.new_len() != b - a {
@@ -969,25 +1038,40 @@ fn copied_spans(ops: &[Op], spans: &[(u64, u64)]) -> Option<Vec<CopiedSpan>> {
     (out.len() as u64 <= MAX_WINDOW_SPANS).then_some(out)
 }
 
-/// A window form's spans and window bytes (the spans' old bytes, then `history`): all of the
-/// planned spans and their bytes `old`, or, given `copied`, only those pieces of them.
-fn window_of(spans: Vec<(u64, u64)>, old: Vec<u8>, copied: Option<Vec<CopiedSpan>>, history: &[u8]) -> (Vec<(u64, u64)>, Vec<u8>) {
+/// A window form's spans and window bytes (`far`, the spans' old bytes, then `near`: §2.6):
+/// all of the planned spans and their bytes `old`, or, given `copied`, only those pieces of them.
+fn window_of(spans: Vec<(u64, u64)>, old: Vec<u8>, copied: Option<Vec<CopiedSpan>>, far: &[u8], near: &[u8]) -> (Vec<(u64, u64)>, Vec<u8>) {
     match copied {
         Some(copied) => {
-            let mut window = Vec::with_capacity(copied.iter().map(|c| c.2 as usize).sum::<usize>() + history.len());
+            let mut window = Vec::with_capacity(far.len() + copied.iter().map(|c| c.2 as usize).sum::<usize>() + near.len());
+            window.extend_from_slice(far);
             for &(at, _, len) in &copied {
                 window.extend_from_slice(&old[at as usize..(at + len) as usize]);
             }
             drop(old);
-            window.extend_from_slice(history);
+            window.extend_from_slice(near);
             (copied.iter().map(|&(_, start, len)| (start, len)).collect(), window)
         }
-        None => {
+        None if far.is_empty() => {
             let mut window = old;
-            window.extend_from_slice(history);
+            window.extend_from_slice(near);
+            (spans, window)
+        }
+        None => {
+            let mut window = Vec::with_capacity(far.len() + old.len() + near.len());
+            window.extend_from_slice(far);
+            window.extend_from_slice(&old);
+            drop(old);
+            window.extend_from_slice(near);
             (spans, window)
         }
     }
+}
+
+/// Whether a file's name says text (`TEXT_FILE_EXTENSIONS`).
+fn has_text_name(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.rsplit_once('.').is_some_and(|(_, ext)| TEXT_FILE_EXTENSIONS.iter().any(|t| ext.eq_ignore_ascii_case(t)))
 }
 
 /// The three streams of an ops segment, which zstd is tuned for apart.

@@ -143,7 +143,7 @@ fn step_segments(old: &Build, new: &Build, level: i32, first: u64, end: u64) -> 
         }
         out
     };
-    let history = if first == 0 { Vec::new() } else { read(new, &g.new_ranges(first - 1).unwrap()) };
+    let history = read(new, &g.history_ranges(first).unwrap());
     g.start_at(first, &history).unwrap();
     let mut out = Vec::new();
     for i in first..end {

@@ -3,9 +3,9 @@
 //! patches apply byte-exact, split generation still makes the one-pass patch byte for byte,
 //! and an old region that nothing copies from stays out of the window.
 
-use edgepatch_core::generate::{generate_patch, ByteRange, PatchGenerator};
+use edgepatch_core::generate::{generate_patch, ByteRange, PatchGenerator, GENERATOR_SEGMENT, GENERATOR_TEXT_REACH};
 use edgepatch_core::inspect::inspect_patch;
-use edgepatch_core::patch_format::Segment;
+use edgepatch_core::patch_format::{Segment, BASE_WINDOW_BACK};
 use edgepatch_core::signature::Signature;
 use edgepatch_core::Build;
 
@@ -175,12 +175,13 @@ fn text_segments_split_into_steps_are_the_one_pass_segments() {
     let patch = one_pass(&old, &new);
     let (os, ns) = (Signature::of_build(&old, 16 << 10), Signature::of_build(&new, 16 << 10));
     let count = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap().segment_count();
-    // Each segment made by its own step generator (history: the segment before's new data).
+    // Each segment made by its own step generator (history: the two segments before, as the
+    // patch declares the 8 MiB reach).
     let mut a = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap();
     let mut assembled = a.header().unwrap();
     for i in 0..count {
         let mut g = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap();
-        let history = if i == 0 { Vec::new() } else { read(&new, &g.new_ranges(i - 1).unwrap()) };
+        let history = read(&new, &g.history_ranges(i).unwrap());
         g.start_at(i, &history).unwrap();
         let fresh = read(&new, &g.new_ranges(i).unwrap());
         let old_bytes = read(&old, &g.plan_segment(i, &fresh).unwrap());
@@ -190,4 +191,73 @@ fn text_segments_split_into_steps_are_the_one_pass_segments() {
     }
     assembled.extend_from_slice(&a.finish().unwrap());
     assert_eq!(assembled, patch);
+}
+
+/// A text tree whose last file repeats new text 5-8 MiB before it in the delta stream: `a.js`
+/// (5 MiB, new, unlike the old build's), `b.js` (1 MiB, new) and `c.js`, `a.js`'s first 3 MiB
+/// edited. Segment 2 (from 8 MiB) holds the end of `c.js`, whose source is in no old file and
+/// over 4 MiB back. `ext` names the files.
+fn far_pair(ext: &str) -> (Build, Build) {
+    let a = js_lines(5, 5 << 20);
+    let mut head = Vec::new();
+    let mut size = 0;
+    for line in &a {
+        if size >= 3 << 20 {
+            break;
+        }
+        size += line.len() + 1;
+        head.push(line.clone());
+    }
+    let old = Build::from_entries(vec![file(&format!("a.{ext}"), joined(&js_lines(1, 1 << 20)))]).unwrap();
+    let new = Build::from_entries(vec![
+        file(&format!("a.{ext}"), joined(&a)),
+        file(&format!("b.{ext}"), joined(&js_lines(6, 1 << 20))),
+        file(&format!("c.{ext}"), joined(&edited(&head, 7, 40))),
+    ])
+    .unwrap();
+    (old, new)
+}
+
+#[test]
+fn text_windows_reach_8_mib_back_where_the_names_say_text_and_steps_agree() {
+    let (old, new) = far_pair("js");
+    let patch = one_pass(&old, &new);
+    assert_eq!(apply_both(&patch, &old), new);
+    let info = inspect_patch(&patch[..]).unwrap();
+    assert_eq!(info.tree.window_reach, Some(GENERATOR_TEXT_REACH), "a text tree of 3 segments declares the reach");
+    let far = info.layout.segments.iter().filter_map(|s| if let Segment::Window(w) = s { Some(w.back_len) } else { None }).max().unwrap_or(0);
+    assert!(far > BASE_WINDOW_BACK, "segment 2 reaches {far} bytes back");
+
+    // The same bytes under names that do not say text: no reach declared, 4 MiB windows, and
+    // a patch larger by more than the tenth the far window must save.
+    let (old_bin, new_bin) = far_pair("bin");
+    let near = one_pass(&old_bin, &new_bin);
+    assert_eq!(apply_both(&near, &old_bin), new_bin);
+    assert_eq!(inspect_patch(&near[..]).unwrap().tree.window_reach, None);
+    assert!(patch.len() * 10 < near.len() * 9, "far {} bytes, near {}", patch.len(), near.len());
+
+    // Steps cut anywhere make the one-pass patch: a step at segment 2 reads segments 0 and 1.
+    let (os, ns) = (Signature::of_build(&old, 16 << 10), Signature::of_build(&new, 16 << 10));
+    let mut g = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap();
+    assert_eq!(g.segment_count(), 3);
+    let ranges = g.history_ranges(2).unwrap();
+    assert_eq!(ranges.iter().map(|r| r.len).sum::<u64>(), 2 * GENERATOR_SEGMENT);
+    assert!(g.start_at(2, &read(&new, &g.new_ranges(1).unwrap())).is_err(), "one segment of history is not enough");
+    for cuts in [vec![0, 3], vec![0, 2, 3], vec![0, 1, 3], vec![0, 1, 2, 3]] {
+        let mut a = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap();
+        let mut assembled = a.header().unwrap();
+        for w in cuts.windows(2) {
+            let mut g = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap();
+            g.start_at(w[0], &read(&new, &g.history_ranges(w[0]).unwrap())).unwrap();
+            for i in w[0]..w[1] {
+                let fresh = read(&new, &g.new_ranges(i).unwrap());
+                let old_bytes = read(&old, &g.plan_segment(i, &fresh).unwrap());
+                let segment = g.encode_segment(i, &fresh, old_bytes).unwrap();
+                a.absorb_segment(i, &segment).unwrap();
+                assembled.extend_from_slice(&segment);
+            }
+        }
+        assembled.extend_from_slice(&a.finish().unwrap());
+        assert_eq!(assembled, patch, "steps {cuts:?}");
+    }
 }

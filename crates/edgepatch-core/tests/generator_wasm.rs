@@ -129,7 +129,7 @@ fn step_segments(old: &Build, new: &Build, first: u64, end: u64) -> Vec<Vec<u8>>
         // As a step in another invocation gets it: encoded and decoded.
         g.add_wasm_transform(WasmTransform::decode(&t.encode()).unwrap()).unwrap();
     }
-    let history = if first == 0 { Vec::new() } else { read_ranges(new, &normalized, &g.new_ranges(first - 1).unwrap()) };
+    let history = read_ranges(new, &normalized, &g.history_ranges(first).unwrap());
     g.start_at(first, &history).unwrap();
     let mut out = Vec::new();
     for i in first..end {

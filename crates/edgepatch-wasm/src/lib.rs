@@ -1210,9 +1210,17 @@ impl PatchGenerator {
         Ok(())
     }
 
+    /// The new-build ranges whose concatenation is the history a step started at segment
+    /// `first` takes (`startAtFilled`): the segment before, or the two before where the patch
+    /// declares the 8 MiB text reach; none for 0.
+    #[wasm_bindgen(js_name = historyRanges)]
+    pub fn history_ranges(&self, first: u32) -> Result<ByteRanges, JsError> {
+        Ok(ranges_to_js(&self.inner.history_ranges(first.into()).map_err(core_err)?))
+    }
+
     /// One step of a split generation (the core's `start_at`): continues at segment `first`
-    /// without a header. The history, segment `first - 1`'s new data (`newRanges(first - 1)`),
-    /// is what the caller filled in `newBytesTarget` (length 0 for `first` 0).
+    /// without a header. The history, the new data of `historyRanges(first)`, is what the
+    /// caller filled in `newBytesTarget` (length 0 for `first` 0).
     #[wasm_bindgen(js_name = startAtFilled)]
     pub fn start_at_filled(&mut self, first: u32) -> Result<(), JsError> {
         let history = std::mem::take(&mut self.new_buf);
