@@ -154,7 +154,7 @@ pub struct BoundedOptions {
 }
 
 /// Segments a thread takes at a time: one step generator started per run (`start_at`, which
-/// reads the segment before as history), so longer runs read less twice.
+/// reads the one or two segments before as history), so longer runs read less twice.
 const SEGMENTS_PER_RUN: u64 = 4;
 
 /// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does.
@@ -289,7 +289,7 @@ fn drive_parallel(
     let make_run = |run: u64, files: &mut (RangeReader, RangeReader)| -> edgepatch_core::Result<()> {
         let (first, end) = (run * SEGMENTS_PER_RUN, ((run + 1) * SEGMENTS_PER_RUN).min(count));
         let mut g = make()?;
-        let history = if first == 0 { Vec::new() } else { builds.read_all(&g.new_ranges(first - 1)?, &mut files.1)? };
+        let history = builds.read_all(&g.history_ranges(first)?, &mut files.1)?;
         g.start_at(first, &history)?;
         drop(history);
         for i in first..end {

@@ -49,7 +49,7 @@ fn threads_make_the_one_pass_patch_byte_for_byte() {
     let (old_dir, new_dir) = (tmp.path().join("old"), tmp.path().join("new"));
     fs::create_dir_all(&old_dir).unwrap();
     fs::create_dir_all(&new_dir).unwrap();
-    // 11 segments of 4 MiB: three runs of four, the last shorter. Every file changes a little
+    // 12 segments of 4 MiB: three runs of four. Every file changes a little
     // and a text file repeats another's changes, so segments copy, window and reach back.
     for k in 0..5u64 {
         let old = noise(10 + k, 8 << 20);
@@ -61,7 +61,8 @@ fn threads_make_the_one_pass_patch_byte_for_byte() {
         fs::write(old_dir.join(format!("data{k}.bin")), &old).unwrap();
         fs::write(new_dir.join(format!("data{k}.bin")), &new).unwrap();
     }
-    let text = |v: u32| (0..40_000).map(|i| format!("export function f{i}() {{ return {} + {v}; }}\n", i * 7)).collect::<String>();
+    // Over 4 MiB of `.js`: the patch declares the 8 MiB text reach, so runs carry two segments of history.
+    let text = |v: u32| (0..110_000).map(|i| format!("export function f{i}() {{ return {} + {v}; }}\n", i * 7)).collect::<String>();
     fs::write(old_dir.join("bundle.js"), text(1)).unwrap();
     fs::write(new_dir.join("bundle.js"), text(2)).unwrap();
     let mut patches = Vec::new();
@@ -73,6 +74,8 @@ fn threads_make_the_one_pass_patch_byte_for_byte() {
             let name = entry.unwrap().file_name();
             assert!(fs::read(new_dir.join(&name)).unwrap() == fs::read(out.join(&name)).unwrap(), "{threads} threads: {name:?} applied back");
         }
+        let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
+        assert_eq!(info["window_reach_declared"], true, "{info}");
         patches.push(fs::read(&patch).unwrap());
     }
     assert!(patches[0].len() < 2_000_000, "patch of {} bytes", patches[0].len());
