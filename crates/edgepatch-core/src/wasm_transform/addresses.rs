@@ -539,3 +539,39 @@ fn place_exact(pieces: Vec<Piece>, new_end: u64, exact: &[(u64, i64)]) -> Vec<Pi
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heaviest_chain_beats_the_longest() {
+        // Keys 1, 2, 3 (weight 1 each) against key 0 after them (weight 5).
+        let items = [(1, 1), (2, 1), (3, 1), (0, 5)];
+        assert_eq!(heaviest_ascending(&items, |&k| k), vec![0]);
+        let items = [(1, 2), (3, 1), (2, 2), (4, 1)];
+        assert_eq!(heaviest_ascending(&items, |&k| k), vec![1, 2, 4]);
+        assert!(heaviest_ascending::<i32, i32>(&[], |&k| k).is_empty());
+    }
+
+    #[test]
+    fn swapped_blocks_get_their_own_pieces() {
+        // New [0, 16) holds old [16, 32) and the other way round; one piece
+        // of displacement 0 covered both.
+        let pieces = vec![Piece { new_start: 0, delta: 0 }];
+        let placed = place_exact(pieces, 32, &[(0, 16), (16, -16)]);
+        assert_eq!(placed, vec![Piece { new_start: 0, delta: 16 }, Piece { new_start: 16, delta: -16 }]);
+        let map = AddressMap::from_pieces(placed, 32).unwrap();
+        for a in 0..32 {
+            assert_eq!(map.inverse(map.forward(a).unwrap()), Some(a));
+        }
+        // A cut that would land on another piece's image gets fresh addresses.
+        let pieces = vec![Piece { new_start: 0, delta: 0 }];
+        let placed = place_exact(pieces, 32, &[(8, -8)]);
+        let map = AddressMap::from_pieces(placed, 32).unwrap();
+        assert!(map.forward(8).unwrap() >= 32, "{map:?}");
+        for a in 0..32 {
+            assert_eq!(map.inverse(map.forward(a).unwrap()), Some(a));
+        }
+    }
+}
