@@ -495,3 +495,42 @@ fn memarg_offsets_into_the_data_normalize_to_the_old_ones() {
     let unmoved = forward(Some(&reference(&old).unwrap()), &build(0)).unwrap();
     assert_eq!(unmoved.side_info[4], 1, "version 1 when no offset moves");
 }
+
+/// A table of 16-byte entries whose order changed (5 bytes of each in a
+/// segment of its own, zeros between, as LLVM splits Rust's statics): no
+/// 16-byte window anchors them, so the map learned from the data alone
+/// leaves every entry where it was. Bodies that kept their shape pair their
+/// constants with the old ones, which places each entry exactly, and the
+/// addresses of the reordered entries normalize to the old ones.
+#[test]
+fn addresses_into_reordered_entries_normalize_to_the_old_ones() {
+    let (a, b) = (noise(11, 2048), noise(12, 2048));
+    let base = 1024u32;
+    let entries: Vec<Vec<u8>> = (0..32).map(|k| noise(100 + k, 5)).collect();
+    let table_at = u64::from(base) + 2048;
+    let build = |order: &[usize]| {
+        // slot[k]: where entry k lies in this build
+        let mut slot = vec![0u64; order.len()];
+        let mut segments = vec![(base, a.clone())];
+        for (position, &k) in order.iter().enumerate() {
+            slot[k] = table_at + 16 * position as u64;
+            segments.push((slot[k] as u32, entries[k].clone()));
+        }
+        segments.push(((table_at + 16 * order.len() as u64) as u32, b.clone()));
+        // Body k: a constant of its own (below the data: its shape) and the
+        // address of entry k.
+        let bodies: Vec<Vec<u8>> = (0..order.len()).map(|k| [i32_const(k as i64), i32_const(slot[k] as i64)].concat()).collect();
+        let mut m = module(&[], &bodies, None);
+        m.extend(data_section(&segments));
+        m
+    };
+    let in_order: Vec<usize> = (0..32).collect();
+    let reordered: Vec<usize> = (0..32).map(|p| (p * 7 + 3) % 32).collect();
+    let (old, new) = (build(&in_order), build(&reordered));
+    round_trip(&old, &new);
+    let old_norm = forward(None, &old).unwrap();
+    let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    assert_ne!(code_bodies(&new), code_bodies(&old), "the test must move the entries");
+    assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&old_norm.bytes), "the entries' addresses normalize: {stats:?}");
+    assert_eq!(stats.exceptions, 0, "{stats:?}");
+}

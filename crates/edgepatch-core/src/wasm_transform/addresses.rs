@@ -150,6 +150,16 @@ impl OldData {
         (0..self.starts.len()).map(|i| self.segment(i))
     }
 
+    /// From the lowest address of the data to the end of its last segment
+    /// (the gaps between segments are zeros that still lie in the data).
+    fn range(&self) -> std::ops::Range<u64> {
+        let end = (0..self.starts.len()).map(|i| {
+            let (a, d) = self.segment(i);
+            a + d.len() as u64
+        });
+        self.starts.first().map_or(0, |s| s.0)..end.max().unwrap_or(0)
+    }
+
     /// [`byte_at`] of the old image.
     fn byte_at(&self, address: u64) -> Option<u8> {
         let i = self.starts.partition_point(|s| s.0 <= address).checked_sub(1)?;
@@ -185,11 +195,13 @@ pub(crate) struct AddressMap {
 }
 
 impl AddressMap {
-    /// Builds the map from the old build's window index and the new data. The
-    /// last piece reaches past the data to `tail_end(its displacement)` where
-    /// that is further (zero-initialized variables follow the data and move
-    /// with its end).
-    pub fn learn(old_data: &OldData, bytes: &[u8], segments: &[(u64, usize, usize)], tail_end: &dyn Fn(i64) -> u64) -> AddressMap {
+    /// Builds the map from the old build's window index and the new data,
+    /// refined by `pairs`: (new address, old address) pairs read off the
+    /// constants of bodies that kept their shape (exact where an edit inside
+    /// the data leaves too few windows to place it). The last piece reaches
+    /// past the data to `tail_end(its displacement)` where that is further
+    /// (zero-initialized variables follow the data and move with its end).
+    pub fn learn(old_data: &OldData, bytes: &[u8], segments: &[(u64, usize, usize)], pairs: &[(u64, u64)], tail_end: &dyn Fn(i64) -> u64) -> AddressMap {
         let mut new_image: Vec<(u64, &[u8])> = segments.iter().map(|&(a, s, e)| (a, &bytes[s..e])).collect();
         new_image.sort_by_key(|i| i.0);
         let new = index_windows(new_image.iter().copied());
@@ -212,8 +224,10 @@ impl AddressMap {
         anchors.sort_unstable();
         let mut new_end = segments.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0);
         let lowest = segments.iter().map(|s| s.0).min().unwrap_or(0);
-        // Runs of anchors that agree on the displacement.
-        let mut runs: Vec<Piece> = Vec::new();
+        let data_end = new_end;
+        // Anchors in runs that agree on the displacement are evidence; a lone
+        // window is not (it may be a chance repeat).
+        let mut points: Vec<(u64, i64)> = Vec::with_capacity(anchors.len() + pairs.len());
         let mut i = 0;
         while i < anchors.len() {
             let mut j = i + 1;
@@ -221,15 +235,62 @@ impl AddressMap {
                 j += 1;
             }
             if j - i >= MIN_RUN {
-                runs.push(Piece { new_start: anchors[i].0, delta: anchors[i].1 });
+                points.extend_from_slice(&anchors[i..j]);
             }
             i = j;
         }
-        // Keep the runs whose old addresses ascend too (moved blocks are left
-        // to the diff), so that the pieces' images can be made disjoint.
+        drop(anchors);
+        // Each address pair inside both builds' data is evidence too.
+        let mut exact: Vec<(u64, i64)> =
+            pairs.iter().filter(|&&(n, o)| (lowest..data_end).contains(&n) && old_data.range().contains(&o)).map(|&(n, o)| (n, o as i64 - n as i64)).collect();
+        points.extend_from_slice(&exact);
+        exact.sort_unstable();
+        exact = majority(&exact);
+        points.sort_unstable();
+        // One displacement per address (the one most evidence gives), then
+        // consecutive points of one displacement make a piece, weighed by
+        // its points.
+        // (piece, its last point), weight
+        let mut weighed: Vec<((Piece, u64), u64)> = Vec::new();
+        let mut i = 0;
+        while i < points.len() {
+            let (address, mut delta, mut most) = (points[i].0, points[i].1, 0usize);
+            let mut j = i;
+            while j < points.len() && points[j].0 == address {
+                let mut k = j;
+                while k < points.len() && points[k] == points[j] {
+                    k += 1;
+                }
+                if k - j > most {
+                    (delta, most) = (points[j].1, k - j);
+                }
+                j = k;
+            }
+            match weighed.last_mut() {
+                Some(((p, last), w)) if p.delta == delta => {
+                    *w += most as u64;
+                    *last = address;
+                }
+                _ => weighed.push(((Piece { new_start: address, delta }, address), most as u64)),
+            }
+            i = j;
+        }
+        drop(points);
+        // Keep the pieces whose old addresses ascend too (moved blocks are
+        // left to the diff), so that the pieces' images can be made
+        // disjoint: the heaviest such chain.
         let old_start = |p: &Piece| p.new_start as i64 + p.delta;
-        let mut kept: Vec<Piece> = super::longest_ascending(&runs, old_start);
-        kept.dedup_by(|b, a| a.delta == b.delta);
+        let mut chain: Vec<(Piece, u64)> = heaviest_ascending(&weighed, |p| old_start(&p.0));
+        chain.dedup_by(|b, a| {
+            let same = a.0.delta == b.0.delta;
+            if same {
+                a.1 = b.1;
+            }
+            same
+        });
+        // The last point of each kept piece: grown data starts after it.
+        let last_points: Vec<u64> = chain.iter().map(|c| c.1).collect();
+        let mut kept: Vec<Piece> = chain.into_iter().map(|c| c.0).collect();
         if let Some(last) = kept.last() {
             new_end = new_end.max(tail_end(last.delta));
         }
@@ -273,6 +334,9 @@ impl AddressMap {
                     // Both agree on any split in [old_len - after, matching];
                     // when edits leave no such split, trust the later piece.
                     let matching = if matching + matching_after >= old_len { matching } else { old_len - matching_after };
+                    // Evidence of this piece's displacement reaches its last
+                    // point: the grown part is not before it.
+                    let matching = matching.max(last_points[k] + 1 - piece.new_start.min(last_points[k])).min(old_len);
                     let grown_at = piece.new_start + matching;
                     pieces.push(Piece { new_start: grown_at, delta: fresh as i64 - grown_at as i64 });
                     fresh += grown;
@@ -284,6 +348,7 @@ impl AddressMap {
         }
         pieces.retain(|p| p.new_start < new_end);
         pieces.dedup_by(|b, a| a.new_start == b.new_start);
+        let pieces = place_exact(pieces, new_end, &exact);
         AddressMap::from_pieces(pieces, new_end).unwrap_or_default()
     }
 
@@ -325,5 +390,188 @@ impl AddressMap {
         let (_, stop, k) = self.images[i];
         // checked_neg: a hostile delta of i64::MIN has no negation.
         (normalized < stop).then(|| self.pieces[k].delta.checked_neg().and_then(|d| normalized.checked_add_signed(d))).flatten()
+    }
+}
+
+/// The chain of `items` (ascending in position) strictly ascending in `key`
+/// whose weights sum highest (a Fenwick tree of prefix maxima over the keys'
+/// ranks, O(n log n)).
+fn heaviest_ascending<T: Copy, K: Ord + Copy>(items: &[(T, u64)], key: impl Fn(&T) -> K) -> Vec<T> {
+    let mut keys: Vec<K> = items.iter().map(|(t, _)| key(t)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    // tree[r]: the best (total, item) over ranks of its range.
+    let mut tree: Vec<(u64, usize)> = vec![(0, usize::MAX); keys.len() + 1];
+    let mut parent = vec![usize::MAX; items.len()];
+    let mut best = (0u64, usize::MAX);
+    for (i, (item, weight)) in items.iter().enumerate() {
+        let rank = keys.binary_search(&key(item)).expect("a key of the items");
+        // The best chain ending below this key: ranks [0, rank).
+        let (mut below, mut r) = ((0u64, usize::MAX), rank);
+        while r > 0 {
+            if tree[r].0 > below.0 {
+                below = tree[r];
+            }
+            r &= r - 1;
+        }
+        parent[i] = below.1;
+        let total = (below.0 + weight, i);
+        if total.0 > best.0 {
+            best = total;
+        }
+        let mut r = rank + 1;
+        while r < tree.len() {
+            if total.0 > tree[r].0 {
+                tree[r] = total;
+            }
+            r += r & r.wrapping_neg();
+        }
+    }
+    let mut out = Vec::new();
+    let mut at = best.1;
+    while at != usize::MAX {
+        out.push(items[at].0);
+        at = parent[at];
+    }
+    out.reverse();
+    out
+}
+
+/// Per address of `points` (sorted), the displacement most of its points give.
+fn majority(points: &[(u64, i64)]) -> Vec<(u64, i64)> {
+    let mut out: Vec<(u64, i64)> = Vec::new();
+    let mut i = 0;
+    while i < points.len() {
+        let address = points[i].0;
+        let (mut delta, mut most) = (points[i].1, 0usize);
+        let mut j = i;
+        while j < points.len() && points[j].0 == address {
+            let mut k = j;
+            while k < points.len() && points[k] == points[j] {
+                k += 1;
+            }
+            if k - j > most {
+                (delta, most) = (points[j].1, k - j);
+            }
+            j = k;
+        }
+        out.push((address, delta));
+        i = j;
+    }
+    out
+}
+
+/// Gives the addresses of `exact` (sorted (new address, displacement) from
+/// constants of bodies that kept their shape) their own displacement where the
+/// step function `pieces` disagrees, from the address to the next exact
+/// address of another displacement (or the next piece), as long as no two
+/// images overlap. All at once, not one by one: blocks of data that changed
+/// order swap places, which no single move allows.
+fn place_exact(pieces: Vec<Piece>, new_end: u64, exact: &[(u64, i64)]) -> Vec<Piece> {
+    struct Span {
+        start: u64,
+        end: u64,
+        delta: i64,
+        /// The displacement of the piece it was cut from, if it was.
+        was: Option<i64>,
+    }
+    let end_of = |k: usize| pieces.get(k + 1).map_or(new_end, |n| n.new_start);
+    let mut spans: Vec<Span> = Vec::with_capacity(pieces.len() + 2 * exact.len());
+    let mut e = exact.partition_point(|x| pieces.first().is_none_or(|p| x.0 < p.new_start));
+    for (k, p) in pieces.iter().enumerate() {
+        let piece_end = end_of(k);
+        let mut at = p.new_start;
+        while e < exact.len() && exact[e].0 < piece_end {
+            let (address, delta) = exact[e];
+            let next = exact[e + 1..].iter().position(|x| x.1 != delta).map_or(exact.len(), |i| e + 1 + i);
+            e = next;
+            if delta == p.delta || address < at {
+                continue;
+            }
+            let end = exact.get(next).map_or(piece_end, |x| x.0).min(piece_end);
+            if address > at {
+                spans.push(Span { start: at, end: address, delta: p.delta, was: None });
+            }
+            spans.push(Span { start: address, end, delta, was: Some(p.delta) });
+            at = end;
+        }
+        if at < piece_end {
+            spans.push(Span { start: at, end: piece_end, delta: p.delta, was: None });
+        }
+    }
+    // A cut whose image overlaps another image gets fresh addresses past
+    // every image instead (giving it back its old displacement could make it
+    // overlap a cut kept: in a reordered table, undoing one undid all).
+    let mut fresh = spans.iter().filter_map(|s| s.end.checked_add_signed(s.delta)).max().unwrap_or(0).max(new_end).next_multiple_of(1 << 12);
+    loop {
+        let mut images: Vec<(u64, u64, usize)> =
+            spans.iter().enumerate().filter_map(|(i, s)| Some((s.start.checked_add_signed(s.delta)?, s.end.checked_add_signed(s.delta)?, i))).collect();
+        images.sort_unstable();
+        let mut undo: Vec<usize> = Vec::new();
+        let mut reach: Option<(u64, usize)> = None;
+        for &(start, end, i) in &images {
+            if let Some((r, j)) = reach {
+                if start < r {
+                    undo.extend([i, j].into_iter().filter(|&x| spans[x].was.is_some()));
+                }
+            }
+            if reach.is_none_or(|(r, _)| end > r) {
+                reach = Some((end, i));
+            }
+        }
+        if undo.is_empty() {
+            break;
+        }
+        undo.sort_unstable();
+        undo.dedup();
+        for i in undo {
+            let span = &mut spans[i];
+            span.was = None;
+            span.delta = fresh as i64 - span.start as i64;
+            fresh += span.end - span.start;
+        }
+    }
+    let mut out: Vec<Piece> = Vec::with_capacity(spans.len());
+    for s in spans {
+        if out.last().is_none_or(|p| p.delta != s.delta) {
+            out.push(Piece { new_start: s.start, delta: s.delta });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heaviest_chain_beats_the_longest() {
+        // Keys 1, 2, 3 (weight 1 each) against key 0 after them (weight 5).
+        let items = [(1, 1), (2, 1), (3, 1), (0, 5)];
+        assert_eq!(heaviest_ascending(&items, |&k| k), vec![0]);
+        let items = [(1, 2), (3, 1), (2, 2), (4, 1)];
+        assert_eq!(heaviest_ascending(&items, |&k| k), vec![1, 2, 4]);
+        assert!(heaviest_ascending::<i32, i32>(&[], |&k| k).is_empty());
+    }
+
+    #[test]
+    fn swapped_blocks_get_their_own_pieces() {
+        // New [0, 16) holds old [16, 32) and the other way round; one piece
+        // of displacement 0 covered both.
+        let pieces = vec![Piece { new_start: 0, delta: 0 }];
+        let placed = place_exact(pieces, 32, &[(0, 16), (16, -16)]);
+        assert_eq!(placed, vec![Piece { new_start: 0, delta: 16 }, Piece { new_start: 16, delta: -16 }]);
+        let map = AddressMap::from_pieces(placed, 32).unwrap();
+        for a in 0..32 {
+            assert_eq!(map.inverse(map.forward(a).unwrap()), Some(a));
+        }
+        // A cut that would land on another piece's image gets fresh addresses.
+        let pieces = vec![Piece { new_start: 0, delta: 0 }];
+        let placed = place_exact(pieces, 32, &[(8, -8)]);
+        let map = AddressMap::from_pieces(placed, 32).unwrap();
+        assert!(map.forward(8).unwrap() >= 32, "{map:?}");
+        for a in 0..32 {
+            assert_eq!(map.inverse(map.forward(a).unwrap()), Some(a));
+        }
     }
 }

@@ -13,12 +13,48 @@ pub(crate) struct FunctionShapes {
     pub imports: Vec<Vec<u8>>,
     /// One hash per defined function (raw bodies hash their bytes).
     pub bodies: Vec<u64>,
+    /// The blanked constants (data addresses and memarg offsets, in code
+    /// order) of every body, one after the other; body k's are
+    /// `constants[constant_ends[k - 1]..constant_ends[k]]`. Two bodies of one
+    /// hash pair theirs up one to one: (new, old) address pairs.
+    pub constants: Vec<i64>,
+    pub constant_ends: Vec<u32>,
 }
 
 impl FunctionShapes {
     pub fn count(&self) -> u64 {
         (self.imports.len() + self.bodies.len()) as u64
     }
+
+    /// The blanked constants of defined function `body`.
+    pub fn constants_of(&self, body: usize) -> &[i64] {
+        let start = body.checked_sub(1).map_or(0, |b| self.constant_ends[b] as usize);
+        &self.constants[start..self.constant_ends[body] as usize]
+    }
+}
+
+/// (new address, old address) pairs read off matched bodies of one shape:
+/// such a body differs from its old one only in blanked references, so its
+/// k-th blanked constant is the old one's k-th. `map` is [`match_functions`]'
+/// result; `keep` filters the pairs (addresses inside the data).
+pub(crate) fn address_pairs(old: &FunctionShapes, new: &FunctionShapes, map: &[u64], keep: &dyn Fn(i64, i64) -> bool) -> Vec<(u64, u64)> {
+    let (old_imports, new_imports) = (old.imports.len() as u64, new.imports.len());
+    let mut pairs = Vec::new();
+    for (j, &hash) in new.bodies.iter().enumerate() {
+        let Some(o) = map.get(new_imports + j).and_then(|&m| m.checked_sub(old_imports)).filter(|&o| o < old.bodies.len() as u64) else {
+            continue;
+        };
+        let o = o as usize;
+        if old.bodies[o] != hash || old.constant_ends.is_empty() || new.constant_ends.is_empty() {
+            continue;
+        }
+        let (ours, theirs) = (new.constants_of(j), old.constants_of(o));
+        if ours.len() != theirs.len() {
+            continue;
+        }
+        pairs.extend(ours.iter().zip(theirs).filter(|&(&n, &o)| keep(n, o)).map(|(&n, &o)| (n as u64, o as u64)));
+    }
+    pairs
 }
 
 /// For each function index of `new`, its index in the normalized space: the
@@ -109,15 +145,15 @@ mod tests {
 
     #[test]
     fn inserted_function_keeps_the_others_numbers() {
-        let old = FunctionShapes { imports: vec![b"env\0a".to_vec()], bodies: vec![1, 2, 3, 4] };
-        let new = FunctionShapes { imports: vec![b"env\0a".to_vec()], bodies: vec![1, 9, 2, 3, 4] };
+        let old = FunctionShapes { imports: vec![b"env\0a".to_vec()], bodies: vec![1, 2, 3, 4], ..Default::default() };
+        let new = FunctionShapes { imports: vec![b"env\0a".to_vec()], bodies: vec![1, 9, 2, 3, 4], ..Default::default() };
         assert_eq!(match_functions(&old, &new), vec![0, 1, 5, 2, 3, 4]);
     }
 
     #[test]
     fn edited_function_is_paired_by_position() {
-        let old = FunctionShapes { imports: vec![], bodies: vec![1, 2, 3] };
-        let new = FunctionShapes { imports: vec![], bodies: vec![1, 7, 3] };
+        let old = FunctionShapes { imports: vec![], bodies: vec![1, 2, 3], ..Default::default() };
+        let new = FunctionShapes { imports: vec![], bodies: vec![1, 7, 3], ..Default::default() };
         assert_eq!(match_functions(&old, &new), vec![0, 1, 2]);
     }
 }

@@ -25,7 +25,7 @@ mod side_info;
 
 use addresses::{data_segments, AddressMap, OldData};
 use leb::{unsigned_width, write_signed, write_unsigned, write_unsigned_padded};
-use matching::{match_functions, FunctionShapes};
+use matching::{address_pairs, match_functions, FunctionShapes};
 use module::{parse_module, walk_body, Immediate, ImmediateKind, Module, PcTable, CODE_SECTION};
 use side_info::{FunctionMap, SideInfo};
 
@@ -135,7 +135,9 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
                 let tail = tail_constants(bytes, &module);
                 let old_tail = &r.tail_constants;
                 let choose_end = |delta: i64| tail_end(&tail, old_tail, delta);
-                (map, r.pc_table, AddressMap::learn(&r.old_data, bytes, &segments(bytes, &module), &choose_end))
+                let pairs = address_pairs(&r.shapes, &own_shapes, &map, &|n, o| n >= 0 && o >= 0);
+                let addresses = AddressMap::learn(&r.old_data, bytes, &segments(bytes, &module), &pairs, &choose_end);
+                (map, r.pc_table, addresses)
             }
         }
         None => {
@@ -494,18 +496,22 @@ fn any_offset_moves(bytes: &[u8], module: &Module, refs: &References) -> bool {
     })
 }
 
-/// The hash of each body with its references blanked, for matching.
+/// The hash of each body with its references blanked, for matching, and the
+/// blanked constants themselves (the address pairs of matched bodies).
 fn shapes(bytes: &[u8], module: &Module) -> FunctionShapes {
     let pc = module.pc_table;
     // Constants pointing into the data move when data grows: blank them so
     // that the function still matches.
     let data_range = address_range(bytes, module);
+    let mut constants = Vec::new();
+    let mut constant_ends = Vec::with_capacity(module.bodies.len());
     let bodies = module
         .bodies
         .iter()
         .map(|body| {
             let mut hasher = xxhash_rust::xxh3::Xxh3::new();
             let mut at = body.start;
+            let first_constant = constants.len();
             let walked = walk_body(bytes, body.start, body.end, true, &mut |imm: Immediate| {
                 let blank = match imm.kind {
                     ImmediateKind::Function => true,
@@ -516,18 +522,30 @@ fn shapes(bytes: &[u8], module: &Module) -> FunctionShapes {
                     hasher.update(&bytes[at..imm.start]);
                     hasher.update(&[0xff]);
                     at = imm.end;
+                    if imm.kind != ImmediateKind::Function {
+                        constants.push(imm.value);
+                    }
                 }
             });
-            if walked.is_err() {
+            let hash = if walked.is_err() {
+                constants.truncate(first_constant);
                 let mut raw = xxhash_rust::xxh3::Xxh3::new();
                 raw.update(&bytes[body.start..body.end]);
-                return raw.digest();
-            }
-            hasher.update(&bytes[at..body.end]);
-            hasher.digest()
+                raw.digest()
+            } else {
+                hasher.update(&bytes[at..body.end]);
+                hasher.digest()
+            };
+            constant_ends.push(u32::try_from(constants.len()).unwrap_or(u32::MAX));
+            hash
         })
         .collect();
-    FunctionShapes { imports: module.imported_functions.clone(), bodies }
+    if constants.len() > u32::MAX as usize {
+        // No address pairs rather than wrong ones.
+        constants.clear();
+        constant_ends.clear();
+    }
+    FunctionShapes { imports: module.imported_functions.clone(), bodies, constants, constant_ends }
 }
 
 /// The function index a Go PC refers to, if it lies in the PC table.
