@@ -370,7 +370,12 @@ fn make_vectors() -> Vec<Vector> {
         let mut p = PatchBytes::new(&delta_files_tree(&[4]));
         p.body = run_coded_segment(4, &control(&[(2, 4, 0)]), 4, &[1, 0, 1, 9]);
         (p.segments, p.delta) = (1, 4);
-        v.push(patch_vector("run-coded-without-flag", "a run-coded ops segment in a patch whose flags do not allow one (bit 3 clear)", ErrorKind::Corrupt, p.encode()));
+        v.push(patch_vector(
+            "run-coded-without-flag",
+            "a run-coded ops segment in a patch whose flags do not allow one (bit 3 clear)",
+            ErrorKind::Corrupt,
+            p.encode(),
+        ));
     }
     {
         let mut p = PatchBytes::new(&delta_files_tree(&[4]));
@@ -381,11 +386,11 @@ fn make_vectors() -> Vec<Vector> {
         v.push(patch_vector("run-coded-runs-past-diff", "a run-coded diff whose runs expand past the segment's diff bytes", ErrorKind::Corrupt, p.encode()));
     }
     {
-        let mut p = PatchBytes::new(&delta_files_tree(&[4]));
+        let mut p = PatchBytes::new(&delta_files_tree(&[8]));
         p.flags = 8;
-        // A run count of 2^20 in a 5-byte coded stream.
-        p.body = run_coded_segment(4, &control(&[(2, 4, 0)]), 4, &[0x80, 0x80, 0x40, 1, 9]);
-        (p.segments, p.delta) = (1, 4);
+        // A run count of 2^20 in a 5-byte coded stream (of 8 diff bytes).
+        p.body = run_coded_segment(8, &control(&[(2, 8, 0)]), 8, &[0x80, 0x80, 0x40, 1, 9]);
+        (p.segments, p.delta) = (1, 8);
         v.push(patch_vector("run-coded-count-bomb", "a run-coded diff claiming 2^20 runs in 5 bytes", ErrorKind::Corrupt, p.encode()));
     }
     {

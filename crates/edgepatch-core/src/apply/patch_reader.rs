@@ -191,7 +191,16 @@ pub(crate) fn read_segment_header<R: Read>(
             ]) {
                 *v = input.varint(what)?;
             }
-            let h = SegmentHeader { new_len: f[0], ctrl_raw: f[1], ctrl_comp: f[2], diff_raw: f[3], diff_comp: f[4], diff_coded: 0, extra_raw: f[5], extra_comp: f[6] };
+            let h = SegmentHeader {
+                new_len: f[0],
+                ctrl_raw: f[1],
+                ctrl_comp: f[2],
+                diff_raw: f[3],
+                diff_comp: f[4],
+                diff_coded: 0,
+                extra_raw: f[5],
+                extra_comp: f[6],
+            };
             h.validate(at)?;
             Ok(Some(Segment::Ops(h)))
         }
@@ -212,7 +221,16 @@ pub(crate) fn read_segment_header<R: Read>(
             if f[4] == 0 {
                 return Err(corrupt("run-coded segment with an empty run-coded diff".into()));
             }
-            let h = SegmentHeader { new_len: f[0], ctrl_raw: f[1], ctrl_comp: f[2], diff_raw: f[3], diff_coded: f[4], diff_comp: f[5], extra_raw: f[6], extra_comp: f[7] };
+            let h = SegmentHeader {
+                new_len: f[0],
+                ctrl_raw: f[1],
+                ctrl_comp: f[2],
+                diff_raw: f[3],
+                diff_coded: f[4],
+                diff_comp: f[5],
+                extra_raw: f[6],
+                extra_comp: f[7],
+            };
             h.validate(at)?;
             Ok(Some(Segment::Ops(h)))
         }
