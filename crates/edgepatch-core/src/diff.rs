@@ -195,6 +195,7 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     };
     // Only a patch whose windows reach further than the base declares it.
     tree.window_reach = Some(window_reach_of(&segments)?).filter(|&r| r > BASE_WINDOW_BACK);
+    tree.run_coded_diff = segments.iter().any(|s| s.first() == Some(&RUN_CODED_SEGMENT_TAG));
     let mut out = encode_header_and_tree(&tree, opts.level)?;
     for seg in &segments {
         out.extend_from_slice(seg);
@@ -324,7 +325,8 @@ pub(crate) fn plan_tree(
     // Old files that are neither copied nor referenced need not be listed, but
     // indexes must stay stable: keep the table whole (it is small).
     let old_files = old_files.iter().map(|(path, size, _)| OldFile { path: path.to_string(), size: *size, in_reference: any_delta && *size > 0 }).collect();
-    let mut tree = PatchTree { single_file, old_listing, old_files, entries, files_digest: [0; 32], transforms: Vec::new(), window_reach: None };
+    let mut tree =
+        PatchTree { single_file, old_listing, old_files, entries, files_digest: [0; 32], transforms: Vec::new(), window_reach: None, run_coded_diff: false };
     tree.files_digest = tree.digest_of(|i| match new_entries[i].1 {
         PlannedKind::File { blake3, .. } => blake3,
         _ => unreachable!("the digest hashes files only"),
@@ -435,13 +437,14 @@ fn encode_segments(
     if let Some(started) = started {
         eprintln!("suffix array of {} bytes: {:.2}s", reference.len(), started.elapsed().as_secs_f64());
     }
-    let seg = opts.segment_size as usize;
-    let count = new_stream.len().div_ceil(seg);
+    let bounds = segment_bounds(new_stream.len(), opts.segment_size as usize);
+    let count = bounds.len();
     let done = AtomicU64::new(0);
     let total = new_stream.len() as u64;
     let report = |n: u64| progress(done.fetch_add(n, Ordering::Relaxed) + n, total);
     let results = parallel_map(count, threads, |i| {
-        let part = &new_stream[i * seg..((i + 1) * seg).min(new_stream.len())];
+        let (lo, hi) = bounds[i];
+        let part = &new_stream[lo..hi];
         let t = timing.then(std::time::Instant::now);
         let ops = match_new_data(&index, part, opts.match_params, &report);
         if let Some(t) = t {
@@ -453,8 +456,8 @@ fn encode_segments(
         // window trial doubled the diff's CPU on freedoom2-wad and concat-101mib for nothing
         // kept (BENCHMARKS.md, "Trees: window segments reaching further back").
         let reach = if is_text_segment(part) { opts.window_reach } else { opts.window_reach.min(BASE_WINDOW_BACK) };
-        let before = &new_stream[(i * seg).saturating_sub(reach as usize)..i * seg];
-        let (lo, hi) = ((i * seg) as u64, ((i + 1) * seg).min(new_stream.len()) as u64);
+        let before = &new_stream[lo.saturating_sub(reach as usize)..lo];
+        let (lo, hi) = (lo as u64, hi as u64);
         // The old versions of the files this segment holds (any part of).
         let whole: Vec<(u64, u64)> = hints.iter().filter(|h| h.new_start < hi && h.new_end > lo).filter_map(|h| h.old).collect();
         let r = encode_segment(reference, part, before, &ops, &whole, opts.level);
@@ -466,6 +469,22 @@ fn encode_segments(
     results.into_iter().collect()
 }
 
+/// The delta stream's segments as (start, end): `seg` bytes each, except that a
+/// last one under a quarter of `seg` joins the one before (within
+/// `MAX_SEGMENT_NEW`): a short segment starts its three zstd frames with
+/// nothing learned (react-dom 18.2.0 -> 18.3.1's 290 KB tail cost 134 bytes).
+fn segment_bounds(len: usize, seg: usize) -> Vec<(usize, usize)> {
+    let mut bounds: Vec<(usize, usize)> = (0..len.div_ceil(seg)).map(|i| (i * seg, ((i + 1) * seg).min(len))).collect();
+    if let [.., prev, last] = bounds.as_slice() {
+        if (last.1 - last.0) < seg / 4 && (last.1 - prev.0) as u64 <= MAX_SEGMENT_NEW {
+            let end = last.1;
+            bounds.pop();
+            bounds.last_mut().expect("two segments").1 = end;
+        }
+    }
+    bounds
+}
+
 /// `before`: the new-stream bytes just before `part` that a window may reach back to.
 fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], level: i32) -> Result<Vec<u8>> {
     let ctrl = encode_control(ops);
@@ -473,13 +492,25 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whol
         return Err(Error::Invalid("control stream of a segment over its limit; use a smaller segment size".into()));
     }
     let (diff, extra) = split_streams(reference, part, ops);
-    let (c, d, e) = (compress(&ctrl, level)?, compress(&diff, level)?, compress(&extra, level)?);
+    let (c, mut d, e) = (compress(&ctrl, level)?, compress(&diff, level)?, compress(&extra, level)?);
+    // The run-coded diff (§2.3) where it is smaller: text diffs are islands in a sea of zeros.
+    let mut diff_coded = 0;
+    if !diff.is_empty() {
+        let coded = encode_run_coded(&diff);
+        if coded.len() < diff.len() {
+            let dc = compress(&coded, level)?;
+            if dc.len() < d.len() {
+                (d, diff_coded) = (dc, coded.len() as u64);
+            }
+        }
+    }
     let header = SegmentHeader {
         new_len: part.len() as u64,
         ctrl_raw: ctrl.len() as u64,
         ctrl_comp: c.len() as u64,
         diff_raw: diff.len() as u64,
         diff_comp: d.len() as u64,
+        diff_coded,
         extra_raw: extra.len() as u64,
         extra_comp: e.len() as u64,
     };
@@ -736,5 +767,14 @@ mod tests {
         assert!(covers(&spans, (0, 3 << 20)), "then the next that fits: {spans:?}");
         assert!(!covers(&spans, (3 << 20, 10 << 20)), "{spans:?}");
         assert!(spans.windows(2).all(|w| w[0].1 < w[1].0), "sorted, disjoint, not adjacent: {spans:?}");
+    }
+
+    #[test]
+    fn a_short_last_segment_joins_the_one_before() {
+        assert_eq!(segment_bounds(10, 4), vec![(0, 4), (4, 8), (8, 10)]);
+        assert_eq!(segment_bounds(17, 8), vec![(0, 8), (8, 17)]);
+        assert_eq!(segment_bounds(18, 8), vec![(0, 8), (8, 16), (16, 18)]);
+        assert_eq!(segment_bounds(3, 4), vec![(0, 3)]);
+        assert_eq!(segment_bounds(0, 4), vec![]);
     }
 }

@@ -31,10 +31,17 @@ pub const MAX_WASM_SIDE_INFO: u64 = 4 << 20;
 /// they refuse such a patch instead of misapplying it; a patch whose windows
 /// stay within 4 MiB leaves it clear and is byte for byte what it was before.
 pub const FLAG_WINDOW_REACH: u16 = 4;
+/// The patch may hold ops segments whose diff stream is run-coded (tag
+/// `RUN_CODED_SEGMENT_TAG`, §2.3). Older appliers refuse unknown flags, so they
+/// refuse such a patch at its header; a patch without one leaves it clear and
+/// is byte for byte what it was before.
+pub const FLAG_RUN_CODED_DIFF: u16 = 8;
 /// Tag byte of an ops segment.
 pub const SEGMENT_TAG: u8 = b'S';
 /// Tag byte of a window segment.
 pub const WINDOW_SEGMENT_TAG: u8 = b'W';
+/// Tag byte of an ops segment whose diff stream is run-coded (§2.3).
+pub const RUN_CODED_SEGMENT_TAG: u8 = b'R';
 /// Old bytes a window segment may take from the reference stream...
 pub const MAX_WINDOW_BYTES: u64 = 8 << 20;
 /// ...plus at most this many new bytes produced just before the segment, in a
@@ -238,6 +245,8 @@ pub struct PatchTree {
     /// How far back window segments reach, when above `BASE_WINDOW_BACK`
     /// (None: flag clear, the base reach).
     pub window_reach: Option<u64>,
+    /// Some ops segment's diff stream is run-coded (`FLAG_RUN_CODED_DIFF`).
+    pub run_coded_diff: bool,
 }
 
 fn files_in_digest_order(entries: &[TreeEntry]) -> impl Iterator<Item = usize> + '_ {
@@ -284,6 +293,7 @@ impl PatchTree {
         (if self.single_file { FLAG_SINGLE_FILE } else { 0 })
             | (if self.transforms.is_empty() { 0 } else { FLAG_WASM_TRANSFORM })
             | (if self.window_reach.is_some() { FLAG_WINDOW_REACH } else { 0 })
+            | (if self.run_coded_diff { FLAG_RUN_CODED_DIFF } else { 0 })
     }
 
     /// How many of the delta bytes produced last a window segment may reach
@@ -475,6 +485,8 @@ pub struct EncodedTree {
     pub transforms: Vec<EncodedTransform>,
     /// The declared window reach (`FLAG_WINDOW_REACH`), None when the flag is clear.
     pub window_reach: Option<u64>,
+    /// `FLAG_RUN_CODED_DIFF` was set (it adds nothing to the tree section).
+    pub run_coded_diff: bool,
 }
 
 /// A row of the wasm transform table as the patch states it (§2.8).
@@ -673,7 +685,8 @@ impl EncodedTree {
                 (None, false) => "bytes after the wasm transform table",
             }));
         }
-        Ok(EncodedTree { single_file, listing_digest, runs, named, old_table, files_digest, transforms, window_reach })
+        let run_coded_diff = flags & FLAG_RUN_CODED_DIFF != 0;
+        Ok(EncodedTree { single_file, listing_digest, runs, named, old_table, files_digest, transforms, window_reach, run_coded_diff })
     }
 
     /// The tree against the old build's listing (sorted by path), which must
@@ -782,6 +795,7 @@ impl EncodedTree {
             files_digest: self.files_digest,
             transforms: resolved_transforms,
             window_reach: self.window_reach,
+            run_coded_diff: self.run_coded_diff,
         })
     }
 }
@@ -826,6 +840,9 @@ pub struct SegmentHeader {
     pub diff_raw: u64,
     /// Difference bytes in the patch.
     pub diff_comp: u64,
+    /// 0 for a plain diff stream (tag `S`); else the size of its run-coded
+    /// form (tag `R`, §2.3), which the diff frame decompresses to.
+    pub diff_coded: u64,
     /// Extra (literal) bytes, decompressed.
     pub extra_raw: u64,
     /// Extra bytes in the patch.
@@ -835,6 +852,13 @@ pub struct SegmentHeader {
 impl SegmentHeader {
     /// Appends the header's encoding (tag and varints) to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        if self.diff_coded > 0 {
+            out.push(RUN_CODED_SEGMENT_TAG);
+            for v in [self.new_len, self.ctrl_raw, self.ctrl_comp, self.diff_raw, self.diff_coded, self.diff_comp, self.extra_raw, self.extra_comp] {
+                put_varint(out, v);
+            }
+            return;
+        }
         out.push(SEGMENT_TAG);
         for v in [self.new_len, self.ctrl_raw, self.ctrl_comp, self.diff_raw, self.diff_comp, self.extra_raw, self.extra_comp] {
             put_varint(out, v);
@@ -865,7 +889,12 @@ impl SegmentHeader {
         if self.ctrl_raw > MAX_SEGMENT_CTRL {
             return limit(format!("segment control size {} above the limit {MAX_SEGMENT_CTRL}", self.ctrl_raw));
         }
-        for (raw, comp) in [(self.ctrl_raw, self.ctrl_comp), (self.diff_raw, self.diff_comp), (self.extra_raw, self.extra_comp)] {
+        if self.diff_coded > self.diff_raw {
+            return bad(format!("run-coded diff of {} bytes for {} diff bytes: larger than the stream it codes", self.diff_coded, self.diff_raw));
+        }
+        // The diff frame holds the run-coded form when there is one.
+        let diff_frame_raw = if self.diff_coded > 0 { self.diff_coded } else { self.diff_raw };
+        for (raw, comp) in [(self.ctrl_raw, self.ctrl_comp), (diff_frame_raw, self.diff_comp), (self.extra_raw, self.extra_comp)] {
             // zstd never expands by more than a small bound; reject absurd claims.
             if comp > raw + raw / 64 + 1024 || (raw == 0) != (comp == 0) {
                 return bad(format!("segment stream compressed size {comp} implausible for {raw} bytes"));
@@ -873,6 +902,81 @@ impl SegmentHeader {
         }
         Ok(())
     }
+}
+
+/// The run-coded form of a diff stream (§2.3): `varint run_count`, every run's
+/// count of zero bytes, every run's count of literal bytes (each >= 1), then the
+/// literal bytes; zeros after the last run are implied. A diff stream is mostly
+/// zeros with short islands (a renamed identifier in minified code): coded
+/// this way, zstd sees the island lengths and the gaps as two columns, and
+/// repeated island patterns as repeated byte strings (react-dom 18.2.0 ->
+/// 18.3.1: 12,104 bytes of diff frame become 9,391).
+pub fn encode_run_coded(diff: &[u8]) -> Vec<u8> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    let mut literals = Vec::new();
+    let mut at = 0;
+    while at < diff.len() {
+        let zeros = diff[at..].iter().take_while(|&&b| b == 0).count();
+        let start = at + zeros;
+        if start == diff.len() {
+            break;
+        }
+        let len = diff[start..].iter().take_while(|&&b| b != 0).count();
+        runs.push((zeros as u64, len as u64));
+        literals.extend_from_slice(&diff[start..start + len]);
+        at = start + len;
+    }
+    let mut out = Vec::with_capacity(runs.len() * 3 + literals.len() + 10);
+    put_varint(&mut out, runs.len() as u64);
+    for r in &runs {
+        put_varint(&mut out, r.0);
+    }
+    for r in &runs {
+        put_varint(&mut out, r.1);
+    }
+    out.extend_from_slice(&literals);
+    out
+}
+
+/// Expands a run-coded diff stream (§2.3) into `out`, which becomes exactly
+/// `diff_len` bytes. Errors say what was wrong; offsets are within `coded`.
+pub fn expand_run_coded(coded: &[u8], diff_len: u64, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    let mut r = SliceReader::new(coded, 0, Input::Patch);
+    let err = |e: Error| e.to_string();
+    // Each run takes at least two bytes of the coded form.
+    let count = r.varint_max(coded.len() as u64 / 2, "run count").map_err(err)? as usize;
+    let mut runs = Vec::with_capacity(count);
+    for _ in 0..count {
+        runs.push(r.varint_max(diff_len, "zero run").map_err(err)?);
+    }
+    out.clear();
+    let mut literal_total = 0u64;
+    let mut lens = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = r.varint_max(diff_len, "literal run").map_err(err)?;
+        if len == 0 {
+            return Err(format!("empty literal run at byte {}", r.offset()));
+        }
+        literal_total += len;
+        lens.push(len);
+    }
+    if literal_total != r.remaining() as u64 {
+        return Err(format!("runs name {literal_total} literal bytes, the coded stream has {} left", r.remaining()));
+    }
+    let expanded = runs.iter().chain(&lens).try_fold(0u64, |a, &b| a.checked_add(b).filter(|&t| t <= diff_len));
+    if expanded.is_none() {
+        return Err(format!("runs expand past the segment's {diff_len} diff bytes"));
+    }
+    out.reserve_exact(diff_len as usize);
+    let literals = &coded[coded.len() - r.remaining()..];
+    let mut at = 0usize;
+    for (&zeros, &len) in runs.iter().zip(&lens) {
+        out.resize(out.len() + zeros as usize, 0);
+        out.extend_from_slice(&literals[at..at + len as usize]);
+        at += len as usize;
+    }
+    out.resize(diff_len as usize, 0);
+    Ok(())
 }
 
 /// The control stream of a segment: the op count, then every op's diagonal
@@ -1145,5 +1249,24 @@ mod tests {
         assert!(matches!(err(&c, 4096, 0, 4096), Error::Limit { .. }));
         // The diagonal overflows: i64::MAX - 1, then as much again.
         assert!(matches!(err(&ctrl(&[u64::MAX - 1, u64::MAX - 1], &[0, 0], &[1, 1]), 2, 0, 2), Error::Corrupt { .. }));
+    }
+
+    #[test]
+    fn run_coding_round_trips_and_refuses_bad_runs() {
+        let diff: Vec<u8> = [&[0u8; 5][..], &[255, 1], &[0; 300], &[7], &[0; 9]].concat();
+        let coded = encode_run_coded(&diff);
+        // Two runs: zeros 5 and 300, lengths 2 and 1, then the 3 literal bytes; the last zeros implied.
+        assert_eq!(coded, [2, 5, 0xac, 2, 2, 1, 255, 1, 7]);
+        let mut out = Vec::new();
+        expand_run_coded(&coded, diff.len() as u64, &mut out).unwrap();
+        assert_eq!(out, diff);
+        // All zeros: no runs at all.
+        expand_run_coded(&encode_run_coded(&[0; 40]), 40, &mut out).unwrap();
+        assert_eq!(out, [0; 40]);
+        // Runs past the diff size, an empty literal run, literal bytes missing or left over.
+        assert!(expand_run_coded(&coded, diff.len() as u64 - 10, &mut out).is_err());
+        assert!(expand_run_coded(&[1, 0, 0], 4, &mut out).is_err());
+        assert!(expand_run_coded(&[1, 0, 2, 9], 4, &mut out).is_err());
+        assert!(expand_run_coded(&[1, 0, 1, 9, 9], 4, &mut out).is_err());
     }
 }

@@ -83,6 +83,7 @@ fn wrong_version_is_named() {
 #[test]
 fn damage_behind_a_valid_checksum_is_caught_by_the_files_digest() {
     let (old, patch) = golden_patch();
+    let new = load_tar("game-v2.tar");
     // Flip bytes and then recompute the trailer, as a buggy or hostile
     // producer would: whatever still decodes must fail the files digest.
     let body = patch.len() - 32;
@@ -92,6 +93,12 @@ fn damage_behind_a_valid_checksum_is_caught_by_the_files_digest() {
         damaged[i] ^= 0x20;
         let sum = *blake3::hash(&damaged[..body]).as_bytes();
         damaged[body..].copy_from_slice(&sum);
+        // A flip that decodes to the same streams (a match offset of a repetitive
+        // run-coded diff that copies the same bytes) is no damage: both appliers
+        // make the new build exactly.
+        if reference_apply(&damaged, &old).is_ok_and(|b| b == new) {
+            continue;
+        }
         digest_failures += matches!(must_fail(&old, &damaged), Error::FilesDigestMismatch { .. }) as u32;
     }
     assert!(digest_failures > 0, "no damage reached the files digest: the test does not test it");

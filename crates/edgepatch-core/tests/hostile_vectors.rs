@@ -148,6 +148,18 @@ fn ops_segment(new_len: u64, ctrl: &[u8], diff: &[u8], extra: &[u8]) -> Vec<u8> 
     s
 }
 
+/// A run-coded ops segment (tag `R`): `diff_raw` diff bytes coded as `coded`, no extra bytes.
+fn run_coded_segment(new_len: u64, ctrl: &[u8], diff_raw: u64, coded: &[u8]) -> Vec<u8> {
+    let (c, d) = (zstd(ctrl), zstd(coded));
+    let mut s = vec![b'R'];
+    for v in [new_len, ctrl.len() as u64, c.len() as u64, diff_raw, coded.len() as u64, d.len() as u64, 0, 0] {
+        put_varint(&mut s, v);
+    }
+    s.extend_from_slice(&c);
+    s.extend_from_slice(&d);
+    s
+}
+
 fn control(ops: &[(u64, u64, u64)]) -> Vec<u8> {
     let mut c = Vec::new();
     put_varint(&mut c, ops.len() as u64);
@@ -351,6 +363,35 @@ fn make_vectors() -> Vec<Vector> {
         p.body = ops_segment(5, &control(&[(2, 0, 5)]), &[], b"hello");
         (p.segments, p.delta) = (1, 5);
         v.push(patch_vector("segment-beyond-files", "a segment producing more bytes than the files need", ErrorKind::Corrupt, p.encode()));
+    }
+    // Run-coded diff streams (§2.3): a 4-byte file of one copy... against an empty
+    // old build no copy can run, but the run-coded diff is checked before the ops.
+    {
+        let mut p = PatchBytes::new(&delta_files_tree(&[4]));
+        p.body = run_coded_segment(4, &control(&[(2, 4, 0)]), 4, &[1, 0, 1, 9]);
+        (p.segments, p.delta) = (1, 4);
+        v.push(patch_vector(
+            "run-coded-without-flag",
+            "a run-coded ops segment in a patch whose flags do not allow one (bit 3 clear)",
+            ErrorKind::Corrupt,
+            p.encode(),
+        ));
+    }
+    {
+        let mut p = PatchBytes::new(&delta_files_tree(&[4]));
+        p.flags = 8;
+        // One run of 4 zeros then 1 literal byte: 5 diff bytes for a segment of 4.
+        p.body = run_coded_segment(4, &control(&[(2, 4, 0)]), 4, &[1, 4, 1, 9]);
+        (p.segments, p.delta) = (1, 4);
+        v.push(patch_vector("run-coded-runs-past-diff", "a run-coded diff whose runs expand past the segment's diff bytes", ErrorKind::Corrupt, p.encode()));
+    }
+    {
+        let mut p = PatchBytes::new(&delta_files_tree(&[8]));
+        p.flags = 8;
+        // A run count of 2^20 in a 5-byte coded stream (of 8 diff bytes).
+        p.body = run_coded_segment(8, &control(&[(2, 8, 0)]), 8, &[0x80, 0x80, 0x40, 1, 9]);
+        (p.segments, p.delta) = (1, 8);
+        v.push(patch_vector("run-coded-count-bomb", "a run-coded diff claiming 2^20 runs in 5 bytes", ErrorKind::Corrupt, p.encode()));
     }
     {
         let mut p = PatchBytes::new(&delta_files_tree(&[4]));

@@ -90,7 +90,8 @@ fn header_and_tree(patch: &[u8]) -> &[u8] {
     &patch[..info.layout.segment_spans[0].0 as usize]
 }
 
-/// Pushes `patch` in 4 KiB chunks until `stop` says so or a push fails; returns the resume point then.
+/// Pushes `patch` in 256-byte chunks (smaller than a segment: a run-coded segment of a
+/// sparse diff can be under 1 KB) until `stop` says so or a push fails; returns the resume point then.
 fn push_until(
     a: &mut PatchApplier,
     patch: &[u8],
@@ -99,7 +100,7 @@ fn push_until(
     sink: &mut impl BuildSink,
     stop: impl Fn(Option<ResumePoint>) -> bool,
 ) -> Option<ResumePoint> {
-    for chunk in patch[from..].chunks(4 << 10) {
+    for chunk in patch[from..].chunks(256) {
         if a.push(chunk, old, sink).is_err() || stop(a.resume_point()) {
             break;
         }

@@ -13,7 +13,7 @@ use appliers::fast_apply as apply;
 use edgepatch_core::error::ErrorKind;
 use edgepatch_core::inspect::inspect_patch;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
-use edgepatch_core::patch_format::{FLAG_SINGLE_FILE, FLAG_WASM_TRANSFORM, MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
+use edgepatch_core::patch_format::{FLAG_RUN_CODED_DIFF, FLAG_SINGLE_FILE, FLAG_WASM_TRANSFORM, MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
 use edgepatch_core::{diff_builds, Build, DiffOptions, PatchApplier, ResumePoint};
 use fixture_builds::{file, noise};
 
@@ -22,8 +22,9 @@ fn diff(old: &Build, new: &Build, wasm_transform: bool, segment_size: u64) -> (V
     diff_builds(old, new, &opts, &|_, _| {}).unwrap()
 }
 
+/// The header flags, less the run-coded diff flag (the writer's choice per segment, not this file's subject).
 fn flags(patch: &[u8]) -> u16 {
-    u16::from_le_bytes([patch[10], patch[11]])
+    u16::from_le_bytes([patch[10], patch[11]]) & !FLAG_RUN_CODED_DIFF
 }
 
 #[test]
@@ -261,7 +262,8 @@ impl Parts {
     }
 }
 
-const FLAGS: u16 = FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM;
+// Bit 3 allows run-coded segments (the rebuilt patches keep the writer's segments).
+const FLAGS: u16 = FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM | FLAG_RUN_CODED_DIFF;
 
 #[test]
 fn the_rebuilt_parts_make_the_valid_patch() {
@@ -379,7 +381,7 @@ fn refuses_a_normalized_form_that_is_not_wasm() {
     }
     moved.extend_from_slice(&t.side_info);
     let parts = Parts { old: old.clone(), tree_head: head.to_vec(), size: 0, side: Vec::new(), rest: patch[at + comp..patch.len() - 32].to_vec() };
-    let err = apply(&parts.patch(FLAG_WASM_TRANSFORM, &moved), &old).expect_err("refused");
+    let err = apply(&parts.patch(FLAG_WASM_TRANSFORM | FLAG_RUN_CODED_DIFF, &moved), &old).expect_err("refused");
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     assert!(err.to_string().contains("b.bin") && err.to_string().contains("normalized wasm corrupt"), "{err}");
 }
@@ -387,5 +389,5 @@ fn refuses_a_normalized_form_that_is_not_wasm() {
 #[test]
 fn refuses_unknown_flags_still() {
     let p = parts();
-    p.refused(FLAGS | 8, &p.row(1, 0, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "unknown flags");
+    p.refused(FLAGS | 16, &p.row(1, 0, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "unknown flags");
 }

@@ -342,7 +342,7 @@ impl PatchApplier {
             Expect::SegmentOrEnd => {
                 let mut delta = self.delta.take().expect("delta stream after the tree");
                 let at = input.offset();
-                let is_segment = matches!(unit.first(), Some(&SEGMENT_TAG) | Some(&WINDOW_SEGMENT_TAG));
+                let is_segment = matches!(unit.first(), Some(&SEGMENT_TAG) | Some(&RUN_CODED_SEGMENT_TAG) | Some(&WINDOW_SEGMENT_TAG));
                 if is_segment {
                     delta.load_segment(&mut input, old, &self.tree)?;
                     (self.hasher, self.offset) = input.into_state();

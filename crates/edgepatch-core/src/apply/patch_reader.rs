@@ -149,7 +149,7 @@ pub(super) fn read_fixed_header<R: Read>(input: &mut PatchInput<R>) -> Result<(u
     }
     input.exact(&mut v, "flags")?;
     let flags = u16::from_le_bytes(v);
-    if flags & !(FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM | FLAG_WINDOW_REACH) != 0 {
+    if flags & !(FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM | FLAG_WINDOW_REACH | FLAG_RUN_CODED_DIFF) != 0 {
         return Err(Error::Corrupt { input: Input::Patch, offset: 10, what: format!("unknown flags {flags:#x}") });
     }
     let at = input.offset();
@@ -191,7 +191,46 @@ pub(crate) fn read_segment_header<R: Read>(
             ]) {
                 *v = input.varint(what)?;
             }
-            let h = SegmentHeader { new_len: f[0], ctrl_raw: f[1], ctrl_comp: f[2], diff_raw: f[3], diff_comp: f[4], extra_raw: f[5], extra_comp: f[6] };
+            let h = SegmentHeader {
+                new_len: f[0],
+                ctrl_raw: f[1],
+                ctrl_comp: f[2],
+                diff_raw: f[3],
+                diff_comp: f[4],
+                diff_coded: 0,
+                extra_raw: f[5],
+                extra_comp: f[6],
+            };
+            h.validate(at)?;
+            Ok(Some(Segment::Ops(h)))
+        }
+        RUN_CODED_SEGMENT_TAG => {
+            let mut f = [0u64; 8];
+            for (v, what) in f.iter_mut().zip([
+                "segment size",
+                "control size",
+                "control compressed size",
+                "diff size",
+                "run-coded diff size",
+                "diff compressed size",
+                "extra size",
+                "extra compressed size",
+            ]) {
+                *v = input.varint(what)?;
+            }
+            if f[4] == 0 {
+                return Err(corrupt("run-coded segment with an empty run-coded diff".into()));
+            }
+            let h = SegmentHeader {
+                new_len: f[0],
+                ctrl_raw: f[1],
+                ctrl_comp: f[2],
+                diff_raw: f[3],
+                diff_coded: f[4],
+                diff_comp: f[5],
+                extra_raw: f[6],
+                extra_comp: f[7],
+            };
             h.validate(at)?;
             Ok(Some(Segment::Ops(h)))
         }

@@ -202,6 +202,35 @@ enum New {
     },
 }
 
+/// §2.3's run-coded diff: a count, the zero runs, the literal runs (each >= 1),
+/// the literal bytes; zeros fill the rest up to `diff_len`.
+fn expand_runs(coded: &[u8], diff_len: u64) -> Outcome<Vec<u8>> {
+    let mut r = Bytes::new(coded);
+    let count = r.varint()?;
+    if count > coded.len() as u64 / 2 {
+        return Err("run count".into());
+    }
+    let zeros: Vec<u64> = (0..count).map(|_| r.varint()).collect::<Outcome<_>>()?;
+    let lens: Vec<u64> = (0..count).map(|_| r.varint()).collect::<Outcome<_>>()?;
+    let mut out = Vec::new();
+    for (z, l) in zeros.into_iter().zip(lens) {
+        if l == 0 {
+            return Err("empty literal run".into());
+        }
+        let total = (out.len() as u64).checked_add(z).and_then(|t| t.checked_add(l));
+        if total.is_none_or(|t| t > diff_len) {
+            return Err("runs past the diff size".into());
+        }
+        out.resize(out.len() + z as usize, 0);
+        out.extend_from_slice(r.take(l)?);
+    }
+    if !r.done() {
+        return Err("run-coded bytes left over".into());
+    }
+    out.resize(diff_len as usize, 0);
+    Ok(out)
+}
+
 /// Applies `patch` to `old` as docs/FORMAT.md §2 says; the new build or why not.
 pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
     // Checksum first: the last 32 bytes are the BLAKE3 of the rest.
@@ -215,9 +244,10 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
         return Err(format!("version {version}"));
     }
     let flags = u16::from_le_bytes(r.take(2)?.try_into().unwrap());
-    if flags > 7 {
+    if flags > 15 {
         return Err("unknown flags".into());
     }
+    let run_coded_allowed = flags & 8 == 8;
     let single = flags & 1 == 1;
     let has_transforms = flags & 2 == 2;
     let declares_reach = flags & 4 == 4;
@@ -452,12 +482,24 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
     let mut segments = 0u64;
     loop {
         match r.byte()? {
-            b'S' => {
+            tag @ (b'S' | b'R') => {
+                let run_coded = tag == b'R';
+                if run_coded && !run_coded_allowed {
+                    return Err("run-coded segment without flag 8".into());
+                }
                 let mut f = [0u64; 7];
-                for v in f.iter_mut() {
+                let mut coded_len = 0u64;
+                for (k, v) in f.iter_mut().enumerate() {
                     *v = r.varint()?;
+                    if run_coded && k == 3 {
+                        // §2.3: 'R' has the coded diff size after diff_raw.
+                        coded_len = r.varint()?;
+                    }
                 }
                 let [new_len, ctrl_raw, ctrl_comp, diff_raw, diff_comp, extra_raw, extra_comp] = f;
+                if run_coded && (coded_len == 0 || coded_len > diff_raw) {
+                    return Err("run-coded diff size".into());
+                }
                 if new_len == 0 || new_len > MAX_SEGMENT || ctrl_raw == 0 || ctrl_raw > MAX_CONTROL || diff_raw.checked_add(extra_raw) != Some(new_len) {
                     return Err("segment sizes".into());
                 }
@@ -465,11 +507,15 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
                     return Err("segment beyond the files".into());
                 }
                 let mut streams = Vec::new();
-                for (raw, comp) in [(ctrl_raw, ctrl_comp), (diff_raw, diff_comp), (extra_raw, extra_comp)] {
+                let diff_frame_raw = if run_coded { coded_len } else { diff_raw };
+                for (raw, comp) in [(ctrl_raw, ctrl_comp), (diff_frame_raw, diff_comp), (extra_raw, extra_comp)] {
                     if (raw == 0) != (comp == 0) || comp > raw + raw / 64 + 1024 {
                         return Err("stream compressed size".into());
                     }
                     streams.push(if raw == 0 { Vec::new() } else { one_frame(r.take(comp)?, raw, None, 24)? });
+                }
+                if run_coded {
+                    streams[1] = expand_runs(&streams[1], diff_raw)?;
                 }
                 let out = run_ops(&streams[0], &streams[1], &streams[2], new_len, &reference)?;
                 delta.extend_from_slice(&out);
