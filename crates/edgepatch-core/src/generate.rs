@@ -317,6 +317,9 @@ impl PatchGenerator {
         let text_bytes: u64 = self.delta.iter().zip(&self.delta_transform).filter(|(d, t)| t.is_none() && has_text_name(&d.0)).map(|(d, _)| d.2).sum();
         let declares = self.segment_count() >= 3 && text_bytes >= GENERATOR_SEGMENT;
         self.tree.window_reach = declares.then_some(GENERATOR_TEXT_REACH);
+        // Any ops segment may store its diff run-coded; the header comes first, so every patch
+        // with a delta stream declares it (an applier before the flag refuses these patches).
+        self.tree.run_coded_diff = new_total > 0;
         self.stats.delta_bytes = new_total;
         self.stats.wasm_transformed = self.wasm.len() as u64;
     }
@@ -945,7 +948,18 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32, 
     let t = timing.then(std::time::Instant::now);
     let c = compress_capped(&ctrl, level, OpsStream::Ctrl)?;
     let t1 = t.map(|t| t.elapsed().as_secs_f64());
-    let d = compress_capped(&diff, level, OpsStream::Diff)?;
+    let mut d = compress_capped(&diff, level, OpsStream::Diff)?;
+    // The run-coded diff (docs/FORMAT.md §2.3) where it is smaller, as the in-memory diff does:
+    // a diff stream is islands in a sea of zeros. The patch declares it up front (`new`).
+    let mut diff_coded = 0;
+    let coded = encode_run_coded(&diff);
+    if !diff.is_empty() && coded.len() < diff.len() {
+        let dc = compress_capped(&coded, level, OpsStream::Diff)?;
+        if dc.len() < d.len() {
+            (d, diff_coded) = (dc, coded.len() as u64);
+        }
+    }
+    drop(coded);
     let t2 = t.map(|t| t.elapsed().as_secs_f64());
     let e = compress_capped(&extra, level, OpsStream::Extra)?;
     if let Some(t) = t {
@@ -967,7 +981,7 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32, 
         ctrl_raw: ctrl.len() as u64,
         ctrl_comp: c.len() as u64,
         diff_raw: diff.len() as u64,
-        diff_coded: 0,
+        diff_coded,
         diff_comp: d.len() as u64,
         extra_raw: extra.len() as u64,
         extra_comp: e.len() as u64,

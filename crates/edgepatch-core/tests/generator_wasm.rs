@@ -11,7 +11,7 @@ mod wasm_modules;
 use appliers::apply_both as apply;
 use edgepatch_core::generate::{generate_patch, generate_patch_transformed, ByteRange, FileForm, PatchGenerator, WasmTransform};
 use edgepatch_core::manifest::{EntrySource, ManifestView};
-use edgepatch_core::patch_format::{FLAG_SINGLE_FILE, FLAG_WASM_TRANSFORM};
+use edgepatch_core::patch_format::{FLAG_RUN_CODED_DIFF, FLAG_SINGLE_FILE, FLAG_WASM_TRANSFORM};
 use edgepatch_core::signature::Signature;
 use edgepatch_core::{Build, Error};
 use fixture_builds::{file, noise};
@@ -73,7 +73,13 @@ fn generate(old: &Build, new: &Build, transform: bool, level: i32) -> (Vec<u8>, 
     (patch, manifest)
 }
 
+/// The header's flags without bit 3: the generator declares run-coded diffs in every patch
+/// with a delta stream (its header comes before its segments), checked by `raw_flags`.
 fn flags(patch: &[u8]) -> u16 {
+    raw_flags(patch) & !FLAG_RUN_CODED_DIFF
+}
+
+fn raw_flags(patch: &[u8]) -> u16 {
     u16::from_le_bytes([patch[10], patch[11]])
 }
 
@@ -146,6 +152,7 @@ fn a_module_across_a_segment_boundary_steps_give_the_one_pass_bytes() {
     let (one_pass, manifest) = generate(&old, &new, true, 3);
     let manifest = manifest.unwrap();
     assert_eq!(flags(&one_pass), FLAG_WASM_TRANSFORM);
+    assert_eq!(raw_flags(&one_pass) & FLAG_RUN_CODED_DIFF, FLAG_RUN_CODED_DIFF, "a delta stream: run-coded diffs declared");
     assert_eq!(apply(&one_pass, &old), new);
     let (os, ns) = signatures(&old, &new);
     let (transforms, normalized) = prepare(&old, &new);
