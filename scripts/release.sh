@@ -3,8 +3,10 @@
 # publishes: dist/release/edgepatch-<version>-<target>.tar.gz (.zip for Windows) with the
 # binary, README and licenses, and dist/release/SHA256SUMS. Targets built here by default:
 # x86_64-unknown-linux-gnu, x86_64-unknown-linux-musl (static), x86_64-pc-windows-gnu.
-# On a macOS machine pass x86_64-apple-darwin / aarch64-apple-darwin
-# (.github/workflows/release.yml does). Each binary is checked with `file` before packing.
+# Pass aarch64-apple-darwin / x86_64-apple-darwin for macOS: built natively on a Mac
+# (.github/workflows/release.yml does), elsewhere cross-linked by zig (scripts/zig-cross.sh;
+# not code-signed beyond the linker's ad-hoc signature, and not run here: no Mac).
+# Each binary is checked with `file` before packing.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
@@ -20,7 +22,12 @@ mkdir -p "$out"
 for t in "${targets[@]}"; do
   rustup target list --installed | grep -qx "$t" || rustup target add "$t"
   echo "[release] $t" >&2
-  CARGO_TARGET_DIR="$REPO/target/cross" cargo build --release --quiet -p edgepatch-cli --target "$t"
+  if [[ "$t" == *apple-darwin && "$(uname -s)" != Darwin ]]; then
+    [ -n "${ZIG_READY:-}" ] || { source scripts/zig-cross.sh; ZIG_READY=1; }
+    CARGO_TARGET_DIR="$REPO/target/cross" cargo-zigbuild zigbuild --release --quiet -p edgepatch-cli --target "$t"
+  else
+    CARGO_TARGET_DIR="$REPO/target/cross" cargo build --release --quiet -p edgepatch-cli --target "$t"
+  fi
   exe=edgepatch
   case "$t" in *windows*) exe=edgepatch.exe ;; esac
   bin="$REPO/target/cross/$t/release/$exe"
