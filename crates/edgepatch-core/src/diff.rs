@@ -492,37 +492,11 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whol
         return Err(Error::Invalid("control stream of a segment over its limit; use a smaller segment size".into()));
     }
     let (diff, extra) = split_streams(reference, part, ops);
-    let (c, mut d, e) = (compress(&ctrl, level)?, compress(&diff, level)?, compress(&extra, level)?);
-    // The run-coded diff (§2.3) where it is smaller: text diffs are islands in a sea of zeros.
-    let mut diff_coded = 0;
-    if !diff.is_empty() {
-        let coded = encode_run_coded(&diff);
-        if coded.len() < diff.len() {
-            let dc = compress(&coded, level)?;
-            if dc.len() < d.len() {
-                (d, diff_coded) = (dc, coded.len() as u64);
-            }
-        }
-    }
-    let header = SegmentHeader {
-        new_len: part.len() as u64,
-        ctrl_raw: ctrl.len() as u64,
-        ctrl_comp: c.len() as u64,
-        diff_raw: diff.len() as u64,
-        diff_comp: d.len() as u64,
-        diff_coded,
-        extra_raw: extra.len() as u64,
-        extra_comp: e.len() as u64,
-    };
-    let mut out = Vec::with_capacity(32 + c.len() + d.len() + e.len());
-    header.encode(&mut out);
-    out.extend_from_slice(&c);
-    out.extend_from_slice(&d);
-    out.extend_from_slice(&e);
+    let (out, h) = encode_ops_streams(part.len() as u64, &ctrl, &diff, &extra, |data, _| compress(data, level))?;
     // Where the control stream is a large share (text: many short matches), a
     // zstd frame over the old spans the ops found often does better. Keep the smaller.
     // (Tiny results are not worth the window's slow compression.)
-    if c.len() * 5 > d.len() + e.len() && out.len() > WINDOW_TRIAL_MIN {
+    if h.ctrl_comp * 5 > h.diff_comp + h.extra_comp && out.len() > WINDOW_TRIAL_MIN {
         let t = std::env::var_os("EDGEPATCH_TIMING").map(|_| std::time::Instant::now());
         let mut window = encode_window_segment(reference, part, before, ops, whole, level)?;
         // Reaching past the base (§2.6) moves the match finder's choices: on

@@ -946,51 +946,20 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32, 
         return Ok((None, copied));
     }
     let t = timing.then(std::time::Instant::now);
-    let c = compress_capped(&ctrl, level, OpsStream::Ctrl)?;
-    let t1 = t.map(|t| t.elapsed().as_secs_f64());
-    let mut d = compress_capped(&diff, level, OpsStream::Diff)?;
-    // The run-coded diff (docs/FORMAT.md §2.3) where it is smaller, as the in-memory diff does:
-    // a diff stream is islands in a sea of zeros. The patch declares it up front (`new`).
-    let mut diff_coded = 0;
-    let coded = encode_run_coded(&diff);
-    if !diff.is_empty() && coded.len() < diff.len() {
-        let dc = compress_capped(&coded, level, OpsStream::Diff)?;
-        if dc.len() < d.len() {
-            (d, diff_coded) = (dc, coded.len() as u64);
-        }
-    }
-    drop(coded);
-    let t2 = t.map(|t| t.elapsed().as_secs_f64());
-    let e = compress_capped(&extra, level, OpsStream::Extra)?;
+    let (out, header) = encode_ops_streams(new.len() as u64, &ctrl, &diff, &extra, |data, stream| compress_capped(data, level, stream))?;
     if let Some(t) = t {
         eprintln!(
-            "  ctrl {} -> {} ({:.2}s), diff {} -> {} ({:.2}s), extra {} -> {} ({:.2}s)",
-            ctrl.len(),
-            c.len(),
-            t1.unwrap(),
-            diff.len(),
-            d.len(),
-            t2.unwrap() - t1.unwrap(),
-            extra.len(),
-            e.len(),
-            t.elapsed().as_secs_f64() - t2.unwrap()
+            "  ctrl {} -> {}, diff {} -> {}{}, extra {} -> {} ({:.2}s)",
+            header.ctrl_raw,
+            header.ctrl_comp,
+            header.diff_raw,
+            header.diff_comp,
+            if header.diff_coded > 0 { " run-coded" } else { "" },
+            header.extra_raw,
+            header.extra_comp,
+            t.elapsed().as_secs_f64()
         );
     }
-    let header = SegmentHeader {
-        new_len: new.len() as u64,
-        ctrl_raw: ctrl.len() as u64,
-        ctrl_comp: c.len() as u64,
-        diff_raw: diff.len() as u64,
-        diff_coded,
-        diff_comp: d.len() as u64,
-        extra_raw: extra.len() as u64,
-        extra_comp: e.len() as u64,
-    };
-    let mut out = Vec::with_capacity(32 + c.len() + d.len() + e.len());
-    header.encode(&mut out);
-    out.extend_from_slice(&c);
-    out.extend_from_slice(&d);
-    out.extend_from_slice(&e);
     Ok((Some((out, header)), copied))
 }
 
@@ -1087,14 +1056,6 @@ fn window_of(spans: Vec<(u64, u64)>, old: Vec<u8>, copied: Option<Vec<CopiedSpan
 fn has_text_name(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     name.rsplit_once('.').is_some_and(|(_, ext)| TEXT_FILE_EXTENSIONS.iter().any(|t| ext.eq_ignore_ascii_case(t)))
-}
-
-/// The three streams of an ops segment, which zstd is tuned for apart.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum OpsStream {
-    Ctrl,
-    Diff,
-    Extra,
 }
 
 /// One zstd frame of `data` (a stream of an ops segment), with the match finder's tables

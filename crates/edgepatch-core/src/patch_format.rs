@@ -904,6 +904,58 @@ impl SegmentHeader {
     }
 }
 
+/// The three streams of an ops segment (§2.3), which a writer may compress with different
+/// zstd parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpsStream {
+    Ctrl,
+    Diff,
+    Extra,
+}
+
+/// An ops segment from its three raw streams, as both writers (the in-memory diff and the
+/// generator) make it: each stream compressed by `compress` (which returns no frame for an
+/// empty stream), the diff stream run-coded (tag `R`) where that frame is the smaller.
+/// Returns the segment's bytes (header and frames) and its header.
+pub(crate) fn encode_ops_streams(
+    new_len: u64,
+    ctrl: &[u8],
+    diff: &[u8],
+    extra: &[u8],
+    mut compress: impl FnMut(&[u8], OpsStream) -> Result<Vec<u8>>,
+) -> Result<(Vec<u8>, SegmentHeader)> {
+    let c = compress(ctrl, OpsStream::Ctrl)?;
+    let mut d = compress(diff, OpsStream::Diff)?;
+    let mut diff_coded = 0;
+    if !diff.is_empty() {
+        let coded = encode_run_coded(diff);
+        if coded.len() < diff.len() {
+            let dc = compress(&coded, OpsStream::Diff)?;
+            if dc.len() < d.len() {
+                (d, diff_coded) = (dc, coded.len() as u64);
+            }
+        }
+        // `coded` is freed here, before the extra stream's compressor is allocated.
+    }
+    let e = compress(extra, OpsStream::Extra)?;
+    let header = SegmentHeader {
+        new_len,
+        ctrl_raw: ctrl.len() as u64,
+        ctrl_comp: c.len() as u64,
+        diff_raw: diff.len() as u64,
+        diff_coded,
+        diff_comp: d.len() as u64,
+        extra_raw: extra.len() as u64,
+        extra_comp: e.len() as u64,
+    };
+    let mut out = Vec::with_capacity(32 + c.len() + d.len() + e.len());
+    header.encode(&mut out);
+    out.extend_from_slice(&c);
+    out.extend_from_slice(&d);
+    out.extend_from_slice(&e);
+    Ok((out, header))
+}
+
 /// The run-coded form of a diff stream (§2.3): `varint run_count`, every run's
 /// count of zero bytes, every run's count of literal bytes (each >= 1), then the
 /// literal bytes; zeros after the last run are implied. A diff stream is mostly
