@@ -177,20 +177,29 @@ fn text_segments_split_into_steps_are_the_one_pass_segments() {
     let count = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap().segment_count();
     // Each segment made by its own step generator (history: the two segments before, as the
     // patch declares the 8 MiB reach).
+    assert_eq!(in_steps(&old, &new, &(0..=count).collect::<Vec<_>>()), patch);
+}
+
+/// The patch made in steps, as the Worker's fan-out makes it: a step generator per range
+/// `cuts[k]..cuts[k + 1]` of segments (started at its first segment with the history it names),
+/// the segments absorbed in order by an assembling generator, which writes the header and end.
+fn in_steps(old: &Build, new: &Build, cuts: &[u64]) -> Vec<u8> {
+    let (os, ns) = (Signature::of_build(old, 16 << 10), Signature::of_build(new, 16 << 10));
     let mut a = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap();
     let mut assembled = a.header().unwrap();
-    for i in 0..count {
+    for w in cuts.windows(2) {
         let mut g = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap();
-        let history = read(&new, &g.history_ranges(i).unwrap());
-        g.start_at(i, &history).unwrap();
-        let fresh = read(&new, &g.new_ranges(i).unwrap());
-        let old_bytes = read(&old, &g.plan_segment(i, &fresh).unwrap());
-        let segment = g.encode_segment(i, &fresh, old_bytes).unwrap();
-        a.absorb_segment(i, &segment).unwrap();
-        assembled.extend_from_slice(&segment);
+        g.start_at(w[0], &read(new, &g.history_ranges(w[0]).unwrap())).unwrap();
+        for i in w[0]..w[1] {
+            let fresh = read(new, &g.new_ranges(i).unwrap());
+            let old_bytes = read(old, &g.plan_segment(i, &fresh).unwrap());
+            let segment = g.encode_segment(i, &fresh, old_bytes).unwrap();
+            a.absorb_segment(i, &segment).unwrap();
+            assembled.extend_from_slice(&segment);
+        }
     }
     assembled.extend_from_slice(&a.finish().unwrap());
-    assert_eq!(assembled, patch);
+    assembled
 }
 
 /// A text tree whose last file repeats new text 5-8 MiB before it in the delta stream: `a.js`
@@ -244,20 +253,6 @@ fn text_windows_reach_8_mib_back_where_the_names_say_text_and_steps_agree() {
     assert_eq!(ranges.iter().map(|r| r.len).sum::<u64>(), 2 * GENERATOR_SEGMENT);
     assert!(g.start_at(2, &read(&new, &g.new_ranges(1).unwrap())).is_err(), "one segment of history is not enough");
     for cuts in [vec![0, 3], vec![0, 2, 3], vec![0, 1, 3], vec![0, 1, 2, 3]] {
-        let mut a = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap();
-        let mut assembled = a.header().unwrap();
-        for w in cuts.windows(2) {
-            let mut g = PatchGenerator::new(Some(&os), &ns, LEVEL).unwrap();
-            g.start_at(w[0], &read(&new, &g.history_ranges(w[0]).unwrap())).unwrap();
-            for i in w[0]..w[1] {
-                let fresh = read(&new, &g.new_ranges(i).unwrap());
-                let old_bytes = read(&old, &g.plan_segment(i, &fresh).unwrap());
-                let segment = g.encode_segment(i, &fresh, old_bytes).unwrap();
-                a.absorb_segment(i, &segment).unwrap();
-                assembled.extend_from_slice(&segment);
-            }
-        }
-        assembled.extend_from_slice(&a.finish().unwrap());
-        assert_eq!(assembled, patch, "steps {cuts:?}");
+        assert_eq!(in_steps(&old, &new, &cuts), patch, "steps {cuts:?}");
     }
 }

@@ -252,28 +252,14 @@ impl AddressMap {
         // its points.
         // (piece, its last point), weight
         let mut weighed: Vec<((Piece, u64), u64)> = Vec::new();
-        let mut i = 0;
-        while i < points.len() {
-            let (address, mut delta, mut most) = (points[i].0, points[i].1, 0usize);
-            let mut j = i;
-            while j < points.len() && points[j].0 == address {
-                let mut k = j;
-                while k < points.len() && points[k] == points[j] {
-                    k += 1;
-                }
-                if k - j > most {
-                    (delta, most) = (points[j].1, k - j);
-                }
-                j = k;
-            }
+        for (address, delta, most) in majority_counted(&points) {
             match weighed.last_mut() {
                 Some(((p, last), w)) if p.delta == delta => {
-                    *w += most as u64;
+                    *w += most;
                     *last = address;
                 }
-                _ => weighed.push(((Piece { new_start: address, delta }, address), most as u64)),
+                _ => weighed.push(((Piece { new_start: address, delta }, address), most)),
             }
-            i = j;
         }
         drop(points);
         // Keep the pieces whose old addresses ascend too (moved blocks are
@@ -439,7 +425,13 @@ fn heaviest_ascending<T: Copy, K: Ord + Copy>(items: &[(T, u64)], key: impl Fn(&
 
 /// Per address of `points` (sorted), the displacement most of its points give.
 fn majority(points: &[(u64, i64)]) -> Vec<(u64, i64)> {
-    let mut out: Vec<(u64, i64)> = Vec::new();
+    majority_counted(points).into_iter().map(|(address, delta, _)| (address, delta)).collect()
+}
+
+/// Per address of `points` (sorted): (address, the displacement most of its points give, how
+/// many give it); the first displacement wins a tie.
+fn majority_counted(points: &[(u64, i64)]) -> Vec<(u64, i64, u64)> {
+    let mut out = Vec::new();
     let mut i = 0;
     while i < points.len() {
         let address = points[i].0;
@@ -455,7 +447,7 @@ fn majority(points: &[(u64, i64)]) -> Vec<(u64, i64)> {
             }
             j = k;
         }
-        out.push((address, delta));
+        out.push((address, delta, most as u64));
         i = j;
     }
     out
