@@ -176,8 +176,9 @@ pub struct PatchGenerator {
     history: Vec<u8>,
     next: u64,
     /// Segment planned: (index, old spans the ops form matches against, the window form's
-    /// spans: the same, or at most `MAX_WINDOW_BYTES` of them when `old_budget` is larger).
-    planned: Option<(u64, Spans, Spans)>,
+    /// spans: the same, or at most `MAX_WINDOW_BYTES` of them when `old_budget` is larger,
+    /// the block matches (position in the segment, in the reference stream) the plan found).
+    planned: Option<Plan>,
     /// Old bytes planned per segment for the ops form at most (`set_old_budget`).
     old_budget: u64,
     /// Text windows searched as the in-memory diff's are (`set_deep_text_windows`).
@@ -469,7 +470,7 @@ impl PatchGenerator {
         let window = choose_spans(candidates.clone(), self.reference_len, MAX_WINDOW_BYTES);
         let spans = if self.old_budget > MAX_WINDOW_BYTES { choose_spans(candidates, self.reference_len, self.old_budget) } else { window.clone() };
         let ranges = self.reference_ranges(&spans);
-        self.planned = Some((i, spans, window));
+        self.planned = Some((i, spans, window, matches));
         Ok(ranges)
     }
 
@@ -478,8 +479,8 @@ impl PatchGenerator {
     pub fn encode_segment(&mut self, i: u64, new: &[u8], old: Vec<u8>) -> Result<Vec<u8>> {
         self.check_turn(i, new)?;
         self.check_normalized(i, new)?;
-        let (spans, window_spans) = match self.planned.take() {
-            Some((p, spans, window)) if p == i => (spans, window),
+        let (spans, window_spans, matches) = match self.planned.take() {
+            Some((p, spans, window, matches)) if p == i => (spans, window, matches),
             _ => return Err(invalid(format!("segment {i} was not planned (call plan_segment first)"))),
         };
         let want: u64 = spans.iter().map(|s| s.1).sum();
@@ -501,7 +502,9 @@ impl PatchGenerator {
         // Text keeps a search at every position: there the ops form competes with the text
         // window, whose many short matches the spaced search would hand to it.
         let search_step = if is_text { 1 } else { GENERATOR_SEARCH_STEP };
-        let (ops_form, copied) = encode_ops_segment(new, &old, &spans, self.level, search_step)?;
+        let block = self.block_size as u64;
+        let (ops_form, copied) = encode_ops_segment(new, &old, &spans, (&matches, block), self.level, search_step)?;
+        drop(matches);
         if let Some(t) = t {
             eprintln!("segment {i}: ops form {:.2}s ({:?} bytes)", t.elapsed().as_secs_f64(), ops_form.as_ref().map(|f| f.0.len()));
         }
@@ -887,28 +890,17 @@ fn choose_spans(mut candidates: Vec<(u64, u64, u64)>, reference_len: u64, budget
 /// next is split there, and every copy is moved to the span's place in the reference. None
 /// when nothing in `old` matches (the window form is then all there is). Also returns the
 /// old bytes the copies read (`copied_spans`), for a text window.
-fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32, search_step: usize) -> Result<(Option<OpsForm>, Option<Vec<CopiedSpan>>)> {
+fn encode_ops_segment(
+    new: &[u8],
+    old: &[u8],
+    spans: &[(u64, u64)],
+    (block_matches, block): (&[(u64, u64)], u64),
+    level: i32,
+    search_step: usize,
+) -> Result<(Option<OpsForm>, Option<Vec<CopiedSpan>>)> {
     if old.is_empty() || old.len() >= i32::MAX as usize {
         return Ok((None, None));
     }
-    let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
-    let t = timing.then(std::time::Instant::now);
-    let ops = {
-        let index = OldIndex::new(old);
-        if let Some(t) = t {
-            eprintln!("  suffix array of {} bytes {:.2}s", old.len(), t.elapsed().as_secs_f64());
-        }
-        match_new_data(&index, new, MatchParams { search_step, ..MatchParams::default() }, &|_| {})
-    };
-    if let Some(t) = t {
-        eprintln!("  matched {:.2}s", t.elapsed().as_secs_f64());
-    }
-    if ops.iter().all(|op| op.copy_len == 0) {
-        return Ok((None, None));
-    }
-    // Made now, while the suffix array's memory is free, and small: it outlives `ops`.
-    let copied = copied_spans(&ops, spans);
-    let (diff, extra) = split_streams(old, new, &ops);
     // Where each span starts in `old` (window coordinates).
     let mut starts = Vec::with_capacity(spans.len());
     let mut at = 0u64;
@@ -916,6 +908,33 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32, 
         starts.push(at);
         at += len;
     }
+    let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
+    let t = timing.then(std::time::Instant::now);
+    let ops = match diagonal_ops(new, old, spans, &starts, block_matches, block) {
+        Some(ops) => {
+            if let Some(t) = t {
+                eprintln!("  along the block matches' diagonals {:.2}s", t.elapsed().as_secs_f64());
+            }
+            ops
+        }
+        None => {
+            let index = OldIndex::new(old);
+            if let Some(t) = t {
+                eprintln!("  suffix array of {} bytes {:.2}s", old.len(), t.elapsed().as_secs_f64());
+            }
+            let ops = match_new_data(&index, new, MatchParams { search_step, ..MatchParams::default() }, &|_| {});
+            if let Some(t) = t {
+                eprintln!("  matched {:.2}s", t.elapsed().as_secs_f64());
+            }
+            ops
+        }
+    };
+    if ops.iter().all(|op| op.copy_len == 0) {
+        return Ok((None, None));
+    }
+    // Made now, while the suffix array's memory is free, and small: it outlives `ops`.
+    let copied = copied_spans(&ops, spans);
+    let (diff, extra) = split_streams(old, new, &ops);
     let mut remapped = Vec::with_capacity(ops.len() + spans.len());
     let (mut new_at, mut last_diagonal) = (0u64, 0i64);
     for op in &ops {
@@ -963,8 +982,106 @@ fn encode_ops_segment(new: &[u8], old: &[u8], spans: &[(u64, u64)], level: i32, 
     Ok((Some((out, header)), copied))
 }
 
+/// A segment whose block matches leave at most 1/`DIAGONAL_MAX_UNCOVERED` of it uncovered is
+/// matched along their diagonals instead of by the suffix-array search, if that leaves at most
+/// 1/`DIAGONAL_MAX_LITERAL` of it literal (256 bytes of a 4 MiB segment).
+const DIAGONAL_MAX_UNCOVERED: u64 = 8;
+const DIAGONAL_MAX_LITERAL: u64 = 16 << 10;
+
+/// Copy operations along the block matches' diagonals, for a segment the block matches almost
+/// cover (a large file with scattered edits: a game's data pack, most segments of a big build).
+/// The suffix array over the planned old spans costs most of such a segment's CPU and finds
+/// the same copies: the matched blocks lie on a few diagonals, and what lies between them is
+/// taken as bsdiff takes it, each side's copy extended over the gap while its bytes agree more
+/// often than not (the difference bytes carry the rest), the remainder literal. `starts[k]` is
+/// where span `k` begins in `old`; `matches` are (position in `new`, position in the reference
+/// stream) of whole `block`-byte old blocks. None where the matches cover less or leave more
+/// literal.
+fn diagonal_ops(new: &[u8], old: &[u8], spans: &[(u64, u64)], starts: &[u64], matches: &[(u64, u64)], block: u64) -> Option<Vec<Op>> {
+    let len = new.len() as u64;
+    // (start, end, diagonal) in `new`, contiguous blocks of one diagonal joined.
+    let mut runs: Vec<(u64, u64, i64)> = Vec::new();
+    for &(n, o) in matches {
+        let k = spans.partition_point(|s| s.0 <= o).checked_sub(1)?;
+        let (span_start, span_len) = spans[k];
+        if o + block > span_start + span_len || n + block > len {
+            continue; // a block the plan cut off (over the budget): not in `old`
+        }
+        let diagonal = (starts[k] + o - span_start) as i64 - n as i64;
+        match runs.last_mut() {
+            Some(r) if r.1 == n && r.2 == diagonal => r.1 = n + block,
+            Some(r) if r.1 > n => return None, // overlapping matches: never made by find_block_matches
+            _ => runs.push((n, n + block, diagonal)),
+        }
+    }
+    let covered: u64 = runs.iter().map(|r| r.1 - r.0).sum();
+    if runs.is_empty() || covered < len - len / DIAGONAL_MAX_UNCOVERED {
+        return None;
+    }
+    // Whether new[at] equals the old byte `diagonal` away (false outside `old`).
+    let agrees = |at: u64, diagonal: i64| usize::try_from(at as i64 + diagonal).ok().and_then(|o| old.get(o)).is_some_and(|&b| b == new[at as usize]);
+    // The bytes after `from` (before it, going back) a copy on `diagonal` takes over a gap of
+    // `gap` bytes, with its running agreement count per length: the longest best score of
+    // 2 x agreeing - length, as bsdiff extends.
+    let extend = |from: u64, gap: u64, diagonal: i64, back: bool| -> (u64, Vec<u32>) {
+        let (mut agreeing, mut best, mut best_len) = (0i64, 0i64, 0u64);
+        let mut prefix = Vec::with_capacity(gap as usize + 1);
+        prefix.push(0u32);
+        for t in 0..gap {
+            let at = if back { from - 1 - t } else { from + t };
+            agreeing += agrees(at, diagonal) as i64;
+            prefix.push(agreeing as u32);
+            if 2 * agreeing - (t as i64 + 1) > best {
+                (best, best_len) = (2 * agreeing - (t as i64 + 1), t + 1);
+            }
+        }
+        (best_len, prefix)
+    };
+    let mut ops = Vec::with_capacity(runs.len() + 1);
+    // Before the first run: its copy extended back, the rest literal.
+    let (first_start, _, first_diagonal) = runs[0];
+    let (back, _) = extend(first_start, first_start, first_diagonal, true);
+    if back < first_start {
+        ops.push(Op { diagonal: first_diagonal, copy_len: 0, extra_len: first_start - back });
+    }
+    let mut copy_start = first_start - back;
+    for (k, &(_, end, diagonal)) in runs.iter().enumerate() {
+        let next = runs.get(k + 1).copied();
+        let gap_end = next.map_or(len, |r| r.0);
+        let gap = gap_end - end;
+        let (mut forward, forward_prefix) = extend(end, gap, diagonal, false);
+        let mut backward = 0;
+        if let Some((next_start, _, next_diagonal)) = next {
+            let (b, backward_prefix) = extend(next_start, gap, next_diagonal, true);
+            backward = b;
+            if forward + backward > gap {
+                // Both copies want the middle: split where together they agree most.
+                let (lo, hi) = (gap - backward, forward);
+                let agreeing_at = |split: u64| forward_prefix[split as usize] + backward_prefix[(gap - split) as usize];
+                let split = (lo..=hi).max_by_key(|&split| (agreeing_at(split), std::cmp::Reverse(split))).unwrap_or(lo);
+                (forward, backward) = (split, gap - split);
+            }
+        }
+        let op = Op { diagonal, copy_len: end + forward - copy_start, extra_len: gap - forward - backward };
+        match ops.last_mut() {
+            // One copy across a gap its diagonal explains (an edit: difference bytes).
+            Some(last) if last.extra_len == 0 && last.diagonal == diagonal => (last.copy_len, last.extra_len) = (last.copy_len + op.copy_len, op.extra_len),
+            _ => ops.push(op),
+        }
+        copy_start = gap_end - backward;
+    }
+    // Literal bytes left where the suffix array may find copies on other diagonals (a header
+    // whose edit moved what follows it, text): its search is worth its cost there.
+    let literal: u64 = ops.iter().map(|op| op.extra_len).sum();
+    (literal <= len / DIAGONAL_MAX_LITERAL).then_some(ops)
+}
+
 /// Spans of the reference stream (start, len), ascending and disjoint.
 type Spans = Vec<(u64, u64)>;
+
+/// A planned segment: its index, spans for the ops form and for the window form, and its
+/// block matches (position in the segment, in the reference stream).
+type Plan = (u64, Spans, Spans, Vec<(u64, u64)>);
 
 /// An ops segment's bytes and header.
 type OpsForm = (Vec<u8>, SegmentHeader);
@@ -1104,5 +1221,65 @@ fn text_window(level: i32) -> FrameSearch {
         chain_log: Some(TEXT_WINDOW_CHAIN_LOG),
         long_distance: Some(LongDistance { min_match: Some(TEXT_WINDOW_LDM_MIN_MATCH), hash_rate_log: Some(TEXT_WINDOW_LDM_HASH_RATE_LOG) }),
         ..FrameSearch::level(level.min(TEXT_WINDOW_MAX_LEVEL))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matcher::rebuild;
+
+    fn noise(mut x: u64, n: usize) -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    /// `diagonal_ops` of `new` against `old` laid at reference position 1000 (one span), with
+    /// the block matches a generator's plan finds (4 KiB blocks).
+    fn along_diagonals(old: &[u8], new: &[u8]) -> Option<Vec<Op>> {
+        const BLOCK: usize = 4096;
+        let blocks: HashMap<u64, u64> = old.chunks_exact(BLOCK).enumerate().map(|(k, b)| (xxh3_64(b), (k * BLOCK) as u64 + 1000)).collect();
+        let matches = find_block_matches(new, BLOCK, |_, window| blocks.get(&xxh3_64(window)).copied());
+        diagonal_ops(new, old, &[(1000, old.len() as u64)], &[0], &matches, BLOCK as u64)
+    }
+
+    #[test]
+    fn scattered_edits_and_a_short_insertion_are_matched_along_the_diagonals() {
+        let old = noise(1, 1 << 20);
+        let mut new = old.clone();
+        for k in 0..20 {
+            new[k * 50_000 + 777] ^= 0x5a;
+        }
+        new.splice(600_000..600_000, noise(2, 40));
+        let ops = along_diagonals(&old, &new).expect("block matches cover the segment");
+        let (diff, extra) = split_streams(&old, &new, &ops);
+        assert_eq!(rebuild(&old, &ops, &diff, &extra), new);
+        // The inserted bytes are literal (give or take a byte that happens to agree), the edits
+        // are difference bytes on the copies, nothing else differs.
+        assert!((36..=40).contains(&extra.len()), "{} literal bytes", extra.len());
+        assert_eq!(diff.iter().filter(|&&d| d != 0).count(), 20);
+        assert_eq!(ops.len(), 2, "two diagonals: {ops:?}");
+    }
+
+    #[test]
+    fn what_block_matches_leave_unexplained_goes_to_the_suffix_array() {
+        let old = noise(3, 1 << 20);
+        // An edit near the start moves what follows it: the bytes before the first matched
+        // block lie on another diagonal, which only the suffix array would find.
+        let mut moved = old.clone();
+        moved.splice(100..100, noise(4, 7));
+        assert!(along_diagonals(&old, &moved).is_none());
+        // 160 KiB of new data: more than 1/8 of the segment uncovered.
+        let mut fresh = old.clone();
+        fresh.splice(500_000..500_000, noise(5, 160 << 10));
+        assert!(along_diagonals(&old, &fresh).is_none());
+        // The same bytes: one copy.
+        assert_eq!(along_diagonals(&old, &old).unwrap(), vec![Op { diagonal: 0, copy_len: old.len() as u64, extra_len: 0 }]);
     }
 }

@@ -406,6 +406,22 @@ pub fn split_streams(old: &[u8], new: &[u8], ops: &[Op]) -> (Vec<u8>, Vec<u8>) {
     (diff, extra)
 }
 
+/// New bytes rebuilt from `ops` and the two streams (what an apply does): for tests.
+#[cfg(test)]
+pub(crate) fn rebuild(old: &[u8], ops: &[Op], diff: &[u8], extra: &[u8]) -> Vec<u8> {
+    let (mut out, mut d, mut e) = (Vec::new(), 0usize, 0usize);
+    for op in ops {
+        let o = (out.len() as i64 + op.diagonal) as usize;
+        for k in 0..op.copy_len as usize {
+            out.push(old[o + k].wrapping_add(diff[d]));
+            d += 1;
+        }
+        out.extend_from_slice(&extra[e..e + op.extra_len as usize]);
+        e += op.extra_len as usize;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -614,21 +630,6 @@ mod tests {
         let (diff, lit) = split_streams(&old, &new, &ops);
         assert_eq!(lit.len() as u64, extra);
         assert!(diff.iter().all(|&d| d == 0), "copies are exact here");
-    }
-
-    /// New bytes rebuilt from `ops` and the two streams (what an apply does).
-    fn rebuild(old: &[u8], ops: &[Op], diff: &[u8], extra: &[u8]) -> Vec<u8> {
-        let (mut out, mut d, mut e) = (Vec::new(), 0usize, 0usize);
-        for op in ops {
-            let o = (out.len() as i64 + op.diagonal) as usize;
-            for k in 0..op.copy_len as usize {
-                out.push(old[o + k].wrapping_add(diff[d]));
-                d += 1;
-            }
-            out.extend_from_slice(&extra[e..e + op.extra_len as usize]);
-            e += op.extra_len as usize;
-        }
-        out
     }
 
     #[test]
