@@ -96,6 +96,13 @@ fn gram_hash(bytes: &[u8]) -> u64 {
 }
 
 impl<'a> OldIndex<'a> {
+    /// Bytes the index of `old_len` old bytes allocates (the suffix array, the prefix table,
+    /// the presence bits).
+    pub fn bytes_for(old_len: usize) -> usize {
+        let bits_log = (old_len * GRAM_BITS_PER_BYTE).max(64).next_power_of_two().trailing_zeros().min(MAX_GRAM_BITS_LOG);
+        4 * old_len + 4 * 65537 + (1 << (bits_log - 3))
+    }
+
     /// Builds the index; needs 4 bytes per old byte. Old data must be < 2 GiB.
     pub fn new(old: &'a [u8]) -> OldIndex<'a> {
         assert!(old.len() < i32::MAX as usize, "old data over 2 GiB");
