@@ -8,7 +8,6 @@
 
 pub mod apply;
 pub mod build;
-#[allow(missing_docs)] // documented by their owners this session
 pub mod diff;
 pub mod error;
 pub mod generate;
