@@ -12,7 +12,9 @@
 // Prints one row per pair: new bytes, patch bytes served, the native CLI's patch of the same
 // two builds (`edgepatch diff`, its default level 19) and the ratio, the wasm modules the Worker
 // stored normalized and its transform phase's seconds, generation seconds (the Worker's own
-// statistics), `edgepatch update` seconds (wall, process included: it waits for the
+// statistics), workerd's CPU seconds over the publishes and from the last publish to the end of
+// the first update (the generation; summed per 100 MB of new builds at the end), `edgepatch
+// update` seconds (wall, process included: it waits for the
 // generation, then downloads, verifies and applies), the same update run again once the patch
 // exists (download, verify, apply alone; checked too), OK or FAIL. Loopback only, fresh local
 // state, bounded (25 minutes); the wrangler process group it starts is ended however it exits.
@@ -23,6 +25,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { devVars, REPO, startWrangler } from "../worker/scripts/wrangler-dev.mjs";
 import { arg, CORPUS } from "./bench_env.mjs";
+import { cpuSeconds, workerdPids } from "./worker_memory.mjs";
 
 const PORT = Number(arg("port", 8802));
 const ONLY = arg("only", null);
@@ -129,9 +132,17 @@ try {
         }
       }
       // Both on channel "stable", so old -> new is a released pair anyone may fetch (as players do).
+      // workerd's CPU (all its processes, user + system) over the publishes, then from the last
+      // publish to the end of the first update: the generation (pre-generation may start as the
+      // channel moves at the end of the new build's publish), the transform phase and serving.
+      const pids = workerdPids(server.pid);
+      const cpu0 = cpuSeconds(pids);
       row.publishSeconds = ["old", "new"].map((v) => edgepatch(["publish", "--server", server.url, "--game", game, "--build", v, "--channel", "stable", builds[v]]).seconds);
+      const cpu1 = cpuSeconds(pids);
       const out = join(work, `${p.name}-out`);
       const u = edgepatch(["update", "--server", server.url, "--game", game, "--from", "old", "--to", "new", "--public-key", publicKey, builds.old, out]);
+      row.publishCpuSeconds = cpu1 - cpu0;
+      row.generationCpuSeconds = cpuSeconds(pids) - cpu1;
       row.updateSeconds = u.seconds;
       row.patchBytes = u.json.patch_bytes;
       row.manifestBytes = u.json.manifest_bytes;
@@ -177,13 +188,16 @@ try {
 
 const n = (x, d = 0) => (x === undefined ? "-" : x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }));
 console.log(`\n\`node bench/worker_corpus.mjs\` (wrangler dev on 127.0.0.1:${PORT}, PATCH_LEVEL from wrangler.toml), ${new Date().toISOString()}\n`);
-console.log("| pair | kind | files | new bytes | patch bytes served | CLI patch bytes | Worker / CLI | patch % of new | segments | wasm modules normalized | transform phase s | generation s (Worker) | `edgepatch update` s (incl. generation) | update again s (patch exists) | publish old / new s | result |");
-console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+console.log("| pair | kind | files | new bytes | patch bytes served | CLI patch bytes | Worker / CLI | patch % of new | segments | wasm modules normalized | transform phase s | generation s (Worker) | workerd CPU s, publishes / generation and first update | `edgepatch update` s (incl. generation) | update again s (patch exists) | publish old / new s | result |");
+console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
 for (const r of rows) {
   const pct = r.patchBytes === undefined ? "-" : ((100 * r.patchBytes) / r.newBytes).toFixed(2);
   const ratio = r.patchBytes === undefined || r.cliPatchBytes === undefined ? "-" : (r.patchBytes / r.cliPatchBytes).toFixed(3);
-  console.log(`| ${r.name} | ${r.kind} | ${n(r.files)} | ${n(r.newBytes)} | ${n(r.patchBytes)} | ${n(r.cliPatchBytes)} | ${ratio} | ${pct} | ${n(r.segments)} | ${n(r.normalized)} | ${n(r.transformSeconds, 1)} | ${n(r.generationSeconds, 1)} | ${n(r.updateSeconds, 1)} | ${n(r.againSeconds, 2)} | ${r.publishSeconds ? r.publishSeconds.map((s) => s.toFixed(1)).join(" / ") : "-"} | ${r.status}${r.generations > 1 ? ` (${r.generations} generations)` : ""} |`);
+  console.log(`| ${r.name} | ${r.kind} | ${n(r.files)} | ${n(r.newBytes)} | ${n(r.patchBytes)} | ${n(r.cliPatchBytes)} | ${ratio} | ${pct} | ${n(r.segments)} | ${n(r.normalized)} | ${n(r.transformSeconds, 1)} | ${n(r.generationSeconds, 1)} | ${n(r.publishCpuSeconds, 1)} / ${n(r.generationCpuSeconds, 1)} | ${n(r.updateSeconds, 1)} | ${n(r.againSeconds, 2)} | ${r.publishSeconds ? r.publishSeconds.map((s) => s.toFixed(1)).join(" / ") : "-"} | ${r.status}${r.generations > 1 ? ` (${r.generations} generations)` : ""} |`);
 }
+const timed = rows.filter((r) => r.generationCpuSeconds !== undefined);
+const [cpu, bytes] = timed.reduce(([c, b], r) => [c + r.generationCpuSeconds, b + r.newBytes], [0, 0]);
+if (bytes > 0) console.log(`\nworkerd CPU from the last publish to the first update's end, summed over ${timed.length} pairs: ${cpu.toFixed(1)} s for ${(bytes / 1e6).toFixed(1)} MB of new builds = ${((cpu / bytes) * 1e8).toFixed(1)} s per 100 MB`);
 const failed = rows.filter((r) => r.status !== "OK");
 for (const r of failed) console.log(`\n${r.name}: ${r.status}\n  ${(r.problems ?? []).slice(0, 20).join("\n  ")}`);
 console.log(`\n${rows.length - failed.length} of ${rows.length} pairs byte-exact (contents, kinds, permission bits, symlink targets)`);
