@@ -20,7 +20,7 @@ echo "== Rust lints: cargo clippy -D warnings (native, and the wasm crate for wa
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy -p edgepatch-wasm --target wasm32-unknown-unknown --quiet -- -D warnings
 
-echo "== Other systems: the CLI's clippy -D warnings for Windows and static Linux (scripts/check-targets.sh; macOS: release workflow)"
+echo "== Other systems: the CLI's clippy -D warnings for Windows, static Linux and macOS (Apple silicon, Intel) (scripts/check-targets.sh; macOS through cargo-zigbuild)"
 bash scripts/check-targets.sh
 
 echo "== WebAssembly: every variant (scripts/build-wasm.sh: web for Workers, web-apply for browsers, node for edgepatch-js)"
