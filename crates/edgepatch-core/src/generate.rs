@@ -1272,6 +1272,53 @@ mod tests {
         assert_eq!(ops.len(), 2, "two diagonals: {ops:?}");
     }
 
+    /// Any block matches (true ones among made-up ones that do not match, overlap or fall
+    /// outside the spans, as a hostile signature could name), any spans: never a panic, and
+    /// whatever ops come back rebuild the new bytes exactly.
+    #[test]
+    fn any_matches_give_ops_that_rebuild_or_none() {
+        const BLOCK: usize = 512;
+        let mut taken = 0;
+        for case in 0..300u64 {
+            let mut r = noise(case + 11, 64);
+            let mut next = |n: u64| -> u64 {
+                r.rotate_left(7);
+                let x = u64::from_le_bytes(r[..8].try_into().unwrap()) ^ (case << 32);
+                r[..8].copy_from_slice(&x.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes());
+                x.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+            };
+            let old: Vec<u8> = noise(case, 16 << 10 | next(8 << 10) as usize).iter().map(|b| b % (4 + case % 200) as u8).collect();
+            let mut new = old.clone();
+            for _ in 0..next(6) {
+                let at = next(new.len() as u64) as usize;
+                match next(3) {
+                    0 => new[at] ^= 1 + next(255) as u8,
+                    1 => drop(new.splice(at..at, noise(case + 99, next(300) as usize + 1))),
+                    _ => drop(new.drain(at..(at + next(300) as usize).min(new.len()))),
+                }
+            }
+            // Two spans of the old data laid apart in the reference stream.
+            let cut = next(old.len() as u64);
+            let spans = [(100, cut), (200_000, old.len() as u64 - cut)];
+            let starts = [0, cut];
+            let to_reference = |w: u64| if w < cut { 100 + w } else { 200_000 + w - cut };
+            let blocks: HashMap<u64, u64> = old.chunks_exact(BLOCK).enumerate().map(|(k, b)| (xxh3_64(b), to_reference((k * BLOCK) as u64))).collect();
+            let mut matches = find_block_matches(&new, BLOCK, |_, window| blocks.get(&xxh3_64(window)).copied());
+            for _ in 0..next(3) {
+                matches.push((next(new.len() as u64), next(300_000)));
+            }
+            if next(2) == 0 {
+                matches.sort_unstable();
+            }
+            if let Some(ops) = diagonal_ops(&new, &old, &spans, &starts, &matches, BLOCK as u64) {
+                let (diff, extra) = split_streams(&old, &new, &ops);
+                assert_eq!(rebuild(&old, &ops, &diff, &extra), new, "case {case}");
+                taken += 1;
+            }
+        }
+        assert!(taken > 30, "the path was taken in {taken} of 300 cases");
+    }
+
     #[test]
     fn what_block_matches_leave_unexplained_goes_to_the_suffix_array() {
         let old = noise(3, 1 << 20);
