@@ -1,6 +1,7 @@
 // What the Node benchmark scripts share: their command-line options, where the
 // corpus and bench/run.sh's work directory are (the same defaults as run.sh),
 // and the single-file pairs they measure.
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -24,4 +25,22 @@ export function filePairs() {
     ['freedoom2-wad', path.join(CORPUS, 'pairs/freedoom2-wad')],
     ['concat-101mib', path.join(WORK, 'derived/concat-101mib')],
   ].filter(([name]) => !only || only.includes(name));
+}
+
+/** The signature of the single file `file` (one entry, no name) made by the wasm module `w`'s
+ *  `Signer`, read in 1 MiB pieces, as the Worker signs an upload. */
+export function signFile(w, file) {
+  const s = new w.Signer();
+  const fd = fs.openSync(file, 'r');
+  const size = fs.fstatSync(fd).size;
+  s.beginFile('', false, size);
+  const buf = Buffer.allocUnsafe(1 << 20);
+  for (let at = 0; at < size; ) {
+    const n = fs.readSync(fd, buf, 0, buf.length, at);
+    s.update(buf.subarray(0, n));
+    at += n;
+  }
+  s.finishFile();
+  fs.closeSync(fd);
+  return s.finish();
 }

@@ -22,7 +22,7 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
-import { arg, filePairs } from './bench_env.mjs';
+import { arg, filePairs, signFile } from './bench_env.mjs';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
@@ -49,21 +49,7 @@ if (process.env.EDGEPATCH_GENERATOR_CHILD) {
   // Child: generate one patch, print JSON.
   const [oldPath, newPath, out, recordPath, normalizedPath] = args;
   const w = require(path.join(repo, 'packages/edgepatch-js/wasm/edgepatch_wasm.js'));
-  const sign = (file) => {
-    const s = new w.Signer();
-    const fd = fs.openSync(file, 'r');
-    const size = fs.fstatSync(fd).size;
-    s.beginFile('', false, size);
-    const buf = Buffer.allocUnsafe(1 << 20);
-    for (let at = 0; at < size; ) {
-      const n = fs.readSync(fd, buf, 0, buf.length, at);
-      s.update(buf.subarray(0, n));
-      at += n;
-    }
-    s.finishFile();
-    fs.closeSync(fd);
-    return s.finish();
-  };
+  const sign = (file) => signFile(w, file);
   const readRanges = (file, ranges) => {
     const total = ranges.reduce((n, r) => n + r.length, 0);
     const out = Buffer.allocUnsafe(total);

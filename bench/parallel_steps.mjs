@@ -20,7 +20,7 @@ import path from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
-import { arg } from "./bench_env.mjs";
+import { arg, signFile } from "./bench_env.mjs";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const require = createRequire(import.meta.url);
@@ -69,24 +69,9 @@ if (!dir) {
 const [oldPath, newPath] = [path.join(dir, "old"), path.join(dir, "new")];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "edgepatch-steps-"));
 const w = wasm();
-const sign = (file) => {
-  const s = new w.Signer();
-  const fd = fs.openSync(file, "r");
-  const size = fs.fstatSync(fd).size;
-  s.beginFile("", false, size);
-  const buf = Buffer.allocUnsafe(1 << 20);
-  for (let at = 0; at < size; ) {
-    const n = fs.readSync(fd, buf, 0, buf.length, at);
-    s.update(buf.subarray(0, n));
-    at += n;
-  }
-  s.finishFile();
-  fs.closeSync(fd);
-  return s.finish();
-};
 const [oldSig, newSig] = [path.join(tmp, "old.sig"), path.join(tmp, "new.sig")];
-fs.writeFileSync(oldSig, sign(oldPath));
-fs.writeFileSync(newSig, sign(newPath));
+fs.writeFileSync(oldSig, signFile(w, oldPath));
+fs.writeFileSync(newSig, signFile(w, newPath));
 const segments = new w.PatchGenerator(fs.readFileSync(oldSig), fs.readFileSync(newSig), level).segmentCount;
 const newMB = fs.statSync(newPath).size / 1e6;
 

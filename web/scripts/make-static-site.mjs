@@ -125,17 +125,16 @@ if (existsSync(join(repo, "fixtures/arcade/v1")) && existsSync(join(repo, "fixtu
   }
 }
 
-// Deterministic bytes: SHA-256 in counter mode (fast enough, ~0.1 s for 16 MiB).
-function stream(seed, n) {
-  const b = Buffer.alloc(n);
-  for (let i = 0, c = 0; i < n; c++) {
-    const h = createHash("sha256").update(`${seed}:${c}`).digest();
-    i += h.copy(b, i);
-  }
-  return b;
-}
-
 if (big) {
+  // Deterministic bytes: SHA-256 in counter mode (fast enough, ~0.1 s for 16 MiB).
+  const stream = (seed, n) => {
+    const b = Buffer.alloc(n);
+    for (let i = 0, c = 0; i < n; c++) {
+      const h = createHash("sha256").update(`${seed}:${c}`).digest();
+      i += h.copy(b, i);
+    }
+    return b;
+  };
   const MiB = 1 << 20;
   const v1 = stream("big-v1", 16 * MiB);
   const v2 = Buffer.from(v1);
