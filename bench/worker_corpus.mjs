@@ -156,6 +156,9 @@ try {
       row.generations = gens.count;
       row.generationSeconds = gens.runs[0]?.seconds;
       row.segments = gens.runs[0]?.segments;
+      // What the generation read from R2 (MB): the new build, the old ranges, old files verified whole.
+      const run = gens.runs[0] ?? {};
+      if (run.newBytesRead !== undefined) row.reads = [run.newBytesRead, run.oldBytesRead, run.oldBytesVerified].map((b) => (b / 1e6).toFixed(0)).join(" / ");
       // The transform phase (worker/src/transform.ts): modules stored normalized, its seconds
       // (a fanned-out run reports only the count).
       const t = gens.runs[0]?.transform;
@@ -188,12 +191,12 @@ try {
 
 const n = (x, d = 0) => (x === undefined ? "-" : x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }));
 console.log(`\n\`node bench/worker_corpus.mjs\` (wrangler dev on 127.0.0.1:${PORT}, PATCH_LEVEL from wrangler.toml), ${new Date().toISOString()}\n`);
-console.log("| pair | kind | files | new bytes | patch bytes served | CLI patch bytes | Worker / CLI | patch % of new | segments | wasm modules normalized | transform phase s | generation s (Worker) | workerd CPU s, publishes / generation and first update | `edgepatch update` s (incl. generation) | update again s (patch exists) | publish old / new s | result |");
-console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+console.log("| pair | kind | files | new bytes | patch bytes served | CLI patch bytes | Worker / CLI | patch % of new | segments | R2 MB read, new / old / verified | wasm modules normalized | transform phase s | generation s (Worker) | workerd CPU s, publishes / generation and first update | `edgepatch update` s (incl. generation) | update again s (patch exists) | publish old / new s | result |");
+console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
 for (const r of rows) {
   const pct = r.patchBytes === undefined ? "-" : ((100 * r.patchBytes) / r.newBytes).toFixed(2);
   const ratio = r.patchBytes === undefined || r.cliPatchBytes === undefined ? "-" : (r.patchBytes / r.cliPatchBytes).toFixed(3);
-  console.log(`| ${r.name} | ${r.kind} | ${n(r.files)} | ${n(r.newBytes)} | ${n(r.patchBytes)} | ${n(r.cliPatchBytes)} | ${ratio} | ${pct} | ${n(r.segments)} | ${n(r.normalized)} | ${n(r.transformSeconds, 1)} | ${n(r.generationSeconds, 1)} | ${n(r.publishCpuSeconds, 1)} / ${n(r.generationCpuSeconds, 1)} | ${n(r.updateSeconds, 1)} | ${n(r.againSeconds, 2)} | ${r.publishSeconds ? r.publishSeconds.map((s) => s.toFixed(1)).join(" / ") : "-"} | ${r.status}${r.generations > 1 ? ` (${r.generations} generations)` : ""} |`);
+  console.log(`| ${r.name} | ${r.kind} | ${n(r.files)} | ${n(r.newBytes)} | ${n(r.patchBytes)} | ${n(r.cliPatchBytes)} | ${ratio} | ${pct} | ${n(r.segments)} | ${r.reads ?? "-"} | ${n(r.normalized)} | ${n(r.transformSeconds, 1)} | ${n(r.generationSeconds, 1)} | ${n(r.publishCpuSeconds, 1)} / ${n(r.generationCpuSeconds, 1)} | ${n(r.updateSeconds, 1)} | ${n(r.againSeconds, 2)} | ${r.publishSeconds ? r.publishSeconds.map((s) => s.toFixed(1)).join(" / ") : "-"} | ${r.status}${r.generations > 1 ? ` (${r.generations} generations)` : ""} |`);
 }
 const timed = rows.filter((r) => r.generationCpuSeconds !== undefined);
 const [cpu, bytes] = timed.reduce(([c, b], r) => [c + r.generationCpuSeconds, b + r.newBytes], [0, 0]);

@@ -238,7 +238,7 @@ fn text_windows_reach_8_mib_back_where_the_names_say_text_and_steps_agree() {
     assert!(far > BASE_WINDOW_BACK, "segment 2 reaches {far} bytes back");
 
     // The same bytes under names that do not say text: no reach declared, 4 MiB windows, and
-    // a patch larger by more than the tenth the far window must save.
+    // a patch larger by more than a tenth.
     let (old_bin, new_bin) = far_pair("bin");
     let near = one_pass(&old_bin, &new_bin);
     assert_eq!(apply_both(&near, &old_bin), new_bin);
