@@ -240,9 +240,11 @@ impl AddressMap {
             i = j;
         }
         drop(anchors);
-        // Each address pair inside both builds' data is evidence too.
+        // Each address pair inside both builds' data is evidence too. (The old range once:
+        // it walks every segment, and Go modules have some 100,000 of them.)
+        let old_range = old_data.range();
         let mut exact: Vec<(u64, i64)> =
-            pairs.iter().filter(|&&(n, o)| (lowest..data_end).contains(&n) && old_data.range().contains(&o)).map(|&(n, o)| (n, o as i64 - n as i64)).collect();
+            pairs.iter().filter(|&&(n, o)| (lowest..data_end).contains(&n) && old_range.contains(&o)).map(|&(n, o)| (n, o as i64 - n as i64)).collect();
         points.extend_from_slice(&exact);
         exact.sort_unstable();
         exact = majority(&exact);
