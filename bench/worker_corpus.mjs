@@ -7,7 +7,7 @@
 // plus every entry's kind, permission bits and symlink target.
 //
 //   source worker/scripts/node22.sh && cargo build --release --bin edgepatch
-//   node bench/worker_corpus.mjs [--corpus DIR] [--port 8802] [--only NAME]
+//   node bench/worker_corpus.mjs [--corpus DIR] [--port 8802] [--only NAME] [--level N]
 //
 // Prints one row per pair: new bytes, patch bytes served, the native CLI's patch of the same
 // two builds (`edgepatch diff`, its default level 19) and the ratio, the wasm modules the Worker
@@ -29,6 +29,8 @@ import { cpuSeconds, workerdPids } from "./worker_memory.mjs";
 
 const PORT = Number(arg("port", 8802));
 const ONLY = arg("only", null);
+// The Worker's zstd level (PATCH_LEVEL); default: wrangler.toml's.
+const LEVEL = arg("level", null);
 const BIN = process.env.EDGEPATCH_BIN ?? join(REPO, "target/release/edgepatch");
 const DEADLINE = Date.now() + 25 * 60_000;
 const { token, publicKey } = devVars();
@@ -100,7 +102,7 @@ function compare(out, expected) {
   return problems;
 }
 
-const server = await startWrangler({ port: PORT });
+const server = await startWrangler({ port: PORT, args: LEVEL === null ? [] : ["--var", `PATCH_LEVEL:${Number(LEVEL)}`] });
 const work = mkdtempSync(join(tmpdir(), "edgepatch-worker-corpus-"));
 const rows = [];
 try {
@@ -158,7 +160,7 @@ try {
       row.segments = gens.runs[0]?.segments;
       // What the generation read from R2 (MB): the new build, the old ranges, old files verified whole.
       const run = gens.runs[0] ?? {};
-      if (run.newBytesRead !== undefined) row.reads = [run.newBytesRead, run.oldBytesRead, run.oldBytesVerified].map((b) => (b / 1e6).toFixed(0)).join(" / ");
+      if (run.newBytesRead !== undefined) row.reads = `${[run.newBytesRead, run.oldBytesRead, run.oldBytesVerified].map((b) => (b / 1e6).toFixed(0)).join(" / ")} (${run.r2Reads} reads)`;
       // The transform phase (worker/src/transform.ts): modules stored normalized, its seconds
       // (a fanned-out run reports only the count).
       const t = gens.runs[0]?.transform;
@@ -190,7 +192,7 @@ try {
 }
 
 const n = (x, d = 0) => (x === undefined ? "-" : x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }));
-console.log(`\n\`node bench/worker_corpus.mjs\` (wrangler dev on 127.0.0.1:${PORT}, PATCH_LEVEL from wrangler.toml), ${new Date().toISOString()}\n`);
+console.log(`\n\`node bench/worker_corpus.mjs\` (wrangler dev on 127.0.0.1:${PORT}, PATCH_LEVEL ${LEVEL ?? "from wrangler.toml"}), ${new Date().toISOString()}\n`);
 console.log("| pair | kind | files | new bytes | patch bytes served | CLI patch bytes | Worker / CLI | patch % of new | segments | R2 MB read, new / old / verified | wasm modules normalized | transform phase s | generation s (Worker) | workerd CPU s, publishes / generation and first update | `edgepatch update` s (incl. generation) | update again s (patch exists) | publish old / new s | result |");
 console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
 for (const r of rows) {
