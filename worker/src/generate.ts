@@ -291,21 +291,72 @@ class NewFileHasher {
  * per generation, against the BLAKE3 the upload's signer computed (kept in the build's index,
  * which is checked against its record): the ranges the generator reads are parts of files
  * known to be intact in R2. The reads go through `reader`, which pins the tar's ETag: the
- * object checked is the object the generator reads.
+ * object checked is the object the generator reads. Files that lie close together in the tar
+ * are checked through one read (gaps of up to READ_GAP, reads of up to MAX_READ, as
+ * `planBuildReads` groups): a tree with hundreds of changed files makes a few reads, not one
+ * subrequest per file (three-tree: 948 R2 reads before, BENCHMARKS.md "Generator CPU,
+ * session 15").
  */
 export async function verifyFiles(reader: R2RangeReader, build: StoredBuild, ranges: Iterable<{ path: string; length: number }>, verified: Set<string>): Promise<number> {
+  const files: { path: string; offset: number; size: number; blake3: string }[] = [];
+  const wanted = new Set<string>();
+  for (const r of ranges) {
+    if (r.length === 0 || verified.has(r.path) || wanted.has(r.path)) continue;
+    const entry = build.index.get(r.path);
+    if (entry === undefined) throw new GenerationError(500, `integrity: ${r.path} is not a file of ${build.record.build}`);
+    wanted.add(r.path);
+    files.push({ path: r.path, offset: entry.offset, size: entry.size, blake3: entry.blake3 });
+  }
+  // In tar order, grouped into reads; a group's files never overlap (each is its own tar member).
+  files.sort((a, b) => a.offset - b.offset);
+  const groups: { start: number; end: number; files: typeof files }[] = [];
+  for (const f of files) {
+    const g = groups[groups.length - 1];
+    const end = f.offset + f.size;
+    if (g && f.offset >= g.end && f.offset - g.end <= READ_GAP && end - g.start <= MAX_READ) {
+      g.end = end;
+      g.files.push(f);
+    } else {
+      groups.push({ start: f.offset, end, files: [f] });
+    }
+  }
   let bytes = 0;
   const hasher = new wasm.FileHasher();
   try {
-    for (const r of ranges) {
-      if (r.length === 0 || verified.has(r.path)) continue;
-      const entry = build.index.get(r.path);
-      if (entry === undefined) throw new GenerationError(500, `integrity: ${r.path} is not a file of ${build.record.build}`);
-      if (entry.size > 0) await reader.read(build.tarKey, entry.offset, entry.size, (chunk) => hasher.update(chunk));
-      const blake3 = hasher.finish();
-      if (blake3 !== entry.blake3) throw new GenerationError(500, `integrity: stored bytes of ${build.record.build}/${r.path} do not match the BLAKE3 recorded at upload`);
-      verified.add(r.path);
-      bytes += entry.size;
+    for (const g of groups) {
+      // Chunks arrive in order: `k` is the file being hashed, `done` its bytes so far.
+      let k = 0;
+      let done = 0;
+      const finish = () => {
+        const f = g.files[k];
+        if (hasher.finish() !== f.blake3) throw new GenerationError(500, `integrity: stored bytes of ${build.record.build}/${f.path} do not match the BLAKE3 recorded at upload`);
+        verified.add(f.path);
+        bytes += f.size;
+        k++;
+        done = 0;
+      };
+      // Empty files (only hashed, never read) before the first byte.
+      while (k < g.files.length && g.files[k].size === 0) finish();
+      if (g.end > g.start) {
+        await reader.read(build.tarKey, g.start, g.end - g.start, (chunk, at) => {
+          let a = g.start + at;
+          const b = a + chunk.length;
+          while (a < b && k < g.files.length) {
+            const f = g.files[k];
+            const from = Math.max(a, f.offset + done);
+            const to = Math.min(b, f.offset + f.size);
+            if (from < to) {
+              hasher.update(chunk.subarray(from - (g.start + at), to - (g.start + at)));
+              done += to - from;
+            }
+            if (done === f.size) finish();
+            else a = b;
+            // Empty files that follow are complete as soon as they are reached.
+            while (k < g.files.length && g.files[k].size === 0) finish();
+          }
+        });
+      }
+      if (k !== g.files.length) throw new GenerationError(500, `integrity: stored bytes of ${build.record.build}/${g.files[k].path} ended early`);
     }
   } finally {
     hasher.free();

@@ -248,6 +248,36 @@ describe("generation integrity", () => {
     await undo();
   });
 
+  it("checks many small old files through a few reads, and names the one whose bytes rotted", async () => {
+    // 40 small changed files (and an empty one) that lie together in the tar.
+    const tree = (v: number, game: string): TarEntry[] => [
+      { type: "dir", path: "src" },
+      ...Array.from({ length: 40 }, (_, i): TarEntry[] => [
+        { type: "file", path: `src/f${i}.js`, data: `// ${game} file ${i}\n` + `export const v${i} = ${i * 7919};\n`.repeat(40 + i) + (v === 2 ? `export const added${i} = ${v};\n` : "") },
+        ...(i === 20 ? [{ type: "file" as const, path: "src/empty.js", data: "" }] : []),
+      ]).flat(),
+    ];
+    for (const game of ["many", "manyrot"]) {
+      await publish(game, "v1", tree(1, game));
+      await publish(game, "v2", tree(2, game));
+    }
+    const ok = await owner("/v1/games/many/updates/v1/v2");
+    expect(ok.status, await ok.clone().text()).toBe(200);
+    await ok.arrayBuffer();
+    const runs = ((await generations("many", "v1", "v2")) as Generations & { runs: { r2Reads: number; oldBytesVerified: number }[] }).runs;
+    expect(runs[0].oldBytesVerified).toBeGreaterThan(40 * 1000);
+    // One read per old file checked would be over 40.
+    expect(runs[0].r2Reads).toBeLessThanOrEqual(8);
+
+    const undo = await corrupt("manyrot", "v1", "src/f23.js");
+    const res = await owner("/v1/games/manyrot/updates/v1/v2");
+    expect(res.status).toBe(503);
+    await res.arrayBuffer();
+    expect((await generations("manyrot", "v1", "v2")).failure?.error).toMatch(/integrity: stored bytes of v1\/src\/f23\.js do not match/);
+    expect(await stored("games/manyrot/patches/")).toEqual([]);
+    await undo();
+  });
+
   it("fails when the stored signature does not match the build record", async () => {
     await publish("sigrot", "v1", gameBuild(1));
     const record = (await (await env.BUCKET.get(keys.build("sigrot", "v1")))!.json()) as BuildRecord;
