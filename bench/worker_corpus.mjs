@@ -12,11 +12,13 @@
 // Prints one row per pair: new bytes, patch bytes served, the native CLI's patch of the same
 // two builds (`edgepatch diff`, its default level 19) and the ratio, the wasm modules the Worker
 // stored normalized and its transform phase's seconds, generation seconds (the Worker's own
-// statistics), workerd's CPU seconds over the publishes and from the last publish to the end of
-// the first update (the generation; summed per 100 MB of new builds at the end), `edgepatch
-// update` seconds (wall, process included: it waits for the
-// generation, then downloads, verifies and applies), the same update run again once the patch
-// exists (download, verify, apply alone; checked too), OK or FAIL. Loopback only, fresh local
+// statistics), workerd's CPU seconds over the publishes and over the pair's generation alone
+// (asked for by the owner before the pair is released; summed per 100 MB of new builds at the
+// end), `edgepatch update` seconds once a channel released the pair (wall, process included:
+// download, verify, apply), the same update run again (checked too), OK or FAIL. Until session
+// 15 the generation's CPU was read from the new build's publish (on a channel) to the update's
+// end, which also held the channel move's pre-generation of the whole new build from the empty
+// one (BENCHMARKS.md, "Generator CPU through the Worker, session 15"). Loopback only, fresh local
 // state, bounded (25 minutes); the wrangler process group it starts is ended however it exits.
 import { spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync } from "node:fs";
@@ -61,17 +63,36 @@ function edgepatch(args) {
  * GET of a JSON document on a connection of its own: the CLI runs synchronously in between, so
  * a kept-alive connection could be closed by the server before this process sees it.
  */
-function getJson(url, headers = {}) {
+function getJson(url, headers = {}, timeoutMs = 60_000) {
+  return jsonRequest("GET", url, headers, null, timeoutMs);
+}
+
+/** A JSON request (body: a JSON value or null) on a connection of its own (see getJson). */
+function jsonRequest(method, url, headers, body, timeoutMs = 60_000) {
   return new Promise((resolve, reject) => {
-    const req = http.get(url, { agent: false, headers }, (res) => {
-      let body = "";
+    const data = body === null ? null : JSON.stringify(body);
+    const req = http.request(url, { method, agent: false, headers: { ...headers, ...(data === null ? {} : { "Content-Type": "application/json" }) } }, (res) => {
+      let text = "";
       res.setEncoding("utf8");
-      res.on("data", (c) => (body += c));
-      res.on("end", () => (res.statusCode === 200 ? resolve(JSON.parse(body)) : reject(new Error(`${url}: HTTP ${res.statusCode} ${body}`))));
+      res.on("data", (c) => (text += c));
+      res.on("end", () => (res.statusCode === 200 ? resolve(JSON.parse(text)) : reject(new Error(`${method} ${url}: HTTP ${res.statusCode} ${text}`))));
     });
     req.on("error", reject);
-    req.setTimeout(60_000, () => req.destroy(new Error(`${url}: no answer in 60 s`)));
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`${url}: no answer in ${timeoutMs / 1000} s`)));
+    req.end(data ?? undefined);
   });
+}
+
+/** Waits (at most 10 minutes) until the pair from -> to of `game` has been generated once. */
+async function generated(game, from, to) {
+  const url = `${server.url}/v1/games/${game}/updates/${from}/${to}/generations`;
+  for (const end = Date.now() + 600_000; Date.now() < end; ) {
+    const g = await getJson(url, { Authorization: `Bearer ${token}` }).catch(() => null);
+    if (g && g.count > 0) return;
+    if (g?.failure) throw new Error(`${from} -> ${to}: ${g.failure.error}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`${from} -> ${to} was not generated in 10 minutes`);
 }
 
 /** Kind, permission bits and symlink target of every entry under root (contents: diff -r). */
@@ -133,18 +154,24 @@ try {
           row.files++;
         }
       }
-      // Both on channel "stable", so old -> new is a released pair anyone may fetch (as players do).
-      // workerd's CPU (all its processes, user + system) over the publishes, then from the last
-      // publish to the end of the first update: the generation (pre-generation may start as the
-      // channel moves at the end of the new build's publish), the transform phase and serving.
+      // workerd's CPU (all its processes, user + system) over the publishes, then over the pair's
+      // generation alone: both builds are published on no channel (nothing is pre-generated),
+      // and the owner asks for old -> new, which generates it (transform phase included). Then
+      // the channel "stable" moves to old and to new, so old -> new is released and `edgepatch
+      // update` fetches it as a player does. The moves pre-generate _ -> old and _ -> new (full
+      // builds from the empty one), which are waited for before the next pair, so that they never
+      // run in another pair's window.
       const pids = workerdPids(server.pid);
       const cpu0 = cpuSeconds(pids);
-      row.publishSeconds = ["old", "new"].map((v) => edgepatch(["publish", "--server", server.url, "--game", game, "--build", v, "--channel", "stable", builds[v]]).seconds);
+      row.publishSeconds = ["old", "new"].map((v) => edgepatch(["publish", "--server", server.url, "--game", game, "--build", v, builds[v]]).seconds);
       const cpu1 = cpuSeconds(pids);
+      await getJson(`${server.url}/v1/games/${game}/updates/old/new`, { Authorization: `Bearer ${token}` }, Math.max(1, DEADLINE - Date.now()));
+      row.generationCpuSeconds = cpuSeconds(pids) - cpu1;
+      row.publishCpuSeconds = cpu1 - cpu0;
+      for (const build of ["old", "new"]) await jsonRequest("PUT", `${server.url}/v1/games/${game}/channels/stable`, { Authorization: `Bearer ${token}` }, { build });
       const out = join(work, `${p.name}-out`);
       const u = edgepatch(["update", "--server", server.url, "--game", game, "--from", "old", "--to", "new", "--public-key", publicKey, builds.old, out]);
-      row.publishCpuSeconds = cpu1 - cpu0;
-      row.generationCpuSeconds = cpuSeconds(pids) - cpu1;
+      for (const build of ["old", "new"]) await generated(game, "_", build);
       row.updateSeconds = u.seconds;
       row.patchBytes = u.json.patch_bytes;
       row.manifestBytes = u.json.manifest_bytes;
@@ -193,7 +220,7 @@ try {
 
 const n = (x, d = 0) => (x === undefined ? "-" : x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }));
 console.log(`\n\`node bench/worker_corpus.mjs\` (wrangler dev on 127.0.0.1:${PORT}, PATCH_LEVEL ${LEVEL ?? "from wrangler.toml"}), ${new Date().toISOString()}\n`);
-console.log("| pair | kind | files | new bytes | patch bytes served | CLI patch bytes | Worker / CLI | patch % of new | segments | R2 MB read, new / old / verified | wasm modules normalized | transform phase s | generation s (Worker) | workerd CPU s, publishes / generation and first update | `edgepatch update` s (incl. generation) | update again s (patch exists) | publish old / new s | result |");
+console.log("| pair | kind | files | new bytes | patch bytes served | CLI patch bytes | Worker / CLI | patch % of new | segments | R2 MB read, new / old / verified | wasm modules normalized | transform phase s | generation s (Worker) | workerd CPU s, publishes / the pair's generation | `edgepatch update` s | update again s (patch exists) | publish old / new s | result |");
 console.log("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
 for (const r of rows) {
   const pct = r.patchBytes === undefined ? "-" : ((100 * r.patchBytes) / r.newBytes).toFixed(2);
@@ -202,7 +229,7 @@ for (const r of rows) {
 }
 const timed = rows.filter((r) => r.generationCpuSeconds !== undefined);
 const [cpu, bytes] = timed.reduce(([c, b], r) => [c + r.generationCpuSeconds, b + r.newBytes], [0, 0]);
-if (bytes > 0) console.log(`\nworkerd CPU from the last publish to the first update's end, summed over ${timed.length} pairs: ${cpu.toFixed(1)} s for ${(bytes / 1e6).toFixed(1)} MB of new builds = ${((cpu / bytes) * 1e8).toFixed(1)} s per 100 MB`);
+if (bytes > 0) console.log(`\nworkerd CPU of the pairs' generations, summed over ${timed.length} pairs: ${cpu.toFixed(1)} s for ${(bytes / 1e6).toFixed(1)} MB of new builds = ${((cpu / bytes) * 1e8).toFixed(1)} s per 100 MB`);
 const failed = rows.filter((r) => r.status !== "OK");
 for (const r of failed) console.log(`\n${r.name}: ${r.status}\n  ${(r.problems ?? []).slice(0, 20).join("\n  ")}`);
 console.log(`\n${rows.length - failed.length} of ${rows.length} pairs byte-exact (contents, kinds, permission bits, symlink targets)`);
