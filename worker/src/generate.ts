@@ -294,8 +294,8 @@ class NewFileHasher {
  * object checked is the object the generator reads. Files that lie close together in the tar
  * are checked through one read (gaps of up to READ_GAP, reads of up to MAX_READ, as
  * `planBuildReads` groups): a tree with hundreds of changed files makes a few reads, not one
- * subrequest per file (three-tree: 948 R2 reads before, BENCHMARKS.md "Generator CPU,
- * session 15").
+ * subrequest per file (three-tree: 948 R2 reads before, 25 after; BENCHMARKS.md "Generator CPU
+ * through the Worker, session 15").
  */
 export async function verifyFiles(reader: R2RangeReader, build: StoredBuild, ranges: Iterable<{ path: string; length: number }>, verified: Set<string>): Promise<number> {
   const files: { path: string; offset: number; size: number; blake3: string }[] = [];
