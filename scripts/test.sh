@@ -4,6 +4,14 @@
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"
+
+# A full run writes about 7 GB (target/ for native, wasm and cross builds; browser profiles).
+# A full disk fails a link step with a bus error far from its cause, so it is said up front.
+free_mb=$(df -Pm "$REPO" | awk 'NR == 2 { print $4 }')
+if [ "${free_mb:-0}" -lt 8000 ]; then
+  echo "WARNING: ${free_mb} MB free on the disk holding $REPO; a full test run writes about 7 GB (see README, Tests)" >&2
+fi
+
 source scripts/setup.sh
 
 echo "== fixtures are what make_fixtures.py generates"

@@ -12,7 +12,7 @@
 // suites run in. EDGEPATCH_WEBKIT_DEBUG=1 passes WebKit's own output
 // (console messages of pages and workers included) and the driver's trace to stderr.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -184,12 +184,16 @@ const fnSource = (fn) => (typeof fn === "function" ? fn.toString() : `() => (${f
 
 async function launchWebKit(profile, { webkitQuotaBytes, webkitEvaluateTimeoutMs, removeProfile }) {
   const display = await xvfbDisplay();
+  // WebKit keeps a temporary file per createWritable() in TMPDIR and leaves some behind
+  // (thousands per test run): inside the profile they go when the profile goes.
+  const webkitTmp = join(profile, "tmp");
+  mkdirSync(webkitTmp, { recursive: true });
   const args = [WEBKIT_BROWSER, "--profile", profile];
   if (webkitQuotaBytes) args.push("--origin-quota-bytes", String(webkitQuotaBytes));
   const child = spawn(WEBKIT_PYTHON, args, {
     stdio: ["pipe", "pipe", "pipe"],
     // NO_AT_BRIDGE: no accessibility bus on this display (GTK would wait for it and warn).
-    env: { ...process.env, DISPLAY: display, GDK_BACKEND: "x11", WAYLAND_DISPLAY: "", NO_AT_BRIDGE: "1" },
+    env: { ...process.env, TMPDIR: webkitTmp, DISPLAY: display, GDK_BACKEND: "x11", WAYLAND_DISPLAY: "", NO_AT_BRIDGE: "1" },
   });
   let stderrTail = "";
   child.stderr.on("data", (d) => {

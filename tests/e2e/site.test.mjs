@@ -145,9 +145,9 @@ const text = (browser, selector) => browser.evaluate((s) => document.querySelect
 for (const engine of ENGINES) {
   test(`${engine}: a page on another origin installs and updates from the site through its CORS headers; without Content-Range exposed the update fails and v1 stays`, async (t) => {
     const profile = mkdtempSync(join(tmpdir(), `edgepatch-e2e-site-${engine}-`));
-    t.after(() => rmSync(profile, { recursive: true, force: true }));
     const browser = await launch(engine, profile);
     if (!browser) {
+      rmSync(profile, { recursive: true, force: true });
       // Written down, not hidden: this engine needs the shared launcher (tests/e2e/engines.mjs).
       t.skip(`MISSING: no launcher for ${engine} (tests/e2e/engines.mjs is not in this checkout)`);
       return;
@@ -155,6 +155,8 @@ for (const engine of ENGINES) {
     t.after(async () => {
       cdn.faults.omitHeaders.clear();
       await browser.close();
+      // Only now: a browser still open writes to its profile.
+      rmSync(profile, { recursive: true, force: true });
     });
     const pageOrigin = portal.url.slice(0, -1);
     assert.notEqual(new URL(cdnBase).origin, pageOrigin, "two origins");
