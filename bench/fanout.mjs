@@ -8,7 +8,7 @@
 //   python3 bench/synthetic_fanout.py /work/data-gen13
 //   source worker/scripts/node22.sh && cargo build --release --bin edgepatch
 //   node bench/fanout.mjs --data /work/data-gen13 [--steps 1,2,4] [--port 8811]
-//        [--inspector-port 9311] [--interval-ms 100] [--reuse] [--tag a]
+//        [--inspector-port 9311] [--interval-ms 100] [--reuse] [--tag a] [--generation-minutes 15]
 //
 // One local state (DATA/wrangler-state) for all runs: the old build is published once, the new
 // one once per run under its own name (new-1, new-2, ...), so each run generates a fresh pair.
@@ -34,6 +34,8 @@ const BIN = process.env.EDGEPATCH_BIN ?? join(REPO, "target/release/edgepatch");
 const { token } = devVars();
 // Names the new builds (new-1-TAG, ...): a second invocation with --reuse and another tag generates fresh pairs.
 const TAG = arg("tag", "a");
+// A generation not done in this many minutes is a hang: the run stops and prints what it knows.
+const GENERATION_MINUTES = Number(arg("generation-minutes", 15));
 const MiB = 2 ** 20;
 const mib = (x) => (x / MiB).toFixed(1);
 const auth = { Authorization: `Bearer ${token}` };
@@ -132,10 +134,15 @@ for (const steps of STEPS) {
     const t0 = performance.now();
     const url = `${server.url}/v1/games/syn/updates/old/${build}`;
     let status;
-    for (;;) {
+    for (const end = Date.now() + GENERATION_MINUTES * 60_000; ; ) {
       status = await getStatus(url);
       if (status === 200) break;
       if (status !== 503) throw new Error(`descriptor: ${status}`);
+      if (Date.now() > end) {
+        // What the Worker knows of the pair, and what workerd printed: a hang says where it is.
+        const gens = await (await fetch(`${url}/generations`, { headers: auth })).text();
+        throw new Error(`${steps} step(s): not generated in ${GENERATION_MINUTES} minutes; its generations: ${gens}\nwrangler's output ends:\n${server.log().slice(-6000)}`);
+      }
       await new Promise((r) => setTimeout(r, 1000));
     }
     const wall = (performance.now() - t0) / 1000;

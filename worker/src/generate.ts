@@ -115,6 +115,27 @@ const MAX_READ = 16 << 20;
 export const READ_CONCURRENCY = 4;
 
 /**
+ * Groups spans of objects, sorted by key then start, into R2 reads: a span joins the read
+ * before it (same object) across a gap of at most READ_GAP, while the read stays within
+ * MAX_READ bytes. With `disjoint`, a span that overlaps the read before starts a read of its
+ * own (a reader that walks each read's members in order needs them one after another).
+ */
+function groupReads<T>(sorted: T[], at: (t: T) => [key: string, start: number, end: number], disjoint = false): { key: string; start: number; end: number; members: T[] }[] {
+  const groups: { key: string; start: number; end: number; members: T[] }[] = [];
+  for (const m of sorted) {
+    const [key, start, end] = at(m);
+    const g = groups[groups.length - 1];
+    if (g && g.key === key && start - g.end <= READ_GAP && (!disjoint || start >= g.end) && Math.max(g.end, end) - g.start <= MAX_READ) {
+      g.end = Math.max(g.end, end);
+      g.members.push(m);
+    } else {
+      groups.push({ key, start, end, members: [m] });
+    }
+  }
+  return groups;
+}
+
+/**
  * Lets the event loop go idle for a moment, so queued requests, timers and I/O run. Without it
  * (seen under local workerd, where R2 is simulated in the same process) a generation held the
  * thread from start to end: every other request to the Worker and the inspector waited for it,
@@ -172,17 +193,7 @@ export function planBuildReads(build: StoredBuild, ranges: BuildRange[], transfo
     return span;
   });
   const sorted = spans.filter((s) => s.len > 0).sort((a, b) => (a.key === b.key ? a.src - b.src : a.key < b.key ? -1 : 1));
-  const groups: BuildReads["groups"] = [];
-  for (const { key, ...s } of sorted) {
-    const g = groups[groups.length - 1];
-    const end = s.src + s.len;
-    if (g && g.key === key && s.src - g.end <= READ_GAP && Math.max(g.end, end) - g.start <= MAX_READ) {
-      g.end = Math.max(g.end, end);
-      g.spans.push(s);
-    } else {
-      groups.push({ key, start: s.src, end, spans: [s] });
-    }
-  }
+  const groups = groupReads(sorted, (s) => [s.key, s.src, s.src + s.len]).map(({ key, start, end, members }) => ({ key, start, end, spans: members }));
   return { total, groups };
 }
 
@@ -301,62 +312,47 @@ export async function verifyFiles(reader: R2RangeReader, build: StoredBuild, ran
   const files: { path: string; offset: number; size: number; blake3: string }[] = [];
   const wanted = new Set<string>();
   for (const r of ranges) {
+    // A range of no bytes needs no file: every file checked here has at least one byte.
     if (r.length === 0 || verified.has(r.path) || wanted.has(r.path)) continue;
     const entry = build.index.get(r.path);
     if (entry === undefined) throw new GenerationError(500, `integrity: ${r.path} is not a file of ${build.record.build}`);
     wanted.add(r.path);
     files.push({ path: r.path, offset: entry.offset, size: entry.size, blake3: entry.blake3 });
   }
-  // In tar order, grouped into reads; a group's files never overlap (each is its own tar member).
+  // In tar order, grouped into reads whose files follow one another (each is its own tar member).
   files.sort((a, b) => a.offset - b.offset);
-  const groups: { start: number; end: number; files: typeof files }[] = [];
-  for (const f of files) {
-    const g = groups[groups.length - 1];
-    const end = f.offset + f.size;
-    if (g && f.offset >= g.end && f.offset - g.end <= READ_GAP && end - g.start <= MAX_READ) {
-      g.end = end;
-      g.files.push(f);
-    } else {
-      groups.push({ start: f.offset, end, files: [f] });
-    }
-  }
+  const groups = groupReads(files, (f) => [build.tarKey, f.offset, f.offset + f.size], true);
   let bytes = 0;
   const hasher = new wasm.FileHasher();
   try {
     for (const g of groups) {
       // Chunks arrive in order: `k` is the file being hashed, `done` its bytes so far.
+      const members = g.members;
       let k = 0;
       let done = 0;
-      const finish = () => {
-        const f = g.files[k];
-        if (hasher.finish() !== f.blake3) throw new GenerationError(500, `integrity: stored bytes of ${build.record.build}/${f.path} do not match the BLAKE3 recorded at upload`);
-        verified.add(f.path);
-        bytes += f.size;
-        k++;
-        done = 0;
-      };
-      // Empty files (only hashed, never read) before the first byte.
-      while (k < g.files.length && g.files[k].size === 0) finish();
-      if (g.end > g.start) {
-        await reader.read(build.tarKey, g.start, g.end - g.start, (chunk, at) => {
-          let a = g.start + at;
-          const b = a + chunk.length;
-          while (a < b && k < g.files.length) {
-            const f = g.files[k];
-            const from = Math.max(a, f.offset + done);
-            const to = Math.min(b, f.offset + f.size);
-            if (from < to) {
-              hasher.update(chunk.subarray(from - (g.start + at), to - (g.start + at)));
-              done += to - from;
-            }
-            if (done === f.size) finish();
-            else a = b;
-            // Empty files that follow are complete as soon as they are reached.
-            while (k < g.files.length && g.files[k].size === 0) finish();
+      await reader.read(g.key, g.start, g.end - g.start, (chunk, at) => {
+        let a = g.start + at;
+        const b = a + chunk.length;
+        while (a < b && k < members.length) {
+          const f = members[k];
+          const from = Math.max(a, f.offset + done);
+          const to = Math.min(b, f.offset + f.size);
+          if (from < to) {
+            hasher.update(chunk.subarray(from - (g.start + at), to - (g.start + at)));
+            done += to - from;
           }
-        });
-      }
-      if (k !== g.files.length) throw new GenerationError(500, `integrity: stored bytes of ${build.record.build}/${g.files[k].path} ended early`);
+          if (done < f.size) {
+            a = b;
+            continue;
+          }
+          if (hasher.finish() !== f.blake3) throw new GenerationError(500, `integrity: stored bytes of ${build.record.build}/${f.path} do not match the BLAKE3 recorded at upload`);
+          verified.add(f.path);
+          bytes += f.size;
+          k++;
+          done = 0;
+        }
+      });
+      if (k !== members.length) throw new GenerationError(500, `integrity: stored bytes of ${build.record.build}/${members[k].path} ended early`);
     }
   } finally {
     hasher.free();
