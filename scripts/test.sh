@@ -31,6 +31,9 @@ cargo clippy -p edgepatch-wasm --target wasm32-unknown-unknown --quiet -- -D war
 echo "== Other systems: the CLI's clippy -D warnings for Windows, static Linux and macOS (Apple silicon, Intel) (scripts/check-targets.sh; macOS through cargo-zigbuild)"
 bash scripts/check-targets.sh
 
+echo "== Other systems: the CLI's tests as the static musl binary (natively) and as the Windows build (under Wine) (scripts/test-other-systems.sh)"
+bash scripts/test-other-systems.sh
+
 echo "== WebAssembly: every variant (scripts/build-wasm.sh: web for Workers, web-apply for browsers, node for edgepatch-js)"
 scripts/build-wasm.sh
 for w in crates/edgepatch-wasm/pkg/web/edgepatch_wasm_bg.wasm crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm_bg.wasm packages/edgepatch-js/wasm/edgepatch_wasm_bg.wasm; do

@@ -110,6 +110,11 @@ impl BuildDir {
         check(unsafe { libc::renameat(fd, from.as_ptr(), fd, to.as_ptr()) })
     }
 
+    /// Flushes the file `rel`'s data to stable storage (a read-only descriptor will do here).
+    pub fn sync_file(&self, rel: impl AsRef<OsStr>) -> io::Result<()> {
+        self.open_file(rel)?.sync_all()
+    }
+
     /// Flushes this directory's entries to stable storage.
     pub fn sync(&self) -> io::Result<()> {
         let fd = self.fd.as_raw_fd();
@@ -150,7 +155,7 @@ impl BuildDir {
             if kind.is_dir() {
                 self.open_dir(entry.file_name())?.sync_each_beneath()?;
             } else if kind.is_file() {
-                self.open_file(entry.file_name())?.sync_all()?;
+                self.sync_file(entry.file_name())?;
             }
         }
         self.sync()

@@ -159,9 +159,10 @@ pub fn reserve_descriptors(count: usize) {
     let _ = count;
 }
 
-/// Whether process `pid` is known to have ended (Unix: `kill(pid, 0)` answers ESRCH).
-/// Where that cannot be told (Windows), false: a staging area is then kept, never removed
-/// from under a running apply.
+/// Whether process `pid` is known to have ended. Unix: `kill(pid, 0)` answers ESRCH. Windows:
+/// no process has that id, or the one that has it has exited (its object outlives it while
+/// anyone holds a handle, e.g. the parent that started it). Where it cannot be told, false: a
+/// staging area is then kept, never removed from under a running apply.
 pub fn process_is_gone(pid: u32) -> bool {
     #[cfg(unix)]
     {
@@ -169,7 +170,23 @@ pub fn process_is_gone(pid: u32) -> bool {
         // SAFETY: kill with signal 0 only checks whether the process exists.
         pid > 0 && unsafe { libc::kill(pid, 0) } != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
     }
-    #[cfg(not(unix))]
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::Foundation::{CloseHandle, GetLastError, ERROR_INVALID_PARAMETER, WAIT_OBJECT_0};
+        use windows_sys::Win32::System::Threading::{OpenProcess, WaitForSingleObject, PROCESS_SYNCHRONIZE};
+        // SAFETY: OpenProcess returns a handle we close, or null.
+        let handle = unsafe { OpenProcess(PROCESS_SYNCHRONIZE, 0, pid) };
+        if handle.is_null() {
+            // SAFETY: reads this thread's last error.
+            return unsafe { GetLastError() } == ERROR_INVALID_PARAMETER; // no such process
+        }
+        // SAFETY: a zero timeout only asks whether the process object is signalled (exited).
+        let exited = unsafe { WaitForSingleObject(handle, 0) } == WAIT_OBJECT_0;
+        // SAFETY: the handle OpenProcess gave us.
+        unsafe { CloseHandle(handle) };
+        exited
+    }
+    #[cfg(not(any(unix, windows)))]
     {
         let _ = pid;
         false

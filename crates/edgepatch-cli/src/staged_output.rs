@@ -171,7 +171,7 @@ impl StagedOutput {
         // digest; this only joins the thread.
         self.copies.finish()?;
         match self.single_file {
-            Some(true) => self.parent.open_file(&self.staging_name)?.sync_all()?,
+            Some(true) => self.parent.sync_file(&self.staging_name)?,
             _ => {
                 // A build with no entries at all is an empty directory.
                 let tree = self.tree()?;

@@ -18,6 +18,9 @@ use ed25519_dalek::{Signer, SigningKey};
 use edgepatch_core::trust;
 use serde_json::json;
 
+mod common;
+use common::{copy_tree, unpack};
+
 type Site = Arc<Mutex<HashMap<String, Vec<u8>>>>;
 
 /// Serves `site` (URL path -> bytes) on 127.0.0.1 until the test ends; one request a connection.
@@ -47,19 +50,6 @@ fn serve(site: Site) -> String {
         }
     });
     format!("http://{addr}")
-}
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
-}
-
-fn unpack(tar_name: &str, into: &Path) -> PathBuf {
-    let dir = into.join(tar_name.trim_end_matches(".tar"));
-    fs::create_dir_all(&dir).unwrap();
-    let mut archive = tar::Archive::new(fs::File::open(fixtures().join(tar_name)).unwrap());
-    archive.set_preserve_permissions(true);
-    archive.unpack(&dir).unwrap();
-    dir
 }
 
 fn edgepatch(args: &[&str], config: &Path) -> Output {
@@ -175,7 +165,7 @@ fn now() -> u64 {
 fn forged_v2(tmp: &Path, v2: &Path, variant: usize) -> PathBuf {
     let dir = tmp.join(format!("forged-{variant}"));
     let _ = fs::remove_dir_all(&dir);
-    ok(Command::new("cp").args(["-a", v2.to_str().unwrap(), dir.to_str().unwrap()]).output().unwrap());
+    copy_tree(v2, &dir);
     let index = dir.join("index.html");
     let mut html = fs::read(&index).unwrap();
     let at = html.windows(8).position(|w| w == b"</title>").expect("index.html has a title") - 1;

@@ -4,8 +4,58 @@
 #![allow(dead_code)] // each test file uses its own part
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+/// The repository's `fixtures/` directory.
+pub fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+/// Unpacks `fixtures/<tar_name>` into `into/<tar_name without .tar>` and returns that directory.
+/// Modification times are not restored: no test looks at them, and Wine 8 (where the Windows
+/// build's tests run, scripts/test-other-systems.sh) fails the tar crate's setting of them on
+/// links. On Windows the fixtures' symlinks are left out (creating one needs Developer Mode or
+/// an administrator; Wine 8 reports success and creates nothing): the tests count them with
+/// `FIXTURE_LINKS`.
+pub fn unpack(tar_name: &str, into: &Path) -> PathBuf {
+    let dir = into.join(tar_name.trim_end_matches(".tar"));
+    fs::create_dir_all(&dir).unwrap();
+    let mut archive = tar::Archive::new(fs::File::open(fixtures().join(tar_name)).unwrap());
+    archive.set_preserve_permissions(true);
+    archive.set_preserve_mtime(false);
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        if cfg!(windows) && entry.header().entry_type().is_symlink() {
+            continue;
+        }
+        assert!(entry.unpack_in(&dir).unwrap(), "a fixture entry outside its directory");
+    }
+    dir
+}
+
+/// The symlinks of each fixture game build (game-v1.tar, game-v2.tar) as `unpack` leaves them.
+pub const FIXTURE_LINKS: usize = if cfg!(windows) { 0 } else { 2 };
+
+/// Copies the tree `from` to `to` (which must not exist): directories, files, symlinks as links.
+pub fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let kind = e.file_type().unwrap();
+        if kind.is_symlink() {
+            #[cfg(unix)]
+            std::os::unix::fs::symlink(fs::read_link(&src).unwrap(), &dst).unwrap();
+            #[cfg(not(unix))]
+            panic!("{}: a symlink to copy", src.display());
+        } else if kind.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
 
 pub fn edgepatch(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_edgepatch")).args(args.iter().map(|a| a.as_ref())).output().unwrap()
