@@ -6,30 +6,31 @@
 #      workerd CPU and peak isolate memory per step count, byte-exact apply;
 #   3. the same split run in parallel processes with the Worker's wasm module
 #      (bench/parallel_steps.mjs; `wrangler dev` runs steps one after another): wall time by
-#      parallelism on the 101 MiB pair.
+#      parallelism on each --pair (e.g. the 101 MiB pair, and the 1.1 GB build's 560 MiB file).
 #
 #   source worker/scripts/node22.sh
 #   cargo build --release --bin edgepatch && bash scripts/build-wasm.sh web node
-#   bash bench/worker_one_run.sh --corpus DIR --fanout-data DIR --pair DIR [--steps 1,2,4] [--log FILE]
+#   bash bench/worker_one_run.sh --corpus DIR --fanout-data DIR --pair DIR [--pair DIR ...] [--steps 1,2,4] [--log FILE]
 #
 # --corpus: pairs/<name>/{old,new} and trees/<name>/{old,new} (e.g. ../shared/corpus's, plus
 # concat-101mib); --fanout-data: bench/synthetic_fanout.py's output (its wrangler-state is
-# reused when present: the old build is then published already); --pair: a single-file pair for
-# the parallel steps. Stops at the first part that fails; the log says which.
+# reused when present: the old build is then published already); --pair: a directory holding a
+# single-file pair (old, new) for the parallel steps. Stops at the first part that fails; the log says which.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-corpus='' fanout='' pair='' steps='1,2,4' log="${TMPDIR:-/tmp}/edgepatch-worker-one-run.log"
+corpus='' fanout='' pairs=() steps='1,2,4' log="${TMPDIR:-/tmp}/edgepatch-worker-one-run.log"
 while [ $# -gt 0 ]; do
   case "$1" in
     --corpus) corpus=$2; shift 2 ;;
     --fanout-data) fanout=$2; shift 2 ;;
-    --pair) pair=$2; shift 2 ;;
+    --pair) pairs+=("$2"); shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --log) log=$2; shift 2 ;;
     *) echo "unknown option $1 (see the usage at the top of $0)" >&2; exit 2 ;;
   esac
 done
-for d in "$corpus" "$fanout" "$pair"; do
+[ ${#pairs[@]} -gt 0 ] || { echo "at least one --pair (see $0)" >&2; exit 2; }
+for d in "$corpus" "$fanout" "${pairs[@]}"; do
   [ -n "$d" ] && [ -d "$d" ] || { echo "--corpus, --fanout-data and --pair name existing directories (see $0)" >&2; exit 2; }
 done
 reuse=()
@@ -43,6 +44,8 @@ part "1/3 corpus through the Worker: node bench/worker_corpus.mjs --corpus $corp
 node bench/worker_corpus.mjs --corpus "$corpus"
 part "2/3 the 1.1 GB build fanned out: node bench/fanout.mjs --data $fanout --steps $steps ${reuse[*]}"
 node bench/fanout.mjs --data "$fanout" --steps "$steps" --tag "r$(date -u +%H%M)" "${reuse[@]}"
-part "3/3 parallel steps: node bench/parallel_steps.mjs --pair $pair --steps $steps"
-node bench/parallel_steps.mjs --pair "$pair" --steps "$steps"
+for pair in "${pairs[@]}"; do
+  part "3/3 parallel steps: node bench/parallel_steps.mjs --pair $pair --steps $steps"
+  node bench/parallel_steps.mjs --pair "$pair" --steps "$steps"
+done
 part "done, load $(cut -d' ' -f1-3 /proc/loadavg); log: $log"
