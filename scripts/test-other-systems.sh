@@ -23,7 +23,7 @@ if ! command -v wine >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wine64 >/dev/null
 fi
 win=x86_64-pc-windows-gnu
-log "cargo test -p edgepatch-cli --target $win, run under $(wine --version)"
+log "cargo test -p edgepatch-cli --target $win, run under $(wine --version 2>/dev/null)"
 cargo test -p edgepatch-cli --target "$win" --no-run --quiet
 shim="$CARGO_TARGET_DIR/$win/debug/bcryptprimitives.dll"
 x86_64-w64-mingw32-gcc -O2 -shared -Wall -Werror -o "$shim" tests/wine/bcryptprimitives.c -ladvapi32
