@@ -427,7 +427,7 @@ fn run(cli: &Cli) -> Result<(), String> {
             let mut old_files = OldBuildFiles::new(old);
             let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| e.to_string())?;
             let bar = progress_bar(cli, patch_len, "apply");
-            let summary = apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| bar.set_position(p.patch_bytes_read)).map_err(|e| e.to_string())?;
+            let summary = apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| bar.set_position(p.patch_bytes_read)).map_err(platform::apply_error)?;
             staged.commit().map_err(|e| format!("{}: {e}", out.display()))?;
             bar.finish_and_clear();
             let secs = started.elapsed().as_secs_f64();

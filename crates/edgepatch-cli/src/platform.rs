@@ -24,6 +24,20 @@ pub fn is_executable(meta: &Metadata) -> bool {
     }
 }
 
+/// An apply's error as the user reads it. Where files have no executable bit (Windows) every
+/// old file is listed as not executable, so a tree patch made where the old build had
+/// executable files (a build made on Linux or macOS) does not match the old build here: the
+/// listing a patch binds includes the bits. Said plainly rather than as "another build".
+pub fn apply_error(e: edgepatch_core::Error) -> String {
+    match e {
+        edgepatch_core::Error::WrongOldBuild { .. } if !cfg!(unix) => format!(
+            "{e} (or it is this build, made where files have executable bits: this system has none, \
+             so a tree patch of a build with executable files cannot be applied here; README.md, \"Platforms\")"
+        ),
+        e => e.to_string(),
+    }
+}
+
 /// Sets a file's permission bits to exactly `mode` (Unix; nothing elsewhere).
 pub fn set_mode(file: &File, mode: u32) -> io::Result<()> {
     #[cfg(unix)]

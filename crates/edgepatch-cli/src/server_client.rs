@@ -480,7 +480,7 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
     let apply = edgepatch_core::apply_patch(&mut reader, &mut old_files, &mut BoundSink { binding: &mut binding, inner: &mut staged }, &mut |p| {
         progress(p.patch_bytes_read, patch_size)
     })
-    .map_err(|e| format!("applying {patch_url}: {e}"))?;
+    .map_err(|e| format!("applying {patch_url}: {}", crate::platform::apply_error(e)))?;
     binding.finish(false, &mut staged).map_err(|e| format!("applying {patch_url}: {e}"))?;
     // The applier stops at the checksum; anything after it would be a different patch.
     let mut rest = [0u8; 1];

@@ -329,3 +329,51 @@ fn bounded_diff_round_trips_the_fixture_game() {
     let (b, f) = (fs::metadata(&patch).unwrap().len(), fs::metadata(&full).unwrap().len());
     assert!(b * 4 <= f * 5, "bounded {b} vs in-memory {f}");
 }
+
+/// A tree patch made where the old build has an executable file (as a studio's Linux CI makes
+/// it: here through the core, in memory, so every system can run this). Where files have
+/// executable bits it applies; where they have none (Windows) the old listing cannot match
+/// the one the patch binds, and the error says why instead of only "another build".
+#[test]
+fn a_patch_of_a_build_with_executable_files_applies_where_bits_exist_and_says_why_not_elsewhere() {
+    use edgepatch_core::{diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
+    let build = |text: &str| {
+        let file =
+            |path: &str, executable: bool, data: &[u8]| BuildEntry { path: path.into(), content: EntryContent::File { executable, data: data.to_vec() } };
+        Build::from_entries(vec![
+            BuildEntry { path: "bin".into(), content: EntryContent::Directory },
+            file("bin/run.sh", true, b"#!/bin/sh\nexec ./game\n"),
+            file("readme.txt", false, text.as_bytes()),
+        ])
+        .unwrap()
+    };
+    let (old, new) = (build("version one\n"), build("version two\n"));
+    let (patch, _) = diff_builds(&old, &new, &DiffOptions::default(), &|_, _| {}).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("old");
+    fs::create_dir_all(dir.join("bin")).unwrap();
+    fs::write(dir.join("bin/run.sh"), b"#!/bin/sh\nexec ./game\n").unwrap();
+    fs::write(dir.join("readme.txt"), b"version one\n").unwrap();
+    let patch_file = tmp.path().join("p.patch");
+    fs::write(&patch_file, patch).unwrap();
+    let out = tmp.path().join("out");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // Without its executable bit the old build is not the one the patch was made from.
+        let res = edgepatch(&[&"apply", &dir, &patch_file, &out]);
+        let err = String::from_utf8_lossy(&res.stderr);
+        assert!(!res.status.success() && err.contains("not the build this patch was made from") && !err.contains("has none"), "{err}");
+        fs::set_permissions(dir.join("bin/run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        ok(edgepatch(&[&"apply", &dir, &patch_file, &out]));
+        assert_eq!(fs::read(out.join("readme.txt")).unwrap(), b"version two\n");
+        assert_eq!(fs::metadata(out.join("bin/run.sh")).unwrap().permissions().mode() & 0o111, 0o111, "the executable bit kept");
+    }
+    #[cfg(not(unix))]
+    {
+        let res = edgepatch(&[&"apply", &dir, &patch_file, &out]);
+        let err = String::from_utf8_lossy(&res.stderr);
+        assert!(!res.status.success() && err.contains("this system has none") && err.lines().count() == 1, "{err}");
+        assert!(!out.exists() && leftovers(tmp.path()).is_empty());
+    }
+}
