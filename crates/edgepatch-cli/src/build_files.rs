@@ -173,6 +173,10 @@ impl OldBuild for OldBuildFiles {
         );
         Ok(listing)
     }
+
+    fn modes_known(&self) -> bool {
+        platform::MODES_KNOWN
+    }
 }
 
 /// The listing of the old build at `root` (what a tree patch keeps by position).

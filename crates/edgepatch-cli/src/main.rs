@@ -486,7 +486,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                 return Err("manifests describe trees; this patch is for a single file".into());
             }
             let listing = build_files::old_listing(old).map_err(|e| e.to_string())?;
-            let tree = info.resolve(listing).map_err(|e| e.to_string())?;
+            let tree = info.resolve_modes(listing, platform::MODES_KNOWN).map_err(|e| e.to_string())?;
             let mut hashes = vec![[0u8; 32]; tree.entries.len()];
             for (i, e) in tree.entries.iter().enumerate() {
                 if let edgepatch_core::patch_format::TreeEntryKind::File { .. } = e.kind {

@@ -8,6 +8,10 @@ use std::fs::{File, Metadata, OpenOptions};
 use std::io;
 use std::path::Path;
 
+/// Whether files here have an executable bit: a listing made here tells it (Unix), or says
+/// no file is executable (Windows; a patch is then matched by its mode-blind digest).
+pub const MODES_KNOWN: bool = cfg!(unix);
+
 /// The executable bit of a file (any of user, group, other). Windows has none: a build
 /// read there has no executables, and applying one there records the bits in the
 /// manifest only.
@@ -25,14 +29,14 @@ pub fn is_executable(meta: &Metadata) -> bool {
 }
 
 /// An apply's error as the user reads it. Where files have no executable bit (Windows) every
-/// old file is listed as not executable, so a tree patch made where the old build had
-/// executable files (a build made on Linux or macOS) does not match the old build here: the
-/// listing a patch binds includes the bits. Said plainly rather than as "another build".
+/// old file is listed as not executable; a patch whose writer predates the mode-blind digest
+/// (docs/FORMAT.md §2.1, flag bit 4) then cannot match an old build that has executable
+/// files elsewhere. Said plainly rather than only as "another build".
 pub fn apply_error(e: edgepatch_core::Error) -> String {
     match e {
-        edgepatch_core::Error::WrongOldBuild { .. } if !cfg!(unix) => format!(
-            "{e} (or it is this build, made where files have executable bits: this system has none, \
-             so a tree patch of a build with executable files cannot be applied here; README.md, \"Platforms\")"
+        edgepatch_core::Error::WrongOldBuild { .. } if !MODES_KNOWN => format!(
+            "{e} (or the patch was made where files have executable bits by an edgepatch older \
+             than its mode-blind digest: this system has none; README.md, \"Platforms\")"
         ),
         e => e.to_string(),
     }

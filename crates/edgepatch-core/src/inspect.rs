@@ -40,6 +40,12 @@ impl PatchInfo {
     pub fn resolve(&self, old_listing: Vec<ListedEntry>) -> Result<PatchTree> {
         self.tree.resolve(old_listing, self.tree_at)
     }
+
+    /// `resolve` for a listing read where files have no executable bit when `modes_known`
+    /// is false ([`crate::apply::OldBuild::modes_known`]).
+    pub fn resolve_modes(&self, old_listing: Vec<ListedEntry>, modes_known: bool) -> Result<PatchTree> {
+        self.tree.resolve_modes(old_listing, self.tree_at, modes_known)
+    }
 }
 
 /// Reads a patch through and checks its structure and checksum. Without the

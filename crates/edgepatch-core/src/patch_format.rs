@@ -36,6 +36,12 @@ pub const FLAG_WINDOW_REACH: u16 = 4;
 /// refuse such a patch at its header; a patch without one leaves it clear and
 /// is byte for byte what it was before.
 pub const FLAG_RUN_CODED_DIFF: u16 = 8;
+/// The tree section ends with the old listing's mode-blind digest (§2.1): the digest of
+/// the old listing with no file executable. Set exactly when some old file is executable,
+/// so that an applier on a system without executable bits (Windows) can still recognize
+/// the old build; a patch whose old build has no executable file leaves it clear and is
+/// byte for byte what it was before. Older appliers refuse unknown flags.
+pub const FLAG_MODE_BLIND_DIGEST: u16 = 16;
 /// Tag byte of an ops segment.
 pub const SEGMENT_TAG: u8 = b'S';
 /// Tag byte of a window segment.
@@ -149,6 +155,24 @@ pub fn listing_digest(listing: &[ListedEntry]) -> [u8; 32] {
         }
     }
     *blake3::hash(&out).as_bytes()
+}
+
+/// The digest of `listing` as a system without executable bits lists it: every file not
+/// executable (§2.1, flag bit 4).
+pub fn mode_blind_listing_digest(listing: &[ListedEntry]) -> [u8; 32] {
+    let blind: Vec<ListedEntry> = listing
+        .iter()
+        .map(|e| match e.kind {
+            ListedKind::File { size, .. } => ListedEntry { path: e.path.clone(), kind: ListedKind::File { executable: false, size } },
+            _ => e.clone(),
+        })
+        .collect();
+    listing_digest(&blind)
+}
+
+/// Whether some file of `listing` is executable (then a tree patch carries the mode-blind digest).
+fn has_executable(listing: &[ListedEntry]) -> bool {
+    listing.iter().any(|e| matches!(e.kind, ListedKind::File { executable: true, .. }))
 }
 
 /// The listing of a single-file patch's old build: its one file, never executable.
@@ -294,6 +318,7 @@ impl PatchTree {
             | (if self.transforms.is_empty() { 0 } else { FLAG_WASM_TRANSFORM })
             | (if self.window_reach.is_some() { FLAG_WINDOW_REACH } else { 0 })
             | (if self.run_coded_diff { FLAG_RUN_CODED_DIFF } else { 0 })
+            | (if !self.single_file && has_executable(&self.old_listing) { FLAG_MODE_BLIND_DIGEST } else { 0 })
     }
 
     /// How many of the delta bytes produced last a window segment may reach
@@ -434,6 +459,9 @@ impl PatchTree {
             }
             put_varint(&mut out, reach);
         }
+        if self.flags() & FLAG_MODE_BLIND_DIGEST != 0 {
+            out.extend_from_slice(&mode_blind_listing_digest(&self.old_listing));
+        }
         Ok(out)
     }
 
@@ -487,6 +515,8 @@ pub struct EncodedTree {
     pub window_reach: Option<u64>,
     /// `FLAG_RUN_CODED_DIFF` was set (it adds nothing to the tree section).
     pub run_coded_diff: bool,
+    /// The old listing's mode-blind digest (`FLAG_MODE_BLIND_DIGEST`), None when the flag is clear.
+    pub mode_blind_digest: Option<[u8; 32]>,
 }
 
 /// A row of the wasm transform table as the patch states it (§2.8).
@@ -678,22 +708,40 @@ impl EncodedTree {
         } else {
             None
         };
+        let mode_blind_digest = if flags & FLAG_MODE_BLIND_DIGEST != 0 {
+            if single_file {
+                return Err(r.corrupt("a single-file patch with a mode-blind listing digest"));
+            }
+            Some(r.array::<32>("mode-blind listing digest")?)
+        } else {
+            None
+        };
         if !r.is_empty() {
-            return Err(r.corrupt(match (window_reach, transforms.is_empty()) {
-                (Some(_), _) => "bytes after the window reach",
-                (None, true) => "bytes after the files digest",
-                (None, false) => "bytes after the wasm transform table",
+            return Err(r.corrupt(match (mode_blind_digest, window_reach, transforms.is_empty()) {
+                (Some(_), _, _) => "bytes after the mode-blind listing digest",
+                (None, Some(_), _) => "bytes after the window reach",
+                (None, None, true) => "bytes after the files digest",
+                (None, None, false) => "bytes after the wasm transform table",
             }));
         }
         let run_coded_diff = flags & FLAG_RUN_CODED_DIFF != 0;
-        Ok(EncodedTree { single_file, listing_digest, runs, named, old_table, files_digest, transforms, window_reach, run_coded_diff })
+        Ok(EncodedTree { single_file, listing_digest, runs, named, old_table, files_digest, transforms, window_reach, run_coded_diff, mode_blind_digest })
     }
 
     /// The tree against the old build's listing (sorted by path), which must
     /// be the one the patch was made from (its digest is checked).
     pub fn resolve(&self, listing: Vec<ListedEntry>, tree_at: u64) -> Result<PatchTree> {
+        self.resolve_modes(listing, tree_at, true)
+    }
+
+    /// `resolve`, for an old build read where files have no executable bit
+    /// (`modes_known` false: Windows), whose listing has no file executable: it
+    /// then matches the patch's mode-blind digest when the patch has one (§2.1).
+    pub fn resolve_modes(&self, listing: Vec<ListedEntry>, tree_at: u64, modes_known: bool) -> Result<PatchTree> {
         let corrupt = |what: String| Error::Corrupt { input: Input::Patch, offset: tree_at, what };
-        if listing_digest(&listing) != self.listing_digest {
+        let digest = listing_digest(&listing);
+        let blind_match = !modes_known && !has_executable(&listing) && self.mode_blind_digest == Some(digest);
+        if digest != self.listing_digest && !blind_match {
             return Err(Error::WrongOldBuild { what: "its list of files, directories and links (paths, sizes, modes, link targets) differs".into() });
         }
         let files: Vec<usize> = listing.iter().enumerate().filter(|(_, e)| matches!(e.kind, ListedKind::File { .. })).map(|(i, _)| i).collect();

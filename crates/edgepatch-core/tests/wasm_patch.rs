@@ -389,5 +389,5 @@ fn refuses_a_normalized_form_that_is_not_wasm() {
 #[test]
 fn refuses_unknown_flags_still() {
     let p = parts();
-    p.refused(FLAGS | 16, &p.row(1, 0, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "unknown flags");
+    p.refused(FLAGS | 32, &p.row(1, 0, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "unknown flags");
 }

@@ -41,6 +41,12 @@ pub trait OldBuild {
     fn listing(&mut self) -> io::Result<Vec<ListedEntry>> {
         Err(io::Error::new(io::ErrorKind::Unsupported, "this old build cannot list its entries (needed for a tree patch)"))
     }
+    /// Whether `listing` tells each file's executable bit. False where files have none
+    /// (Windows): the listing then says no file is executable, and a patch made where
+    /// some old file was is matched by its mode-blind digest (docs/FORMAT.md §2.1).
+    fn modes_known(&self) -> bool {
+        true
+    }
 }
 
 /// The old build's listing: asked of `old` for a tree patch, made from the one

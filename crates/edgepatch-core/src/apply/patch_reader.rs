@@ -131,7 +131,7 @@ pub(crate) fn read_header_and_tree<R: Read>(input: &mut PatchInput<R>) -> Result
 /// The header and tree resolved against the old build's listing.
 pub(crate) fn read_tree_for<R: Read, O: OldBuild + ?Sized>(input: &mut PatchInput<R>, old: &mut O) -> Result<PatchTree> {
     let (encoded, tree_at) = read_header_and_tree(input)?;
-    encoded.resolve(old_listing(old, encoded.single_file)?, tree_at)
+    encoded.resolve_modes(old_listing(old, encoded.single_file)?, tree_at, old.modes_known())
 }
 
 /// Magic, version, flags and the tree section's sizes, all checked.
@@ -149,7 +149,7 @@ pub(super) fn read_fixed_header<R: Read>(input: &mut PatchInput<R>) -> Result<(u
     }
     input.exact(&mut v, "flags")?;
     let flags = u16::from_le_bytes(v);
-    if flags & !(FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM | FLAG_WINDOW_REACH | FLAG_RUN_CODED_DIFF) != 0 {
+    if flags & !(FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM | FLAG_WINDOW_REACH | FLAG_RUN_CODED_DIFF | FLAG_MODE_BLIND_DIGEST) != 0 {
         return Err(Error::Corrupt { input: Input::Patch, offset: 10, what: format!("unknown flags {flags:#x}") });
     }
     let at = input.offset();

@@ -244,13 +244,14 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
         return Err(format!("version {version}"));
     }
     let flags = u16::from_le_bytes(r.take(2)?.try_into().unwrap());
-    if flags > 15 {
+    if flags > 31 {
         return Err("unknown flags".into());
     }
     let run_coded_allowed = flags & 8 == 8;
     let single = flags & 1 == 1;
     let has_transforms = flags & 2 == 2;
     let declares_reach = flags & 4 == 4;
+    let mode_blind = flags & 16 == 16;
     if single != old.is_single_file() {
         return Err("single-file patch for a tree or the reverse".into());
     }
@@ -391,8 +392,26 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
     } else {
         BASE_BACK
     };
+    // §2.1: the mode-blind digest, exactly when an old file is executable. This applier
+    // knows the old build's modes, so it checks the digest against them.
+    let has_executable = listing.iter().any(|(_, o)| matches!(o, Old::File { executable: true, .. }));
+    if mode_blind != (!single && has_executable) {
+        return Err("mode-blind digest flag and the old build's executable files disagree".into());
+    }
+    if mode_blind {
+        let blind: Vec<(String, Old)> = listing
+            .iter()
+            .map(|(p, o)| match o {
+                Old::File { size, .. } => (p.clone(), Old::File { executable: false, size: *size }),
+                other => (p.clone(), other.clone()),
+            })
+            .collect();
+        if t.take(32)? != listing_digest(&blind) {
+            return Err("mode-blind listing digest differs".into());
+        }
+    }
     if !t.done() {
-        return Err("bytes after the files digest (or the transform table, or the window reach)".into());
+        return Err("bytes after the files digest (or the transform table, the window reach, the mode-blind digest)".into());
     }
 
     // The new tree: kept old entries merged with the named ones.

@@ -1,0 +1,113 @@
+//! The mode-blind listing digest (docs/FORMAT.md §2.1, flag bit 4): a tree patch whose old
+//! build has an executable file also binds the old listing as a system without executable
+//! bits lists it, so that such a system (Windows) can apply a patch made on Linux. A system
+//! that knows modes still checks them; a patch of a build without executable files is
+//! unchanged.
+
+mod fixture_builds;
+
+use std::io;
+
+use edgepatch_core::apply::OldBuild;
+use edgepatch_core::error::ErrorKind;
+use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
+use edgepatch_core::patch_format::{ListedEntry, FLAG_MODE_BLIND_DIGEST};
+use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
+use fixture_builds::noise;
+
+fn build(executable: bool, tail: &[u8]) -> Build {
+    let mut data = noise(7, 40_000);
+    data.extend_from_slice(tail);
+    Build::from_entries(vec![
+        BuildEntry { path: "bin".into(), content: EntryContent::Directory },
+        BuildEntry { path: "bin/game".into(), content: EntryContent::File { executable, data: noise(8, 30_000) } },
+        BuildEntry { path: "data.pak".into(), content: EntryContent::File { executable: false, data } },
+    ])
+    .unwrap()
+}
+
+fn flags(patch: &[u8]) -> u16 {
+    u16::from_le_bytes([patch[10], patch[11]])
+}
+
+/// The old build as a system without executable bits reads it: no file executable.
+struct NoModes<'a>(MemoryOldBuild<'a>);
+
+impl OldBuild for NoModes<'_> {
+    fn file_size(&mut self, path: &str) -> io::Result<u64> {
+        self.0.file_size(path)
+    }
+    fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.0.read_at(path, offset, buf)
+    }
+    fn listing(&mut self) -> io::Result<Vec<ListedEntry>> {
+        Ok(self
+            .0
+            .listing()?
+            .into_iter()
+            .map(|mut e| {
+                if let edgepatch_core::patch_format::ListedKind::File { executable, .. } = &mut e.kind {
+                    *executable = false;
+                }
+                e
+            })
+            .collect())
+    }
+    fn modes_known(&self) -> bool {
+        false
+    }
+}
+
+/// Says it knows modes, and lists none (a Unix build whose executable bits were removed).
+struct ModesStripped<'a>(NoModes<'a>);
+
+impl OldBuild for ModesStripped<'_> {
+    fn file_size(&mut self, path: &str) -> io::Result<u64> {
+        self.0.file_size(path)
+    }
+    fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.0.read_at(path, offset, buf)
+    }
+    fn listing(&mut self) -> io::Result<Vec<ListedEntry>> {
+        self.0.listing()
+    }
+}
+
+#[test]
+fn a_system_without_executable_bits_applies_a_patch_of_a_build_with_them_and_one_with_them_still_checks_them() {
+    let (old, new) = (build(true, b"one"), build(true, b"two"));
+    let (patch, _) = diff_builds(&old, &new, &DiffOptions::default(), &|_, _| {}).unwrap();
+    assert_eq!(flags(&patch) & FLAG_MODE_BLIND_DIGEST, FLAG_MODE_BLIND_DIGEST, "an executable old file: the flag is set");
+
+    // Knowing modes, with the bit: applies.
+    let mut sink = MemorySink::default();
+    apply_patch(&patch[..], &mut MemoryOldBuild::new(&old), &mut sink, &mut |_| {}).unwrap();
+    assert_eq!(sink.into_build(), new);
+
+    // Without modes: applies through the mode-blind digest; the content is the new build's
+    // (the kept file's executable bit cannot be read there, so it is not set).
+    let mut sink = MemorySink::default();
+    apply_patch(&patch[..], &mut NoModes(MemoryOldBuild::new(&old)), &mut sink, &mut |_| {}).unwrap();
+    let got = sink.into_build();
+    assert_eq!(got.files().collect::<Vec<_>>(), new.files().collect::<Vec<_>>());
+
+    // Knowing modes and listing none: another build (the mode-blind digest is not enough).
+    let err = apply_patch(&patch[..], &mut ModesStripped(NoModes(MemoryOldBuild::new(&old))), &mut MemorySink::default(), &mut |_| {}).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::OldBuild, "{err}");
+
+    // Without modes, another build (one file's bytes and size differ) is still refused.
+    let other = build(true, b"three");
+    let err = apply_patch(&patch[..], &mut NoModes(MemoryOldBuild::new(&other)), &mut MemorySink::default(), &mut |_| {}).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::OldBuild, "{err}");
+}
+
+#[test]
+fn a_patch_of_a_build_without_executable_files_has_no_mode_blind_digest() {
+    let (old, new) = (build(false, b"one"), build(false, b"two"));
+    let (patch, _) = diff_builds(&old, &new, &DiffOptions::default(), &|_, _| {}).unwrap();
+    assert_eq!(flags(&patch) & FLAG_MODE_BLIND_DIGEST, 0);
+    // Its listing digest is the mode-blind one: a system without modes applies it as it is.
+    let mut sink = MemorySink::default();
+    apply_patch(&patch[..], &mut NoModes(MemoryOldBuild::new(&old)), &mut sink, &mut |_| {}).unwrap();
+    assert_eq!(sink.into_build(), new);
+}
