@@ -350,6 +350,9 @@ fn a_patch_of_a_build_with_executable_files_applies_on_systems_with_and_without_
     let (old, new) = (build("version one\n"), build("version two\n"));
     let (patch, _) = diff_builds(&old, &new, &DiffOptions::default(), &|_, _| {}).unwrap();
     let tmp = tempfile::tempdir().unwrap();
+    // The new build's signature as the studio's machine makes it (with the executable bit).
+    let signature = tmp.path().join("new.sig");
+    fs::write(&signature, edgepatch_core::signature::Signature::of_build(&new, edgepatch_core::signature::DEFAULT_BLOCK_SIZE).encode()).unwrap();
     let dir = tmp.path().join("old");
     fs::create_dir_all(dir.join("bin")).unwrap();
     fs::write(dir.join("bin/run.sh"), b"#!/bin/sh\nexec ./game\n").unwrap();
@@ -368,12 +371,19 @@ fn a_patch_of_a_build_with_executable_files_applies_on_systems_with_and_without_
         ok(edgepatch(&[&"apply", &dir, &patch_file, &out]));
         assert_eq!(fs::read(out.join("readme.txt")).unwrap(), b"version two\n");
         assert_eq!(fs::metadata(out.join("bin/run.sh")).unwrap().permissions().mode() & 0o111, 0o111, "the executable bit kept");
+        assert!(ok(edgepatch(&[&"verify", &out, &signature])).contains("match"));
+        // Here a missing executable bit is damage.
+        fs::set_permissions(out.join("bin/run.sh"), fs::Permissions::from_mode(0o644)).unwrap();
+        let res = edgepatch(&[&"verify", &out, &signature]);
+        assert!(!res.status.success(), "{}", String::from_utf8_lossy(&res.stdout));
     }
     #[cfg(not(unix))]
     {
         ok(edgepatch(&[&"apply", &dir, &patch_file, &out]));
         assert_eq!(fs::read(out.join("readme.txt")).unwrap(), b"version two\n");
         assert_eq!(fs::read(out.join("bin/run.sh")).unwrap(), b"#!/bin/sh\nexec ./game\n");
+        // A signature made where the bit exists matches: there is no mode to compare here.
+        assert!(ok(edgepatch(&[&"verify", &out, &signature])).contains("match"));
         // Another build still does not match: the mode-blind digest binds paths and sizes.
         let other = tmp.path().join("other");
         fs::create_dir_all(other.join("bin")).unwrap();
