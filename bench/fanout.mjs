@@ -36,6 +36,9 @@ const { token } = devVars();
 const TAG = arg("tag", "a");
 // A generation not done in this many minutes is a hang: the run stops and prints what it knows.
 const GENERATION_MINUTES = Number(arg("generation-minutes", 15));
+// One status request may take this long: longer than a one-invocation generation of the
+// 1.1 GB pair (fetch gives up at 300 s, hence node:http), shorter than for ever.
+const REQUEST_SECONDS = Number(arg("request-seconds", 600));
 const MiB = 2 ** 20;
 const mib = (x) => (x / MiB).toFixed(1);
 const auth = { Authorization: `Bearer ${token}` };
@@ -67,10 +70,14 @@ function run(cmd, args, env = {}) {
  */
 function getStatus(url) {
   return new Promise((resolve, reject) => {
-    const req = httpGet(url, { headers: auth }, (res) => {
+    // A new connection per request (no keep-alive), and a bound on how long one may take: a
+    // request that `wrangler dev` leaves unanswered is reported, not waited on for ever
+    // (worker/README.md, "Known issues").
+    const req = httpGet(url, { headers: auth, agent: false }, (res) => {
       res.resume();
       res.on("end", () => resolve(res.statusCode));
     });
+    req.setTimeout(REQUEST_SECONDS * 1000, () => req.destroy(new Error(`${url}: no answer in ${REQUEST_SECONDS} s (a request wrangler dev left unanswered; the generation's log: GET .../generations)`)));
     req.on("error", reject);
   });
 }

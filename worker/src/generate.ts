@@ -326,6 +326,9 @@ export async function verifyFiles(reader: R2RangeReader, build: StoredBuild, ran
   const hasher = new wasm.FileHasher();
   try {
     for (const g of groups) {
+      // Let waiting requests through between reads of up to MAX_READ (see yieldToEventLoop):
+      // an assembly checks gigabytes here.
+      await yieldToEventLoop();
       // Chunks arrive in order: `k` is the file being hashed, `done` its bytes so far.
       const members = g.members;
       let k = 0;
