@@ -8,7 +8,7 @@
 //   python3 bench/synthetic_fanout.py /work/data-gen13
 //   source worker/scripts/node22.sh && cargo build --release --bin edgepatch
 //   node bench/fanout.mjs --data /work/data-gen13 [--steps 1,2,4] [--port 8811]
-//        [--inspector-port 9311] [--interval-ms 100] [--reuse] [--tag a] [--generation-minutes 15]
+//        [--inspector-port 9311] [--interval-ms 100] [--reuse] [--tag a] [--generation-minutes 15] [--request-seconds 120]
 //
 // One local state (DATA/wrangler-state) for all runs: the old build is published once, the new
 // one once per run under its own name (new-1, new-2, ...), so each run generates a fresh pair.
@@ -36,9 +36,10 @@ const { token } = devVars();
 const TAG = arg("tag", "a");
 // A generation not done in this many minutes is a hang: the run stops and prints what it knows.
 const GENERATION_MINUTES = Number(arg("generation-minutes", 15));
-// One status request may take this long: longer than a one-invocation generation of the
-// 1.1 GB pair (fetch gives up at 300 s, hence node:http), shorter than for ever.
-const REQUEST_SECONDS = Number(arg("request-seconds", 600));
+// One status request may take this long (node:http: fetch gives up at 300 s); one that takes
+// longer is counted as stalled and sent again (a one-invocation generation runs inside the
+// first request; a request sent again joins it).
+const REQUEST_SECONDS = Number(arg("request-seconds", 120));
 const MiB = 2 ** 20;
 const mib = (x) => (x / MiB).toFixed(1);
 const auth = { Authorization: `Bearer ${token}` };
@@ -77,7 +78,7 @@ function getStatus(url) {
       res.resume();
       res.on("end", () => resolve(res.statusCode));
     });
-    req.setTimeout(REQUEST_SECONDS * 1000, () => req.destroy(new Error(`${url}: no answer in ${REQUEST_SECONDS} s (a request wrangler dev left unanswered; the generation's log: GET .../generations)`)));
+    req.setTimeout(REQUEST_SECONDS * 1000, () => req.destroy(new Error(`${url}: no answer in ${REQUEST_SECONDS} s`)));
     req.on("error", reject);
   });
 }
@@ -141,8 +142,18 @@ for (const steps of STEPS) {
     const t0 = performance.now();
     const url = `${server.url}/v1/games/syn/updates/old/${build}`;
     let status;
+    let stalls = 0;
     for (const end = Date.now() + GENERATION_MINUTES * 60_000; ; ) {
-      status = await getStatus(url);
+      try {
+        status = await getStatus(url);
+      } catch (e) {
+        // A request wrangler dev left unanswered (worker/README.md, "Known issues"): counted,
+        // reported beside the wall time (which it inflates), and asked again.
+        if (!String(e.message).includes("no answer in")) throw e;
+        stalls++;
+        console.log(`${steps} step(s): ${e.message}; asking again`);
+        status = 503;
+      }
       if (status === 200) break;
       if (status !== 503) throw new Error(`descriptor: ${status}`);
       if (Date.now() > end) {
@@ -195,10 +206,11 @@ for (const steps of STEPS) {
       samples,
       updateSeconds: update.seconds,
       byteExact: diff.status === 0,
+      stalledRequests: stalls,
     };
     results.push(r);
     console.log(
-      `${steps} step(s) of ${r.stepSegments} segments (${r.segments} in all): wall ${wall.toFixed(1)} s, workerd CPU ${cpu.toFixed(1)} s (${((cpu / r.deltaMB) * 100).toFixed(1)} s per 100 MB of new data), ` +
+      `${steps} step(s) of ${r.stepSegments} segments (${r.segments} in all): wall ${wall.toFixed(1)} s${stalls ? ` (${stalls} status request(s) left unanswered for ${REQUEST_SECONDS} s)` : ""}, workerd CPU ${cpu.toFixed(1)} s (${((cpu / r.deltaMB) * 100).toFixed(1)} s per 100 MB of new data), ` +
         `verified old ${(r.oldBytesVerified / 1e9).toFixed(2)} GB, new ${(r.newBytesVerified / 1e9).toFixed(2)} GB; ` +
         `steps ${r.stepSeconds.map((s) => s.toFixed(1)).join("/")} s started at +${r.stepStartedSeconds.map((s) => s.toFixed(1)).join("/")} s, assembly ${r.assembleSeconds.toFixed(1)} s; ` +
         `peak isolate ${mib(r.peakIsolateBytes)} MiB = ${(r.peakIsolateBytes / 1e6).toFixed(1)} MB (JS heap ${mib(peak.jsHeap)}, ArrayBuffers ${mib(peak.arrayBuffers)}, embedder ${mib(peak.embedder)}, wasm ${mib(wasm)}; ${samples} samples); ` +

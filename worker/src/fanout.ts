@@ -441,9 +441,8 @@ export async function assembleRun(env: Env, run: FanoutRun): Promise<{ descripto
       const key = stepKey(run.game, run.from, run.to, run.run, step);
       let at = 0;
       for (const length of r.lengths) {
-        // As the generation does before each segment: under `wrangler dev` a request that
-        // arrives while the assembly holds the thread stalled until another one came in
-        // (worker/README.md, "Known issues"; seen once in 8 two-step runs, session 16).
+        // As the generation does before each segment: requests that arrive during an
+        // assembly are answered between its segments (worker/README.md, "Known issues").
         await yieldToEventLoop();
         await r2.read(key, at, length, (chunk, offset) => segment.set(chunk, offset));
         const bytes = segment.subarray(0, length);
