@@ -137,6 +137,18 @@ pub enum ListedKind {
 
 /// BLAKE3 of a listing (sorted by path) in its canonical encoding (§2.1).
 pub fn listing_digest(listing: &[ListedEntry]) -> [u8; 32] {
+    digest_listing(listing, true)
+}
+
+/// The digest of `listing` as a system without executable bits lists it: every file not
+/// executable (§2.1, flag bit 4).
+pub fn mode_blind_listing_digest(listing: &[ListedEntry]) -> [u8; 32] {
+    digest_listing(listing, false)
+}
+
+/// BLAKE3 of the canonical encoding of `listing`, with each file's executable byte, or 0 for
+/// every file when `with_modes` is false.
+fn digest_listing(listing: &[ListedEntry], with_modes: bool) -> [u8; 32] {
     let mut out = Vec::with_capacity(listing.len() * 48);
     put_varint(&mut out, listing.len() as u64);
     for e in listing {
@@ -144,7 +156,7 @@ pub fn listing_digest(listing: &[ListedEntry]) -> [u8; 32] {
         match &e.kind {
             ListedKind::File { executable, size } => {
                 out.push(KIND_FILE);
-                out.push(*executable as u8);
+                out.push((with_modes && *executable) as u8);
                 put_varint(&mut out, *size);
             }
             ListedKind::Symlink { target } => {
@@ -155,19 +167,6 @@ pub fn listing_digest(listing: &[ListedEntry]) -> [u8; 32] {
         }
     }
     *blake3::hash(&out).as_bytes()
-}
-
-/// The digest of `listing` as a system without executable bits lists it: every file not
-/// executable (§2.1, flag bit 4).
-pub fn mode_blind_listing_digest(listing: &[ListedEntry]) -> [u8; 32] {
-    let blind: Vec<ListedEntry> = listing
-        .iter()
-        .map(|e| match e.kind {
-            ListedKind::File { size, .. } => ListedEntry { path: e.path.clone(), kind: ListedKind::File { executable: false, size } },
-            _ => e.clone(),
-        })
-        .collect();
-    listing_digest(&blind)
 }
 
 /// Whether some file of `listing` is executable (then a tree patch carries the mode-blind digest).

@@ -30,19 +30,29 @@ fn flags(patch: &[u8]) -> u16 {
     u16::from_le_bytes([patch[10], patch[11]])
 }
 
-/// The old build as a system without executable bits reads it: no file executable.
-struct NoModes<'a>(MemoryOldBuild<'a>);
+/// The old build listed with no file executable: as a system without executable bits lists
+/// it (`modes_known` false), or as a Unix build whose bits were removed (true).
+struct NoModes<'a> {
+    old: MemoryOldBuild<'a>,
+    modes_known: bool,
+}
+
+impl<'a> NoModes<'a> {
+    fn new(build: &'a Build, modes_known: bool) -> Self {
+        NoModes { old: MemoryOldBuild::new(build), modes_known }
+    }
+}
 
 impl OldBuild for NoModes<'_> {
     fn file_size(&mut self, path: &str) -> io::Result<u64> {
-        self.0.file_size(path)
+        self.old.file_size(path)
     }
     fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.0.read_at(path, offset, buf)
+        self.old.read_at(path, offset, buf)
     }
     fn listing(&mut self) -> io::Result<Vec<ListedEntry>> {
         Ok(self
-            .0
+            .old
             .listing()?
             .into_iter()
             .map(|mut e| {
@@ -54,22 +64,7 @@ impl OldBuild for NoModes<'_> {
             .collect())
     }
     fn modes_known(&self) -> bool {
-        false
-    }
-}
-
-/// Says it knows modes, and lists none (a Unix build whose executable bits were removed).
-struct ModesStripped<'a>(NoModes<'a>);
-
-impl OldBuild for ModesStripped<'_> {
-    fn file_size(&mut self, path: &str) -> io::Result<u64> {
-        self.0.file_size(path)
-    }
-    fn read_at(&mut self, path: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.0.read_at(path, offset, buf)
-    }
-    fn listing(&mut self) -> io::Result<Vec<ListedEntry>> {
-        self.0.listing()
+        self.modes_known
     }
 }
 
@@ -87,17 +82,17 @@ fn a_system_without_executable_bits_applies_a_patch_of_a_build_with_them_and_one
     // Without modes: applies through the mode-blind digest; the content is the new build's
     // (the kept file's executable bit cannot be read there, so it is not set).
     let mut sink = MemorySink::default();
-    apply_patch(&patch[..], &mut NoModes(MemoryOldBuild::new(&old)), &mut sink, &mut |_| {}).unwrap();
+    apply_patch(&patch[..], &mut NoModes::new(&old, false), &mut sink, &mut |_| {}).unwrap();
     let got = sink.into_build();
     assert_eq!(got.files().collect::<Vec<_>>(), new.files().collect::<Vec<_>>());
 
     // Knowing modes and listing none: another build (the mode-blind digest is not enough).
-    let err = apply_patch(&patch[..], &mut ModesStripped(NoModes(MemoryOldBuild::new(&old))), &mut MemorySink::default(), &mut |_| {}).unwrap_err();
+    let err = apply_patch(&patch[..], &mut NoModes::new(&old, true), &mut MemorySink::default(), &mut |_| {}).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::OldBuild, "{err}");
 
     // Without modes, another build (one file's bytes and size differ) is still refused.
     let other = build(true, b"three");
-    let err = apply_patch(&patch[..], &mut NoModes(MemoryOldBuild::new(&other)), &mut MemorySink::default(), &mut |_| {}).unwrap_err();
+    let err = apply_patch(&patch[..], &mut NoModes::new(&other, false), &mut MemorySink::default(), &mut |_| {}).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::OldBuild, "{err}");
 }
 
@@ -108,6 +103,31 @@ fn a_patch_of_a_build_without_executable_files_has_no_mode_blind_digest() {
     assert_eq!(flags(&patch) & FLAG_MODE_BLIND_DIGEST, 0);
     // Its listing digest is the mode-blind one: a system without modes applies it as it is.
     let mut sink = MemorySink::default();
-    apply_patch(&patch[..], &mut NoModes(MemoryOldBuild::new(&old)), &mut sink, &mut |_| {}).unwrap();
+    apply_patch(&patch[..], &mut NoModes::new(&old, false), &mut sink, &mut |_| {}).unwrap();
     assert_eq!(sink.into_build(), new);
+}
+
+/// Flag bit 4 where it does not belong, or cleared where it does: refused (corrupt, or
+/// truncated where the digest it declares is missing) while the tree is read, before anything
+/// is written.
+#[test]
+fn a_mode_blind_flag_that_disagrees_with_the_tree_is_refused_before_anything_is_written() {
+    let with_exec = diff_builds(&build(true, b"one"), &build(true, b"two"), &DiffOptions::default(), &|_, _| {}).unwrap().0;
+    let without = diff_builds(&build(false, b"one"), &build(false, b"two"), &DiffOptions::default(), &|_, _| {}).unwrap().0;
+    let single = diff_builds(&Build::single_file(noise(1, 9_000)), &Build::single_file(noise(2, 9_000)), &DiffOptions::default(), &|_, _| {}).unwrap().0;
+    let toggled = |patch: &[u8]| {
+        let mut p = patch.to_vec();
+        p[10] ^= FLAG_MODE_BLIND_DIGEST as u8;
+        p
+    };
+    for (what, patch, old, kind) in [
+        ("cleared: bytes after the tree", toggled(&with_exec), build(true, b"one"), ErrorKind::Corrupt),
+        ("set without the digest: the tree ends early", toggled(&without), build(false, b"one"), ErrorKind::Truncated),
+        ("set on a single-file patch", toggled(&single), Build::single_file(noise(1, 9_000)), ErrorKind::Corrupt),
+    ] {
+        let mut sink = MemorySink::default();
+        let err = apply_patch(&patch[..], &mut MemoryOldBuild::new(&old), &mut sink, &mut |_| {}).unwrap_err();
+        assert_eq!(err.kind(), kind, "{what}: {err}");
+        assert!(sink.into_build().entries.is_empty(), "{what}: something was written");
+    }
 }
