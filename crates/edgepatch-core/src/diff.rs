@@ -142,6 +142,8 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
         })
         .collect();
     let mut normalized: HashMap<usize, Vec<u8>> = HashMap::new();
+    // Old files the reference holds in the field-split layout, by path.
+    let mut old_split: HashMap<String, Vec<u8>> = HashMap::new();
     // A single file's choice diffed it against the whole reference already:
     // those segments are the patch's (the same inputs give the same bytes).
     let mut single_file_segments = None;
@@ -153,6 +155,10 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
                 tree.transforms.push(WasmTransformed { entry: i, normalized_size: bytes.len() as u64, side_info });
                 normalized.insert(i, bytes);
             }
+            if let Some(split) = choice.old_split {
+                let old_path = if single_file { old_files[0].0 } else { tree.entries[i].path.as_str() };
+                old_split.insert(old_path.to_string(), split);
+            }
             if single_file {
                 single_file_segments = Some(choice.segments);
             }
@@ -163,7 +169,8 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
 
     // The reference stream is only needed if there is something to diff.
     let new_stream = concat_or_borrow(&new_stream_parts);
-    let reference_parts: Vec<&[u8]> = old_files.iter().zip(&tree.old_files).filter(|(_, t)| t.in_reference).map(|((_, d), _)| *d).collect();
+    let reference_parts: Vec<&[u8]> =
+        old_files.iter().zip(&tree.old_files).filter(|(_, t)| t.in_reference).map(|((p, d), _)| old_split.get(*p).map_or(*d, |s| s.as_slice())).collect();
     let reference = concat_or_borrow(&reference_parts);
     stats.new_bytes = new.total_file_bytes();
     stats.delta_bytes = new_stream.len() as u64;
@@ -224,6 +231,9 @@ fn wasm_reference_for<'a>(old_files: &[(&str, &'a [u8])], path: &str, single_fil
 struct WasmChoice {
     /// The normalized form and its side info, if they are the smaller.
     transformed: Option<(Vec<u8>, Vec<u8>)>,
+    /// The old module in the field-split layout, when the chosen form is in it
+    /// (the reference then holds these bytes for the old file).
+    old_split: Option<Vec<u8>>,
     /// The segments of the chosen form diffed against the old file alone.
     segments: Vec<Vec<u8>>,
 }
@@ -239,14 +249,28 @@ fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usi
     // The safety checks are the generator's too (one place: crate::generate).
     let Some(n) = crate::generate::normalize_for_patch(old, new) else { return Ok(None) };
     let quiet = |_: u64, _: u64| {};
-    let size = |segments: &[Vec<u8>]| segments.iter().map(|s| s.len()).sum::<usize>();
+    let size = |segments: &[Vec<u8>], side_info: &[u8]| -> Result<usize> {
+        let side = if side_info.is_empty() { 0 } else { compress(side_info, opts.level)?.len() };
+        Ok(segments.iter().map(|s| s.len()).sum::<usize>() + side)
+    };
     let plain = encode_segments(old, new, &[], opts, threads, &quiet)?;
+    let mut best = (size(&plain, &[])?, WasmChoice { transformed: None, old_split: None, segments: plain });
     let transformed = encode_segments(old, &n.bytes, &[], opts, threads, &quiet)?;
-    Ok(Some(if size(&transformed) + compress(&n.side_info, opts.level)?.len() < size(&plain) {
-        WasmChoice { transformed: Some((n.bytes, n.side_info)), segments: transformed }
-    } else {
-        WasmChoice { transformed: None, segments: plain }
-    }))
+    let t_size = size(&transformed, &n.side_info)?;
+    // The field-split layout of both modules (docs/FORMAT.md §2.8.7): smaller on
+    // re-emitted code (a toolchain change), larger on some small changes.
+    let split = crate::wasm_transform::split_code_layout(old).ok().zip(crate::wasm_transform::with_code_layout(&n).ok());
+    if t_size < best.0 {
+        best = (t_size, WasmChoice { transformed: Some((n.bytes, n.side_info)), old_split: None, segments: transformed });
+    }
+    if let Some((old_split, n)) = split {
+        let segments = encode_segments(&old_split, &n.bytes, &[], opts, threads, &quiet)?;
+        let s_size = size(&segments, &n.side_info)?;
+        if s_size < best.0 {
+            best = (s_size, WasmChoice { transformed: Some((n.bytes, n.side_info)), old_split: Some(old_split), segments });
+        }
+    }
+    Ok(Some(best.1))
 }
 
 /// The listing of a build in memory (docs/FORMAT.md §2.1).

@@ -5,7 +5,9 @@
 
 mod fixture_builds;
 
-use edgepatch_core::wasm_transform::{forward, forward_with_stats, inverse, reference, TransformError};
+use edgepatch_core::wasm_transform::{
+    forward, forward_with_stats, inverse, reference, side_info_has_code_layout, split_code_layout, with_code_layout, TransformError,
+};
 use edgepatch_core::EntryContent;
 
 fn game_wasm(tar: &str) -> Vec<u8> {
@@ -159,6 +161,13 @@ fn round_trip(old: &[u8], new: &[u8]) {
     let r = reference(old).expect("reference");
     let new_norm = forward(Some(&r), new).expect("new forward");
     assert_eq!(inverse(&new_norm.bytes, &new_norm.side_info).expect("new inverse"), new, "new side round trip");
+    // The field-split layout: a permutation of the bytes, undone by the inverse.
+    if let Ok(split) = with_code_layout(&new_norm) {
+        assert!(side_info_has_code_layout(&split.side_info) && !side_info_has_code_layout(&new_norm.side_info));
+        assert_eq!(split.bytes.len(), new_norm.bytes.len());
+        assert_eq!(inverse(&split.bytes, &split.side_info).expect("split inverse"), new, "split layout round trip");
+        assert_eq!(split_code_layout(&new_norm.bytes).expect("split"), split.bytes);
+    }
 }
 
 #[test]
@@ -266,6 +275,25 @@ fn unknown_instructions_keep_the_body_raw() {
     assert_eq!(inverse(&n.bytes, &n.side_info).unwrap(), m);
 }
 
+/// The split layout puts each field of every body in its own stream: the
+/// opcodes of all bodies together, then their local indices, and so on.
+#[test]
+fn split_layout_groups_each_field_and_round_trips() {
+    // Two bodies: local.get 0, i32.const 1000, call f, local.get 1, drop (`module` adds end).
+    let body = |f: u8| vec![0x20, 0x00, 0x41, 0xe8, 0x07, 0x10, f, 0x20, 0x01, 0x1a];
+    let m = module(&["a"], &[body(0), body(1)], None);
+    let n = forward(None, &m).unwrap();
+    let split = with_code_layout(&n).unwrap();
+    let all_opcodes = [0x20, 0x41, 0x10, 0x20, 0x1a, 0x0b].repeat(2);
+    let at = split.bytes.windows(all_opcodes.len()).position(|w| w == all_opcodes).expect("the opcodes of both bodies in one stream");
+    // Then labels (none) and block types (none), the locals of both bodies, ...
+    assert_eq!(&split.bytes[at + all_opcodes.len()..][..4], &[0x00, 0x01, 0x00, 0x01], "local indices follow the opcodes");
+    assert_eq!(inverse(&split.bytes, &split.side_info).unwrap(), m);
+    // A module the walker cannot read has no split layout.
+    let unknown = module(&[], &[vec![0xfb, 0x7f, 0x10, 0x00]], None);
+    assert!(split_code_layout(&unknown).is_err());
+}
+
 #[test]
 fn not_wasm_is_an_error() {
     for bad in [&b""[..], b"\0asm", b"\0asm\x02\0\0\0", b"PK\x03\x04 not a module", b"\0asm\x01\0\0\0\x0a\x05\x01"] {
@@ -348,6 +376,11 @@ fn hostile_input_never_panics_and_accepted_input_round_trips() {
             let _ = inverse(&bad_bytes, &n.side_info);
             let bad_side = mutate(&mut rng, &n.side_info);
             let _ = inverse(&n.bytes, &bad_side);
+            if let Ok(split) = with_code_layout(&n) {
+                assert_eq!(inverse(&split.bytes, &split.side_info).expect("inverse of the split layout"), hostile, "round {round}, split");
+                let _ = inverse(&mutate(&mut rng, &split.bytes), &split.side_info);
+                let _ = inverse(&split.bytes, &mutate(&mut rng, &split.side_info));
+            }
         }
     }
     assert!(accepted > 100, "mutations kept some modules parseable ({accepted})");

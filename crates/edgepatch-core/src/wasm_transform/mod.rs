@@ -18,6 +18,7 @@
 //! ```
 
 mod addresses;
+mod code_layout;
 mod leb;
 mod matching;
 mod module;
@@ -290,8 +291,45 @@ pub fn inverse_to<E: From<TransformError>>(normalized: &mut [u8], side_info: &[u
     inverse_from(Source::InPlace(normalized), side_info, emit)
 }
 
-fn inverse_from<E: From<TransformError>>(mut source: Source, side_info: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+fn inverse_from<E: From<TransformError>>(source: Source, side_info: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
     let side = SideInfo::decode(side_info)?;
+    match side.code_layout {
+        // The bodies interleaved again first (a second module-sized buffer while it runs).
+        Some(lens) => {
+            let mut joined = code_layout::join(source.bytes(), &lens).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+            inverse_decoded(Source::InPlace(&mut joined), &side, emit)
+        }
+        None => inverse_decoded(source, &side, emit),
+    }
+}
+
+/// The code section's field-split layout (docs/FORMAT.md §2.8.7) of a module
+/// the transform reads: the form in which a patch whose side info says so
+/// reads the old module, and stores the new module's normalized form.
+pub fn split_code_layout(module: &[u8]) -> Result<Vec<u8>, TransformError> {
+    code_layout::split(module).map(|(bytes, _)| bytes).map_err(|e| TransformError::NotWasm { offset: e.offset, what: e.what })
+}
+
+/// `normalized` with its code section in the field-split layout, and its side
+/// info saying so (version 3).
+pub fn with_code_layout(normalized: &Normalized) -> Result<Normalized, TransformError> {
+    let mut side = SideInfo::decode(&normalized.side_info)?;
+    if side.code_layout.is_some() {
+        return Err(TransformError::SideInfo { offset: 4, what: "already in the split layout" });
+    }
+    let (bytes, lens) = code_layout::split(&normalized.bytes).map_err(|e| TransformError::NotWasm { offset: e.offset, what: e.what })?;
+    side.code_layout = Some(lens);
+    Ok(Normalized { bytes, side_info: side.encode() })
+}
+
+/// Whether a side info (valid or not) says the normalized module and the old
+/// module it is diffed against are in the field-split layout: the applier
+/// must then read the old module in that layout.
+pub fn side_info_has_code_layout(side_info: &[u8]) -> bool {
+    side_info.len() > 4 && side_info[4] == side_info::VERSION_CODE_LAYOUT
+}
+
+fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo, emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
     let module = parse_module(source.bytes()).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
     let function_map = FunctionMap::from_runs(side.runs.clone()).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let addresses = AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
@@ -301,7 +339,7 @@ fn inverse_from<E: From<TransformError>>(mut source: Source, side_info: &[u8], e
     // over the bodies sizes them (and checks the side info against them all
     // before anything is emitted), the second emits them.
     let code_len = match module.code {
-        Some(c) => Some(restore_code(source.bytes(), &module, &module.sections[c], &side, &refs, &mut |_| Ok::<(), TransformError>(()))?),
+        Some(c) => Some(restore_code(source.bytes(), &module, &module.sections[c], side, &refs, &mut |_| Ok::<(), TransformError>(()))?),
         None => None,
     };
     if code_len.is_none() && (!side.raw_bodies.is_empty() || !side.size_widths.is_empty() || !side.exceptions.is_empty()) {
@@ -330,7 +368,7 @@ fn inverse_from<E: From<TransformError>>(mut source: Source, side_info: &[u8], e
             let mut head = vec![CODE_SECTION];
             write_size(&mut head, code_len.expect("sized above"), side.code_size_width as usize, section.start)?;
             emit(&head)?;
-            restore_code(source.bytes(), &module, section, &side, &refs, emit)?;
+            restore_code(source.bytes(), &module, section, side, &refs, emit)?;
         } else {
             emit(&source.bytes()[section.start..section.end])?;
         }

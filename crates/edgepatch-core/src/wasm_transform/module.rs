@@ -4,6 +4,7 @@
 //! transform rewrites. Every read is bounds-checked; hostile input gives an
 //! error, never a panic.
 
+use super::code_layout::{self, InPlace};
 use super::leb::{read_signed, read_unsigned, LebError};
 
 pub(crate) const MAGIC: &[u8; 8] = b"\0asm\x01\0\0\0";
@@ -64,10 +65,6 @@ impl<'a> Cursor<'a> {
 
     pub fn s33(&mut self) -> ParseResult<i64> {
         read_signed(self.bytes, &mut self.pos, 33).map_err(|e| self.leb_err(e, "truncated LEB128"))
-    }
-
-    pub fn s64(&mut self) -> ParseResult<i64> {
-        read_signed(self.bytes, &mut self.pos, 64).map_err(|e| self.leb_err(e, "truncated LEB128"))
     }
 
     pub fn skip(&mut self, n: usize) -> ParseResult<&'a [u8]> {
@@ -302,142 +299,11 @@ pub(crate) struct Immediate {
     pub value: i64,
 }
 
-fn memarg(c: &mut Cursor, offsets: bool, on_immediate: &mut dyn FnMut(Immediate)) -> ParseResult<()> {
-    let align = c.u32()?;
-    if align & 0x40 != 0 {
-        c.u32()?; // memory index (multi-memory)
-    }
-    let s = c.pos;
-    let v = c.u64()?;
-    if offsets {
-        // Above 2^63 - 1 the value is negative as i64 and never rewritten.
-        on_immediate(Immediate { start: s, end: c.pos, kind: ImmediateKind::MemOffset, value: v as i64 });
-    }
-    Ok(())
-}
-
-fn block_type(c: &mut Cursor) -> ParseResult<()> {
-    let b = *c.bytes.get(c.pos).ok_or_else(|| c.err("truncated"))?;
-    if b == 0x63 || b == 0x64 {
-        c.pos += 1;
-        c.s33()?;
-    } else {
-        c.s33()?; // 0x40, a value type (one byte, negative) or a type index
-    }
-    Ok(())
-}
-
 /// Walks the body `bytes[start..end]` (locals, then instructions) and calls
 /// `on_immediate` for each rewritten immediate, in order (memarg offsets
 /// too when `offsets`). Fails on any instruction it does not know; the
 /// caller then keeps the body as it is.
 pub(crate) fn walk_body(bytes: &[u8], start: usize, end: usize, offsets: bool, on_immediate: &mut dyn FnMut(Immediate)) -> ParseResult<()> {
-    let mut c = Cursor::new(&bytes[..end], start);
-    let groups = c.u32()?;
-    for _ in 0..groups {
-        c.u32()?;
-        skip_value_type(&mut c)?;
-    }
-    while c.pos < end {
-        let op = c.u8()?;
-        match op {
-            0x00 | 0x01 | 0x05 | 0x0a | 0x0b | 0x0f | 0x19 | 0x1a | 0x1b | 0x45..=0xc4 | 0xd1 | 0xd3 | 0xd4 => {}
-            0x02..=0x04 | 0x06 => block_type(&mut c)?,
-            0x07..=0x09 | 0x0c | 0x0d | 0x14 | 0x15 | 0x18 | 0x20..=0x26 | 0x3f | 0x40 | 0xd5 | 0xd6 => {
-                c.u32()?;
-            }
-            0x0e => {
-                let n = c.u32()?;
-                for _ in 0..=n {
-                    c.u32()?;
-                }
-            }
-            0x10 | 0x12 | 0xd2 => {
-                let s = c.pos;
-                let v = c.u32()?;
-                on_immediate(Immediate { start: s, end: c.pos, kind: ImmediateKind::Function, value: i64::from(v) });
-            }
-            0x11 | 0x13 => {
-                c.u32()?;
-                c.u32()?;
-            }
-            0x1c => {
-                let n = c.u32()?;
-                for _ in 0..n {
-                    skip_value_type(&mut c)?;
-                }
-            }
-            0x1f => {
-                block_type(&mut c)?;
-                let n = c.u32()?;
-                for _ in 0..n {
-                    match c.u8()? {
-                        0 | 1 => {
-                            c.u32()?;
-                            c.u32()?;
-                        }
-                        2 | 3 => {
-                            c.u32()?;
-                        }
-                        _ => return Err(c.err("unknown catch kind")),
-                    }
-                }
-            }
-            0x28..=0x3e => memarg(&mut c, offsets, on_immediate)?,
-            0x41 => {
-                let s = c.pos;
-                let v = c.s32()?;
-                on_immediate(Immediate { start: s, end: c.pos, kind: ImmediateKind::I32Const, value: v });
-            }
-            0x42 => {
-                let s = c.pos;
-                let v = c.s64()?;
-                on_immediate(Immediate { start: s, end: c.pos, kind: ImmediateKind::I64Const, value: v });
-            }
-            0x43 => {
-                c.skip(4)?;
-            }
-            0x44 => {
-                c.skip(8)?;
-            }
-            0xd0 => {
-                c.s33()?;
-            }
-            0xfc => match c.u32()? {
-                0..=7 => {}
-                8 | 10 | 12 | 14 => {
-                    c.u32()?;
-                    c.u32()?;
-                }
-                9 | 11 | 13 | 15 | 16 | 17 => {
-                    c.u32()?;
-                }
-                _ => return Err(c.err("unknown 0xfc instruction")),
-            },
-            0xfd => match c.u32()? {
-                0..=11 | 92 | 93 => memarg(&mut c, offsets, on_immediate)?,
-                12 | 13 => {
-                    c.skip(16)?;
-                }
-                21..=34 => {
-                    c.u8()?;
-                }
-                84..=91 => {
-                    memarg(&mut c, offsets, on_immediate)?;
-                    c.u8()?;
-                }
-                14..=20 | 35..=83 | 94..=275 => {}
-                _ => return Err(c.err("unknown SIMD instruction")),
-            },
-            0xfe => match c.u32()? {
-                3 => {
-                    c.u8()?;
-                }
-                0..=2 | 0x10..=0x4e => memarg(&mut c, offsets, on_immediate)?,
-                _ => return Err(c.err("unknown atomic instruction")),
-            },
-            _ => return Err(c.err("unknown opcode")),
-        }
-    }
-    Ok(())
+    let mut walk = InPlace { c: Cursor::new(&bytes[..end], start), offsets, on_immediate };
+    code_layout::walk_body(&mut walk, end)
 }

@@ -2,6 +2,7 @@
 //! (docs/WASM_TRANSFORM.md §3 gives the layout).
 
 use super::addresses::Piece;
+use super::code_layout::FIELDS;
 use super::leb::{read_unsigned, write_unsigned};
 use super::module::PcTable;
 use super::TransformError;
@@ -11,6 +12,9 @@ const MAGIC: &[u8; 4] = b"EPWT";
 const VERSION_CONSTANTS: u8 = 1;
 /// Version 2: memarg offsets are immediates too (docs/FORMAT.md §2.8.3).
 const VERSION_MEMARG_OFFSETS: u8 = 2;
+/// Version 2's fields with a byte saying whether memarg offsets are rewritten
+/// after the version, and the code section's field-split layout at the end.
+pub(super) const VERSION_CODE_LAYOUT: u8 = 3;
 
 /// New function indices `[new_start, new_start + len)` are normalized to
 /// `[norm_start, norm_start + len)`.
@@ -101,6 +105,9 @@ pub(crate) struct SideInfo {
     pub address_end: u64,
     /// Ordinals of data words kept verbatim.
     pub data_exceptions: Vec<u64>,
+    /// The normalized module's code section is in the field-split layout,
+    /// with these stream lengths (version 3).
+    pub code_layout: Option<[u64; FIELDS]>,
 }
 
 fn put_ascending(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) {
@@ -115,7 +122,12 @@ fn put_ascending(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) 
 impl SideInfo {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
-        out.push(if self.memarg_offsets { VERSION_MEMARG_OFFSETS } else { VERSION_CONSTANTS });
+        if self.code_layout.is_some() {
+            out.push(VERSION_CODE_LAYOUT);
+            out.push(u8::from(self.memarg_offsets));
+        } else {
+            out.push(if self.memarg_offsets { VERSION_MEMARG_OFFSETS } else { VERSION_CONSTANTS });
+        }
         write_unsigned(&mut out, u64::from(self.code_size_width));
         match self.ref_pc {
             None => out.push(0),
@@ -145,6 +157,9 @@ impl SideInfo {
         }
         write_unsigned(&mut out, self.address_end.wrapping_sub(prev));
         put_ascending(&mut out, self.data_exceptions.iter().copied());
+        for &len in self.code_layout.iter().flatten() {
+            write_unsigned(&mut out, len);
+        }
         out
     }
 
@@ -153,12 +168,17 @@ impl SideInfo {
         if bytes.len() < 5 || &bytes[..4] != MAGIC {
             return Err(r.err("bad magic"));
         }
+        r.pos = 5;
         let memarg_offsets = match bytes[4] {
             VERSION_CONSTANTS => false,
             VERSION_MEMARG_OFFSETS => true,
+            VERSION_CODE_LAYOUT => match r.byte()? {
+                0 => false,
+                1 => true,
+                _ => return Err(r.err("memarg offsets flag not 0 or 1")),
+            },
             _ => return Err(TransformError::SideInfo { offset: 4, what: "unsupported version" }),
         };
-        r.pos = 5;
         let code_size_width = r.varint()?;
         if code_size_width > 5 {
             return Err(r.err("code size width over 5"));
@@ -200,6 +220,15 @@ impl SideInfo {
         }
         let address_end = prev.checked_add(r.varint()?).ok_or_else(|| r.err("address end overflows"))?;
         let data_exceptions = r.ascending()?;
+        let code_layout = if bytes[4] == VERSION_CODE_LAYOUT {
+            let mut lens = [0u64; FIELDS];
+            for len in &mut lens {
+                *len = r.varint()?;
+            }
+            Some(lens)
+        } else {
+            None
+        };
         if r.pos != bytes.len() {
             return Err(r.err("bytes after the end"));
         }
@@ -214,6 +243,7 @@ impl SideInfo {
             address_pieces,
             address_end,
             data_exceptions,
+            code_layout,
         })
     }
 }

@@ -489,10 +489,20 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
             _ => None,
         })
         .collect();
+    // §2.8.7: the old module of a file in the split layout is read split.
+    let split_paths: HashSet<&str> = tree
+        .iter()
+        .filter(|(_, kind)| matches!(kind, New::Delta { wasm: Some((_, side)), .. } if wasm::has_layout(side)))
+        .map(|(path, _)| if single { listing.first().map_or("", |l| l.0.as_str()) } else { path.as_str() })
+        .collect();
     let mut reference = Vec::new();
     for &(at, in_reference) in &table {
         if in_reference {
-            reference.extend_from_slice(old_data[listing[at].0.as_str()]);
+            let path = listing[at].0.as_str();
+            match split_paths.contains(path) {
+                true => reference.extend_from_slice(&wasm::split(old_data[path]).map_err(|e| format!("{path}: the old module does not split: {e}"))?),
+                false => reference.extend_from_slice(old_data[path]),
+            }
         }
     }
 

@@ -408,14 +408,24 @@ struct Side {
     /// (new_start, end, delta)
     pieces: Vec<(u64, u64, i64)>,
     data_exceptions: std::collections::HashSet<u64>,
+    /// Version 3: the code section's field streams' lengths (§2.8.7).
+    layout: Option<[u64; 12]>,
 }
 
 fn side(b: &[u8]) -> Outcome<Side> {
-    if b.len() < 5 || &b[..4] != b"EPWT" || !(b[4] == 1 || b[4] == 2) {
+    if b.len() < 5 || &b[..4] != b"EPWT" || !(1..=3).contains(&b[4]) {
         return Err("side info magic or version".into());
     }
-    let offsets = b[4] == 2;
     let mut at = 5;
+    // Version 3: a byte for whether memarg offsets are immediates.
+    let offsets = match b[4] {
+        3 => match byte(b, &mut at)? {
+            0 => false,
+            1 => true,
+            _ => return Err("memarg offsets byte".into()),
+        },
+        v => v == 2,
+    };
     let v = |at: &mut usize| uleb(b, at, 64);
     let count = |at: &mut usize| -> Outcome<u64> {
         let n = uleb(b, at, 64)?;
@@ -495,6 +505,14 @@ fn side(b: &[u8]) -> Outcome<Side> {
         pieces.push((s, e, d));
     }
     let data_exceptions = list(&mut at)?;
+    let mut layout = None;
+    if b[4] == 3 {
+        let mut lens = [0u64; 12];
+        for len in &mut lens {
+            *len = v(&mut at)?;
+        }
+        layout = Some(lens);
+    }
     if at != b.len() {
         return Err("bytes after the side info".into());
     }
@@ -513,6 +531,7 @@ fn side(b: &[u8]) -> Outcome<Side> {
         exceptions: exceptions.into_iter().collect(),
         pieces,
         data_exceptions: data_exceptions.into_iter().collect(),
+        layout,
     })
 }
 
@@ -608,6 +627,14 @@ fn put_padded(out: &mut Vec<u8>, len: u64, width: u64) -> Outcome<()> {
 /// §2.8.6: the file from its normalized form `n` and side info `side_bytes`.
 pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
     let side = side(side_bytes)?;
+    let joined;
+    let n = match side.layout {
+        Some(lens) => {
+            joined = join(n, &lens)?;
+            &joined[..]
+        }
+        None => n,
+    };
     let m = parse(n)?;
     let mut out = n[..8].to_vec();
     let mut ordinal = 0u64;
@@ -696,5 +723,278 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
     if used_raw != side.raw.len() || used_widths != side.widths.len() || used_exceptions != side.exceptions.len() {
         return Err("side info lists entries beyond the module".into());
     }
+    Ok(out)
+}
+
+/// §2.8.7: whether a side info says the split layout (version 3).
+pub fn has_layout(side_bytes: &[u8]) -> bool {
+    side_bytes.len() > 4 && &side_bytes[..4] == b"EPWT" && side_bytes[4] == 3
+}
+
+// §2.8.7 field streams, in layout order.
+const OP: usize = 0;
+const BLOCK: usize = 1;
+const LABEL: usize = 2;
+const LOCAL: usize = 3;
+const INDEX: usize = 4;
+const CALL: usize = 5;
+const I32: usize = 6;
+const I64: usize = 7;
+const ALIGN: usize = 8;
+const OFFSET: usize = 9;
+const BYTES: usize = 10;
+const OTHER: usize = 11;
+
+/// Reads a code section's fields: all from one interleaved source (splitting:
+/// each field's bytes go to its stream), or each from its own stream
+/// (joining: every field's bytes go to `out[0]` in order).
+struct Fields<'a> {
+    src: Vec<&'a [u8]>,
+    at: Vec<usize>,
+    out: Vec<Vec<u8>>,
+    joining: bool,
+}
+
+impl Fields<'_> {
+    fn k(&self, f: usize) -> usize {
+        if self.joining {
+            f
+        } else {
+            0
+        }
+    }
+    fn record(&mut self, f: usize, k: usize, s: usize) {
+        let bytes = &self.src[k][s..self.at[k]];
+        self.out[if self.joining { 0 } else { f }].extend_from_slice(bytes);
+    }
+    fn u(&mut self, f: usize, bits: u32) -> Outcome<u64> {
+        let k = self.k(f);
+        let s = self.at[k];
+        let v = uleb(self.src[k], &mut self.at[k], bits)?;
+        self.record(f, k, s);
+        Ok(v)
+    }
+    fn s(&mut self, f: usize, bits: u32) -> Outcome<i64> {
+        let k = self.k(f);
+        let s = self.at[k];
+        let v = sleb(self.src[k], &mut self.at[k], bits)?;
+        self.record(f, k, s);
+        Ok(v)
+    }
+    fn b(&mut self, f: usize) -> Outcome<u8> {
+        let k = self.k(f);
+        let s = self.at[k];
+        let v = byte(self.src[k], &mut self.at[k])?;
+        self.record(f, k, s);
+        Ok(v)
+    }
+    fn n(&mut self, f: usize, n: u64) -> Outcome<()> {
+        let k = self.k(f);
+        let s = self.at[k];
+        skip(self.src[k], &mut self.at[k], n)?;
+        self.record(f, k, s);
+        Ok(())
+    }
+    /// Bytes of the interleaved code section read or written so far.
+    fn pos(&self) -> usize {
+        if self.joining {
+            self.out[0].len()
+        } else {
+            self.at[0]
+        }
+    }
+    fn value_type(&mut self, f: usize) -> Outcome<()> {
+        if matches!(self.b(f)?, 0x63 | 0x64) {
+            self.s(f, 33)?;
+        }
+        Ok(())
+    }
+    fn block_type(&mut self) -> Outcome<()> {
+        // 0x63 and 0x64 read as one-byte signed LEB128: -29 and -28.
+        if matches!(self.s(BLOCK, 33)?, -29 | -28) {
+            self.s(BLOCK, 33)?;
+        }
+        Ok(())
+    }
+    fn memarg(&mut self) -> Outcome<()> {
+        if self.u(ALIGN, 32)? & 0x40 != 0 {
+            self.u(ALIGN, 32)?;
+        }
+        self.u(OFFSET, 64)?;
+        Ok(())
+    }
+
+    /// The code section's contents, `len` bytes interleaved.
+    fn code(&mut self, len: usize) -> Outcome<()> {
+        for _ in 0..self.u(OTHER, 32)? {
+            let size = self.u(OTHER, 32)? as usize;
+            let end = self.pos() + size;
+            if end > len {
+                return Err("body past the code section".into());
+            }
+            for _ in 0..self.u(OTHER, 32)? {
+                self.u(OTHER, 32)?;
+                self.value_type(OTHER)?;
+            }
+            while self.pos() < end {
+                self.instruction()?;
+            }
+            if self.pos() != end {
+                return Err("instruction past its body".into());
+            }
+        }
+        if self.pos() != len {
+            return Err("bytes after the last body".into());
+        }
+        Ok(())
+    }
+
+    fn instruction(&mut self) -> Outcome<()> {
+        let op = self.b(OP)?;
+        match op {
+            0x00 | 0x01 | 0x05 | 0x0a | 0x0b | 0x0f | 0x19 | 0x1a | 0x1b | 0x45..=0xc4 | 0xd1 | 0xd3 | 0xd4 => {}
+            0x02 | 0x03 | 0x04 | 0x06 => self.block_type()?,
+            0x0c | 0x0d | 0xd5 | 0xd6 => {
+                self.u(LABEL, 32)?;
+            }
+            0x20..=0x22 => {
+                self.u(LOCAL, 32)?;
+            }
+            0x07 | 0x08 | 0x09 | 0x14 | 0x15 | 0x18 | 0x23..=0x26 | 0x3f | 0x40 => {
+                self.u(INDEX, 32)?;
+            }
+            0x0e => {
+                for _ in 0..=self.u(LABEL, 32)? {
+                    self.u(LABEL, 32)?;
+                }
+            }
+            0x10 | 0x12 | 0xd2 => {
+                self.u(CALL, 32)?;
+            }
+            0x11 | 0x13 => {
+                self.u(OTHER, 32)?;
+                self.u(OTHER, 32)?;
+            }
+            0x1c => {
+                for _ in 0..self.u(OTHER, 32)? {
+                    self.value_type(OTHER)?;
+                }
+            }
+            0x1f => {
+                self.block_type()?;
+                for _ in 0..self.u(OTHER, 32)? {
+                    match self.b(OTHER)? {
+                        0 | 1 => {
+                            self.u(INDEX, 32)?;
+                            self.u(LABEL, 32)?;
+                        }
+                        2 | 3 => {
+                            self.u(LABEL, 32)?;
+                        }
+                        _ => return Err("catch kind".into()),
+                    }
+                }
+            }
+            0x28..=0x3e => self.memarg()?,
+            0x41 => {
+                self.s(I32, 32)?;
+            }
+            0x42 => {
+                self.s(I64, 64)?;
+            }
+            0x43 => self.n(BYTES, 4)?,
+            0x44 => self.n(BYTES, 8)?,
+            0xd0 => {
+                self.s(OTHER, 33)?;
+            }
+            0xfc => match self.u(OP, 32)? {
+                0..=7 => {}
+                8 | 10 | 12 | 14 => {
+                    self.u(INDEX, 32)?;
+                    self.u(INDEX, 32)?;
+                }
+                9 | 11 | 13 | 15 | 16 | 17 => {
+                    self.u(INDEX, 32)?;
+                }
+                _ => return Err("FC sub-opcode".into()),
+            },
+            0xfd => match self.u(OP, 32)? {
+                0..=11 | 92 | 93 => self.memarg()?,
+                12 | 13 => self.n(BYTES, 16)?,
+                21..=34 => self.n(OTHER, 1)?,
+                84..=91 => {
+                    self.memarg()?;
+                    self.n(OTHER, 1)?;
+                }
+                14..=20 | 35..=83 | 94..=275 => {}
+                _ => return Err("FD sub-opcode".into()),
+            },
+            0xfe => match self.u(OP, 32)? {
+                3 => self.n(OTHER, 1)?,
+                0..=2 | 0x10..=0x4e => self.memarg()?,
+                _ => return Err("FE sub-opcode".into()),
+            },
+            _ => return Err(format!("opcode {op:#x}")),
+        }
+        Ok(())
+    }
+}
+
+/// The code section's contents (start, end), from the section headers alone.
+fn code_contents(m: &[u8]) -> Outcome<(usize, usize)> {
+    if m.len() < 8 || &m[..8] != b"\0asm\x01\0\0\0" {
+        return Err("not a wasm module".into());
+    }
+    let mut at = 8;
+    let mut code = None;
+    while at < m.len() {
+        let id = byte(m, &mut at)?;
+        let size = uleb(m, &mut at, 32)?;
+        let contents = at;
+        skip(m, &mut at, size)?;
+        if id == 10 {
+            if code.is_some() {
+                return Err("two code sections".into());
+            }
+            code = Some((contents, at));
+        }
+    }
+    code.ok_or_else(|| "no code section".into())
+}
+
+/// §2.8.7: the module with its code section split into the field streams.
+pub fn split(m: &[u8]) -> Outcome<Vec<u8>> {
+    let (start, end) = code_contents(m)?;
+    let mut f = Fields { src: vec![&m[start..end]], at: vec![0], out: vec![Vec::new(); 12], joining: false };
+    f.code(end - start)?;
+    let mut out = m[..start].to_vec();
+    for stream in &f.out {
+        out.extend_from_slice(stream);
+    }
+    out.extend_from_slice(&m[end..]);
+    Ok(out)
+}
+
+/// §2.8.7: the module with its code section interleaved again.
+fn join(n: &[u8], lens: &[u64; 12]) -> Outcome<Vec<u8>> {
+    let (start, end) = code_contents(n)?;
+    let mut src = Vec::new();
+    let mut at = start as u64;
+    for &len in lens {
+        let e = at.checked_add(len).filter(|&e| e <= end as u64).ok_or("streams past the code section")?;
+        src.push(&n[at as usize..e as usize]);
+        at = e;
+    }
+    if at != end as u64 {
+        return Err("streams short of the code section".into());
+    }
+    let mut f = Fields { src, at: vec![0; 12], out: vec![Vec::new()], joining: true };
+    f.code(end - start)?;
+    if f.at.iter().zip(lens).any(|(&a, &l)| a as u64 != l) {
+        return Err("stream bytes left over".into());
+    }
+    let mut out = n[..start].to_vec();
+    out.extend_from_slice(&f.out[0]);
+    out.extend_from_slice(&n[end..]);
     Ok(out)
 }

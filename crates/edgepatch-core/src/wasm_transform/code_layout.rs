@@ -1,0 +1,444 @@
+//! The instruction walker over function bodies, written once for every
+//! direction it runs in, and the field-split layout of a code section
+//! (docs/FORMAT.md §2.8.7) built on it.
+//!
+//! Compiled code interleaves fields of very different statistics: opcodes,
+//! local indices, branch depths, constants, memory offsets. A toolchain change
+//! re-emits most bodies, so most of a patch is new code, and a compressor
+//! that sees the fields interleaved models them badly. The split layout puts
+//! every field of every body into its own stream (all opcodes, then all
+//! block types, ...), the same permutation for the old and the new module, so
+//! a diff sees the old module's opcode stream where it looks for the new
+//! one's. It is a permutation of the section's bytes: same length, and the
+//! walker that reads a module's bodies in order is the one that writes them
+//! back from the streams (the same field sequence either way).
+
+use super::leb::{read_signed, read_unsigned, LebError};
+use super::module::{Cursor, Immediate, ImmediateKind, ParseError, ParseResult, CODE_SECTION, MAGIC};
+
+/// The streams of a split code section, in layout order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Field {
+    /// Opcodes; for the 0xFC, 0xFD and 0xFE prefixes, the sub-opcode too.
+    Opcode,
+    /// Block types (`block`, `loop`, `if`, `try`, `try_table`).
+    BlockType,
+    /// Branch depths (`br`, `br_if`, `br_table`, `br_on_null`, catch labels).
+    Label,
+    /// `local.get`, `local.set`, `local.tee` indices.
+    Local,
+    /// Globals, tables, memories, tags and other single indices.
+    Index,
+    /// Function indices of `call`, `return_call`, `ref.func`.
+    Call,
+    /// `i32.const` values.
+    I32,
+    /// `i64.const` values.
+    I64,
+    /// A memarg's alignment (and memory index).
+    MemAlign,
+    /// A memarg's offset.
+    MemOffset,
+    /// Fixed-size bytes: float and v128 constants, shuffle lanes.
+    Bytes,
+    /// Everything else: the function count, body sizes, local declarations,
+    /// types of `call_indirect` and `select`, catch kinds, lane indices.
+    Other,
+}
+
+/// Streams of a split code section.
+pub(crate) const FIELDS: usize = 12;
+
+/// How a LEB128 field is read: its type, which bounds its length.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Leb {
+    U32,
+    U64,
+    S32,
+    S33,
+    S64,
+}
+
+fn read_leb(bytes: &[u8], pos: &mut usize, leb: Leb) -> ParseResult<i64> {
+    let at = *pos;
+    let r = match leb {
+        Leb::U32 => read_unsigned(bytes, pos, 32).map(|v| v as i64),
+        // Above 2^63 - 1 the value is negative as i64 (and never rewritten).
+        Leb::U64 => read_unsigned(bytes, pos, 64).map(|v| v as i64),
+        Leb::S32 => read_signed(bytes, pos, 32),
+        Leb::S33 => read_signed(bytes, pos, 33),
+        Leb::S64 => read_signed(bytes, pos, 64),
+    };
+    r.map_err(|e| ParseError {
+        offset: at,
+        what: match e {
+            LebError::Truncated => "truncated LEB128",
+            LebError::TooLong => "malformed LEB128",
+        },
+    })
+}
+
+/// Where the walker's fields come from. Every read consumes bytes of the
+/// module in module order; `position` counts them.
+pub(crate) trait Fields {
+    fn byte(&mut self, field: Field) -> ParseResult<u8>;
+    fn leb(&mut self, field: Field, leb: Leb) -> ParseResult<i64>;
+    fn bytes(&mut self, field: Field, n: usize) -> ParseResult<()>;
+    /// Bytes of the module read so far (an offset in the module for a module's own walk).
+    fn position(&self) -> usize;
+    fn err(&self, what: &'static str) -> ParseError;
+}
+
+fn value_type<F: Fields>(f: &mut F, field: Field) -> ParseResult<()> {
+    let b = f.byte(field)?;
+    if b == 0x63 || b == 0x64 {
+        f.leb(field, Leb::S33)?;
+    }
+    Ok(())
+}
+
+fn block_type<F: Fields>(f: &mut F) -> ParseResult<()> {
+    // 0x40, a value type (one byte, negative), a type index, or a reference
+    // type: 0x63 or 0x64 (-29 and -28 as a one-byte S33), then its heap type.
+    let b = f.leb(Field::BlockType, Leb::S33)?;
+    if b == -29 || b == -28 {
+        f.leb(Field::BlockType, Leb::S33)?;
+    }
+    Ok(())
+}
+
+fn memarg<F: Fields>(f: &mut F) -> ParseResult<()> {
+    let align = f.leb(Field::MemAlign, Leb::U32)?;
+    if align & 0x40 != 0 {
+        f.leb(Field::MemAlign, Leb::U32)?; // memory index (multi-memory)
+    }
+    f.leb(Field::MemOffset, Leb::U64)?;
+    Ok(())
+}
+
+/// Reads one body whose instructions end at `end` (a `position`): its local
+/// declarations, then instructions. Fails on any instruction it does not know.
+pub(crate) fn walk_body<F: Fields>(f: &mut F, end: usize) -> ParseResult<()> {
+    let groups = f.leb(Field::Other, Leb::U32)?;
+    for _ in 0..groups {
+        f.leb(Field::Other, Leb::U32)?;
+        value_type(f, Field::Other)?;
+    }
+    while f.position() < end {
+        instruction(f)?;
+    }
+    if f.position() != end {
+        return Err(f.err("instruction past the end of its body"));
+    }
+    Ok(())
+}
+
+fn instruction<F: Fields>(f: &mut F) -> ParseResult<()> {
+    use Field::*;
+    let op = f.byte(Opcode)?;
+    match op {
+        0x00 | 0x01 | 0x05 | 0x0a | 0x0b | 0x0f | 0x19 | 0x1a | 0x1b | 0x45..=0xc4 | 0xd1 | 0xd3 | 0xd4 => {}
+        0x02..=0x04 | 0x06 => block_type(f)?,
+        0x0c | 0x0d | 0xd5 | 0xd6 => {
+            f.leb(Label, Leb::U32)?;
+        }
+        0x20..=0x22 => {
+            f.leb(Local, Leb::U32)?;
+        }
+        0x07..=0x09 | 0x14 | 0x15 | 0x18 | 0x23..=0x26 | 0x3f | 0x40 => {
+            f.leb(Index, Leb::U32)?;
+        }
+        0x0e => {
+            let n = f.leb(Label, Leb::U32)?;
+            for _ in 0..=n {
+                f.leb(Label, Leb::U32)?;
+            }
+        }
+        0x10 | 0x12 | 0xd2 => {
+            f.leb(Call, Leb::U32)?;
+        }
+        0x11 | 0x13 => {
+            f.leb(Other, Leb::U32)?;
+            f.leb(Other, Leb::U32)?;
+        }
+        0x1c => {
+            let n = f.leb(Other, Leb::U32)?;
+            for _ in 0..n {
+                value_type(f, Other)?;
+            }
+        }
+        0x1f => {
+            block_type(f)?;
+            let n = f.leb(Other, Leb::U32)?;
+            for _ in 0..n {
+                match f.byte(Other)? {
+                    0 | 1 => {
+                        f.leb(Index, Leb::U32)?;
+                        f.leb(Label, Leb::U32)?;
+                    }
+                    2 | 3 => {
+                        f.leb(Label, Leb::U32)?;
+                    }
+                    _ => return Err(f.err("unknown catch kind")),
+                }
+            }
+        }
+        0x28..=0x3e => memarg(f)?,
+        0x41 => {
+            f.leb(I32, Leb::S32)?;
+        }
+        0x42 => {
+            f.leb(I64, Leb::S64)?;
+        }
+        0x43 => f.bytes(Bytes, 4)?,
+        0x44 => f.bytes(Bytes, 8)?,
+        0xd0 => {
+            f.leb(Other, Leb::S33)?;
+        }
+        0xfc => match f.leb(Opcode, Leb::U32)? {
+            0..=7 => {}
+            8 | 10 | 12 | 14 => {
+                f.leb(Index, Leb::U32)?;
+                f.leb(Index, Leb::U32)?;
+            }
+            9 | 11 | 13 | 15 | 16 | 17 => {
+                f.leb(Index, Leb::U32)?;
+            }
+            _ => return Err(f.err("unknown 0xfc instruction")),
+        },
+        0xfd => match f.leb(Opcode, Leb::U32)? {
+            0..=11 | 92 | 93 => memarg(f)?,
+            12 | 13 => f.bytes(Bytes, 16)?,
+            21..=34 => {
+                f.byte(Other)?;
+            }
+            84..=91 => {
+                memarg(f)?;
+                f.byte(Other)?;
+            }
+            14..=20 | 35..=83 | 94..=275 => {}
+            _ => return Err(f.err("unknown SIMD instruction")),
+        },
+        0xfe => match f.leb(Opcode, Leb::U32)? {
+            3 => {
+                f.byte(Other)?;
+            }
+            0..=2 | 0x10..=0x4e => memarg(f)?,
+            _ => return Err(f.err("unknown atomic instruction")),
+        },
+        _ => return Err(f.err("unknown opcode")),
+    }
+    Ok(())
+}
+
+/// A module's own bytes, walked in place; reports the immediates the
+/// transform rewrites (memarg offsets only when `offsets`).
+pub(crate) struct InPlace<'a, 'b> {
+    pub c: Cursor<'a>,
+    pub offsets: bool,
+    pub on_immediate: &'b mut dyn FnMut(Immediate),
+}
+
+impl Fields for InPlace<'_, '_> {
+    fn byte(&mut self, _: Field) -> ParseResult<u8> {
+        self.c.u8()
+    }
+
+    fn leb(&mut self, field: Field, leb: Leb) -> ParseResult<i64> {
+        let start = self.c.pos;
+        let value = read_leb(self.c.bytes, &mut self.c.pos, leb)?;
+        let kind = match field {
+            Field::Call => Some(ImmediateKind::Function),
+            Field::I32 => Some(ImmediateKind::I32Const),
+            Field::I64 => Some(ImmediateKind::I64Const),
+            Field::MemOffset if self.offsets => Some(ImmediateKind::MemOffset),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            (self.on_immediate)(Immediate { start, end: self.c.pos, kind, value });
+        }
+        Ok(value)
+    }
+
+    fn bytes(&mut self, _: Field, n: usize) -> ParseResult<()> {
+        self.c.skip(n).map(|_| ())
+    }
+
+    fn position(&self) -> usize {
+        self.c.pos
+    }
+
+    fn err(&self, what: &'static str) -> ParseError {
+        ParseError { offset: self.c.pos, what }
+    }
+}
+
+/// Splitting: reads the module in order, copies each field to its stream.
+struct Splitter<'a> {
+    c: Cursor<'a>,
+    streams: [Vec<u8>; FIELDS],
+}
+
+impl Fields for Splitter<'_> {
+    fn byte(&mut self, field: Field) -> ParseResult<u8> {
+        let b = self.c.u8()?;
+        self.streams[field as usize].push(b);
+        Ok(b)
+    }
+
+    fn leb(&mut self, field: Field, leb: Leb) -> ParseResult<i64> {
+        let start = self.c.pos;
+        let value = read_leb(self.c.bytes, &mut self.c.pos, leb)?;
+        self.streams[field as usize].extend_from_slice(&self.c.bytes[start..self.c.pos]);
+        Ok(value)
+    }
+
+    fn bytes(&mut self, field: Field, n: usize) -> ParseResult<()> {
+        let s = self.c.skip(n)?;
+        self.streams[field as usize].extend_from_slice(s);
+        Ok(())
+    }
+
+    fn position(&self) -> usize {
+        self.c.pos
+    }
+
+    fn err(&self, what: &'static str) -> ParseError {
+        ParseError { offset: self.c.pos, what }
+    }
+}
+
+/// Joining: reads each field from its stream, writes the module in order.
+/// Errors give the offset in the split section.
+struct Joiner<'a> {
+    split: &'a [u8],
+    /// Each stream's next byte and end, in `split`.
+    at: [(usize, usize); FIELDS],
+    out: Vec<u8>,
+}
+
+impl Joiner<'_> {
+    fn take(&mut self, field: Field, n: usize) -> ParseResult<&[u8]> {
+        let (at, end) = self.at[field as usize];
+        if end - at < n {
+            return Err(ParseError { offset: at, what: "a field stream ends early" });
+        }
+        self.at[field as usize].0 = at + n;
+        Ok(&self.split[at..at + n])
+    }
+}
+
+impl Fields for Joiner<'_> {
+    fn byte(&mut self, field: Field) -> ParseResult<u8> {
+        let b = self.take(field, 1)?[0];
+        self.out.push(b);
+        Ok(b)
+    }
+
+    fn leb(&mut self, field: Field, leb: Leb) -> ParseResult<i64> {
+        let (at, end) = self.at[field as usize];
+        let mut pos = at;
+        let value = read_leb(&self.split[..end], &mut pos, leb)
+            .map_err(|e| ParseError { offset: e.offset, what: "a field stream ends early or holds a malformed LEB128" })?;
+        self.at[field as usize].0 = pos;
+        self.out.extend_from_slice(&self.split[at..pos]);
+        Ok(value)
+    }
+
+    fn bytes(&mut self, field: Field, n: usize) -> ParseResult<()> {
+        let (at, _) = self.at[field as usize];
+        self.take(field, n)?;
+        self.out.extend_from_slice(&self.split[at..at + n]);
+        Ok(())
+    }
+
+    fn position(&self) -> usize {
+        self.out.len()
+    }
+
+    fn err(&self, what: &'static str) -> ParseError {
+        ParseError { offset: self.out.len(), what }
+    }
+}
+
+/// Reads a code section's contents (function count, then sized bodies) up to
+/// `end`; positions are module offsets.
+fn walk_code<F: Fields>(f: &mut F, end: usize) -> ParseResult<()> {
+    let count = f.leb(Field::Other, Leb::U32)?;
+    for _ in 0..count {
+        let size = f.leb(Field::Other, Leb::U32)? as usize;
+        let body_end = f.position().checked_add(size).filter(|&e| e <= end).ok_or_else(|| f.err("a body past the end of the code section"))?;
+        walk_body(f, body_end)?;
+    }
+    if f.position() != end {
+        return Err(f.err("bytes after the last function body"));
+    }
+    Ok(())
+}
+
+/// The contents of the module's code section: (start, end), None without one.
+/// Reads section headers only (the code section may be split).
+fn code_contents(bytes: &[u8]) -> ParseResult<Option<(usize, usize)>> {
+    if bytes.len() < 8 || &bytes[..8] != MAGIC {
+        return Err(ParseError { offset: 0, what: "no wasm magic and version 1" });
+    }
+    let mut c = Cursor::new(bytes, 8);
+    let mut code = None;
+    while c.pos < bytes.len() {
+        let start = c.pos;
+        let id = c.u8()?;
+        let size = c.u32()? as usize;
+        let contents = c.pos;
+        c.skip(size)?;
+        if id == CODE_SECTION {
+            if code.is_some() {
+                return Err(ParseError { offset: start, what: "second code section" });
+            }
+            code = Some((contents, c.pos));
+        }
+    }
+    Ok(code)
+}
+
+/// The module with its code section in the split layout, and each stream's
+/// length. Errors: not a module whose every body the walker reads.
+pub(crate) fn split(module: &[u8]) -> ParseResult<(Vec<u8>, [u64; FIELDS])> {
+    let Some((start, end)) = code_contents(module)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
+    let mut s = Splitter { c: Cursor::new(&module[..end], start), streams: Default::default() };
+    walk_code(&mut s, end)?;
+    let mut out = Vec::with_capacity(module.len());
+    out.extend_from_slice(&module[..start]);
+    let mut lens = [0u64; FIELDS];
+    for (len, stream) in lens.iter_mut().zip(&s.streams) {
+        *len = stream.len() as u64;
+        out.extend_from_slice(stream);
+    }
+    out.extend_from_slice(&module[end..]);
+    debug_assert_eq!(out.len(), module.len());
+    Ok((out, lens))
+}
+
+/// The inverse of [`split`]: the module with its code section interleaved
+/// again, from the split form and the streams' lengths.
+pub(crate) fn join(split: &[u8], lens: &[u64; FIELDS]) -> ParseResult<Vec<u8>> {
+    let Some((start, end)) = code_contents(split)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
+    let mut at = [(0usize, 0usize); FIELDS];
+    let mut next = start as u64;
+    for (a, &len) in at.iter_mut().zip(lens) {
+        let e = next.checked_add(len).filter(|&e| e <= end as u64).ok_or(ParseError { offset: start, what: "field streams longer than the code section" })?;
+        *a = (next as usize, e as usize);
+        next = e;
+    }
+    if next != end as u64 {
+        return Err(ParseError { offset: start, what: "field streams shorter than the code section" });
+    }
+    let mut j = Joiner { split: &split[..end], at, out: Vec::with_capacity(split.len()) };
+    j.out.extend_from_slice(&split[..start]);
+    // The output starts with the bytes before the section: positions are module offsets.
+    walk_code(&mut j, end)?;
+    if j.at.iter().any(|&(a, e)| a != e) {
+        return Err(ParseError { offset: start, what: "a field stream has bytes the bodies do not use" });
+    }
+    j.out.extend_from_slice(&split[end..]);
+    Ok(j.out)
+}
