@@ -542,13 +542,54 @@ fn make_vectors() -> Vec<Vector> {
             ErrorKind::Corrupt,
             transformed(&row(9, identity_side.len() as u64, identity_side), true),
         ));
-        // Versions 1 and 2 are the only ones (2: memarg offsets are immediates).
-        let version_3 = b"EPWT\x03\0\0\0\0\0\0\0\0\0";
+        // Versions 1 to 3 are the only ones (2: memarg offsets are immediates; 3: the split layout).
+        let version_4 = b"EPWT\x04\0\0\0\0\0\0\0\0\0";
         v.push(patch_vector(
-            "wasm-side-info-version-3",
-            "a side info of version 3 (only 1 and 2 exist)",
+            "wasm-side-info-version-4",
+            "a side info of version 4 (only 1 to 3 exist)",
             ErrorKind::Corrupt,
-            transformed(&row(8, version_3.len() as u64, version_3), true),
+            transformed(&row(8, version_4.len() as u64, version_4), true),
+        ));
+        // The split layout (§2.8.7): a module whose code section holds `contents`,
+        // with a version-3 side info giving the 12 field streams' lengths.
+        let split = |contents: &[u8], lens: [u8; 12]| {
+            let mut module = b"\0asm\x01\0\0\0\x0a".to_vec();
+            module.push(contents.len() as u8);
+            module.extend_from_slice(contents);
+            // Version 3, offsets 0, code size width 1, then zero for every field, then the lengths.
+            let mut side = b"EPWT\x03\0\x01\0\0\0\0\0\0\0\0".to_vec();
+            side.extend_from_slice(&lens);
+            let mut tree = delta_files_tree(&[module.len() as u64]);
+            tree.extend_from_slice(&row(module.len() as u64, side.len() as u64, &side));
+            let mut p = PatchBytes::new(&tree);
+            p.flags = 2;
+            p.body = ops_segment(module.len() as u64, &control(&[(2, 0, module.len() as u64)]), &[], &module);
+            (p.segments, p.delta) = (1, module.len() as u64);
+            p.encode()
+        };
+        let mut other = [0u8; 12];
+        other[11] = 2;
+        v.push(patch_vector(
+            "wasm-split-streams-past-section",
+            "a split-layout side info whose field streams are longer than the code section",
+            ErrorKind::Corrupt,
+            split(&[0x00], other),
+        ));
+        let mut left_over = [0u8; 12];
+        (left_over[0], left_over[11]) = (1, 1);
+        v.push(patch_vector(
+            "wasm-split-stream-left-over",
+            "a split code section with an opcode byte no body uses",
+            ErrorKind::Corrupt,
+            split(&[0x0b, 0x00], left_over),
+        ));
+        let mut truncated_body = [0u8; 12];
+        (truncated_body[0], truncated_body[11]) = (1, 3);
+        v.push(patch_vector(
+            "wasm-split-body-past-streams",
+            "a split code section whose one body claims more instructions than its streams hold",
+            ErrorKind::Corrupt,
+            split(&[0x0b, 0x01, 0x05, 0x00], truncated_body),
         ));
         // Version 2 listing immediate 0 as an exception in a module with no code.
         let exception_beyond = b"EPWT\x02\0\0\0\0\0\x01\0\0\0\0";

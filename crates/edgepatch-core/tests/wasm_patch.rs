@@ -56,6 +56,27 @@ fn a_module_in_a_tree_among_other_files_applies_exactly() {
     assert_eq!(apply(&patch, &old).unwrap(), new);
 }
 
+/// The field-split layout (docs/FORMAT.md §2.8.7): taken where a module's code
+/// was re-emitted, applied by both appliers; an old module that no longer
+/// splits is the wrong old build, and nothing is written.
+#[test]
+fn re_emitted_code_is_stored_in_the_split_layout_and_applies_exactly() {
+    let (v1, v2) = wasm_modules::recompiled_versions(600);
+    let (old, new) = (Build::single_file(v1.clone()), Build::single_file(v2));
+    let (patch, stats) = diff(&old, &new, true, 4 << 20);
+    assert_eq!(stats.wasm_transformed, 1);
+    let info = inspect_patch(&patch[..]).unwrap();
+    let side = &info.tree.transforms[0].side_info;
+    assert!(edgepatch_core::wasm_transform::side_info_has_code_layout(side), "side info version 3: the split layout");
+    assert_eq!(appliers::apply_both(&patch, &old), new);
+    // The old module damaged so that its code no longer walks (an unknown opcode in the first body).
+    let mut damaged = v1;
+    let at = damaged.iter().position(|&b| b == 0x7f).expect("the first body's local type") + 1;
+    damaged[at] = 0xff;
+    let err = apply(&patch, &Build::single_file(damaged)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::OldBuild, "{err}");
+}
+
 #[test]
 fn a_module_the_transform_does_not_help_is_stored_as_it_is() {
     // Same functions, one constant changed: nothing to renumber.

@@ -222,3 +222,62 @@ fn llvm_like_of(n: u64, grown: usize) -> Vec<u8> {
     section(11, &seg, &mut out);
     out
 }
+
+/// Code a toolchain change re-emitted, made up: version 2 inserts a function
+/// at the front (every call is renumbered) and gives the locals of two
+/// functions in three other numbers (a register allocator's choice) and
+/// a few more instructions: there nearly every local index differs, and the
+/// instructions no longer line up with the old ones.
+pub fn recompiled_versions(n: u64) -> (Vec<u8>, Vec<u8>) {
+    (recompiled_of(n, false), recompiled_of(n, true))
+}
+
+fn recompiled_of(n: u64, recompiled: bool) -> Vec<u8> {
+    let first = u64::from(recompiled);
+    let count = n + first;
+    let mut out = b"\0asm\x01\0\0\0".to_vec();
+    section(1, &[1, 0x60, 0, 0], &mut out);
+    let mut funcs = Vec::new();
+    uleb(count, &mut funcs);
+    funcs.extend(std::iter::repeat_n(0u8, count as usize));
+    section(3, &funcs, &mut out);
+    let mut code = Vec::new();
+    uleb(count, &mut code);
+    for f in 0..count {
+        let id = if recompiled && f == 0 { n + 1 } else { f - first };
+        // Locals 0..16 renamed by a permutation that depends on the function.
+        let mut perm: Vec<u64> = (0..16).collect();
+        if recompiled && id % 3 != 0 {
+            for i in (1..16).rev() {
+                perm.swap(i, (mix(id * 16 + i as u64) % (i as u64 + 1)) as usize);
+            }
+        }
+        let local = |l: u64| perm[l as usize];
+        let mut body = vec![1u8, 16, 0x7f]; // 16 i32 locals
+        for k in 0..24u64 {
+            let r = mix(id * 64 + k);
+            for (op, l) in [(0x20u8, k % 3), (0x20, 3 + k % 2), (0x6a, 0), (0x21, 5 + (r >> 16) % 2)] {
+                body.push(op);
+                if op != 0x6a {
+                    uleb(local(l), &mut body);
+                }
+            }
+            if recompiled && id % 3 != 0 && mix(r) % 3 == 0 {
+                // An instruction the new compiler adds here and there.
+                body.extend([0x20, local(7) as u8, 0x1a]);
+            }
+            if k % 4 == 0 {
+                body.push(0x41); // i32.const
+                sleb(((r >> 24) % 100_000) as i64, &mut body);
+                body.push(0x1a);
+                body.push(0x10); // call
+                uleb(first + (r >> 40) % n, &mut body);
+            }
+        }
+        body.push(0x0b);
+        uleb(body.len() as u64, &mut code);
+        code.extend(body);
+    }
+    section(10, &code, &mut out);
+    out
+}
