@@ -262,7 +262,7 @@ fn recompiled_of(n: u64, recompiled: bool) -> Vec<u8> {
                     uleb(local(l), &mut body);
                 }
             }
-            if recompiled && id % 3 != 0 && mix(r) % 3 == 0 {
+            if recompiled && id % 3 != 0 && mix(r).is_multiple_of(3) {
                 // An instruction the new compiler adds here and there.
                 body.extend([0x20, local(7) as u8, 0x1a]);
             }
