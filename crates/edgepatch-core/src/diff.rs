@@ -238,16 +238,19 @@ struct WasmChoice {
     segments: Vec<Vec<u8>>,
 }
 
-/// The normalized form of `new` against `old` and its side info, if both are
-/// wasm modules the transform reads and storing the normalized form makes
-/// this file's patch smaller than storing it as it is (each diffed against
-/// `old` alone, the side info compressed at the same level). None: the
-/// transform does not apply (not wasm, nothing renumbered). The applier
-/// reads the old file as it is, so the old module must be its own normalized
-/// form (true for canonical LEB128s: every toolchain measured).
+/// The smallest of three forms of `new`, each diffed against `old` alone (side
+/// infos compressed at the same level): as it is; its normalized form (if
+/// something was renumbered); and its normalized form in the field-split
+/// layout against the old module in that layout (§2.8.7), when both split.
+/// None: the transform does not apply (not wasm modules it reads). The
+/// applier reads the old file as it is or split, so the old module must be
+/// its own normalized form (true for canonical LEB128s: every toolchain
+/// measured).
 fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usize) -> Result<Option<WasmChoice>> {
     // The safety checks are the generator's too (one place: crate::generate).
-    let Some(n) = crate::generate::normalize_for_patch(old, new) else { return Ok(None) };
+    let Some(n) = crate::generate::normalize_even_unchanged(old, new) else { return Ok(None) };
+    // Nothing renumbered: only the split layout can make the normalized form pay.
+    let renumbered = n.bytes != new;
     let quiet = |_: u64, _: u64| {};
     let size = |segments: &[Vec<u8>], side_info: &[u8]| -> Result<usize> {
         let side = if side_info.is_empty() { 0 } else { compress(side_info, opts.level)?.len() };
@@ -255,8 +258,8 @@ fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usi
     };
     let plain = encode_segments(old, new, &[], opts, threads, &quiet)?;
     let mut best = (size(&plain, &[])?, WasmChoice { transformed: None, old_split: None, segments: plain });
-    let transformed = encode_segments(old, &n.bytes, &[], opts, threads, &quiet)?;
-    let t_size = size(&transformed, &n.side_info)?;
+    let transformed = if renumbered { encode_segments(old, &n.bytes, &[], opts, threads, &quiet)? } else { Vec::new() };
+    let t_size = if renumbered { size(&transformed, &n.side_info)? } else { usize::MAX };
     // The field-split layout of both modules (docs/FORMAT.md §2.8.7): smaller on
     // re-emitted code (a toolchain change), larger on some small changes.
     let split = crate::wasm_transform::split_code_layout(old).ok().zip(crate::wasm_transform::with_code_layout(&n).ok());

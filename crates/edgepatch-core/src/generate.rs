@@ -44,6 +44,7 @@ use crate::wire::put_varint;
 use crate::zstd_frame::{compress_frame, FrameSearch, LongDistance};
 
 mod wasm;
+pub(crate) use wasm::normalize_even_unchanged;
 pub use wasm::{normalize_for_patch, FileForm, WasmTransform, NORMALIZED_CHECK_CHUNK};
 
 /// New bytes per segment (and how far back binary segments' windows reach).

@@ -442,7 +442,7 @@ impl PatchApplier {
             self.check_digest(sink)?;
         }
         // Empty delta files need no segment.
-        self.distribute(&[], sink)
+        self.distribute(&[], sink, &mut None)
     }
 
     fn file_hashed(&mut self, hasher: blake3::Hasher) {
@@ -488,22 +488,25 @@ impl PatchApplier {
             // they were decompressed, without a copy through `buf`.
             if let Some(range) = delta.extra_run(CHUNK)? {
                 let extra = std::mem::take(&mut delta.extra);
-                let written = self.distribute(&extra[range], sink);
+                let written = self.distribute(&extra[range], sink, &mut delta.split_old);
                 delta.extra = extra;
                 written.map_err(|e| as_corrupt(delta, e))?;
                 continue;
             }
             let n = delta.segment_left.min(CHUNK as u64) as usize;
             delta.fill(&mut buf[..n], old, &self.tree)?;
-            self.distribute(&buf[..n], sink).map_err(|e| as_corrupt(delta, e))?;
+            self.distribute(&buf[..n], sink, &mut delta.split_old).map_err(|e| as_corrupt(delta, e))?;
         }
         Ok(())
     }
 
     /// Writes delta bytes into the delta files in order, verifying and finishing
     /// each as it completes (and any empty ones that follow). A transformed
-    /// file's bytes are gathered and inverted into the file once complete.
-    fn distribute<S: BuildSink>(&mut self, mut data: &[u8], sink: &mut S) -> Result<()> {
+    /// file's bytes are gathered and inverted into the file once complete;
+    /// `split_old`, the delta stream's split old module, is dropped first (the
+    /// inverse of a split file holds a second copy of its module while it
+    /// joins; a later read of that old module splits it again).
+    fn distribute<S: BuildSink>(&mut self, mut data: &[u8], sink: &mut S, split_old: &mut Option<(usize, Vec<u8>)>) -> Result<()> {
         loop {
             if self.files.open.is_none() {
                 let Some(&i) = self.files.entries.get(self.files.next) else { break };
@@ -549,6 +552,7 @@ impl PatchApplier {
             if *left == 0 {
                 let (i, _, mut hasher) = self.files.open.take().expect("a file is open");
                 if self.tree.transform(i).is_some() {
+                    *split_old = None;
                     hasher = self.invert(i, sink)?;
                 }
                 self.file_hashed(hasher);

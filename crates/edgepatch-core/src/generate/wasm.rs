@@ -51,13 +51,20 @@ pub struct WasmTransform {
 /// applier reads the old file as it is), something was renumbered (else the side info only
 /// adds bytes), the sizes are within the format's caps, and the inverse gives `new` back.
 pub fn normalize_for_patch(old: &[u8], new: &[u8]) -> Option<Normalized> {
-    normalize_checked(Cow::Borrowed(old), Cow::Borrowed(new)).map(|(n, _)| n)
+    normalize_checked(Cow::Borrowed(old), Cow::Borrowed(new), true).map(|(n, _)| n)
+}
+
+/// [`normalize_for_patch`] also where nothing is renumbered (the normalized form is then the
+/// module itself, with a side info that says so): a form the field-split layout can still
+/// store smaller (docs/FORMAT.md §2.8.7), where a toolchain re-emitted code in place.
+pub(crate) fn normalize_even_unchanged(old: &[u8], new: &[u8]) -> Option<Normalized> {
+    normalize_checked(Cow::Borrowed(old), Cow::Borrowed(new), false).map(|(n, _)| n)
 }
 
 /// [`normalize_for_patch`], also returning the new module's BLAKE3. Owned inputs are freed
 /// as soon as they are no longer needed (the old module once its reference is made, the
 /// new one once it is normalized and hashed; the inverse's output is compared by BLAKE3).
-fn normalize_checked(old: Cow<[u8]>, new: Cow<[u8]>) -> Option<(Normalized, [u8; 32])> {
+fn normalize_checked(old: Cow<[u8]>, new: Cow<[u8]>, renumbered_only: bool) -> Option<(Normalized, [u8; 32])> {
     let cap = MAX_WASM_TRANSFORM_BYTES as usize;
     if !new.starts_with(b"\0asm") || !old.starts_with(b"\0asm") || new.len() > cap || old.len() >= i32::MAX as usize {
         return None;
@@ -76,7 +83,12 @@ fn normalize_checked(old: Cow<[u8]>, new: Cow<[u8]>) -> Option<(Normalized, [u8;
     drop(old);
     let n = wt::forward(Some(&reference), &new).ok()?;
     drop(reference);
-    if n.bytes == *new || n.bytes.len() > cap || n.side_info.is_empty() || n.side_info.len() as u64 > MAX_WASM_SIDE_INFO || n.bytes.len() < 8 {
+    if (renumbered_only && n.bytes == *new)
+        || n.bytes.len() > cap
+        || n.side_info.is_empty()
+        || n.side_info.len() as u64 > MAX_WASM_SIDE_INFO
+        || n.bytes.len() < 8
+    {
         return None;
     }
     let (new_len, new_blake3) = (new.len(), *blake3::hash(&new).as_bytes());
@@ -114,7 +126,7 @@ impl WasmTransform {
 
     fn prepare_checked(path: &str, old: Cow<[u8]>, new: Cow<[u8]>) -> Option<(WasmTransform, Vec<u8>)> {
         let new_size = new.len() as u64;
-        let (n, new_blake3) = normalize_checked(old, new)?;
+        let (n, new_blake3) = normalize_checked(old, new, true)?;
         let t = WasmTransform {
             path: path.to_string(),
             new_size,
