@@ -66,8 +66,14 @@ impl BuildDir {
 
     /// Opens the file `rel` for reading; the caller checks it is a regular file.
     pub fn open_file(&self, rel: impl AsRef<OsStr>) -> io::Result<File> {
-        let path = self.beneath(rel.as_ref(), false)?;
-        let f = OpenOptions::new().read(true).custom_flags(FILE_FLAG_OPEN_REPARSE_POINT).open(path)?;
+        self.open_beneath(rel.as_ref(), OpenOptions::new().read(true))
+    }
+
+    /// Opens the existing file `rel` with `options`, the link itself if it is one
+    /// (never followed), which is then refused.
+    fn open_beneath(&self, rel: &OsStr, options: &mut OpenOptions) -> io::Result<File> {
+        let path = self.beneath(rel, false)?;
+        let f = options.custom_flags(FILE_FLAG_OPEN_REPARSE_POINT).open(path)?;
         if f.metadata()?.file_type().is_symlink() {
             return Err(link_in_the_way());
         }
@@ -114,12 +120,7 @@ impl BuildDir {
     /// write access: on a read-only one Windows answers "Access denied" (found running the
     /// tests under Wine, scripts/test-other-systems.sh).
     pub fn sync_file(&self, rel: impl AsRef<OsStr>) -> io::Result<()> {
-        let path = self.beneath(rel.as_ref(), false)?;
-        let f = OpenOptions::new().write(true).custom_flags(FILE_FLAG_OPEN_REPARSE_POINT).open(path)?;
-        if f.metadata()?.file_type().is_symlink() {
-            return Err(link_in_the_way());
-        }
-        f.sync_all()
+        self.open_beneath(rel.as_ref(), OpenOptions::new().write(true))?.sync_all()
     }
 
     /// Directories cannot be flushed on Windows (NTFS journals their entries).
