@@ -14,7 +14,7 @@
 //! back from the streams (the same field sequence either way).
 
 use super::leb::{read_signed, read_unsigned, LebError};
-use super::module::{Cursor, Immediate, ImmediateKind, ParseError, ParseResult, CODE_SECTION, MAGIC};
+use super::module::{section_headers, Cursor, Immediate, ImmediateKind, ParseError, ParseResult, CODE_SECTION};
 
 /// The streams of a split code section, in layout order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -379,25 +379,7 @@ fn walk_code<F: Fields>(f: &mut F, end: usize) -> ParseResult<()> {
 /// The contents of the module's code section: (start, end), None without one.
 /// Reads section headers only (the code section may be split).
 fn code_contents(bytes: &[u8]) -> ParseResult<Option<(usize, usize)>> {
-    if bytes.len() < 8 || &bytes[..8] != MAGIC {
-        return Err(ParseError { offset: 0, what: "no wasm magic and version 1" });
-    }
-    let mut c = Cursor::new(bytes, 8);
-    let mut code = None;
-    while c.pos < bytes.len() {
-        let start = c.pos;
-        let id = c.u8()?;
-        let size = c.u32()? as usize;
-        let contents = c.pos;
-        c.skip(size)?;
-        if id == CODE_SECTION {
-            if code.is_some() {
-                return Err(ParseError { offset: start, what: "second code section" });
-            }
-            code = Some((contents, c.pos));
-        }
-    }
-    Ok(code)
+    Ok(section_headers(bytes)?.into_iter().find(|(id, _)| *id == CODE_SECTION).map(|(_, s)| (s.contents, s.end)))
 }
 
 /// The module with its code section in the split layout, and each stream's

@@ -125,21 +125,33 @@ pub(crate) struct Module {
     pub memory_bytes: Option<u64>,
 }
 
-/// Parses the section layout. Errors mean "not a module this transform reads".
-pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
+/// The module's sections, (id, where), read from their headers alone.
+pub(crate) fn section_headers(bytes: &[u8]) -> ParseResult<Vec<(u8, Section)>> {
     if bytes.len() < 8 || &bytes[..8] != MAGIC {
         return Err(ParseError { offset: 0, what: "no wasm magic and version 1" });
     }
     let mut c = Cursor::new(bytes, 8);
-    let mut module =
-        Module { sections: Vec::new(), imported_functions: Vec::new(), pc_table: None, code: None, data: None, bodies: Vec::new(), memory_bytes: None };
+    let mut sections = Vec::new();
     while c.pos < bytes.len() {
         let start = c.pos;
         let id = c.u8()?;
         let size = c.u32()? as usize;
         let contents = c.pos;
         c.skip(size)?;
-        let section = Section { start, contents, end: c.pos };
+        if id == CODE_SECTION && sections.iter().any(|(id, _)| *id == CODE_SECTION) {
+            return Err(ParseError { offset: start, what: "second code section" });
+        }
+        sections.push((id, Section { start, contents, end: c.pos }));
+    }
+    Ok(sections)
+}
+
+/// Parses the section layout. Errors mean "not a module this transform reads".
+pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
+    let mut module =
+        Module { sections: Vec::new(), imported_functions: Vec::new(), pc_table: None, code: None, data: None, bodies: Vec::new(), memory_bytes: None };
+    for (id, section) in section_headers(bytes)? {
+        let contents = section.contents;
         match id {
             IMPORT_SECTION if module.imported_functions.is_empty() => {
                 let (functions, memory) = parse_imports(&bytes[..section.end], contents)?;
@@ -155,9 +167,6 @@ pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
             }
             ELEM_SECTION => module.pc_table = parse_pc_table(&bytes[..section.end], contents),
             CODE_SECTION => {
-                if module.code.is_some() {
-                    return Err(ParseError { offset: start, what: "second code section" });
-                }
                 module.code = Some(module.sections.len());
                 module.bodies = parse_bodies(&bytes[..section.end], contents)?;
             }
