@@ -556,8 +556,9 @@ fn make_vectors() -> Vec<Vector> {
             let mut module = b"\0asm\x01\0\0\0\x0a".to_vec();
             module.push(contents.len() as u8);
             module.extend_from_slice(contents);
-            // Version 3, offsets 0, code size width 1, then zero for every field, then the lengths.
-            let mut side = b"EPWT\x03\0\x01\0\0\0\0\0\0\0\0".to_vec();
+            // Version 3, offsets 0, locals as they are (0), code size width 1, then zero for every
+            // field, then the lengths.
+            let mut side = b"EPWT\x03\0\0\x01\0\0\0\0\0\0\0\0".to_vec();
             side.extend_from_slice(&lens);
             let mut tree = delta_files_tree(&[module.len() as u64]);
             tree.extend_from_slice(&row(module.len() as u64, side.len() as u64, &side));
@@ -567,6 +568,13 @@ fn make_vectors() -> Vec<Vector> {
             (p.segments, p.delta) = (1, module.len() as u64);
             p.encode()
         };
+        let locals_2 = b"EPWT\x03\0\x02\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
+        v.push(patch_vector(
+            "wasm-split-locals-coding",
+            "a split-layout side info whose locals coding is 2 (only 0 and 1 exist)",
+            ErrorKind::Corrupt,
+            transformed(&row(8, locals_2.len() as u64, locals_2), true),
+        ));
         let mut other = [0u8; 12];
         other[11] = 2;
         v.push(patch_vector(

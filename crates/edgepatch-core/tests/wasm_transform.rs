@@ -6,7 +6,7 @@
 mod fixture_builds;
 
 use edgepatch_core::wasm_transform::{
-    forward, forward_with_stats, inverse, reference, side_info_has_code_layout, split_code_layout, with_code_layout, TransformError,
+    forward, forward_with_stats, inverse, reference, side_info_has_code_layout, split_code_layout, with_code_layout, with_code_layout_as, TransformError,
 };
 use edgepatch_core::EntryContent;
 
@@ -162,11 +162,12 @@ fn round_trip(old: &[u8], new: &[u8]) {
     let new_norm = forward(Some(&r), new).expect("new forward");
     assert_eq!(inverse(&new_norm.bytes, &new_norm.side_info).expect("new inverse"), new, "new side round trip");
     // The field-split layout: a permutation of the bytes, undone by the inverse.
-    if let Ok(split) = with_code_layout(&new_norm) {
+    // Both codings of the locals, and the one the writer picks.
+    for split in [with_code_layout_as(&new_norm, false), with_code_layout_as(&new_norm, true), with_code_layout(&new_norm)].into_iter().flatten() {
         assert!(side_info_has_code_layout(&split.side_info) && !side_info_has_code_layout(&new_norm.side_info));
         assert_eq!(split.bytes.len(), new_norm.bytes.len());
         assert_eq!(inverse(&split.bytes, &split.side_info).expect("split inverse"), new, "split layout round trip");
-        assert_eq!(split_code_layout(&new_norm.bytes).expect("split"), split.bytes);
+        assert_eq!(split_code_layout(&new_norm.bytes, &split.side_info).expect("split"), split.bytes);
     }
 }
 
@@ -283,15 +284,26 @@ fn split_layout_groups_each_field_and_round_trips() {
     let body = |f: u8| vec![0x20, 0x00, 0x41, 0xe8, 0x07, 0x10, f, 0x20, 0x01, 0x1a];
     let m = module(&["a"], &[body(0), body(1)], None);
     let n = forward(None, &m).unwrap();
-    let split = with_code_layout(&n).unwrap();
+    let split = with_code_layout_as(&n, false).unwrap();
     let all_opcodes = [0x20, 0x41, 0x10, 0x20, 0x1a, 0x0b].repeat(2);
     let at = split.bytes.windows(all_opcodes.len()).position(|w| w == all_opcodes).expect("the opcodes of both bodies in one stream");
     // Then labels (none) and block types (none), the locals of both bodies, ...
     assert_eq!(&split.bytes[at + all_opcodes.len()..][..4], &[0x00, 0x01, 0x00, 0x01], "local indices follow the opcodes");
     assert_eq!(inverse(&split.bytes, &split.side_info).unwrap(), m);
+    // As move-to-front ranks, local 0 then local 1 of each body are ranks 0 and 1;
+    // the second body starts its list over.
+    let ranked = with_code_layout_as(&n, true).unwrap();
+    assert_eq!(&ranked.bytes[at + all_opcodes.len()..][..4], &[0x00, 0x01, 0x00, 0x01]);
+    // Local 1 used twice: rank 1, then rank 0.
+    let twice = module(&[], &[vec![0x20, 0x01, 0x20, 0x01, 0x6a, 0x1a]], None);
+    let ranked = with_code_layout_as(&forward(None, &twice).unwrap(), true).unwrap();
+    let ops = [0x20, 0x20, 0x6a, 0x1a, 0x0b];
+    let at = ranked.bytes.windows(ops.len()).position(|w| w == ops).expect("the opcodes");
+    assert_eq!(&ranked.bytes[at + ops.len()..][..2], &[0x01, 0x00]);
+    assert_eq!(inverse(&ranked.bytes, &ranked.side_info).unwrap(), twice);
     // A module the walker cannot read has no split layout.
     let unknown = module(&[], &[vec![0xfb, 0x7f, 0x10, 0x00]], None);
-    assert!(split_code_layout(&unknown).is_err());
+    assert!(split_code_layout(&unknown, &split.side_info).is_err());
 }
 
 #[test]
@@ -376,7 +388,7 @@ fn hostile_input_never_panics_and_accepted_input_round_trips() {
             let _ = inverse(&bad_bytes, &n.side_info);
             let bad_side = mutate(&mut rng, &n.side_info);
             let _ = inverse(&n.bytes, &bad_side);
-            if let Ok(split) = with_code_layout(&n) {
+            if let Ok(split) = with_code_layout_as(&n, round % 3 == 0) {
                 assert_eq!(inverse(&split.bytes, &split.side_info).expect("inverse of the split layout"), hostile, "round {round}, split");
                 let _ = inverse(&mutate(&mut rng, &split.bytes), &split.side_info);
                 let _ = inverse(&split.bytes, &mutate(&mut rng, &split.side_info));

@@ -61,8 +61,9 @@ pub(super) struct DeltaStream {
     pub(super) keep_history: bool,
     /// Old files the reference presents in the field-split layout (the old
     /// module of a transformed file whose side info says so, docs/FORMAT.md
-    /// §2.8.7), by index into `PatchTree::old_files`.
-    pub(super) split_files: Vec<usize>,
+    /// §2.8.7): (index into `PatchTree::old_files`, index into
+    /// `PatchTree::transforms` of the file whose side info says how).
+    pub(super) split_files: Vec<(usize, usize)>,
     /// The last of them read: (index, its split layout). One at a time: a
     /// module of up to 64 MiB.
     pub(super) split_old: Option<(usize, Vec<u8>)>,
@@ -440,10 +441,14 @@ impl DeltaStream {
         let offset = self.cursor - start;
         let n = buf.len().min((size - offset) as usize);
         let path = &tree.old_files[file].path;
-        if self.split_files.contains(&file) {
+        if let Some(&(_, t)) = self.split_files.iter().find(|s| s.0 == file) {
             if self.split_old.as_ref().map(|s| s.0) != Some(file) {
                 self.split_old = None;
-                self.split_old = Some((file, read_split(old, path, size)?));
+                let split = read_split(old, path, size, &tree.transforms[t].side_info).map_err(|e| match e {
+                    Error::Corrupt { what, .. } => self.corrupt(what),
+                    e => e,
+                })?;
+                self.split_old = Some((file, split));
             }
             let split = &self.split_old.as_ref().expect("read above").1;
             buf[..n].copy_from_slice(&split[offset as usize..offset as usize + n]);
@@ -456,24 +461,21 @@ impl DeltaStream {
 
 /// The old files a transformed file in the field-split layout is diffed
 /// against: the old file of its path (the one old file of a single-file patch).
-fn split_old_files(tree: &PatchTree) -> Vec<usize> {
-    let mut files: Vec<usize> = tree
-        .transforms
+fn split_old_files(tree: &PatchTree) -> Vec<(usize, usize)> {
+    tree.transforms
         .iter()
-        .filter(|w| crate::wasm_transform::side_info_has_code_layout(&w.side_info))
-        .filter_map(|w| match tree.single_file {
-            true => (!tree.old_files.is_empty()).then_some(0),
-            false => tree.old_files.iter().position(|f| f.path == tree.entries[w.entry].path),
+        .enumerate()
+        .filter(|(_, w)| crate::wasm_transform::side_info_has_code_layout(&w.side_info))
+        .filter_map(|(t, w)| match tree.single_file {
+            true => (!tree.old_files.is_empty()).then_some((0, t)),
+            false => tree.old_files.iter().position(|f| f.path == tree.entries[w.entry].path).map(|f| (f, t)),
         })
-        .collect();
-    files.sort_unstable();
-    files.dedup();
-    files
+        .collect()
 }
 
 /// The whole old module at `path`, in the field-split layout. A module that is
 /// not the one the patch was made from may not split: that is the wrong old build.
-fn read_split<O: OldBuild>(old: &mut O, path: &str, size: u64) -> Result<Vec<u8>> {
+fn read_split<O: OldBuild>(old: &mut O, path: &str, size: u64, side_info: &[u8]) -> Result<Vec<u8>> {
     if size > MAX_WASM_TRANSFORM_BYTES {
         return Err(Error::WrongOldBuild {
             what: format!("{}: {size} bytes, over the {MAX_WASM_TRANSFORM_BYTES}-byte cap of a split wasm module", display_path(path)),
@@ -481,5 +483,8 @@ fn read_split<O: OldBuild>(old: &mut O, path: &str, size: u64) -> Result<Vec<u8>
     }
     let mut module = vec![0u8; size as usize];
     old.read_at(path, 0, &mut module).map_err(|e| Error::OldRead { path: display_path(path), source: e })?;
-    crate::wasm_transform::split_code_layout(&module).map_err(|e| Error::WrongOldBuild { what: format!("{}: {e}", display_path(path)) })
+    crate::wasm_transform::split_code_layout(&module, side_info).map_err(|e| match e {
+        crate::wasm_transform::TransformError::NotWasm { .. } => Error::WrongOldBuild { what: format!("{}: {e}", display_path(path)) },
+        e => Error::Corrupt { input: Input::Patch, offset: 0, what: format!("{}: {e}", display_path(path)) },
+    })
 }

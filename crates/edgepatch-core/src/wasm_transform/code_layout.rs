@@ -87,6 +87,36 @@ pub(crate) trait Fields {
     /// Bytes of the module read so far (an offset in the module for a module's own walk).
     fn position(&self) -> usize;
     fn err(&self, what: &'static str) -> ParseError;
+    /// A `local.get`/`set`/`tee` index (a u32 of stream 3, or its move-to-front rank).
+    fn local(&mut self) -> ParseResult<()> {
+        self.leb(Field::Local, Leb::U32).map(|_| ())
+    }
+    /// A body's instructions begin (the move-to-front list starts over).
+    fn begin_body(&mut self) {}
+}
+
+/// The locals' move-to-front list of one body (docs/FORMAT.md §2.8.7): the
+/// one-byte indices 0..=127, most recently used first.
+struct MoveToFront([u8; 128]);
+
+impl MoveToFront {
+    fn new() -> Self {
+        MoveToFront(std::array::from_fn(|i| i as u8))
+    }
+    /// The rank of `index`, which moves to the front.
+    fn rank(&mut self, index: u8) -> u8 {
+        let r = self.0.iter().position(|&x| x == index).expect("every index below 128 is listed");
+        self.0.copy_within(0..r, 1);
+        self.0[0] = index;
+        r as u8
+    }
+    /// The index of `rank`, which moves to the front.
+    fn index(&mut self, rank: u8) -> u8 {
+        let index = self.0[rank as usize];
+        self.0.copy_within(0..rank as usize, 1);
+        self.0[0] = index;
+        index
+    }
 }
 
 fn value_type<F: Fields>(f: &mut F, field: Field) -> ParseResult<()> {
@@ -124,6 +154,7 @@ pub(crate) fn walk_body<F: Fields>(f: &mut F, end: usize) -> ParseResult<()> {
         f.leb(Field::Other, Leb::U32)?;
         value_type(f, Field::Other)?;
     }
+    f.begin_body();
     while f.position() < end {
         instruction(f)?;
     }
@@ -142,9 +173,7 @@ fn instruction<F: Fields>(f: &mut F) -> ParseResult<()> {
         0x0c | 0x0d | 0xd5 | 0xd6 => {
             f.leb(Label, Leb::U32)?;
         }
-        0x20..=0x22 => {
-            f.leb(Local, Leb::U32)?;
-        }
+        0x20..=0x22 => f.local()?,
         0x07..=0x09 | 0x14 | 0x15 | 0x18 | 0x23..=0x26 | 0x3f | 0x40 => {
             f.leb(Index, Leb::U32)?;
         }
@@ -277,6 +306,8 @@ impl Fields for InPlace<'_, '_> {
 struct Splitter<'a> {
     c: Cursor<'a>,
     streams: [Vec<u8>; FIELDS],
+    /// Locals as move-to-front ranks.
+    mtf: Option<MoveToFront>,
 }
 
 impl Fields for Splitter<'_> {
@@ -306,6 +337,23 @@ impl Fields for Splitter<'_> {
     fn err(&self, what: &'static str) -> ParseError {
         ParseError { offset: self.c.pos, what }
     }
+
+    fn local(&mut self) -> ParseResult<()> {
+        match (&mut self.mtf, self.c.bytes.get(self.c.pos)) {
+            (Some(mtf), Some(&b)) if b < 0x80 => {
+                self.c.pos += 1;
+                self.streams[Field::Local as usize].push(mtf.rank(b));
+                Ok(())
+            }
+            _ => self.leb(Field::Local, Leb::U32).map(|_| ()),
+        }
+    }
+
+    fn begin_body(&mut self) {
+        if let Some(mtf) = &mut self.mtf {
+            *mtf = MoveToFront::new();
+        }
+    }
 }
 
 /// Joining: reads each field from its stream, writes the module in order.
@@ -315,6 +363,8 @@ struct Joiner<'a> {
     /// Each stream's next byte and end, in `split`.
     at: [(usize, usize); FIELDS],
     out: Vec<u8>,
+    /// Locals are move-to-front ranks.
+    mtf: Option<MoveToFront>,
 }
 
 impl Joiner<'_> {
@@ -359,6 +409,25 @@ impl Fields for Joiner<'_> {
     fn err(&self, what: &'static str) -> ParseError {
         ParseError { offset: self.out.len(), what }
     }
+
+    fn local(&mut self) -> ParseResult<()> {
+        let (at, end) = self.at[Field::Local as usize];
+        match &mut self.mtf {
+            Some(mtf) if at < end && self.split[at] < 0x80 => {
+                let index = mtf.index(self.split[at]);
+                self.at[Field::Local as usize].0 = at + 1;
+                self.out.push(index);
+                Ok(())
+            }
+            _ => self.leb(Field::Local, Leb::U32).map(|_| ()),
+        }
+    }
+
+    fn begin_body(&mut self) {
+        if let Some(mtf) = &mut self.mtf {
+            *mtf = MoveToFront::new();
+        }
+    }
 }
 
 /// Reads a code section's contents (function count, then sized bodies) up to
@@ -382,11 +451,16 @@ fn code_contents(bytes: &[u8]) -> ParseResult<Option<(usize, usize)>> {
     Ok(section_headers(bytes)?.into_iter().find(|(id, _)| *id == CODE_SECTION).map(|(_, s)| (s.contents, s.end)))
 }
 
+/// Where the module's code section ends.
+pub(crate) fn code_end(module: &[u8]) -> ParseResult<u64> {
+    code_contents(module)?.map(|(_, end)| end as u64).ok_or(ParseError { offset: 8, what: "no code section" })
+}
+
 /// The module with its code section in the split layout, and each stream's
 /// length. Errors: not a module whose every body the walker reads.
-pub(crate) fn split(module: &[u8]) -> ParseResult<(Vec<u8>, [u64; FIELDS])> {
+pub(crate) fn split(module: &[u8], locals_mtf: bool) -> ParseResult<(Vec<u8>, [u64; FIELDS])> {
     let Some((start, end)) = code_contents(module)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
-    let mut s = Splitter { c: Cursor::new(&module[..end], start), streams: Default::default() };
+    let mut s = Splitter { c: Cursor::new(&module[..end], start), streams: Default::default(), mtf: locals_mtf.then(MoveToFront::new) };
     walk_code(&mut s, end)?;
     let mut out = Vec::with_capacity(module.len());
     out.extend_from_slice(&module[..start]);
@@ -402,7 +476,7 @@ pub(crate) fn split(module: &[u8]) -> ParseResult<(Vec<u8>, [u64; FIELDS])> {
 
 /// The inverse of [`split`]: the module with its code section interleaved
 /// again, from the split form and the streams' lengths.
-pub(crate) fn join(split: &[u8], lens: &[u64; FIELDS]) -> ParseResult<Vec<u8>> {
+pub(crate) fn join(split: &[u8], lens: &[u64; FIELDS], locals_mtf: bool) -> ParseResult<Vec<u8>> {
     let Some((start, end)) = code_contents(split)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
     let mut at = [(0usize, 0usize); FIELDS];
     let mut next = start as u64;
@@ -414,7 +488,7 @@ pub(crate) fn join(split: &[u8], lens: &[u64; FIELDS]) -> ParseResult<Vec<u8>> {
     if next != end as u64 {
         return Err(ParseError { offset: start, what: "field streams shorter than the code section" });
     }
-    let mut j = Joiner { split: &split[..end], at, out: Vec::with_capacity(split.len()) };
+    let mut j = Joiner { split: &split[..end], at, out: Vec::with_capacity(split.len()), mtf: locals_mtf.then(MoveToFront::new) };
     j.out.extend_from_slice(&split[..start]);
     // The output starts with the bytes before the section: positions are module offsets.
     walk_code(&mut j, end)?;

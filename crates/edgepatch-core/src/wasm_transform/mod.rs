@@ -295,8 +295,9 @@ fn inverse_from<E: From<TransformError>>(source: Source, side_info: &[u8], emit:
     let side = SideInfo::decode(side_info)?;
     match side.code_layout {
         // The bodies interleaved again first (a second module-sized buffer while it runs).
-        Some(lens) => {
-            let mut joined = code_layout::join(source.bytes(), &lens).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+        Some(layout) => {
+            let mut joined = code_layout::join(source.bytes(), &layout.lens, layout.locals_mtf)
+                .map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
             inverse_decoded(Source::InPlace(&mut joined), &side, emit)
         }
         None => inverse_decoded(source, &side, emit),
@@ -304,21 +305,38 @@ fn inverse_from<E: From<TransformError>>(source: Source, side_info: &[u8], emit:
 }
 
 /// The code section's field-split layout (docs/FORMAT.md §2.8.7) of a module
-/// the transform reads: the form in which a patch whose side info says so
-/// reads the old module, and stores the new module's normalized form.
-pub fn split_code_layout(module: &[u8]) -> Result<Vec<u8>, TransformError> {
-    code_layout::split(module).map(|(bytes, _)| bytes).map_err(|e| TransformError::NotWasm { offset: e.offset, what: e.what })
+/// the transform reads, coded as `side_info` (version 3) says: the form in
+/// which a patch with that side info reads the old module.
+pub fn split_code_layout(module: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
+    let layout = SideInfo::decode(side_info)?.code_layout.ok_or(TransformError::SideInfo { offset: 4, what: "not a split layout (version 3)" })?;
+    code_layout::split(module, layout.locals_mtf).map(|(bytes, _)| bytes).map_err(|e| TransformError::NotWasm { offset: e.offset, what: e.what })
 }
 
 /// `normalized` with its code section in the field-split layout, and its side
-/// info saying so (version 3).
+/// info saying so (version 3). Local indices are coded as move-to-front ranks
+/// where that makes the locals' stream compress smaller (zstd level 3: Rust's
+/// and C's register-like locals gain, Go's few fixed-purpose ones lose).
 pub fn with_code_layout(normalized: &Normalized) -> Result<Normalized, TransformError> {
+    let plain = with_code_layout_as(normalized, false)?;
+    let ranked = with_code_layout_as(normalized, true)?;
+    let locals = |n: &Normalized| -> Result<usize, TransformError> {
+        let layout = SideInfo::decode(&n.side_info)?.code_layout.expect("split above");
+        let end = code_layout::code_end(&n.bytes).map_err(|e| TransformError::NotWasm { offset: e.offset, what: e.what })? as usize;
+        let before: u64 = layout.lens[code_layout::Field::Local as usize + 1..].iter().sum();
+        let (stop, len) = (end - before as usize, layout.lens[code_layout::Field::Local as usize] as usize);
+        Ok(zstd::bulk::compress(&n.bytes[stop - len..stop], 3).map_or(usize::MAX, |c| c.len()))
+    };
+    Ok(if locals(&ranked)? < locals(&plain)? { ranked } else { plain })
+}
+
+/// [`with_code_layout`] with the locals' coding given: move-to-front ranks or not.
+pub fn with_code_layout_as(normalized: &Normalized, locals_mtf: bool) -> Result<Normalized, TransformError> {
     let mut side = SideInfo::decode(&normalized.side_info)?;
     if side.code_layout.is_some() {
         return Err(TransformError::SideInfo { offset: 4, what: "already in the split layout" });
     }
-    let (bytes, lens) = code_layout::split(&normalized.bytes).map_err(|e| TransformError::NotWasm { offset: e.offset, what: e.what })?;
-    side.code_layout = Some(lens);
+    let (bytes, lens) = code_layout::split(&normalized.bytes, locals_mtf).map_err(|e| TransformError::NotWasm { offset: e.offset, what: e.what })?;
+    side.code_layout = Some(side_info::CodeLayout { locals_mtf, lens });
     Ok(Normalized { bytes, side_info: side.encode() })
 }
 

@@ -105,9 +105,18 @@ pub(crate) struct SideInfo {
     pub address_end: u64,
     /// Ordinals of data words kept verbatim.
     pub data_exceptions: Vec<u64>,
-    /// The normalized module's code section is in the field-split layout,
-    /// with these stream lengths (version 3).
-    pub code_layout: Option<[u64; FIELDS]>,
+    /// The normalized module's code section is in the field-split layout
+    /// (version 3).
+    pub code_layout: Option<CodeLayout>,
+}
+
+/// How a split code section is laid out (docs/FORMAT.md §2.8.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CodeLayout {
+    /// Local indices below 128 are stored as move-to-front ranks.
+    pub locals_mtf: bool,
+    /// Each field stream's length.
+    pub lens: [u64; FIELDS],
 }
 
 fn put_ascending(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) {
@@ -122,9 +131,10 @@ fn put_ascending(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) 
 impl SideInfo {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
-        if self.code_layout.is_some() {
+        if let Some(layout) = &self.code_layout {
             out.push(VERSION_CODE_LAYOUT);
             out.push(u8::from(self.memarg_offsets));
+            out.push(u8::from(layout.locals_mtf));
         } else {
             out.push(if self.memarg_offsets { VERSION_MEMARG_OFFSETS } else { VERSION_CONSTANTS });
         }
@@ -157,7 +167,7 @@ impl SideInfo {
         }
         write_unsigned(&mut out, self.address_end.wrapping_sub(prev));
         put_ascending(&mut out, self.data_exceptions.iter().copied());
-        for &len in self.code_layout.iter().flatten() {
+        for &len in self.code_layout.iter().flat_map(|l| l.lens.iter()) {
             write_unsigned(&mut out, len);
         }
         out
@@ -178,6 +188,14 @@ impl SideInfo {
                 _ => return Err(r.err("memarg offsets flag not 0 or 1")),
             },
             _ => return Err(TransformError::SideInfo { offset: 4, what: "unsupported version" }),
+        };
+        let locals_mtf = match bytes[4] {
+            VERSION_CODE_LAYOUT => match r.byte()? {
+                0 => false,
+                1 => true,
+                _ => return Err(r.err("locals coding not 0 or 1")),
+            },
+            _ => false,
         };
         let code_size_width = r.varint()?;
         if code_size_width > 5 {
@@ -225,7 +243,7 @@ impl SideInfo {
             for len in &mut lens {
                 *len = r.varint()?;
             }
-            Some(lens)
+            Some(CodeLayout { locals_mtf, lens })
         } else {
             None
         };

@@ -490,18 +490,23 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
         })
         .collect();
     // §2.8.7: the old module of a file in the split layout is read split.
-    let split_paths: HashSet<&str> = tree
+    let split_paths: HashMap<&str, &[u8]> = tree
         .iter()
-        .filter(|(_, kind)| matches!(kind, New::Delta { wasm: Some((_, side)), .. } if wasm::has_layout(side)))
-        .map(|(path, _)| if single { listing.first().map_or("", |l| l.0.as_str()) } else { path.as_str() })
+        .filter_map(|(path, kind)| match kind {
+            New::Delta { wasm: Some((_, side)), .. } if wasm::has_layout(side) => Some((path, side.as_slice())),
+            _ => None,
+        })
+        .map(|(path, side)| (if single { listing.first().map_or("", |l| l.0.as_str()) } else { path.as_str() }, side))
         .collect();
     let mut reference = Vec::new();
     for &(at, in_reference) in &table {
         if in_reference {
             let path = listing[at].0.as_str();
-            match split_paths.contains(path) {
-                true => reference.extend_from_slice(&wasm::split(old_data[path]).map_err(|e| format!("{path}: the old module does not split: {e}"))?),
-                false => reference.extend_from_slice(old_data[path]),
+            match split_paths.get(path) {
+                Some(side) => {
+                    reference.extend_from_slice(&wasm::split_as(old_data[path], side).map_err(|e| format!("{path}: the old module does not split: {e}"))?)
+                }
+                None => reference.extend_from_slice(old_data[path]),
             }
         }
     }

@@ -408,8 +408,8 @@ struct Side {
     /// (new_start, end, delta)
     pieces: Vec<(u64, u64, i64)>,
     data_exceptions: std::collections::HashSet<u64>,
-    /// Version 3: the code section's field streams' lengths (§2.8.7).
-    layout: Option<[u64; 12]>,
+    /// Version 3 (§2.8.7): whether locals are move-to-front ranks, the field streams' lengths.
+    layout: Option<(bool, [u64; 12])>,
 }
 
 fn side(b: &[u8]) -> Outcome<Side> {
@@ -417,7 +417,7 @@ fn side(b: &[u8]) -> Outcome<Side> {
         return Err("side info magic or version".into());
     }
     let mut at = 5;
-    // Version 3: a byte for whether memarg offsets are immediates.
+    // Version 3: a byte for whether memarg offsets are immediates, one for the locals' coding.
     let offsets = match b[4] {
         3 => match byte(b, &mut at)? {
             0 => false,
@@ -425,6 +425,14 @@ fn side(b: &[u8]) -> Outcome<Side> {
             _ => return Err("memarg offsets byte".into()),
         },
         v => v == 2,
+    };
+    let mtf = match b[4] {
+        3 => match byte(b, &mut at)? {
+            0 => false,
+            1 => true,
+            _ => return Err("locals coding byte".into()),
+        },
+        _ => false,
     };
     let v = |at: &mut usize| uleb(b, at, 64);
     let count = |at: &mut usize| -> Outcome<u64> {
@@ -511,7 +519,7 @@ fn side(b: &[u8]) -> Outcome<Side> {
         for len in &mut lens {
             *len = v(&mut at)?;
         }
-        layout = Some(lens);
+        layout = Some((mtf, lens));
     }
     if at != b.len() {
         return Err("bytes after the side info".into());
@@ -629,8 +637,8 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
     let side = side(side_bytes)?;
     let joined;
     let n = match side.layout {
-        Some(lens) => {
-            joined = join(n, &lens)?;
+        Some((mtf, lens)) => {
+            joined = join(n, &lens, mtf)?;
             &joined[..]
         }
         None => n,
@@ -731,6 +739,12 @@ pub fn has_layout(side_bytes: &[u8]) -> bool {
     side_bytes.len() > 4 && &side_bytes[..4] == b"EPWT" && side_bytes[4] == 3
 }
 
+/// §2.8.7: the old module `m` split as the side info says.
+pub fn split_as(m: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
+    let (mtf, _) = side(side_bytes)?.layout.ok_or("not a split layout")?;
+    split(m, mtf)
+}
+
 // §2.8.7 field streams, in layout order.
 const OP: usize = 0;
 const BLOCK: usize = 1;
@@ -753,6 +767,8 @@ struct Fields<'a> {
     at: Vec<usize>,
     out: Vec<Vec<u8>>,
     joining: bool,
+    /// §2.8.7 locals as move-to-front ranks: the list of 0..=127, reset per body.
+    mtf: Option<Vec<u8>>,
 }
 
 impl Fields<'_> {
@@ -816,6 +832,24 @@ impl Fields<'_> {
         }
         Ok(())
     }
+    /// A local index: with move-to-front on, a one-byte index is its rank in the list
+    /// (splitting) or a one-byte rank stands for the index there (joining).
+    fn local(&mut self) -> Outcome<()> {
+        let k = self.k(LOCAL);
+        let next = self.src[k].get(self.at[k]).copied();
+        match (&mut self.mtf, next) {
+            (Some(list), Some(b)) if b < 0x80 => {
+                self.at[k] += 1;
+                let (pos, value) = if self.joining { (b as usize, list[b as usize]) } else { (list.iter().position(|&x| x == b).unwrap(), b) };
+                list.remove(pos);
+                list.insert(0, value);
+                let written = if self.joining { value } else { pos as u8 };
+                self.out[if self.joining { 0 } else { LOCAL }].push(written);
+                Ok(())
+            }
+            _ => self.u(LOCAL, 32).map(|_| ()),
+        }
+    }
     fn memarg(&mut self) -> Outcome<()> {
         if self.u(ALIGN, 32)? & 0x40 != 0 {
             self.u(ALIGN, 32)?;
@@ -835,6 +869,9 @@ impl Fields<'_> {
             for _ in 0..self.u(OTHER, 32)? {
                 self.u(OTHER, 32)?;
                 self.value_type(OTHER)?;
+            }
+            if let Some(list) = &mut self.mtf {
+                *list = (0..128).collect();
             }
             while self.pos() < end {
                 self.instruction()?;
@@ -857,9 +894,7 @@ impl Fields<'_> {
             0x0c | 0x0d | 0xd5 | 0xd6 => {
                 self.u(LABEL, 32)?;
             }
-            0x20..=0x22 => {
-                self.u(LOCAL, 32)?;
-            }
+            0x20..=0x22 => self.local()?,
             0x07 | 0x08 | 0x09 | 0x14 | 0x15 | 0x18 | 0x23..=0x26 | 0x3f | 0x40 => {
                 self.u(INDEX, 32)?;
             }
@@ -963,9 +998,9 @@ fn code_contents(m: &[u8]) -> Outcome<(usize, usize)> {
 }
 
 /// §2.8.7: the module with its code section split into the field streams.
-pub fn split(m: &[u8]) -> Outcome<Vec<u8>> {
+fn split(m: &[u8], mtf: bool) -> Outcome<Vec<u8>> {
     let (start, end) = code_contents(m)?;
-    let mut f = Fields { src: vec![&m[start..end]], at: vec![0], out: vec![Vec::new(); 12], joining: false };
+    let mut f = Fields { src: vec![&m[start..end]], at: vec![0], out: vec![Vec::new(); 12], joining: false, mtf: mtf.then(Vec::new) };
     f.code(end - start)?;
     let mut out = m[..start].to_vec();
     for stream in &f.out {
@@ -976,7 +1011,7 @@ pub fn split(m: &[u8]) -> Outcome<Vec<u8>> {
 }
 
 /// §2.8.7: the module with its code section interleaved again.
-fn join(n: &[u8], lens: &[u64; 12]) -> Outcome<Vec<u8>> {
+fn join(n: &[u8], lens: &[u64; 12], mtf: bool) -> Outcome<Vec<u8>> {
     let (start, end) = code_contents(n)?;
     let mut src = Vec::new();
     let mut at = start as u64;
@@ -988,7 +1023,7 @@ fn join(n: &[u8], lens: &[u64; 12]) -> Outcome<Vec<u8>> {
     if at != end as u64 {
         return Err("streams short of the code section".into());
     }
-    let mut f = Fields { src, at: vec![0; 12], out: vec![Vec::new()], joining: true };
+    let mut f = Fields { src, at: vec![0; 12], out: vec![Vec::new()], joining: true, mtf: mtf.then(Vec::new) };
     f.code(end - start)?;
     if f.at.iter().zip(lens).any(|(&a, &l)| a as u64 != l) {
         return Err("stream bytes left over".into());

@@ -584,6 +584,7 @@ const HOSTILE_FILES: &[(&str, &[u8])] = &[
     hostile!("wasm-split-streams-past-section.patch"),
     hostile!("wasm-split-stream-left-over.patch"),
     hostile!("wasm-split-body-past-streams.patch"),
+    hostile!("wasm-split-locals-coding.patch"),
     hostile!("manifest-oversized.manifest"),
     hostile!("manifest-entry-count.manifest"),
     hostile!("manifest-count-vs-bytes.manifest"),
