@@ -77,6 +77,21 @@ fn re_emitted_code_is_stored_in_the_split_layout_and_applies_exactly() {
     assert_eq!(err.kind(), ErrorKind::OldBuild, "{err}");
 }
 
+/// Three split modules in one tree: each file's segments read its own old module
+/// split, and the applier keeps the split old modules between reads.
+#[test]
+fn three_modules_in_the_split_layout_in_one_tree_apply_exactly() {
+    let (a1, a2) = wasm_modules::recompiled_versions(500);
+    let (b1, b2) = wasm_modules::recompiled_versions(300);
+    let old = Build::from_entries(vec![file("a.wasm", a1), file("b.wasm", b1.clone()), file("c.wasm", b1)]).unwrap();
+    let new = Build::from_entries(vec![file("a.wasm", a2), file("b.wasm", b2.clone()), file("c.wasm", b2)]).unwrap();
+    let (patch, stats) = diff(&old, &new, true, 64 << 10);
+    assert_eq!(stats.wasm_transformed, 3);
+    let info = inspect_patch(&patch[..]).unwrap();
+    assert!(info.tree.transforms.iter().all(|t| edgepatch_core::wasm_transform::side_info_has_code_layout(&t.side_info)));
+    assert_eq!(appliers::apply_both(&patch, &old), new);
+}
+
 #[test]
 fn a_module_the_transform_does_not_help_is_stored_as_it_is() {
     // Same functions, one constant changed: nothing to renumber.

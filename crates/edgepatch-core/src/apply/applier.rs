@@ -442,7 +442,7 @@ impl PatchApplier {
             self.check_digest(sink)?;
         }
         // Empty delta files need no segment.
-        self.distribute(&[], sink, &mut None)
+        self.distribute(&[], sink, &mut Vec::new())
     }
 
     fn file_hashed(&mut self, hasher: blake3::Hasher) {
@@ -503,10 +503,10 @@ impl PatchApplier {
     /// Writes delta bytes into the delta files in order, verifying and finishing
     /// each as it completes (and any empty ones that follow). A transformed
     /// file's bytes are gathered and inverted into the file once complete;
-    /// `split_old`, the delta stream's split old module, is dropped first (the
+    /// `split_old`, the delta stream's split old modules, are dropped first (the
     /// inverse of a split file holds a second copy of its module while it
-    /// joins; a later read of that old module splits it again).
-    fn distribute<S: BuildSink>(&mut self, mut data: &[u8], sink: &mut S, split_old: &mut Option<(usize, Vec<u8>)>) -> Result<()> {
+    /// joins; a later read of an old module splits it again).
+    fn distribute<S: BuildSink>(&mut self, mut data: &[u8], sink: &mut S, split_old: &mut Vec<(usize, Vec<u8>)>) -> Result<()> {
         loop {
             if self.files.open.is_none() {
                 let Some(&i) = self.files.entries.get(self.files.next) else { break };
@@ -552,7 +552,7 @@ impl PatchApplier {
             if *left == 0 {
                 let (i, _, mut hasher) = self.files.open.take().expect("a file is open");
                 if self.tree.transform(i).is_some() {
-                    *split_old = None;
+                    split_old.clear();
                     hasher = self.invert(i, sink)?;
                 }
                 self.file_hashed(hasher);

@@ -12,6 +12,8 @@ use crate::patch_format::*;
 
 /// Old data an ops segment prefetches for its copies, at most (see `prefetch_copies`).
 const PREFETCH_BUDGET: u64 = 8 << 20;
+/// Bytes of split old modules kept between reads, at most (two modules at the cap).
+const SPLIT_CACHE: u64 = 2 * MAX_WASM_TRANSFORM_BYTES;
 /// Copy spans an ops segment considers for prefetching, at most: 6 MiB of
 /// bookkeeping, not 24 bytes for each of a hostile segment's millions of ops.
 const MAX_PREFETCH_SPANS: usize = 1 << 18;
@@ -64,9 +66,10 @@ pub(super) struct DeltaStream {
     /// §2.8.7): (index into `PatchTree::old_files`, index into
     /// `PatchTree::transforms` of the file whose side info says how).
     pub(super) split_files: Vec<(usize, usize)>,
-    /// The last of them read: (index, its split layout). One at a time: a
-    /// module of up to 64 MiB.
-    pub(super) split_old: Option<(usize, Vec<u8>)>,
+    /// Those read so far: (index, its split layout), most recently used last,
+    /// together at most `SPLIT_CACHE` bytes (plus the one being read): a patch
+    /// that alternates between more split modules than that splits them again.
+    pub(super) split_old: Vec<(usize, Vec<u8>)>,
 }
 
 impl DeltaStream {
@@ -104,7 +107,7 @@ impl DeltaStream {
             total: tree.delta_bytes(),
             keep_history: true,
             split_files: split_old_files(tree),
-            split_old: None,
+            split_old: Vec::new(),
         }
     }
 
@@ -442,15 +445,24 @@ impl DeltaStream {
         let n = buf.len().min((size - offset) as usize);
         let path = &tree.old_files[file].path;
         if let Some(&(_, t)) = self.split_files.iter().find(|s| s.0 == file) {
-            if self.split_old.as_ref().map(|s| s.0) != Some(file) {
-                self.split_old = None;
-                let split = read_split(old, path, size, &tree.transforms[t].side_info).map_err(|e| match e {
-                    Error::Corrupt { what, .. } => self.corrupt(what),
-                    e => e,
-                })?;
-                self.split_old = Some((file, split));
+            match self.split_old.iter().position(|s| s.0 == file) {
+                Some(k) => {
+                    let hit = self.split_old.remove(k);
+                    self.split_old.push(hit);
+                }
+                None => {
+                    // Room first, so that the old ones are freed before the new one is read.
+                    while !self.split_old.is_empty() && self.split_old.iter().map(|s| s.1.len() as u64).sum::<u64>() + size > SPLIT_CACHE {
+                        self.split_old.remove(0);
+                    }
+                    let split = read_split(old, path, size, &tree.transforms[t].side_info).map_err(|e| match e {
+                        Error::Corrupt { what, .. } => self.corrupt(what),
+                        e => e,
+                    })?;
+                    self.split_old.push((file, split));
+                }
             }
-            let split = &self.split_old.as_ref().expect("read above").1;
+            let split = &self.split_old.last().expect("found or read above").1;
             buf[..n].copy_from_slice(&split[offset as usize..offset as usize + n]);
             return Ok(n);
         }
@@ -477,8 +489,11 @@ fn split_old_files(tree: &PatchTree) -> Vec<(usize, usize)> {
 /// not the one the patch was made from may not split: that is the wrong old build.
 fn read_split<O: OldBuild>(old: &mut O, path: &str, size: u64, side_info: &[u8]) -> Result<Vec<u8>> {
     if size > MAX_WASM_TRANSFORM_BYTES {
-        return Err(Error::WrongOldBuild {
-            what: format!("{}: {size} bytes, over the {MAX_WASM_TRANSFORM_BYTES}-byte cap of a split wasm module", display_path(path)),
+        // The old build is the one the patch names (its listing matched): the patch is wrong.
+        return Err(Error::Corrupt {
+            input: Input::Patch,
+            offset: 0,
+            what: format!("{}: the old module of a split-layout file is {size} bytes, over the {MAX_WASM_TRANSFORM_BYTES}-byte cap", display_path(path)),
         });
     }
     let mut module = vec![0u8; size as usize];
