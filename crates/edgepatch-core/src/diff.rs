@@ -258,13 +258,15 @@ fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usi
     };
     let plain = encode_segments(old, new, &[], opts, threads, &quiet)?;
     let mut best = (size(&plain, &[])?, WasmChoice { transformed: None, old_split: None, segments: plain });
-    let transformed = if renumbered { encode_segments(old, &n.bytes, &[], opts, threads, &quiet)? } else { Vec::new() };
-    let t_size = if renumbered { size(&transformed, &n.side_info)? } else { usize::MAX };
     // The field-split layout of both modules (docs/FORMAT.md §2.8.7): smaller on
     // re-emitted code (a toolchain change), larger on some small changes.
     let split = crate::wasm_transform::with_code_layout(&n).ok().and_then(|n| Some((crate::wasm_transform::split_code_layout(old, &n.side_info).ok()?, n)));
-    if t_size < best.0 {
-        best = (t_size, WasmChoice { transformed: Some((n.bytes, n.side_info)), old_split: None, segments: transformed });
+    if renumbered {
+        let segments = encode_segments(old, &n.bytes, &[], opts, threads, &quiet)?;
+        let t_size = size(&segments, &n.side_info)?;
+        if t_size < best.0 {
+            best = (t_size, WasmChoice { transformed: Some((n.bytes, n.side_info)), old_split: None, segments });
+        }
     }
     if let Some((old_split, n)) = split {
         let segments = encode_segments(&old_split, &n.bytes, &[], opts, threads, &quiet)?;

@@ -497,17 +497,20 @@ fn make_vectors() -> Vec<Vector> {
     // The wasm transform table and side info (docs/FORMAT.md §2.8): one delta
     // file of 8 bytes (a bare wasm header, produced by one extra-bytes op).
     {
-        let transformed = |table: &[u8], with_body: bool| {
-            let mut tree = delta_files_tree(&[8]);
+        // One delta file holding `module` (made by one extra-bytes op when `with_body`).
+        let with_module = |module: &[u8], table: &[u8], with_body: bool| {
+            let len = module.len() as u64;
+            let mut tree = delta_files_tree(&[len]);
             tree.extend_from_slice(table);
             let mut p = PatchBytes::new(&tree);
             p.flags = 2;
             if with_body {
-                p.body = ops_segment(8, &control(&[(2, 0, 8)]), &[], b"\0asm\x01\0\0\0");
-                (p.segments, p.delta) = (1, 8);
+                p.body = ops_segment(len, &control(&[(2, 0, len)]), &[], module);
+                (p.segments, p.delta) = (1, len);
             }
             p.encode()
         };
+        let transformed = |table: &[u8], with_body: bool| with_module(b"\0asm\x01\0\0\0", table, with_body);
         let row = |size: u64, side_len: u64, side: &[u8]| {
             let mut t = vec![1, 0];
             put_varint(&mut t, size);
@@ -560,13 +563,7 @@ fn make_vectors() -> Vec<Vector> {
             // field, then the lengths.
             let mut side = b"EPWT\x03\0\0\x01\0\0\0\0\0\0\0\0".to_vec();
             side.extend_from_slice(&lens);
-            let mut tree = delta_files_tree(&[module.len() as u64]);
-            tree.extend_from_slice(&row(module.len() as u64, side.len() as u64, &side));
-            let mut p = PatchBytes::new(&tree);
-            p.flags = 2;
-            p.body = ops_segment(module.len() as u64, &control(&[(2, 0, module.len() as u64)]), &[], &module);
-            (p.segments, p.delta) = (1, module.len() as u64);
-            p.encode()
+            with_module(&module, &row(module.len() as u64, side.len() as u64, &side), true)
         };
         let locals_2 = b"EPWT\x03\0\x02\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
         v.push(patch_vector(

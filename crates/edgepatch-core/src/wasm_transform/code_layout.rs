@@ -451,9 +451,11 @@ fn code_contents(bytes: &[u8]) -> ParseResult<Option<(usize, usize)>> {
     Ok(section_headers(bytes)?.into_iter().find(|(id, _)| *id == CODE_SECTION).map(|(_, s)| (s.contents, s.end)))
 }
 
-/// Where the module's code section ends.
-pub(crate) fn code_end(module: &[u8]) -> ParseResult<u64> {
-    code_contents(module)?.map(|(_, end)| end as u64).ok_or(ParseError { offset: 8, what: "no code section" })
+/// Stream `field` of a module [`split`] gave with `lens` (empty if `bytes` is not one).
+pub(crate) fn stream<'a>(bytes: &'a [u8], lens: &[u64; FIELDS], field: Field) -> &'a [u8] {
+    let Ok(Some((start, end))) = code_contents(bytes) else { return &[] };
+    let from = start + lens[..field as usize].iter().sum::<u64>() as usize;
+    bytes.get(from..from + lens[field as usize] as usize).filter(|_| from <= end).unwrap_or(&[])
 }
 
 /// The module with its code section in the split layout, and each stream's

@@ -309,7 +309,7 @@ fn inverse_from<E: From<TransformError>>(source: Source, side_info: &[u8], emit:
 /// which a patch with that side info reads the old module.
 pub fn split_code_layout(module: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
     let layout = SideInfo::decode(side_info)?.code_layout.ok_or(TransformError::SideInfo { offset: 4, what: "not a split layout (version 3)" })?;
-    code_layout::split(module, layout.locals_mtf).map(|(bytes, _)| bytes).map_err(|e| TransformError::NotWasm { offset: e.offset, what: e.what })
+    code_layout::split(module, layout.locals_mtf).map(|(bytes, _)| bytes).map_err(not_wasm)
 }
 
 /// `normalized` with its code section in the field-split layout, and its side
@@ -317,27 +317,33 @@ pub fn split_code_layout(module: &[u8], side_info: &[u8]) -> Result<Vec<u8>, Tra
 /// where that makes the locals' stream compress smaller (zstd level 3: Rust's
 /// and C's register-like locals gain, Go's few fixed-purpose ones lose).
 pub fn with_code_layout(normalized: &Normalized) -> Result<Normalized, TransformError> {
-    let plain = with_code_layout_as(normalized, false)?;
-    let ranked = with_code_layout_as(normalized, true)?;
-    let locals = |n: &Normalized| -> Result<usize, TransformError> {
-        let layout = SideInfo::decode(&n.side_info)?.code_layout.expect("split above");
-        let end = code_layout::code_end(&n.bytes).map_err(|e| TransformError::NotWasm { offset: e.offset, what: e.what })? as usize;
-        let before: u64 = layout.lens[code_layout::Field::Local as usize + 1..].iter().sum();
-        let (stop, len) = (end - before as usize, layout.lens[code_layout::Field::Local as usize] as usize);
-        Ok(zstd::bulk::compress(&n.bytes[stop - len..stop], 3).map_or(usize::MAX, |c| c.len()))
+    let [plain, ranked] = [false, true].map(|mtf| code_layout::split(&normalized.bytes, mtf));
+    let (plain, ranked) = (plain.map_err(not_wasm)?, ranked.map_err(not_wasm)?);
+    let locals = |(bytes, lens): &(Vec<u8>, [u64; code_layout::FIELDS])| {
+        zstd::bulk::compress(code_layout::stream(bytes, lens, code_layout::Field::Local), 3).map_or(usize::MAX, |c| c.len())
     };
-    Ok(if locals(&ranked)? < locals(&plain)? { ranked } else { plain })
+    let locals_mtf = locals(&ranked) < locals(&plain);
+    with_split(normalized, locals_mtf, if locals_mtf { ranked } else { plain })
 }
 
 /// [`with_code_layout`] with the locals' coding given: move-to-front ranks or not.
 pub fn with_code_layout_as(normalized: &Normalized, locals_mtf: bool) -> Result<Normalized, TransformError> {
+    let split = code_layout::split(&normalized.bytes, locals_mtf).map_err(not_wasm)?;
+    with_split(normalized, locals_mtf, split)
+}
+
+/// `normalized` as `split` of it, with its side info saying so.
+fn with_split(normalized: &Normalized, locals_mtf: bool, (bytes, lens): (Vec<u8>, [u64; code_layout::FIELDS])) -> Result<Normalized, TransformError> {
     let mut side = SideInfo::decode(&normalized.side_info)?;
     if side.code_layout.is_some() {
         return Err(TransformError::SideInfo { offset: 4, what: "already in the split layout" });
     }
-    let (bytes, lens) = code_layout::split(&normalized.bytes, locals_mtf).map_err(|e| TransformError::NotWasm { offset: e.offset, what: e.what })?;
     side.code_layout = Some(side_info::CodeLayout { locals_mtf, lens });
     Ok(Normalized { bytes, side_info: side.encode() })
+}
+
+fn not_wasm(e: module::ParseError) -> TransformError {
+    TransformError::NotWasm { offset: e.offset, what: e.what }
 }
 
 /// Whether a side info (valid or not) says the normalized module and the old

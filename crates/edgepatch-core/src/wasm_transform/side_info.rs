@@ -179,23 +179,11 @@ impl SideInfo {
             return Err(r.err("bad magic"));
         }
         r.pos = 5;
-        let memarg_offsets = match bytes[4] {
-            VERSION_CONSTANTS => false,
-            VERSION_MEMARG_OFFSETS => true,
-            VERSION_CODE_LAYOUT => match r.byte()? {
-                0 => false,
-                1 => true,
-                _ => return Err(r.err("memarg offsets flag not 0 or 1")),
-            },
+        let (memarg_offsets, locals_mtf) = match bytes[4] {
+            VERSION_CONSTANTS => (false, false),
+            VERSION_MEMARG_OFFSETS => (true, false),
+            VERSION_CODE_LAYOUT => (r.flag("memarg offsets flag not 0 or 1")?, r.flag("locals coding not 0 or 1")?),
             _ => return Err(TransformError::SideInfo { offset: 4, what: "unsupported version" }),
-        };
-        let locals_mtf = match bytes[4] {
-            VERSION_CODE_LAYOUT => match r.byte()? {
-                0 => false,
-                1 => true,
-                _ => return Err(r.err("locals coding not 0 or 1")),
-            },
-            _ => false,
         };
         let code_size_width = r.varint()?;
         if code_size_width > 5 {
@@ -288,6 +276,15 @@ impl Reader<'_> {
         let b = *self.bytes.get(self.pos).ok_or_else(|| self.err("truncated"))?;
         self.pos += 1;
         Ok(b)
+    }
+
+    /// A byte that must be 0 (false) or 1 (true).
+    fn flag(&mut self, what: &'static str) -> Result<bool, TransformError> {
+        match self.byte()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(self.err(what)),
+        }
     }
 
     fn varint(&mut self) -> Result<u64, TransformError> {
