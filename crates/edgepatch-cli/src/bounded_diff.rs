@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
 
 use edgepatch_core::diff::DiffStats;
-use edgepatch_core::generate::{drive, ByteRange, FileForm, PatchGenerator, WasmTransform};
+use edgepatch_core::generate::{drive, BuildReaders, ByteRange, FileForm, PatchGenerator, WasmTransform};
 use edgepatch_core::patch_format::MAX_WASM_TRANSFORM_BYTES;
 use edgepatch_core::signature::{Signature, SignedKind, DEFAULT_BLOCK_SIZE};
 use edgepatch_core::{Error, Input};
@@ -90,6 +90,8 @@ pub const WASM_TRANSFORM_CAP: u64 = MAX_WASM_TRANSFORM_BYTES;
 struct NormalizedModule {
     transform: WasmTransform,
     file: File,
+    /// The old module split, where the transform stores the module in the field-split layout.
+    old_split: Option<File>,
 }
 
 /// The transforms of the changed wasm modules of `new` (each against the old file at its
@@ -130,10 +132,15 @@ fn normalize_modules(old: &Path, new: &Path, old_sig: &Signature, new_sig: &Sign
             return Err(format!("{}: changed during the diff (its BLAKE3 is not the signed one)", e.path));
         }
         // Owned: each module is freed as soon as the transform is done with it.
-        let Some((transform, normalized)) = WasmTransform::prepare_owned(&e.path, old_bytes, new_bytes) else { continue };
-        let mut file = tempfile::tempfile_in(tmp_dir).map_err(|e| format!("a temporary file in {}: {e}", tmp_dir.display()))?;
-        file.write_all(&normalized).map_err(|err| format!("normalized form of {}: {err}", e.path))?;
-        made.push(NormalizedModule { transform, file });
+        let Some(prepared) = WasmTransform::prepare_owned(&e.path, old_bytes, new_bytes) else { continue };
+        let temporary = |bytes: &[u8], what: &str| -> Result<File, String> {
+            let mut file = tempfile::tempfile_in(tmp_dir).map_err(|e| format!("a temporary file in {}: {e}", tmp_dir.display()))?;
+            file.write_all(bytes).map_err(|err| format!("{what} of {}: {err}", e.path))?;
+            Ok(file)
+        };
+        let file = temporary(&prepared.normalized, "normalized form")?;
+        let old_split = prepared.old_split.as_deref().map(|b| temporary(b, "split old module")).transpose()?;
+        made.push(NormalizedModule { transform: prepared.transform, file, old_split });
     }
     Ok(())
 }
@@ -171,8 +178,17 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
             normalize_modules(old, new, &old_sig, &new_sig, dir, &mut modules)?;
         }
         let mut out = io::BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?);
-        let (modules, normalized_files): (Vec<WasmTransform>, HashMap<String, File>) =
-            modules.into_iter().map(|m| (m.transform.clone(), (m.transform.path().to_string(), m.file))).unzip();
+        let mut old_split_files = HashMap::new();
+        let (modules, normalized_files): (Vec<WasmTransform>, HashMap<String, File>) = modules
+            .into_iter()
+            .map(|m| {
+                let path = m.transform.path().to_string();
+                if let Some(f) = m.old_split {
+                    old_split_files.insert(path.clone(), f);
+                }
+                (m.transform, (path, m.file))
+            })
+            .unzip();
         // Every generator of the patch (the one pass, or the assembler and each run's step)
         // is set up alike.
         let make = || -> edgepatch_core::Result<PatchGenerator> {
@@ -184,7 +200,7 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
             g.set_deep_text_windows(deep_text_windows);
             Ok(g)
         };
-        let builds = Builds { old, new, normalized: &normalized_files };
+        let builds = Builds { old, new, normalized: &normalized_files, old_split: &old_split_files };
         let mut written = 0u64;
         let mut write = |bytes: &[u8]| -> edgepatch_core::Result<()> {
             written += bytes.len() as u64;
@@ -194,7 +210,13 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
         let g = make().map_err(|e| e.to_string())?;
         let g = if threads <= 1 || g.segment_count() <= 1 {
             let (mut old_files, mut new_files) = builds.readers();
-            drive(g, &mut |p, o, b| old_files.read(p, o, b), &mut |p, o, b| new_files.read(p, o, b), &mut |p, o, b| builds.read_normalized(p, o, b), &mut write)
+            let readers = BuildReaders {
+                old: &mut |p, o, b| old_files.read(p, o, b),
+                new: &mut |p, o, b| new_files.read(p, o, b),
+                normalized: Some(&mut |p, o, b| builds.read_form(FileForm::Normalized, p, o, b)),
+                old_split: Some(&mut |p, o, b| builds.read_form(FileForm::OldSplit, p, o, b)),
+            };
+            drive(g, readers, &mut write)
         } else {
             drive_parallel(g, &make, &builds, threads, &mut write)
         }
@@ -210,12 +232,13 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
     result
 }
 
-/// Where the generator's ranges are read from: the two builds and the new modules'
-/// normalized forms (by path).
+/// Where the generator's ranges are read from: the two builds, the new modules' normalized
+/// forms and the split old modules (by path).
 struct Builds<'a> {
     old: &'a Path,
     new: &'a Path,
     normalized: &'a HashMap<String, File>,
+    old_split: &'a HashMap<String, File>,
 }
 
 impl Builds<'_> {
@@ -224,10 +247,15 @@ impl Builds<'_> {
         (RangeReader::new(self.old, Input::OldBuild), RangeReader::new(self.new, Input::NewBuild))
     }
 
-    fn read_normalized(&self, path: &str, offset: u64, buf: &mut [u8]) -> edgepatch_core::Result<()> {
-        let f = self.normalized.get(path).ok_or_else(|| Error::Invalid(format!("no normalized form of {path:?}")))?;
-        platform::read_exact_at(f, buf, offset)
-            .map_err(|e| Error::Io { input: Input::NewBuild, source: io::Error::new(e.kind(), format!("normalized form of {path:?}: {e}")) })
+    /// Bytes of a wasm transform's form of the module at `path` (never of the file).
+    fn read_form(&self, form: FileForm, path: &str, offset: u64, buf: &mut [u8]) -> edgepatch_core::Result<()> {
+        let (files, input, what) = match form {
+            FileForm::Normalized => (self.normalized, Input::NewBuild, "normalized form"),
+            FileForm::OldSplit => (self.old_split, Input::OldBuild, "split old module"),
+            FileForm::AsIs => return Err(Error::Invalid(format!("{path:?} as it is is no wasm transform's form"))),
+        };
+        let f = files.get(path).ok_or_else(|| Error::Invalid(format!("no {what} of {path:?}")))?;
+        platform::read_exact_at(f, buf, offset).map_err(|e| Error::Io { input, source: io::Error::new(e.kind(), format!("{what} of {path:?}: {e}")) })
     }
 
     /// The bytes of `ranges`, concatenated (new ranges may be of a normalized form).
@@ -237,8 +265,8 @@ impl Builds<'_> {
         for r in ranges {
             let piece = &mut buf[at..at + r.len as usize];
             match r.form {
-                FileForm::Normalized => self.read_normalized(&r.path, r.offset, piece)?,
                 FileForm::AsIs => files.read(&r.path, r.offset, piece)?,
+                form => self.read_form(form, &r.path, r.offset, piece)?,
             }
             at += r.len as usize;
         }

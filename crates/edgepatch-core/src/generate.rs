@@ -45,7 +45,7 @@ use crate::zstd_frame::{compress_frame, FrameSearch, LongDistance};
 
 mod wasm;
 pub(crate) use wasm::normalize_even_unchanged;
-pub use wasm::{normalize_for_patch, FileForm, WasmTransform, NORMALIZED_CHECK_CHUNK};
+pub use wasm::{normalize_for_patch, FileForm, PreparedTransform, WasmTransform, NORMALIZED_CHECK_CHUNK};
 
 /// New bytes per segment (and how far back binary segments' windows reach).
 pub const GENERATOR_SEGMENT: u64 = 4 << 20;
@@ -142,8 +142,8 @@ pub struct ByteRange {
     /// Bytes in the range.
     pub len: u64,
     /// Whether the range is of the file or of its normalized form (a new wasm module the
-    /// patch stores transformed, [`PatchGenerator::add_wasm_transform`]); old ranges are
-    /// always of the file.
+    /// patch stores transformed, [`PatchGenerator::add_wasm_transform`]); old ranges are of
+    /// the file, or of the old module split where the new one is stored split.
     pub form: FileForm,
 }
 
@@ -165,6 +165,8 @@ pub struct PatchGenerator {
     new_total: u64,
     /// Old files in the reference stream (path, start, size).
     reference: Vec<(String, u64, u64)>,
+    /// Per old file in the reference stream, whether it is read in the field-split layout.
+    reference_split: Vec<bool>,
     reference_len: u64,
     block_size: usize,
     /// Weak hash -> (strong hash, position in the reference stream) of every whole old block.
@@ -275,6 +277,7 @@ impl PatchGenerator {
             wasm: Vec::new(),
             reference_by_path,
             new_total: 0,
+            reference_split: vec![false; reference.len()],
             reference,
             reference_len,
             block_size,
@@ -347,6 +350,21 @@ impl PatchGenerator {
         }
         if self.tree.transform(i).is_some() {
             return Err(invalid(format!("wasm transform of {:?} added twice", t.path)));
+        }
+        if t.is_split() {
+            // The applier reads the old file at the module's path split (in a single-file
+            // patch, the one old file): so do the old ranges of that file, and its blocks (of
+            // the file as it is) are no guide to where the split bytes match.
+            let k = if self.tree.single_file { (self.reference.len() == 1).then_some(0) } else { self.reference.iter().position(|(p, ..)| *p == t.path) };
+            let Some(k) = k else {
+                return Err(invalid(format!("wasm transform of {:?}: split, but the old build has no file at its path", t.path)));
+            };
+            self.reference_split[k] = true;
+            let (start, end) = (self.reference[k].1, self.reference[k].1 + self.reference[k].2);
+            for list in self.blocks.values_mut() {
+                list.retain(|(_, at)| !(start..end).contains(at));
+            }
+            self.blocks.retain(|_, list| !list.is_empty());
         }
         let at = self.tree.transforms.partition_point(|w| w.entry < i);
         self.tree.transforms.insert(at, WasmTransformed { entry: i, normalized_size: t.normalized_size, side_info: t.side_info.clone() });
@@ -744,7 +762,8 @@ impl PatchGenerator {
                 let k = self.reference.partition_point(|(_, s, _)| *s <= at) - 1;
                 let (path, s, size) = &self.reference[k];
                 let n = (start + len).min(s + size) - at;
-                out.push(ByteRange { path: path.clone(), offset: at - s, len: n, form: FileForm::AsIs });
+                let form = if self.reference_split[k] { FileForm::OldSplit } else { FileForm::AsIs };
+                out.push(ByteRange { path: path.clone(), offset: at - s, len: n, form });
                 at += n;
             }
         }
@@ -767,53 +786,70 @@ pub fn generate_patch(
     read_new: &mut ReadRange,
     out: &mut dyn FnMut(&[u8]) -> Result<()>,
 ) -> Result<PatchGenerator> {
-    generate_patch_transformed(old, new, level, Vec::new(), read_old, read_new, &mut |_, _, _| Err(invalid("no normalized form")), out)
+    generate_patch_transformed(old, new, level, Vec::new(), BuildReaders::builds(read_old, read_new), out)
 }
 
-/// [`generate_patch`] storing the new modules of `transforms` normalized; the ranges of
-/// their normalized forms are read through `read_normalized(path, offset, buf)`.
-#[allow(clippy::too_many_arguments)]
+/// How [`drive`] reads: the two builds' files, and the forms a patch's wasm transforms keep
+/// (the normalized new modules, the split old ones) by the module's path.
+pub struct BuildReaders<'a, 'b> {
+    /// Files of the old build, as they are.
+    pub old: &'a mut ReadRange<'b>,
+    /// Files of the new build, as they are.
+    pub new: &'a mut ReadRange<'b>,
+    /// Normalized forms of new modules ([`FileForm::Normalized`]); none without transforms.
+    pub normalized: Option<&'a mut ReadRange<'b>>,
+    /// Split old modules ([`FileForm::OldSplit`]); none without split transforms.
+    pub old_split: Option<&'a mut ReadRange<'b>>,
+}
+
+impl<'a, 'b> BuildReaders<'a, 'b> {
+    /// The two builds only (a patch without wasm transforms).
+    pub fn builds(old: &'a mut ReadRange<'b>, new: &'a mut ReadRange<'b>) -> Self {
+        BuildReaders { old, new, normalized: None, old_split: None }
+    }
+}
+
+/// [`generate_patch`] storing the new modules of `transforms` normalized (and their old
+/// modules split where a transform says so), read as `readers` says.
 pub fn generate_patch_transformed(
     old: Option<&Signature>,
     new: &Signature,
     level: i32,
     transforms: Vec<WasmTransform>,
-    read_old: &mut ReadRange,
-    read_new: &mut ReadRange,
-    read_normalized: &mut ReadRange,
+    readers: BuildReaders,
     out: &mut dyn FnMut(&[u8]) -> Result<()>,
 ) -> Result<PatchGenerator> {
     let mut g = PatchGenerator::new(old, new, level)?;
     for t in transforms {
         g.add_wasm_transform(t)?;
     }
-    drive(g, read_old, read_new, read_normalized, out)
+    drive(g, readers, out)
 }
 
 /// Makes the whole patch with `g`, set up but not begun (its transforms added, its old
 /// budget set), reading as [`generate_patch_transformed`] does.
-pub fn drive(
-    mut g: PatchGenerator,
-    read_old: &mut ReadRange,
-    read_new: &mut ReadRange,
-    read_normalized: &mut ReadRange,
-    out: &mut dyn FnMut(&[u8]) -> Result<()>,
-) -> Result<PatchGenerator> {
+pub fn drive(mut g: PatchGenerator, readers: BuildReaders, out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<PatchGenerator> {
     out(&g.header()?)?;
-    let read_all = |ranges: &[ByteRange], read: &mut ReadRange, normalized: &mut ReadRange| -> Result<Vec<u8>> {
+    let BuildReaders { old, new, normalized, old_split } = readers;
+    let (mut normalized, mut old_split) = (normalized, old_split);
+    let read_all = |ranges: &[ByteRange], build: &mut ReadRange, form: &mut Option<&mut ReadRange>, form_read: FileForm| -> Result<Vec<u8>> {
         let mut buf = vec![0u8; ranges.iter().map(|r| r.len as usize).sum()];
         let mut at = 0;
         for r in ranges {
-            let read: &mut ReadRange = if r.form == FileForm::Normalized { normalized } else { read };
+            let read: &mut ReadRange = match (r.form, form.as_deref_mut()) {
+                (FileForm::AsIs, _) => build,
+                (f, Some(form)) if f == form_read => form,
+                (f, _) => return Err(invalid(format!("a range of {f:?} of {:?}, which this generation has no reader for", r.path))),
+            };
             read(&r.path, r.offset, &mut buf[at..at + r.len as usize])?;
             at += r.len as usize;
         }
         Ok(buf)
     };
     for i in 0..g.segment_count() {
-        let new_bytes = read_all(&g.new_ranges(i)?, read_new, read_normalized)?;
+        let new_bytes = read_all(&g.new_ranges(i)?, new, &mut normalized, FileForm::Normalized)?;
         let old_ranges = g.plan_segment(i, &new_bytes)?;
-        let old_bytes = read_all(&old_ranges, read_old, &mut |_, _, _| Err(invalid("an old range of a normalized form")))?;
+        let old_bytes = read_all(&old_ranges, old, &mut old_split, FileForm::OldSplit)?;
         out(&g.encode_segment(i, &new_bytes, old_bytes)?)?;
     }
     out(&g.finish()?)?;

@@ -1,7 +1,7 @@
 //! The generator's old budget (`PatchGenerator::set_old_budget`): more old data planned per
 //! segment finds sources the Worker's 8 MiB plan leaves out; the default plan is unchanged.
 
-use edgepatch_core::generate::{drive, PatchGenerator, MAX_OLD_BUDGET};
+use edgepatch_core::generate::{drive, BuildReaders, PatchGenerator, MAX_OLD_BUDGET};
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::patch_format::MAX_WINDOW_BYTES;
 use edgepatch_core::signature::Signature;
@@ -26,7 +26,7 @@ fn generate(old: &Build, new: &Build, budget: Option<u64>) -> Vec<u8> {
         g.set_old_budget(b).unwrap();
     }
     let mut patch = Vec::new();
-    drive(g, &mut reader(old), &mut reader(new), &mut |_, _, _| Err(Error::Invalid("none".into())), &mut |b| {
+    drive(g, BuildReaders::builds(&mut reader(old), &mut reader(new)), &mut |b| {
         patch.extend_from_slice(b);
         Ok(())
     })
@@ -119,7 +119,7 @@ fn deep_text_windows_round_trip_and_change_the_text_windows() {
         let mut g = PatchGenerator::new(Some(&old_sig), &new_sig, 17).unwrap();
         g.set_deep_text_windows(deep);
         let mut patch = Vec::new();
-        let g = drive(g, &mut reader(&old), &mut reader(&new), &mut |_, _, _| Err(Error::Invalid("none".into())), &mut |b| {
+        let g = drive(g, BuildReaders::builds(&mut reader(&old), &mut reader(&new)), &mut |b| {
             patch.extend_from_slice(b);
             Ok(())
         })

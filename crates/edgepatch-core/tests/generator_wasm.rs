@@ -1,7 +1,7 @@
-//! The bounded generator storing changed wasm modules normalized (docs/FORMAT.md §2.8): its
-//! patches apply byte for byte with the fast and the reference applier, a split generation
-//! gives the one-pass bytes, and a transform that does not fit the module or the normalized
-//! bytes it is fed is refused.
+//! The bounded generator storing changed wasm modules normalized (docs/FORMAT.md §2.8), and
+//! in the field-split layout where its trial says so (§2.8.7): its patches apply byte for byte
+//! with the fast and the reference applier, a split generation gives the one-pass bytes, and
+//! a transform that does not fit the module or the normalized bytes it is fed is refused.
 
 mod appliers;
 mod fixture_builds;
@@ -9,20 +9,39 @@ mod reference_applier;
 mod wasm_modules;
 
 use appliers::apply_both as apply;
-use edgepatch_core::generate::{generate_patch, generate_patch_transformed, ByteRange, FileForm, PatchGenerator, WasmTransform};
+use edgepatch_core::generate::{generate_patch, generate_patch_transformed, BuildReaders, ByteRange, FileForm, PatchGenerator, WasmTransform};
 use edgepatch_core::manifest::{EntrySource, ManifestView};
 use edgepatch_core::patch_format::{FLAG_RUN_CODED_DIFF, FLAG_SINGLE_FILE, FLAG_WASM_TRANSFORM};
 use edgepatch_core::signature::Signature;
 use edgepatch_core::{Build, Error};
 use fixture_builds::{file, noise};
 
-/// Reads ranges of the files of `build` (or, for the normalized form, of `normalized` by path).
-fn read_ranges(build: &Build, normalized: &[(String, Vec<u8>)], ranges: &[ByteRange]) -> Vec<u8> {
+/// The bytes a patch's transforms keep beside the builds, by path.
+#[derive(Clone, Default)]
+struct Forms {
+    normalized: Vec<(String, Vec<u8>)>,
+    old_split: Vec<(String, Vec<u8>)>,
+}
+
+impl Forms {
+    /// These forms with the normalized one of the first module replaced.
+    fn with_normalized(&self, bytes: Vec<u8>) -> Forms {
+        Forms { normalized: vec![(self.normalized[0].0.clone(), bytes)], old_split: self.old_split.clone() }
+    }
+
+    fn get(&self, form: FileForm, path: &str) -> edgepatch_core::Result<&[u8]> {
+        let list = if form == FileForm::OldSplit { &self.old_split } else { &self.normalized };
+        list.iter().find(|(p, _)| p == path).map(|(_, d)| d.as_slice()).ok_or_else(|| Error::Invalid(format!("no {form:?} of {path}")))
+    }
+}
+
+/// Reads ranges of the files of `build` (or of a transform's form of a module, by path).
+fn read_ranges(build: &Build, forms: &Forms, ranges: &[ByteRange]) -> Vec<u8> {
     let mut out = Vec::new();
     for r in ranges {
         let data = match r.form {
             FileForm::AsIs => build.files().find(|(p, _)| *p == r.path).map(|(_, d)| d).expect("file"),
-            FileForm::Normalized => normalized.iter().find(|(p, _)| *p == r.path).map(|(_, d)| d.as_slice()).expect("normalized form"),
+            form => forms.get(form, &r.path).expect("a transform's form"),
         };
         out.extend_from_slice(&data[r.offset as usize..(r.offset + r.len) as usize]);
     }
@@ -34,22 +53,28 @@ fn signatures(old: &Build, new: &Build) -> (Signature, Signature) {
 }
 
 /// Transforms of every changed `.wasm` file of `new` (or the single file) against the old file at its path.
-fn prepare(old: &Build, new: &Build) -> (Vec<WasmTransform>, Vec<(String, Vec<u8>)>) {
-    let (mut transforms, mut normalized) = (Vec::new(), Vec::new());
+fn prepare(old: &Build, new: &Build) -> (Vec<WasmTransform>, Forms) {
+    let (mut transforms, mut forms) = (Vec::new(), Forms::default());
     for (path, data) in new.files() {
         let Some((_, old_data)) = old.files().find(|(p, _)| *p == path) else { continue };
-        if let Some((t, n)) = WasmTransform::prepare(path, old_data, data) {
-            transforms.push(t);
-            normalized.push((path.to_string(), n));
+        if let Some(p) = WasmTransform::prepare(path, old_data, data) {
+            assert_eq!(p.transform.is_split(), p.old_split.is_some());
+            assert_eq!(p.transform.old_split_blake3(), p.old_split.as_ref().map(|o| *blake3::hash(o).as_bytes()));
+            transforms.push(p.transform);
+            forms.normalized.push((path.to_string(), p.normalized));
+            if let Some(o) = p.old_split {
+                assert_eq!(o.len(), old_data.len(), "the split layout keeps the module's size");
+                forms.old_split.push((path.to_string(), o));
+            }
         }
     }
-    (transforms, normalized)
+    (transforms, forms)
 }
 
 /// One pass; returns the patch and its manifest (none for a single file: a manifest lists paths).
 fn generate(old: &Build, new: &Build, transform: bool, level: i32) -> (Vec<u8>, Option<Vec<u8>>) {
     let (os, ns) = signatures(old, new);
-    let (transforms, normalized) = if transform { prepare(old, new) } else { (Vec::new(), Vec::new()) };
+    let (transforms, forms) = if transform { prepare(old, new) } else { (Vec::new(), Forms::default()) };
     let mut patch = Vec::new();
     let reader = |build: &Build| {
         let build = build.clone();
@@ -59,12 +84,20 @@ fn generate(old: &Build, new: &Build, transform: bool, level: i32) -> (Vec<u8>, 
             Ok(())
         }
     };
-    let mut read_normalized = |path: &str, offset: u64, buf: &mut [u8]| -> edgepatch_core::Result<()> {
-        let (_, d) = normalized.iter().find(|(p, _)| p == path).ok_or_else(|| Error::Invalid(format!("no normalized {path}")))?;
-        buf.copy_from_slice(&d[offset as usize..offset as usize + buf.len()]);
-        Ok(())
+    let form = |form: FileForm| {
+        let forms = &forms;
+        move |path: &str, offset: u64, buf: &mut [u8]| -> edgepatch_core::Result<()> {
+            buf.copy_from_slice(&forms.get(form, path)?[offset as usize..offset as usize + buf.len()]);
+            Ok(())
+        }
     };
-    let g = generate_patch_transformed(Some(&os), &ns, level, transforms, &mut reader(old), &mut reader(new), &mut read_normalized, &mut |b| {
+    let readers = BuildReaders {
+        old: &mut reader(old),
+        new: &mut reader(new),
+        normalized: Some(&mut form(FileForm::Normalized)),
+        old_split: Some(&mut form(FileForm::OldSplit)),
+    };
+    let g = generate_patch_transformed(Some(&os), &ns, level, transforms, readers, &mut |b| {
         patch.extend_from_slice(b);
         Ok(())
     })
@@ -129,18 +162,18 @@ fn tree_pair() -> (Build, Build) {
 
 fn step_segments(old: &Build, new: &Build, first: u64, end: u64) -> Vec<Vec<u8>> {
     let (os, ns) = signatures(old, new);
-    let (transforms, normalized) = prepare(old, new);
+    let (transforms, forms) = prepare(old, new);
     let mut g = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
     for t in transforms {
         // As a step in another invocation gets it: encoded and decoded.
         g.add_wasm_transform(WasmTransform::decode(&t.encode()).unwrap()).unwrap();
     }
-    let history = read_ranges(new, &normalized, &g.history_ranges(first).unwrap());
+    let history = read_ranges(new, &forms, &g.history_ranges(first).unwrap());
     g.start_at(first, &history).unwrap();
     let mut out = Vec::new();
     for i in first..end {
-        let fresh = read_ranges(new, &normalized, &g.new_ranges(i).unwrap());
-        let old_bytes = read_ranges(old, &normalized, &g.plan_segment(i, &fresh).unwrap());
+        let fresh = read_ranges(new, &forms, &g.new_ranges(i).unwrap());
+        let old_bytes = read_ranges(old, &forms, &g.plan_segment(i, &fresh).unwrap());
         out.push(g.encode_segment(i, &fresh, old_bytes).unwrap());
     }
     out
@@ -155,7 +188,7 @@ fn a_module_across_a_segment_boundary_steps_give_the_one_pass_bytes() {
     assert_eq!(raw_flags(&one_pass) & FLAG_RUN_CODED_DIFF, FLAG_RUN_CODED_DIFF, "a delta stream: run-coded diffs declared");
     assert_eq!(apply(&one_pass, &old), new);
     let (os, ns) = signatures(&old, &new);
-    let (transforms, normalized) = prepare(&old, &new);
+    let (transforms, forms) = prepare(&old, &new);
     assert_eq!(transforms.len(), 1);
     let mut g = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
     g.add_wasm_transform(transforms[0].clone()).unwrap();
@@ -192,7 +225,7 @@ fn a_module_across_a_segment_boundary_steps_give_the_one_pass_bytes() {
     let game = view.lookup("game.wasm").unwrap().unwrap();
     let game_bytes = new.files().find(|(p, _)| *p == "game.wasm").unwrap().1;
     assert_eq!((game.size, game.blake3), (game_bytes.len() as u64, *blake3::hash(game_bytes).as_bytes()));
-    let game_new_len = normalized[0].1.len() as u64;
+    let game_new_len = forms.normalized[0].1.len() as u64;
     assert_eq!(view.lookup("z.bin").unwrap().unwrap().source, EntrySource::Delta { new_offset: (4 << 20) - 50_000 + game_new_len });
 }
 
@@ -200,12 +233,12 @@ fn a_module_across_a_segment_boundary_steps_give_the_one_pass_bytes() {
 fn a_transform_that_does_not_fit_is_refused() {
     let (old, new) = tree_pair();
     let (os, ns) = signatures(&old, &new);
-    let (transforms, normalized) = prepare(&old, &new);
+    let (transforms, forms) = prepare(&old, &new);
     let t = &transforms[0];
 
     // Made from another module than the signed new file.
     let (o3, n3) = wasm_modules::versions(3000, 21);
-    let (other, _) = WasmTransform::prepare("game.wasm", &o3, &n3).unwrap();
+    let other = WasmTransform::prepare("game.wasm", &o3, &n3).unwrap().transform;
     let mut g = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
     assert!(g.add_wasm_transform(other).is_err());
     // For a file that is not there, or not changed.
@@ -226,12 +259,12 @@ fn a_transform_that_does_not_fit_is_refused() {
 
     // Fed the module as it is instead of its normalized form: the segment where the
     // normalized form's chunk ends is refused, in one pass and in a step.
-    let wrong: Vec<(String, Vec<u8>)> = vec![("game.wasm".into(), {
-        let mut w = normalized[0].1.clone();
+    let wrong = forms.with_normalized({
+        let mut w = forms.normalized[0].1.clone();
         let last = w.len() - 1;
         w[last] ^= 1;
         w
-    })];
+    });
     let mut g = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
     g.add_wasm_transform(t.clone()).unwrap();
     g.header().unwrap();
@@ -250,9 +283,9 @@ fn a_transform_that_does_not_fit_is_refused() {
     }
     assert!(refused, "a wrong normalized form must not make a patch");
     // A step whose history (the segment before) holds the wrong bytes is refused too.
-    let mut wrong_start = normalized[0].1.clone();
+    let mut wrong_start = forms.normalized[0].1.clone();
     wrong_start[0] ^= 1;
-    let wrong_start = vec![("game.wasm".to_string(), wrong_start)];
+    let wrong_start = forms.with_normalized(wrong_start);
     let mut g = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
     g.add_wasm_transform(t.clone()).unwrap();
     g.start_at(1, &read_ranges(&new, &wrong_start, &g.new_ranges(0).unwrap())).unwrap();
@@ -289,11 +322,11 @@ fn wrong_normalized_bytes_of_a_module_inside_one_segment_are_refused() {
     let old = Build::from_entries(vec![file("a.bin", a), file("game.wasm", v1)]).unwrap();
     let new = Build::from_entries(vec![file("a.bin", a2), file("game.wasm", v2)]).unwrap();
     let (os, ns) = signatures(&old, &new);
-    let (transforms, normalized) = prepare(&old, &new);
-    let mut wrong = normalized[0].1.clone();
+    let (transforms, forms) = prepare(&old, &new);
+    let mut wrong = forms.normalized[0].1.clone();
     wrong[10] ^= 1;
-    let wrong = vec![("game.wasm".to_string(), wrong)];
-    for (form, refused) in [(&normalized, false), (&wrong, true)] {
+    let wrong = forms.with_normalized(wrong);
+    for (form, refused) in [(&forms, false), (&wrong, true)] {
         let mut g = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
         g.add_wasm_transform(transforms[0].clone()).unwrap();
         g.header().unwrap();
@@ -303,4 +336,76 @@ fn wrong_normalized_bytes_of_a_module_inside_one_segment_are_refused() {
         let made = g.encode_segment(0, &fresh, old_bytes);
         assert_eq!(made.is_err(), refused, "{:?}", made.err());
     }
+}
+
+/// Re-emitted code (a toolchain change) in a tree: the generator's trial stores the module in
+/// the field-split layout, every old range of its old file is of the split old module (and
+/// none of the file as it is), the patch applies exactly with both appliers and is smaller
+/// than the normalized form alone would be; steps give the one-pass bytes; the transform's
+/// record carries the split old module's BLAKE3 and refuses a flag that disagrees with it.
+#[test]
+fn re_emitted_code_is_generated_in_the_split_layout_and_applies_exactly() {
+    let (v1, v2) = wasm_modules::recompiled_versions(600);
+    let a = noise(11, 200_000);
+    let mut a2 = a.clone();
+    a2[7] ^= 1;
+    let old = Build::from_entries(vec![file("a.bin", a), file("game.wasm", v1.clone())]).unwrap();
+    let new = Build::from_entries(vec![file("a.bin", a2), file("game.wasm", v2.clone())]).unwrap();
+    let (transforms, forms) = prepare(&old, &new);
+    assert_eq!(transforms.len(), 1);
+    assert!(transforms[0].is_split(), "the trial keeps the split layout for re-emitted code");
+
+    let (patch, _) = generate(&old, &new, true, 9);
+    assert_eq!(flags(&patch), FLAG_WASM_TRANSFORM);
+    assert_eq!(apply(&patch, &old), new);
+
+    // Every old range of game.wasm is of its split form.
+    let (os, ns) = signatures(&old, &new);
+    let mut g = PatchGenerator::new(Some(&os), &ns, 9).unwrap();
+    g.add_wasm_transform(transforms[0].clone()).unwrap();
+    g.header().unwrap();
+    let fresh = read_ranges(&new, &forms, &g.new_ranges(0).unwrap());
+    let wanted = g.plan_segment(0, &fresh).unwrap();
+    assert!(wanted.iter().any(|r| r.path == "game.wasm"));
+    assert!(wanted.iter().all(|r| (r.path == "game.wasm") == (r.form == FileForm::OldSplit)), "{wanted:?}");
+
+    // The same pair stored only normalized (the split layout's side info dropped): larger.
+    let normalized_only = edgepatch_core::generate::normalize_for_patch(&v1, &v2).expect("renumbered");
+    assert!(!edgepatch_core::wasm_transform::side_info_has_code_layout(&normalized_only.side_info));
+    let split_single = generate(&Build::single_file(v1.clone()), &Build::single_file(v2.clone()), true, 9).0;
+    let plain_single = generate(&Build::single_file(v1), &Build::single_file(v2), false, 9).0;
+    println!("re-emitted module: generator patch {} bytes split, {} as it is", split_single.len(), plain_single.len());
+    assert!(split_single.len() < plain_single.len());
+
+    // Steps give the one-pass bytes (the record carried encoded, as between invocations).
+    let steps = step_segments(&old, &new, 0, g.segment_count());
+    let mut a = PatchGenerator::new(Some(&os), &ns, 9).unwrap();
+    a.add_wasm_transform(WasmTransform::decode(&transforms[0].encode()).unwrap()).unwrap();
+    let mut assembled = a.header().unwrap();
+    for (i, s) in steps.iter().enumerate() {
+        a.absorb_segment(i as u64, s).unwrap();
+        assembled.extend_from_slice(s);
+    }
+    assembled.extend_from_slice(&a.finish().unwrap());
+    let (at_level_3, _) = generate(&old, &new, true, 3);
+    assert_eq!(assembled, at_level_3);
+
+    // The record: its split flag must agree with its side info.
+    let record = transforms[0].encode();
+    let flag_at = record.len() - 32 - 33;
+    assert_eq!(record[flag_at], 1);
+    let mut flipped = record[..flag_at].to_vec();
+    flipped.push(0);
+    let check = *blake3::hash(&flipped).as_bytes();
+    flipped.extend_from_slice(&check);
+    let e = WasmTransform::decode(&flipped).unwrap_err();
+    assert!(e.to_string().contains("disagree"), "{e}");
+
+    // A split transform needs an old file at its path.
+    let moved =
+        Build::from_entries(vec![file("a.bin", old.files().next().unwrap().1.to_vec()), file("other.wasm", old.files().nth(1).unwrap().1.to_vec())]).unwrap();
+    let (m_os, _) = signatures(&moved, &new);
+    let mut g = PatchGenerator::new(Some(&m_os), &ns, 3).unwrap();
+    let e = g.add_wasm_transform(transforms[0].clone()).unwrap_err();
+    assert!(e.to_string().contains("no file at its path"), "{e}");
 }

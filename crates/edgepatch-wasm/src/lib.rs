@@ -926,9 +926,11 @@ impl ManifestReader {
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_GENERATOR: &str = r#"
-/** Bytes `[offset, offset + length)` of the file at `path` of a build, or, with `normalized`
- *  true, of the normalized form of that new wasm module (`prepareWasmTransform`), not the file. */
-export interface ByteRange { path: string; offset: number; length: number; normalized: boolean; }
+/** Bytes `[offset, offset + length)` of the file at `path` of a build; with `normalized` true,
+ *  of the normalized form of that new wasm module (`prepareWasmTransform`), not the file; with
+ *  `oldSplit` true (old ranges), of that old module in the field-split layout
+ *  (`oldSplitView()`), not the file. */
+export interface ByteRange { path: string; offset: number; length: number; normalized: boolean; oldSplit: boolean; }
 "#;
 
 #[wasm_bindgen]
@@ -946,6 +948,7 @@ fn ranges_to_js(ranges: &[edgepatch_core::generate::ByteRange]) -> ByteRanges {
         set(&o, "offset", r.offset as f64);
         set(&o, "length", r.len as f64);
         set(&o, "normalized", r.form == edgepatch_core::generate::FileForm::Normalized);
+        set(&o, "oldSplit", r.form == edgepatch_core::generate::FileForm::OldSplit);
         arr.push(&o);
     }
     arr.unchecked_into()
@@ -956,13 +959,18 @@ fn ranges_to_js(ranges: &[edgepatch_core::generate::ByteRange]) -> ByteRanges {
 /// undefined (store the module as it is: not wasm, nothing renumbered, above the caps) or
 /// this. Keep `takeNormalized()`'s bytes where the generation's steps can read their ranges
 /// (those with `normalized: true`), and give `record` to every generator of the patch
-/// (`addWasmTransform`). The record is small (the side info and a hash per MiB).
+/// (`addWasmTransform`). The record is small (the side info and a hash per MiB). Where the
+/// module is stored in the field-split layout (`oldSplitBlake3` set), keep the old module
+/// split (`oldSplitView()`) too: old ranges with `oldSplit: true` are read from it, after
+/// checking it against `oldSplitBlake3`.
 #[cfg(feature = "diff")]
 #[wasm_bindgen]
 pub struct PreparedWasmTransform {
     record: Vec<u8>,
     normalized: Vec<u8>,
     normalized_size: u64,
+    old_split: Vec<u8>,
+    old_split_blake3: Option<String>,
 }
 
 #[cfg(feature = "diff")]
@@ -991,6 +999,20 @@ impl PreparedWasmTransform {
     #[wasm_bindgen(js_name = normalizedView)]
     pub fn normalized_view(&mut self) -> Uint8Array {
         view_of(&mut self.normalized)
+    }
+
+    /// BLAKE3 (hex) of the old module split, if the patch stores the module in the
+    /// field-split layout; undefined otherwise.
+    #[wasm_bindgen(getter, js_name = oldSplitBlake3)]
+    pub fn old_split_blake3(&self) -> Option<String> {
+        self.old_split_blake3.clone()
+    }
+
+    /// A view of the old module split (empty unless `oldSplitBlake3` is set), as
+    /// `normalizedView()`.
+    #[wasm_bindgen(js_name = oldSplitView)]
+    pub fn old_split_view(&mut self) -> Uint8Array {
+        view_of(&mut self.old_split)
     }
 }
 
@@ -1037,8 +1059,14 @@ pub fn prepare_wasm_transform_filled(path: &str, old_module: ModuleBuffer, new_m
 #[wasm_bindgen(js_name = prepareWasmTransform)]
 pub fn prepare_wasm_transform(path: &str, old_module: Vec<u8>, new_module: Vec<u8>) -> Option<PreparedWasmTransform> {
     // Owned: the core frees each module as soon as it can (the heap's peak is the isolate's).
-    let (t, normalized) = edgepatch_core::generate::WasmTransform::prepare_owned(path, old_module, new_module)?;
-    Some(PreparedWasmTransform { record: t.encode(), normalized_size: normalized.len() as u64, normalized })
+    let p = edgepatch_core::generate::WasmTransform::prepare_owned(path, old_module, new_module)?;
+    Some(PreparedWasmTransform {
+        record: p.transform.encode(),
+        normalized_size: p.normalized.len() as u64,
+        normalized: p.normalized,
+        old_split_blake3: p.transform.old_split_blake3().map(|h| hex(&h)),
+        old_split: p.old_split.unwrap_or_default(),
+    })
 }
 
 /// Bounded-memory patch generator (the core's `PatchGenerator`), for a Worker:

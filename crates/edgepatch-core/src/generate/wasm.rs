@@ -10,18 +10,28 @@
 //! diffs the module both ways and keeps the smaller; on the five measured module pairs the
 //! normalized form never lost where something was renumbered (BENCHMARKS.md, "wasm-aware
 //! patches in the format"), and the generator cannot afford two diffs of every segment.
+//!
+//! The field-split layout (docs/FORMAT.md §2.8.7), which the native diff also keeps only where
+//! its diff is smaller, is chosen here by a trial that costs a fraction of a diff: both forms
+//! compressed by zstd at level 3 against their reference (the old module as it is, or split),
+//! with long-distance matching, and the smaller kept. On the six measured pairs the trial chose
+//! as the native diff's full diffs did (BENCHMARKS.md, "Generator: the field-split layout").
+//! A split module's old file is read split too ([`FileForm::OldSplit`]): the caller keeps
+//! those bytes as it keeps the normalized form, and checks them against their BLAKE3.
 
 use std::borrow::Cow;
 
 use crate::error::{Error, Result};
 use crate::patch_format::{MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
 use crate::wasm_transform::{self as wt, Normalized};
+use crate::zstd_frame::{compress_frame, FrameSearch, LongDistance};
 
 /// Bytes of the normalized form covered by one check hash. At most one segment, so that
 /// every chunk lies within a segment and the one before it (the history).
 pub const NORMALIZED_CHECK_CHUNK: u64 = 1 << 20;
 
-const ENCODING_VERSION: u8 = 1;
+/// Version 2 added the split old module's BLAKE3.
+const ENCODING_VERSION: u8 = 2;
 
 /// Which bytes of a file a [`super::ByteRange`] is of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +41,9 @@ pub enum FileForm {
     /// The normalized form of a transformed wasm module (what [`WasmTransform::prepare`]
     /// returned beside the transform), not the file.
     Normalized,
+    /// The old module at a split module's path in the field-split layout
+    /// ([`PreparedTransform::old_split`]), not the file: old ranges only.
+    OldSplit,
 }
 
 /// One new wasm module the generator stores in its normalized form: everything the
@@ -44,6 +57,21 @@ pub struct WasmTransform {
     pub(super) side_info: Vec<u8>,
     /// BLAKE3 of each `NORMALIZED_CHECK_CHUNK` of the normalized form (the last shorter).
     pub(super) chunk_hashes: Vec<[u8; 32]>,
+    /// In the field-split layout: the BLAKE3 of the old module split (as the applier reads it).
+    pub(super) old_split_blake3: Option<[u8; 32]>,
+}
+
+/// What [`WasmTransform::prepare`] makes of a changed module pair: the transform, the
+/// normalized form the patch stores, and, in the field-split layout, the old module as the
+/// applier reads it (the same size as the old module).
+#[derive(Debug)]
+pub struct PreparedTransform {
+    /// What every generator of the patch is given ([`super::PatchGenerator::add_wasm_transform`]).
+    pub transform: WasmTransform,
+    /// The normalized form, read as [`FileForm::Normalized`].
+    pub normalized: Vec<u8>,
+    /// The old module split, read as [`FileForm::OldSplit`], in the field-split layout.
+    pub old_split: Option<Vec<u8>>,
 }
 
 /// The normalized form of `new` against `old` and its side info, if a patch may store it:
@@ -51,54 +79,71 @@ pub struct WasmTransform {
 /// applier reads the old file as it is), something was renumbered (else the side info only
 /// adds bytes), the sizes are within the format's caps, and the inverse gives `new` back.
 pub fn normalize_for_patch(old: &[u8], new: &[u8]) -> Option<Normalized> {
-    normalize_checked(Cow::Borrowed(old), Cow::Borrowed(new), true).map(|(n, _)| n)
+    normalize_checked(old, Cow::Borrowed(new), true).map(|(n, ..)| n)
 }
 
 /// [`normalize_for_patch`] also where nothing is renumbered (the normalized form is then the
 /// module itself, with a side info that says so): a form the field-split layout can still
 /// store smaller (docs/FORMAT.md §2.8.7), where a toolchain re-emitted code in place.
 pub(crate) fn normalize_even_unchanged(old: &[u8], new: &[u8]) -> Option<Normalized> {
-    normalize_checked(Cow::Borrowed(old), Cow::Borrowed(new), false).map(|(n, _)| n)
+    normalize_checked(old, Cow::Borrowed(new), false).map(|(n, ..)| n)
 }
 
-/// [`normalize_for_patch`], also returning the new module's BLAKE3. Owned inputs are freed
-/// as soon as they are no longer needed (the old module once its reference is made, the
-/// new one once it is normalized and hashed; the inverse's output is compared by BLAKE3).
-fn normalize_checked(old: Cow<[u8]>, new: Cow<[u8]>, renumbered_only: bool) -> Option<(Normalized, [u8; 32])> {
+/// [`normalize_for_patch`], also returning the new module's BLAKE3 and whether something was
+/// renumbered. An owned new module is freed as soon as it is normalized and hashed (the
+/// inverse's output is compared by BLAKE3).
+fn normalize_checked(old: &[u8], new: Cow<[u8]>, renumbered_only: bool) -> Option<(Normalized, [u8; 32], bool)> {
     let cap = MAX_WASM_TRANSFORM_BYTES as usize;
     if !new.starts_with(b"\0asm") || !old.starts_with(b"\0asm") || new.len() > cap || old.len() >= i32::MAX as usize {
         return None;
     }
-    // The peak is the new module's forward transform, with the old module freed by then:
-    // for esbuild's 14 MB module, natively, 43 MB of allocations at most (the new module,
-    // the reference's copy of the old data, the forward's output and window lists; 60 MB of
-    // wasm memory), BENCHMARKS.md, "wasm transform memory (session 10)".
-    let reference = wt::reference(&old).ok()?;
+    // The peak is the new module's forward transform: for esbuild's 14 MB module, natively,
+    // 43 MB of allocations at most besides the old module (the new module, the reference's
+    // copy of the old data, the forward's output and window lists; 60 MB of wasm memory),
+    // BENCHMARKS.md, "wasm transform memory (session 10)".
+    let reference = wt::reference(old).ok()?;
     // forward(None, old).bytes == old, checked body by body, without building that copy.
-    // (When the check built it, doing it before the reference measured 4.6 MB more wasm
-    // memory on esbuild-wasm-adj: the allocator's layout.)
-    if wt::is_own_normalized_form(&old) != Ok(true) {
+    if wt::is_own_normalized_form(old) != Ok(true) {
         return None;
     }
-    drop(old);
     let n = wt::forward(Some(&reference), &new).ok()?;
     drop(reference);
-    if (renumbered_only && n.bytes == *new)
-        || n.bytes.len() > cap
-        || n.side_info.is_empty()
-        || n.side_info.len() as u64 > MAX_WASM_SIDE_INFO
-        || n.bytes.len() < 8
-    {
+    let renumbered = n.bytes != *new;
+    if (renumbered_only && !renumbered) || n.bytes.len() > cap || n.side_info.is_empty() || n.side_info.len() as u64 > MAX_WASM_SIDE_INFO || n.bytes.len() < 8 {
         return None;
     }
     let (new_len, new_blake3) = (new.len(), *blake3::hash(&new).as_bytes());
     drop(new);
     // The writer's own check that the applier will get the file back.
-    let back = wt::inverse(&n.bytes, &n.side_info).ok()?;
-    if back.len() != new_len || *blake3::hash(&back).as_bytes() != new_blake3 {
+    gives_back(&n, new_len, &new_blake3).then_some((n, new_blake3, renumbered))
+}
+
+/// Whether the inverse of `n` is the module of `len` bytes and BLAKE3 `blake3`.
+fn gives_back(n: &Normalized, len: usize, blake3: &[u8; 32]) -> bool {
+    wt::inverse(&n.bytes, &n.side_info).is_ok_and(|back| back.len() == len && blake3::hash(&back).as_bytes() == blake3)
+}
+
+/// zstd's level for the split-or-not trial: level 3 chose as the native diff's full diffs did
+/// on all six measured pairs, where level 1 also did but with a narrower margin on sql.js
+/// (split / whole: 1.054 at level 3, 1.312 at level 1; BENCHMARKS.md, "Generator: the
+/// field-split layout").
+const SPLIT_TRIAL_LEVEL: i32 = 3;
+
+/// `n` and `old` in the field-split layout, if their trial (module doc) is smaller than `n`
+/// against `old` as it is.
+fn split_if_smaller(old: &[u8], n: &Normalized) -> Option<(Normalized, Vec<u8>)> {
+    let split = wt::with_code_layout(n).ok()?;
+    if split.side_info.len() as u64 > MAX_WASM_SIDE_INFO {
         return None;
     }
-    Some((n, new_blake3))
+    let old_split = wt::split_code_layout(old, &split.side_info).ok()?;
+    let trial = |data: &[u8], reference: &[u8]| {
+        let search = FrameSearch { long_distance: Some(LongDistance::default()), ..FrameSearch::level(SPLIT_TRIAL_LEVEL) };
+        compress_frame(data, reference, search).map(|frame| frame.len()).ok()
+    };
+    let whole = trial(&n.bytes, old)?;
+    let split_size = trial(&split.bytes, &old_split)?;
+    (split_size < whole).then_some((split, old_split))
 }
 
 fn invalid(what: impl Into<String>) -> Error {
@@ -111,31 +156,59 @@ fn chunk_hashes(normalized: &[u8]) -> Vec<[u8; 32]> {
 
 impl WasmTransform {
     /// The transform of the new build's module at `path` ("" for a single file) from the whole
-    /// old and new module, and its normalized form (which the caller keeps, to be read by
-    /// the ranges the generator asks for with [`FileForm::Normalized`]). None: store the
-    /// module as it is (see [`normalize_for_patch`]).
-    pub fn prepare(path: &str, old: &[u8], new: &[u8]) -> Option<(WasmTransform, Vec<u8>)> {
+    /// old and new module, the normalized form (which the caller keeps, to be read by the
+    /// ranges the generator asks for with [`FileForm::Normalized`]) and, in the field-split
+    /// layout, the old module split (kept likewise, for [`FileForm::OldSplit`]). None: store
+    /// the module as it is (see [`normalize_for_patch`]).
+    pub fn prepare(path: &str, old: &[u8], new: &[u8]) -> Option<PreparedTransform> {
         Self::prepare_checked(path, Cow::Borrowed(old), Cow::Borrowed(new))
     }
 
-    /// [`Self::prepare`] taking the modules, which it frees as soon as it can (see
-    /// [`normalize_for_patch`]): for a caller short of memory (a Worker's wasm heap).
-    pub fn prepare_owned(path: &str, old: Vec<u8>, new: Vec<u8>) -> Option<(WasmTransform, Vec<u8>)> {
+    /// [`Self::prepare`] taking the modules, which it frees as soon as it can: for a caller
+    /// short of memory (a Worker's wasm heap).
+    pub fn prepare_owned(path: &str, old: Vec<u8>, new: Vec<u8>) -> Option<PreparedTransform> {
         Self::prepare_checked(path, Cow::Owned(old), Cow::Owned(new))
     }
 
-    fn prepare_checked(path: &str, old: Cow<[u8]>, new: Cow<[u8]>) -> Option<(WasmTransform, Vec<u8>)> {
+    fn prepare_checked(path: &str, old: Cow<[u8]>, new: Cow<[u8]>) -> Option<PreparedTransform> {
         let new_size = new.len() as u64;
-        let (n, new_blake3) = normalize_checked(old, new, true)?;
-        let t = WasmTransform {
+        let (n, new_blake3, renumbered) = normalize_checked(&old, new, false)?;
+        let split = split_if_smaller(&old, &n);
+        drop(old);
+        let (n, old_split) = match split {
+            Some((split, old_split)) => {
+                drop(n);
+                if !gives_back(&split, new_size as usize, &new_blake3) {
+                    return None;
+                }
+                (split, Some(old_split))
+            }
+            // Nothing renumbered: the side info would only add bytes.
+            None if !renumbered => return None,
+            None => (n, None),
+        };
+        let transform = WasmTransform {
             path: path.to_string(),
             new_size,
             new_blake3,
             normalized_size: n.bytes.len() as u64,
             side_info: n.side_info,
             chunk_hashes: chunk_hashes(&n.bytes),
+            old_split_blake3: old_split.as_ref().map(|o| *blake3::hash(o).as_bytes()),
         };
-        Some((t, n.bytes))
+        Some(PreparedTransform { transform, normalized: n.bytes, old_split })
+    }
+
+    /// Whether the patch stores the module in the field-split layout: its old file is then
+    /// read split ([`FileForm::OldSplit`]).
+    pub fn is_split(&self) -> bool {
+        self.old_split_blake3.is_some()
+    }
+
+    /// BLAKE3 of the old module split, in the field-split layout: what the caller checks the
+    /// bytes it keeps for [`FileForm::OldSplit`] against.
+    pub fn old_split_blake3(&self) -> Option<[u8; 32]> {
+        self.old_split_blake3
     }
 
     /// The module's path in the new build.
@@ -166,6 +239,13 @@ impl WasmTransform {
         out.extend_from_slice(&self.side_info);
         for h in &self.chunk_hashes {
             out.extend_from_slice(h);
+        }
+        match &self.old_split_blake3 {
+            None => out.push(0),
+            Some(h) => {
+                out.push(1);
+                out.extend_from_slice(h);
+            }
         }
         let check = blake3::hash(&out);
         out.extend_from_slice(check.as_bytes());
@@ -201,10 +281,18 @@ impl WasmTransform {
         for _ in 0..chunks {
             chunk_hashes.push(r.array("chunk hash").map_err(e)?);
         }
+        let old_split_blake3 = match r.array::<1>("split flag").map_err(e)? {
+            [0] => None,
+            [1] => Some(r.array("split old BLAKE3").map_err(e)?),
+            _ => return Err(bad("split flag not 0 or 1")),
+        };
+        if old_split_blake3.is_some() != wt::side_info_has_code_layout(&side_info) {
+            return Err(bad("split old BLAKE3 and side info disagree"));
+        }
         if !r.is_empty() {
             return Err(bad("trailing bytes"));
         }
-        Ok(WasmTransform { path, new_size, new_blake3, normalized_size, side_info, chunk_hashes })
+        Ok(WasmTransform { path, new_size, new_blake3, normalized_size, side_info, chunk_hashes, old_split_blake3 })
     }
 
     /// Checks every chunk of the normalized form that ends within `(from, to]` against its
