@@ -15,6 +15,11 @@ const hostileVectors = JSON.stringify(
   ),
 );
 
+// The playable arcade's engine module in both versions (fixtures/arcade): v2 re-emits its
+// code, so the generator stores it in the field-split layout (docs/FORMAT.md §2.8.7).
+const ARCADE = new URL("../fixtures/arcade/", import.meta.url);
+const arcadeLogic = JSON.stringify(["v1", "v2"].map((v) => readFileSync(new URL(`${v}/logic.wasm`, ARCADE)).toString("base64")));
+
 export default defineConfig({
   plugins: [
     cloudflareTest({
@@ -24,6 +29,7 @@ export default defineConfig({
         ratelimits: { ANONYMOUS_RATE_LIMITER: { namespace_id: "1001", simple: { limit: 100, period: 60 } } },
         bindings: {
           HOSTILE_VECTORS: hostileVectors,
+          ARCADE_LOGIC: arcadeLogic,
           EDGEPATCH_TOKEN: TEST_TOKEN,
           MANIFEST_SIGNING_KEY: TEST_SIGNING_KEY,
           // 32 MiB: room for the fanned-out pairs (more than 3 segments of 4 MiB).

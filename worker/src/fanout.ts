@@ -26,7 +26,7 @@ import {
 } from "./generate";
 import { getJson, keys, putJson, R2PartWriter, R2RangeReader } from "./store";
 import { settings } from "./settings";
-import { addTransforms, loadTransforms, type StoredTransform } from "./transform";
+import { addTransforms, loadTransforms, verifySplitOld, type StoredTransform } from "./transform";
 import type { Env } from "./env";
 
 /** New bytes per segment: the core's GENERATOR_SEGMENT (segment k covers [k, k+1) x this of the new stream). */
@@ -311,6 +311,7 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
   const prefix = runPrefix(job.game, job.from, job.to, job.run);
   const { writer, forget } = runWriter(bucket, prefix, `step-${job.step}`, stepKey(job.game, job.from, job.to, job.run, job.step));
   const oldFiles = new Set<string>();
+  const splitVerified = new Set<string>();
   const lengths: number[] = [];
   let newBytesRead = 0;
   let oldBytesRead = 0;
@@ -333,8 +334,10 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
       hasher.update(i, newRanges, gen);
       const wanted = gen.planFilledSegment(i);
       if (wanted.length > 0 && oldBuild === null) throw new GenerationError(500, "generator asked for old data of the empty build");
-      const oldReads = oldBuild === null ? { total: 0, groups: [] } : planBuildReads(oldBuild, wanted);
-      for (const r of wanted) if (r.length > 0) oldFiles.add(r.path);
+      const oldReads = oldBuild === null ? { total: 0, groups: [] } : planBuildReads(oldBuild, wanted, normalized);
+      // Old files as they are are checked by the assembly; split old modules here, before they are read.
+      for (const r of wanted) if (r.length > 0 && !r.oldSplit) oldFiles.add(r.path);
+      bytesVerified += await verifySplitOld(r2, normalized, wanted, splitVerified);
       gen.oldBytesTarget(oldReads.total);
       if (oldBuild !== null) await readBuildRanges(r2, oldReads, wasmView(() => gen.oldBytesView()));
       newBytesRead += newReads.total;

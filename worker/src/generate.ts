@@ -20,7 +20,7 @@ import { settings } from "./settings";
 import type { Env } from "./env";
 import type { PairJob } from "./pregenerate";
 import { assembleRun, deleteStepObjects, pendingResult, runPrefix, runWriter, stallSeconds, stepJobs, sweepRunPrefix, type AssembleJob, type FanoutRun, type StepResult } from "./fanout";
-import { addTransforms, prepareTransforms, storeTransforms, type ModuleTransform, type StoredTransform, type TransformStats } from "./transform";
+import { addTransforms, prepareTransforms, storeTransforms, verifySplitOld, type ModuleTransform, type StoredTransform, type TransformStats } from "./transform";
 
 export interface UpdateDescriptor {
   game: string;
@@ -168,8 +168,8 @@ export interface BuildReads {
 /**
  * Plans the reads of the concatenation of `ranges` of a stored build: spans sorted, merged
  * across small gaps (tar headers, neighbouring files) into reads of at most MAX_READ bytes.
- * A range of a module's normalized form (`normalized`) is read from the run object the
- * transform phase wrote (`transforms`, by path; none for an old build, which is read as it is).
+ * A range of a module's normalized form (`normalized`), or of a split old module (`oldSplit`),
+ * is read from the run object the transform phase wrote (`transforms`, by path).
  */
 export function planBuildReads(build: StoredBuild, ranges: BuildRange[], transforms: ReadonlyMap<string, ModuleTransform> = new Map()): BuildReads {
   let total = 0;
@@ -182,12 +182,18 @@ export function planBuildReads(build: StoredBuild, ranges: BuildRange[], transfo
       const t = transforms.get(r.path);
       if (t === undefined) throw new GenerationError(500, `generator asked for the normalized form of ${r.path}, which this generation did not make`);
       [key, base, size] = [t.normalizedKey, 0, t.normalizedSize];
+    } else if (r.oldSplit) {
+      // Nor one of a split old module (docs/FORMAT.md §2.8.7).
+      const split = transforms.get(r.path)?.oldSplit;
+      if (split === undefined) throw new GenerationError(500, `generator asked for the split old module of ${r.path}, which this generation did not make`);
+      [key, base, size] = [split.key, 0, split.size];
     } else {
       const entry = build.index.get(r.path);
       if (entry === undefined) throw new GenerationError(500, `generator asked for ${r.path}, which is not a file of ${build.record.build}`);
       [base, size] = [entry.offset, entry.size];
     }
-    if (r.offset < 0 || r.length < 0 || r.offset + r.length > size) throw new GenerationError(500, `generator asked for bytes ${r.offset}+${r.length} of ${r.normalized ? "the normalized form of " : ""}${r.path} (${size} bytes)`);
+    const form = r.normalized ? "the normalized form of " : r.oldSplit ? "the split old module of " : "";
+    if (r.offset < 0 || r.length < 0 || r.offset + r.length > size) throw new GenerationError(500, `generator asked for bytes ${r.offset}+${r.length} of ${form}${r.path} (${size} bytes)`);
     const span = { key, src: base + r.offset, len: r.length, dst: total };
     total += r.length;
     return span;
@@ -647,6 +653,7 @@ export class PatchGeneration extends DurableObject<Env> {
     if (oldBuild !== null) oldBuild.signature = new Uint8Array(0);
     const newHasher = new NewFileHasher(newBuild);
     const oldVerified = new Set<string>();
+    const splitVerified = new Set<string>();
     let oldBytesVerified = 0;
     const patchKey = keys.patch(game, from, to);
     const writer = new R2PartWriter(bucket, patchKey, { httpMetadata: { contentType: "application/octet-stream" } });
@@ -669,8 +676,11 @@ export class PatchGeneration extends DurableObject<Env> {
         newHasher.update(newRanges, gen);
         const wanted = gen.planFilledSegment(i);
         if (wanted.length > 0 && oldBuild === null) throw new GenerationError(500, "generator asked for old data of the empty build");
-        const oldReads = oldBuild === null ? { total: 0, groups: [] } : planBuildReads(oldBuild, wanted);
-        if (oldBuild !== null) oldBytesVerified += await verifyFiles(r2, oldBuild, wanted, oldVerified);
+        const oldReads = oldBuild === null ? { total: 0, groups: [] } : planBuildReads(oldBuild, wanted, normalized);
+        if (oldBuild !== null) {
+          oldBytesVerified += await verifyFiles(r2, oldBuild, wanted.filter((r) => !r.oldSplit), oldVerified);
+          oldBytesVerified += await verifySplitOld(r2, normalized, wanted, splitVerified);
+        }
         gen.oldBytesTarget(oldReads.total);
         if (oldBuild !== null) await readBuildRanges(r2, oldReads, wasmView(() => gen.oldBytesView()));
         newBytesRead += newReads.total;

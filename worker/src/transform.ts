@@ -9,7 +9,11 @@
 // ranges with `normalized: true` are answered from that object. The record carries a BLAKE3 of
 // every MiB of the normalized form, which the core checks as it encodes: a normalized object
 // changed in R2 fails the generation. A module the core does not transform (nothing
-// renumbered, not a module it reads) is stored as it is.
+// renumbered, not a module it reads) is stored as it is. Where the core stores a module in the
+// field-split layout (docs/FORMAT.md §2.8.7; its trial says so, for re-emitted code), the old
+// module split goes to a run object too: the generator's old ranges of that file are of it
+// (`oldSplit`), and it is checked whole against the BLAKE3 the core computed from the checked
+// old module before any of its ranges is read (`verifySplitOld`).
 import * as wasm from "./wasm";
 import { GenerationError, wasmView, yieldToEventLoop, type StoredBuild } from "./generate";
 import { R2PartWriter, R2RangeReader } from "./store";
@@ -40,6 +44,15 @@ export interface ModuleTransform {
   normalizedSize: number;
   /** The encoded transform (`PreparedWasmTransform.record`, for `addWasmTransform`). */
   record: Uint8Array;
+  /** In the field-split layout: the old module split (the run object, its size and BLAKE3). */
+  oldSplit?: OldSplit;
+}
+
+/** The run object of a split module's old module in the field-split layout. */
+export interface OldSplit {
+  key: string;
+  size: number;
+  blake3: string;
 }
 
 /**
@@ -53,11 +66,13 @@ export interface StoredTransform {
   normalizedSize: number;
   recordKey: string;
   recordBlake3: string;
+  oldSplit?: OldSplit;
 }
 
 export interface TransformStats {
-  /** Modules normalized (stored so), and modules read whole but stored as they are. */
+  /** Modules normalized (stored so), of them in the field-split layout, and modules read whole but stored as they are. */
   modules: number;
+  split: number;
   untransformed: number;
   /** Bytes of modules read whole (old and new) and of normalized forms written. */
   bytesRead: number;
@@ -94,6 +109,11 @@ function reserveArena(): void {
 /** The run object of the normalized form of the `n`th transformed module. */
 export function normalizedKey(prefix: string, n: number): string {
   return `${prefix}wasm/${n}.normalized`;
+}
+
+/** The run object of the `n`th transformed module's old module split, in the field-split layout. */
+export function oldSplitKey(prefix: string, n: number): string {
+  return `${prefix}wasm/${n}.old-split`;
 }
 
 /** Paths of the new build's files that may be a module to normalize, *.wasm first. */
@@ -161,7 +181,7 @@ export async function prepareTransforms(
   const started = Date.now();
   const reader = new R2RangeReader(bucket, 1);
   const transforms: ModuleTransform[] = [];
-  const stats: TransformStats = { modules: 0, untransformed: 0, bytesRead: 0, normalizedBytes: 0, probes: 0, seconds: 0, wasmMemoryBytes: 0 };
+  const stats: TransformStats = { modules: 0, split: 0, untransformed: 0, bytesRead: 0, normalizedBytes: 0, probes: 0, seconds: 0, wasmMemoryBytes: 0 };
   for (const path of candidates(oldBuild, newBuild)) {
     stats.probes += 2;
     if (!(await startsWasm(reader, newBuild, path)) || !(await startsWasm(reader, oldBuild, path))) continue;
@@ -184,18 +204,29 @@ export async function prepareTransforms(
       continue;
     }
     try {
-      const key = normalizedKey(prefix, transforms.length);
-      const { writer: w, forget } = writer(`wasm-${transforms.length}`, key);
-      try {
-        await w.write(wasmView(() => prepared.normalizedView()));
-        await w.finish();
-        await forget();
-      } catch (e) {
-        await w.abort();
-        await forget().catch(() => {});
-        throw e;
+      const n = transforms.length;
+      const store = async (name: string, key: string, view: () => Uint8Array) => {
+        const { writer: w, forget } = writer(name, key);
+        try {
+          await w.write(wasmView(view));
+          await w.finish();
+          await forget();
+        } catch (e) {
+          await w.abort();
+          await forget().catch(() => {});
+          throw e;
+        }
+      };
+      const key = normalizedKey(prefix, n);
+      await store(`wasm-${n}`, key, () => prepared.normalizedView());
+      const splitBlake3 = prepared.oldSplitBlake3;
+      let oldSplit: OldSplit | undefined;
+      if (splitBlake3 !== undefined) {
+        oldSplit = { key: oldSplitKey(prefix, n), size: oldBuild.index.get(path)!.size, blake3: splitBlake3 };
+        await store(`wasm-${n}-old-split`, oldSplit.key, () => prepared.oldSplitView());
+        stats.split++;
       }
-      transforms.push({ path, normalizedKey: key, normalizedSize: prepared.normalizedSize, record: prepared.record });
+      transforms.push({ path, normalizedKey: key, normalizedSize: prepared.normalizedSize, record: prepared.record, oldSplit });
       stats.modules++;
       stats.normalizedBytes += prepared.normalizedSize;
     } finally {
@@ -213,7 +244,7 @@ export async function storeTransforms(bucket: R2Bucket, transforms: ModuleTransf
   for (const t of transforms) {
     const recordKey = `${t.normalizedKey}.record`;
     await bucket.put(recordKey, t.record);
-    out.push({ path: t.path, normalizedKey: t.normalizedKey, normalizedSize: t.normalizedSize, recordKey, recordBlake3: wasm.blake3Hex(t.record) });
+    out.push({ path: t.path, normalizedKey: t.normalizedKey, normalizedSize: t.normalizedSize, recordKey, recordBlake3: wasm.blake3Hex(t.record), oldSplit: t.oldSplit });
   }
   return out;
 }
@@ -226,7 +257,7 @@ export async function loadTransforms(bucket: R2Bucket, stored: StoredTransform[]
     if (obj === null) throw new GenerationError(500, `the wasm transform record of ${s.path} is missing (${s.recordKey})`);
     const record = new Uint8Array(await obj.arrayBuffer());
     if (wasm.blake3Hex(record) !== s.recordBlake3) throw new GenerationError(500, `integrity: the stored wasm transform record of ${s.path} does not match its BLAKE3`);
-    out.push({ path: s.path, normalizedKey: s.normalizedKey, normalizedSize: s.normalizedSize, record });
+    out.push({ path: s.path, normalizedKey: s.normalizedKey, normalizedSize: s.normalizedSize, record, oldSplit: s.oldSplit });
   }
   return out;
 }
@@ -234,4 +265,29 @@ export async function loadTransforms(bucket: R2Bucket, stored: StoredTransform[]
 /** Hands `transforms` to a generator (before its header or its first segment). */
 export function addTransforms(gen: wasm.PatchGenerator, transforms: ModuleTransform[]): void {
   for (const t of transforms) gen.addWasmTransform(t.record);
+}
+
+/**
+ * Checks each split old module that `ranges` (old ranges of a segment) read from, in full and
+ * once per `verified` set (a generation, or a fanned-out step), against the BLAKE3 the core
+ * computed from the checked old module. Through `reader`, which pins the object's ETag: the
+ * bytes checked are the bytes the segments then read. Returns the bytes read.
+ */
+export async function verifySplitOld(reader: R2RangeReader, transforms: ReadonlyMap<string, ModuleTransform>, ranges: Iterable<wasm.ByteRange>, verified: Set<string>): Promise<number> {
+  let bytes = 0;
+  for (const r of ranges) {
+    if (!r.oldSplit || r.length === 0 || verified.has(r.path)) continue;
+    const split = transforms.get(r.path)?.oldSplit;
+    if (split === undefined) throw new GenerationError(500, `generator asked for the split old module of ${r.path}, which this generation did not make`);
+    const hasher = new wasm.FileHasher();
+    try {
+      await reader.read(split.key, 0, split.size, (chunk) => hasher.update(chunk));
+      if (hasher.finish() !== split.blake3) throw new GenerationError(500, `integrity: the stored split old module of ${r.path} does not match the BLAKE3 its transform recorded`);
+    } finally {
+      hasher.free();
+    }
+    verified.add(r.path);
+    bytes += split.size;
+  }
+  return bytes;
 }

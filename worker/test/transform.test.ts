@@ -1,8 +1,9 @@
 // The transform phase (transform.ts, docs/FORMAT.md §2.8) in workerd with the real R2, queues
 // and Durable Objects: a changed wasm module is stored normalized in the Worker's patches, in
 // one invocation and fanned out, the patch applies byte-exact with the core's applier and is
-// smaller than the patch of the same pair without the transform; a module or a normalized run
-// object tampered with in R2 is refused and nothing is served.
+// smaller than the patch of the same pair without the transform; re-emitted code is stored in
+// the field-split layout, its old module read split from a run object; a module, a normalized
+// or a split run object tampered with in R2 is refused and nothing is served.
 import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { initWasm, PatchGenerator } from "../src/wasm";
@@ -13,9 +14,18 @@ import { bytes } from "./tar";
 import { moduleVersions } from "./wasm_modules";
 import { apply, auth, BASE, corrupt, expectSameFiles, generations, publishInParts, servedPatch, stored, until, type Files } from "./generation";
 
-/** A game whose engine (game.wasm) gains functions near its start: every later call index shifts. */
-function builds(filler = 0): { v1: Files; v2: Files } {
-  const [m1, m2] = moduleVersions(3000, 20);
+/** The arcade's engine module (fixtures/arcade), whose v2 re-emits its code. */
+function reEmitted(): [Uint8Array, Uint8Array] {
+  const [a, b] = (JSON.parse(env.ARCADE_LOGIC) as string[]).map((b64) => Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)));
+  return [a, b];
+}
+
+/**
+ * A game whose engine (game.wasm) gains functions near its start: every later call index
+ * shifts; or, `reEmit`, whose engine's code a toolchain re-emitted.
+ */
+function builds(filler = 0, reEmit = false): { v1: Files; v2: Files } {
+  const [m1, m2] = reEmit ? reEmitted() : moduleVersions(3000, 20);
   const big = bytes(filler, 71);
   const changed = big.slice();
   for (let i = 5000; i < changed.length; i += 250_000) changed.set(bytes(300, i), i);
@@ -64,13 +74,13 @@ async function transformRun(game: string, run: string) {
   const bucket = env.BUCKET;
   const [oldBuild, newBuild] = await Promise.all([loadBuild(bucket, game, "v1"), loadBuild(bucket, game, "v2")]);
   const prefix = runPrefix(game, "v1", "v2", run);
-  const { transforms } = await prepareTransforms(bucket, oldBuild, newBuild, prefix, (name, key) => runWriter(bucket, prefix, name, key));
+  const { transforms, stats } = await prepareTransforms(bucket, oldBuild, newBuild, prefix, (name, key) => runWriter(bucket, prefix, name, key));
   const gen = new PatchGenerator(oldBuild.signature, newBuild.signature, 3);
   for (const t of transforms) gen.addWasmTransform(t.record);
   const segments = gen.segmentCount;
   gen.free();
   const job: StepJob = { kind: "step", game, from: "v1", to: "v2", run, step: 0, first: 0, end: segments, level: 3, transforms: await storeTransforms(bucket, transforms) };
-  return { transforms, job };
+  return { transforms, job, stats };
 }
 
 describe("the wasm transform phase", () => {
@@ -86,7 +96,7 @@ describe("the wasm transform phase", () => {
     const patch = await servedPatch("wt", "v1", "v2");
     expectSameFiles(apply(v1, patch), v2);
     const g = await generations("wt", "v1", "v2");
-    expect(g.runs[0].transform).toMatchObject({ modules: 1, untransformed: 0 });
+    expect(g.runs[0].transform).toMatchObject({ modules: 1, split: 0, untransformed: 0 });
     const plain = await plainPatchBytes("wt", v1, v2);
     expect(patch.length).toBeLessThan(plain);
     // The run's normalized module is gone with it.
@@ -106,6 +116,34 @@ describe("the wasm transform phase", () => {
     expectSameFiles(apply(v1, await servedPatch("wtfan", "v1", "v2")), v2);
     expect(await plainPatchBytes("wtfan", v1, v2)).toBeGreaterThan(log.patchBytes);
     expect(await stored("tmp/generations/wtfan/")).toEqual([]);
+  });
+
+  it("stores re-emitted code in the field-split layout, its old module read split: byte-exact, smaller than without", async () => {
+    const { v1, v2 } = builds(0, true);
+    await publishInParts("wtsplit", "v1", v1);
+    await publishInParts("wtsplit", "v2", v2);
+    const res = await SELF.fetch(`${BASE}/v1/games/wtsplit/updates/v1/v2`, { headers: auth });
+    expect(res.status, await res.clone().text()).toBe(200);
+    await res.arrayBuffer();
+    const patch = await servedPatch("wtsplit", "v1", "v2");
+    expectSameFiles(apply(v1, patch), v2);
+    const g = await generations("wtsplit", "v1", "v2");
+    expect(g.runs[0].transform).toMatchObject({ modules: 1, split: 1, untransformed: 0 });
+    expect(patch.length).toBeLessThan(await plainPatchBytes("wtsplit", v1, v2));
+    expect(await stored("tmp/generations/wtsplit/")).toEqual([]);
+  });
+
+  it("in a fanned-out pair too: the steps read the split old module", async () => {
+    const { v1, v2 } = builds(13 << 20, true);
+    await publishInParts("wtsplitfan", "v1", v1);
+    await publishInParts("wtsplitfan", "v2", v2);
+    const first = await SELF.fetch(`${BASE}/v1/games/wtsplitfan/updates/v1/v2`, { headers: auth });
+    expect(first.status).toBe(503);
+    await first.arrayBuffer();
+    const log = await until("v1 -> v2 assembled", async () => (await generations("wtsplitfan", "v1", "v2")).runs[0]);
+    expect(log).toMatchObject({ steps: 2, transformedModules: 1 });
+    expectSameFiles(apply(v1, await servedPatch("wtsplitfan", "v1", "v2")), v2);
+    expect(await stored("tmp/generations/wtsplitfan/")).toEqual([]);
   });
 
   // The threat model (worker/README.md): the bucket may serve any bytes.
@@ -155,6 +193,27 @@ describe("the wasm transform phase", () => {
       await env.BUCKET.put(key, bad);
       await expect(runStep(env, job)).rejects.toThrow(/"game\.wasm": normalized bytes 0\.\.\d+ are not those its wasm transform was made from/);
       expect(await stored("games/wtnorm/patches/")).toEqual([]);
+    });
+
+    it("a split old module changed after the transform phase fails the step that reads it", async () => {
+      const { v1, v2 } = builds(0, true);
+      await publishInParts("wtsplitbad", "v1", v1);
+      await publishInParts("wtsplitbad", "v2", v2);
+      const { transforms, job, stats } = await transformRun("wtsplitbad", "tampered");
+      expect(stats.split).toBe(1);
+      const split = transforms[0].oldSplit!;
+      expect(split.key.startsWith(runPrefix("wtsplitbad", "v1", "v2", "tampered"))).toBe(true);
+      const good = new Uint8Array(await (await env.BUCKET.get(split.key))!.arrayBuffer());
+      expect(good.length).toBe(v1.get("game.wasm")!.length);
+      expect(good).not.toEqual(v1.get("game.wasm"));
+      expect((await runStep(env, job)).lengths.length).toBe(job.end);
+      const bad = good.slice();
+      bad[good.length >> 1] ^= 0x01;
+      await env.BUCKET.put(split.key, bad);
+      await expect(runStep(env, job)).rejects.toThrow(/integrity: the stored split old module of game\.wasm does not match/);
+      await env.BUCKET.delete(split.key);
+      await expect(runStep(env, job)).rejects.toThrow(/split/);
+      expect(await stored("games/wtsplitbad/patches/")).toEqual([]);
     });
 
     it("a transform record changed in R2 is refused (pinned by its BLAKE3)", async () => {

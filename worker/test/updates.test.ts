@@ -307,13 +307,13 @@ describe("range reads", () => {
     ]);
     const build: StoredBuild = { record: { build: "t" } as BuildRecord, tarKey, index, signature: new Uint8Array(0) };
     const ranges = [
-      { path: "b", offset: 10, length: 30_000, normalized: false },
-      { path: "a", offset: 0, length: 5000, normalized: false },
-      { path: "a", offset: 4000, length: 20_000, normalized: false }, // overlaps the one before
-      { path: "c", offset: 0, length: 0, normalized: false },
-      { path: "c", offset: 39_990, length: 10, normalized: false },
-      { path: "a", offset: 99_000, length: 1000, normalized: false },
-      { path: "b", offset: 0, length: 50_000, normalized: false },
+      { path: "b", offset: 10, length: 30_000, normalized: false, oldSplit: false },
+      { path: "a", offset: 0, length: 5000, normalized: false, oldSplit: false },
+      { path: "a", offset: 4000, length: 20_000, normalized: false, oldSplit: false }, // overlaps the one before
+      { path: "c", offset: 0, length: 0, normalized: false, oldSplit: false },
+      { path: "c", offset: 39_990, length: 10, normalized: false, oldSplit: false },
+      { path: "a", offset: 99_000, length: 1000, normalized: false, oldSplit: false },
+      { path: "b", offset: 0, length: 50_000, normalized: false, oldSplit: false },
     ];
     const expected = new Uint8Array(ranges.reduce((n, r) => n + r.length, 0));
     let at = 0;
@@ -337,9 +337,10 @@ describe("range reads", () => {
     expect(again).toEqual(expected);
     // A range the object does not have is an error, not a short buffer.
     await expect(reader.read(tarKey, 699_000, 2000, () => {})).rejects.toThrow();
-    expect(() => planBuildReads(build, [{ path: "a", offset: 99_999, length: 2, normalized: false }])).toThrow(/bytes 99999\+2 of a/);
-    // The Worker stores no normalized wasm forms (yet): a range of one is refused, not read from the tar.
-    expect(() => planBuildReads(build, [{ path: "a", offset: 0, length: 2, normalized: true }])).toThrow(/normalized/);
+    expect(() => planBuildReads(build, [{ path: "a", offset: 99_999, length: 2, normalized: false, oldSplit: false }])).toThrow(/bytes 99999\+2 of a/);
+    // A range of a wasm transform's form that the generation did not make is refused, not read from the tar.
+    expect(() => planBuildReads(build, [{ path: "a", offset: 0, length: 2, normalized: true, oldSplit: false }])).toThrow(/normalized/);
+    expect(() => planBuildReads(build, [{ path: "a", offset: 0, length: 2, normalized: false, oldSplit: true }])).toThrow(/split old module/);
   });
 });
 
