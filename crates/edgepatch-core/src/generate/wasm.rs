@@ -129,21 +129,42 @@ fn gives_back(n: &Normalized, len: usize, blake3: &[u8; 32]) -> bool {
 /// field-split layout").
 const SPLIT_TRIAL_LEVEL: i32 = 3;
 
-/// `n` and `old` in the field-split layout, if their trial (module doc) is smaller than `n`
-/// against `old` as it is.
-fn split_if_smaller(old: &[u8], n: &Normalized) -> Option<(Normalized, Vec<u8>)> {
-    let split = wt::with_code_layout(n).ok()?;
-    if split.side_info.len() as u64 > MAX_WASM_SIDE_INFO {
-        return None;
-    }
-    let old_split = wt::split_code_layout(old, &split.side_info).ok()?;
+/// How the patch stores a module: its normalized form, or that in the field-split layout
+/// with the old module split.
+enum Layout {
+    Whole(Normalized),
+    Split(Normalized, Vec<u8>),
+}
+
+/// `n` (checked to give the new module back) in the field-split layout with `old` split, if
+/// their trial (module doc) is smaller than `n` against `old` as it is. Frees as it goes, for
+/// a Worker's heap: at most three module-sized buffers at once (`old`, `n`, one split; then
+/// `old` and both splits; then the splits and `n` joined back from the new one, which checks
+/// that join). None: a step failed once `n` was freed.
+fn split_if_smaller(old: Cow<[u8]>, n: Normalized) -> Option<Layout> {
     let trial = |data: &[u8], reference: &[u8]| {
         let search = FrameSearch { long_distance: Some(LongDistance::default()), ..FrameSearch::level(SPLIT_TRIAL_LEVEL) };
         compress_frame(data, reference, search).map(|frame| frame.len()).ok()
     };
-    let whole = trial(&n.bytes, old)?;
+    let Some(whole) = trial(&n.bytes, &old) else { return Some(Layout::Whole(n)) };
+    let split = match wt::with_code_layout(&n) {
+        Ok(split) if split.side_info.len() as u64 <= MAX_WASM_SIDE_INFO => split,
+        _ => return Some(Layout::Whole(n)),
+    };
+    let Normalized { bytes, side_info } = n;
+    let n_blake3 = blake3::hash(&bytes);
+    drop(bytes);
+    let old_split = wt::split_code_layout(&old, &split.side_info).ok()?;
     let split_size = trial(&split.bytes, &old_split)?;
-    (split_size < whole).then_some((split, old_split))
+    drop(old);
+    let joined = wt::join_code_layout(&split.bytes, &split.side_info).ok()?;
+    if blake3::hash(&joined) != n_blake3 {
+        return None;
+    }
+    if split_size < whole {
+        return Some(Layout::Split(split, old_split));
+    }
+    Some(Layout::Whole(Normalized { bytes: joined, side_info }))
 }
 
 fn invalid(what: impl Into<String>) -> Error {
@@ -173,19 +194,11 @@ impl WasmTransform {
     fn prepare_checked(path: &str, old: Cow<[u8]>, new: Cow<[u8]>) -> Option<PreparedTransform> {
         let new_size = new.len() as u64;
         let (n, new_blake3, renumbered) = normalize_checked(&old, new, false)?;
-        let split = split_if_smaller(&old, &n);
-        drop(old);
-        let (n, old_split) = match split {
-            Some((split, old_split)) => {
-                drop(n);
-                if !gives_back(&split, new_size as usize, &new_blake3) {
-                    return None;
-                }
-                (split, Some(old_split))
-            }
+        let (n, old_split) = match split_if_smaller(old, n)? {
             // Nothing renumbered: the side info would only add bytes.
-            None if !renumbered => return None,
-            None => (n, None),
+            Layout::Whole(_) if !renumbered => return None,
+            Layout::Whole(n) => (n, None),
+            Layout::Split(split, old_split) => (split, Some(old_split)),
         };
         let transform = WasmTransform {
             path: path.to_string(),
