@@ -3,8 +3,9 @@
 // changed, at most MAX_TRANSFORM_MODULE_BYTES, below the format's 64 MiB cap) is read whole from
 // R2 into the wasm module's own memory, checked against the BLAKE3 its upload's signer
 // recorded (the bucket may serve any bytes), and normalized by the core
-// (`prepareWasmTransformFilled`). The normalized form goes to a run object in R2, beside the
-// run's other temporary objects (tmp/generations/{game}/{from}/{to}/{run}/, swept with them);
+// (`normalizeWasmModuleFilled`, then `finishFilled` with the old module read again). The
+// normalized form goes to a run object in R2, beside the run's other temporary objects
+// (tmp/generations/{game}/{from}/{to}/{run}/, swept with them);
 // the transform's record goes to every generator of the patch (`addWasmTransform`), whose
 // ranges with `normalized: true` are answered from that object. The record carries a BLAKE3 of
 // every MiB of the normalized form, which the core checks as it encodes: a normalized object
@@ -197,8 +198,26 @@ export async function prepareTransforms(
     stats.bytesRead += oldBuild.index.get(path)!.size + newBuild.index.get(path)!.size;
     // Seconds of synchronous wasm follow (4-6 s for a 14 MB module): let everything else run first.
     await yieldToEventLoop();
-    // Consumes both buffers (the core frees each as soon as it is done with it).
-    const prepared = wasm.prepareWasmTransformFilled(path, oldModule, newModule);
+    // Consumes both buffers (the core frees each as soon as it is done with it: the old one
+    // before the new one's forward transform, the phase's peak).
+    const normalized = wasm.normalizeWasmModuleFilled(path, oldModule, newModule);
+    if (normalized === undefined) {
+      stats.untransformed++;
+      continue;
+    }
+    // The old module again, read and checked anew, for the core to choose the layout (the
+    // field-split one needs it split): held with the normalized form, not through the
+    // forward transform. Holding it there cost 13 MiB more wasm memory on esbuild-wasm-adj
+    // (BENCHMARKS.md, "Generator: the field-split layout").
+    let prepared: wasm.PreparedWasmTransform | undefined;
+    try {
+      const oldAgain = await readModule(reader, oldBuild, path);
+      stats.bytesRead += oldBuild.index.get(path)!.size;
+      await yieldToEventLoop();
+      prepared = normalized.finishFilled(oldAgain);
+    } finally {
+      normalized.free();
+    }
     if (prepared === undefined) {
       stats.untransformed++;
       continue;

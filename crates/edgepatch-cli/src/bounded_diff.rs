@@ -126,13 +126,18 @@ fn normalize_modules(old: &Path, new: &Path, old_sig: &Signature, new_sig: &Sign
         {
             continue;
         }
-        let new_bytes = std::fs::read(&new_path).map_err(|e| format!("{}: {e}", new_path.display()))?;
-        let old_bytes = std::fs::read(&old_path).map_err(|e| format!("{}: {e}", old_path.display()))?;
-        if blake3::hash(&new_bytes).as_bytes() != blake3 || blake3::hash(&old_bytes).as_bytes() != old_blake3 {
-            return Err(format!("{}: changed during the diff (its BLAKE3 is not the signed one)", e.path));
-        }
-        // Owned: each module is freed as soon as the transform is done with it.
-        let Some(prepared) = WasmTransform::prepare_owned(&e.path, old_bytes, new_bytes) else { continue };
+        let read_checked = |path: &Path, signed: &[u8; 32]| -> Result<Vec<u8>, String> {
+            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            if blake3::hash(&bytes).as_bytes() != signed {
+                return Err(format!("{}: changed during the diff (its BLAKE3 is not the signed one)", e.path));
+            }
+            Ok(bytes)
+        };
+        // Owned: each module is freed as soon as the transform is done with it, and the old
+        // one is read again to choose the layout (the peak is the forward transform's, without it).
+        let (new_bytes, old_bytes) = (read_checked(&new_path, blake3)?, read_checked(&old_path, old_blake3)?);
+        let Some(normalized) = WasmTransform::normalize_owned(&e.path, old_bytes, new_bytes) else { continue };
+        let Some(prepared) = normalized.finish(read_checked(&old_path, old_blake3)?) else { continue };
         let temporary = |bytes: &[u8], what: &str| -> Result<File, String> {
             let mut file = tempfile::tempfile_in(tmp_dir).map_err(|e| format!("a temporary file in {}: {e}", tmp_dir.display()))?;
             file.write_all(bytes).map_err(|err| format!("{what} of {}: {err}", e.path))?;

@@ -45,7 +45,7 @@ use crate::zstd_frame::{compress_frame, FrameSearch, LongDistance};
 
 mod wasm;
 pub(crate) use wasm::normalize_even_unchanged;
-pub use wasm::{normalize_for_patch, FileForm, PreparedTransform, WasmTransform, NORMALIZED_CHECK_CHUNK};
+pub use wasm::{normalize_for_patch, FileForm, NormalizedNew, PreparedTransform, WasmTransform, NORMALIZED_CHECK_CHUNK};
 
 /// New bytes per segment (and how far back binary segments' windows reach).
 pub const GENERATOR_SEGMENT: u64 = 4 << 20;

@@ -44,7 +44,30 @@ pub(crate) fn window_log(len: usize) -> u32 {
 
 /// One zstd frame of `data`, whose matches may reach into `prefix` (empty: none).
 pub(crate) fn compress_frame(data: &[u8], prefix: &[u8], search: FrameSearch) -> Result<Vec<u8>> {
-    let zerr = |c: usize| Error::Invalid(crate::apply::zstd_error(c));
+    let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
+    compress_into(&mut frame, data, prefix, search).map_err(zerr)?;
+    Ok(frame)
+}
+
+/// The size of [`compress_frame`]'s frame, written into a buffer of a quarter of `data`'s size
+/// first (a trial where memory is short: the frame's worst-case bound is more than `data`),
+/// and only if that is too small into one of the bound.
+pub(crate) fn compressed_len(data: &[u8], prefix: &[u8], search: FrameSearch) -> Result<usize> {
+    let mut frame = Vec::with_capacity((data.len() / 4).max(64 << 10));
+    if compress_into(&mut frame, data, prefix, search).is_ok() {
+        return Ok(frame.len());
+    }
+    drop(frame);
+    compress_frame(data, prefix, search).map(|f| f.len())
+}
+
+fn zerr(code: usize) -> Error {
+    Error::Invalid(crate::apply::zstd_error(code))
+}
+
+/// Compresses `data` into `frame` (up to its capacity) as [`compress_frame`] says.
+fn compress_into(frame: &mut Vec<u8>, data: &[u8], prefix: &[u8], search: FrameSearch) -> std::result::Result<usize, usize> {
+    let zerr = |c: usize| c;
     let mut cctx = CCtx::create();
     let window_log = window_log(prefix.len() + data.len());
     cctx.set_parameter(CParameter::CompressionLevel(search.level)).map_err(zerr)?;
@@ -70,7 +93,5 @@ pub(crate) fn compress_frame(data: &[u8], prefix: &[u8], search: FrameSearch) ->
     if !prefix.is_empty() {
         cctx.ref_prefix(prefix).map_err(zerr)?;
     }
-    let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
-    cctx.compress2(&mut frame, data).map_err(zerr)?;
-    Ok(frame)
+    cctx.compress2(frame, data)
 }

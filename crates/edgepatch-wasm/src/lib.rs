@@ -1017,7 +1017,7 @@ impl PreparedWasmTransform {
 }
 
 /// A whole wasm module filled in place in the module's memory (`view()`), for
-/// `prepareWasmTransformFilled`: a caller short of memory (a Worker) reads it there from its
+/// `normalizeWasmModuleFilled` and `finishFilled`: a caller short of memory (a Worker) reads it there from its
 /// store without holding a copy in JS.
 #[cfg(feature = "diff")]
 #[wasm_bindgen]
@@ -1045,28 +1045,55 @@ impl ModuleBuffer {
     }
 }
 
-/// [`prepare_wasm_transform`] from two filled [`ModuleBuffer`]s, which it consumes (the
-/// core frees each as soon as it can).
+/// A changed module pair half prepared (`normalizeWasmModuleFilled`): the new module
+/// normalized, waiting for the old module again (`finishFilled`), which chooses the layout the
+/// patch stores it in. For a caller short of memory (a Worker): the old module is not held
+/// during the new one's forward transform, the phase's peak.
 #[cfg(feature = "diff")]
-#[wasm_bindgen(js_name = prepareWasmTransformFilled)]
-pub fn prepare_wasm_transform_filled(path: &str, old_module: ModuleBuffer, new_module: ModuleBuffer) -> Option<PreparedWasmTransform> {
-    prepare_wasm_transform(path, old_module.bytes, new_module.bytes)
+#[wasm_bindgen]
+pub struct NormalizedWasmModule {
+    inner: Option<edgepatch_core::generate::NormalizedNew>,
+}
+
+#[cfg(feature = "diff")]
+#[wasm_bindgen]
+impl NormalizedWasmModule {
+    /// The transform (see [`PreparedWasmTransform`]) from the old module read again into a
+    /// filled buffer, which it consumes; undefined: store the module as it is. Once only.
+    #[wasm_bindgen(js_name = finishFilled)]
+    pub fn finish_filled(&mut self, old_module: ModuleBuffer) -> Result<Option<PreparedWasmTransform>, JsError> {
+        let n = self.inner.take().ok_or_else(|| JsError::new("finishFilled called twice"))?;
+        Ok(n.finish(old_module.bytes).map(prepared_to_js))
+    }
+}
+
+/// The first half of [`prepare_wasm_transform`] from two filled [`ModuleBuffer`]s, which it
+/// consumes (the core frees each as soon as it can); undefined: store the module as it is.
+#[cfg(feature = "diff")]
+#[wasm_bindgen(js_name = normalizeWasmModuleFilled)]
+pub fn normalize_wasm_module_filled(path: &str, old_module: ModuleBuffer, new_module: ModuleBuffer) -> Option<NormalizedWasmModule> {
+    let n = edgepatch_core::generate::WasmTransform::normalize_owned(path, old_module.bytes, new_module.bytes)?;
+    Some(NormalizedWasmModule { inner: Some(n) })
 }
 
 /// See [`PreparedWasmTransform`]. `path` is the module's path in the new build ("" for a
-/// single file).
+/// single file). Holds both modules throughout: a caller short of memory uses
+/// `normalizeWasmModuleFilled` and `finishFilled`.
 #[cfg(feature = "diff")]
 #[wasm_bindgen(js_name = prepareWasmTransform)]
 pub fn prepare_wasm_transform(path: &str, old_module: Vec<u8>, new_module: Vec<u8>) -> Option<PreparedWasmTransform> {
-    // Owned: the core frees each module as soon as it can (the heap's peak is the isolate's).
-    let p = edgepatch_core::generate::WasmTransform::prepare_owned(path, old_module, new_module)?;
-    Some(PreparedWasmTransform {
+    edgepatch_core::generate::WasmTransform::prepare(path, &old_module, &new_module).map(prepared_to_js)
+}
+
+#[cfg(feature = "diff")]
+fn prepared_to_js(p: edgepatch_core::generate::PreparedTransform) -> PreparedWasmTransform {
+    PreparedWasmTransform {
         record: p.transform.encode(),
         normalized_size: p.normalized.len() as u64,
         normalized: p.normalized,
         old_split_blake3: p.transform.old_split_blake3().map(|h| hex(&h)),
         old_split: p.old_split.unwrap_or_default(),
-    })
+    }
 }
 
 /// Bounded-memory patch generator (the core's `PatchGenerator`), for a Worker:

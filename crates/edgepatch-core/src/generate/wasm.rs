@@ -24,7 +24,7 @@ use std::borrow::Cow;
 use crate::error::{Error, Result};
 use crate::patch_format::{MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
 use crate::wasm_transform::{self as wt, Normalized};
-use crate::zstd_frame::{compress_frame, FrameSearch, LongDistance};
+use crate::zstd_frame::{compressed_len, FrameSearch, LongDistance};
 
 /// Bytes of the normalized form covered by one check hash. At most one segment, so that
 /// every chunk lies within a segment and the one before it (the history).
@@ -74,38 +74,92 @@ pub struct PreparedTransform {
     pub old_split: Option<Vec<u8>>,
 }
 
+/// A changed module pair half prepared ([`WasmTransform::normalize_owned`]): the new module
+/// normalized and checked, waiting for the old module again to choose the layout it is stored
+/// in ([`Self::finish`]).
+#[derive(Debug)]
+pub struct NormalizedNew {
+    path: String,
+    new_size: u64,
+    new_blake3: [u8; 32],
+    old_blake3: [u8; 32],
+    renumbered: bool,
+    normalized: Normalized,
+}
+
+impl NormalizedNew {
+    fn of(path: &str, old: Cow<[u8]>, new: Cow<[u8]>) -> Option<NormalizedNew> {
+        let (new_size, old_blake3) = (new.len() as u64, *blake3::hash(&old).as_bytes());
+        let (normalized, new_blake3, renumbered) = normalize_checked(old, new, false)?;
+        Some(NormalizedNew { path: path.to_string(), new_size, new_blake3, old_blake3, renumbered, normalized })
+    }
+
+    /// The transform, from the old module given again (checked to be the one given first):
+    /// normalized, or in the field-split layout where its trial (module doc) says so. None:
+    /// store the module as it is (nothing renumbered and the split layout not smaller, or
+    /// another old module).
+    pub fn finish(self, old: Vec<u8>) -> Option<PreparedTransform> {
+        self.finish_with(Cow::Owned(old))
+    }
+
+    fn finish_with(self, old: Cow<[u8]>) -> Option<PreparedTransform> {
+        if *blake3::hash(&old).as_bytes() != self.old_blake3 {
+            return None;
+        }
+        let NormalizedNew { path, new_size, new_blake3, renumbered, normalized, .. } = self;
+        let (n, old_split) = match split_if_smaller(old, normalized)? {
+            // Nothing renumbered: the side info would only add bytes.
+            Layout::Whole(_) if !renumbered => return None,
+            Layout::Whole(n) => (n, None),
+            Layout::Split(split, old_split) => (split, Some(old_split)),
+        };
+        let transform = WasmTransform {
+            path,
+            new_size,
+            new_blake3,
+            normalized_size: n.bytes.len() as u64,
+            side_info: n.side_info,
+            chunk_hashes: chunk_hashes(&n.bytes),
+            old_split_blake3: old_split.as_ref().map(|o| *blake3::hash(o).as_bytes()),
+        };
+        Some(PreparedTransform { transform, normalized: n.bytes, old_split })
+    }
+}
+
 /// The normalized form of `new` against `old` and its side info, if a patch may store it:
 /// both are modules the transform reads, the old module is its own normalized form (the
 /// applier reads the old file as it is), something was renumbered (else the side info only
 /// adds bytes), the sizes are within the format's caps, and the inverse gives `new` back.
 pub fn normalize_for_patch(old: &[u8], new: &[u8]) -> Option<Normalized> {
-    normalize_checked(old, Cow::Borrowed(new), true).map(|(n, ..)| n)
+    normalize_checked(Cow::Borrowed(old), Cow::Borrowed(new), true).map(|(n, ..)| n)
 }
 
 /// [`normalize_for_patch`] also where nothing is renumbered (the normalized form is then the
 /// module itself, with a side info that says so): a form the field-split layout can still
 /// store smaller (docs/FORMAT.md §2.8.7), where a toolchain re-emitted code in place.
 pub(crate) fn normalize_even_unchanged(old: &[u8], new: &[u8]) -> Option<Normalized> {
-    normalize_checked(old, Cow::Borrowed(new), false).map(|(n, ..)| n)
+    normalize_checked(Cow::Borrowed(old), Cow::Borrowed(new), false).map(|(n, ..)| n)
 }
 
 /// [`normalize_for_patch`], also returning the new module's BLAKE3 and whether something was
-/// renumbered. An owned new module is freed as soon as it is normalized and hashed (the
-/// inverse's output is compared by BLAKE3).
-fn normalize_checked(old: &[u8], new: Cow<[u8]>, renumbered_only: bool) -> Option<(Normalized, [u8; 32], bool)> {
+/// renumbered. Owned inputs are freed as soon as they are no longer needed (the old module
+/// once its reference is made, the new one once it is normalized and hashed; the inverse's
+/// output is compared by BLAKE3).
+fn normalize_checked(old: Cow<[u8]>, new: Cow<[u8]>, renumbered_only: bool) -> Option<(Normalized, [u8; 32], bool)> {
     let cap = MAX_WASM_TRANSFORM_BYTES as usize;
     if !new.starts_with(b"\0asm") || !old.starts_with(b"\0asm") || new.len() > cap || old.len() >= i32::MAX as usize {
         return None;
     }
-    // The peak is the new module's forward transform: for esbuild's 14 MB module, natively,
-    // 43 MB of allocations at most besides the old module (the new module, the reference's
-    // copy of the old data, the forward's output and window lists; 60 MB of wasm memory),
-    // BENCHMARKS.md, "wasm transform memory (session 10)".
-    let reference = wt::reference(old).ok()?;
+    // The peak is the new module's forward transform, with the old module freed by then:
+    // for esbuild's 14 MB module, natively, 43 MB of allocations at most (the new module,
+    // the reference's copy of the old data, the forward's output and window lists; 60 MB of
+    // wasm memory), BENCHMARKS.md, "wasm transform memory (session 10)".
+    let reference = wt::reference(&old).ok()?;
     // forward(None, old).bytes == old, checked body by body, without building that copy.
-    if wt::is_own_normalized_form(old) != Ok(true) {
+    if wt::is_own_normalized_form(&old) != Ok(true) {
         return None;
     }
+    drop(old);
     let n = wt::forward(Some(&reference), &new).ok()?;
     drop(reference);
     let renumbered = n.bytes != *new;
@@ -140,11 +194,12 @@ enum Layout {
 /// their trial (module doc) is smaller than `n` against `old` as it is. Frees as it goes, for
 /// a Worker's heap: at most three module-sized buffers at once (`old`, `n`, one split; then
 /// `old` and both splits; then the splits and `n` joined back from the new one, which checks
-/// that join). None: a step failed once `n` was freed.
+/// that join), and a trial's frame of a quarter of one. None: a step failed once `n` was
+/// freed.
 fn split_if_smaller(old: Cow<[u8]>, n: Normalized) -> Option<Layout> {
     let trial = |data: &[u8], reference: &[u8]| {
         let search = FrameSearch { long_distance: Some(LongDistance::default()), ..FrameSearch::level(SPLIT_TRIAL_LEVEL) };
-        compress_frame(data, reference, search).map(|frame| frame.len()).ok()
+        compressed_len(data, reference, search).ok()
     };
     let Some(whole) = trial(&n.bytes, &old) else { return Some(Layout::Whole(n)) };
     let split = match wt::with_code_layout(&n) {
@@ -155,8 +210,8 @@ fn split_if_smaller(old: Cow<[u8]>, n: Normalized) -> Option<Layout> {
     let n_blake3 = blake3::hash(&bytes);
     drop(bytes);
     let old_split = wt::split_code_layout(&old, &split.side_info).ok()?;
-    let split_size = trial(&split.bytes, &old_split)?;
     drop(old);
+    let split_size = trial(&split.bytes, &old_split)?;
     let joined = wt::join_code_layout(&split.bytes, &split.side_info).ok()?;
     if blake3::hash(&joined) != n_blake3 {
         return None;
@@ -182,34 +237,15 @@ impl WasmTransform {
     /// layout, the old module split (kept likewise, for [`FileForm::OldSplit`]). None: store
     /// the module as it is (see [`normalize_for_patch`]).
     pub fn prepare(path: &str, old: &[u8], new: &[u8]) -> Option<PreparedTransform> {
-        Self::prepare_checked(path, Cow::Borrowed(old), Cow::Borrowed(new))
+        NormalizedNew::of(path, Cow::Borrowed(old), Cow::Borrowed(new))?.finish_with(Cow::Borrowed(old))
     }
 
-    /// [`Self::prepare`] taking the modules, which it frees as soon as it can: for a caller
-    /// short of memory (a Worker's wasm heap).
-    pub fn prepare_owned(path: &str, old: Vec<u8>, new: Vec<u8>) -> Option<PreparedTransform> {
-        Self::prepare_checked(path, Cow::Owned(old), Cow::Owned(new))
-    }
-
-    fn prepare_checked(path: &str, old: Cow<[u8]>, new: Cow<[u8]>) -> Option<PreparedTransform> {
-        let new_size = new.len() as u64;
-        let (n, new_blake3, renumbered) = normalize_checked(&old, new, false)?;
-        let (n, old_split) = match split_if_smaller(old, n)? {
-            // Nothing renumbered: the side info would only add bytes.
-            Layout::Whole(_) if !renumbered => return None,
-            Layout::Whole(n) => (n, None),
-            Layout::Split(split, old_split) => (split, Some(old_split)),
-        };
-        let transform = WasmTransform {
-            path: path.to_string(),
-            new_size,
-            new_blake3,
-            normalized_size: n.bytes.len() as u64,
-            side_info: n.side_info,
-            chunk_hashes: chunk_hashes(&n.bytes),
-            old_split_blake3: old_split.as_ref().map(|o| *blake3::hash(o).as_bytes()),
-        };
-        Some(PreparedTransform { transform, normalized: n.bytes, old_split })
+    /// [`Self::prepare`] in two calls, for a caller short of memory (a Worker's wasm heap):
+    /// this one takes both modules and frees each as soon as it can (the old one before the
+    /// new one's forward transform, the peak); [`NormalizedNew::finish`] takes the old module
+    /// again, read anew, to choose the layout.
+    pub fn normalize_owned(path: &str, old: Vec<u8>, new: Vec<u8>) -> Option<NormalizedNew> {
+        NormalizedNew::of(path, Cow::Owned(old), Cow::Owned(new))
     }
 
     /// Whether the patch stores the module in the field-split layout: its old file is then

@@ -302,32 +302,50 @@ impl Fields for InPlace<'_, '_> {
     }
 }
 
-/// Splitting: reads the module in order, copies each field to its stream.
-struct Splitter<'a> {
+/// Splitting: reads the module in order, copies each field to its stream. Two passes over
+/// the same walk: the first (no `out`) only counts each stream's bytes, the second writes them
+/// where the streams lie in the output, so the split holds nothing but its output (one
+/// module-sized buffer: a Worker's heap is short).
+struct Splitter<'a, 'o> {
     c: Cursor<'a>,
-    streams: [Vec<u8>; FIELDS],
+    /// Where each stream's next byte goes in `out` (in the counting pass: its length so far).
+    at: [usize; FIELDS],
+    out: Option<&'o mut [u8]>,
     /// Locals as move-to-front ranks.
     mtf: Option<MoveToFront>,
 }
 
-impl Fields for Splitter<'_> {
+impl Splitter<'_, '_> {
+    fn put(&mut self, field: Field, bytes: &[u8]) -> ParseResult<()> {
+        let at = &mut self.at[field as usize];
+        if let Some(out) = &mut self.out {
+            // The writing pass walks as the counting one did: every stream fits its place.
+            let place = out.get_mut(*at..*at + bytes.len()).ok_or(ParseError { offset: self.c.pos, what: "a field stream outgrew its count" })?;
+            place.copy_from_slice(bytes);
+        }
+        *at += bytes.len();
+        Ok(())
+    }
+}
+
+impl Fields for Splitter<'_, '_> {
     fn byte(&mut self, field: Field) -> ParseResult<u8> {
         let b = self.c.u8()?;
-        self.streams[field as usize].push(b);
+        self.put(field, &[b])?;
         Ok(b)
     }
 
     fn leb(&mut self, field: Field, leb: Leb) -> ParseResult<i64> {
         let start = self.c.pos;
         let value = read_leb(self.c.bytes, &mut self.c.pos, leb)?;
-        self.streams[field as usize].extend_from_slice(&self.c.bytes[start..self.c.pos]);
+        let bytes = self.c.bytes;
+        self.put(field, &bytes[start..self.c.pos])?;
         Ok(value)
     }
 
     fn bytes(&mut self, field: Field, n: usize) -> ParseResult<()> {
         let s = self.c.skip(n)?;
-        self.streams[field as usize].extend_from_slice(s);
-        Ok(())
+        self.put(field, s)
     }
 
     fn position(&self) -> usize {
@@ -342,8 +360,8 @@ impl Fields for Splitter<'_> {
         match (&mut self.mtf, self.c.bytes.get(self.c.pos)) {
             (Some(mtf), Some(&b)) if b < 0x80 => {
                 self.c.pos += 1;
-                self.streams[Field::Local as usize].push(mtf.rank(b));
-                Ok(())
+                let rank = mtf.rank(b);
+                self.put(Field::Local, &[rank])
             }
             _ => self.leb(Field::Local, Leb::U32).map(|_| ()),
         }
@@ -462,17 +480,23 @@ pub(crate) fn stream<'a>(bytes: &'a [u8], lens: &[u64; FIELDS], field: Field) ->
 /// length. Errors: not a module whose every body the walker reads.
 pub(crate) fn split(module: &[u8], locals_mtf: bool) -> ParseResult<(Vec<u8>, [u64; FIELDS])> {
     let Some((start, end)) = code_contents(module)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
-    let mut s = Splitter { c: Cursor::new(&module[..end], start), streams: Default::default(), mtf: locals_mtf.then(MoveToFront::new) };
-    walk_code(&mut s, end)?;
-    let mut out = Vec::with_capacity(module.len());
-    out.extend_from_slice(&module[..start]);
-    let mut lens = [0u64; FIELDS];
-    for (len, stream) in lens.iter_mut().zip(&s.streams) {
-        *len = stream.len() as u64;
-        out.extend_from_slice(stream);
+    let splitter = |at, out| Splitter { c: Cursor::new(&module[..end], start), at, out, mtf: locals_mtf.then(MoveToFront::new) };
+    let mut count = splitter([0; FIELDS], None);
+    walk_code(&mut count, end)?;
+    let lens = count.at.map(|n| n as u64);
+    // Each stream's place in the output, one after another from the section's start.
+    let mut at = [0usize; FIELDS];
+    let mut next = start;
+    for (a, &n) in at.iter_mut().zip(&count.at) {
+        *a = next;
+        next += n;
     }
-    out.extend_from_slice(&module[end..]);
-    debug_assert_eq!(out.len(), module.len());
+    if next != end {
+        return Err(ParseError { offset: start, what: "the bodies do not cover the code section" });
+    }
+    let mut out = module.to_vec();
+    let mut write = splitter(at, Some(&mut out));
+    walk_code(&mut write, end)?;
     Ok((out, lens))
 }
 
