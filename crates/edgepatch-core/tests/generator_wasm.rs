@@ -373,7 +373,7 @@ fn re_emitted_code_is_generated_in_the_split_layout_and_applies_exactly() {
     let normalized_only = edgepatch_core::generate::normalize_for_patch(&v1, &v2).expect("renumbered");
     assert!(!edgepatch_core::wasm_transform::side_info_has_code_layout(&normalized_only.side_info));
     let split_single = generate(&Build::single_file(v1.clone()), &Build::single_file(v2.clone()), true, 9).0;
-    let plain_single = generate(&Build::single_file(v1), &Build::single_file(v2), false, 9).0;
+    let plain_single = generate(&Build::single_file(v1.clone()), &Build::single_file(v2.clone()), false, 9).0;
     println!("re-emitted module: generator patch {} bytes split, {} as it is", split_single.len(), plain_single.len());
     assert!(split_single.len() < plain_single.len());
 
@@ -400,6 +400,15 @@ fn re_emitted_code_is_generated_in_the_split_layout_and_applies_exactly() {
     flipped.extend_from_slice(&check);
     let e = WasmTransform::decode(&flipped).unwrap_err();
     assert!(e.to_string().contains("disagree"), "{e}");
+
+    // Prepared in two calls (a Worker's way): the same transform and forms as in one; the
+    // old module given again must be the one given first.
+    let two = WasmTransform::normalize_owned("game.wasm", v1.clone(), v2.clone()).unwrap().finish(v1.clone()).unwrap();
+    assert_eq!(two.transform, transforms[0]);
+    assert_eq!((two.normalized, two.old_split), (forms.normalized[0].1.clone(), Some(forms.old_split[0].1.clone())));
+    let mut other_old = v1.clone();
+    *other_old.last_mut().unwrap() ^= 1;
+    assert!(WasmTransform::normalize_owned("game.wasm", v1.clone(), v2.clone()).unwrap().finish(other_old).is_none());
 
     // A split transform needs an old file at its path.
     let moved =
