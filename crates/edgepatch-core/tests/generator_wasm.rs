@@ -358,6 +358,9 @@ fn re_emitted_code_is_generated_in_the_split_layout_and_applies_exactly() {
     let (patch, _) = generate(&old, &new, true, 9);
     assert_eq!(flags(&patch), FLAG_WASM_TRANSFORM);
     assert_eq!(apply(&patch, &old), new);
+    // At the CLI's level, where a window segment over split code is searched again deeper.
+    let (deep, _) = generate(&old, &new, true, 19);
+    assert_eq!(apply(&deep, &old), new);
 
     // Every old range of game.wasm is of its split form.
     let (os, ns) = signatures(&old, &new);
