@@ -98,9 +98,14 @@ async function launchPage(engine, { profileDir = null, firefoxPrefs = {}, webkit
   const profile = profileDir ?? mkdtempSync(join(tmpdir(), `edgepatch-${engine}-`));
   const removeProfile = () => profileDir || rmSync(profile, { recursive: true, force: true });
   if (engine === "chromium") {
+    // Chromium leaves scoped_dir temporary directories (~30 MB each) in TMPDIR after a run:
+    // inside the profile they go when the profile goes, as WebKit's do.
+    const chromiumTmp = join(profile, "tmp");
+    mkdirSync(chromiumTmp, { recursive: true });
     const context = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
+      env: { ...process.env, TMPDIR: chromiumTmp },
       args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
     });
     const page = context.pages()[0] ?? (await context.newPage());

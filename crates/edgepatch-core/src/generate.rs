@@ -439,15 +439,24 @@ impl PatchGenerator {
         Ok((i * GENERATOR_SEGMENT, ((i + 1) * GENERATOR_SEGMENT).min(self.new_total)))
     }
 
+    /// The delta files with bytes in `[a, b)` of the new stream: (index in `delta`, the file
+    /// (path, start, size), its index in `wasm` if the patch stores it transformed).
+    fn delta_files_in(&self, a: u64, b: u64) -> impl Iterator<Item = (usize, &(String, u64, u64), Option<usize>)> {
+        let first = self.delta.partition_point(|(_, start, size)| start + size <= a);
+        self.delta[first..]
+            .iter()
+            .zip(&self.delta_transform[first..])
+            .enumerate()
+            .take_while(move |(_, ((_, start, _), _))| *start < b)
+            .map(move |(k, (d, t))| (first + k, d, *t))
+    }
+
     /// The new-build byte ranges whose concatenation is segment `i`'s new data.
     pub fn new_ranges(&self, i: u64) -> Result<Vec<ByteRange>> {
         let (a, b) = self.segment_bounds(i)?;
-        let first = self.delta.partition_point(|(_, start, size)| start + size <= a);
-        Ok(self.delta[first..]
-            .iter()
-            .zip(&self.delta_transform[first..])
-            .take_while(|((_, start, _), _)| *start < b)
-            .map(|((path, start, size), t)| {
+        Ok(self
+            .delta_files_in(a, b)
+            .map(|(_, (path, start, size), t)| {
                 let (from, to) = (a.max(*start), b.min(start + size));
                 let form = if t.is_some() { FileForm::Normalized } else { FileForm::AsIs };
                 ByteRange { path: path.clone(), offset: from - start, len: to - from, form }
@@ -474,8 +483,7 @@ impl PatchGenerator {
         }
         // Position alignment within each changed file's old version.
         let (a, b) = (seg_start, seg_start + new.len() as u64);
-        let first = self.delta.partition_point(|(_, start, size)| start + size <= a);
-        for (k, (_, start, size)) in self.delta.iter().enumerate().skip(first).take_while(|(_, (_, start, _))| *start < b) {
+        for (k, (_, start, size), _) in self.delta_files_in(a, b) {
             if let Some((old_start, old_size)) = self.counterpart[k] {
                 let (fa, fb) = (a.max(*start) - start, b.min(start + size) - start);
                 let scale = |x: u64| (x as u128 * old_size as u128 / *size as u128) as u64;
@@ -729,12 +737,11 @@ impl PatchGenerator {
             return Ok(());
         }
         let (a, b) = self.segment_bounds(i)?;
-        let first = self.delta.partition_point(|(_, start, size)| start + size <= a);
-        for ((_, start, _), t) in self.delta[first..].iter().zip(&self.delta_transform[first..]).take_while(|((_, start, _), _)| *start < b) {
+        for (_, (_, start, _), t) in self.delta_files_in(a, b) {
             let Some(t) = t else { continue };
             let history_start = a - self.history.len() as u64;
             // Hashed where the bytes lie (the history, then this segment): no copy of a chunk.
-            self.wasm[*t].check_chunks_ending_in(a.saturating_sub(*start), b - start, |from, to, hasher| {
+            self.wasm[t].check_chunks_ending_in(a.saturating_sub(*start), b - start, |from, to, hasher| {
                 let (from, to) = (from + start, to + start);
                 if from < a {
                     hasher.update(&self.history[(from - history_start) as usize..]);
@@ -748,12 +755,7 @@ impl PatchGenerator {
     /// Whether segment `i` holds bytes of a module the patch stores in the field-split layout.
     fn holds_split_module(&self, i: u64) -> Result<bool> {
         let (a, b) = self.segment_bounds(i)?;
-        let first = self.delta.partition_point(|(_, start, size)| start + size <= a);
-        Ok(self.delta[first..]
-            .iter()
-            .zip(&self.delta_transform[first..])
-            .take_while(|((_, start, _), _)| *start < b)
-            .any(|(_, t)| t.is_some_and(|t| self.wasm[t].is_split())))
+        Ok(self.delta_files_in(a, b).any(|(.., t)| t.is_some_and(|t| self.wasm[t].is_split())))
     }
 
     fn check_turn(&self, i: u64, new: &[u8]) -> Result<()> {
