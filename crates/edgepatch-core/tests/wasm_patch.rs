@@ -427,3 +427,42 @@ fn refuses_unknown_flags_still() {
     let p = parts();
     p.refused(FLAGS | 32, &p.row(1, 0, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "unknown flags");
 }
+
+/// A split-layout file whose old module is over the format's 64 MiB cap (the patch's tree names
+/// an old file of 64 MiB + 1 bytes at its path, and the old build has it) is refused as a
+/// corrupt patch when its segments first read that module, before the applier holds it.
+#[test]
+fn a_split_old_module_over_the_cap_is_refused() {
+    use edgepatch_core::patch_format::single_file_listing;
+    let (v1, v2) = wasm_modules::recompiled_versions(600);
+    let (patch, _) = diff(&Build::single_file(v1.clone()), &Build::single_file(v2), true, 4 << 20);
+    let info = inspect_patch(&patch[..]).unwrap();
+    let mut tree = info.resolve(single_file_listing(v1.len() as u64)).unwrap();
+    assert!(edgepatch_core::wasm_transform::side_info_has_code_layout(&tree.transforms[0].side_info));
+    // The same patch, its tree naming an old file over the cap: header (magic, version, flags),
+    // the tree re-encoded, the segments and trailer as they were, the checksum anew.
+    let big = MAX_WASM_TRANSFORM_BYTES + 1;
+    tree.old_listing = single_file_listing(big);
+    tree.old_files[0].size = big;
+    let raw = tree.encode().unwrap();
+    let frame = zstd::bulk::compress(&raw, 3).unwrap();
+    let mut hostile = patch[..12].to_vec();
+    for v in [raw.len() as u64, frame.len() as u64] {
+        let mut x = v;
+        while x >= 0x80 {
+            hostile.push((x as u8) | 0x80);
+            x >>= 7;
+        }
+        hostile.push(x as u8);
+    }
+    hostile.extend_from_slice(&frame);
+    let segments_at = info.layout.segment_spans[0].0 as usize;
+    hostile.extend_from_slice(&patch[segments_at..patch.len() - 32]);
+    let sum = blake3::hash(&hostile);
+    hostile.extend_from_slice(sum.as_bytes());
+    let mut old_module = vec![0u8; big as usize];
+    old_module[..v1.len()].copy_from_slice(&v1);
+    let err = apply(&hostile, &Build::single_file(old_module)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+    assert!(err.to_string().contains("over the 67108864-byte cap"), "{err}");
+}
