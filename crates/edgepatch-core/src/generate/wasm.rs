@@ -14,7 +14,7 @@
 //! The field-split layout (docs/FORMAT.md §2.8.7), which the native diff also keeps only where
 //! its diff is smaller, is chosen here by a trial that costs a fraction of a diff: both forms
 //! compressed by zstd at level 3 against their reference (the old module as it is, or split),
-//! with long-distance matching, and the smaller kept. On the six measured pairs the trial chose
+//! with long-distance matching, and the smaller kept. On the seven measured pairs the trial chose
 //! as the native diff's full diffs did (BENCHMARKS.md, "Generator: the field-split layout").
 //! A split module's old file is read split too ([`FileForm::OldSplit`]): the caller keeps
 //! those bytes as it keeps the normalized form, and checks them against their BLAKE3.
