@@ -44,8 +44,11 @@ echo "== WebAssembly: wasm-pack test --node (golden fixtures through the JS bind
 wasm-pack test --node --mode no-install crates/edgepatch-wasm --test node 2>&1 | grep -v '^\s*Compiling\|failed to get wasm-pack version'
 
 echo "== WebAssembly: the same cases in headless Chromium (wasm-pack test --headless --chrome)"
-wasm-pack test --headless --chrome --chromedriver "$(command -v chromedriver)" --mode no-install crates/edgepatch-wasm --test browser 2>&1 \
+# Chromium leaves a ~30 MB scoped_dir in TMPDIR after a run: it gets a directory of its own.
+chromium_tmp=$(mktemp -d)
+TMPDIR="$chromium_tmp" wasm-pack test --headless --chrome --chromedriver "$(command -v chromedriver)" --mode no-install crates/edgepatch-wasm --test browser 2>&1 \
   | grep -v '^\s*Compiling\|failed to get wasm-pack version'
+rm -rf "$chromium_tmp"
 
 echo "== edgepatch-js (Node, over the wasm build): same bytes as the native CLI, byte-exact apply"
 cargo build --release --quiet --bin edgepatch
