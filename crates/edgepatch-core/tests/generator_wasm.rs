@@ -421,3 +421,37 @@ fn re_emitted_code_is_generated_in_the_split_layout_and_applies_exactly() {
     let e = g.add_wasm_transform(transforms[0].clone()).unwrap_err();
     assert!(e.to_string().contains("no file at its path"), "{e}");
 }
+
+/// Two re-emitted modules and a plain file in one tree: each module's old ranges are of its own
+/// old module split (and only those), the patch applies exactly with both appliers, in one pass
+/// and in steps.
+#[test]
+fn two_split_modules_in_one_tree_each_read_their_own_old_module() {
+    let (a1, a2) = wasm_modules::recompiled_versions(500);
+    let (b1, b2) = wasm_modules::recompiled_versions(300);
+    let z = noise(12, 300_000);
+    let mut z2 = z.clone();
+    z2[1000] ^= 1;
+    let old = Build::from_entries(vec![file("a.wasm", a1), file("b.wasm", b1), file("z.bin", z)]).unwrap();
+    let new = Build::from_entries(vec![file("a.wasm", a2), file("b.wasm", b2), file("z.bin", z2)]).unwrap();
+    let (transforms, forms) = prepare(&old, &new);
+    assert_eq!(transforms.iter().filter(|t| t.is_split()).count(), 2);
+    let (os, ns) = signatures(&old, &new);
+    let mut g = PatchGenerator::new(Some(&os), &ns, 9).unwrap();
+    for t in &transforms {
+        g.add_wasm_transform(t.clone()).unwrap();
+    }
+    g.header().unwrap();
+    let fresh = read_ranges(&new, &forms, &g.new_ranges(0).unwrap());
+    let wanted = g.plan_segment(0, &fresh).unwrap();
+    for r in &wanted {
+        assert_eq!(r.form == FileForm::OldSplit, r.path.ends_with(".wasm"), "{r:?}");
+    }
+    for path in ["a.wasm", "b.wasm"] {
+        assert!(wanted.iter().any(|r| r.path == path), "{path} is read");
+    }
+    let (patch, _) = generate(&old, &new, true, 9);
+    assert_eq!(apply(&patch, &old), new);
+    let steps = step_segments(&old, &new, 0, g.segment_count());
+    assert_eq!(steps.len() as u64, g.segment_count());
+}
