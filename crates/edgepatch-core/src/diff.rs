@@ -147,10 +147,22 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     // A single file's choice diffed it against the whole reference already:
     // those segments are the patch's (the same inputs give the same bytes).
     let mut single_file_segments = None;
+    // New wasm files renamed from an old one (content-hashed names), by new path: that old file.
+    let renamed = if single_file { HashMap::new() } else { renamed_wasm(old, new) };
     if opts.wasm_transform {
         for &(i, data) in &delta_files {
-            let Some(old_data) = wasm_reference_for(&old_files, &tree.entries[i].path, single_file) else { continue };
-            let Some(choice) = transform_if_smaller(old_data, data, opts, threads)? else { continue };
+            let path = tree.entries[i].path.as_str();
+            let (old_data, split_allowed) = match (wasm_reference_for(&old_files, path, single_file), renamed.get(path)) {
+                (Some(d), _) => (d, true),
+                // The split layout reads the old file at the same path: a renamed module is
+                // stored normalized or as it is.
+                (None, Some(&o)) => match old_files.iter().find(|(p, _)| *p == o) {
+                    Some((_, d)) if d.starts_with(b"\0asm") => (*d, false),
+                    _ => continue,
+                },
+                (None, None) => continue,
+            };
+            let Some(choice) = transform_if_smaller(old_data, data, opts, threads, split_allowed)? else { continue };
             if let Some((bytes, side_info)) = choice.transformed {
                 tree.transforms.push(WasmTransformed { entry: i, normalized_size: bytes.len() as u64, side_info });
                 normalized.insert(i, bytes);
@@ -187,7 +199,9 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     let mut hints = Vec::with_capacity(delta_files.len());
     let mut at = 0u64;
     for (&(i, _), part) in delta_files.iter().zip(&new_stream_parts) {
-        let same = if single_file { Some(0) } else { old_by_path.get(tree.entries[i].path.as_str()).copied() };
+        let path = tree.entries[i].path.as_str();
+        // The old version: at the same path, or the one it was renamed from.
+        let same = if single_file { Some(0) } else { old_by_path.get(path).or_else(|| renamed.get(path).and_then(|o| old_by_path.get(o))).copied() };
         let old = same.and_then(|o| ref_start[o].map(|s| (s, s + old_files[o].1.len() as u64))).filter(|r| r.1 > r.0);
         hints.push(FileHint { new_start: at, new_end: at + part.len() as u64, old });
         at += part.len() as u64;
@@ -215,6 +229,14 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     stats.segments = segments.len() as u64;
     stats.patch_bytes = out.len() as u64;
     Ok((out, stats))
+}
+
+/// New wasm files of `new` renamed from a file of `old` (`renamed_counterparts`): new path ->
+/// old path.
+fn renamed_wasm<'a>(old: &'a Build, new: &'a Build) -> HashMap<&'a str, &'a str> {
+    let paths = |b: &'a Build| b.entries.iter().filter(|e| matches!(e.content, EntryContent::File { .. })).map(|e| e.path.as_str()).collect::<Vec<_>>();
+    let (old_paths, new_paths) = (paths(old), paths(new));
+    crate::wasm_transform::renamed_counterparts(&old_paths, &new_paths).into_iter().map(|(n, o)| (new_paths[n], old_paths[o])).collect()
 }
 
 /// The old module a new wasm file's transform is made against: the old file
@@ -246,7 +268,7 @@ struct WasmChoice {
 /// applier reads the old file as it is or split, so the old module must be
 /// its own normalized form (true for canonical LEB128s: every toolchain
 /// measured).
-fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usize) -> Result<Option<WasmChoice>> {
+fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usize, split_allowed: bool) -> Result<Option<WasmChoice>> {
     // The safety checks are the generator's too (one place: crate::generate).
     let Some(n) = crate::generate::normalize_even_unchanged(old, new) else { return Ok(None) };
     // Nothing renumbered: only the split layout can make the normalized form pay.
@@ -260,7 +282,9 @@ fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usi
     let mut best = (size(&plain, &[])?, WasmChoice { transformed: None, old_split: None, segments: plain });
     // The field-split layout of both modules (docs/FORMAT.md §2.8.7): smaller on
     // re-emitted code (a toolchain change), larger on some small changes.
-    let split = crate::wasm_transform::with_code_layout(&n).ok().and_then(|n| Some((crate::wasm_transform::split_code_layout(old, &n.side_info).ok()?, n)));
+    let split = split_allowed
+        .then(|| crate::wasm_transform::with_code_layout(&n).ok().and_then(|n| Some((crate::wasm_transform::split_code_layout(old, &n.side_info).ok()?, n))))
+        .flatten();
     if renumbered {
         let segments = encode_segments(old, &n.bytes, &[], opts, threads, &quiet)?;
         let t_size = size(&segments, &n.side_info)?;

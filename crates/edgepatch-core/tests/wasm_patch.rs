@@ -466,3 +466,25 @@ fn a_split_old_module_over_the_cap_is_refused() {
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     assert!(err.to_string().contains("over the 67108864-byte cap"), "{err}");
 }
+
+/// A module whose content-hashed name changed (no old file at its path) is transformed against
+/// the old module it replaced (`renamed_counterparts`): normalized, never split (the split
+/// layout reads the old file at the same path), applied exactly by both appliers, smaller than
+/// diffed as it is.
+#[test]
+fn a_renamed_module_is_normalized_against_the_one_it_replaced() {
+    for (name, (v1, v2)) in [("renumbered", wasm_modules::versions(3000, 20)), ("re-emitted", wasm_modules::recompiled_versions(600))] {
+        let page = b"<html>game</html>".to_vec();
+        let assets = || edgepatch_core::BuildEntry { path: "assets".into(), content: edgepatch_core::EntryContent::Directory };
+        let old = Build::from_entries(vec![assets(), file("assets/game-1a2b3c4d.wasm", v1), file("index.html", page.clone())]).unwrap();
+        let new = Build::from_entries(vec![assets(), file("assets/game-9f8e7d6c.wasm", v2), file("index.html", page)]).unwrap();
+        let (with, stats) = diff(&old, &new, true, 4 << 20);
+        let (without, _) = diff(&old, &new, false, 4 << 20);
+        assert_eq!(stats.wasm_transformed, 1, "{name}");
+        let info = inspect_patch(&with[..]).unwrap();
+        assert!(!edgepatch_core::wasm_transform::side_info_has_code_layout(&info.tree.transforms[0].side_info), "{name}: not split");
+        assert_eq!(appliers::apply_both(&with, &old), new, "{name}");
+        println!("{name}: renamed module, {} bytes transformed, {} as it is", with.len(), without.len());
+        assert!(with.len() < without.len(), "{name}");
+    }
+}
