@@ -117,16 +117,31 @@ export function oldSplitKey(prefix: string, n: number): string {
   return `${prefix}wasm/${n}.old-split`;
 }
 
-/** Paths of the new build's files that may be a module to normalize, *.wasm first. */
-function candidates(oldBuild: StoredBuild, newBuild: StoredBuild): string[] {
-  const out: string[] = [];
-  for (const [path, e] of newBuild.index) {
-    const o = oldBuild.index.get(path);
-    if (o === undefined || o.blake3 === e.blake3) continue;
-    if (e.size < 8 || o.size < 8 || e.size > MAX_TRANSFORM_MODULE_BYTES || o.size > MAX_TRANSFORM_MODULE_BYTES) continue;
-    out.push(path);
-  }
-  const named = (p: string) => (p.toLowerCase().endsWith(".wasm") ? 0 : 1);
+/** A new file that may be a module to normalize, and the old file it is transformed against. */
+interface Candidate {
+  path: string;
+  /** The old file at the same path, or the one the new file replaced under another name. */
+  oldPath: string;
+}
+
+/**
+ * The new build's files that may be a module to normalize, *.wasm first: changed files with
+ * an old file at the same path, and files renamed from an old one (content-hashed names:
+ * `renamedCounterparts`, the core's rule, which the CLI's diffs use too).
+ */
+function candidates(oldBuild: StoredBuild, newBuild: StoredBuild): Candidate[] {
+  const out: Candidate[] = [];
+  const add = (path: string, oldPath: string) => {
+    const [e, o] = [newBuild.index.get(path)!, oldBuild.index.get(oldPath)!];
+    if (o.blake3 === e.blake3) return;
+    if (e.size < 8 || o.size < 8 || e.size > MAX_TRANSFORM_MODULE_BYTES || o.size > MAX_TRANSFORM_MODULE_BYTES) return;
+    out.push({ path, oldPath });
+  };
+  for (const path of newBuild.index.keys()) if (oldBuild.index.has(path)) add(path, path);
+  const [oldPaths, newPaths] = [[...oldBuild.index.keys()], [...newBuild.index.keys()]];
+  const pairs = wasm.renamedCounterparts(oldPaths, newPaths);
+  for (let k = 0; k < pairs.length; k += 2) add(newPaths[pairs[k]], oldPaths[pairs[k + 1]]);
+  const named = (c: Candidate) => (c.path.toLowerCase().endsWith(".wasm") ? 0 : 1);
   return out.sort((a, b) => named(a) - named(b)).slice(0, MAX_MAGIC_PROBES);
 }
 
@@ -183,11 +198,11 @@ export async function prepareTransforms(
   const reader = new R2RangeReader(bucket, 1);
   const transforms: ModuleTransform[] = [];
   const stats: TransformStats = { modules: 0, split: 0, untransformed: 0, bytesRead: 0, normalizedBytes: 0, probes: 0, seconds: 0, wasmMemoryBytes: 0 };
-  for (const path of candidates(oldBuild, newBuild)) {
+  for (const { path, oldPath } of candidates(oldBuild, newBuild)) {
     stats.probes += 2;
-    if (!(await startsWasm(reader, newBuild, path)) || !(await startsWasm(reader, oldBuild, path))) continue;
+    if (!(await startsWasm(reader, newBuild, path)) || !(await startsWasm(reader, oldBuild, oldPath))) continue;
     reserveArena();
-    const oldModule = await readModule(reader, oldBuild, path);
+    const oldModule = await readModule(reader, oldBuild, oldPath);
     let newModule: wasm.ModuleBuffer;
     try {
       newModule = await readModule(reader, newBuild, path);
@@ -195,7 +210,7 @@ export async function prepareTransforms(
       oldModule.free();
       throw e;
     }
-    stats.bytesRead += oldBuild.index.get(path)!.size + newBuild.index.get(path)!.size;
+    stats.bytesRead += oldBuild.index.get(oldPath)!.size + newBuild.index.get(path)!.size;
     // Seconds of synchronous wasm follow (4-6 s for a 14 MB module): let everything else run first.
     await yieldToEventLoop();
     // Consumes both buffers (the core frees each as soon as it is done with it: the old one
@@ -211,9 +226,11 @@ export async function prepareTransforms(
     // (BENCHMARKS.md, "Generator: the field-split layout").
     let prepared: wasm.PreparedWasmTransform | undefined;
     try {
-      const oldAgain = await readModule(reader, oldBuild, path);
-      stats.bytesRead += oldBuild.index.get(path)!.size;
+      const oldAgain = await readModule(reader, oldBuild, oldPath);
+      stats.bytesRead += oldBuild.index.get(oldPath)!.size;
       await yieldToEventLoop();
+      // The field-split layout reads the old file at the new one's path: not for a renamed module.
+      if (oldPath !== path) normalized.renamed();
       prepared = normalized.finishFilled(oldAgain);
     } finally {
       normalized.free();
@@ -241,7 +258,7 @@ export async function prepareTransforms(
       const splitBlake3 = prepared.oldSplitBlake3;
       let oldSplit: OldSplit | undefined;
       if (splitBlake3 !== undefined) {
-        oldSplit = { key: oldSplitKey(prefix, n), size: oldBuild.index.get(path)!.size, blake3: splitBlake3 };
+        oldSplit = { key: oldSplitKey(prefix, n), size: oldBuild.index.get(oldPath)!.size, blake3: splitBlake3 };
         await store(`wasm-${n}-old-split`, oldSplit.key, () => prepared.oldSplitView());
         stats.split++;
       }

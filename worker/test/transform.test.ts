@@ -118,6 +118,22 @@ describe("the wasm transform phase", () => {
     expect(await stored("tmp/generations/wtfan/")).toEqual([]);
   });
 
+  it("normalizes a module renamed between builds (content-hashed names) against the one it replaced", async () => {
+    const { v1, v2 } = builds();
+    const rename = (files: Files, name: string): Files => new Map([...files].map(([p, d]) => [p === "game.wasm" ? name : p, d]));
+    const [r1, r2] = [rename(v1, "game-1a2b3c4d.wasm"), rename(v2, "game-9f8e7d6c.wasm")];
+    await publishInParts("wtren", "v1", r1);
+    await publishInParts("wtren", "v2", r2);
+    const res = await SELF.fetch(`${BASE}/v1/games/wtren/updates/v1/v2`, { headers: auth });
+    expect(res.status, await res.clone().text()).toBe(200);
+    await res.arrayBuffer();
+    const patch = await servedPatch("wtren", "v1", "v2");
+    expectSameFiles(apply(r1, patch), r2);
+    const g = await generations("wtren", "v1", "v2");
+    expect(g.runs[0].transform).toMatchObject({ modules: 1, split: 0, untransformed: 0 });
+    expect(patch.length).toBeLessThan(await plainPatchBytes("wtren", r1, r2));
+  });
+
   it("stores re-emitted code in the field-split layout, its old module read split: byte-exact, smaller than without", async () => {
     const { v1, v2 } = builds(0, true);
     await publishInParts("wtsplit", "v1", v1);

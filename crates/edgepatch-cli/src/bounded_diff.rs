@@ -30,6 +30,7 @@ use std::sync::{Condvar, Mutex};
 use edgepatch_core::diff::DiffStats;
 use edgepatch_core::generate::{drive, BuildReaders, ByteRange, FileForm, PatchGenerator, WasmTransform};
 use edgepatch_core::patch_format::MAX_WASM_TRANSFORM_BYTES;
+use edgepatch_core::renamed_files::renamed_counterparts;
 use edgepatch_core::signature::{Signature, SignedKind, DEFAULT_BLOCK_SIZE};
 use edgepatch_core::{Error, Input};
 
@@ -114,13 +115,23 @@ fn normalize_modules(old: &Path, new: &Path, old_sig: &Signature, new_sig: &Sign
         let f = platform::open_no_follow(p)?;
         Ok(platform::read_exact_at(&f, &mut magic, 0).is_ok() && &magic == b"\0asm")
     };
+    // A module with no old file at its path may have replaced one under another name
+    // (content-hashed names): the same rule as the in-memory diff's and the Worker's.
+    let renamed: HashMap<&str, &str> = {
+        let (old_paths, new_paths) = (old_sig.file_paths(), new_sig.file_paths());
+        let pairs = if new_sig.is_single_file() { Vec::new() } else { renamed_counterparts(&old_paths, &new_paths) };
+        pairs.into_iter().map(|(n, o)| (new_paths[n], old_paths[o])).collect()
+    };
     for e in &new_sig.entries {
         let SignedKind::File { size, blake3, .. } = &e.kind else { continue };
-        let Some((old_size, old_blake3)) = old_files.get(&e.path) else { continue };
+        let old_at = if old_files.contains_key(&e.path) { Some(e.path.as_str()) } else { renamed.get(e.path.as_str()).copied() };
+        let Some(old_at) = old_at else { continue };
+        let same_path = old_at == e.path;
+        let Some((old_size, old_blake3)) = old_files.get(old_at) else { continue };
         if old_blake3 == blake3 || *size > WASM_TRANSFORM_CAP || *old_size > WASM_TRANSFORM_CAP || *size < 8 {
             continue;
         }
-        let (new_path, old_path) = (full(new, &e.path), full(old, &e.path));
+        let (new_path, old_path) = (full(new, &e.path), full(old, old_at));
         if !starts_wasm(&new_path).map_err(|e| format!("{}: {e}", new_path.display()))?
             || !starts_wasm(&old_path).map_err(|e| format!("{}: {e}", old_path.display()))?
         {
@@ -137,6 +148,7 @@ fn normalize_modules(old: &Path, new: &Path, old_sig: &Signature, new_sig: &Sign
         // one is read again to choose the layout (the peak is the forward transform's, without it).
         let (new_bytes, old_bytes) = (read_checked(&new_path, blake3)?, read_checked(&old_path, old_blake3)?);
         let Some(normalized) = WasmTransform::normalize_owned(&e.path, old_bytes, new_bytes) else { continue };
+        let normalized = if same_path { normalized } else { normalized.renamed() };
         let Some(prepared) = normalized.finish(read_checked(&old_path, old_blake3)?) else { continue };
         let temporary = |bytes: &[u8], what: &str| -> Result<File, String> {
             let mut file = tempfile::tempfile_in(tmp_dir).map_err(|e| format!("a temporary file in {}: {e}", tmp_dir.display()))?;

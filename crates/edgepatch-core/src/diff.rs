@@ -147,7 +147,7 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     // A single file's choice diffed it against the whole reference already:
     // those segments are the patch's (the same inputs give the same bytes).
     let mut single_file_segments = None;
-    // New wasm files renamed from an old one (content-hashed names), by new path: that old file.
+    // New files renamed from an old one (content-hashed names), by new path: that old file.
     let renamed = if single_file { HashMap::new() } else { renamed_wasm(old, new) };
     if opts.wasm_transform {
         for &(i, data) in &delta_files {
@@ -231,12 +231,11 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     Ok((out, stats))
 }
 
-/// New wasm files of `new` renamed from a file of `old` (`renamed_counterparts`): new path ->
-/// old path.
+/// Files of `new` renamed from a file of `old` (`renamed_files`): new path -> old path.
 fn renamed_wasm<'a>(old: &'a Build, new: &'a Build) -> HashMap<&'a str, &'a str> {
     let paths = |b: &'a Build| b.entries.iter().filter(|e| matches!(e.content, EntryContent::File { .. })).map(|e| e.path.as_str()).collect::<Vec<_>>();
     let (old_paths, new_paths) = (paths(old), paths(new));
-    crate::wasm_transform::renamed_counterparts(&old_paths, &new_paths).into_iter().map(|(n, o)| (new_paths[n], old_paths[o])).collect()
+    crate::renamed_files::renamed_counterparts(&old_paths, &new_paths).into_iter().map(|(n, o)| (new_paths[n], old_paths[o])).collect()
 }
 
 /// The old module a new wasm file's transform is made against: the old file

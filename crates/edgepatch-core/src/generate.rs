@@ -160,7 +160,8 @@ pub struct PatchGenerator {
     delta_transform: Vec<Option<usize>>,
     /// The transformed delta files, in the order they were added.
     wasm: Vec<WasmTransform>,
-    /// Old files in the reference stream by path (start, size).
+    /// Old files in the reference stream by path (start, size), and under the path of the new
+    /// file that replaced each under another name (`renamed_files`): a delta file's counterpart.
     reference_by_path: HashMap<String, (u64, u64)>,
     new_total: u64,
     /// Old files in the reference stream (path, start, size).
@@ -265,6 +266,15 @@ impl PatchGenerator {
             at += f.size;
         }
         let reference_len = at;
+        // A file renamed (content-hashed names) is aligned with the old file it replaced.
+        if let (false, Some(old)) = (single_file, old) {
+            let (old_paths, new_paths) = (old.file_paths(), new.file_paths());
+            for (n, o) in crate::renamed_files::renamed_counterparts(&old_paths, &new_paths) {
+                if let Some(&r) = by_path.get(old_paths[o]) {
+                    by_path.insert(new_paths[n], r);
+                }
+            }
+        }
         let reference_by_path = by_path.into_iter().map(|(p, r)| (p.to_string(), r)).collect();
         stats.new_bytes = new.entries.iter().map(|e| if let SignedKind::File { size, .. } = e.kind { size } else { 0 }).sum();
         stats.reference_bytes = reference_len;

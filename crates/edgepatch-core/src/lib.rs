@@ -18,6 +18,7 @@ pub mod matcher;
 pub mod memory;
 pub mod patch_format;
 mod perfect_hash;
+pub mod renamed_files;
 pub mod signature;
 pub mod signer;
 pub mod trust;

@@ -165,6 +165,11 @@ impl Signature {
         self.entries.len() == 1 && self.entries[0].path.is_empty()
     }
 
+    /// The paths of the signed build's files, in entry order.
+    pub fn file_paths(&self) -> Vec<&str> {
+        self.entries.iter().filter(|e| matches!(e.kind, SignedKind::File { .. })).map(|e| e.path.as_str()).collect()
+    }
+
     /// The signed build's listing, as a tree patch keeps entries by position
     /// (docs/FORMAT.md §2.1; the same as `diff::build_listing` of the build).
     pub fn listing(&self) -> Vec<ListedEntry> {

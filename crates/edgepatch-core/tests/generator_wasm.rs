@@ -455,3 +455,31 @@ fn two_split_modules_in_one_tree_each_read_their_own_old_module() {
     let steps = step_segments(&old, &new, 0, g.segment_count());
     assert_eq!(steps.len() as u64, g.segment_count());
 }
+
+/// A module renamed between builds (content-hashed names): prepared against the old module it
+/// replaced, it is stored normalized (not split: `renamed`), and the generator aligns it with
+/// that old file; the patch applies exactly and is smaller than without the transform.
+#[test]
+fn a_renamed_module_is_generated_normalized_against_the_one_it_replaced() {
+    let (v1, v2) = wasm_modules::recompiled_versions(600);
+    let z = noise(13, 100_000);
+    let old = Build::from_entries(vec![file("game-1a2b3c4d.wasm", v1.clone()), file("z.bin", z.clone())]).unwrap();
+    let new = Build::from_entries(vec![file("game-9f8e7d6c.wasm", v2.clone()), file("z.bin", z)]).unwrap();
+    let prepared = WasmTransform::normalize_owned("game-9f8e7d6c.wasm", v1.clone(), v2).unwrap().renamed().finish(v1).unwrap();
+    assert!(!prepared.transform.is_split() && prepared.old_split.is_none());
+    let (os, ns) = signatures(&old, &new);
+    let forms = Forms { normalized: vec![("game-9f8e7d6c.wasm".into(), prepared.normalized)], old_split: Vec::new() };
+    let mut g = PatchGenerator::new(Some(&os), &ns, 9).unwrap();
+    g.add_wasm_transform(prepared.transform).unwrap();
+    let mut patch = g.header().unwrap();
+    for i in 0..g.segment_count() {
+        let fresh = read_ranges(&new, &forms, &g.new_ranges(i).unwrap());
+        let old_bytes = read_ranges(&old, &forms, &g.plan_segment(i, &fresh).unwrap());
+        patch.extend_from_slice(&g.encode_segment(i, &fresh, old_bytes).unwrap());
+    }
+    patch.extend_from_slice(&g.finish().unwrap());
+    assert_eq!(apply(&patch, &old), new);
+    let (without, _) = generate(&old, &new, false, 9);
+    println!("renamed module: generator patch {} bytes transformed, {} as it is", patch.len(), without.len());
+    assert!(patch.len() < without.len());
+}

@@ -1065,6 +1065,22 @@ impl NormalizedWasmModule {
         let n = self.inner.take().ok_or_else(|| JsError::new("finishFilled called twice"))?;
         Ok(n.finish(old_module.bytes).map(prepared_to_js))
     }
+
+    /// The old module is at another path than the new one (`renamedCounterparts`): the
+    /// field-split layout, which reads the old file at the new one's path, is not tried.
+    pub fn renamed(&mut self) {
+        self.inner = self.inner.take().map(|n| n.renamed());
+    }
+}
+
+/// The files of the new build renamed from a file of the old build (content-hashed names),
+/// by the core's one rule (`edgepatch_core::renamed_files`): pairs of indices into
+/// `newPaths` and `oldPaths` (files only), flattened as `[new, old, new, old, ...]`.
+#[cfg(feature = "diff")]
+#[wasm_bindgen(js_name = renamedCounterparts)]
+pub fn renamed_counterparts(old_paths: Vec<String>, new_paths: Vec<String>) -> Vec<u32> {
+    let (old, new): (Vec<&str>, Vec<&str>) = (old_paths.iter().map(String::as_str).collect(), new_paths.iter().map(String::as_str).collect());
+    edgepatch_core::renamed_files::renamed_counterparts(&old, &new).into_iter().flat_map(|(n, o)| [n as u32, o as u32]).collect()
 }
 
 /// The first half of [`prepare_wasm_transform`] from two filled [`ModuleBuffer`]s, which it

@@ -85,13 +85,23 @@ pub struct NormalizedNew {
     old_blake3: [u8; 32],
     renumbered: bool,
     normalized: Normalized,
+    /// The old module is at the same path (else the field-split layout is not tried).
+    split_allowed: bool,
 }
 
 impl NormalizedNew {
     fn of(path: &str, old: Cow<[u8]>, new: Cow<[u8]>) -> Option<NormalizedNew> {
         let (new_size, old_blake3) = (new.len() as u64, *blake3::hash(&old).as_bytes());
         let (normalized, new_blake3, renumbered) = normalize_checked(old, new, false)?;
-        Some(NormalizedNew { path: path.to_string(), new_size, new_blake3, old_blake3, renumbered, normalized })
+        Some(NormalizedNew { path: path.to_string(), new_size, new_blake3, old_blake3, renumbered, normalized, split_allowed: true })
+    }
+
+    /// For an old module at another path than the new one (a renamed module,
+    /// [`crate::wasm_transform::renamed_counterparts`]): the field-split layout, which reads
+    /// the old file at the new one's path, is not tried; the module is stored normalized or as
+    /// it is.
+    pub fn renamed(self) -> NormalizedNew {
+        NormalizedNew { split_allowed: false, ..self }
     }
 
     /// The transform, from the old module given again (checked to be the one given first):
@@ -106,8 +116,9 @@ impl NormalizedNew {
         if *blake3::hash(&old).as_bytes() != self.old_blake3 {
             return None;
         }
-        let NormalizedNew { path, new_size, new_blake3, renumbered, normalized, .. } = self;
-        let (n, old_split) = match split_if_smaller(old, normalized)? {
+        let NormalizedNew { path, new_size, new_blake3, renumbered, normalized, split_allowed, .. } = self;
+        let layout = if split_allowed { split_if_smaller(old, normalized)? } else { Layout::Whole(normalized) };
+        let (n, old_split) = match layout {
             // Nothing renumbered: the side info would only add bytes.
             Layout::Whole(_) if !renumbered => return None,
             Layout::Whole(n) => (n, None),

@@ -19,14 +19,12 @@
 
 mod addresses;
 mod code_layout;
-mod counterparts;
 mod leb;
 mod matching;
 mod module;
 mod side_info;
 
 use addresses::{data_segments, AddressMap, OldData};
-pub use counterparts::renamed_counterparts;
 use leb::{unsigned_width, write_signed, write_unsigned, write_unsigned_padded};
 use matching::{address_pairs, match_functions, FunctionShapes};
 use module::{parse_module, walk_body, Immediate, ImmediateKind, Module, PcTable, CODE_SECTION};
