@@ -577,15 +577,16 @@ impl PatchGenerator {
             // cost a second frame per such segment: three-tree's native generation took
             // 5.7-6.2 s of CPU that way and 4.4-4.9 s this way, for a patch 2.2% smaller.)
             let mut frame = compress_frame(new, &window, search)?;
-            // A window that beats the ops form over a module stored split (docs/FORMAT.md
-            // §2.8.7) is mostly new code, whose literals and short matches the optimal parser
-            // codes best: it is searched again at the patch's level, with tables no larger
-            // than the lazy window's. Measured in `diff --bounded` on resvg (its one segment):
-            // 482,468 -> 452,158 bytes for 0.6 s; the other measured wasm pairs keep the ops
-            // form (BENCHMARKS.md, "Generator: the field-split layout").
+            // A window that beats the ops form over a transformed wasm module (§2.8) is mostly
+            // new code, whose literals and short matches the optimal parser codes best: it is
+            // searched again at the patch's level, with tables no larger than the lazy
+            // window's. Measured in `diff --bounded` on resvg (its one segment): split
+            // 482,468 -> 452,158 bytes for 0.6 s, renamed (normalized) 581,083 -> 527,549; the
+            // other measured wasm pairs keep the ops form (BENCHMARKS.md, "Generator: the
+            // field-split layout").
             let beats_ops = |len: usize| chosen.as_ref().is_none_or(|(bytes, _)| len + 32 < bytes.len());
-            if !text && self.level > WINDOW_FORM_MAX_LEVEL && beats_ops(frame.len()) && self.holds_split_module(i)? {
-                let deep = compress_frame(new, &window, split_code_window(self.level))?;
+            if !text && self.level > WINDOW_FORM_MAX_LEVEL && beats_ops(frame.len()) && self.holds_transformed_module(i)? {
+                let deep = compress_frame(new, &window, wasm_code_window(self.level))?;
                 if t.is_some() {
                     eprintln!("segment {i}: split code window at level {} ({} bytes)", self.level, deep.len());
                 }
@@ -762,10 +763,10 @@ impl PatchGenerator {
         Ok(())
     }
 
-    /// Whether segment `i` holds bytes of a module the patch stores in the field-split layout.
-    fn holds_split_module(&self, i: u64) -> Result<bool> {
+    /// Whether segment `i` holds bytes of a module the patch stores transformed.
+    fn holds_transformed_module(&self, i: u64) -> Result<bool> {
         let (a, b) = self.segment_bounds(i)?;
-        Ok(self.delta_files_in(a, b).any(|(.., t)| t.is_some_and(|t| self.wasm[t].is_split())))
+        Ok(self.delta_files_in(a, b).any(|(.., t)| t.is_some()))
     }
 
     fn check_turn(&self, i: u64, new: &[u8]) -> Result<()> {
@@ -1282,12 +1283,12 @@ fn lazy_window(level: i32) -> FrameSearch {
     capped(level.min(WINDOW_FORM_MAX_LEVEL))
 }
 
-/// The window form of a segment holding split wasm code: the patch's level (btultra2 at 19,
+/// The window form of a segment holding transformed wasm code: the patch's level (btultra2 at 19,
 /// as the in-memory diff) within the lazy window's table caps, so its tables take no more
 /// memory than the lazy window's (freed before it). Measured on resvg's segment: 454,184
 /// bytes; with each table a quarter of that, and long-distance matching to reach the old
 /// module's streams, 464,404.
-fn split_code_window(level: i32) -> FrameSearch {
+fn wasm_code_window(level: i32) -> FrameSearch {
     capped(level.min(DEEP_TEXT_WINDOW_MAX_LEVEL))
 }
 
