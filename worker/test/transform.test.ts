@@ -83,20 +83,40 @@ async function transformRun(game: string, run: string) {
   return { transforms, job, stats };
 }
 
+/**
+ * `v1` and `v2` published as builds of `game` and the update asked for: made in one
+ * invocation (200), checked byte-exact; returns the served patch and the run's log.
+ */
+async function generatedInOne(game: string, v1: Files, v2: Files) {
+  await publishInParts(game, "v1", v1);
+  await publishInParts(game, "v2", v2);
+  const res = await SELF.fetch(`${BASE}/v1/games/${game}/updates/v1/v2`, { headers: auth });
+  expect(res.status, await res.clone().text()).toBe(200);
+  await res.arrayBuffer();
+  const patch = await servedPatch(game, "v1", "v2");
+  expectSameFiles(apply(v1, patch), v2);
+  return { patch, run: (await generations(game, "v1", "v2")).runs[0] };
+}
+
+/** As `generatedInOne`, for a pair fanned out (503 first, then assembled); returns the run's log. */
+async function generatedFannedOut(game: string, v1: Files, v2: Files) {
+  await publishInParts(game, "v1", v1);
+  await publishInParts(game, "v2", v2);
+  const first = await SELF.fetch(`${BASE}/v1/games/${game}/updates/v1/v2`, { headers: auth });
+  expect(first.status).toBe(503);
+  await first.arrayBuffer();
+  const log = await until("v1 -> v2 assembled", async () => (await generations(game, "v1", "v2")).runs[0]);
+  expectSameFiles(apply(v1, await servedPatch(game, "v1", "v2")), v2);
+  return log;
+}
+
 describe("the wasm transform phase", () => {
   beforeAll(() => initWasm());
 
   it("stores a changed module normalized in a pair made in one invocation: applies byte-exact, smaller than without", async () => {
     const { v1, v2 } = builds();
-    await publishInParts("wt", "v1", v1);
-    await publishInParts("wt", "v2", v2);
-    const res = await SELF.fetch(`${BASE}/v1/games/wt/updates/v1/v2`, { headers: auth });
-    expect(res.status, await res.clone().text()).toBe(200);
-    await res.arrayBuffer();
-    const patch = await servedPatch("wt", "v1", "v2");
-    expectSameFiles(apply(v1, patch), v2);
-    const g = await generations("wt", "v1", "v2");
-    expect(g.runs[0].transform).toMatchObject({ modules: 1, split: 0, untransformed: 0 });
+    const { patch, run } = await generatedInOne("wt", v1, v2);
+    expect(run.transform).toMatchObject({ modules: 1, split: 0, untransformed: 0 });
     const plain = await plainPatchBytes("wt", v1, v2);
     expect(patch.length).toBeLessThan(plain);
     // The run's normalized module is gone with it.
@@ -106,14 +126,8 @@ describe("the wasm transform phase", () => {
   it("stores it normalized in a fanned-out pair too: every step and the assembly get the transform", async () => {
     // 13 MiB beside the module: 4 segments, 2 steps.
     const { v1, v2 } = builds(13 << 20);
-    await publishInParts("wtfan", "v1", v1);
-    await publishInParts("wtfan", "v2", v2);
-    const first = await SELF.fetch(`${BASE}/v1/games/wtfan/updates/v1/v2`, { headers: auth });
-    expect(first.status).toBe(503);
-    await first.arrayBuffer();
-    const log = await until("v1 -> v2 assembled", async () => (await generations("wtfan", "v1", "v2")).runs[0]);
+    const log = await generatedFannedOut("wtfan", v1, v2);
     expect(log).toMatchObject({ steps: 2, transformedModules: 1 });
-    expectSameFiles(apply(v1, await servedPatch("wtfan", "v1", "v2")), v2);
     expect(await plainPatchBytes("wtfan", v1, v2)).toBeGreaterThan(log.patchBytes);
     expect(await stored("tmp/generations/wtfan/")).toEqual([]);
   });
@@ -122,43 +136,23 @@ describe("the wasm transform phase", () => {
     const { v1, v2 } = builds();
     const rename = (files: Files, name: string): Files => new Map([...files].map(([p, d]) => [p === "game.wasm" ? name : p, d]));
     const [r1, r2] = [rename(v1, "game-1a2b3c4d.wasm"), rename(v2, "game-9f8e7d6c.wasm")];
-    await publishInParts("wtren", "v1", r1);
-    await publishInParts("wtren", "v2", r2);
-    const res = await SELF.fetch(`${BASE}/v1/games/wtren/updates/v1/v2`, { headers: auth });
-    expect(res.status, await res.clone().text()).toBe(200);
-    await res.arrayBuffer();
-    const patch = await servedPatch("wtren", "v1", "v2");
-    expectSameFiles(apply(r1, patch), r2);
-    const g = await generations("wtren", "v1", "v2");
-    expect(g.runs[0].transform).toMatchObject({ modules: 1, split: 0, untransformed: 0 });
+    const { patch, run } = await generatedInOne("wtren", r1, r2);
+    expect(run.transform).toMatchObject({ modules: 1, split: 0, untransformed: 0 });
     expect(patch.length).toBeLessThan(await plainPatchBytes("wtren", r1, r2));
   });
 
   it("stores re-emitted code in the field-split layout, its old module read split: byte-exact, smaller than without", async () => {
     const { v1, v2 } = builds(0, true);
-    await publishInParts("wtsplit", "v1", v1);
-    await publishInParts("wtsplit", "v2", v2);
-    const res = await SELF.fetch(`${BASE}/v1/games/wtsplit/updates/v1/v2`, { headers: auth });
-    expect(res.status, await res.clone().text()).toBe(200);
-    await res.arrayBuffer();
-    const patch = await servedPatch("wtsplit", "v1", "v2");
-    expectSameFiles(apply(v1, patch), v2);
-    const g = await generations("wtsplit", "v1", "v2");
-    expect(g.runs[0].transform).toMatchObject({ modules: 1, split: 1, untransformed: 0 });
+    const { patch, run } = await generatedInOne("wtsplit", v1, v2);
+    expect(run.transform).toMatchObject({ modules: 1, split: 1, untransformed: 0 });
     expect(patch.length).toBeLessThan(await plainPatchBytes("wtsplit", v1, v2));
     expect(await stored("tmp/generations/wtsplit/")).toEqual([]);
   });
 
   it("in a fanned-out pair too: the steps read the split old module", async () => {
     const { v1, v2 } = builds(13 << 20, true);
-    await publishInParts("wtsplitfan", "v1", v1);
-    await publishInParts("wtsplitfan", "v2", v2);
-    const first = await SELF.fetch(`${BASE}/v1/games/wtsplitfan/updates/v1/v2`, { headers: auth });
-    expect(first.status).toBe(503);
-    await first.arrayBuffer();
-    const log = await until("v1 -> v2 assembled", async () => (await generations("wtsplitfan", "v1", "v2")).runs[0]);
+    const log = await generatedFannedOut("wtsplitfan", v1, v2);
     expect(log).toMatchObject({ steps: 2, transformedModules: 1 });
-    expectSameFiles(apply(v1, await servedPatch("wtsplitfan", "v1", "v2")), v2);
     expect(await stored("tmp/generations/wtsplitfan/")).toEqual([]);
   });
 

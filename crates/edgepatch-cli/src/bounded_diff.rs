@@ -30,7 +30,7 @@ use std::sync::{Condvar, Mutex};
 use edgepatch_core::diff::DiffStats;
 use edgepatch_core::generate::{drive, BuildReaders, ByteRange, FileForm, PatchGenerator, WasmTransform};
 use edgepatch_core::patch_format::MAX_WASM_TRANSFORM_BYTES;
-use edgepatch_core::renamed_files::renamed_counterparts;
+use edgepatch_core::renamed_files::renamed_paths;
 use edgepatch_core::signature::{Signature, SignedKind, DEFAULT_BLOCK_SIZE};
 use edgepatch_core::{Error, Input};
 
@@ -117,11 +117,7 @@ fn normalize_modules(old: &Path, new: &Path, old_sig: &Signature, new_sig: &Sign
     };
     // A module with no old file at its path may have replaced one under another name
     // (content-hashed names): the same rule as the in-memory diff's and the Worker's.
-    let renamed: HashMap<&str, &str> = {
-        let (old_paths, new_paths) = (old_sig.file_paths(), new_sig.file_paths());
-        let pairs = if new_sig.is_single_file() { Vec::new() } else { renamed_counterparts(&old_paths, &new_paths) };
-        pairs.into_iter().map(|(n, o)| (new_paths[n], old_paths[o])).collect()
-    };
+    let renamed = renamed_paths(&old_sig.file_paths(), &new_sig.file_paths());
     for e in &new_sig.entries {
         let SignedKind::File { size, blake3, .. } = &e.kind else { continue };
         let old_at = if old_files.contains_key(&e.path) { Some(e.path.as_str()) } else { renamed.get(e.path.as_str()).copied() };

@@ -148,7 +148,7 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     // those segments are the patch's (the same inputs give the same bytes).
     let mut single_file_segments = None;
     // New files renamed from an old one (content-hashed names), by new path: that old file.
-    let renamed = if single_file { HashMap::new() } else { renamed_wasm(old, new) };
+    let renamed = crate::renamed_files::renamed_paths(&old.files().map(|(p, _)| p).collect::<Vec<_>>(), &new.files().map(|(p, _)| p).collect::<Vec<_>>());
     if opts.wasm_transform {
         for &(i, data) in &delta_files {
             let path = tree.entries[i].path.as_str();
@@ -156,9 +156,9 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
                 (Some(d), _) => (d, true),
                 // The split layout reads the old file at the same path: a renamed module is
                 // stored normalized or as it is.
-                (None, Some(&o)) => match old_files.iter().find(|(p, _)| *p == o) {
-                    Some((_, d)) if d.starts_with(b"\0asm") => (*d, false),
-                    _ => continue,
+                (None, Some(&o)) => match wasm_reference_for(&old_files, o, false) {
+                    Some(d) => (d, false),
+                    None => continue,
                 },
                 (None, None) => continue,
             };
@@ -229,13 +229,6 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     stats.segments = segments.len() as u64;
     stats.patch_bytes = out.len() as u64;
     Ok((out, stats))
-}
-
-/// Files of `new` renamed from a file of `old` (`renamed_files`): new path -> old path.
-fn renamed_wasm<'a>(old: &'a Build, new: &'a Build) -> HashMap<&'a str, &'a str> {
-    let paths = |b: &'a Build| b.entries.iter().filter(|e| matches!(e.content, EntryContent::File { .. })).map(|e| e.path.as_str()).collect::<Vec<_>>();
-    let (old_paths, new_paths) = (paths(old), paths(new));
-    crate::renamed_files::renamed_counterparts(&old_paths, &new_paths).into_iter().map(|(n, o)| (new_paths[n], old_paths[o])).collect()
 }
 
 /// The old module a new wasm file's transform is made against: the old file

@@ -267,12 +267,10 @@ impl PatchGenerator {
         }
         let reference_len = at;
         // A file renamed (content-hashed names) is aligned with the old file it replaced.
-        if let (false, Some(old)) = (single_file, old) {
-            let (old_paths, new_paths) = (old.file_paths(), new.file_paths());
-            for (n, o) in crate::renamed_files::renamed_counterparts(&old_paths, &new_paths) {
-                if let Some(&r) = by_path.get(old_paths[o]) {
-                    by_path.insert(new_paths[n], r);
-                }
+        let old_paths = old.map(Signature::file_paths).unwrap_or_default();
+        for (new_path, old_path) in crate::renamed_files::renamed_paths(&old_paths, &new.file_paths()) {
+            if let Some(&r) = by_path.get(old_path) {
+                by_path.insert(new_path, r);
             }
         }
         let reference_by_path = by_path.into_iter().map(|(p, r)| (p.to_string(), r)).collect();
@@ -588,7 +586,7 @@ impl PatchGenerator {
             if !text && self.level > WINDOW_FORM_MAX_LEVEL && beats_ops(frame.len()) && self.holds_transformed_module(i)? {
                 let deep = compress_frame(new, &window, wasm_code_window(self.level))?;
                 if t.is_some() {
-                    eprintln!("segment {i}: split code window at level {} ({} bytes)", self.level, deep.len());
+                    eprintln!("segment {i}: wasm code window at level {} ({} bytes)", self.level, deep.len());
                 }
                 if deep.len() < frame.len() {
                     frame = deep;
@@ -870,8 +868,7 @@ pub fn generate_patch_transformed(
 /// budget set), reading as [`generate_patch_transformed`] does.
 pub fn drive(mut g: PatchGenerator, readers: BuildReaders, out: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<PatchGenerator> {
     out(&g.header()?)?;
-    let BuildReaders { old, new, normalized, old_split } = readers;
-    let (mut normalized, mut old_split) = (normalized, old_split);
+    let BuildReaders { old, new, mut normalized, mut old_split } = readers;
     let read_all = |ranges: &[ByteRange], build: &mut ReadRange, form: &mut Option<&mut ReadRange>, form_read: FileForm| -> Result<Vec<u8>> {
         let mut buf = vec![0u8; ranges.iter().map(|r| r.len as usize).sum()];
         let mut at = 0;

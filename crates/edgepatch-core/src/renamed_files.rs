@@ -84,6 +84,12 @@ pub fn renamed_counterparts(old_paths: &[&str], new_paths: &[&str]) -> Vec<(usiz
     pairs
 }
 
+/// [`renamed_counterparts`] by path: new path -> the old path it was renamed from. A
+/// single-file build's one path is the same on both sides: nothing is renamed.
+pub fn renamed_paths<'a>(old_paths: &[&'a str], new_paths: &[&'a str]) -> HashMap<&'a str, &'a str> {
+    renamed_counterparts(old_paths, new_paths).into_iter().map(|(n, o)| (new_paths[n], old_paths[o])).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

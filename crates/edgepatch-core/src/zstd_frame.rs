@@ -67,31 +67,30 @@ fn zerr(code: usize) -> Error {
 
 /// Compresses `data` into `frame` (up to its capacity) as [`compress_frame`] says.
 fn compress_into(frame: &mut Vec<u8>, data: &[u8], prefix: &[u8], search: FrameSearch) -> std::result::Result<usize, usize> {
-    let zerr = |c: usize| c;
     let mut cctx = CCtx::create();
     let window_log = window_log(prefix.len() + data.len());
-    cctx.set_parameter(CParameter::CompressionLevel(search.level)).map_err(zerr)?;
-    cctx.set_parameter(CParameter::WindowLog(window_log)).map_err(zerr)?;
+    cctx.set_parameter(CParameter::CompressionLevel(search.level))?;
+    cctx.set_parameter(CParameter::WindowLog(window_log))?;
     if let Some(h) = search.hash_log {
-        cctx.set_parameter(CParameter::HashLog(h.min(window_log))).map_err(zerr)?;
+        cctx.set_parameter(CParameter::HashLog(h.min(window_log)))?;
     }
     if let Some(c) = search.chain_log {
-        cctx.set_parameter(CParameter::ChainLog(c.min(window_log + 1))).map_err(zerr)?;
+        cctx.set_parameter(CParameter::ChainLog(c.min(window_log + 1)))?;
     }
     if let Some(ldm) = search.long_distance {
-        cctx.set_parameter(CParameter::EnableLongDistanceMatching(true)).map_err(zerr)?;
+        cctx.set_parameter(CParameter::EnableLongDistanceMatching(true))?;
         if let Some(m) = ldm.min_match {
-            cctx.set_parameter(CParameter::LdmMinMatch(m)).map_err(zerr)?;
+            cctx.set_parameter(CParameter::LdmMinMatch(m))?;
         }
         if let Some(r) = ldm.hash_rate_log {
-            cctx.set_parameter(CParameter::LdmHashRateLog(r)).map_err(zerr)?;
+            cctx.set_parameter(CParameter::LdmHashRateLog(r))?;
         }
     }
     if let Some(m) = search.min_match {
-        cctx.set_parameter(CParameter::MinMatch(m)).map_err(zerr)?;
+        cctx.set_parameter(CParameter::MinMatch(m))?;
     }
     if !prefix.is_empty() {
-        cctx.ref_prefix(prefix).map_err(zerr)?;
+        cctx.ref_prefix(prefix)?;
     }
     cctx.compress2(frame, data)
 }
