@@ -20,7 +20,7 @@ import { settings } from "./settings";
 import type { Env } from "./env";
 import type { PairJob } from "./pregenerate";
 import { assembleRun, deleteStepObjects, pendingResult, runPrefix, runWriter, stallSeconds, stepJobs, sweepRunPrefix, type AssembleJob, type FanoutRun, type StepResult } from "./fanout";
-import { addTransforms, prepareTransforms, storeTransforms, verifySplitOld, type ModuleTransform, type StoredTransform, type TransformStats } from "./transform";
+import { addTransforms, prepareTransforms, splitOldAt, storeTransforms, verifySplitOld, type ModuleTransform, type StoredTransform, type TransformStats } from "./transform";
 
 export interface UpdateDescriptor {
   game: string;
@@ -169,7 +169,8 @@ export interface BuildReads {
  * Plans the reads of the concatenation of `ranges` of a stored build: spans sorted, merged
  * across small gaps (tar headers, neighbouring files) into reads of at most MAX_READ bytes.
  * A range of a module's normalized form (`normalized`), or of a split old module (`oldSplit`),
- * is read from the run object the transform phase wrote (`transforms`, by path).
+ * is read from the run object the transform phase wrote (`transforms`, by the new module's path,
+ * or by the old file's for a split old module).
  */
 export function planBuildReads(build: StoredBuild, ranges: BuildRange[], transforms: ReadonlyMap<string, ModuleTransform> = new Map()): BuildReads {
   let total = 0;
@@ -184,7 +185,7 @@ export function planBuildReads(build: StoredBuild, ranges: BuildRange[], transfo
       [key, base, size] = [t.normalizedKey, 0, t.normalizedSize];
     } else if (r.oldSplit) {
       // Nor one of a split old module (docs/FORMAT.md §2.8.7).
-      const split = transforms.get(r.path)?.oldSplit;
+      const split = splitOldAt(transforms, r.path);
       if (split === undefined) throw new GenerationError(500, `generator asked for the split old module of ${r.path}, which this generation did not make`);
       [key, base, size] = [split.key, 0, split.size];
     } else {

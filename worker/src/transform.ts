@@ -54,6 +54,14 @@ export interface OldSplit {
   key: string;
   size: number;
   blake3: string;
+  /** The old module's path, where it is not the module's own (a renamed module); absent: the module's path. */
+  path?: string;
+}
+
+/** The split old module at `oldPath` that one of `transforms` made (by the old file's path: a renamed module's is not its own). */
+export function splitOldAt(transforms: ReadonlyMap<string, ModuleTransform>, oldPath: string): OldSplit | undefined {
+  for (const t of transforms.values()) if (t.oldSplit !== undefined && (t.oldSplit.path ?? t.path) === oldPath) return t.oldSplit;
+  return undefined;
 }
 
 /**
@@ -229,8 +237,8 @@ export async function prepareTransforms(
       const oldAgain = await readModule(reader, oldBuild, oldPath);
       stats.bytesRead += oldBuild.index.get(oldPath)!.size;
       await yieldToEventLoop();
-      // The field-split layout reads the old file at the new one's path: not for a renamed module.
-      if (oldPath !== path) normalized.renamed();
+      // A renamed module's patch names its old file as the one read split (docs/FORMAT.md §2.8.1).
+      if (oldPath !== path) normalized.renamed(oldPath);
       prepared = normalized.finishFilled(oldAgain);
     } finally {
       normalized.free();
@@ -258,7 +266,7 @@ export async function prepareTransforms(
       const splitBlake3 = prepared.oldSplitBlake3;
       let oldSplit: OldSplit | undefined;
       if (splitBlake3 !== undefined) {
-        oldSplit = { key: oldSplitKey(prefix, n), size: oldBuild.index.get(oldPath)!.size, blake3: splitBlake3 };
+        oldSplit = { key: oldSplitKey(prefix, n), size: oldBuild.index.get(oldPath)!.size, blake3: splitBlake3, ...(oldPath !== path ? { path: oldPath } : {}) };
         await store(`wasm-${n}-old-split`, oldSplit.key, () => prepared.oldSplitView());
         stats.split++;
       }
@@ -313,7 +321,7 @@ export async function verifySplitOld(reader: R2RangeReader, transforms: Readonly
   let bytes = 0;
   for (const r of ranges) {
     if (!r.oldSplit || r.length === 0 || verified.has(r.path)) continue;
-    const split = transforms.get(r.path)?.oldSplit;
+    const split = splitOldAt(transforms, r.path);
     if (split === undefined) throw new GenerationError(500, `generator asked for the split old module of ${r.path}, which this generation did not make`);
     const hasher = new wasm.FileHasher();
     try {

@@ -122,7 +122,6 @@ fn normalize_modules(old: &Path, new: &Path, old_sig: &Signature, new_sig: &Sign
         let SignedKind::File { size, blake3, .. } = &e.kind else { continue };
         let old_at = if old_files.contains_key(&e.path) { Some(e.path.as_str()) } else { renamed.get(e.path.as_str()).copied() };
         let Some(old_at) = old_at else { continue };
-        let same_path = old_at == e.path;
         let Some((old_size, old_blake3)) = old_files.get(old_at) else { continue };
         if old_blake3 == blake3 || *size > WASM_TRANSFORM_CAP || *old_size > WASM_TRANSFORM_CAP || *size < 8 {
             continue;
@@ -144,8 +143,7 @@ fn normalize_modules(old: &Path, new: &Path, old_sig: &Signature, new_sig: &Sign
         // one is read again to choose the layout (the peak is the forward transform's, without it).
         let (new_bytes, old_bytes) = (read_checked(&new_path, blake3)?, read_checked(&old_path, old_blake3)?);
         let Some(normalized) = WasmTransform::normalize_owned(&e.path, old_bytes, new_bytes) else { continue };
-        let normalized = if same_path { normalized } else { normalized.renamed() };
-        let Some(prepared) = normalized.finish(read_checked(&old_path, old_blake3)?) else { continue };
+        let Some(prepared) = normalized.renamed(old_at).finish(read_checked(&old_path, old_blake3)?) else { continue };
         let temporary = |bytes: &[u8], what: &str| -> Result<File, String> {
             let mut file = tempfile::tempfile_in(tmp_dir).map_err(|e| format!("a temporary file in {}: {e}", tmp_dir.display()))?;
             file.write_all(bytes).map_err(|err| format!("{what} of {}: {err}", e.path))?;
@@ -196,8 +194,9 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
             .into_iter()
             .map(|m| {
                 let path = m.transform.path().to_string();
-                if let Some(f) = m.old_split {
-                    old_split_files.insert(path.clone(), f);
+                // Read by the old file's path (a renamed module's is not its own).
+                if let (Some(f), Some(old_path)) = (m.old_split, m.transform.split_old_path()) {
+                    old_split_files.insert(old_path.to_string(), f);
                 }
                 (m.transform, (path, m.file))
             })

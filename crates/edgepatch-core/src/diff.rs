@@ -152,23 +152,25 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     if opts.wasm_transform {
         for &(i, data) in &delta_files {
             let path = tree.entries[i].path.as_str();
-            let (old_data, split_allowed) = match (wasm_reference_for(&old_files, path, single_file), renamed.get(path)) {
-                (Some(d), _) => (d, true),
-                // The split layout reads the old file at the same path: a renamed module is
-                // stored normalized or as it is.
+            // The old module: at the same path, or the one it was renamed from (whose index the
+            // patch's row names, if it is read split: FLAG_SPLIT_REFERENCE).
+            let (old_data, old_path) = match (wasm_reference_for(&old_files, path, single_file), renamed.get(path)) {
+                (Some(d), _) => (d, if single_file { old_files[0].0 } else { path }),
                 (None, Some(&o)) => match wasm_reference_for(&old_files, o, false) {
-                    Some(d) => (d, false),
+                    Some(d) => (d, o),
                     None => continue,
                 },
                 (None, None) => continue,
             };
-            let Some(choice) = transform_if_smaller(old_data, data, opts, threads, split_allowed)? else { continue };
+            let Some(choice) = transform_if_smaller(old_data, data, opts, threads)? else { continue };
             if let Some((bytes, side_info)) = choice.transformed {
-                tree.transforms.push(WasmTransformed { entry: i, normalized_size: bytes.len() as u64, side_info });
+                let split_reference = (choice.old_split.is_some() && old_path != path && !single_file)
+                    .then(|| old_files.iter().position(|(p, _)| *p == old_path))
+                    .flatten();
+                tree.transforms.push(WasmTransformed { entry: i, normalized_size: bytes.len() as u64, side_info, split_reference });
                 normalized.insert(i, bytes);
             }
             if let Some(split) = choice.old_split {
-                let old_path = if single_file { old_files[0].0 } else { tree.entries[i].path.as_str() };
                 old_split.insert(old_path.to_string(), split);
             }
             if single_file {
@@ -260,7 +262,7 @@ struct WasmChoice {
 /// applier reads the old file as it is or split, so the old module must be
 /// its own normalized form (true for canonical LEB128s: every toolchain
 /// measured).
-fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usize, split_allowed: bool) -> Result<Option<WasmChoice>> {
+fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usize) -> Result<Option<WasmChoice>> {
     // The safety checks are the generator's too (one place: crate::generate).
     let Some(n) = crate::generate::normalize_even_unchanged(old, new) else { return Ok(None) };
     // Nothing renumbered: only the split layout can make the normalized form pay.
@@ -274,9 +276,7 @@ fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usi
     let mut best = (size(&plain, &[])?, WasmChoice { transformed: None, old_split: None, segments: plain });
     // The field-split layout of both modules (docs/FORMAT.md §2.8.7): smaller on
     // re-emitted code (a toolchain change), larger on some small changes.
-    let split = split_allowed
-        .then(|| crate::wasm_transform::with_code_layout(&n).ok().and_then(|n| Some((crate::wasm_transform::split_code_layout(old, &n.side_info).ok()?, n))))
-        .flatten();
+    let split = crate::wasm_transform::with_code_layout(&n).ok().and_then(|n| Some((crate::wasm_transform::split_code_layout(old, &n.side_info).ok()?, n)));
     if renumbered {
         let segments = encode_segments(old, &n.bytes, &[], opts, threads, &quiet)?;
         let t_size = size(&segments, &n.side_info)?;

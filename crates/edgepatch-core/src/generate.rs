@@ -359,14 +359,22 @@ impl PatchGenerator {
         if self.tree.transform(i).is_some() {
             return Err(invalid(format!("wasm transform of {:?} added twice", t.path)));
         }
-        if t.is_split() {
-            // The applier reads the old file at the module's path split (in a single-file
-            // patch, the one old file): so do the old ranges of that file, and its blocks (of
-            // the file as it is) are no guide to where the split bytes match.
-            let k = if self.tree.single_file { (self.reference.len() == 1).then_some(0) } else { self.reference.iter().position(|(p, ..)| *p == t.path) };
+        let mut split_reference = None;
+        if let Some(old_path) = t.split_old_path() {
+            // The applier reads that old file split (the old file at the module's path, the one
+            // old file of a single-file patch, or the one a renamed module replaced, which the
+            // patch's row names): so do the old ranges of that file, and its blocks (of the file
+            // as it is) are no guide to where the split bytes match.
+            let k = if self.tree.single_file { (self.reference.len() == 1).then_some(0) } else { self.reference.iter().position(|(p, ..)| *p == old_path) };
             let Some(k) = k else {
-                return Err(invalid(format!("wasm transform of {:?}: split, but the old build has no file at its path", t.path)));
+                return Err(invalid(format!("wasm transform of {:?}: split, but the old build has no file {old_path:?} to read", t.path)));
             };
+            if self.reference_split[k] {
+                return Err(invalid(format!("wasm transform of {:?}: old file {old_path:?} is read split for another module already", t.path)));
+            }
+            if old_path != t.path && !self.tree.single_file {
+                split_reference = self.tree.old_files.iter().position(|f| f.path == old_path);
+            }
             self.reference_split[k] = true;
             let (start, end) = (self.reference[k].1, self.reference[k].1 + self.reference[k].2);
             for list in self.blocks.values_mut() {
@@ -375,7 +383,7 @@ impl PatchGenerator {
             self.blocks.retain(|_, list| !list.is_empty());
         }
         let at = self.tree.transforms.partition_point(|w| w.entry < i);
-        self.tree.transforms.insert(at, WasmTransformed { entry: i, normalized_size: t.normalized_size, side_info: t.side_info.clone() });
+        self.tree.transforms.insert(at, WasmTransformed { entry: i, normalized_size: t.normalized_size, side_info: t.side_info.clone(), split_reference });
         self.wasm.push(t);
         self.lay_out_delta_stream();
         Ok(())

@@ -42,6 +42,12 @@ pub const FLAG_RUN_CODED_DIFF: u16 = 8;
 /// the old build; a patch whose old build has no executable file leaves it clear and is
 /// byte for byte what it was before. Older appliers refuse unknown flags.
 pub const FLAG_MODE_BLIND_DIGEST: u16 = 16;
+/// Each row of the wasm transform table names the old file a field-split file reads split
+/// (§2.8.1): a renamed module (content-hashed names) is split against the old file it
+/// replaced, at another path. Set only when some row names one, so a patch whose split files
+/// all read the old file at their own path is byte for byte what it was before. Older
+/// appliers refuse unknown flags.
+pub const FLAG_SPLIT_REFERENCE: u16 = 32;
 /// Tag byte of an ops segment.
 pub const SEGMENT_TAG: u8 = b'S';
 /// Tag byte of a window segment.
@@ -244,6 +250,9 @@ pub struct WasmTransformed {
     pub normalized_size: u64,
     /// The side info, decoded (`wasm_transform` side info version 1).
     pub side_info: Vec<u8>,
+    /// In the field-split layout, the old file it reads split when that is not the old file
+    /// at its path (an index into [`PatchTree::old_files`]; `FLAG_SPLIT_REFERENCE`).
+    pub split_reference: Option<usize>,
 }
 
 /// The new build and where its content comes from: everything the applier
@@ -270,6 +279,18 @@ pub struct PatchTree {
     pub window_reach: Option<u64>,
     /// Some ops segment's diff stream is run-coded (`FLAG_RUN_CODED_DIFF`).
     pub run_coded_diff: bool,
+}
+
+/// [`PatchTree::split_old_file`], before the tree is put together.
+fn split_old_file_of(single_file: bool, old_files: &[OldFile], entries: &[TreeEntry], w: &WasmTransformed) -> Option<usize> {
+    if !crate::wasm_transform::side_info_has_code_layout(&w.side_info) {
+        return None;
+    }
+    match (w.split_reference, single_file) {
+        (Some(k), _) => Some(k),
+        (None, true) => (!old_files.is_empty()).then_some(0),
+        (None, false) => old_files.iter().position(|f| f.path == entries[w.entry].path),
+    }
 }
 
 fn files_in_digest_order(entries: &[TreeEntry]) -> impl Iterator<Item = usize> + '_ {
@@ -318,6 +339,15 @@ impl PatchTree {
             | (if self.window_reach.is_some() { FLAG_WINDOW_REACH } else { 0 })
             | (if self.run_coded_diff { FLAG_RUN_CODED_DIFF } else { 0 })
             | (if !self.single_file && has_executable(&self.old_listing) { FLAG_MODE_BLIND_DIGEST } else { 0 })
+            | (if self.transforms.iter().any(|w| w.split_reference.is_some()) { FLAG_SPLIT_REFERENCE } else { 0 })
+    }
+
+    /// The old file a transformed file in the field-split layout reads split (§2.8.7), by
+    /// index into `old_files`: the one its row names, else the old file at its path (the
+    /// one old file of a single-file patch). None for a file not in that layout, or with no
+    /// such old file.
+    pub fn split_old_file(&self, w: &WasmTransformed) -> Option<usize> {
+        split_old_file_of(self.single_file, &self.old_files, &self.entries, w)
     }
 
     /// How many of the delta bytes produced last a window segment may reach
@@ -485,6 +515,13 @@ impl PatchTree {
             put_varint(out, size);
             put_varint(out, w.side_info.len() as u64);
             out.extend_from_slice(&w.side_info);
+            if self.flags() & FLAG_SPLIT_REFERENCE != 0 {
+                match w.split_reference {
+                    Some(k) if k < self.old_files.len() && self.old_files[k].in_reference && !self.single_file => put_varint(out, k as u64 + 1),
+                    Some(k) => return Err(Error::Invalid(format!("transformed entry {}: split reference {k} is no old file of the reference", w.entry))),
+                    None => put_varint(out, 0),
+                }
+            }
             next = ordinal + 1;
         }
         Ok(())
@@ -527,11 +564,15 @@ pub struct EncodedTransform {
     pub size: u64,
     /// The side info, decoded.
     pub side_info: Vec<u8>,
+    /// The old file it reads split, by index into `EncodedTree::old_table`, when the row
+    /// names one (`FLAG_SPLIT_REFERENCE`).
+    pub split_reference: Option<u64>,
 }
 
 /// The wasm transform table (§2.8): which delta files are normalized wasm
-/// modules, their sizes and side infos, every field bounded.
-fn decode_transforms(r: &mut SliceReader, named: &[TreeEntry]) -> Result<Vec<EncodedTransform>> {
+/// modules, their sizes and side infos (and, with `split_references`, the old file
+/// each reads split), every field bounded.
+fn decode_transforms(r: &mut SliceReader, named: &[TreeEntry], split_references: bool) -> Result<Vec<EncodedTransform>> {
     let delta_files: Vec<usize> = (0..named.len()).filter(|&i| matches!(named[i].kind, TreeEntryKind::File { source: FileSource::Delta, .. })).collect();
     let at = r.offset();
     // A row takes at least 4 bytes (gap, size, side length, one side byte).
@@ -564,7 +605,9 @@ fn decode_transforms(r: &mut SliceReader, named: &[TreeEntry]) -> Result<Vec<Enc
             return Err(Error::Limit { input: Input::Patch, offset: at, what: format!("side info of {side_len} bytes, not in 1..={MAX_WASM_SIDE_INFO}") });
         }
         let side_info = r.take(side_len as usize, "side info")?.to_vec();
-        out.push(EncodedTransform { named: entry, size, side_info });
+        // Checked against the old table and the side info once both are known (`resolve`).
+        let split_reference = if split_references { r.varint("split reference")?.checked_sub(1) } else { None };
+        out.push(EncodedTransform { named: entry, size, side_info, split_reference });
         next = ordinal + 1;
     }
     Ok(out)
@@ -689,7 +732,23 @@ impl EncodedTree {
             }
         }
         let files_digest = r.array::<32>("files digest")?;
-        let transforms = if flags & FLAG_WASM_TRANSFORM != 0 { decode_transforms(&mut r, &named)? } else { Vec::new() };
+        let split_references = flags & FLAG_SPLIT_REFERENCE != 0;
+        if split_references && (single_file || flags & FLAG_WASM_TRANSFORM == 0) {
+            return Err(r.corrupt("split references without a tree's wasm transform table"));
+        }
+        let transforms = if flags & FLAG_WASM_TRANSFORM != 0 { decode_transforms(&mut r, &named, split_references)? } else { Vec::new() };
+        if split_references && transforms.iter().all(|w| w.split_reference.is_none()) {
+            return Err(r.corrupt("split references flagged, but no row of the wasm transform table names one"));
+        }
+        for w in &transforms {
+            let Some(k) = w.split_reference else { continue };
+            if !old_table.get(k as usize).is_some_and(|f| f.1) {
+                return Err(r.corrupt(format!("a wasm transform's split reference {k} is no old file of the reference stream")));
+            }
+            if !crate::wasm_transform::side_info_has_code_layout(&w.side_info) {
+                return Err(r.corrupt("a wasm transform names a split reference, but its file is not in the field-split layout"));
+            }
+        }
         let window_reach = if flags & FLAG_WINDOW_REACH != 0 {
             let at = r.offset();
             let reach = r.varint("window reach")?;
@@ -798,7 +857,8 @@ impl EncodedTree {
                     // A transformed file's size is the file's; its delta-stream size moves to the transform.
                     TreeEntryKind::File { size, source: FileSource::Delta, .. } => {
                         if let Some(w) = transforms.next_if(|w| w.named == n) {
-                            resolved_transforms.push(WasmTransformed { entry: entries.len(), normalized_size: *size, side_info: w.side_info.clone() });
+                            let split_reference = w.split_reference.map(|k| k as usize);
+                            resolved_transforms.push(WasmTransformed { entry: entries.len(), normalized_size: *size, side_info: w.side_info.clone(), split_reference });
                             *size = w.size;
                         }
                     }
@@ -818,6 +878,14 @@ impl EncodedTree {
             for e in &entries {
                 checker.check(&e.path, matches!(e.kind, TreeEntryKind::Directory))?;
             }
+        }
+        let mut split_old: Vec<usize> = Vec::new();
+        for w in &resolved_transforms {
+            let Some(k) = split_old_file_of(self.single_file, &old_files, &entries, w) else { continue };
+            if split_old.contains(&k) {
+                return Err(corrupt(format!("two files in the field-split layout read old file {:?} split", old_files[k].path)));
+            }
+            split_old.push(k);
         }
         if old_files.iter().filter(|f| f.in_reference).try_fold(0u64, |total, f| total.checked_add(f.size)).is_none() {
             return Err(corrupt("the old files the patch reads add up to more than 2^64-1 bytes".into()));

@@ -1066,10 +1066,10 @@ impl NormalizedWasmModule {
         Ok(n.finish(old_module.bytes).map(prepared_to_js))
     }
 
-    /// The old module is at another path than the new one (`renamedCounterparts`): the
-    /// field-split layout, which reads the old file at the new one's path, is not tried.
-    pub fn renamed(&mut self) {
-        self.inner = self.inner.take().map(|n| n.renamed());
+    /// The old module is at `oldPath`, another path than the new one (`renamedCounterparts`):
+    /// in the field-split layout, that old file is the one read split (`oldSplitPath`).
+    pub fn renamed(&mut self, old_path: &str) {
+        self.inner = self.inner.take().map(|n| n.renamed(old_path));
     }
 }
 

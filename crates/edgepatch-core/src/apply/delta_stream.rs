@@ -471,18 +471,10 @@ impl DeltaStream {
     }
 }
 
-/// The old files a transformed file in the field-split layout is diffed
-/// against: the old file of its path (the one old file of a single-file patch).
+/// The old files the transformed files in the field-split layout are diffed
+/// against (`PatchTree::split_old_file`), with the transform's index.
 fn split_old_files(tree: &PatchTree) -> Vec<(usize, usize)> {
-    tree.transforms
-        .iter()
-        .enumerate()
-        .filter(|(_, w)| crate::wasm_transform::side_info_has_code_layout(&w.side_info))
-        .filter_map(|(t, w)| match tree.single_file {
-            true => (!tree.old_files.is_empty()).then_some((0, t)),
-            false => tree.old_files.iter().position(|f| f.path == tree.entries[w.entry].path).map(|f| (f, t)),
-        })
-        .collect()
+    tree.transforms.iter().enumerate().filter_map(|(t, w)| tree.split_old_file(w).map(|f| (f, t))).collect()
 }
 
 /// The whole old module at `path`, in the field-split layout. A module that is

@@ -149,7 +149,7 @@ pub(super) fn read_fixed_header<R: Read>(input: &mut PatchInput<R>) -> Result<(u
     }
     input.exact(&mut v, "flags")?;
     let flags = u16::from_le_bytes(v);
-    if flags & !(FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM | FLAG_WINDOW_REACH | FLAG_RUN_CODED_DIFF | FLAG_MODE_BLIND_DIGEST) != 0 {
+    if flags & !(FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM | FLAG_WINDOW_REACH | FLAG_RUN_CODED_DIFF | FLAG_MODE_BLIND_DIGEST | FLAG_SPLIT_REFERENCE) != 0 {
         return Err(Error::Corrupt { input: Input::Patch, offset: 10, what: format!("unknown flags {flags:#x}") });
     }
     let at = input.offset();

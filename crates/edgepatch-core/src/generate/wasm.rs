@@ -30,7 +30,8 @@ use crate::zstd_frame::{compressed_len, FrameSearch, LongDistance};
 /// every chunk lies within a segment and the one before it (the history).
 pub const NORMALIZED_CHECK_CHUNK: u64 = 1 << 20;
 
-/// Version 2 added the split old module's BLAKE3.
+/// Version 2 added the split old module's BLAKE3 (and, with split flag 2, a renamed
+/// module's old path).
 const ENCODING_VERSION: u8 = 2;
 
 /// Which bytes of a file a [`super::ByteRange`] is of.
@@ -41,8 +42,8 @@ pub enum FileForm {
     /// The normalized form of a transformed wasm module (what [`WasmTransform::prepare`]
     /// returned beside the transform), not the file.
     Normalized,
-    /// The old module at a split module's path in the field-split layout
-    /// ([`PreparedTransform::old_split`]), not the file: old ranges only.
+    /// The old module a split module reads in the field-split layout (at its path, or the one
+    /// it was renamed from; [`PreparedTransform::old_split`]), not the file: old ranges only.
     OldSplit,
 }
 
@@ -59,6 +60,9 @@ pub struct WasmTransform {
     pub(super) chunk_hashes: Vec<[u8; 32]>,
     /// In the field-split layout: the BLAKE3 of the old module split (as the applier reads it).
     pub(super) old_split_blake3: Option<[u8; 32]>,
+    /// The old module's path, where it is not `path` (a renamed module,
+    /// [`NormalizedNew::renamed`]): the old file read split.
+    pub(super) old_path: Option<String>,
 }
 
 /// What [`WasmTransform::prepare`] makes of a changed module pair: the transform, the
@@ -85,23 +89,23 @@ pub struct NormalizedNew {
     old_blake3: [u8; 32],
     renumbered: bool,
     normalized: Normalized,
-    /// The old module is at the same path (else the field-split layout is not tried).
-    split_allowed: bool,
+    /// The old module's path, where it is not the new one's (a renamed module).
+    old_path: Option<String>,
 }
 
 impl NormalizedNew {
     fn of(path: &str, old: Cow<[u8]>, new: Cow<[u8]>) -> Option<NormalizedNew> {
         let (new_size, old_blake3) = (new.len() as u64, *blake3::hash(&old).as_bytes());
         let (normalized, new_blake3, renumbered) = normalize_checked(old, new, false)?;
-        Some(NormalizedNew { path: path.to_string(), new_size, new_blake3, old_blake3, renumbered, normalized, split_allowed: true })
+        Some(NormalizedNew { path: path.to_string(), new_size, new_blake3, old_blake3, renumbered, normalized, old_path: None })
     }
 
-    /// For an old module at another path than the new one (a renamed module,
-    /// [`crate::wasm_transform::renamed_counterparts`]): the field-split layout, which reads
-    /// the old file at the new one's path, is not tried; the module is stored normalized or as
-    /// it is.
-    pub fn renamed(self) -> NormalizedNew {
-        NormalizedNew { split_allowed: false, ..self }
+    /// For an old module at another path than the new one, `old_path` (a renamed module,
+    /// [`crate::renamed_files::renamed_counterparts`]): in the field-split layout, the patch
+    /// names that old file as the one read split (`FLAG_SPLIT_REFERENCE`, docs/FORMAT.md
+    /// §2.8.1), and the caller keeps it split as for a module at its own path.
+    pub fn renamed(self, old_path: &str) -> NormalizedNew {
+        NormalizedNew { old_path: (old_path != self.path).then(|| old_path.to_string()), ..self }
     }
 
     /// The transform, from the old module given again (checked to be the one given first):
@@ -116,8 +120,8 @@ impl NormalizedNew {
         if *blake3::hash(&old).as_bytes() != self.old_blake3 {
             return None;
         }
-        let NormalizedNew { path, new_size, new_blake3, renumbered, normalized, split_allowed, .. } = self;
-        let layout = if split_allowed { split_if_smaller(old, normalized)? } else { Layout::Whole(normalized) };
+        let NormalizedNew { path, new_size, new_blake3, renumbered, normalized, old_path, .. } = self;
+        let layout = split_if_smaller(old, normalized)?;
         let (n, old_split) = match layout {
             // Nothing renumbered: the side info would only add bytes.
             Layout::Whole(_) if !renumbered => return None,
@@ -132,6 +136,7 @@ impl NormalizedNew {
             side_info: n.side_info,
             chunk_hashes: chunk_hashes(&n.bytes),
             old_split_blake3: old_split.as_ref().map(|o| *blake3::hash(o).as_bytes()),
+            old_path: old_path.filter(|_| old_split.is_some()),
         };
         Some(PreparedTransform { transform, normalized: n.bytes, old_split })
     }
@@ -276,6 +281,12 @@ impl WasmTransform {
         &self.path
     }
 
+    /// The path of the old file read split ([`FileForm::OldSplit`]), in the field-split
+    /// layout: the module's own, or the old module's where it was renamed.
+    pub fn split_old_path(&self) -> Option<&str> {
+        self.is_split().then(|| self.old_path.as_deref().unwrap_or(&self.path))
+    }
+
     /// Bytes of the normalized form (the file's size in the delta stream).
     pub fn normalized_size(&self) -> u64 {
         self.normalized_size
@@ -300,11 +311,16 @@ impl WasmTransform {
         for h in &self.chunk_hashes {
             out.extend_from_slice(h);
         }
-        match &self.old_split_blake3 {
-            None => out.push(0),
-            Some(h) => {
+        match (&self.old_split_blake3, &self.old_path) {
+            (None, _) => out.push(0),
+            (Some(h), None) => {
                 out.push(1);
                 out.extend_from_slice(h);
+            }
+            (Some(h), Some(old_path)) => {
+                out.push(2);
+                out.extend_from_slice(h);
+                crate::wire::put_str(&mut out, old_path);
             }
         }
         let check = blake3::hash(&out);
@@ -341,18 +357,22 @@ impl WasmTransform {
         for _ in 0..chunks {
             chunk_hashes.push(r.array("chunk hash").map_err(e)?);
         }
-        let old_split_blake3 = match r.array::<1>("split flag").map_err(e)? {
-            [0] => None,
-            [1] => Some(r.array("split old BLAKE3").map_err(e)?),
-            _ => return Err(bad("split flag not 0 or 1")),
+        let (old_split_blake3, old_path) = match r.array::<1>("split flag").map_err(e)? {
+            [0] => (None, None),
+            [1] => (Some(r.array("split old BLAKE3").map_err(e)?), None),
+            [2] => (Some(r.array("split old BLAKE3").map_err(e)?), Some(r.string(4096, "old path").map_err(e)?.to_string())),
+            _ => return Err(bad("split flag not 0, 1 or 2")),
         };
+        if old_path.as_ref().is_some_and(|p| *p == path) {
+            return Err(bad("the old path is the module's own"));
+        }
         if old_split_blake3.is_some() != wt::side_info_has_code_layout(&side_info) {
             return Err(bad("split old BLAKE3 and side info disagree"));
         }
         if !r.is_empty() {
             return Err(bad("trailing bytes"));
         }
-        Ok(WasmTransform { path, new_size, new_blake3, normalized_size, side_info, chunk_hashes, old_split_blake3 })
+        Ok(WasmTransform { path, new_size, new_blake3, normalized_size, side_info, chunk_hashes, old_split_blake3, old_path })
     }
 
     /// Checks every chunk of the normalized form that ends within `(from, to]` against its
