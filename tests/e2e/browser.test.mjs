@@ -10,7 +10,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { createHash, generateKeyPairSync } from "node:crypto";
-import { existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -600,25 +600,32 @@ engineTest("every shared hostile vector (fixtures/hostile) is refused by the was
   for (const r of results) t.diagnostic(`${r.name}: ${r.message.slice(0, 100)}`);
 });
 
-engineTest("the same library against the Worker (wrangler dev): install v1, update to the channel's v2, signed manifests, byte-exact", async (t) => {
-  // The generator issue's Worker: builds published with the native CLI, patches generated on demand.
+/**
+ * A Worker (`wrangler dev` on `port`, stopped when the test ends) that holds `game`'s builds v1
+ * and v2 (web/dist/trees/<game>/<build>), published with the native CLI; patches are generated
+ * on demand. The Worker serves anonymous callers only what a channel releases: a channel that
+ * keeps v1 as its head lets the page install v1 (_ -> v1); stable releases v1 -> v2.
+ */
+async function workerWith(t, game, port) {
   const { startWrangler, devVars } = await import("../../worker/scripts/wrangler-dev.mjs");
-  const { execFileSync } = await import("node:child_process");
-  const worker = await startWrangler({ port: 8794 });
+  const worker = await startWrangler({ port });
   t.after(() => worker.stop());
-  const { token, publicKey: workerKey } = devVars();
-  const bin = process.env.EDGEPATCH_BIN ?? join(repo, "target/release/edgepatch");
+  const { token, publicKey } = devVars();
   for (const build of ["v1", "v2"]) {
-    execFileSync(bin, ["--quiet", "publish", "--server", worker.url, "--game", "demo", "--build", build, "--channel", "stable", join(dist, "trees/demo", build)], {
+    execFileSync(EDGEPATCH, ["--quiet", "publish", "--server", worker.url, "--game", game, "--build", build, "--channel", "stable", join(dist, "trees", game, build)], {
       env: { ...process.env, EDGEPATCH_TOKEN: token },
     });
-    // The Worker serves anonymous callers only what a channel releases: a channel that keeps
-    // v1 as its head lets the page install v1 (_ -> v1); stable releases v1 -> v2.
     if (build === "v1") {
-      const res = await fetch(`${worker.url}/v1/games/demo/channels/first`, { method: "PUT", headers: { Authorization: `Bearer ${token}` }, body: JSON.stringify({ build: "v1" }) });
+      const res = await fetch(`${worker.url}/v1/games/${game}/channels/first`, { method: "PUT", headers: { Authorization: `Bearer ${token}` }, body: JSON.stringify({ build: "v1" }) });
       assert.equal(res.status, 200, await res.text());
     }
   }
+  return { worker, token, publicKey };
+}
+
+engineTest("the same library against the Worker (wrangler dev): install v1, update to the channel's v2, signed manifests, byte-exact", async (t) => {
+  // The generator issue's Worker: builds published with the native CLI, patches generated on demand.
+  const { worker, publicKey: workerKey } = await workerWith(t, "demo", 8794);
   const { page, errors } = await openDemo(t, "demo", `&base=${encodeURIComponent(worker.url + "/")}`, { key: workerKey });
   assert.equal(await waitState(page, ["idle", "error"]), "idle");
   await page.click("#install");
@@ -631,3 +638,27 @@ engineTest("the same library against the Worker (wrangler dev): install v1, upda
   assert.match(await page.textContent("#progress-text"), /downloaded .* of .*, saved \d+\.\d%/);
   assert.deepEqual(errors, []);
 }, { engines: ["chromium"], why: "the Worker, not the engine, is under test; the other engines run the same library against the static site" });
+
+engineTest("a Worker-made update whose wasm module was renamed (content-hashed) and re-emitted: stored in the field-split layout, applied byte-exact", async (t) => {
+  // The arcade with logic.wasm under content-hashed names: the Worker pairs the renamed module
+  // with the one it replaced, stores its re-emitted code split and names that old file as the
+  // one read split (docs/FORMAT.md §2.8.1, flags bit 5), which this engine's applier then reads.
+  const game = "arcadehashed";
+  for (const [build, hash] of [["v1", "1a2b3c4d"], ["v2", "9f8e7d6c"]]) {
+    const d = join(dist, "trees", game, build);
+    rmSync(d, { recursive: true, force: true });
+    cpSync(join(dist, "trees/arcade", build), d, { recursive: true, verbatimSymlinks: true });
+    renameSync(join(d, "logic.wasm"), join(d, `logic-${hash}.wasm`));
+  }
+  const { worker, token, publicKey: workerKey } = await workerWith(t, game, 8795 + ENGINES.indexOf(engine));
+  const { page, errors } = await openDemo(t, game, `&base=${encodeURIComponent(worker.url + "/")}`, { key: workerKey });
+  assert.equal(await waitState(page, ["idle", "error"]), "idle");
+  await page.click("#install");
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+  await page.click("#update");
+  assert.equal(await waitState(page, ["done", "error"]), "done", await page.textContent("#error"));
+  await assertBuild(page, game, "v2");
+  const gens = await (await fetch(`${worker.url}/v1/games/${game}/updates/v1/v2/generations`, { headers: { Authorization: `Bearer ${token}` } })).json();
+  assert.equal(gens.runs?.[0]?.transform?.split, 1, `the module was stored split: ${JSON.stringify(gens.runs?.[0])}`);
+  assert.deepEqual(errors, []);
+});

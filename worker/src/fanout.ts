@@ -490,6 +490,8 @@ export async function assembleRun(env: Env, run: FanoutRun): Promise<{ descripto
     jsBufferBytes: r2.bufferBytes + outputBufferBytes,
     level: run.level,
     transformedModules: transforms.length,
+    // Of them, stored in the field-split layout (their old modules read split by the steps).
+    splitModules: transforms.filter((t) => t.oldSplit !== undefined).length,
   };
   return { descriptor, stats };
 }

@@ -2,7 +2,8 @@
 // and Durable Objects: a changed wasm module is stored normalized in the Worker's patches, in
 // one invocation and fanned out, the patch applies byte-exact with the core's applier and is
 // smaller than the patch of the same pair without the transform; re-emitted code is stored in
-// the field-split layout, its old module read split from a run object; a module, a normalized
+// the field-split layout, its old module (at its path, or the one a renamed module replaced)
+// read split from a run object; a module, a normalized
 // or a split run object tampered with in R2 is refused and nothing is served.
 import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -43,6 +44,11 @@ function builds(filler = 0, reEmit = false): { v1: Files; v2: Files } {
     v2.set("big.bin", changed);
   }
   return { v1, v2 };
+}
+
+/** `files` with game.wasm under another name (a content-hashed one). */
+function renamed(files: Files, name: string): Files {
+  return new Map([...files].map(([p, d]) => [p === "game.wasm" ? name : p, d]));
 }
 
 /** Bytes of the patch the core's generator makes of the stored pair without any transform. */
@@ -134,11 +140,28 @@ describe("the wasm transform phase", () => {
 
   it("normalizes a module renamed between builds (content-hashed names) against the one it replaced", async () => {
     const { v1, v2 } = builds();
-    const rename = (files: Files, name: string): Files => new Map([...files].map(([p, d]) => [p === "game.wasm" ? name : p, d]));
-    const [r1, r2] = [rename(v1, "game-1a2b3c4d.wasm"), rename(v2, "game-9f8e7d6c.wasm")];
+    const [r1, r2] = [renamed(v1, "game-1a2b3c4d.wasm"), renamed(v2, "game-9f8e7d6c.wasm")];
     const { patch, run } = await generatedInOne("wtren", r1, r2);
-    expect(run.transform).toMatchObject({ modules: 1, split: 0, untransformed: 0 });
+    expect(run.transform).toMatchObject({ modules: 1, untransformed: 0 });
     expect(patch.length).toBeLessThan(await plainPatchBytes("wtren", r1, r2));
+  });
+
+  it("stores a renamed module's re-emitted code in the field-split layout, the old module it replaced read split", async () => {
+    const { v1, v2 } = builds(0, true);
+    const [r1, r2] = [renamed(v1, "game-1a2b3c4d.wasm"), renamed(v2, "game-9f8e7d6c.wasm")];
+    const { patch, run } = await generatedInOne("wtrensplit", r1, r2);
+    expect(run.transform).toMatchObject({ modules: 1, split: 1, untransformed: 0 });
+    // Within a few bytes of the same pair at one path (the patch names the old file it reads split).
+    const { patch: samePath } = await generatedInOne("wtrensame", v1, v2);
+    expect(Math.abs(patch.length - samePath.length)).toBeLessThan(64);
+    expect(await stored("tmp/generations/wtrensplit/")).toEqual([]);
+  });
+
+  it("a renamed split module in a fanned-out pair: the steps read the old module it replaced split", async () => {
+    const { v1, v2 } = builds(13 << 20, true);
+    const log = await generatedFannedOut("wtrenfan", renamed(v1, "game-1a2b3c4d.wasm"), renamed(v2, "game-9f8e7d6c.wasm"));
+    expect(log).toMatchObject({ steps: 2, transformedModules: 1, splitModules: 1 });
+    expect(await stored("tmp/generations/wtrenfan/")).toEqual([]);
   });
 
   it("stores re-emitted code in the field-split layout, its old module read split: byte-exact, smaller than without", async () => {
@@ -152,7 +175,7 @@ describe("the wasm transform phase", () => {
   it("in a fanned-out pair too: the steps read the split old module", async () => {
     const { v1, v2 } = builds(13 << 20, true);
     const log = await generatedFannedOut("wtsplitfan", v1, v2);
-    expect(log).toMatchObject({ steps: 2, transformedModules: 1 });
+    expect(log).toMatchObject({ steps: 2, transformedModules: 1, splitModules: 1 });
     expect(await stored("tmp/generations/wtsplitfan/")).toEqual([]);
   });
 

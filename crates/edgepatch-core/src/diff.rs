@@ -164,9 +164,8 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
             };
             let Some(choice) = transform_if_smaller(old_data, data, opts, threads)? else { continue };
             if let Some((bytes, side_info)) = choice.transformed {
-                let split_reference = (choice.old_split.is_some() && old_path != path && !single_file)
-                    .then(|| old_files.iter().position(|(p, _)| *p == old_path))
-                    .flatten();
+                let split_reference =
+                    (choice.old_split.is_some() && old_path != path && !single_file).then(|| old_files.iter().position(|(p, _)| *p == old_path)).flatten();
                 tree.transforms.push(WasmTransformed { entry: i, normalized_size: bytes.len() as u64, side_info, split_reference });
                 normalized.insert(i, bytes);
             }

@@ -858,7 +858,12 @@ impl EncodedTree {
                     TreeEntryKind::File { size, source: FileSource::Delta, .. } => {
                         if let Some(w) = transforms.next_if(|w| w.named == n) {
                             let split_reference = w.split_reference.map(|k| k as usize);
-                            resolved_transforms.push(WasmTransformed { entry: entries.len(), normalized_size: *size, side_info: w.side_info.clone(), split_reference });
+                            resolved_transforms.push(WasmTransformed {
+                                entry: entries.len(),
+                                normalized_size: *size,
+                                side_info: w.side_info.clone(),
+                                split_reference,
+                            });
                             *size = w.size;
                         }
                     }

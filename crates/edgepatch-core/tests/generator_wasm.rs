@@ -10,6 +10,7 @@ mod wasm_modules;
 
 use appliers::apply_both as apply;
 use edgepatch_core::generate::{generate_patch, generate_patch_transformed, BuildReaders, ByteRange, FileForm, PatchGenerator, WasmTransform};
+use edgepatch_core::inspect::inspect_patch;
 use edgepatch_core::manifest::{EntrySource, ManifestView};
 use edgepatch_core::patch_format::{FLAG_RUN_CODED_DIFF, FLAG_SINGLE_FILE, FLAG_WASM_TRANSFORM};
 use edgepatch_core::signature::Signature;
@@ -413,13 +414,13 @@ fn re_emitted_code_is_generated_in_the_split_layout_and_applies_exactly() {
     *other_old.last_mut().unwrap() ^= 1;
     assert!(WasmTransform::normalize_owned("game.wasm", v1.clone(), v2.clone()).unwrap().finish(other_old).is_none());
 
-    // A split transform needs an old file at its path.
+    // A split transform needs the old file it reads split: at its path, for one made so.
     let moved =
         Build::from_entries(vec![file("a.bin", old.files().next().unwrap().1.to_vec()), file("other.wasm", old.files().nth(1).unwrap().1.to_vec())]).unwrap();
     let (m_os, _) = signatures(&moved, &new);
     let mut g = PatchGenerator::new(Some(&m_os), &ns, 3).unwrap();
     let e = g.add_wasm_transform(transforms[0].clone()).unwrap_err();
-    assert!(e.to_string().contains("no file at its path"), "{e}");
+    assert!(e.to_string().contains("no file \"game.wasm\" to read"), "{e}");
 }
 
 /// Two re-emitted modules and a plain file in one tree: each module's old ranges are of its own
@@ -457,29 +458,54 @@ fn two_split_modules_in_one_tree_each_read_their_own_old_module() {
 }
 
 /// A module renamed between builds (content-hashed names): prepared against the old module it
-/// replaced, it is stored normalized (not split: `renamed`), and the generator aligns it with
-/// that old file; the patch applies exactly and is smaller than without the transform.
+/// replaced (`renamed`), re-emitted code is stored in the field-split layout with that old file
+/// read split (the patch's row names it), and the generator aligns it with that old file; the
+/// patch applies exactly and is smaller than without the transform.
 #[test]
-fn a_renamed_module_is_generated_normalized_against_the_one_it_replaced() {
+fn a_renamed_module_is_generated_split_against_the_one_it_replaced() {
     let (v1, v2) = wasm_modules::recompiled_versions(600);
     let z = noise(13, 100_000);
     let old = Build::from_entries(vec![file("game-1a2b3c4d.wasm", v1.clone()), file("z.bin", z.clone())]).unwrap();
     let new = Build::from_entries(vec![file("game-9f8e7d6c.wasm", v2.clone()), file("z.bin", z)]).unwrap();
-    let prepared = WasmTransform::normalize_owned("game-9f8e7d6c.wasm", v1.clone(), v2).unwrap().renamed().finish(v1).unwrap();
-    assert!(!prepared.transform.is_split() && prepared.old_split.is_none());
+    let prepared = WasmTransform::normalize_owned("game-9f8e7d6c.wasm", v1.clone(), v2).unwrap().renamed("game-1a2b3c4d.wasm").finish(v1).unwrap();
+    assert!(prepared.transform.is_split(), "re-emitted code is split");
+    assert_eq!(prepared.transform.split_old_path(), Some("game-1a2b3c4d.wasm"));
+    let record = WasmTransform::decode(&prepared.transform.encode()).unwrap();
+    assert_eq!(record, prepared.transform, "the old path survives the record");
     let (os, ns) = signatures(&old, &new);
-    let forms = Forms { normalized: vec![("game-9f8e7d6c.wasm".into(), prepared.normalized)], old_split: Vec::new() };
+    let forms = Forms {
+        normalized: vec![("game-9f8e7d6c.wasm".into(), prepared.normalized)],
+        old_split: vec![("game-1a2b3c4d.wasm".into(), prepared.old_split.unwrap())],
+    };
     let mut g = PatchGenerator::new(Some(&os), &ns, 9).unwrap();
-    g.add_wasm_transform(prepared.transform).unwrap();
+    g.add_wasm_transform(prepared.transform.clone()).unwrap();
     let mut patch = g.header().unwrap();
+    let mut read_split = false;
     for i in 0..g.segment_count() {
         let fresh = read_ranges(&new, &forms, &g.new_ranges(i).unwrap());
-        let old_bytes = read_ranges(&old, &forms, &g.plan_segment(i, &fresh).unwrap());
+        let wanted = g.plan_segment(i, &fresh).unwrap();
+        for r in &wanted {
+            assert_eq!(r.form == FileForm::OldSplit, r.path == "game-1a2b3c4d.wasm", "{r:?}");
+            read_split |= r.form == FileForm::OldSplit;
+        }
+        let old_bytes = read_ranges(&old, &forms, &wanted);
         patch.extend_from_slice(&g.encode_segment(i, &fresh, old_bytes).unwrap());
     }
     patch.extend_from_slice(&g.finish().unwrap());
+    assert!(read_split, "the old module is read split");
     assert_eq!(apply(&patch, &old), new);
+    let info = inspect_patch(&patch[..]).unwrap();
+    assert_eq!(info.tree.transforms[0].split_reference, Some(0), "the row names the old module");
     let (without, _) = generate(&old, &new, false, 9);
     println!("renamed module: generator patch {} bytes transformed, {} as it is", patch.len(), without.len());
     assert!(patch.len() < without.len());
+    // The same module given with an old path that is no old file of the reference is refused.
+    let elsewhere = WasmTransform::normalize_owned("game-9f8e7d6c.wasm", wasm_modules::recompiled_versions(600).0, wasm_modules::recompiled_versions(600).1)
+        .unwrap()
+        .renamed("gone.wasm")
+        .finish(wasm_modules::recompiled_versions(600).0)
+        .unwrap();
+    let mut g = PatchGenerator::new(Some(&os), &ns, 9).unwrap();
+    let err = g.add_wasm_transform(elsewhere.transform).unwrap_err();
+    assert!(err.to_string().contains("no file \"gone.wasm\""), "{err}");
 }

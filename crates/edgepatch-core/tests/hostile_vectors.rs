@@ -604,6 +604,55 @@ fn make_vectors() -> Vec<Vector> {
             ErrorKind::Corrupt,
             transformed(&row(8, exception_beyond.len() as u64, exception_beyond), true),
         ));
+        // Split references (flags bit 5, §2.8.1): a row naming the old file a renamed module
+        // reads split. The old table is checked before the listing, so the empty old build
+        // serves: `old_file` is None for no old files, else whether the one is in the reference.
+        let naming = |flags: u16, old_file: Option<bool>, side: &[u8], named: u64| {
+            let mut tree = delta_files_tree(&[8]);
+            if let Some(in_reference) = old_file {
+                tree.truncate(tree.len() - 33);
+                tree.extend_from_slice(&[1, 0, in_reference as u8]);
+                tree.extend_from_slice(&[0u8; 32]);
+            }
+            if flags & 2 != 0 {
+                tree.extend(row(8, side.len() as u64, side));
+                put_varint(&mut tree, named);
+            }
+            let mut p = PatchBytes::new(&tree);
+            p.flags = flags;
+            p.encode()
+        };
+        let split_side = b"EPWT\x03\0\0\x01\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
+        v.push(patch_vector(
+            "wasm-split-reference-without-table",
+            "flags bit 5 (split references) in a patch without a wasm transform table",
+            ErrorKind::Corrupt,
+            naming(32, Some(true), split_side, 1),
+        ));
+        v.push(patch_vector(
+            "wasm-split-reference-beyond-old-table",
+            "a row naming old file 0 as read split in a patch whose old table is empty",
+            ErrorKind::Corrupt,
+            naming(2 | 32, None, split_side, 1),
+        ));
+        v.push(patch_vector(
+            "wasm-split-reference-not-in-reference",
+            "a row naming as read split an old file the reference stream does not hold",
+            ErrorKind::Corrupt,
+            naming(2 | 32, Some(false), split_side, 1),
+        ));
+        v.push(patch_vector(
+            "wasm-split-reference-unsplit-file",
+            "a row naming an old file read split for a file not in the field-split layout",
+            ErrorKind::Corrupt,
+            naming(2 | 32, Some(true), identity_side, 1),
+        ));
+        v.push(patch_vector(
+            "wasm-split-reference-none-named",
+            "flags bit 5 set, but no row names an old file",
+            ErrorKind::Corrupt,
+            naming(2 | 32, Some(true), split_side, 0),
+        ));
     }
 
     let manifest_vector = |name, attacks, kind, bytes| Vector { name, input: "manifest", attacks, kind, bytes };

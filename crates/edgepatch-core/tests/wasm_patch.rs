@@ -13,7 +13,9 @@ use appliers::fast_apply as apply;
 use edgepatch_core::error::ErrorKind;
 use edgepatch_core::inspect::inspect_patch;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
-use edgepatch_core::patch_format::{FLAG_RUN_CODED_DIFF, FLAG_SINGLE_FILE, FLAG_WASM_TRANSFORM, MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
+use edgepatch_core::patch_format::{
+    FLAG_RUN_CODED_DIFF, FLAG_SINGLE_FILE, FLAG_SPLIT_REFERENCE, FLAG_WASM_TRANSFORM, MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES,
+};
 use edgepatch_core::{diff_builds, Build, DiffOptions, PatchApplier, ResumePoint};
 use fixture_builds::{file, noise};
 
@@ -425,7 +427,7 @@ fn refuses_a_normalized_form_that_is_not_wasm() {
 #[test]
 fn refuses_unknown_flags_still() {
     let p = parts();
-    p.refused(FLAGS | 32, &p.row(1, 0, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "unknown flags");
+    p.refused(FLAGS | 64, &p.row(1, 0, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "unknown flags");
 }
 
 /// A split-layout file whose old module is over the format's 64 MiB cap (the patch's tree names
@@ -439,27 +441,11 @@ fn a_split_old_module_over_the_cap_is_refused() {
     let info = inspect_patch(&patch[..]).unwrap();
     let mut tree = info.resolve(single_file_listing(v1.len() as u64)).unwrap();
     assert!(edgepatch_core::wasm_transform::side_info_has_code_layout(&tree.transforms[0].side_info));
-    // The same patch, its tree naming an old file over the cap: header (magic, version, flags),
-    // the tree re-encoded, the segments and trailer as they were, the checksum anew.
+    // The same patch, its tree naming an old file over the cap.
     let big = MAX_WASM_TRANSFORM_BYTES + 1;
     tree.old_listing = single_file_listing(big);
     tree.old_files[0].size = big;
-    let raw = tree.encode().unwrap();
-    let frame = zstd::bulk::compress(&raw, 3).unwrap();
-    let mut hostile = patch[..12].to_vec();
-    for v in [raw.len() as u64, frame.len() as u64] {
-        let mut x = v;
-        while x >= 0x80 {
-            hostile.push((x as u8) | 0x80);
-            x >>= 7;
-        }
-        hostile.push(x as u8);
-    }
-    hostile.extend_from_slice(&frame);
-    let segments_at = info.layout.segment_spans[0].0 as usize;
-    hostile.extend_from_slice(&patch[segments_at..patch.len() - 32]);
-    let sum = blake3::hash(&hostile);
-    hostile.extend_from_slice(sum.as_bytes());
+    let hostile = with_tree(&patch, &tree);
     let mut old_module = vec![0u8; big as usize];
     old_module[..v1.len()].copy_from_slice(&v1);
     let err = apply(&hostile, &Build::single_file(old_module)).unwrap_err();
@@ -467,24 +453,76 @@ fn a_split_old_module_over_the_cap_is_refused() {
     assert!(err.to_string().contains("over the 67108864-byte cap"), "{err}");
 }
 
-/// A module whose content-hashed name changed (no old file at its path) is transformed against
-/// the old module it replaced (`renamed_counterparts`): normalized, never split (the split
-/// layout reads the old file at the same path), applied exactly by both appliers, smaller than
-/// diffed as it is.
+/// `patch` with its tree section replaced by `tree` encoded: header (magic, version, the tree's
+/// flags), the tree, the segments and trailer as they were, the checksum anew.
+fn with_tree(patch: &[u8], tree: &edgepatch_core::patch_format::PatchTree) -> Vec<u8> {
+    let raw = tree.encode().unwrap();
+    let frame = zstd::bulk::compress(&raw, 3).unwrap();
+    let mut out = patch[..10].to_vec();
+    out.extend_from_slice(&tree.flags().to_le_bytes());
+    for v in [raw.len() as u64, frame.len() as u64] {
+        varint(&mut out, v);
+    }
+    out.extend_from_slice(&frame);
+    let segments_at = inspect_patch(patch).unwrap().layout.segment_spans[0].0 as usize;
+    out.extend_from_slice(&patch[segments_at..patch.len() - 32]);
+    let sum = blake3::hash(&out);
+    out.extend_from_slice(sum.as_bytes());
+    out
+}
+
+/// Two files in the field-split layout reading one old file split (a hostile row: a writer names
+/// an old file for one module at most, and the applier would split it by one side info) are
+/// refused before anything is read; so is a row naming an old file the reference does not hold.
 #[test]
-fn a_renamed_module_is_normalized_against_the_one_it_replaced() {
+fn two_split_files_reading_one_old_file_are_refused() {
+    let (a1, a2) = wasm_modules::recompiled_versions(600);
+    let (b1, b2) = wasm_modules::recompiled_versions(400);
+    let old = Build::from_entries(vec![file("a.wasm", a1), file("b.wasm", b1), file("c.txt", b"kept".to_vec())]).unwrap();
+    let new = Build::from_entries(vec![file("a.wasm", a2), file("b.wasm", b2), file("c.txt", b"kept".to_vec())]).unwrap();
+    let (patch, _) = diff(&old, &new, true, 4 << 20);
+    let info = inspect_patch(&patch[..]).unwrap();
+    let tree = info.resolve(edgepatch_core::diff::build_listing(&old)).unwrap();
+    assert_eq!(tree.transforms.iter().filter(|w| tree.split_old_file(w).is_some()).count(), 2, "both split");
+    assert_eq!(apply(&with_tree(&patch, &tree), &old).unwrap(), apply(&patch, &old).unwrap(), "the rebuilt patch applies");
+    let a = tree.old_files.iter().position(|f| f.path == "a.wasm").unwrap();
+    let mut twice = tree.clone();
+    twice.transforms[1].split_reference = Some(a);
+    let err = apply(&with_tree(&patch, &twice), &old).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+    assert!(err.to_string().contains("read old file \"a.wasm\" split"), "{err}");
+    let mut elsewhere = tree.clone();
+    elsewhere.transforms[0].split_reference = Some(tree.old_files.len());
+    assert!(elsewhere.encode().is_err(), "the writer refuses a row naming no old file of the reference");
+}
+
+/// A module whose content-hashed name changed (no old file at its path) is transformed against
+/// the old module it replaced (`renamed_counterparts`), in the form the same pair at one path
+/// gets: re-emitted code in the field-split layout, with the patch's row naming the old file
+/// read split (`FLAG_SPLIT_REFERENCE`); applied exactly by both appliers, within a few bytes of
+/// the same-path patch, and smaller than diffed as it is.
+#[test]
+fn a_renamed_module_is_transformed_against_the_one_it_replaced() {
     for (name, (v1, v2)) in [("renumbered", wasm_modules::versions(3000, 20)), ("re-emitted", wasm_modules::recompiled_versions(600))] {
         let page = b"<html>game</html>".to_vec();
         let assets = || edgepatch_core::BuildEntry { path: "assets".into(), content: edgepatch_core::EntryContent::Directory };
-        let old = Build::from_entries(vec![assets(), file("assets/game-1a2b3c4d.wasm", v1), file("index.html", page.clone())]).unwrap();
-        let new = Build::from_entries(vec![assets(), file("assets/game-9f8e7d6c.wasm", v2), file("index.html", page)]).unwrap();
+        let tree = |wasm: &str, module: &[u8]| Build::from_entries(vec![assets(), file(wasm, module.to_vec()), file("index.html", page.clone())]).unwrap();
+        let (old, new) = (tree("assets/game-1a2b3c4d.wasm", &v1), tree("assets/game-9f8e7d6c.wasm", &v2));
         let (with, stats) = diff(&old, &new, true, 4 << 20);
         let (without, _) = diff(&old, &new, false, 4 << 20);
+        let (same_path, _) = diff(&tree("assets/game.wasm", &v1), &tree("assets/game.wasm", &v2), true, 4 << 20);
         assert_eq!(stats.wasm_transformed, 1, "{name}");
-        let info = inspect_patch(&with[..]).unwrap();
-        assert!(!edgepatch_core::wasm_transform::side_info_has_code_layout(&info.tree.transforms[0].side_info), "{name}: not split");
+        let (info, same_info) = (inspect_patch(&with[..]).unwrap(), inspect_patch(&same_path[..]).unwrap());
+        let split = edgepatch_core::wasm_transform::side_info_has_code_layout(&info.tree.transforms[0].side_info);
+        assert_eq!(split, edgepatch_core::wasm_transform::side_info_has_code_layout(&same_info.tree.transforms[0].side_info), "{name}: the same form");
+        assert!(split || name != "re-emitted", "re-emitted code is split");
+        // Old file 0 of the table is the module (index.html is kept as it is).
+        assert_eq!(info.tree.transforms[0].split_reference, split.then_some(0), "{name}");
+        assert_eq!(flags(&with) & FLAG_SPLIT_REFERENCE != 0, split, "{name}");
+        assert_eq!(flags(&same_path) & FLAG_SPLIT_REFERENCE, 0, "{name}: a module at its own path names none");
         assert_eq!(appliers::apply_both(&with, &old), new, "{name}");
-        println!("{name}: renamed module, {} bytes transformed, {} as it is", with.len(), without.len());
+        println!("{name}: renamed module, {} bytes transformed, {} at one path, {} as it is", with.len(), same_path.len(), without.len());
         assert!(with.len() < without.len(), "{name}");
+        assert!(with.len() <= same_path.len() + 64, "{name}: {} against {} at one path", with.len(), same_path.len());
     }
 }

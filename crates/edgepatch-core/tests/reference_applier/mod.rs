@@ -193,7 +193,7 @@ enum New {
         executable: bool,
         size: u64,
         /// §2.8: the delta holds the normalized form; (file size, side info).
-        wasm: Option<(u64, Vec<u8>)>,
+        wasm: Option<(u64, Vec<u8>, Option<usize>)>,
     },
     /// Content of an old file (by path).
     Copy {
@@ -244,7 +244,7 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
         return Err(format!("version {version}"));
     }
     let flags = u16::from_le_bytes(r.take(2)?.try_into().unwrap());
-    if flags > 31 {
+    if flags > 63 {
         return Err("unknown flags".into());
     }
     let run_coded_allowed = flags & 8 == 8;
@@ -252,6 +252,10 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
     let has_transforms = flags & 2 == 2;
     let declares_reach = flags & 4 == 4;
     let mode_blind = flags & 16 == 16;
+    let split_references = flags & 32 == 32;
+    if split_references && (single || !has_transforms) {
+        return Err("split references without a tree's transform table".into());
+    }
     if single != old.is_single_file() {
         return Err("single-file patch for a tree or the reverse".into());
     }
@@ -358,8 +362,9 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
         };
     }
     let files_digest: [u8; 32] = t.take(32)?.try_into().unwrap();
-    // §2.8.1 transform table: named entry -> (file size, side info).
-    let mut transformed: HashMap<usize, (u64, Vec<u8>)> = HashMap::new();
+    // §2.8.1 transform table: named entry -> (file size, side info, the old table's index of
+    // the old file read split when the row names one).
+    let mut transformed: HashMap<usize, (u64, Vec<u8>, Option<usize>)> = HashMap::new();
     if has_transforms {
         let delta_files: Vec<usize> = codes.iter().enumerate().filter(|(_, c)| matches!(**c, 2 | 3)).map(|(i, _)| i).collect();
         let rows = t.varint()?;
@@ -379,7 +384,17 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
             if side_len == 0 || side_len > MAX_SIDE {
                 return Err("side info size".into());
             }
-            transformed.insert(i, (size, t.take(side_len)?.to_vec()));
+            let side = t.take(side_len)?.to_vec();
+            let named = if split_references { t.varint()?.checked_sub(1) } else { None };
+            let named = match named {
+                None => None,
+                Some(k) if table.get(k as usize).is_some_and(|f| f.1) && wasm::has_layout(&side) => Some(k as usize),
+                Some(_) => return Err("split reference: no old file of the reference, or a row not in the split layout".into()),
+            };
+            transformed.insert(i, (size, side, named));
+        }
+        if split_references && transformed.values().all(|w| w.2.is_none()) {
+            return Err("split references flagged, none named".into());
         }
     }
     // §2.6: the window reach, when declared.
@@ -489,15 +504,23 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
             _ => None,
         })
         .collect();
-    // §2.8.7: the old module of a file in the split layout is read split.
-    let split_paths: HashMap<&str, &[u8]> = tree
-        .iter()
-        .filter_map(|(path, kind)| match kind {
-            New::Delta { wasm: Some((_, side)), .. } if wasm::has_layout(side) => Some((path, side.as_slice())),
-            _ => None,
-        })
-        .map(|(path, side)| (if single { listing.first().map_or("", |l| l.0.as_str()) } else { path.as_str() }, side))
-        .collect();
+    // §2.8.7: the old module of a file in the split layout (at its path, the one old file, or
+    // the one its row names) is read split; no old file for two.
+    let mut split_paths: HashMap<&str, &[u8]> = HashMap::new();
+    for (path, kind) in &tree {
+        let New::Delta { wasm: Some((_, side, named)), .. } = kind else { continue };
+        if !wasm::has_layout(side) {
+            continue;
+        }
+        let old_path = match named {
+            Some(k) => listing[table[*k].0].0.as_str(),
+            None if single => listing.first().map_or("", |l| l.0.as_str()),
+            None => path.as_str(),
+        };
+        if split_paths.insert(old_path, side).is_some() {
+            return Err(format!("{old_path:?} is read split for two files"));
+        }
+    }
     let mut reference = Vec::new();
     for &(at, in_reference) in &table {
         if in_reference {
@@ -627,7 +650,7 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
             New::Delta { executable, size, wasm } => {
                 let mut data = delta[taken..taken + size as usize].to_vec();
                 taken += size as usize;
-                if let Some((file_size, side)) = wasm {
+                if let Some((file_size, side, _)) = wasm {
                     data = wasm::inverse(&data, &side).map_err(|e| format!("{path}: wasm inverse: {e}"))?;
                     if data.len() as u64 != file_size {
                         return Err(format!("{path}: the inverse gives {} bytes, the table says {file_size}", data.len()));
