@@ -605,7 +605,7 @@ fn decode_transforms(r: &mut SliceReader, named: &[TreeEntry], split_references:
             return Err(Error::Limit { input: Input::Patch, offset: at, what: format!("side info of {side_len} bytes, not in 1..={MAX_WASM_SIDE_INFO}") });
         }
         let side_info = r.take(side_len as usize, "side info")?.to_vec();
-        // Checked against the old table and the side info once both are known (`resolve`).
+        // Checked against the old table and the side info by `EncodedTree::decode`.
         let split_reference = if split_references { r.varint("split reference")?.checked_sub(1) } else { None };
         out.push(EncodedTransform { named: entry, size, side_info, split_reference });
         next = ordinal + 1;
@@ -884,13 +884,10 @@ impl EncodedTree {
                 checker.check(&e.path, matches!(e.kind, TreeEntryKind::Directory))?;
             }
         }
-        let mut split_old: Vec<usize> = Vec::new();
-        for w in &resolved_transforms {
-            let Some(k) = split_old_file_of(self.single_file, &old_files, &entries, w) else { continue };
-            if split_old.contains(&k) {
-                return Err(corrupt(format!("two files in the field-split layout read old file {:?} split", old_files[k].path)));
-            }
-            split_old.push(k);
+        let mut split_old: Vec<usize> = resolved_transforms.iter().filter_map(|w| split_old_file_of(self.single_file, &old_files, &entries, w)).collect();
+        split_old.sort_unstable();
+        if let Some(k) = split_old.windows(2).find(|k| k[0] == k[1]) {
+            return Err(corrupt(format!("two files in the field-split layout read old file {:?} split", old_files[k[0]].path)));
         }
         if old_files.iter().filter(|f| f.in_reference).try_fold(0u64, |total, f| total.checked_add(f.size)).is_none() {
             return Err(corrupt("the old files the patch reads add up to more than 2^64-1 bytes".into()));

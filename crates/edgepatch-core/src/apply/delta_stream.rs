@@ -64,7 +64,7 @@ pub(super) struct DeltaStream {
     /// Old files the reference presents in the field-split layout (the old
     /// module of a transformed file whose side info says so, docs/FORMAT.md
     /// §2.8.7): (index into `PatchTree::old_files`, index into
-    /// `PatchTree::transforms` of the file whose side info says how).
+    /// `PatchTree::transforms` of the file whose side info says how), sorted.
     pub(super) split_files: Vec<(usize, usize)>,
     /// Those read so far: (index, its split layout), most recently used last,
     /// together at most `SPLIT_CACHE` bytes (plus the one being read): a patch
@@ -444,7 +444,8 @@ impl DeltaStream {
         let offset = self.cursor - start;
         let n = buf.len().min((size - offset) as usize);
         let path = &tree.old_files[file].path;
-        if let Some(&(_, t)) = self.split_files.iter().find(|s| s.0 == file) {
+        if let Ok(k) = self.split_files.binary_search_by_key(&file, |s| s.0) {
+            let t = self.split_files[k].1;
             match self.split_old.iter().position(|s| s.0 == file) {
                 Some(k) => {
                     let hit = self.split_old.remove(k);
@@ -472,9 +473,12 @@ impl DeltaStream {
 }
 
 /// The old files the transformed files in the field-split layout are diffed
-/// against (`PatchTree::split_old_file`), with the transform's index.
+/// against (`PatchTree::split_old_file`), with the transform's index, sorted
+/// by old file (each at most once: `EncodedTree::resolve` refuses a second).
 fn split_old_files(tree: &PatchTree) -> Vec<(usize, usize)> {
-    tree.transforms.iter().enumerate().filter_map(|(t, w)| tree.split_old_file(w).map(|f| (f, t))).collect()
+    let mut files: Vec<(usize, usize)> = tree.transforms.iter().enumerate().filter_map(|(t, w)| tree.split_old_file(w).map(|f| (f, t))).collect();
+    files.sort_unstable();
+    files
 }
 
 /// The whole old module at `path`, in the field-split layout. A module that is
