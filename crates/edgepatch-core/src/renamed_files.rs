@@ -5,8 +5,8 @@
 //! a changed file then has no old file at its path. Its old version is still the best guide
 //! to where its bytes came from, and for a wasm module the one to transform against: the
 //! normalized form does not care which old module it was made against (the side info holds
-//! all the inverse needs, docs/FORMAT.md §2.8). The field-split layout (§2.8.7) reads the old
-//! file at the same path, so a renamed module is stored normalized, never split.
+//! all the inverse needs, docs/FORMAT.md §2.8). Stored in the field-split layout (§2.8.7), a
+//! renamed module's patch names that old file as the one it reads split (§2.8.1).
 //!
 //! The rule, one for every writer (the CLI's in-memory and bounded diffs, the Worker through
 //! the wasm bindings): among the files of one directory that only the new build has and those
