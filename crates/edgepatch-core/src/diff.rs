@@ -129,8 +129,6 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
         })
         .collect();
     let (mut tree, mut stats) = plan_tree(single_file, build_listing(old), &old_list, &new_list);
-    let new_paths: std::collections::HashSet<&str> = new.entries.iter().map(|e| e.path.as_str()).collect();
-    stats.removed = old.entries.iter().filter(|e| !new_paths.contains(e.path.as_str())).count() as u64;
     // tree.entries[i] is new.entries[i] (plan_tree keeps the order).
     let delta_files: Vec<(usize, &[u8])> = new
         .entries
@@ -366,6 +364,9 @@ pub(crate) fn plan_tree(
         };
         entries.push(TreeEntry { path: path.to_string(), kind });
     }
+    // The same count for every writer (the in-memory diff and the generator).
+    let new_paths: std::collections::HashSet<&str> = new_entries.iter().map(|(p, _)| *p).collect();
+    stats.removed = old_listing.iter().filter(|e| !new_paths.contains(e.path.as_str())).count() as u64;
     // Old files that are neither copied nor referenced need not be listed, but
     // indexes must stay stable: keep the table whole (it is small).
     let old_files = old_files.iter().map(|(path, size, _)| OldFile { path: path.to_string(), size: *size, in_reference: any_delta && *size > 0 }).collect();

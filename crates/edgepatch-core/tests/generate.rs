@@ -37,6 +37,11 @@ fn fixture_trees_and_installs_round_trip() {
     let (patch, g) = generate(Some(&v1), &v2, 19);
     assert_eq!(apply(&patch, &v1), v2);
     assert!(g.stats().renamed >= 1 && g.stats().unchanged >= 1, "{:?}", g.stats());
+    // The same summary as the in-memory diff's (the removed entries were not counted here before).
+    let (_, diffed) = edgepatch_core::diff_builds(&v1, &v2, &edgepatch_core::DiffOptions::default(), &|_, _| {}).unwrap();
+    let summary = |s: &edgepatch_core::diff::DiffStats| (s.new_files, s.unchanged, s.renamed, s.delta_files, s.removed);
+    assert_eq!(summary(g.stats()), summary(&diffed));
+    assert!(diffed.removed >= 1, "the fixture removes files: {diffed:?}");
     // Its manifest matches the patch.
     let manifest = g.manifest("v1", "v2").unwrap();
     let view = ManifestView::open(&manifest).unwrap();
