@@ -499,6 +499,7 @@ impl PatchTree {
         let delta_files: Vec<usize> =
             (0..self.entries.len()).filter(|&i| matches!(self.entries[i].kind, TreeEntryKind::File { source: FileSource::Delta, .. })).collect();
         put_varint(out, self.transforms.len() as u64);
+        let split_references = self.flags() & FLAG_SPLIT_REFERENCE != 0;
         let mut next = 0u64;
         for w in &self.transforms {
             let ordinal = delta_files.binary_search(&w.entry).map_err(|_| Error::Invalid(format!("transformed entry {} is not a delta file", w.entry)))? as u64;
@@ -515,10 +516,19 @@ impl PatchTree {
             put_varint(out, size);
             put_varint(out, w.side_info.len() as u64);
             out.extend_from_slice(&w.side_info);
-            if self.flags() & FLAG_SPLIT_REFERENCE != 0 {
+            if split_references {
+                // What a decoder refuses (`EncodedTree::decode`), the writer does not write.
+                let names = |k: usize| {
+                    !self.single_file && self.old_files.get(k).is_some_and(|f| f.in_reference) && crate::wasm_transform::side_info_has_code_layout(&w.side_info)
+                };
                 match w.split_reference {
-                    Some(k) if k < self.old_files.len() && self.old_files[k].in_reference && !self.single_file => put_varint(out, k as u64 + 1),
-                    Some(k) => return Err(Error::Invalid(format!("transformed entry {}: split reference {k} is no old file of the reference", w.entry))),
+                    Some(k) if names(k) => put_varint(out, k as u64 + 1),
+                    Some(k) => {
+                        return Err(Error::Invalid(format!(
+                            "transformed entry {}: split reference {k} is no old file of the reference, or the file is not split",
+                            w.entry
+                        )))
+                    }
                     None => put_varint(out, 0),
                 }
             }

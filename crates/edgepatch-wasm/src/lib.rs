@@ -1067,7 +1067,8 @@ impl NormalizedWasmModule {
     }
 
     /// The old module is at `oldPath`, another path than the new one (`renamedCounterparts`):
-    /// in the field-split layout, that old file is the one read split (`oldSplitPath`).
+    /// in the field-split layout, that old file is the one read split (the ranges the
+    /// generator asks for with `oldSplit: true` name its path).
     pub fn renamed(&mut self, old_path: &str) {
         self.inner = self.inner.take().map(|n| n.renamed(old_path));
     }

@@ -121,8 +121,7 @@ impl NormalizedNew {
             return None;
         }
         let NormalizedNew { path, new_size, new_blake3, renumbered, normalized, old_path, .. } = self;
-        let layout = split_if_smaller(old, normalized)?;
-        let (n, old_split) = match layout {
+        let (n, old_split) = match split_if_smaller(old, normalized)? {
             // Nothing renumbered: the side info would only add bytes.
             Layout::Whole(_) if !renumbered => return None,
             Layout::Whole(n) => (n, None),
