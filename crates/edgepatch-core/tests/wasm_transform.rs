@@ -453,6 +453,63 @@ fn shifted_data_addresses_normalize_to_the_old_ones() {
     assert_ne!(new[new.len() - 4..], old[old.len() - 4..]);
 }
 
+/// `i32.const address; i32.const 0; i32.const len; memory.init segment 0`, as
+/// wasm-ld's `__wasm_init_memory` places a passive segment.
+fn memory_init(segment: u8, address: u32, len: usize) -> Vec<u8> {
+    let mut out = [i32_const(i64::from(address)), i32_const(0), i32_const(len as i64)].concat();
+    out.retain(|&b| b != 0x1a); // the three constants stay on the stack for memory.init
+    out.extend([0xfc, 0x08, segment, 0x00]);
+    out
+}
+
+/// A module with shared memory keeps its data in passive segments, placed by
+/// `memory.init` at start (Emscripten's and Rust's threaded builds). Data
+/// grows in the middle: the constants pointing after the insertion normalize to
+/// the old addresses, learned from where the `memory.init`s put the data. A
+/// segment placed at two addresses is not used to learn from.
+#[test]
+fn addresses_into_passive_data_normalize_to_the_old_ones() {
+    let (a, b) = (noise(11, 2048), noise(12, 2048));
+    let base = 1024u32;
+    let build = |gap: usize, init_twice: bool| {
+        let b_at = base + 2048 + gap as u32;
+        let data = [a.clone(), noise(13, gap), b.clone()].concat();
+        let mut init = memory_init(0, base, data.len());
+        if init_twice {
+            init.extend(memory_init(0, base + 65536, data.len()));
+        }
+        let bodies = vec![init, [i32_const(i64::from(b_at)), i32_const(i64::from(b_at) + 1500), i32_const(i64::from(base) + 10)].concat()];
+        let mut m = with_memory(&module(&[], &bodies, None), 2);
+        let mut passive = vec![0x01]; // one segment, flags 1 (passive)
+        passive.extend([0x01]);
+        passive.extend(uleb(data.len() as u64));
+        passive.extend_from_slice(&data);
+        m.extend(section(11, &passive));
+        m
+    };
+    // The second body: the constants the test looks at (the first holds the placement).
+    let second_body = |m: &[u8]| {
+        let code = code_bodies(m); // after the count: the first body's size (one byte here), then it
+        let first_len = code[0] as usize;
+        assert!(first_len < 0x80);
+        code[1 + first_len..].to_vec()
+    };
+    for init_twice in [false, true] {
+        let (old, new) = (build(0, init_twice), build(256, init_twice));
+        round_trip(&old, &new);
+        let old_norm = forward(None, &old).unwrap();
+        let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+        assert_ne!(second_body(&new), second_body(&old), "the test must shift addresses");
+        if init_twice {
+            assert_eq!(stats.address_pieces, 0, "a segment placed twice teaches nothing: {stats:?}");
+            assert_ne!(second_body(&new_norm.bytes), second_body(&old_norm.bytes));
+        } else {
+            assert!(stats.address_refs >= 2, "{stats:?}");
+            assert_eq!(second_body(&new_norm.bytes), second_body(&old_norm.bytes), "code addresses normalize");
+        }
+    }
+}
+
 /// With no reference every function keeps its number and no address moves,
 /// and size fields keep their widths, so a module whose immediates are
 /// canonical is its own normalized form: an applier reads the old file as is.

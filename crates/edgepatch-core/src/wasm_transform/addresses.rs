@@ -17,7 +17,16 @@ const SAMPLE_BITS: u32 = 3;
 const MIN_RUN: usize = 2;
 
 /// Active data segments of memory 0: (address, byte range in the module).
+/// This is the format's list (docs/FORMAT.md §2.8.3, data words): an applier
+/// reads it too.
 pub(crate) fn data_segments(bytes: &[u8], section: &Section) -> Vec<(u64, usize, usize)> {
+    every_data_segment(bytes, section).into_iter().filter_map(|(a, s, e)| a.map(|a| (a, s, e))).collect()
+}
+
+/// Every data segment in index order: its address if active in memory 0
+/// (None if passive), and its byte range in the module. Empty if any
+/// segment does not parse.
+pub(crate) fn every_data_segment(bytes: &[u8], section: &Section) -> Vec<(Option<u64>, usize, usize)> {
     let mut out = Vec::new();
     let end = section.end;
     let mut pos = section.contents;
@@ -59,9 +68,7 @@ pub(crate) fn data_segments(bytes: &[u8], section: &Section) -> Vec<(u64, usize,
             return Vec::new();
         };
         pos = stop;
-        if let Some(a) = address {
-            out.push((a, start, stop));
-        }
+        out.push((address, start, stop));
     }
     out
 }

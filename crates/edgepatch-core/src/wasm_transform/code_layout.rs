@@ -302,6 +302,83 @@ impl Fields for InPlace<'_, '_> {
     }
 }
 
+/// `i32.const address; i32.const offset; i32.const len; memory.init segment 0`:
+/// where a module puts a passive data segment (wasm-ld's `__wasm_init_memory`
+/// in every module with shared memory, so Emscripten's and Rust's threaded
+/// builds hold all their data in passive segments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct MemoryInit {
+    pub segment: u64,
+    pub address: u32,
+    pub offset: u32,
+    pub len: u32,
+}
+
+/// Finds the `memory.init`s of memory 0 with constant operands in one body.
+struct InitScan<'a> {
+    c: Cursor<'a>,
+    /// The three instructions before the current one: the value of each that is an `i32.const`.
+    recent: [Option<i64>; 3],
+    /// The current instruction's value, if it is an `i32.const`.
+    current: Option<i64>,
+    /// The current instruction's opcode (for a prefix, the prefix).
+    op: u8,
+    /// The immediates of a `memory.init` read so far.
+    init: Option<Vec<i64>>,
+    found: Vec<MemoryInit>,
+}
+
+impl Fields for InitScan<'_> {
+    fn byte(&mut self, field: Field) -> ParseResult<u8> {
+        let b = self.c.u8()?;
+        if field == Field::Opcode {
+            self.recent = [self.recent[1], self.recent[2], self.current];
+            self.current = None;
+            self.init = None;
+            self.op = b;
+        }
+        Ok(b)
+    }
+
+    fn leb(&mut self, field: Field, leb: Leb) -> ParseResult<i64> {
+        let value = read_leb(self.c.bytes, &mut self.c.pos, leb)?;
+        match field {
+            Field::Opcode if self.op == 0xfc && value == 8 => self.init = Some(Vec::with_capacity(2)),
+            Field::I32 if self.op == 0x41 => self.current = Some(value),
+            Field::Index => {
+                if let Some(init) = &mut self.init {
+                    init.push(value);
+                    if let ([segment, 0], [Some(address), Some(offset), Some(len)]) = (init.as_slice(), self.recent) {
+                        let u = |v: i64| v as u32;
+                        self.found.push(MemoryInit { segment: *segment as u64, address: u(address), offset: u(offset), len: u(len) });
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(value)
+    }
+
+    fn bytes(&mut self, _: Field, n: usize) -> ParseResult<()> {
+        self.c.skip(n).map(|_| ())
+    }
+
+    fn position(&self) -> usize {
+        self.c.pos
+    }
+
+    fn err(&self, what: &'static str) -> ParseError {
+        ParseError { offset: self.c.pos, what }
+    }
+}
+
+/// The `memory.init`s with constant operands of the body `bytes[start..end]`.
+pub(crate) fn memory_inits(bytes: &[u8], start: usize, end: usize) -> ParseResult<Vec<MemoryInit>> {
+    let mut scan = InitScan { c: Cursor::new(&bytes[..end], start), recent: [None; 3], current: None, op: 0, init: None, found: Vec::new() };
+    walk_body(&mut scan, end)?;
+    Ok(scan.found)
+}
+
 /// Splitting: reads the module in order, copies each field to its stream. Two passes over
 /// the same walk: the first (no `out`) only counts each stream's bytes, the second writes them
 /// where the streams lie in the output, so the split holds nothing but its output (one

@@ -24,7 +24,8 @@ mod matching;
 mod module;
 mod side_info;
 
-use addresses::{data_segments, AddressMap, OldData};
+use addresses::{data_segments, every_data_segment, AddressMap, OldData};
+use code_layout::{memory_inits, MemoryInit};
 use leb::{unsigned_width, write_signed, write_unsigned, write_unsigned_padded};
 use matching::{address_pairs, match_functions, FunctionShapes};
 use module::{parse_module, walk_body, Immediate, ImmediateKind, Module, PcTable, CODE_SECTION};
@@ -110,7 +111,7 @@ pub struct TransformStats {
 pub fn reference(old: &[u8]) -> Result<WasmReference, TransformError> {
     let module = parse(old)?;
     let shapes = shapes(old, &module);
-    let old_data = OldData::new(old, &segments(old, &module));
+    let old_data = OldData::new(old, &layout(old, &module));
     let mut tail_constants: Vec<i64> = tail_constants(old, &module).into_iter().map(|(v, _)| v).collect();
     tail_constants.dedup();
     Ok(WasmReference { shapes, pc_table: module.pc_table, old_data, tail_constants })
@@ -137,7 +138,7 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
                 let old_tail = &r.tail_constants;
                 let choose_end = |delta: i64| tail_end(&tail, old_tail, delta);
                 let pairs = address_pairs(&r.shapes, &own_shapes, &map, &|n, o| n >= 0 && o >= 0);
-                let addresses = AddressMap::learn(&r.old_data, bytes, &segments(bytes, &module), &pairs, &choose_end);
+                let addresses = AddressMap::learn(&r.old_data, bytes, &layout(bytes, &module), &pairs, &choose_end);
                 (map, r.pc_table, addresses)
             }
         }
@@ -479,8 +480,66 @@ fn write_size(out: &mut Vec<u8>, len: u64, width: usize, at: usize) -> Result<()
     Ok(())
 }
 
+/// The active data segments: the format's data words lie in these (§2.8.3).
 fn segments(bytes: &[u8], module: &Module) -> Vec<(u64, usize, usize)> {
     module.data.map_or_else(Vec::new, |d| data_segments(bytes, &module.sections[d]))
+}
+
+/// The data where memory holds it once the module has started, as the
+/// writer learns the address map from it (address, byte range in the
+/// module): the active segments, and each passive segment that one
+/// `memory.init` with constant operands places (`__wasm_init_memory`: a
+/// module with shared memory, such as Emscripten's and Rust's threaded
+/// builds, keeps all its data passive, so without these its constants had
+/// no data to point into). The writer's view only: data words are still
+/// those of active segments, and nothing here reaches the side info but the
+/// pieces it learns.
+fn layout(bytes: &[u8], module: &Module) -> Vec<(u64, usize, usize)> {
+    let Some(d) = module.data else {
+        return Vec::new();
+    };
+    let every = every_data_segment(bytes, &module.sections[d]);
+    let active = || every.iter().filter_map(|&(a, s, e)| a.map(|a| (a, s, e)));
+    if every.iter().all(|s| s.0.is_some()) {
+        return active().collect();
+    }
+    let mut inits: Vec<MemoryInit> = module.bodies.iter().filter_map(|b| memory_inits(bytes, b.start, b.end).ok()).flatten().collect();
+    inits.sort_unstable();
+    inits.dedup();
+    // (address, start, end, passive)
+    let mut placed: Vec<(u64, usize, usize, bool)> = active().map(|(a, s, e)| (a, s, e, false)).collect();
+    for (i, init) in inits.iter().enumerate() {
+        // A segment placed at two places is left out: which one would the constants mean?
+        let twice = |j: usize| inits.get(j).is_some_and(|o| o.segment == init.segment);
+        if twice(i + 1) || i.checked_sub(1).is_some_and(twice) || init.len == 0 {
+            continue;
+        }
+        let Some(&(None, s, e)) = usize::try_from(init.segment).ok().and_then(|k| every.get(k)) else {
+            continue;
+        };
+        let (offset, len) = (init.offset as usize, init.len as usize);
+        if offset.checked_add(len).is_some_and(|end| end <= e - s) {
+            placed.push((u64::from(init.address), s + offset, s + offset + len, true));
+        }
+    }
+    // A passive segment placed over another segment is left out (an active one is kept as it is).
+    placed.sort_unstable_by_key(|p| (p.0, p.3));
+    let mut out: Vec<(u64, usize, usize, bool)> = Vec::with_capacity(placed.len());
+    let mut end = 0u64;
+    for p in placed {
+        let p_end = p.0 + (p.2 - p.1) as u64;
+        if p.0 < end {
+            if p.3 {
+                continue;
+            }
+            if out.last().is_some_and(|l| l.3) {
+                out.pop();
+            }
+        }
+        end = end.max(p_end);
+        out.push(p);
+    }
+    out.into_iter().map(|(a, s, e, _)| (a, s, e)).collect()
 }
 
 fn parse(bytes: &[u8]) -> Result<Module, TransformError> {
@@ -491,7 +550,7 @@ fn parse(bytes: &[u8]) -> Result<Module, TransformError> {
 /// end of the data or, past it, of the memory's initial size (zero-initialized
 /// variables lie after the data segments and move with them).
 fn address_range(bytes: &[u8], module: &Module) -> std::ops::Range<i64> {
-    let data = segments(bytes, module);
+    let data = layout(bytes, module);
     let lowest = data.iter().map(|s| s.0).min().unwrap_or(0);
     let data_end = data.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0);
     let end = if data.is_empty() { 0 } else { data_end.max(module.memory_bytes.unwrap_or(0)).min(i64::MAX as u64) };
@@ -502,7 +561,7 @@ fn address_range(bytes: &[u8], module: &Module) -> std::ops::Range<i64> {
 /// below the memory's initial size (where zero-initialized variables live),
 /// sorted, with how often each occurs.
 fn tail_constants(bytes: &[u8], module: &Module) -> Vec<(i64, u64)> {
-    let data = segments(bytes, module);
+    let data = layout(bytes, module);
     let data_end = data.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0) as i64;
     let range = data_end..address_range(bytes, module).end;
     let mut values = Vec::new();
