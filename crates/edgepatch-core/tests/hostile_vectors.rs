@@ -545,13 +545,40 @@ fn make_vectors() -> Vec<Vector> {
             ErrorKind::Corrupt,
             transformed(&row(9, identity_side.len() as u64, identity_side), true),
         ));
-        // Versions 1 to 3 are the only ones (2: memarg offsets are immediates; 3: the split layout).
-        let version_4 = b"EPWT\x04\0\0\0\0\0\0\0\0\0";
+        // Versions 1 to 4 are the only ones (2: memarg offsets are immediates; 3: the split
+        // layout; 4: element entries are immediates).
+        let version_5 = b"EPWT\x05\0\0\0\0\0\0\0\0\0";
         v.push(patch_vector(
-            "wasm-side-info-version-4",
-            "a side info of version 4 (only 1 to 3 exist)",
+            "wasm-side-info-version-5",
+            "a side info of version 5 (only 1 to 4 exist)",
             ErrorKind::Corrupt,
-            transformed(&row(8, version_4.len() as u64, version_4), true),
+            transformed(&row(8, version_5.len() as u64, version_5), true),
+        ));
+        // Version 4 (element entries): offsets 0, a layout byte, zero for every field, the
+        // element exceptions.
+        let elements_side = |layout: u8, element_exceptions: &[u8]| [&b"EPWT\x04\0"[..], &[layout], &[0u8; 9], element_exceptions].concat();
+        let bad_layout = elements_side(3, &[0]);
+        v.push(patch_vector(
+            "wasm-elements-layout-byte",
+            "a version-4 side info whose layout byte is 3 (only 0, 1 and 2 exist)",
+            ErrorKind::Corrupt,
+            transformed(&row(8, bad_layout.len() as u64, &bad_layout), true),
+        ));
+        let beyond = elements_side(0, &[1, 0]);
+        v.push(patch_vector(
+            "wasm-elements-exception-beyond",
+            "a version-4 side info naming element entry 0 in a module with no element section",
+            ErrorKind::Corrupt,
+            transformed(&row(8, beyond.len() as u64, &beyond), true),
+        ));
+        // An element section of expressions (flags 5: `ref.func 0`), not function indices.
+        let expressions = b"\0asm\x01\0\0\0\x09\x07\x01\x05\x70\x01\xd2\x00\x0b";
+        let plain = elements_side(0, &[0]);
+        v.push(patch_vector(
+            "wasm-elements-not-indices",
+            "a version-4 side info on a module whose element section lists expressions, not function indices",
+            ErrorKind::Corrupt,
+            with_module(expressions, &row(expressions.len() as u64, plain.len() as u64, &plain), true),
         ));
         // The split layout (§2.8.7): a module whose code section holds `contents`,
         // with a version-3 side info giving the 12 field streams' lengths.

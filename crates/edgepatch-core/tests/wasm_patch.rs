@@ -94,6 +94,24 @@ fn three_modules_in_the_split_layout_in_one_tree_apply_exactly() {
     assert_eq!(appliers::apply_both(&patch, &old), new);
 }
 
+/// A function table's indices are renumbered with the functions (side info
+/// version 4, docs/FORMAT.md §2.8.4): both appliers rebuild the exact module,
+/// and the patch is smaller than with the table stored as it is.
+#[test]
+fn a_function_table_is_renumbered_and_applies_exactly() {
+    let (v1, v2) = wasm_modules::versions_with_table(3000, 20);
+    let (old, new) = (Build::single_file(v1), Build::single_file(v2));
+    let (patch, stats) = diff(&old, &new, true, 4 << 20);
+    assert_eq!(stats.wasm_transformed, 1);
+    let info = inspect_patch(&patch[..]).unwrap();
+    assert_eq!(info.tree.transforms[0].side_info[4], 4, "side info version 4: element entries");
+    assert_eq!(appliers::apply_both(&patch, &old), new);
+    // The same modules with the table left out: what the table costs once renumbered.
+    let (p1, p2) = wasm_modules::versions(3000, 20);
+    let (bare, _) = diff(&Build::single_file(p1), &Build::single_file(p2), true, 4 << 20);
+    assert!(patch.len() < bare.len() + 200, "the renumbered table costs {} bytes", patch.len() as i64 - bare.len() as i64);
+}
+
 #[test]
 fn a_module_the_transform_does_not_help_is_stored_as_it_is() {
     // Same functions, one constant changed: nothing to renumber.

@@ -225,6 +225,57 @@ fn inserted_function_does_not_change_the_others_normalized_bytes() {
     assert!(!code_bodies(&new).ends_with(&code_bodies(&old)), "the test must shift indices");
 }
 
+/// `m` with an element section (before its code section) of the given segments,
+/// each `(flags, its bytes after the flags)`.
+fn with_elements(m: &[u8], segments: &[(u8, Vec<u8>)]) -> Vec<u8> {
+    let (code_at, _, _) = find_section(m, 10).expect("no code section");
+    let items: Vec<Vec<u8>> = segments.iter().map(|(flags, rest)| [vec![*flags], rest.clone()].concat()).collect();
+    [&m[..code_at], &section(9, &vec_of(&items)), &m[code_at..]].concat()
+}
+
+/// An active segment at `i32.const 1` (a C++ or Rust function table) listing `functions`.
+fn table_segment(functions: &[u64]) -> (u8, Vec<u8>) {
+    let indices: Vec<Vec<u8>> = functions.iter().map(|&f| uleb(f)).collect();
+    (0, [vec![0x41, 0x01, 0x0b], vec_of(&indices)].concat())
+}
+
+/// Function tables (C++ vtables, Rust trait objects) list function indices in
+/// the element section: they are renumbered with the functions (side info
+/// version 4), passive and declarative segments too, and restored exactly; a
+/// section with another form of segment is copied as it is.
+#[test]
+fn function_tables_are_renumbered_with_their_functions() {
+    let f = |calls: &[u64], extra: u8| [calls.iter().flat_map(|&c| call(c)).collect::<Vec<u8>>(), vec![0x41, extra, 0x1a]].concat();
+    let old_bodies = vec![f(&[2], 1), f(&[1], 2), f(&[], 3)];
+    let new_bodies = vec![f(&[], 9), f(&[3], 1), f(&[2], 2), f(&[], 3)];
+    let passive = |functions: &[u64]| (1u8, [vec![0x00], vec_of(&functions.iter().map(|&f| uleb(f)).collect::<Vec<_>>())].concat());
+    let old_segments = vec![table_segment(&[3, 1, 2]), passive(&[2, 3])];
+    let new_segments = vec![table_segment(&[4, 2, 3]), passive(&[3, 4])];
+    let old = with_elements(&module(&["x"], &old_bodies, None), &old_segments);
+    let new = with_elements(&module(&["x"], &new_bodies, None), &new_segments);
+    round_trip(&old, &new);
+    let old_norm = forward(None, &old).unwrap();
+    let new_norm = forward(Some(&reference(&old).unwrap()), &new).unwrap();
+    let elements = |m: &[u8]| {
+        let (start, _, size) = find_section(m, 9).expect("element section");
+        m[start..start + size].to_vec()
+    };
+    assert_eq!(elements(&new_norm.bytes), elements(&old_norm.bytes), "the tables normalize to the old ones");
+    assert_ne!(elements(&new), elements(&old), "the test must renumber the tables");
+    assert_eq!(new_norm.side_info[4], 4, "element entries need side info version 4");
+    assert_eq!(forward(None, &new).unwrap().side_info[4], 1, "nothing renumbered: the version it was");
+
+    // A segment of expressions (flags 5: `ref.func` items) is not a form the transform reads:
+    // the section is copied, and the side info keeps its earlier version.
+    let expressions = (5u8, vec![0x70, 0x01, 0xd2, 0x01, 0x0b]);
+    let old = with_elements(&module(&["x"], &old_bodies, None), &[table_segment(&[3, 1, 2]), expressions.clone()]);
+    let new = with_elements(&module(&["x"], &new_bodies, None), &[table_segment(&[4, 2, 3]), expressions]);
+    round_trip(&old, &new);
+    let new_norm = forward(Some(&reference(&old).unwrap()), &new).unwrap();
+    assert_eq!(elements(&new_norm.bytes), elements(&new));
+    assert_ne!(new_norm.side_info[4], 4);
+}
+
 #[test]
 fn go_pcs_are_renumbered_with_their_functions() {
     let base = 0x1000u32;

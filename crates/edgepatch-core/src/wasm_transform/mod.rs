@@ -28,7 +28,7 @@ use addresses::{data_segments, every_data_segment, AddressMap, OldData};
 use code_layout::{memory_inits, MemoryInit};
 use leb::{unsigned_width, write_signed, write_unsigned, write_unsigned_padded};
 use matching::{address_pairs, match_functions, FunctionShapes};
-use module::{parse_module, walk_body, Immediate, ImmediateKind, Module, PcTable, CODE_SECTION};
+use module::{element_entries, parse_module, parse_pc_table, walk_body, Immediate, ImmediateKind, Module, PcTable, CODE_SECTION};
 use side_info::{FunctionMap, SideInfo};
 
 /// Why a transform step failed. `NotWasm` means "use the plain diff".
@@ -162,11 +162,23 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
         address_end: addresses.new_end(),
         ..Default::default()
     };
+    let elements = match reference {
+        Some(_) => forward_elements(bytes, &module, &refs),
+        None => None,
+    };
+    if let Some((_, listed)) = &elements {
+        side.elements = true;
+        side.element_exceptions = listed.clone();
+    }
     let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16);
     out.extend_from_slice(&bytes[..8]);
     let mut ordinal = 0u64;
     let data_segments = segments(bytes, &module);
     for (index, section) in module.sections.iter().enumerate() {
+        if let Some(rewritten) = elements.as_ref().and_then(|(sections, _)| sections.iter().find(|s| s.0 == index)) {
+            out.extend_from_slice(&rewritten.1);
+            continue;
+        }
         if Some(index) == module.data {
             let at = out.len();
             out.extend_from_slice(&bytes[section.start..section.end]);
@@ -363,7 +375,11 @@ fn not_wasm(e: module::ParseError) -> TransformError {
 /// module it is diffed against are in the field-split layout: the applier
 /// must then read the old module in that layout.
 pub fn side_info_has_code_layout(side_info: &[u8]) -> bool {
-    side_info.len() > 4 && side_info[4] == side_info::VERSION_CODE_LAYOUT
+    match side_info.get(4) {
+        Some(&side_info::VERSION_CODE_LAYOUT) => true,
+        Some(&side_info::VERSION_ELEMENTS) => side_info.get(6).is_some_and(|&layout| layout != 0),
+        _ => false,
+    }
 }
 
 fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo, emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
@@ -385,9 +401,12 @@ fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo,
     if module.data.is_none() && !side.data_exceptions.is_empty() {
         return Err(TransformError::SideInfo { offset: 0, what: "data exceptions without a data section" }.into());
     }
+    let elements = if side.elements { Some(inverse_elements(source.bytes(), &module, &refs, &side.element_exceptions)?) } else { None };
     emit(&source.bytes()[..8])?;
     for (index, section) in module.sections.iter().enumerate() {
-        if Some(index) == module.data {
+        if let Some(rewritten) = elements.as_ref().and_then(|sections| sections.iter().find(|s| s.0 == index)) {
+            emit(&rewritten.1)?;
+        } else if Some(index) == module.data {
             let mut listed = side.data_exceptions.clone();
             match &mut source {
                 Source::InPlace(normalized) => {
@@ -781,6 +800,86 @@ impl References<'_> {
 enum Direction {
     Forward,
     Inverse,
+}
+
+/// An element section rebuilt: its index in the module's sections, and the
+/// whole section (id, canonical size, contents).
+type RebuiltSection = (usize, Vec<u8>);
+
+/// Each element section rebuilt with `entry(ordinal, its LEB128, its value,
+/// out)` writing each function index it lists (element entries, docs/FORMAT.md
+/// §2.8.3). None if some element section does not list its indices in the
+/// form read.
+fn rebuild_elements(bytes: &[u8], module: &Module, mut entry: impl FnMut(u64, &[u8], u64, &mut Vec<u8>)) -> Option<Vec<RebuiltSection>> {
+    let mut ordinal = 0u64;
+    let mut sections = Vec::with_capacity(module.elements.len());
+    for &index in &module.elements {
+        let section = &module.sections[index];
+        let entries = element_entries(bytes, section.contents, section.end)?;
+        let mut contents = Vec::with_capacity(section.end - section.contents + 16);
+        let mut at = section.contents;
+        for (start, end, value) in entries {
+            contents.extend_from_slice(&bytes[at..start]);
+            entry(ordinal, &bytes[start..end], value, &mut contents);
+            ordinal += 1;
+            at = end;
+        }
+        contents.extend_from_slice(&bytes[at..section.end]);
+        let mut whole = vec![bytes[section.start]];
+        write_unsigned(&mut whole, contents.len() as u64);
+        whole.extend_from_slice(&contents);
+        sections.push((index, whole));
+    }
+    Some(sections)
+}
+
+/// The element sections with their function indices renumbered, and the
+/// ordinals of the entries kept verbatim; None where that changes nothing, or
+/// is not done: a module with a PC table (Go's table is read from its element
+/// section as it is), a section not in the form or whose size field is not
+/// canonical (the inverse writes it canonically), or a normalized last section
+/// that would read as a PC table.
+fn forward_elements(bytes: &[u8], module: &Module, refs: &References) -> Option<(Vec<RebuiltSection>, Vec<u64>)> {
+    if module.pc_table.is_some() || module.elements.is_empty() || refs.map.is_identity() {
+        return None;
+    }
+    let canonical_size = |s: &module::Section| s.contents - s.start - 1 == unsigned_width((s.end - s.contents) as u64);
+    if !module.elements.iter().all(|&i| canonical_size(&module.sections[i])) {
+        return None;
+    }
+    let (mut listed, mut changed) = (Vec::new(), false);
+    let sections = rebuild_elements(bytes, module, |ordinal, leb, value, out| {
+        let n = refs.forward(ImmediateKind::Function, value as i64);
+        if leb.len() == unsigned_width(value) && refs.inverse(ImmediateKind::Function, n) == value as i64 {
+            changed |= n as u64 != value;
+            write_unsigned(out, n as u64);
+        } else {
+            listed.push(ordinal);
+            out.extend_from_slice(leb);
+        }
+    })?;
+    // The PC table is read from the last element section (its contents follow the id and size).
+    let last = &sections.last()?.1;
+    let contents_at = (2..=6).find(|&at| unsigned_width((last.len().saturating_sub(at)) as u64) == at - 1)?;
+    (changed && parse_pc_table(last, contents_at).is_none()).then_some((sections, listed))
+}
+
+/// The original element sections from the normalized ones, `listed` naming
+/// the entries kept verbatim.
+fn inverse_elements(bytes: &[u8], module: &Module, refs: &References, listed: &[u64]) -> Result<Vec<RebuiltSection>, TransformError> {
+    let mut listed = listed.iter().peekable();
+    let sections = rebuild_elements(bytes, module, |ordinal, leb, value, out| {
+        if listed.next_if(|&&o| o == ordinal).is_some() {
+            out.extend_from_slice(leb);
+        } else {
+            write_unsigned(out, refs.inverse(ImmediateKind::Function, value as i64) as u64);
+        }
+    })
+    .ok_or(TransformError::Normalized { offset: 0, what: "an element section does not list function indices" })?;
+    if listed.peek().is_some() {
+        return Err(TransformError::SideInfo { offset: 0, what: "element exceptions beyond the element entries" });
+    }
+    Ok(sections)
 }
 
 /// Rewrites the pointer-sized words of the data segments (8 bytes in Go,

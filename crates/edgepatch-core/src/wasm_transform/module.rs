@@ -120,6 +120,8 @@ pub(crate) struct Module {
     pub code: Option<usize>,
     /// Index into `sections` of the data section.
     pub data: Option<usize>,
+    /// Indices into `sections` of the element sections, in order.
+    pub elements: Vec<usize>,
     pub bodies: Vec<Body>,
     /// Initial size in bytes of memory 0 (defined or imported), if the module has one.
     pub memory_bytes: Option<u64>,
@@ -148,8 +150,16 @@ pub(crate) fn section_headers(bytes: &[u8]) -> ParseResult<Vec<(u8, Section)>> {
 
 /// Parses the section layout. Errors mean "not a module this transform reads".
 pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
-    let mut module =
-        Module { sections: Vec::new(), imported_functions: Vec::new(), pc_table: None, code: None, data: None, bodies: Vec::new(), memory_bytes: None };
+    let mut module = Module {
+        sections: Vec::new(),
+        imported_functions: Vec::new(),
+        pc_table: None,
+        code: None,
+        data: None,
+        elements: Vec::new(),
+        bodies: Vec::new(),
+        memory_bytes: None,
+    };
     for (id, section) in section_headers(bytes)? {
         let contents = section.contents;
         match id {
@@ -165,7 +175,10 @@ pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
                     module.memory_bytes = read_limits(&mut c)?;
                 }
             }
-            ELEM_SECTION => module.pc_table = parse_pc_table(&bytes[..section.end], contents),
+            ELEM_SECTION => {
+                module.pc_table = parse_pc_table(&bytes[..section.end], contents);
+                module.elements.push(module.sections.len());
+            }
             CODE_SECTION => {
                 module.code = Some(module.sections.len());
                 module.bodies = parse_bodies(&bytes[..section.end], contents)?;
@@ -243,7 +256,7 @@ fn parse_imports(bytes: &[u8], at: usize) -> ParseResult<(Vec<Vec<u8>>, Option<u
 
 /// Recognises Go's layout: one active segment `(i32.const base)` listing
 /// consecutive function indices. Anything else: no PC table.
-fn parse_pc_table(bytes: &[u8], at: usize) -> Option<PcTable> {
+pub(crate) fn parse_pc_table(bytes: &[u8], at: usize) -> Option<PcTable> {
     let mut c = Cursor::new(bytes, at);
     if c.u32().ok()? != 1 || c.u32().ok()? != 0 || c.u8().ok()? != 0x41 {
         return None;
@@ -260,6 +273,57 @@ fn parse_pc_table(bytes: &[u8], at: usize) -> Option<PcTable> {
         }
     }
     (len > 0 && c.pos == bytes.len()).then_some(PcTable { base, first, len })
+}
+
+/// The function indices an element section lists (docs/FORMAT.md §2.8.3,
+/// element entries): `(start, end, value)` of each index's LEB128 in `bytes`,
+/// in order. None unless every segment has one of the forms with a vector of
+/// function indices (flags 0 to 3; an offset `41 s32 0B` or `23 u32 0B`; an
+/// element kind 0) and they end exactly at the section's end.
+pub(crate) fn element_entries(bytes: &[u8], contents: usize, end: usize) -> Option<Vec<(usize, usize, u64)>> {
+    let mut c = Cursor::new(&bytes[..end], contents);
+    let count = c.u32().ok()?;
+    let mut entries = Vec::new();
+    for _ in 0..count {
+        let flags = c.u32().ok()?;
+        if flags == 2 {
+            c.u32().ok()?; // table index
+        }
+        if flags == 0 || flags == 2 {
+            match c.u8().ok()? {
+                0x41 => {
+                    c.s32().ok()?;
+                }
+                0x23 => {
+                    c.u32().ok()?;
+                }
+                _ => return None,
+            }
+            if c.u8().ok()? != 0x0b {
+                return None;
+            }
+        }
+        match flags {
+            0 => {}
+            1..=3 => {
+                if c.u8().ok()? != 0x00 {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+        let n = c.u32().ok()?;
+        // Each index takes at least a byte: a hostile count cannot make this allocate.
+        if n as usize > end - c.pos {
+            return None;
+        }
+        for _ in 0..n {
+            let start = c.pos;
+            let value = c.u32().ok()?;
+            entries.push((start, c.pos, u64::from(value)));
+        }
+    }
+    (c.pos == end).then_some(entries)
 }
 
 fn parse_bodies(bytes: &[u8], at: usize) -> ParseResult<Vec<Body>> {

@@ -15,6 +15,10 @@ const VERSION_MEMARG_OFFSETS: u8 = 2;
 /// Version 2's fields with a byte saying whether memarg offsets are rewritten
 /// after the version, and the code section's field-split layout at the end.
 pub(super) const VERSION_CODE_LAYOUT: u8 = 3;
+/// Version 3's fields with one layout byte (0 interleaved, 1 split, 2 split
+/// with locals as move-to-front ranks), and element entries as immediates:
+/// their exceptions at the end.
+pub(super) const VERSION_ELEMENTS: u8 = 4;
 
 /// New function indices `[new_start, new_start + len)` are normalized to
 /// `[norm_start, norm_start + len)`.
@@ -106,8 +110,12 @@ pub(crate) struct SideInfo {
     /// Ordinals of data words kept verbatim.
     pub data_exceptions: Vec<u64>,
     /// The normalized module's code section is in the field-split layout
-    /// (version 3).
+    /// (version 3, or 4 with a layout).
     pub code_layout: Option<CodeLayout>,
+    /// The element sections' function indices are rewritten (version 4).
+    pub elements: bool,
+    /// Ordinals of element entries kept verbatim (version 4).
+    pub element_exceptions: Vec<u64>,
 }
 
 /// How a split code section is laid out (docs/FORMAT.md §2.8.7).
@@ -131,7 +139,11 @@ fn put_ascending(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) 
 impl SideInfo {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
-        if let Some(layout) = &self.code_layout {
+        if self.elements {
+            out.push(VERSION_ELEMENTS);
+            out.push(u8::from(self.memarg_offsets));
+            out.push(self.code_layout.map_or(0, |l| 1 + u8::from(l.locals_mtf)));
+        } else if let Some(layout) = &self.code_layout {
             out.push(VERSION_CODE_LAYOUT);
             out.push(u8::from(self.memarg_offsets));
             out.push(u8::from(layout.locals_mtf));
@@ -170,6 +182,9 @@ impl SideInfo {
         for &len in self.code_layout.iter().flat_map(|l| l.lens.iter()) {
             write_unsigned(&mut out, len);
         }
+        if self.elements {
+            put_ascending(&mut out, self.element_exceptions.iter().copied());
+        }
         out
     }
 
@@ -179,10 +194,20 @@ impl SideInfo {
             return Err(r.err("bad magic"));
         }
         r.pos = 5;
-        let (memarg_offsets, locals_mtf) = match bytes[4] {
-            VERSION_CONSTANTS => (false, false),
-            VERSION_MEMARG_OFFSETS => (true, false),
-            VERSION_CODE_LAYOUT => (r.flag("memarg offsets flag not 0 or 1")?, r.flag("locals coding not 0 or 1")?),
+        // (memarg offsets, split layout, locals as ranks)
+        let (memarg_offsets, split, locals_mtf) = match bytes[4] {
+            VERSION_CONSTANTS => (false, false, false),
+            VERSION_MEMARG_OFFSETS => (true, false, false),
+            VERSION_CODE_LAYOUT => (r.flag("memarg offsets flag not 0 or 1")?, true, r.flag("locals coding not 0 or 1")?),
+            VERSION_ELEMENTS => {
+                let offsets = r.flag("memarg offsets flag not 0 or 1")?;
+                match r.byte()? {
+                    0 => (offsets, false, false),
+                    1 => (offsets, true, false),
+                    2 => (offsets, true, true),
+                    _ => return Err(r.err("layout not 0, 1 or 2")),
+                }
+            }
             _ => return Err(TransformError::SideInfo { offset: 4, what: "unsupported version" }),
         };
         let code_size_width = r.varint()?;
@@ -226,7 +251,7 @@ impl SideInfo {
         }
         let address_end = prev.checked_add(r.varint()?).ok_or_else(|| r.err("address end overflows"))?;
         let data_exceptions = r.ascending()?;
-        let code_layout = if bytes[4] == VERSION_CODE_LAYOUT {
+        let code_layout = if split {
             let mut lens = [0u64; FIELDS];
             for len in &mut lens {
                 *len = r.varint()?;
@@ -235,6 +260,8 @@ impl SideInfo {
         } else {
             None
         };
+        let elements = bytes[4] == VERSION_ELEMENTS;
+        let element_exceptions = if elements { r.ascending()? } else { Vec::new() };
         if r.pos != bytes.len() {
             return Err(r.err("bytes after the end"));
         }
@@ -250,6 +277,8 @@ impl SideInfo {
             address_end,
             data_exceptions,
             code_layout,
+            elements,
+            element_exceptions,
         })
     }
 }

@@ -410,29 +410,38 @@ struct Side {
     data_exceptions: std::collections::HashSet<u64>,
     /// Version 3 (§2.8.7): whether locals are move-to-front ranks, the field streams' lengths.
     layout: Option<(bool, [u64; 12])>,
+    /// Version 4: the element entries kept verbatim (None: element sections are copied).
+    element_exceptions: Option<std::collections::HashSet<u64>>,
 }
 
 fn side(b: &[u8]) -> Outcome<Side> {
-    if b.len() < 5 || &b[..4] != b"EPWT" || !(1..=3).contains(&b[4]) {
+    if b.len() < 5 || &b[..4] != b"EPWT" || !(1..=4).contains(&b[4]) {
         return Err("side info magic or version".into());
     }
     let mut at = 5;
-    // Version 3: a byte for whether memarg offsets are immediates, one for the locals' coding.
+    // Versions 3 and 4: a byte for whether memarg offsets are immediates; then version 3's
+    // locals coding (the layout is split), or version 4's layout: 0 none, 1 split, 2 split with ranks.
     let offsets = match b[4] {
-        3 => match byte(b, &mut at)? {
+        3 | 4 => match byte(b, &mut at)? {
             0 => false,
             1 => true,
             _ => return Err("memarg offsets byte".into()),
         },
         v => v == 2,
     };
-    let mtf = match b[4] {
+    let (split, mtf) = match b[4] {
         3 => match byte(b, &mut at)? {
-            0 => false,
-            1 => true,
+            0 => (true, false),
+            1 => (true, true),
             _ => return Err("locals coding byte".into()),
         },
-        _ => false,
+        4 => match byte(b, &mut at)? {
+            0 => (false, false),
+            1 => (true, false),
+            2 => (true, true),
+            _ => return Err("layout byte".into()),
+        },
+        _ => (false, false),
     };
     let v = |at: &mut usize| uleb(b, at, 64);
     let count = |at: &mut usize| -> Outcome<u64> {
@@ -514,13 +523,14 @@ fn side(b: &[u8]) -> Outcome<Side> {
     }
     let data_exceptions = list(&mut at)?;
     let mut layout = None;
-    if b[4] == 3 {
+    if split {
         let mut lens = [0u64; 12];
         for len in &mut lens {
             *len = v(&mut at)?;
         }
         layout = Some((mtf, lens));
     }
+    let element_exceptions = if b[4] == 4 { Some(list(&mut at)?.into_iter().collect()) } else { None };
     if at != b.len() {
         return Err("bytes after the side info".into());
     }
@@ -540,6 +550,7 @@ fn side(b: &[u8]) -> Outcome<Side> {
         pieces,
         data_exceptions: data_exceptions.into_iter().collect(),
         layout,
+        element_exceptions,
     })
 }
 
@@ -649,8 +660,62 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
     let mut used_exceptions = 0usize;
     let mut used_raw = 0usize;
     let mut used_widths = 0usize;
-    for (index, &(_, start, contents, end)) in m.sections.iter().enumerate() {
-        if Some(index) == m.code {
+    let mut element_ordinal = 0u64;
+    let mut used_element_exceptions = 0usize;
+    for (index, &(id, start, contents, end)) in m.sections.iter().enumerate() {
+        if let (9, Some(listed)) = (id, &side.element_exceptions) {
+            // §2.8.3, element entries: every function index of segments of flags 0 to 3.
+            let mut section = Vec::new();
+            let mut at = contents;
+            let mut p = contents;
+            let s = &n[..end];
+            for _ in 0..uleb(s, &mut p, 32)? {
+                let flags = uleb(s, &mut p, 32)?;
+                if flags > 3 {
+                    return Err("element segment without function indices".into());
+                }
+                if flags == 2 {
+                    uleb(s, &mut p, 32)?;
+                }
+                if flags != 1 && flags != 3 {
+                    match byte(s, &mut p)? {
+                        0x41 => {
+                            sleb(s, &mut p, 32)?;
+                        }
+                        0x23 => {
+                            uleb(s, &mut p, 32)?;
+                        }
+                        _ => return Err("element offset".into()),
+                    }
+                    if byte(s, &mut p)? != 0x0b {
+                        return Err("element offset end".into());
+                    }
+                }
+                if flags != 0 && byte(s, &mut p)? != 0 {
+                    return Err("element kind".into());
+                }
+                for _ in 0..uleb(s, &mut p, 32)? {
+                    let e = p;
+                    let value = uleb(s, &mut p, 32)?;
+                    section.extend_from_slice(&n[at..e]);
+                    if listed.contains(&element_ordinal) {
+                        used_element_exceptions += 1;
+                        section.extend_from_slice(&n[e..p]);
+                    } else {
+                        put_uleb(&mut section, side.value(Kind::F, value as i64, m.pc) as u64);
+                    }
+                    at = p;
+                    element_ordinal += 1;
+                }
+            }
+            if p != end {
+                return Err("bytes after the element segments".into());
+            }
+            section.extend_from_slice(&n[at..end]);
+            out.push(9);
+            put_uleb(&mut out, section.len() as u64);
+            out.extend_from_slice(&section);
+        } else if Some(index) == m.code {
             let first = m.bodies.first().map_or(end, |b| b.size_field);
             let mut section = n[contents..first].to_vec();
             for (k, body) in m.bodies.iter().enumerate() {
@@ -728,6 +793,9 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
     if m.data.is_none() && !side.data_exceptions.is_empty() {
         return Err("data exceptions without data words".into());
     }
+    if side.element_exceptions.as_ref().is_some_and(|l| l.len() != used_element_exceptions) {
+        return Err("element exceptions beyond the element entries".into());
+    }
     if used_raw != side.raw.len() || used_widths != side.widths.len() || used_exceptions != side.exceptions.len() {
         return Err("side info lists entries beyond the module".into());
     }
@@ -736,7 +804,7 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
 
 /// §2.8.7: whether a side info says the split layout (version 3).
 pub fn has_layout(side_bytes: &[u8]) -> bool {
-    side_bytes.len() > 4 && &side_bytes[..4] == b"EPWT" && side_bytes[4] == 3
+    side_bytes.len() > 4 && &side_bytes[..4] == b"EPWT" && (side_bytes[4] == 3 || (side_bytes[4] == 4 && side_bytes.get(6).is_some_and(|&l| l != 0)))
 }
 
 /// §2.8.7: the old module `m` split as the side info says.

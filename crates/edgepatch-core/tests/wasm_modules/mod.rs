@@ -88,6 +88,55 @@ pub fn versions(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
     (module_of(&v1, all), module_of(&v2, all))
 }
 
+/// [`versions`] with a function table, as C++ vtables and Rust trait objects
+/// make: an element segment at `i32.const 1` listing every third function
+/// (by id, in a scrambled order), so version 2's table lists other indices.
+pub fn versions_with_table(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
+    let all = n + inserted;
+    let v1: Vec<u64> = (0..n).collect();
+    let mut v2: Vec<u64> = (0..3.min(n)).collect();
+    v2.extend(n..all);
+    v2.extend(3.min(n)..n);
+    let table: Vec<u64> = (0..n).filter(|id| id % 3 == 0).map(|id| (id * 7) % n).collect();
+    let with_table = |ids: &[u64]| {
+        let m = module_of(ids, all);
+        let mut elem = vec![1u8, 0x00, 0x41, 0x01, 0x0b];
+        uleb(table.len() as u64, &mut elem);
+        for id in &table {
+            uleb(ids.iter().position(|x| x == id).expect("every table id is defined") as u64, &mut elem);
+        }
+        let mut section_bytes = Vec::new();
+        section(9, &elem, &mut section_bytes);
+        // Before the code section, which follows the type (4 bytes) and function sections.
+        let code_at = m.len() - code_section_len(&m);
+        [&m[..code_at], &section_bytes, &m[code_at..]].concat()
+    };
+    (with_table(&v1), with_table(&v2))
+}
+
+/// The length of `module_of`'s last section (its code section), id and size field included.
+fn code_section_len(m: &[u8]) -> usize {
+    let mut at = 8;
+    loop {
+        let start = at;
+        at += 1;
+        let (mut size, mut shift) = (0usize, 0);
+        loop {
+            let b = m[at];
+            at += 1;
+            size |= usize::from(b & 0x7f) << shift;
+            shift += 7;
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        at += size;
+        if at == m.len() {
+            return m.len() - start;
+        }
+    }
+}
+
 /// Go's layout, made up: imports, a PC table (an element segment at slot
 /// base 4 listing every defined function), bodies that hold PCs
 /// (`i64.const (slot << 16) | k`) of other functions and call them, and a
