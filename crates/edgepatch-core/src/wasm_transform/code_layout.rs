@@ -314,9 +314,10 @@ pub(crate) struct MemoryInit {
     pub len: u32,
 }
 
-/// Finds the `memory.init`s of memory 0 with constant operands in one body.
-struct InitScan<'a> {
-    c: Cursor<'a>,
+/// Finds the `memory.init`s of memory 0 with constant operands in one body:
+/// the in-place walk, watching the opcodes and constants go by.
+struct InitScan<'a, 'b> {
+    walk: InPlace<'a, 'b>,
     /// The three instructions before the current one: the value of each that is an `i32.const`.
     recent: [Option<i64>; 3],
     /// The current instruction's value, if it is an `i32.const`.
@@ -328,9 +329,9 @@ struct InitScan<'a> {
     found: Vec<MemoryInit>,
 }
 
-impl Fields for InitScan<'_> {
+impl Fields for InitScan<'_, '_> {
     fn byte(&mut self, field: Field) -> ParseResult<u8> {
-        let b = self.c.u8()?;
+        let b = self.walk.byte(field)?;
         if field == Field::Opcode {
             self.recent = [self.recent[1], self.recent[2], self.current];
             self.current = None;
@@ -341,7 +342,7 @@ impl Fields for InitScan<'_> {
     }
 
     fn leb(&mut self, field: Field, leb: Leb) -> ParseResult<i64> {
-        let value = read_leb(self.c.bytes, &mut self.c.pos, leb)?;
+        let value = self.walk.leb(field, leb)?;
         match field {
             Field::Opcode if self.op == 0xfc && value == 8 => self.init = Some(Vec::with_capacity(2)),
             Field::I32 if self.op == 0x41 => self.current = Some(value),
@@ -359,22 +360,23 @@ impl Fields for InitScan<'_> {
         Ok(value)
     }
 
-    fn bytes(&mut self, _: Field, n: usize) -> ParseResult<()> {
-        self.c.skip(n).map(|_| ())
+    fn bytes(&mut self, field: Field, n: usize) -> ParseResult<()> {
+        self.walk.bytes(field, n)
     }
 
     fn position(&self) -> usize {
-        self.c.pos
+        self.walk.position()
     }
 
     fn err(&self, what: &'static str) -> ParseError {
-        ParseError { offset: self.c.pos, what }
+        self.walk.err(what)
     }
 }
 
 /// The `memory.init`s with constant operands of the body `bytes[start..end]`.
 pub(crate) fn memory_inits(bytes: &[u8], start: usize, end: usize) -> ParseResult<Vec<MemoryInit>> {
-    let mut scan = InitScan { c: Cursor::new(&bytes[..end], start), recent: [None; 3], current: None, op: 0, init: None, found: Vec::new() };
+    let walk = InPlace { c: Cursor::new(&bytes[..end], start), offsets: false, on_immediate: &mut |_| {} };
+    let mut scan = InitScan { walk, recent: [None; 3], current: None, op: 0, init: None, found: Vec::new() };
     walk_body(&mut scan, end)?;
     Ok(scan.found)
 }

@@ -80,23 +80,25 @@ pub fn module_of(ids: &[u64], all: u64) -> Vec<u8> {
 /// Version 1 and version 2 of a module of `n` functions: version 2 inserts
 /// `inserted` new functions near the start.
 pub fn versions(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
+    let (v1, v2, all) = version_ids(n, inserted);
+    (module_of(&v1, all), module_of(&v2, all))
+}
+
+/// The function ids of [`versions`]' two modules, and how many ids there are.
+fn version_ids(n: u64, inserted: u64) -> (Vec<u64>, Vec<u64>, u64) {
     let all = n + inserted;
     let v1: Vec<u64> = (0..n).collect();
     let mut v2: Vec<u64> = (0..3.min(n)).collect();
     v2.extend(n..all);
     v2.extend(3.min(n)..n);
-    (module_of(&v1, all), module_of(&v2, all))
+    (v1, v2, all)
 }
 
 /// [`versions`] with a function table, as C++ vtables and Rust trait objects
 /// make: an element segment at `i32.const 1` listing every third function
 /// (by id, in a scrambled order), so version 2's table lists other indices.
 pub fn versions_with_table(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
-    let all = n + inserted;
-    let v1: Vec<u64> = (0..n).collect();
-    let mut v2: Vec<u64> = (0..3.min(n)).collect();
-    v2.extend(n..all);
-    v2.extend(3.min(n)..n);
+    let (v1, v2, all) = version_ids(n, inserted);
     let table: Vec<u64> = (0..n).filter(|id| id % 3 == 0).map(|id| (id * 7) % n).collect();
     let with_table = |ids: &[u64]| {
         let m = module_of(ids, all);
@@ -143,11 +145,7 @@ fn code_section_len(m: &[u8]) -> usize {
 /// data segment of 8-byte words, half of them PCs. Version 2 inserts
 /// `inserted` functions near the start: every later slot and index shifts.
 pub fn go_like_versions(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
-    let all = n + inserted;
-    let v1: Vec<u64> = (0..n).collect();
-    let mut v2: Vec<u64> = (0..3.min(n)).collect();
-    v2.extend(n..all);
-    v2.extend(3.min(n)..n);
+    let (v1, v2, all) = version_ids(n, inserted);
     (go_like_of(&v1, all), go_like_of(&v2, all))
 }
 
