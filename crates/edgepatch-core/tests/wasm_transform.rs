@@ -276,6 +276,30 @@ fn function_tables_are_renumbered_with_their_functions() {
     assert_ne!(new_norm.side_info[4], 4);
 }
 
+/// Element sections over 4 MiB (docs/FORMAT.md §2.7): the writer keeps them as
+/// they are, and the inverse refuses a version-4 side info over them, since it
+/// holds the rebuilt sections.
+#[test]
+fn element_sections_over_4_mib_are_not_rewritten_and_refused_under_version_4() {
+    let f = |extra: u8| vec![0x41, extra, 0x1a];
+    let big = |first: u64| table_segment(&vec![first; (4 << 20) + 1]);
+    let old = with_elements(&module(&["x"], &[f(1), f(2)], None), &[big(1)]);
+    let new = with_elements(&module(&["x"], &[f(9), f(1), f(2)], None), &[big(2)]);
+    let new_norm = forward(Some(&reference(&old).unwrap()), &new).unwrap();
+    assert_ne!(new_norm.side_info[4], 4, "the writer does not rewrite tables over the limit");
+    assert_eq!(inverse(&new_norm.bytes, &new_norm.side_info).unwrap(), new);
+    // The smallest version-4 side info: offsets 0, layout 0, zero for every field, no element exceptions.
+    let version_4 = [&b"EPWT\x04\0\0"[..], &[0u8; 9], &[0]].concat();
+    let small = with_elements(&module(&["x"], &[], None), &[table_segment(&[0, 0])]);
+    let (code_at, _, _) = find_section(&small, 10).unwrap();
+    let without_code = &small[..code_at];
+    assert_eq!(inverse(without_code, &version_4).unwrap(), without_code, "a table under the limit is rebuilt");
+    let over = with_elements(&module(&["x"], &[], None), &[big(0)]);
+    let (code_at, _, _) = find_section(&over, 10).unwrap();
+    let err = inverse(&over[..code_at], &version_4).unwrap_err();
+    assert!(err.to_string().contains("over 4 MiB"), "{err}");
+}
+
 #[test]
 fn go_pcs_are_renumbered_with_their_functions() {
     let base = 0x1000u32;

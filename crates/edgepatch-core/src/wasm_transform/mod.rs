@@ -806,16 +806,27 @@ enum Direction {
 /// whole section (id, canonical size, contents).
 type RebuiltSection = (usize, Vec<u8>);
 
+/// The most bytes the element sections of a version-4 module may hold, before
+/// and after they are rebuilt (docs/FORMAT.md §2.7): the rebuilt sections are
+/// held in memory. The largest measured table, duckdb-wasm's, is 108 KB.
+pub const MAX_ELEMENT_BYTES: usize = 4 << 20;
+
 /// Each element section rebuilt with `entry(ordinal, its LEB128, its value,
 /// out)` writing each function index it lists (element entries, docs/FORMAT.md
-/// §2.8.3). None if some element section does not list its indices in the
-/// form read.
-fn rebuild_elements(bytes: &[u8], module: &Module, mut entry: impl FnMut(u64, &[u8], u64, &mut Vec<u8>)) -> Option<Vec<RebuiltSection>> {
-    let mut ordinal = 0u64;
+/// §2.8.3). An error if some element section does not list its indices in the
+/// form read, or the sections hold more than [`MAX_ELEMENT_BYTES`] before or
+/// after.
+fn rebuild_elements(bytes: &[u8], module: &Module, mut entry: impl FnMut(u64, &[u8], u64, &mut Vec<u8>)) -> Result<Vec<RebuiltSection>, &'static str> {
+    const OVER: &str = "element sections over 4 MiB";
+    let total: usize = module.elements.iter().map(|&i| module.sections[i].end - module.sections[i].contents).sum();
+    if total > MAX_ELEMENT_BYTES {
+        return Err(OVER);
+    }
+    let (mut ordinal, mut rebuilt) = (0u64, 0usize);
     let mut sections = Vec::with_capacity(module.elements.len());
     for &index in &module.elements {
         let section = &module.sections[index];
-        let entries = element_entries(bytes, section.contents, section.end)?;
+        let entries = element_entries(bytes, section.contents, section.end).ok_or("an element section does not list function indices")?;
         let mut contents = Vec::with_capacity(section.end - section.contents + 16);
         let mut at = section.contents;
         for (start, end, value) in entries {
@@ -823,14 +834,21 @@ fn rebuild_elements(bytes: &[u8], module: &Module, mut entry: impl FnMut(u64, &[
             entry(ordinal, &bytes[start..end], value, &mut contents);
             ordinal += 1;
             at = end;
+            if rebuilt + contents.len() > MAX_ELEMENT_BYTES {
+                return Err(OVER);
+            }
         }
         contents.extend_from_slice(&bytes[at..section.end]);
+        rebuilt += contents.len();
+        if rebuilt > MAX_ELEMENT_BYTES {
+            return Err(OVER);
+        }
         let mut whole = vec![bytes[section.start]];
         write_unsigned(&mut whole, contents.len() as u64);
         whole.extend_from_slice(&contents);
         sections.push((index, whole));
     }
-    Some(sections)
+    Ok(sections)
 }
 
 /// The element sections with their function indices renumbered, and the
@@ -838,7 +856,7 @@ fn rebuild_elements(bytes: &[u8], module: &Module, mut entry: impl FnMut(u64, &[
 /// is not done: a module with a PC table (Go's table is read from its element
 /// section as it is), a section not in the form or whose size field is not
 /// canonical (the inverse writes it canonically), or a normalized last section
-/// that would read as a PC table.
+/// that would read as a PC table, or sections over [`MAX_ELEMENT_BYTES`].
 fn forward_elements(bytes: &[u8], module: &Module, refs: &References) -> Option<(Vec<RebuiltSection>, Vec<u64>)> {
     if module.pc_table.is_some() || module.elements.is_empty() || refs.map.is_identity() {
         return None;
@@ -857,7 +875,8 @@ fn forward_elements(bytes: &[u8], module: &Module, refs: &References) -> Option<
             listed.push(ordinal);
             out.extend_from_slice(leb);
         }
-    })?;
+    })
+    .ok()?;
     // The PC table is read from the last element section (its contents follow the id and size).
     let last = &sections.last()?.1;
     let contents_at = (2..=6).find(|&at| unsigned_width((last.len().saturating_sub(at)) as u64) == at - 1)?;
@@ -875,7 +894,7 @@ fn inverse_elements(bytes: &[u8], module: &Module, refs: &References, listed: &[
             write_unsigned(out, refs.inverse(ImmediateKind::Function, value as i64) as u64);
         }
     })
-    .ok_or(TransformError::Normalized { offset: 0, what: "an element section does not list function indices" })?;
+    .map_err(|what| TransformError::Normalized { offset: 0, what })?;
     if listed.peek().is_some() {
         return Err(TransformError::SideInfo { offset: 0, what: "element exceptions beyond the element entries" });
     }
