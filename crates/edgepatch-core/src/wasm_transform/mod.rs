@@ -110,9 +110,10 @@ pub struct TransformStats {
 /// Parses `old` into the reference the new module's forward transform needs.
 pub fn reference(old: &[u8]) -> Result<WasmReference, TransformError> {
     let module = parse(old)?;
-    let shapes = shapes(old, &module);
-    let old_data = OldData::new(old, &layout(old, &module));
-    let mut tail_constants: Vec<i64> = tail_constants(old, &module).into_iter().map(|(v, _)| v).collect();
+    let data = layout(old, &module);
+    let shapes = shapes(old, &module, &data);
+    let old_data = OldData::new(old, &data);
+    let mut tail_constants: Vec<i64> = tail_constants(old, &module, &data).into_iter().map(|(v, _)| v).collect();
     tail_constants.dedup();
     Ok(WasmReference { shapes, pc_table: module.pc_table, old_data, tail_constants })
 }
@@ -127,18 +128,19 @@ pub fn forward(reference: Option<&WasmReference>, bytes: &[u8]) -> Result<Normal
 /// [`forward`], also returning counters.
 pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Result<(Normalized, TransformStats), TransformError> {
     let module = parse(bytes)?;
-    let own_shapes = shapes(bytes, &module);
+    let data = layout(bytes, &module);
+    let own_shapes = shapes(bytes, &module, &data);
     let mut stats = TransformStats { functions: own_shapes.count(), ..Default::default() };
     let (map, ref_pc, addresses) = match reference {
         Some(r) => {
             let map = match_functions(&r.shapes, &own_shapes);
             stats.matched_functions = map.iter().filter(|&&m| m < r.shapes.count()).count() as u64;
             {
-                let tail = tail_constants(bytes, &module);
+                let tail = tail_constants(bytes, &module, &data);
                 let old_tail = &r.tail_constants;
                 let choose_end = |delta: i64| tail_end(&tail, old_tail, delta);
                 let pairs = address_pairs(&r.shapes, &own_shapes, &map, &|n, o| n >= 0 && o >= 0);
-                let addresses = AddressMap::learn(&r.old_data, bytes, &layout(bytes, &module), &pairs, &choose_end);
+                let addresses = AddressMap::learn(&r.old_data, bytes, &data, &pairs, &choose_end);
                 (map, r.pc_table, addresses)
             }
         }
@@ -175,8 +177,8 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
     let mut ordinal = 0u64;
     let data_segments = segments(bytes, &module);
     for (index, section) in module.sections.iter().enumerate() {
-        if let Some(rewritten) = elements.as_ref().and_then(|(sections, _)| sections.iter().find(|s| s.0 == index)) {
-            out.extend_from_slice(&rewritten.1);
+        if let Some(rewritten) = elements.as_ref().and_then(|(sections, _)| sections.iter().find(|s| s.index == index)) {
+            out.extend_from_slice(&rewritten.bytes);
             continue;
         }
         if Some(index) == module.data {
@@ -404,8 +406,8 @@ fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo,
     let elements = if side.elements { Some(inverse_elements(source.bytes(), &module, &refs, &side.element_exceptions)?) } else { None };
     emit(&source.bytes()[..8])?;
     for (index, section) in module.sections.iter().enumerate() {
-        if let Some(rewritten) = elements.as_ref().and_then(|sections| sections.iter().find(|s| s.0 == index)) {
-            emit(&rewritten.1)?;
+        if let Some(rewritten) = elements.as_ref().and_then(|sections| sections.iter().find(|s| s.index == index)) {
+            emit(&rewritten.bytes)?;
         } else if Some(index) == module.data {
             let mut listed = side.data_exceptions.clone();
             match &mut source {
@@ -568,8 +570,7 @@ fn parse(bytes: &[u8]) -> Result<Module, TransformError> {
 /// The addresses a constant may point to: from the lowest data segment to the
 /// end of the data or, past it, of the memory's initial size (zero-initialized
 /// variables lie after the data segments and move with them).
-fn address_range(bytes: &[u8], module: &Module) -> std::ops::Range<i64> {
-    let data = layout(bytes, module);
+fn address_range(module: &Module, data: &[(u64, usize, usize)]) -> std::ops::Range<i64> {
     let lowest = data.iter().map(|s| s.0).min().unwrap_or(0);
     let data_end = data.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0);
     let end = if data.is_empty() { 0 } else { data_end.max(module.memory_bytes.unwrap_or(0)).min(i64::MAX as u64) };
@@ -579,10 +580,9 @@ fn address_range(bytes: &[u8], module: &Module) -> std::ops::Range<i64> {
 /// The `i32.const`/`i64.const` values in the code that lie past the data and
 /// below the memory's initial size (where zero-initialized variables live),
 /// sorted, with how often each occurs.
-fn tail_constants(bytes: &[u8], module: &Module) -> Vec<(i64, u64)> {
-    let data = layout(bytes, module);
+fn tail_constants(bytes: &[u8], module: &Module, data: &[(u64, usize, usize)]) -> Vec<(i64, u64)> {
     let data_end = data.iter().map(|s| s.0 + (s.2 - s.1) as u64).max().unwrap_or(0) as i64;
-    let range = data_end..address_range(bytes, module).end;
+    let range = data_end..address_range(module, data).end;
     let mut values = Vec::new();
     if range.is_empty() {
         return Vec::new();
@@ -650,11 +650,11 @@ fn any_offset_moves(bytes: &[u8], module: &Module, refs: &References) -> bool {
 
 /// The hash of each body with its references blanked, for matching, and the
 /// blanked constants themselves (the address pairs of matched bodies).
-fn shapes(bytes: &[u8], module: &Module) -> FunctionShapes {
+fn shapes(bytes: &[u8], module: &Module, data: &[(u64, usize, usize)]) -> FunctionShapes {
     let pc = module.pc_table;
     // Constants pointing into the data move when data grows: blank them so
     // that the function still matches.
-    let data_range = address_range(bytes, module);
+    let data_range = address_range(module, data);
     let mut constants = Vec::new();
     let mut constant_ends = Vec::with_capacity(module.bodies.len());
     let bodies = module
@@ -802,9 +802,15 @@ enum Direction {
     Inverse,
 }
 
-/// An element section rebuilt: its index in the module's sections, and the
-/// whole section (id, canonical size, contents).
-type RebuiltSection = (usize, Vec<u8>);
+/// An element section rebuilt.
+struct RebuiltSection {
+    /// Its index in the module's sections.
+    index: usize,
+    /// The whole section: id, canonical size, contents.
+    bytes: Vec<u8>,
+    /// Where its contents start in `bytes`.
+    contents_at: usize,
+}
 
 /// The most bytes the element sections of a version-4 module may hold, before
 /// and after they are rebuilt (docs/FORMAT.md §2.7): the rebuilt sections are
@@ -845,8 +851,9 @@ fn rebuild_elements(bytes: &[u8], module: &Module, mut entry: impl FnMut(u64, &[
         }
         let mut whole = vec![bytes[section.start]];
         write_unsigned(&mut whole, contents.len() as u64);
+        let contents_at = whole.len();
         whole.extend_from_slice(&contents);
-        sections.push((index, whole));
+        sections.push(RebuiltSection { index, bytes: whole, contents_at });
     }
     Ok(sections)
 }
@@ -877,10 +884,9 @@ fn forward_elements(bytes: &[u8], module: &Module, refs: &References) -> Option<
         }
     })
     .ok()?;
-    // The PC table is read from the last element section (its contents follow the id and size).
-    let last = &sections.last()?.1;
-    let contents_at = (2..=6).find(|&at| unsigned_width((last.len().saturating_sub(at)) as u64) == at - 1)?;
-    (changed && parse_pc_table(last, contents_at).is_none()).then_some((sections, listed))
+    // The PC table is read from the last element section.
+    let last = sections.last()?;
+    (changed && parse_pc_table(&last.bytes, last.contents_at).is_none()).then_some((sections, listed))
 }
 
 /// The original element sections from the normalized ones, `listed` naming
