@@ -530,8 +530,8 @@ fn shifted_data_addresses_normalize_to_the_old_ones() {
 
 /// `i32.const address; i32.const 0; i32.const len; memory.init segment 0`, as
 /// wasm-ld's `__wasm_init_memory` places a passive segment.
-fn memory_init(segment: u8, address: u32, len: usize) -> Vec<u8> {
-    let mut out = [i32_const(i64::from(address)), i32_const(0), i32_const(len as i64)].concat();
+fn memory_init(segment: u8, address: i64, len: usize) -> Vec<u8> {
+    let mut out = [i32_const(address), i32_const(0), i32_const(len as i64)].concat();
     out.retain(|&b| b != 0x1a); // the three constants stay on the stack for memory.init
     out.extend([0xfc, 0x08, segment, 0x00]);
     out
@@ -549,9 +549,9 @@ fn addresses_into_passive_data_normalize_to_the_old_ones() {
     let build = |gap: usize, init_twice: bool| {
         let b_at = base + 2048 + gap as u32;
         let data = [a.clone(), noise(13, gap), b.clone()].concat();
-        let mut init = memory_init(0, base, data.len());
+        let mut init = memory_init(0, i64::from(base), data.len());
         if init_twice {
-            init.extend(memory_init(0, base + 65536, data.len()));
+            init.extend(memory_init(0, i64::from(base) + 65536, data.len()));
         }
         let bodies = vec![init, [i32_const(i64::from(b_at)), i32_const(i64::from(b_at) + 1500), i32_const(i64::from(base) + 10)].concat()];
         let mut m = with_memory(&module(&[], &bodies, None), 2);
@@ -583,6 +583,37 @@ fn addresses_into_passive_data_normalize_to_the_old_ones() {
             assert_eq!(second_body(&new_norm.bytes), second_body(&old_norm.bytes), "code addresses normalize");
         }
     }
+}
+
+/// Hostile placements (an upload the Worker's generator reads): a `memory.init`
+/// of a segment that does not exist, of an active one, past the segment's end,
+/// or at an address that wraps, teaches nothing and breaks nothing: both
+/// modules round-trip.
+#[test]
+fn hostile_memory_inits_are_ignored() {
+    let data = noise(21, 4096);
+    let build = |inits: &[Vec<u8>], gap: usize| {
+        let body = [inits.concat(), i32_const(1024 + 100)].concat();
+        let mut m = with_memory(&module(&[], &[body], None), 2);
+        let mut passive = vec![0x02, 0x01];
+        passive.extend(uleb((data.len() + gap) as u64));
+        passive.extend_from_slice(&noise(22, gap));
+        passive.extend_from_slice(&data);
+        passive.extend([0x00, 0x41, 0x00, 0x0b, 0x01, 0x07]); // an active segment at 0 of one byte
+        m.extend(section(11, &passive));
+        m
+    };
+    let hostile = [
+        memory_init(7, 1024, 16),      // no segment 7
+        memory_init(1, 1024, 1),       // segment 1 is active
+        memory_init(0, 1024, 1 << 20), // past the segment's end
+        memory_init(0, -9, 64),        // i32 -9: the address 2^32 - 9, which wraps
+    ];
+    for init in &hostile {
+        let (old, new) = (build(std::slice::from_ref(init), 0), build(std::slice::from_ref(init), 64));
+        round_trip(&old, &new);
+    }
+    round_trip(&build(&hostile, 0), &build(&hostile, 64));
 }
 
 /// With no reference every function keeps its number and no address moves,
