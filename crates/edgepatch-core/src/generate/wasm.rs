@@ -188,8 +188,19 @@ fn normalize_checked(old: Cow<[u8]>, new: Cow<[u8]>, renumbered_only: bool) -> O
 }
 
 /// Whether the inverse of `n` is the module of `len` bytes and BLAKE3 `blake3`.
+/// Hashed as the inverse hands it over: no second module-sized buffer (with it, the phase's
+/// peak; a module of 28 MB, in the Worker's heap, BENCHMARKS.md "Worker: modules up to 32 MiB").
 fn gives_back(n: &Normalized, len: usize, blake3: &[u8; 32]) -> bool {
-    wt::inverse(&n.bytes, &n.side_info).is_ok_and(|back| back.len() == len && blake3::hash(&back).as_bytes() == blake3)
+    let (mut hasher, mut total) = (blake3::Hasher::new(), 0usize);
+    let rebuilt = wt::inverse_emit(&n.bytes, &n.side_info, &mut |piece: &[u8]| {
+        total += piece.len();
+        if total > len {
+            return Err(wt::TransformError::Normalized { offset: 0, what: "rebuilds more bytes than the module has" });
+        }
+        hasher.update(piece);
+        Ok(())
+    });
+    rebuilt.is_ok() && total == len && hasher.finalize().as_bytes() == blake3
 }
 
 /// zstd's level for the split-or-not trial: level 3 chose as the native diff's full diffs did

@@ -269,14 +269,20 @@ pub fn is_own_normalized_form(bytes: &[u8]) -> Result<bool, TransformError> {
 /// Hostile input gives an error, never a panic; the output is at most a few
 /// bytes per immediate larger than `normalized`.
 pub fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
-    // No working copy of `normalized`: only its data section is copied, to
-    // restore its words in.
-    let mut out = Vec::with_capacity(normalized.len());
-    inverse_from(Source::Shared(normalized), side_info, &mut |bytes: &[u8]| {
+    let mut out = Vec::with_capacity(normalized.len() + normalized.len() / 32);
+    inverse_emit(normalized, side_info, &mut |bytes: &[u8]| {
         out.extend_from_slice(bytes);
         Ok::<(), TransformError>(())
     })?;
     Ok(out)
+}
+
+/// [`inverse`] without holding the output, as [`inverse_to`], from `normalized`
+/// borrowed: no working copy of it, only its data section is copied to restore
+/// its words in (a writer checking that its normalized form gives the module
+/// back hashes the pieces instead of holding a second module).
+pub fn inverse_emit<E: From<TransformError>>(normalized: &[u8], side_info: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+    inverse_from(Source::Shared(normalized), side_info, emit)
 }
 
 /// The normalized bytes an inverse reads: borrowed (the data section is
