@@ -3,7 +3,8 @@
 // one invocation and fanned out, the patch applies byte-exact with the core's applier and is
 // smaller than the patch of the same pair without the transform; re-emitted code is stored in
 // the field-split layout, its old module (at its path, or the one a renamed module replaced)
-// read split from a run object; a module, a normalized
+// read split from a run object; modules up to the 20 MiB cap are transformed, a larger one
+// diffed as it is; a module, a normalized
 // or a split run object tampered with in R2 is refused and nothing is served.
 import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -44,6 +45,28 @@ function builds(filler = 0, reEmit = false): { v1: Files; v2: Files } {
     v2.set("big.bin", changed);
   }
   return { v1, v2 };
+}
+
+/** `module` grown to exactly `size` bytes by a custom section (named "pad") of `seed`'s bytes at its end. */
+function padded(module: Uint8Array, size: number, seed: number): Uint8Array {
+  const leb = (n: number) => {
+    const out: number[] = [];
+    do {
+      out.push((n & 0x7f) | (n >= 0x80 ? 0x80 : 0));
+      n = Math.floor(n / 128);
+    } while (n > 0);
+    return out;
+  };
+  const name = [3, 0x70, 0x61, 0x64];
+  // The section's size field is 4 bytes long for every size this is used at (2 MiB to 256 MiB).
+  const payload = size - module.length - 1 - 4 - name.length;
+  const header = [0, ...leb(name.length + payload), ...name];
+  if (payload < 0 || module.length + header.length + payload !== size) throw new Error(`cannot pad a ${module.length}-byte module to ${size}`);
+  const out = new Uint8Array(size);
+  out.set(module);
+  out.set(header, module.length);
+  out.set(bytes(payload, seed), module.length + header.length);
+  return out;
 }
 
 /** `files` with game.wasm under another name (a content-hashed one). */
@@ -127,6 +150,21 @@ describe("the wasm transform phase", () => {
     expect(patch.length).toBeLessThan(plain);
     // The run's normalized module is gone with it.
     expect(await stored("tmp/generations/wt/")).toEqual([]);
+  });
+
+  it("transforms modules up to MAX_TRANSFORM_MODULE_BYTES (20 MiB) and diffs a larger one as it is", async () => {
+    // Both sides padded (the same padding) to the cap, then to a byte over it.
+    const [m1, m2] = moduleVersions(3000, 20);
+    for (const [game, size, modules] of [
+      ["wtcap", 20 << 20, 1],
+      ["wtover", (20 << 20) + 1, 0],
+    ] as const) {
+      const v1: Files = new Map([["game.wasm", padded(m1, size, 5)]]);
+      const v2: Files = new Map([["game.wasm", padded(m2, size, 5)]]);
+      // 5 segments: fanned out (GENERATION_STEP_SEGMENTS is 3 in the tests).
+      const log = await generatedFannedOut(game, v1, v2);
+      expect(log.transformedModules ?? 0, game).toBe(modules);
+    }
   });
 
   it("stores it normalized in a fanned-out pair too: every step and the assembly get the transform", async () => {
