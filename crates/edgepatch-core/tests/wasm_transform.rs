@@ -351,6 +351,47 @@ fn unknown_instructions_keep_the_body_raw() {
     assert_eq!(inverse(&n.bytes, &n.side_info).unwrap(), m);
 }
 
+/// A body whose walk fails part way (an unknown instruction after immediates that were
+/// renumbered or kept as exceptions) is kept raw: what the walk rewrote and counted before
+/// the failure is taken back, so the later bodies' exception ordinals and the counters are
+/// those of the walked bodies alone.
+#[test]
+fn a_body_that_stops_walking_part_way_takes_back_what_it_rewrote() {
+    let imports = ["a", "b"];
+    let padded_call = |f: u64| {
+        let mut b = vec![0x10];
+        b.extend(uleb_padded(f, 5));
+        b
+    };
+    let tagged = |tag: u8, mut b: Vec<u8>| {
+        b.extend([0x41, tag, 0x1a]);
+        b
+    };
+    let old_bodies = vec![tagged(1, [call(3), padded_call(2)].concat()), tagged(2, [call(2), padded_call(3)].concat())];
+    // New: a function inserted at defined index 0 shifts the others up by one. The second body
+    // renumbers a call and keeps a padded one before it meets an unknown instruction.
+    let broken = [call(4), padded_call(3), vec![0xfb, 0x7f]].concat();
+    let new_bodies = vec![tagged(9, call(0)), tagged(1, [call(4), padded_call(3)].concat()), broken, tagged(2, [call(3), padded_call(4)].concat())];
+    let old = module(&imports, &old_bodies, None);
+    let new = module(&imports, &new_bodies, None);
+    let r = reference(&old).unwrap();
+    let (n, stats) = forward_with_stats(Some(&r), &new).unwrap();
+    assert_eq!(stats.raw_bodies, 1, "{stats:?}");
+    // Two walked bodies with a padded call each; the raw body's padded call is not counted.
+    assert_eq!(stats.exceptions, 2, "{stats:?}");
+    // call 4 and call 3 of the walked bodies (and not the raw body's call 4).
+    assert_eq!(stats.function_refs, 2, "{stats:?}");
+    assert_eq!(inverse(&n.bytes, &n.side_info).unwrap(), new);
+    // The raw body is in the normalized form as it is.
+    let raw_body = {
+        let mut b = vec![0u8];
+        b.extend(&new_bodies[2]);
+        b.push(0x0b);
+        b
+    };
+    assert!(code_bodies(&n.bytes).windows(raw_body.len()).any(|w| w == raw_body));
+}
+
 /// The split layout puts each field of every body in its own stream: the
 /// opcodes of all bodies together, then their local indices, and so on.
 #[test]

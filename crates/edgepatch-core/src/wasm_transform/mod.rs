@@ -1009,13 +1009,13 @@ fn normalize_body(
     stats: &mut TransformStats,
     out: &mut Vec<u8>,
 ) -> bool {
-    let mut immediates = Vec::new();
-    if walk_body(bytes, start, end, refs.offsets, &mut |imm| immediates.push(imm)).is_err() {
-        return false;
-    }
+    // Each immediate is rewritten as the walk meets it: no list of a body's immediates (a
+    // 1.5 MB body has about 250,000, 8 MB as a list). A body that does not walk to its end
+    // takes back what it wrote and counted.
+    let (out_len, exceptions_len, ordinal_at, stats_at) = (out.len(), exceptions.len(), *ordinal, stats.clone());
     let mut at = start;
     let mut canonical = Vec::with_capacity(10);
-    for imm in immediates {
+    let walked = walk_body(bytes, start, end, refs.offsets, &mut |imm| {
         out.extend_from_slice(&bytes[at..imm.start]);
         at = imm.end;
         let original = &bytes[imm.start..imm.end];
@@ -1039,6 +1039,12 @@ fn normalize_body(
             out.extend_from_slice(original);
         }
         *ordinal += 1;
+    });
+    if walked.is_err() {
+        out.truncate(out_len);
+        exceptions.truncate(exceptions_len);
+        (*ordinal, *stats) = (ordinal_at, stats_at);
+        return false;
     }
     out.extend_from_slice(&bytes[at..end]);
     true
@@ -1053,11 +1059,10 @@ fn restore_body(
     exceptions: &mut std::iter::Peekable<std::slice::Iter<u64>>,
     out: &mut Vec<u8>,
 ) -> Result<(), TransformError> {
-    let mut immediates = Vec::new();
-    walk_body(normalized, start, end, refs.offsets, &mut |imm| immediates.push(imm))
-        .map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+    // As `normalize_body`: each immediate restored as the walk meets it (an applier's memory
+    // holds no list of a body's immediates). On an error the caller drops the whole output.
     let mut at = start;
-    for imm in immediates {
+    walk_body(normalized, start, end, refs.offsets, &mut |imm| {
         out.extend_from_slice(&normalized[at..imm.start]);
         at = imm.end;
         if exceptions.next_if(|&&e| e == *ordinal).is_some() {
@@ -1066,7 +1071,8 @@ fn restore_body(
             write_immediate(out, imm.kind, refs.inverse(imm.kind, imm.value));
         }
         *ordinal += 1;
-    }
+    })
+    .map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
     out.extend_from_slice(&normalized[at..end]);
     Ok(())
 }
