@@ -458,8 +458,10 @@ impl Fields for Splitter<'_, '_> {
 struct Joiner<'a> {
     split: &'a [u8],
     /// Each stream's next byte and end, in `split`.
-    at: [(usize, usize); FIELDS],
+    at: StreamBounds,
     out: Vec<u8>,
+    /// The module offset of `out`'s first byte (bytes before it were handed on).
+    base: usize,
     /// Locals are move-to-front ranks.
     mtf: Option<MoveToFront>,
 }
@@ -500,11 +502,11 @@ impl Fields for Joiner<'_> {
     }
 
     fn position(&self) -> usize {
-        self.out.len()
+        self.base + self.out.len()
     }
 
     fn err(&self, what: &'static str) -> ParseError {
-        ParseError { offset: self.out.len(), what }
+        ParseError { offset: self.position(), what }
     }
 
     fn local(&mut self) -> ParseResult<()> {
@@ -530,11 +532,25 @@ impl Fields for Joiner<'_> {
 /// Reads a code section's contents (function count, then sized bodies) up to
 /// `end`; positions are module offsets.
 fn walk_code<F: Fields>(f: &mut F, end: usize) -> ParseResult<()> {
+    walk_code_each(f, end, &mut |_, _| Ok(true))
+}
+
+/// [`walk_code`], calling `after` once the function count is read (with None) and after each
+/// body (with the position where its instructions' locals start, after its size field):
+/// false stops the walk there, with no error.
+fn walk_code_each<F: Fields>(f: &mut F, end: usize, after: &mut dyn FnMut(&mut F, Option<usize>) -> ParseResult<bool>) -> ParseResult<()> {
     let count = f.leb(Field::Other, Leb::U32)?;
+    if !after(f, None)? {
+        return Ok(());
+    }
     for _ in 0..count {
         let size = f.leb(Field::Other, Leb::U32)? as usize;
-        let body_end = f.position().checked_add(size).filter(|&e| e <= end).ok_or_else(|| f.err("a body past the end of the code section"))?;
+        let body_start = f.position();
+        let body_end = body_start.checked_add(size).filter(|&e| e <= end).ok_or_else(|| f.err("a body past the end of the code section"))?;
         walk_body(f, body_end)?;
+        if !after(f, Some(body_start))? {
+            return Ok(());
+        }
     }
     if f.position() != end {
         return Err(f.err("bytes after the last function body"));
@@ -582,6 +598,54 @@ pub(crate) fn split(module: &[u8], locals_mtf: bool) -> ParseResult<(Vec<u8>, [u
 /// The inverse of [`split`]: the module with its code section interleaved
 /// again, from the split form and the streams' lengths.
 pub(crate) fn join(split: &[u8], lens: &[u64; FIELDS], locals_mtf: bool) -> ParseResult<Vec<u8>> {
+    let (start, end, at) = streams(split, lens)?;
+    let mut j = Joiner { split: &split[..end], at, out: Vec::with_capacity(split.len()), base: 0, mtf: locals_mtf.then(MoveToFront::new) };
+    j.out.extend_from_slice(&split[..start]);
+    // The output starts with the bytes before the section: positions are module offsets.
+    walk_code(&mut j, end)?;
+    j.all_used(start)?;
+    j.out.extend_from_slice(&split[end..]);
+    Ok(j.out)
+}
+
+/// A piece of a code section joined again ([`join_each`]).
+pub(crate) enum Joined<'a> {
+    /// The function count's bytes.
+    Count(&'a [u8]),
+    /// A body with its size field, which is the first `size_width` bytes.
+    Body { bytes: &'a [u8], size_width: usize },
+}
+
+/// [`join`] a body at a time, holding nothing but that body: `each` gets the function count,
+/// then every body with its size field, in order; false from it stops the join there (no
+/// error: the caller keeps its own). The checks are [`join`]'s, the last one (every stream
+/// used up) once the last body is handed over.
+pub(crate) fn join_each(split: &[u8], lens: &[u64; FIELDS], locals_mtf: bool, each: &mut dyn FnMut(Joined) -> bool) -> ParseResult<()> {
+    let (start, end, at) = streams(split, lens)?;
+    let mut j = Joiner { split: &split[..end], at, out: Vec::new(), base: start, mtf: locals_mtf.then(MoveToFront::new) };
+    let mut stopped = false;
+    walk_code_each(&mut j, end, &mut |j, body_start| {
+        let piece = match body_start {
+            None => Joined::Count(&j.out),
+            Some(b) => Joined::Body { bytes: &j.out, size_width: b - j.base },
+        };
+        stopped = !each(piece);
+        j.base += j.out.len();
+        j.out.clear();
+        Ok(!stopped)
+    })?;
+    if !stopped {
+        j.all_used(start)?;
+    }
+    Ok(())
+}
+
+/// Each field stream's (next byte, end) in a split module.
+type StreamBounds = [(usize, usize); FIELDS];
+
+/// The code section of a split module (start, end) and each field stream's (start, end),
+/// checked to cover the section exactly.
+fn streams(split: &[u8], lens: &[u64; FIELDS]) -> ParseResult<(usize, usize, StreamBounds)> {
     let Some((start, end)) = code_contents(split)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
     let mut at = [(0usize, 0usize); FIELDS];
     let mut next = start as u64;
@@ -593,13 +657,14 @@ pub(crate) fn join(split: &[u8], lens: &[u64; FIELDS], locals_mtf: bool) -> Pars
     if next != end as u64 {
         return Err(ParseError { offset: start, what: "field streams shorter than the code section" });
     }
-    let mut j = Joiner { split: &split[..end], at, out: Vec::with_capacity(split.len()), mtf: locals_mtf.then(MoveToFront::new) };
-    j.out.extend_from_slice(&split[..start]);
-    // The output starts with the bytes before the section: positions are module offsets.
-    walk_code(&mut j, end)?;
-    if j.at.iter().any(|&(a, e)| a != e) {
-        return Err(ParseError { offset: start, what: "a field stream has bytes the bodies do not use" });
+    Ok((start, end, at))
+}
+
+impl Joiner<'_> {
+    fn all_used(&self, start: usize) -> ParseResult<()> {
+        if self.at.iter().any(|&(a, e)| a != e) {
+            return Err(ParseError { offset: start, what: "a field stream has bytes the bodies do not use" });
+        }
+        Ok(())
     }
-    j.out.extend_from_slice(&split[end..]);
-    Ok(j.out)
 }

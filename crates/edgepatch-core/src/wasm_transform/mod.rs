@@ -28,7 +28,7 @@ use addresses::{data_segments, every_data_segment, AddressMap, OldData};
 use code_layout::{memory_inits, MemoryInit};
 use leb::{unsigned_width, write_signed, write_unsigned, write_unsigned_padded};
 use matching::{address_pairs, match_functions, FunctionShapes};
-use module::{element_entries, parse_module, parse_pc_table, walk_body, Immediate, ImmediateKind, Module, PcTable, CODE_SECTION};
+use module::{element_entries, parse_module, parse_module_with, parse_pc_table, walk_body, Immediate, ImmediateKind, Module, PcTable, CODE_SECTION};
 use side_info::{FunctionMap, SideInfo};
 
 /// Why a transform step failed. `NotWasm` means "use the plain diff".
@@ -314,15 +314,7 @@ pub fn inverse_to<E: From<TransformError>>(normalized: &mut [u8], side_info: &[u
 
 fn inverse_from<E: From<TransformError>>(source: Source, side_info: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
     let side = SideInfo::decode(side_info)?;
-    match side.code_layout {
-        // The bodies interleaved again first (a second module-sized buffer while it runs).
-        Some(layout) => {
-            let mut joined = code_layout::join(source.bytes(), &layout.lens, layout.locals_mtf)
-                .map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
-            inverse_decoded(Source::InPlace(&mut joined), &side, emit)
-        }
-        None => inverse_decoded(source, &side, emit),
-    }
+    inverse_decoded(source, &side, emit)
 }
 
 /// The code section's field-split layout (docs/FORMAT.md §2.8.7) of a module
@@ -391,7 +383,9 @@ pub fn side_info_has_code_layout(side_info: &[u8]) -> bool {
 }
 
 fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo, emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
-    let module = parse_module(source.bytes()).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+    // In the field-split layout the bodies are interleaved again one at a time as they are
+    // restored (`restore_code`), not into a second module-sized buffer.
+    let module = parse_module_with(source.bytes(), side.code_layout.is_none()).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
     let function_map = FunctionMap::from_runs(side.runs.clone()).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let addresses = AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc, addresses: &addresses, offsets: side.memarg_offsets };
@@ -441,7 +435,8 @@ fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo,
 }
 
 /// Emits the original code section's contents (after its size field) and
-/// returns their length.
+/// returns their length. In the field-split layout, each body is joined again
+/// as it is restored.
 fn restore_code<E: From<TransformError>>(
     normalized: &[u8],
     module: &Module,
@@ -454,29 +449,59 @@ fn restore_code<E: From<TransformError>>(
     let mut widths = side.size_widths.iter().peekable();
     let mut exceptions = side.exceptions.iter().peekable();
     let mut ordinal = 0u64;
-    let first_body = module.bodies.first().map_or(section.end, |b| b.size_field);
-    let count_field = &normalized[section.contents..first_body];
-    emit(count_field)?;
-    let mut total = count_field.len() as u64;
+    let mut total = 0u64;
+    let mut body_index = 0u64;
     let mut body_out = Vec::new();
-    for (body_index, body) in module.bodies.iter().enumerate() {
-        let body_index = body_index as u64;
+    // One body (`bytes[start..end]`, its size field `size_width` bytes before `start`),
+    // restored and emitted with its size field; or, without `size_width`, the function
+    // count, emitted as it is.
+    let mut restore = |bytes: &[u8], start: usize, end: usize, size_width: Option<usize>| -> Result<(), E> {
+        let Some(size_width) = size_width else {
+            emit(&bytes[start..end])?;
+            total += (end - start) as u64;
+            return Ok(());
+        };
         body_out.clear();
         // The size field first, patched in once the body is known.
         body_out.extend_from_slice(&[0; 5]);
         if raw.next_if(|&&r| r == body_index).is_some() {
-            body_out.extend_from_slice(&normalized[body.start..body.end]);
+            body_out.extend_from_slice(&bytes[start..end]);
         } else {
-            restore_body(normalized, body.start, body.end, refs, &mut ordinal, &mut exceptions, &mut body_out)?;
+            restore_body(bytes, start, end, refs, &mut ordinal, &mut exceptions, &mut body_out)?;
         }
-        let width = widths.next_if(|w| w.0 == body_index).map_or(body.start - body.size_field, |w| w.1 as usize);
+        let width = widths.next_if(|w| w.0 == body_index).map_or(size_width, |w| w.1 as usize);
         let len = (body_out.len() - 5) as u64;
         let mut size = Vec::with_capacity(5);
-        write_size(&mut size, len, width, body.size_field)?;
+        write_size(&mut size, len, width, start - size_width)?;
         let from = 5 - size.len();
         body_out[from..5].copy_from_slice(&size);
         emit(&body_out[from..])?;
         total += body_out[from..].len() as u64;
+        body_index += 1;
+        Ok(())
+    };
+    match &side.code_layout {
+        None => {
+            let first_body = module.bodies.first().map_or(section.end, |b| b.size_field);
+            restore(normalized, section.contents, first_body, None)?;
+            for body in &module.bodies {
+                restore(normalized, body.start, body.end, Some(body.start - body.size_field))?;
+            }
+        }
+        Some(layout) => {
+            let mut failed = None;
+            let joined = code_layout::join_each(normalized, &layout.lens, layout.locals_mtf, &mut |piece| {
+                let done = match piece {
+                    code_layout::Joined::Count(bytes) => restore(bytes, 0, bytes.len(), None),
+                    code_layout::Joined::Body { bytes, size_width } => restore(bytes, size_width, bytes.len(), Some(size_width)),
+                };
+                done.map_err(|e| failed = Some(e)).is_ok()
+            });
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            joined.map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+        }
     }
     if raw.peek().is_some() || widths.peek().is_some() || exceptions.peek().is_some() {
         return Err(TransformError::SideInfo { offset: 0, what: "entries beyond the module's functions" }.into());

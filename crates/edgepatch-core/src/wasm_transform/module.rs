@@ -150,6 +150,12 @@ pub(crate) fn section_headers(bytes: &[u8]) -> ParseResult<Vec<(u8, Section)>> {
 
 /// Parses the section layout. Errors mean "not a module this transform reads".
 pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
+    parse_module_with(bytes, true)
+}
+
+/// [`parse_module`]; without `bodies`, the code section is not read (`bodies` stays empty):
+/// a module whose code section is in the field-split layout.
+pub(crate) fn parse_module_with(bytes: &[u8], bodies: bool) -> ParseResult<Module> {
     let mut module = Module {
         sections: Vec::new(),
         imported_functions: Vec::new(),
@@ -181,7 +187,9 @@ pub(crate) fn parse_module(bytes: &[u8]) -> ParseResult<Module> {
             }
             CODE_SECTION => {
                 module.code = Some(module.sections.len());
-                module.bodies = parse_bodies(&bytes[..section.end], contents)?;
+                if bodies {
+                    module.bodies = parse_bodies(&bytes[..section.end], contents)?;
+                }
             }
             DATA_SECTION => module.data = Some(module.sections.len()),
             _ => {}
