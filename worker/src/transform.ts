@@ -22,12 +22,12 @@ import { R2PartWriter, R2RangeReader } from "./store";
 /**
  * Largest module (old or new) the Worker transforms; larger ones are diffed as they are. The
  * format allows 64 MiB (MAX_WASM_TRANSFORM_BYTES, which `edgepatch diff` uses), but the phase
- * holds a module pair whole in wasm memory: about 3.8x the module at its peak. Measured under
- * `wrangler dev` (BENCHMARKS.md, "Worker: modules up to 20 MiB"): swc's 17.2 MiB module, 65.3
- * MiB of wasm memory and a 91.3 MB isolate as allocated, its patch 9,579 bytes instead of the
- * plain diff's 163,415; onnxruntime's 27 MiB module, 127.1 MiB of wasm memory and a 169 MB
- * isolate, which a 128 MB isolate does not hold. 20 MiB is scaled from the 17.2 MiB
- * measurement (about 102 MB), not measured itself; a module that did not fit would fail its
+ * holds a module pair whole in wasm memory: about 4x the module at its peak. Measured under
+ * `wrangler dev` (BENCHMARKS.md, "Worker: modules up to 20 MiB"): swc's 17.2 MiB module, a
+ * 91.3 MB isolate as allocated, its patch 9,579 bytes instead of the plain diff's 163,415; the
+ * same module padded to 20 MiB (a custom section of random bytes), 86.6 MiB of wasm memory and
+ * a 116.3 MB isolate as allocated (93.2 MB live); onnxruntime's 27 MiB module, a 169 MB
+ * isolate, which a 128 MB isolate does not hold. A module that did not fit would fail its
  * generation instead of falling back to the plain diff.
  */
 export const MAX_TRANSFORM_MODULE_BYTES = 20 << 20;
