@@ -407,11 +407,12 @@ fn run(cli: &Cli) -> Result<(), String> {
                 );
             } else {
                 println!(
-                    "patch {} bytes = {pct:.3}% of {} new bytes (saved {:.1}%); {} files: {} unchanged, {} renamed, {} diffed, {} removed; {secs:.2}s",
+                    "patch {} bytes = {pct:.3}% of {} new bytes (saved {:.1}%); {} file{}: {} unchanged, {} renamed, {} diffed, {} removed; {secs:.2}s",
                     stats.patch_bytes,
                     stats.new_bytes,
                     100.0 - pct,
                     stats.new_files,
+                    if stats.new_files == 1 { "" } else { "s" },
                     stats.unchanged,
                     stats.renamed,
                     stats.delta_files,
