@@ -188,8 +188,8 @@ fn normalize_checked(old: Cow<[u8]>, new: Cow<[u8]>, renumbered_only: bool) -> O
 }
 
 /// Whether the inverse of `n` is the module of `len` bytes and BLAKE3 `blake3`.
-/// Hashed as the inverse hands it over: no second module-sized buffer (with it, the phase's
-/// peak; a module of 28 MB, in the Worker's heap, BENCHMARKS.md "Worker: modules up to 32 MiB").
+/// Hashed as the inverse hands it over, not rebuilt into a second module-sized buffer (which
+/// was the peak of the Worker's transform phase: BENCHMARKS.md, "Worker: modules up to 20 MiB").
 fn gives_back(n: &Normalized, len: usize, blake3: &[u8; 32]) -> bool {
     let (mut hasher, mut total) = (blake3::Hasher::new(), 0usize);
     let rebuilt = wt::inverse_emit(&n.bytes, &n.side_info, &mut |piece: &[u8]| {
