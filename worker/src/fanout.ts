@@ -26,7 +26,7 @@ import {
 } from "./generate";
 import { getJson, keys, putJson, R2PartWriter, R2RangeReader } from "./store";
 import { settings } from "./settings";
-import { addTransforms, loadTransforms, verifySplitOld, type StoredTransform } from "./transform";
+import { addTransforms, loadTransforms, verifySplitOld, type ModuleAboveCap, type StoredTransform } from "./transform";
 import type { Env } from "./env";
 
 /** New bytes per segment: the core's GENERATOR_SEGMENT (segment k covers [k, k+1) x this of the new stream). */
@@ -89,6 +89,8 @@ export interface FanoutRun {
   level: number;
   /** The changed wasm modules the patch stores normalized (the transform phase's run objects). */
   transforms?: StoredTransform[];
+  /** The changed `.wasm` files above the transform's cap, diffed as they are (TransformStats.modulesAboveCap). */
+  modulesAboveCap?: ModuleAboveCap[];
   segments: number;
   steps: number;
   stepSegments: number;
@@ -492,6 +494,7 @@ export async function assembleRun(env: Env, run: FanoutRun): Promise<{ descripto
     transformedModules: transforms.length,
     // Of them, stored in the field-split layout (their old modules read split by the steps).
     splitModules: transforms.filter((t) => t.oldSplit !== undefined).length,
+    ...(run.modulesAboveCap?.length ? { modulesAboveCap: run.modulesAboveCap } : {}),
   };
   return { descriptor, stats };
 }

@@ -20,7 +20,7 @@ import { settings } from "./settings";
 import type { Env } from "./env";
 import type { PairJob } from "./pregenerate";
 import { assembleRun, deleteStepObjects, pendingResult, runPrefix, runWriter, stallSeconds, stepJobs, sweepRunPrefix, type AssembleJob, type FanoutRun, type StepResult } from "./fanout";
-import { addTransforms, prepareTransforms, splitOldAt, storeTransforms, verifySplitOld, type ModuleTransform, type StoredTransform, type TransformStats } from "./transform";
+import { addTransforms, prepareTransforms, splitOldAt, storeTransforms, verifySplitOld, type ModuleAboveCap, type ModuleTransform, type StoredTransform, type TransformStats } from "./transform";
 
 export interface UpdateDescriptor {
   game: string;
@@ -456,10 +456,21 @@ export class PatchGeneration extends DurableObject<Env> {
   }
 
   /** Plans a fanned-out generation: one queue message per run of `stepSegments` segments. */
-  private async startFanout(game: string, from: string, to: string, level: number, segments: number, stepSegments: number, runId: string, transforms: StoredTransform[]): Promise<void> {
+  private async startFanout(
+    game: string,
+    from: string,
+    to: string,
+    level: number,
+    segments: number,
+    stepSegments: number,
+    runId: string,
+    transforms: StoredTransform[],
+    modulesAboveCap: ModuleAboveCap[],
+  ): Promise<void> {
     const run: FanoutRun = {
       run: runId,
       transforms,
+      ...(modulesAboveCap.length ? { modulesAboveCap } : {}),
       game,
       from,
       to,
@@ -621,7 +632,7 @@ export class PatchGeneration extends DurableObject<Env> {
       if (segmentCount > stepSegments) {
         // Too large for one invocation: steps on the queue, then one assembly (fanout.ts).
         gen.free();
-        await this.startFanout(game, from, to, level, segmentCount, stepSegments, runId, await storeTransforms(bucket, transforms));
+        await this.startFanout(game, from, to, level, segmentCount, stepSegments, runId, await storeTransforms(bucket, transforms), phase?.stats.modulesAboveCap ?? []);
         fannedOut = true;
         return null;
       }

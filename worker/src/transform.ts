@@ -81,6 +81,16 @@ export interface StoredTransform {
   oldSplit?: OldSplit;
 }
 
+/** A changed `.wasm` file the phase does not transform: its old or new version is larger than MAX_TRANSFORM_MODULE_BYTES. */
+export interface ModuleAboveCap {
+  path: string;
+  /** Its size in the new build. */
+  bytes: number;
+}
+
+/** At most this many modules above the cap are listed in a run's log. */
+export const MAX_LISTED_ABOVE_CAP = 16;
+
 export interface TransformStats {
   /** Modules normalized (stored so), of them in the field-split layout, and modules read whole but stored as they are. */
   modules: number;
@@ -94,6 +104,12 @@ export interface TransformStats {
   seconds: number;
   /** wasm linear memory after the phase (it only grows). */
   wasmMemoryBytes: number;
+  /**
+   * Changed `.wasm` files (by name, not probed) diffed as they are because a version is above
+   * the cap, so that an owner sees why their patches are larger than `edgepatch diff`'s; the
+   * first MAX_LISTED_ABOVE_CAP.
+   */
+  modulesAboveCap: ModuleAboveCap[];
 }
 
 const WASM_MAGIC = [0x00, 0x61, 0x73, 0x6d];
@@ -140,12 +156,17 @@ interface Candidate {
  * an old file at the same path, and files renamed from an old one (content-hashed names:
  * `renamedCounterparts`, the core's rule, which the CLI's diffs use too).
  */
-function candidates(oldBuild: StoredBuild, newBuild: StoredBuild): Candidate[] {
+function candidates(oldBuild: StoredBuild, newBuild: StoredBuild): { candidates: Candidate[]; aboveCap: ModuleAboveCap[] } {
   const out: Candidate[] = [];
+  const aboveCap: ModuleAboveCap[] = [];
   const add = (path: string, oldPath: string) => {
     const [e, o] = [newBuild.index.get(path)!, oldBuild.index.get(oldPath)!];
     if (o.blake3 === e.blake3) return;
-    if (e.size < 8 || o.size < 8 || e.size > MAX_TRANSFORM_MODULE_BYTES || o.size > MAX_TRANSFORM_MODULE_BYTES) return;
+    if (e.size < 8 || o.size < 8) return;
+    if (e.size > MAX_TRANSFORM_MODULE_BYTES || o.size > MAX_TRANSFORM_MODULE_BYTES) {
+      if (path.toLowerCase().endsWith(".wasm") && aboveCap.length < MAX_LISTED_ABOVE_CAP) aboveCap.push({ path, bytes: e.size });
+      return;
+    }
     out.push({ path, oldPath });
   };
   for (const path of newBuild.index.keys()) if (oldBuild.index.has(path)) add(path, path);
@@ -153,7 +174,7 @@ function candidates(oldBuild: StoredBuild, newBuild: StoredBuild): Candidate[] {
   const pairs = wasm.renamedCounterparts(oldPaths, newPaths);
   for (let k = 0; k < pairs.length; k += 2) add(newPaths[pairs[k]], oldPaths[pairs[k + 1]]);
   const named = (c: Candidate) => (c.path.toLowerCase().endsWith(".wasm") ? 0 : 1);
-  return out.sort((a, b) => named(a) - named(b)).slice(0, MAX_MAGIC_PROBES);
+  return { candidates: out.sort((a, b) => named(a) - named(b)).slice(0, MAX_MAGIC_PROBES), aboveCap };
 }
 
 async function startsWasm(reader: R2RangeReader, build: StoredBuild, path: string): Promise<boolean> {
@@ -208,8 +229,9 @@ export async function prepareTransforms(
   const started = Date.now();
   const reader = new R2RangeReader(bucket, 1);
   const transforms: ModuleTransform[] = [];
-  const stats: TransformStats = { modules: 0, split: 0, untransformed: 0, bytesRead: 0, normalizedBytes: 0, probes: 0, seconds: 0, wasmMemoryBytes: 0 };
-  for (const { path, oldPath } of candidates(oldBuild, newBuild)) {
+  const found = candidates(oldBuild, newBuild);
+  const stats: TransformStats = { modules: 0, split: 0, untransformed: 0, bytesRead: 0, normalizedBytes: 0, probes: 0, seconds: 0, wasmMemoryBytes: 0, modulesAboveCap: found.aboveCap };
+  for (const { path, oldPath } of found.candidates) {
     stats.probes += 2;
     if (!(await startsWasm(reader, newBuild, path)) || !(await startsWasm(reader, oldBuild, oldPath))) continue;
     reserveArena();

@@ -38,7 +38,7 @@ export async function publishInParts(game: string, build: string, files: Files, 
 
 export interface Generations {
   count: number;
-  runs: { steps?: number; segments: number; stepFailures?: number; patchBytes: number; transform?: { modules: number; untransformed: number }; transformedModules?: number; splitModules?: number }[];
+  runs: { steps?: number; segments: number; stepFailures?: number; patchBytes: number; transform?: { modules: number; untransformed: number; modulesAboveCap: { path: string; bytes: number }[] }; transformedModules?: number; splitModules?: number; modulesAboveCap?: { path: string; bytes: number }[] }[];
   failure: { attempts: number; error: string } | null;
   fanout: { steps: number; stepsDone: number; stepFailures: number } | null;
 }

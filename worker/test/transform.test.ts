@@ -152,7 +152,7 @@ describe("the wasm transform phase", () => {
     expect(await stored("tmp/generations/wt/")).toEqual([]);
   });
 
-  it("transforms modules up to MAX_TRANSFORM_MODULE_BYTES (20 MiB) and diffs a larger one as it is", async () => {
+  it("transforms modules up to MAX_TRANSFORM_MODULE_BYTES (20 MiB) and diffs a larger one as it is, listed in the run's log", async () => {
     // Both sides padded (the same padding) to the cap, then to a byte over it.
     const [m1, m2] = moduleVersions(3000, 20);
     for (const [game, size, modules] of [
@@ -164,7 +164,12 @@ describe("the wasm transform phase", () => {
       // 5 segments: fanned out (GENERATION_STEP_SEGMENTS is 3 in the tests).
       const log = await generatedFannedOut(game, v1, v2);
       expect(log.transformedModules ?? 0, game).toBe(modules);
+      expect(log.modulesAboveCap, game).toEqual(modules ? undefined : [{ path: "game.wasm", bytes: size }]);
     }
+    // In one invocation too (the old version above the cap, the new one small): the phase's
+    // statistics list it, with its new size.
+    const { run } = await generatedInOne("wtoverone", new Map([["engine.wasm", padded(m1, (20 << 20) + 1, 5)]]), new Map([["engine.wasm", m2]]));
+    expect(run.transform).toMatchObject({ modules: 0, modulesAboveCap: [{ path: "engine.wasm", bytes: m2.length }] });
   });
 
   it("stores it normalized in a fanned-out pair too: every step and the assembly get the transform", async () => {
