@@ -6,7 +6,8 @@
 mod fixture_builds;
 
 use edgepatch_core::wasm_transform::{
-    forward, forward_with_stats, inverse, reference, side_info_has_code_layout, split_code_layout, with_code_layout, with_code_layout_as, TransformError,
+    forward, forward_with_stats, into_code_layout, inverse, join_code_layout, join_code_layout_hash, reference, side_info_has_code_layout, split_code_layout,
+    split_code_layout_in_place, with_code_layout, with_code_layout_as, TransformError,
 };
 use edgepatch_core::EntryContent;
 
@@ -168,6 +169,19 @@ fn round_trip(old: &[u8], new: &[u8]) {
         assert_eq!(split.bytes.len(), new_norm.bytes.len());
         assert_eq!(inverse(&split.bytes, &split.side_info).expect("split inverse"), new, "split layout round trip");
         assert_eq!(split_code_layout(&new_norm.bytes, &split.side_info).expect("split"), split.bytes);
+        // In place, the same bytes; joined back a body at a time, the same hash.
+        let mut in_place = new_norm.bytes.clone();
+        split_code_layout_in_place(&mut in_place, &split.side_info).expect("split in place");
+        assert_eq!(in_place, split.bytes, "split in place");
+        let joined = join_code_layout(&split.bytes, &split.side_info).expect("join");
+        assert_eq!(joined, new_norm.bytes);
+        assert_eq!(join_code_layout_hash(&split.bytes, &split.side_info).expect("join hash"), blake3::hash(&joined));
+    }
+    // The generator's in-place form is the writer's pick.
+    if let Ok(split) = with_code_layout(&new_norm) {
+        let mut n = new_norm.clone();
+        into_code_layout(&mut n).expect("into the split layout");
+        assert_eq!((&n.bytes, &n.side_info), (&split.bytes, &split.side_info));
     }
 }
 
@@ -420,6 +434,14 @@ fn split_layout_groups_each_field_and_round_trips() {
     // A module the walker cannot read has no split layout.
     let unknown = module(&[], &[vec![0xfb, 0x7f, 0x10, 0x00]], None);
     assert!(split_code_layout(&unknown, &split.side_info).is_err());
+    // In place, an error leaves the module as it was.
+    let mut in_place = unknown.clone();
+    assert!(split_code_layout_in_place(&mut in_place, &split.side_info).is_err());
+    assert_eq!(in_place, unknown);
+    let mut n = forward(None, &unknown).unwrap();
+    let before = n.clone();
+    assert!(into_code_layout(&mut n).is_err());
+    assert_eq!((n.bytes, n.side_info), (before.bytes, before.side_info));
 }
 
 #[test]

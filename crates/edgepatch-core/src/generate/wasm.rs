@@ -217,35 +217,41 @@ enum Layout {
 }
 
 /// `n` (checked to give the new module back) in the field-split layout with `old` split, if
-/// their trial (module doc) is smaller than `n` against `old` as it is. Frees as it goes, for
-/// a Worker's heap: at most three module-sized buffers at once (`old`, `n`, one split; then
-/// `old` and both splits; then the splits and `n` joined back from the new one, which checks
-/// that join), and a trial's frame of a quarter of one. None: a step failed once `n` was
-/// freed.
-fn split_if_smaller(old: Cow<[u8]>, n: Normalized) -> Option<Layout> {
+/// their trial (module doc) is smaller than `n` against `old` as it is. Splits in place, for a
+/// Worker's heap: at most two module-sized buffers and about half a code section at once (`n`
+/// split in place beside `old`, then `old` split in place beside it), and a trial's frame of a
+/// quarter of one; the check that the split form joins back to `n` hashes it a body at a time.
+/// A borrowed `old` (the CLI's) is split into a buffer of its own. None: a step failed once `n`
+/// was split.
+fn split_if_smaller(old: Cow<[u8]>, mut n: Normalized) -> Option<Layout> {
     let trial = |data: &[u8], reference: &[u8]| {
         let search = FrameSearch { long_distance: Some(LongDistance::default()), ..FrameSearch::level(SPLIT_TRIAL_LEVEL) };
         compressed_len(data, reference, search).ok()
     };
     let Some(whole) = trial(&n.bytes, &old) else { return Some(Layout::Whole(n)) };
-    let split = match wt::with_code_layout(&n) {
-        Ok(split) if split.side_info.len() as u64 <= MAX_WASM_SIDE_INFO => split,
-        _ => return Some(Layout::Whole(n)),
+    let (n_blake3, whole_side_info) = (blake3::hash(&n.bytes), n.side_info.clone());
+    // On an error `n` is as it was.
+    if wt::into_code_layout(&mut n).is_err() {
+        return Some(Layout::Whole(n));
+    }
+    let split = n;
+    let old_split = match old {
+        Cow::Owned(mut old) => {
+            wt::split_code_layout_in_place(&mut old, &split.side_info).ok()?;
+            old
+        }
+        Cow::Borrowed(old) => wt::split_code_layout(old, &split.side_info).ok()?,
     };
-    let Normalized { bytes, side_info } = n;
-    let n_blake3 = blake3::hash(&bytes);
-    drop(bytes);
-    let old_split = wt::split_code_layout(&old, &split.side_info).ok()?;
-    drop(old);
     let split_size = trial(&split.bytes, &old_split)?;
-    let joined = wt::join_code_layout(&split.bytes, &split.side_info).ok()?;
-    if blake3::hash(&joined) != n_blake3 {
+    if wt::join_code_layout_hash(&split.bytes, &split.side_info).ok()? != n_blake3 {
         return None;
     }
-    if split_size < whole {
+    if split_size < whole && split.side_info.len() as u64 <= MAX_WASM_SIDE_INFO {
         return Some(Layout::Split(split, old_split));
     }
-    Some(Layout::Whole(Normalized { bytes: joined, side_info }))
+    drop(old_split);
+    let joined = wt::join_code_layout(&split.bytes, &split.side_info).ok()?;
+    Some(Layout::Whole(Normalized { bytes: joined, side_info: whole_side_info }))
 }
 
 fn invalid(what: impl Into<String>) -> Error {

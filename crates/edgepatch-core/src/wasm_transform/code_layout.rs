@@ -390,6 +390,8 @@ struct Splitter<'a, 'o> {
     /// Where each stream's next byte goes in `out` (in the counting pass: its length so far).
     at: [usize; FIELDS],
     out: Option<&'o mut [u8]>,
+    /// Only this field is written (to `out` from its start: [`field_stream`]).
+    only: Option<Field>,
     /// Locals as move-to-front ranks.
     mtf: Option<MoveToFront>,
 }
@@ -397,7 +399,7 @@ struct Splitter<'a, 'o> {
 impl Splitter<'_, '_> {
     fn put(&mut self, field: Field, bytes: &[u8]) -> ParseResult<()> {
         let at = &mut self.at[field as usize];
-        if let Some(out) = &mut self.out {
+        if let Some(out) = self.out.as_mut().filter(|_| self.only.is_none_or(|f| f == field)) {
             // The writing pass walks as the counting one did: every stream fits its place.
             let place = out.get_mut(*at..*at + bytes.len()).ok_or(ParseError { offset: self.c.pos, what: "a field stream outgrew its count" })?;
             place.copy_from_slice(bytes);
@@ -441,6 +443,89 @@ impl Fields for Splitter<'_, '_> {
                 self.c.pos += 1;
                 let rank = mtf.rank(b);
                 self.put(Field::Local, &[rank])
+            }
+            _ => self.leb(Field::Local, Leb::U32).map(|_| ()),
+        }
+    }
+
+    fn begin_body(&mut self) {
+        if let Some(mtf) = &mut self.mtf {
+            *mtf = MoveToFront::new();
+        }
+    }
+}
+
+/// Splitting in place ([`split_in_place`]): the opcodes (stream 0) are moved down in the module
+/// itself as the walk passes them, every other field goes to `rest` (the later streams, one
+/// after another). An opcode's place in its stream is never after where it is read, and the
+/// walk reads only ahead of itself, so no byte is overwritten before it is read.
+struct InPlaceSplitter<'a> {
+    /// The module up to the code section's end.
+    buf: &'a mut [u8],
+    pos: usize,
+    /// Where stream 0's next byte goes in `buf`, and each later stream's in `rest`.
+    at: [usize; FIELDS],
+    rest: &'a mut [u8],
+    mtf: Option<MoveToFront>,
+}
+
+impl InPlaceSplitter<'_> {
+    /// The `n` bytes read just before `self.pos`, to their stream.
+    fn put_read(&mut self, field: Field, n: usize) -> ParseResult<()> {
+        let from = self.pos - n;
+        let at = self.at[field as usize];
+        if field == Field::Opcode {
+            debug_assert!(at <= from, "an opcode moves down");
+            self.buf.copy_within(from..self.pos, at);
+        } else {
+            let place = self.rest.get_mut(at..at + n).ok_or(ParseError { offset: from, what: "a field stream outgrew its count" })?;
+            place.copy_from_slice(&self.buf[from..from + n]);
+        }
+        self.at[field as usize] += n;
+        Ok(())
+    }
+}
+
+impl Fields for InPlaceSplitter<'_> {
+    fn byte(&mut self, field: Field) -> ParseResult<u8> {
+        let b = *self.buf.get(self.pos).ok_or(ParseError { offset: self.pos, what: "unexpected end" })?;
+        self.pos += 1;
+        self.put_read(field, 1)?;
+        Ok(b)
+    }
+
+    fn leb(&mut self, field: Field, leb: Leb) -> ParseResult<i64> {
+        let start = self.pos;
+        let value = read_leb(self.buf, &mut self.pos, leb)?;
+        self.put_read(field, self.pos - start)?;
+        Ok(value)
+    }
+
+    fn bytes(&mut self, field: Field, n: usize) -> ParseResult<()> {
+        if self.buf.len() - self.pos < n {
+            return Err(ParseError { offset: self.pos, what: "unexpected end" });
+        }
+        self.pos += n;
+        self.put_read(field, n)
+    }
+
+    fn position(&self) -> usize {
+        self.pos
+    }
+
+    fn err(&self, what: &'static str) -> ParseError {
+        ParseError { offset: self.pos, what }
+    }
+
+    fn local(&mut self) -> ParseResult<()> {
+        match (&mut self.mtf, self.buf.get(self.pos)) {
+            (Some(mtf), Some(&b)) if b < 0x80 => {
+                let rank = mtf.rank(b);
+                let at = self.at[Field::Local as usize];
+                *self.rest.get_mut(at).ok_or(ParseError { offset: self.pos, what: "a field stream outgrew its count" })? = rank;
+                self.at[Field::Local as usize] += 1;
+                self.pos += 1;
+                Ok(())
             }
             _ => self.leb(Field::Local, Leb::U32).map(|_| ()),
         }
@@ -564,18 +649,11 @@ fn code_contents(bytes: &[u8]) -> ParseResult<Option<(usize, usize)>> {
     Ok(section_headers(bytes)?.into_iter().find(|(id, _)| *id == CODE_SECTION).map(|(_, s)| (s.contents, s.end)))
 }
 
-/// Stream `field` of a module [`split`] gave with `lens` (empty if `bytes` is not one).
-pub(crate) fn stream<'a>(bytes: &'a [u8], lens: &[u64; FIELDS], field: Field) -> &'a [u8] {
-    let Ok(Some((start, end))) = code_contents(bytes) else { return &[] };
-    let from = start + lens[..field as usize].iter().sum::<u64>() as usize;
-    bytes.get(from..from + lens[field as usize] as usize).filter(|_| from <= end).unwrap_or(&[])
-}
-
 /// The module with its code section in the split layout, and each stream's
 /// length. Errors: not a module whose every body the walker reads.
 pub(crate) fn split(module: &[u8], locals_mtf: bool) -> ParseResult<(Vec<u8>, [u64; FIELDS])> {
     let Some((start, end)) = code_contents(module)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
-    let splitter = |at, out| Splitter { c: Cursor::new(&module[..end], start), at, out, mtf: locals_mtf.then(MoveToFront::new) };
+    let splitter = |at, out| Splitter { c: Cursor::new(&module[..end], start), at, out, only: None, mtf: locals_mtf.then(MoveToFront::new) };
     let mut count = splitter([0; FIELDS], None);
     walk_code(&mut count, end)?;
     let lens = count.at.map(|n| n as u64);
@@ -593,6 +671,60 @@ pub(crate) fn split(module: &[u8], locals_mtf: bool) -> ParseResult<(Vec<u8>, [u
     let mut write = splitter(at, Some(&mut out));
     walk_code(&mut write, end)?;
     Ok((out, lens))
+}
+
+/// [`split`] of `module` in place, holding besides it only the streams after the opcodes
+/// (about half the code section). The walk is made once without writing first: an error
+/// leaves `module` as it was.
+pub(crate) fn split_in_place(module: &mut [u8], locals_mtf: bool) -> ParseResult<[u64; FIELDS]> {
+    let Some((start, end)) = code_contents(module)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
+    let mut count = Splitter { c: Cursor::new(&module[..end], start), at: [0; FIELDS], out: None, only: None, mtf: locals_mtf.then(MoveToFront::new) };
+    walk_code(&mut count, end)?;
+    let lens = count.at;
+    if lens.iter().sum::<usize>() != end - start {
+        return Err(ParseError { offset: start, what: "the bodies do not cover the code section" });
+    }
+    let ops = lens[Field::Opcode as usize];
+    let mut rest = vec![0u8; end - start - ops];
+    let mut at = [0usize; FIELDS];
+    at[Field::Opcode as usize] = start;
+    let mut next = 0;
+    for (a, &n) in at.iter_mut().zip(&lens).skip(1) {
+        *a = next;
+        next += n;
+    }
+    let mut write = InPlaceSplitter { buf: &mut module[..end], pos: start, at, rest: &mut rest, mtf: locals_mtf.then(MoveToFront::new) };
+    // The same walk as the count's: it cannot fail where that one did not.
+    walk_code(&mut write, end)?;
+    module[start + ops..end].copy_from_slice(&rest);
+    Ok(lens.map(|n| n as u64))
+}
+
+/// Stream `field` of `module`'s split layout, without splitting the rest.
+pub(crate) fn field_stream(module: &[u8], field: Field, locals_mtf: bool) -> ParseResult<Vec<u8>> {
+    let Some((start, end)) = code_contents(module)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
+    let mut count = Splitter { c: Cursor::new(&module[..end], start), at: [0; FIELDS], out: None, only: None, mtf: locals_mtf.then(MoveToFront::new) };
+    walk_code(&mut count, end)?;
+    let mut out = vec![0u8; count.at[field as usize]];
+    let mut collect =
+        Splitter { c: Cursor::new(&module[..end], start), at: [0; FIELDS], out: Some(&mut out), only: Some(field), mtf: locals_mtf.then(MoveToFront::new) };
+    walk_code(&mut collect, end)?;
+    Ok(out)
+}
+
+/// The BLAKE3 of [`join`]'s module, joined a body at a time ([`join_each`]) instead of held.
+pub(crate) fn join_hash(split: &[u8], lens: &[u64; FIELDS], locals_mtf: bool) -> ParseResult<blake3::Hash> {
+    let (start, end, _) = streams(split, lens)?;
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&split[..start]);
+    join_each(split, lens, locals_mtf, &mut |piece| {
+        hasher.update(match piece {
+            Joined::Count(bytes) | Joined::Body { bytes, .. } => bytes,
+        });
+        true
+    })?;
+    hasher.update(&split[end..]);
+    Ok(hasher.finalize())
 }
 
 /// The inverse of [`split`]: the module with its code section interleaved

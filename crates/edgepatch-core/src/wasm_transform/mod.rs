@@ -330,18 +330,45 @@ pub fn split_code_layout(module: &[u8], side_info: &[u8]) -> Result<Vec<u8>, Tra
 /// where that makes the locals' stream compress smaller (zstd level 3: Rust's
 /// and C's register-like locals gain, Go's few fixed-purpose ones lose).
 pub fn with_code_layout(normalized: &Normalized) -> Result<Normalized, TransformError> {
-    let locals = |(bytes, lens): &(Vec<u8>, [u64; code_layout::FIELDS])| {
-        zstd::bulk::compress(code_layout::stream(bytes, lens, code_layout::Field::Local), 3).map_or(usize::MAX, |c| c.len())
+    with_code_layout_as(normalized, ranks_locals(&normalized.bytes)?)
+}
+
+/// Whether [`with_code_layout`] codes `normalized`'s locals as move-to-front ranks: the
+/// locals' stream both ways, compressed at zstd level 3, ranked if smaller (only that stream
+/// is made, not the split module).
+fn ranks_locals(normalized: &[u8]) -> Result<bool, TransformError> {
+    let locals = |mtf| {
+        let stream = code_layout::field_stream(normalized, code_layout::Field::Local, mtf).map_err(not_wasm)?;
+        Ok::<usize, TransformError>(zstd::bulk::compress(&stream, 3).map_or(usize::MAX, |c| c.len()))
     };
-    // One split held at a time (a generator's memory is short): the plain one is made again
-    // if it wins, about 50 ms for 14 MB.
-    let plain_locals = locals(&code_layout::split(&normalized.bytes, false).map_err(not_wasm)?);
-    let ranked = code_layout::split(&normalized.bytes, true).map_err(not_wasm)?;
-    if locals(&ranked) < plain_locals {
-        return with_split(normalized, true, ranked);
+    Ok(locals(true)? < locals(false)?)
+}
+
+/// [`with_code_layout`] in place: `normalized` becomes its split layout, holding besides it
+/// about half its code section, not a second module (a Worker's generator is short of
+/// memory). An error leaves it as it was.
+pub fn into_code_layout(normalized: &mut Normalized) -> Result<(), TransformError> {
+    let mut side = SideInfo::decode(&normalized.side_info)?;
+    if side.code_layout.is_some() {
+        return Err(TransformError::SideInfo { offset: 4, what: "already in the split layout" });
     }
-    drop(ranked);
-    with_code_layout_as(normalized, false)
+    let locals_mtf = ranks_locals(&normalized.bytes)?;
+    let lens = code_layout::split_in_place(&mut normalized.bytes, locals_mtf).map_err(not_wasm)?;
+    side.code_layout = Some(side_info::CodeLayout { locals_mtf, lens });
+    normalized.side_info = side.encode();
+    Ok(())
+}
+
+/// [`split_code_layout`] in place (an error leaves `module` as it was).
+pub fn split_code_layout_in_place(module: &mut [u8], side_info: &[u8]) -> Result<(), TransformError> {
+    let layout = SideInfo::decode(side_info)?.code_layout.ok_or(TransformError::SideInfo { offset: 4, what: "not a split layout (version 3)" })?;
+    code_layout::split_in_place(module, layout.locals_mtf).map(|_| ()).map_err(not_wasm)
+}
+
+/// The BLAKE3 of [`join_code_layout`]'s module, without holding it.
+pub fn join_code_layout_hash(split: &[u8], side_info: &[u8]) -> Result<blake3::Hash, TransformError> {
+    let layout = SideInfo::decode(side_info)?.code_layout.ok_or(TransformError::SideInfo { offset: 4, what: "not a split layout (version 3)" })?;
+    code_layout::join_hash(split, &layout.lens, layout.locals_mtf).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })
 }
 
 /// The normalized module a split one (`split` with its version-3 side info) was made from:
