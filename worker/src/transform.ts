@@ -25,10 +25,10 @@ import { R2PartWriter, R2RangeReader } from "./store";
  * holds a module pair whole in wasm memory: about 4x the module at its peak. Measured under
  * `wrangler dev` (BENCHMARKS.md, "Worker: modules up to 20 MiB"): swc's 17.2 MiB module, a
  * 91.3 MB isolate as allocated, its patch 9,579 bytes instead of the plain diff's 163,415; the
- * same module padded to 20 MiB (a custom section of random bytes), 86.6 MiB of wasm memory and
- * a 116.3 MB isolate as allocated (93.2 MB live); onnxruntime's 27 MiB module, a 169 MB
- * isolate, which a 128 MB isolate does not hold. A module that did not fit would fail its
- * generation instead of falling back to the plain diff.
+ * same module padded to 20 MiB (a custom section of random bytes), 71.3 MiB of wasm memory and
+ * a 102.5 MB isolate as allocated (77.1 MB live); onnxruntime's 27 MiB module, a 132.9 MB
+ * isolate as allocated (104.2 MB live), over the limit. A module that did not fit would fail
+ * its generation instead of falling back to the plain diff.
  */
 export const MAX_TRANSFORM_MODULE_BYTES = 20 << 20;
 
@@ -128,10 +128,26 @@ const WASM_MAGIC = [0x00, 0x61, 0x73, 0x6d];
  */
 export const TRANSFORM_ARENA_BYTES = 64 << 20;
 
-/** Grows the wasm memory once to TRANSFORM_ARENA_BYTES (one region), if it is smaller. */
-function reserveArena(): void {
-  if (wasm.wasmMemoryBytes() >= TRANSFORM_ARENA_BYTES) return;
-  new wasm.ModuleBuffer(TRANSFORM_ARENA_BYTES).free();
+/**
+ * Wasm memory the phase takes for a module of N bytes, as a multiple of N: the arena is at least
+ * this, so that the phase fits in it. Below it, the phase outgrew the arena and the memory grew
+ * past what it needs: swc's module padded to 20 MiB took 86.5 MiB of wasm memory in a 64 MiB
+ * arena, 71.2 MiB in a 70 MiB one; padded to 24 MiB, 85.2 MiB in an 84 MiB one (Node, this
+ * module; BENCHMARKS.md, "Worker: modules up to 20 MiB"). Modules up to 18.3 MiB keep the 64
+ * MiB arena.
+ */
+export const ARENA_PER_MODULE_BYTE = 3.5;
+
+/**
+ * Grows the wasm memory once, in one region, to TRANSFORM_ARENA_BYTES or ARENA_PER_MODULE_BYTE
+ * times `moduleBytes` (the larger of the pair's two modules), whichever is larger, if it is
+ * smaller.
+ */
+function reserveArena(moduleBytes: number): void {
+  const MiB = 1 << 20;
+  const bytes = Math.max(TRANSFORM_ARENA_BYTES, Math.ceil((ARENA_PER_MODULE_BYTE * moduleBytes) / MiB) * MiB);
+  if (wasm.wasmMemoryBytes() >= bytes) return;
+  wasm.reserveWasmMemory(bytes);
 }
 
 /** The run object of the normalized form of the `n`th transformed module. */
@@ -234,7 +250,7 @@ export async function prepareTransforms(
   for (const { path, oldPath } of found.candidates) {
     stats.probes += 2;
     if (!(await startsWasm(reader, newBuild, path)) || !(await startsWasm(reader, oldBuild, oldPath))) continue;
-    reserveArena();
+    reserveArena(Math.max(newBuild.index.get(path)!.size, oldBuild.index.get(oldPath)!.size));
     const oldModule = await readModule(reader, oldBuild, oldPath);
     let newModule: wasm.ModuleBuffer;
     try {
