@@ -530,6 +530,22 @@ fn hostile_input_never_panics_and_accepted_input_round_trips() {
                 assert_eq!(inverse(&split.bytes, &split.side_info).expect("inverse of the split layout"), hostile, "round {round}, split");
                 let _ = inverse(&mutate(&mut rng, &split.bytes), &split.side_info);
                 let _ = inverse(&split.bytes, &mutate(&mut rng, &split.side_info));
+                // In place: the same bytes, or an error that leaves a (hostile) module as it was.
+                let mut in_place = n.bytes.clone();
+                split_code_layout_in_place(&mut in_place, &split.side_info).expect("split in place");
+                assert_eq!(in_place, split.bytes, "round {round}, split in place");
+                let odd = mutate(&mut rng, &n.bytes);
+                let mut odd_in_place = odd.clone();
+                match split_code_layout(&odd, &split.side_info) {
+                    Ok(odd_split) => {
+                        split_code_layout_in_place(&mut odd_in_place, &split.side_info).expect("splits as split does");
+                        assert_eq!(odd_in_place, odd_split, "round {round}, mutated split in place");
+                    }
+                    Err(_) => {
+                        assert!(split_code_layout_in_place(&mut odd_in_place, &split.side_info).is_err());
+                        assert_eq!(odd_in_place, odd, "round {round}, a failed split in place changed the module");
+                    }
+                }
             }
         }
     }
