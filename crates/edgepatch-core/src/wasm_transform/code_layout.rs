@@ -649,26 +649,33 @@ fn code_contents(bytes: &[u8]) -> ParseResult<Option<(usize, usize)>> {
     Ok(section_headers(bytes)?.into_iter().find(|(id, _)| *id == CODE_SECTION).map(|(_, s)| (s.contents, s.end)))
 }
 
+/// The code section's contents (start, end) and each stream's length in its split layout: a
+/// walk that writes nothing. Errors: not a module whose every body the walker reads, or bodies
+/// that do not cover the section.
+fn count_streams(module: &[u8], locals_mtf: bool) -> ParseResult<(usize, usize, [usize; FIELDS])> {
+    let Some((start, end)) = code_contents(module)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
+    let mut count = Splitter { c: Cursor::new(&module[..end], start), at: [0; FIELDS], out: None, only: None, mtf: locals_mtf.then(MoveToFront::new) };
+    walk_code(&mut count, end)?;
+    if count.at.iter().sum::<usize>() != end - start {
+        return Err(ParseError { offset: start, what: "the bodies do not cover the code section" });
+    }
+    Ok((start, end, count.at))
+}
+
 /// The module with its code section in the split layout, and each stream's
 /// length. Errors: not a module whose every body the walker reads.
 pub(crate) fn split(module: &[u8], locals_mtf: bool) -> ParseResult<(Vec<u8>, [u64; FIELDS])> {
-    let Some((start, end)) = code_contents(module)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
-    let splitter = |at, out| Splitter { c: Cursor::new(&module[..end], start), at, out, only: None, mtf: locals_mtf.then(MoveToFront::new) };
-    let mut count = splitter([0; FIELDS], None);
-    walk_code(&mut count, end)?;
-    let lens = count.at.map(|n| n as u64);
+    let (start, end, counted) = count_streams(module, locals_mtf)?;
+    let lens = counted.map(|n| n as u64);
     // Each stream's place in the output, one after another from the section's start.
     let mut at = [0usize; FIELDS];
     let mut next = start;
-    for (a, &n) in at.iter_mut().zip(&count.at) {
+    for (a, &n) in at.iter_mut().zip(&counted) {
         *a = next;
         next += n;
     }
-    if next != end {
-        return Err(ParseError { offset: start, what: "the bodies do not cover the code section" });
-    }
     let mut out = module.to_vec();
-    let mut write = splitter(at, Some(&mut out));
+    let mut write = Splitter { c: Cursor::new(&module[..end], start), at, out: Some(&mut out), only: None, mtf: locals_mtf.then(MoveToFront::new) };
     walk_code(&mut write, end)?;
     Ok((out, lens))
 }
@@ -677,13 +684,7 @@ pub(crate) fn split(module: &[u8], locals_mtf: bool) -> ParseResult<(Vec<u8>, [u
 /// (about half the code section). The walk is made once without writing first: an error
 /// leaves `module` as it was.
 pub(crate) fn split_in_place(module: &mut [u8], locals_mtf: bool) -> ParseResult<[u64; FIELDS]> {
-    let Some((start, end)) = code_contents(module)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
-    let mut count = Splitter { c: Cursor::new(&module[..end], start), at: [0; FIELDS], out: None, only: None, mtf: locals_mtf.then(MoveToFront::new) };
-    walk_code(&mut count, end)?;
-    let lens = count.at;
-    if lens.iter().sum::<usize>() != end - start {
-        return Err(ParseError { offset: start, what: "the bodies do not cover the code section" });
-    }
+    let (start, end, lens) = count_streams(module, locals_mtf)?;
     let ops = lens[Field::Opcode as usize];
     let mut rest = vec![0u8; end - start - ops];
     let mut at = [0usize; FIELDS];
@@ -702,10 +703,8 @@ pub(crate) fn split_in_place(module: &mut [u8], locals_mtf: bool) -> ParseResult
 
 /// Stream `field` of `module`'s split layout, without splitting the rest.
 pub(crate) fn field_stream(module: &[u8], field: Field, locals_mtf: bool) -> ParseResult<Vec<u8>> {
-    let Some((start, end)) = code_contents(module)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
-    let mut count = Splitter { c: Cursor::new(&module[..end], start), at: [0; FIELDS], out: None, only: None, mtf: locals_mtf.then(MoveToFront::new) };
-    walk_code(&mut count, end)?;
-    let mut out = vec![0u8; count.at[field as usize]];
+    let (start, end, lens) = count_streams(module, locals_mtf)?;
+    let mut out = vec![0u8; lens[field as usize]];
     let mut collect =
         Splitter { c: Cursor::new(&module[..end], start), at: [0; FIELDS], out: Some(&mut out), only: Some(field), mtf: locals_mtf.then(MoveToFront::new) };
     walk_code(&mut collect, end)?;

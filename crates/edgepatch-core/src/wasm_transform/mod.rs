@@ -321,7 +321,7 @@ fn inverse_from<E: From<TransformError>>(source: Source, side_info: &[u8], emit:
 /// the transform reads, coded as `side_info` (version 3) says: the form in
 /// which a patch with that side info reads the old module.
 pub fn split_code_layout(module: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
-    let layout = SideInfo::decode(side_info)?.code_layout.ok_or(TransformError::SideInfo { offset: 4, what: "not a split layout (version 3)" })?;
+    let layout = split_layout(side_info)?;
     code_layout::split(module, layout.locals_mtf).map(|(bytes, _)| bytes).map_err(not_wasm)
 }
 
@@ -361,21 +361,21 @@ pub fn into_code_layout(normalized: &mut Normalized) -> Result<(), TransformErro
 
 /// [`split_code_layout`] in place (an error leaves `module` as it was).
 pub fn split_code_layout_in_place(module: &mut [u8], side_info: &[u8]) -> Result<(), TransformError> {
-    let layout = SideInfo::decode(side_info)?.code_layout.ok_or(TransformError::SideInfo { offset: 4, what: "not a split layout (version 3)" })?;
+    let layout = split_layout(side_info)?;
     code_layout::split_in_place(module, layout.locals_mtf).map(|_| ()).map_err(not_wasm)
 }
 
 /// The BLAKE3 of [`join_code_layout`]'s module, without holding it.
 pub fn join_code_layout_hash(split: &[u8], side_info: &[u8]) -> Result<blake3::Hash, TransformError> {
-    let layout = SideInfo::decode(side_info)?.code_layout.ok_or(TransformError::SideInfo { offset: 4, what: "not a split layout (version 3)" })?;
-    code_layout::join_hash(split, &layout.lens, layout.locals_mtf).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })
+    let layout = split_layout(side_info)?;
+    code_layout::join_hash(split, &layout.lens, layout.locals_mtf).map_err(corrupt)
 }
 
 /// The normalized module a split one (`split` with its version-3 side info) was made from:
 /// its code section's bodies interleaved again (the inverse of [`with_code_layout`]'s bytes).
 pub fn join_code_layout(split: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
-    let layout = SideInfo::decode(side_info)?.code_layout.ok_or(TransformError::SideInfo { offset: 4, what: "not a split layout (version 3)" })?;
-    code_layout::join(split, &layout.lens, layout.locals_mtf).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })
+    let layout = split_layout(side_info)?;
+    code_layout::join(split, &layout.lens, layout.locals_mtf).map_err(corrupt)
 }
 
 /// [`with_code_layout`] with the locals' coding given: move-to-front ranks or not.
@@ -392,6 +392,16 @@ fn with_split(normalized: &Normalized, locals_mtf: bool, (bytes, lens): (Vec<u8>
     }
     side.code_layout = Some(side_info::CodeLayout { locals_mtf, lens });
     Ok(Normalized { bytes, side_info: side.encode() })
+}
+
+/// The field-split layout a side info says its module is in (an error if it is in none).
+fn split_layout(side_info: &[u8]) -> Result<side_info::CodeLayout, TransformError> {
+    SideInfo::decode(side_info)?.code_layout.ok_or(TransformError::SideInfo { offset: 4, what: "not a split layout (version 3)" })
+}
+
+/// A normalized module that does not read as one: corrupt.
+fn corrupt(e: module::ParseError) -> TransformError {
+    TransformError::Normalized { offset: e.offset, what: e.what }
 }
 
 fn not_wasm(e: module::ParseError) -> TransformError {
@@ -412,7 +422,7 @@ pub fn side_info_has_code_layout(side_info: &[u8]) -> bool {
 fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo, emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
     // In the field-split layout the bodies are interleaved again one at a time as they are
     // restored (`restore_code`), not into a second module-sized buffer.
-    let module = parse_module_with(source.bytes(), side.code_layout.is_none()).map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+    let module = parse_module_with(source.bytes(), side.code_layout.is_none()).map_err(corrupt)?;
     let function_map = FunctionMap::from_runs(side.runs.clone()).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let addresses = AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc, addresses: &addresses, offsets: side.memarg_offsets };
@@ -527,7 +537,7 @@ fn restore_code<E: From<TransformError>>(
             if let Some(e) = failed {
                 return Err(e);
             }
-            joined.map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+            joined.map_err(corrupt)?;
         }
     }
     if raw.peek().is_some() || widths.peek().is_some() || exceptions.peek().is_some() {
@@ -1124,7 +1134,7 @@ fn restore_body(
         }
         *ordinal += 1;
     })
-    .map_err(|e| TransformError::Normalized { offset: e.offset, what: e.what })?;
+    .map_err(corrupt)?;
     out.extend_from_slice(&normalized[at..end]);
     Ok(())
 }
