@@ -746,6 +746,67 @@ fn variables_past_the_data_move_with_its_end() {
     assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&old_norm.bytes), "the variables' addresses normalize, the equal constant stays");
 }
 
+/// Zero-initialized variables laid out anew: past the data, one group moves
+/// with the data's end and another by a displacement of its own (a toolchain
+/// placed a variable before it, or reordered them). Bodies that kept their
+/// shape pair their constants with the old ones, which gives the second group
+/// a piece of its own, so that a changed body pointing at both groups
+/// normalizes to the old addresses.
+#[test]
+fn variables_laid_out_anew_past_the_data_normalize_where_unchanged_bodies_place_them() {
+    let (a, b) = (noise(13, 2048), noise(14, 2048));
+    let base = 1024u32;
+    // One build: its data grows by `gap`, its second group of variables lies `second` past its
+    // data, and its changed body ends with a `nop` if `edited`.
+    let build = |gap: usize, second: i64, edited: bool| {
+        let data = [a.clone(), noise(15, gap), b.clone()].concat();
+        let data_end = i64::from(base) + data.len() as i64;
+        let first_group = |k: i64| data_end + 64 + 16 * k;
+        let second_group = |k: i64| data_end + second + 16 * k;
+        let mut bodies: Vec<Vec<u8>> = (0..12).map(|k| [i32_const(k), i32_const(first_group(k)), i32_const(second_group(k))].concat()).collect();
+        let mut changed = [i32_const(second_group(3)), i32_const(first_group(5)), i32_const(second_group(11))].concat();
+        if edited {
+            changed.push(0x01);
+        }
+        bodies.push(changed);
+        let mut m = with_memory(&module(&[], &bodies, None), 4);
+        m.extend(data_section(&[(base, data)]));
+        m
+    };
+    let (old, new) = (build(0, 8192, false), build(256, 4096, true));
+    round_trip(&old, &new);
+    let new_norm = forward(Some(&reference(&old).unwrap()), &new).unwrap();
+    assert_ne!(code_bodies(&new), code_bodies(&build(0, 8192, true)), "the test must move the variables");
+    assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&build(0, 8192, true)), "both groups normalize to the old addresses, in the changed body too");
+}
+
+/// A number that falls in the data's range without being an address (a
+/// character code, a mask): where the new data grew, it would get a fresh
+/// address like the grown bytes, but it is a constant of the old code as it
+/// is, so the writer keeps it (an exception) and it stays equal to the old
+/// one, while an address into data that moved still normalizes.
+#[test]
+fn a_number_where_the_data_grew_stays_as_it_is() {
+    let (a, b) = (noise(16, 2048), noise(17, 2048));
+    let base = 1024u32;
+    let number = i64::from(base) + 2048 + 100; // in the old `b`, and in the new grown bytes
+    let build = |gap: usize| {
+        let data = [a.clone(), noise(18, gap), b.clone()].concat();
+        let b_at = i64::from(base) + 2048 + gap as i64;
+        let bodies = vec![[i32_const(number), i32_const(b_at + 8)].concat(), [i32_const(b_at + 1000), i32_const(number)].concat()];
+        let mut m = module(&[], &bodies, None);
+        m.extend(data_section(&[(base, data)]));
+        m
+    };
+    let (old, new) = (build(0), build(4096));
+    round_trip(&old, &new);
+    let old_norm = forward(None, &old).unwrap();
+    let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    assert_ne!(code_bodies(&new), code_bodies(&old), "the test must move the addresses");
+    assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&old_norm.bytes), "the number stays, the addresses normalize");
+    assert_eq!(stats.exceptions, 2, "the number is kept as an exception where it occurs: {stats:?}");
+}
+
 /// `i32.const 0; i32.load offset=ADDR; drop`: LLVM (Rust, C) folds a constant
 /// address into the memarg offset of a load or store.
 fn load_at(address: u64) -> Vec<u8> {

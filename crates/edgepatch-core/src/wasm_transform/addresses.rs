@@ -15,6 +15,14 @@ const WINDOW: usize = 16;
 const SAMPLE_BITS: u32 = 3;
 /// A displacement needs this many agreeing anchors in a row to become a piece.
 const MIN_RUN: usize = 2;
+/// Past the data, the displacements tried for a piece: the data's last one and
+/// this many of the most common among address pairs past both builds' data.
+const TAIL_CANDIDATES: usize = 8;
+/// Address pairs past both builds' data that make pieces there (with fewer, the
+/// data's last piece reaches past it); a piece places at least a quarter as many.
+const MIN_TAIL_PAIRS: usize = 8;
+/// At most this many pieces past the data.
+const MAX_TAIL_PIECES: usize = 64;
 
 /// Active data segments of memory 0: (address, byte range in the module).
 /// This is the format's list (docs/FORMAT.md §2.8.3, data words): an applier
@@ -205,10 +213,13 @@ impl AddressMap {
     /// Builds the map from the old build's window index and the new data,
     /// refined by `pairs`: (new address, old address) pairs read off the
     /// constants of bodies that kept their shape (exact where an edit inside
-    /// the data leaves too few windows to place it). The last piece reaches
-    /// past the data to `tail_end(its displacement)` where that is further
-    /// (zero-initialized variables follow the data and move with its end).
-    pub fn learn(old_data: &OldData, bytes: &[u8], segments: &[(u64, usize, usize)], pairs: &[(u64, u64)], tail_end: &dyn Fn(i64) -> u64) -> AddressMap {
+    /// the data leaves too few windows to place it). Past the data lie
+    /// zero-initialized variables, which follow the data and move with its
+    /// end, or are laid out anew: where address pairs there are evidence
+    /// enough, they make pieces of their own ([`tail_pieces`]); else the
+    /// last piece reaches past the data as far as the code's constants there
+    /// (`tail`) support its displacement.
+    pub fn learn(old_data: &OldData, bytes: &[u8], segments: &[(u64, usize, usize)], pairs: &[(u64, u64)], tail: &TailConstants) -> AddressMap {
         let mut new_image: Vec<(u64, &[u8])> = segments.iter().map(|&(a, s, e)| (a, &bytes[s..e])).collect();
         new_image.sort_by_key(|i| i.0);
         let new = index_windows(new_image.iter().copied());
@@ -286,9 +297,22 @@ impl AddressMap {
         // The last point of each kept piece: grown data starts after it.
         let last_points: Vec<u64> = chain.iter().map(|c| c.1).collect();
         let mut kept: Vec<Piece> = chain.into_iter().map(|c| c.0).collect();
+        let mut tail_pieces = Vec::new();
         if let Some(last) = kept.last() {
-            new_end = new_end.max(tail_end(last.delta));
+            let mut past_both: Vec<(u64, i64)> =
+                pairs.iter().filter(|&&(n, o)| n >= data_end && o >= old_range.end).map(|&(n, o)| (n, o as i64 - n as i64)).collect();
+            if past_both.len() >= MIN_TAIL_PAIRS {
+                past_both.sort_unstable();
+                (tail_pieces, new_end) = self::tail_pieces(data_end, last.delta, &past_both, tail);
+            }
+            if tail_pieces.is_empty() {
+                // Only the data's last piece reaches past it: as far as the pairs or the
+                // constants support it.
+                new_end = new_end.max(tail.stretch(data_end, last.delta).map_or(0, |(end, _)| end));
+            }
         }
+        // The data's last piece ends where a piece past the data starts.
+        let data_pieces_end = tail_pieces.first().map_or(new_end, |p: &Piece| p.new_start);
         if let Some(first) = kept.first_mut() {
             // Data before the first anchor keeps its displacement.
             if lowest < first.new_start && lowest.checked_add_signed(first.delta).is_some() {
@@ -297,8 +321,13 @@ impl AddressMap {
         }
         // Where the new data grew, the grown part gets fresh addresses past
         // every old one, so that no two new addresses share a normalized one.
-        let end_of = |k: usize| kept.get(k + 1).map_or(new_end, |n| n.new_start);
-        let image_end = (0..kept.len()).filter_map(|k| end_of(k).checked_add_signed(kept[k].delta)).max().unwrap_or(0);
+        let end_of = |k: usize| kept.get(k + 1).map_or(data_pieces_end, |n| n.new_start);
+        let tail_end_of = |k: usize| tail_pieces.get(k + 1).map_or(new_end, |n: &Piece| n.new_start);
+        let image_end = (0..kept.len())
+            .filter_map(|k| end_of(k).checked_add_signed(kept[k].delta))
+            .chain((0..tail_pieces.len()).filter_map(|k| tail_end_of(k).checked_add_signed(tail_pieces[k].delta)))
+            .max()
+            .unwrap_or(0);
         let mut fresh = image_end.max(new_end).next_multiple_of(1 << 12);
         let mut pieces: Vec<Piece> = Vec::with_capacity(kept.len() * 2);
         for k in 0..kept.len() {
@@ -341,9 +370,10 @@ impl AddressMap {
                 }
             }
         }
-        pieces.retain(|p| p.new_start < new_end);
+        pieces.retain(|p| p.new_start < data_pieces_end);
         pieces.dedup_by(|b, a| a.new_start == b.new_start);
-        let pieces = place_exact(pieces, new_end, &exact);
+        let mut pieces = place_exact(pieces, data_pieces_end, &exact);
+        pieces.extend(tail_pieces);
         AddressMap::from_pieces(pieces, new_end).unwrap_or_default()
     }
 
@@ -386,6 +416,99 @@ impl AddressMap {
         // checked_neg: a hostile delta of i64::MIN has no negation.
         (normalized < stop).then(|| self.pieces[k].delta.checked_neg().and_then(|d| normalized.checked_add_signed(d))).flatten()
     }
+}
+
+/// The `i32.const`/`i64.const` values (and memarg offsets) of the code that lie past the data
+/// and below the memory's initial size: the new module's, sorted, with how often each occurs,
+/// and the old module's, sorted, once each. Evidence of where the variables there moved.
+pub(crate) struct TailConstants<'a> {
+    pub new: &'a [(i64, u64)],
+    pub old: &'a [i64],
+}
+
+impl TailConstants<'_> {
+    /// Per new constant from `from` on, in order: the occurrences displacement `delta` turns
+    /// into an old constant that the value itself is not count +1 each, those it turns away from
+    /// an old constant -1 each. The running count's peak, if above 0, and the end just past
+    /// the constant where it peaks.
+    pub fn stretch(&self, from: u64, delta: i64) -> Option<(u64, i64)> {
+        let (mut score, mut best, mut end) = (0i64, 0i64, 0u64);
+        for &(v, n) in &self.new[self.new.partition_point(|&(v, _)| (v as u64) < from)..] {
+            score += self.count(v, n, delta);
+            if score > best {
+                (best, end) = (score, v as u64 + 1);
+            }
+        }
+        (best > 0).then_some((end, best))
+    }
+
+    /// That count over the new constants in `[from, to)`.
+    pub fn net(&self, from: u64, to: u64, delta: i64) -> i64 {
+        let first = self.new.partition_point(|&(v, _)| (v as u64) < from);
+        self.new[first..].iter().take_while(|&&(v, _)| (v as u64) < to).map(|&(v, n)| self.count(v, n, delta)).sum()
+    }
+
+    fn count(&self, v: i64, n: u64, delta: i64) -> i64 {
+        let in_old = |v: i64| self.old.binary_search(&v).is_ok();
+        match (in_old(v), v.checked_add(delta).is_some_and(in_old)) {
+            (false, true) => n as i64,
+            (true, false) => -(n as i64),
+            _ => 0,
+        }
+    }
+}
+
+/// The pieces past the data, from `data_end` on, read off `pairs` there: (new address,
+/// displacement to the old one), sorted. Each piece takes, of the candidate displacements
+/// (`last_delta`, the data's last, and the most common of the pairs'), the one whose stretch
+/// from where the previous piece ends holds the most pairs it places, less those it displaces
+/// that were in place as they are; the stretch ends after its last such pair. A first piece of
+/// `last_delta` continues the data's last piece and is not listed. Returns the pieces and
+/// where the last ends (`data_end` if there is none).
+fn tail_pieces(data_end: u64, last_delta: i64, pairs: &[(u64, i64)], constants: &TailConstants) -> (Vec<Piece>, u64) {
+    let mut deltas: Vec<i64> = pairs.iter().map(|p| p.1).collect();
+    deltas.sort_unstable();
+    let mut counted: Vec<(usize, i64)> = deltas.chunk_by(|a, b| a == b).map(|c| (c.len(), c[0])).collect();
+    counted.sort_unstable_by(|a, b| b.cmp(a));
+    let mut candidates: Vec<i64> = std::iter::once(last_delta).chain(counted.iter().take(TAIL_CANDIDATES).map(|c| c.1)).collect();
+    candidates.sort_unstable();
+    candidates.dedup();
+    // From `from`, the net count of pairs a piece of displacement `delta` places, the first it
+    // places and the end of the stretch that counts most.
+    let stretch = |from: u64, delta: i64| {
+        let (mut score, mut best, mut first, mut end) = (0i64, 0i64, None, from);
+        for &(n, d) in &pairs[pairs.partition_point(|p| p.0 < from)..] {
+            if d == delta {
+                first = first.or(Some(n));
+            }
+            score += (d == delta) as i64 - (d == 0) as i64;
+            if score > best {
+                (best, end) = (score, n + 1);
+            }
+        }
+        (best as u64 >= MIN_TAIL_PAIRS as u64 / 4).then(|| (best, first.unwrap_or(from), end))
+    };
+    let (mut pieces, mut at, mut delta_at) = (Vec::new(), data_end, last_delta);
+    while pieces.len() < MAX_TAIL_PIECES {
+        // The most pairs placed; of equal counts the shorter stretch, then the smaller displacement.
+        let best =
+            candidates.iter().filter_map(|&d| stretch(at, d).map(|(score, first, end)| (score, std::cmp::Reverse(end), std::cmp::Reverse(d), first))).max();
+        let Some((_, std::cmp::Reverse(end), std::cmp::Reverse(delta), first)) = best else { break };
+        // Pairs come from unchanged bodies only: a new piece must also turn more of all the
+        // code's constants over its stretch into old ones than it spoils.
+        if delta != delta_at && constants.net(first, end, delta) <= 0 {
+            break;
+        }
+        if delta != delta_at {
+            // The piece starts at the first pair it places: the previous one reaches there. (Its
+            // image then overlaps the previous one's, if at all, where the previous one has no
+            // evidence; overlapping images cost exceptions.)
+            pieces.push(Piece { new_start: first, delta });
+            delta_at = delta;
+        }
+        at = end;
+    }
+    (pieces, at)
 }
 
 /// The chain of `items` (ascending in position) strictly ascending in `key`

@@ -24,7 +24,7 @@ mod matching;
 mod module;
 mod side_info;
 
-use addresses::{data_segments, every_data_segment, AddressMap, OldData};
+use addresses::{data_segments, every_data_segment, AddressMap, OldData, TailConstants};
 use code_layout::{memory_inits, MemoryInit};
 use leb::{unsigned_width, write_signed, write_unsigned, write_unsigned_padded};
 use matching::{address_pairs, match_functions, FunctionShapes};
@@ -131,27 +131,26 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
     let data = layout(bytes, &module);
     let own_shapes = shapes(bytes, &module, &data);
     let mut stats = TransformStats { functions: own_shapes.count(), ..Default::default() };
-    let (map, ref_pc, addresses) = match reference {
+    let (map, ref_pc, addresses, shared) = match reference {
         Some(r) => {
             let map = match_functions(&r.shapes, &own_shapes);
             stats.matched_functions = map.iter().filter(|&&m| m < r.shapes.count()).count() as u64;
             {
-                let tail = tail_constants(bytes, &module, &data);
-                let old_tail = &r.tail_constants;
-                let choose_end = |delta: i64| tail_end(&tail, old_tail, delta);
+                let new_tail = tail_constants(bytes, &module, &data);
+                let tail = TailConstants { new: &new_tail, old: &r.tail_constants };
                 let pairs = address_pairs(&r.shapes, &own_shapes, &map, &|n, o| n >= 0 && o >= 0);
-                let addresses = AddressMap::learn(&r.old_data, bytes, &data, &pairs, &choose_end);
-                (map, r.pc_table, addresses)
+                let addresses = AddressMap::learn(&r.old_data, bytes, &data, &pairs, &tail);
+                (map, r.pc_table, addresses, shared_numbers(pairs))
             }
         }
         None => {
             stats.matched_functions = own_shapes.count();
-            ((0..own_shapes.count()).collect(), module.pc_table, AddressMap::default())
+            ((0..own_shapes.count()).collect(), module.pc_table, AddressMap::default(), Vec::new())
         }
     };
     stats.address_pieces = addresses.pieces().len() as u64;
     let function_map = FunctionMap::from_forward(&map);
-    let mut refs = References { map: &function_map, own_pc: module.pc_table, ref_pc, addresses: &addresses, offsets: false };
+    let mut refs = References { map: &function_map, own_pc: module.pc_table, ref_pc, addresses: &addresses, offsets: false, shared: &shared };
     // Memarg offsets are immediates only if one of them moves (side info
     // version 2); otherwise the side info stays version 1, as before.
     refs.offsets = reference.is_some() && any_offset_moves(bytes, &module, &refs);
@@ -249,7 +248,7 @@ pub fn is_own_normalized_form(bytes: &[u8]) -> Result<bool, TransformError> {
     // an identity map); the other sections are copied; the code section and
     // every body keep their size fields' widths, so their sizes are written
     // as they were exactly when every body is.
-    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: module.pc_table, addresses: &addresses, offsets: false };
+    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: module.pc_table, addresses: &addresses, offsets: false, shared: &[] };
     debug_assert!(refs.addresses.pieces().is_empty() && refs.map.is_identity());
     let (mut ordinal, mut exceptions, mut stats) = (0u64, Vec::new(), TransformStats::default());
     let mut body_out = Vec::new();
@@ -425,7 +424,8 @@ fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo,
     let module = parse_module_with(source.bytes(), side.code_layout.is_none()).map_err(corrupt)?;
     let function_map = FunctionMap::from_runs(side.runs.clone()).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let addresses = AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
-    let refs = References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc, addresses: &addresses, offsets: side.memarg_offsets };
+    let refs =
+        References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc, addresses: &addresses, offsets: side.memarg_offsets, shared: &[] };
     let data_segments = segments(source.bytes(), &module);
     // The code section's size field comes before its bodies: a first pass
     // over the bodies sizes them (and checks the side info against them all
@@ -645,6 +645,14 @@ fn address_range(module: &Module, data: &[(u64, usize, usize)]) -> std::ops::Ran
     lowest as i64..end as i64
 }
 
+/// The values that address pairs show unchanged (most pairs of the value are (v, v)): numbers
+/// both builds share (a character code, a mask, a size that falls in the data's range), or
+/// variables that did not move; sorted.
+fn shared_numbers(mut pairs: Vec<(u64, u64)>) -> Vec<i64> {
+    pairs.sort_unstable();
+    pairs.chunk_by(|a, b| a.0 == b.0).filter(|c| 2 * c.iter().filter(|p| p.0 == p.1).count() > c.len()).map(|c| c[0].0 as i64).collect()
+}
+
 /// The `i32.const`/`i64.const` values in the code that lie past the data and
 /// below the memory's initial size (where zero-initialized variables live),
 /// sorted, with how often each occurs.
@@ -676,29 +684,6 @@ fn tail_constants(bytes: &[u8], module: &Module, data: &[(u64, usize, usize)]) -
         }
     }
     counted
-}
-
-/// How far past the data the address map's last piece (displacement `delta`)
-/// should reach: the end that maximizes, over the new tail constants below it,
-/// the occurrences the displacement turns into an old constant that the value
-/// itself is not, less those it turns away from an old constant. Without such
-/// evidence the map ends with the data (0).
-fn tail_end(tail: &[(i64, u64)], old_tail: &[i64], delta: i64) -> u64 {
-    let in_old = |v: i64| old_tail.binary_search(&v).is_ok();
-    let (mut score, mut best, mut end) = (0i64, 0i64, 0u64);
-    for &(v, n) in tail {
-        let (was, becomes) = (in_old(v), v.checked_add(delta).is_some_and(in_old));
-        score += match (was, becomes) {
-            (false, true) => n as i64,
-            (true, false) => -(n as i64),
-            _ => 0,
-        };
-        if score > best {
-            best = score;
-            end = v as u64 + 1;
-        }
-    }
-    end
 }
 
 /// Whether some memarg offset of a walkable body would be rewritten by
@@ -788,9 +773,25 @@ struct References<'a> {
     addresses: &'a AddressMap,
     /// Whether memarg offsets are rewritten (side info version 2).
     offsets: bool,
+    /// The writer's: values that bodies of unchanged shape show the same in both builds,
+    /// sorted (empty for the applier, which keeps what the side info lists).
+    shared: &'a [i64],
 }
 
 impl References<'_> {
+    /// Whether the writer keeps `value`, which it would normalize to `normalized`, as it is (an
+    /// exception): a value that unchanged bodies show the same in both builds is a number both
+    /// share more likely than an address that moved (a character code that falls in data that
+    /// grew would get the grown bytes' fresh address; in a changed body it should not).
+    fn keeps(&self, kind: ImmediateKind, value: i64, normalized: i64) -> bool {
+        let address = match kind {
+            ImmediateKind::Function => false,
+            ImmediateKind::I64Const => self.own_pc.is_none_or(|t| pc_slot(value, t).is_none()),
+            ImmediateKind::I32Const | ImmediateKind::MemOffset => true,
+        };
+        address && normalized != value && self.shared.binary_search(&value).is_ok()
+    }
+
     fn forward(&self, kind: ImmediateKind, value: i64) -> i64 {
         match kind {
             ImmediateKind::Function => match self.map.forward(value as u64) {
@@ -1084,7 +1085,7 @@ fn normalize_body(
         let normalized = refs.forward(imm.kind, imm.value);
         canonical.clear();
         write_immediate(&mut canonical, imm.kind, imm.value);
-        if canonical == original && refs.inverse(imm.kind, normalized) == imm.value {
+        if canonical == original && refs.inverse(imm.kind, normalized) == imm.value && !refs.keeps(imm.kind, imm.value, normalized) {
             if normalized != imm.value {
                 match imm.kind {
                     ImmediateKind::Function => stats.function_refs += 1,
