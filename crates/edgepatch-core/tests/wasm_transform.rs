@@ -7,7 +7,7 @@ mod fixture_builds;
 
 use edgepatch_core::wasm_transform::{
     forward, forward_with_stats, into_code_layout, inverse, join_code_layout, join_code_layout_hash, reference, side_info_has_code_layout, split_code_layout,
-    split_code_layout_in_place, with_code_layout, with_code_layout_as, TransformError,
+    split_code_layout_in_place, with_code_layout, with_code_layout_as, Normalized, TransformError, TransformStats,
 };
 use edgepatch_core::EntryContent;
 
@@ -227,9 +227,7 @@ fn inserted_function_does_not_change_the_others_normalized_bytes() {
     let new_bodies = vec![f(&[1], 9), f(&[4, 5], 1), f(&[5, 0], 2), f(&[3], 3)];
     let old = module(&imports, &old_bodies, None);
     let new = module(&imports, &new_bodies, None);
-    round_trip(&old, &new);
-    let old_norm = forward(None, &old).unwrap();
-    let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    let (old_norm, new_norm, stats) = normalized_both(&old, &new);
     assert_eq!(stats.matched_functions, 5, "{stats:?}");
     // The old module's bodies all appear, in order and verbatim, after the
     // inserted one in the new normalized code section.
@@ -267,9 +265,7 @@ fn function_tables_are_renumbered_with_their_functions() {
     let new_segments = vec![table_segment(&[4, 2, 3]), passive(&[3, 4])];
     let old = with_elements(&module(&["x"], &old_bodies, None), &old_segments);
     let new = with_elements(&module(&["x"], &new_bodies, None), &new_segments);
-    round_trip(&old, &new);
-    let old_norm = forward(None, &old).unwrap();
-    let new_norm = forward(Some(&reference(&old).unwrap()), &new).unwrap();
+    let (old_norm, new_norm, _) = normalized_both(&old, &new);
     let elements = |m: &[u8]| {
         let (start, _, size) = find_section(m, 9).expect("element section");
         m[start..start + size].to_vec()
@@ -322,9 +318,7 @@ fn go_pcs_are_renumbered_with_their_functions() {
     let new_bodies = vec![i64_const(7), [call(2), i64_const(pc(2, 3))].concat(), [i64_const(pc(1, 0)), i64_const(4_921_520)].concat()];
     let old = module(&["x"], &old_bodies, Some(base));
     let new = module(&["x"], &new_bodies, Some(base));
-    round_trip(&old, &new);
-    let old_norm = forward(None, &old).unwrap();
-    let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    let (old_norm, new_norm, stats) = normalized_both(&old, &new);
     assert!(stats.pc_refs >= 2 && stats.function_refs >= 1, "{stats:?}");
     assert!(code_bodies(&new_norm.bytes).ends_with(&code_bodies(&old_norm.bytes)), "renumbered bodies equal the old ones");
     assert!(!code_bodies(&new).ends_with(&code_bodies(&old)), "the test must shift indices and PCs");
@@ -596,9 +590,7 @@ fn shifted_data_addresses_normalize_to_the_old_ones() {
         m
     };
     let (old, new) = (build(0), build(256));
-    round_trip(&old, &new);
-    let old_norm = forward(None, &old).unwrap();
-    let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    let (old_norm, new_norm, stats) = normalized_both(&old, &new);
     assert!(stats.address_refs >= 2 && stats.data_refs >= 1, "{stats:?}");
     assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&old_norm.bytes), "code addresses normalize");
     assert_ne!(code_bodies(&new), code_bodies(&old), "the test must shift addresses");
@@ -650,9 +642,7 @@ fn addresses_into_passive_data_normalize_to_the_old_ones() {
     };
     for init_twice in [false, true] {
         let (old, new) = (build(0, init_twice), build(256, init_twice));
-        round_trip(&old, &new);
-        let old_norm = forward(None, &old).unwrap();
-        let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+        let (old_norm, new_norm, stats) = normalized_both(&old, &new);
         assert_ne!(second_body(&new), second_body(&old), "the test must shift addresses");
         if init_twice {
             assert_eq!(stats.address_pieces, 0, "a segment placed twice teaches nothing: {stats:?}");
@@ -709,6 +699,15 @@ fn old_side_normalized_form_is_the_module_itself_when_canonical() {
     }
 }
 
+/// `old` and `new` round-trip (see [`round_trip`]); their normalized forms, the old one as
+/// its own reference and the new one against it, and the new one's counters.
+fn normalized_both(old: &[u8], new: &[u8]) -> (Normalized, Normalized, TransformStats) {
+    round_trip(old, new);
+    let old_norm = forward(None, old).unwrap();
+    let (new_norm, stats) = forward_with_stats(Some(&reference(old).unwrap()), new).unwrap();
+    (old_norm, new_norm, stats)
+}
+
 /// `m` with a memory section of `pages` 64 KiB pages before its code section.
 fn with_memory(m: &[u8], pages: u8) -> Vec<u8> {
     let (code_at, _, _) = find_section(m, 10).expect("no code section");
@@ -739,9 +738,7 @@ fn variables_past_the_data_move_with_its_end() {
         m
     };
     let (old, new) = (build(0), build(256));
-    round_trip(&old, &new);
-    let old_norm = forward(None, &old).unwrap();
-    let new_norm = forward(Some(&reference(&old).unwrap()), &new).unwrap();
+    let (old_norm, new_norm, _) = normalized_both(&old, &new);
     assert_ne!(code_bodies(&new), code_bodies(&old), "the test must move the variables");
     assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&old_norm.bytes), "the variables' addresses normalize, the equal constant stays");
 }
@@ -799,9 +796,7 @@ fn a_number_where_the_data_grew_stays_as_it_is() {
         m
     };
     let (old, new) = (build(0), build(4096));
-    round_trip(&old, &new);
-    let old_norm = forward(None, &old).unwrap();
-    let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    let (old_norm, new_norm, stats) = normalized_both(&old, &new);
     assert_ne!(code_bodies(&new), code_bodies(&old), "the test must move the addresses");
     assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&old_norm.bytes), "the number stays, the addresses normalize");
     assert_eq!(stats.exceptions, 2, "the number is kept as an exception where it occurs: {stats:?}");
@@ -833,9 +828,7 @@ fn memarg_offsets_into_the_data_normalize_to_the_old_ones() {
         m
     };
     let (old, new) = (build(0), build(256));
-    round_trip(&old, &new);
-    let old_norm = forward(None, &old).unwrap();
-    let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    let (old_norm, new_norm, stats) = normalized_both(&old, &new);
     assert_ne!(code_bodies(&new), code_bodies(&old), "the test must move the addresses");
     assert_eq!(stats.offset_refs, 2, "{stats:?}");
     assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&old_norm.bytes), "folded addresses normalize");
@@ -875,9 +868,7 @@ fn addresses_into_reordered_entries_normalize_to_the_old_ones() {
     let in_order: Vec<usize> = (0..32).collect();
     let reordered: Vec<usize> = (0..32).map(|p| (p * 7 + 3) % 32).collect();
     let (old, new) = (build(&in_order), build(&reordered));
-    round_trip(&old, &new);
-    let old_norm = forward(None, &old).unwrap();
-    let (new_norm, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    let (old_norm, new_norm, stats) = normalized_both(&old, &new);
     assert_ne!(code_bodies(&new), code_bodies(&old), "the test must move the entries");
     assert_eq!(code_bodies(&new_norm.bytes), code_bodies(&old_norm.bytes), "the entries' addresses normalize: {stats:?}");
     assert_eq!(stats.exceptions, 0, "{stats:?}");
