@@ -21,8 +21,11 @@ const TAIL_CANDIDATES: usize = 8;
 /// Address pairs past both builds' data that make pieces there (with fewer, the
 /// data's last piece reaches past it); a piece places at least a quarter as many.
 const MIN_TAIL_PAIRS: usize = 8;
-/// At most this many pieces past the data.
+/// At most this many pieces past the data (and twice as many stretches tried).
 const MAX_TAIL_PIECES: usize = 64;
+/// At most this many address pairs past the data are read (each stretch tried walks them
+/// once per candidate displacement).
+const MAX_TAIL_PAIRS: usize = 1 << 16;
 
 /// Active data segments of memory 0: (address, byte range in the module).
 /// This is the format's list (docs/FORMAT.md §2.8.3, data words): an applier
@@ -303,6 +306,11 @@ impl AddressMap {
                 pairs.iter().filter(|&&(n, o)| n >= data_end && o >= old_range.end).map(|&(n, o)| (n, o as i64 - n as i64)).collect();
             if past_both.len() >= MIN_TAIL_PAIRS {
                 past_both.sort_unstable();
+                if past_both.len() > MAX_TAIL_PAIRS {
+                    // Evenly spaced ones (the real modules measured have up to 15,009).
+                    let step = past_both.len().div_ceil(MAX_TAIL_PAIRS);
+                    past_both = past_both.into_iter().step_by(step).collect();
+                }
                 (tail_pieces, new_end) = self::tail_pieces(data_end, last.delta, &past_both, tail);
             }
             if tail_pieces.is_empty() {
@@ -489,7 +497,13 @@ fn tail_pieces(data_end: u64, last_delta: i64, pairs: &[(u64, i64)], constants: 
         (best as u64 >= MIN_TAIL_PAIRS as u64 / 4).then(|| (best, first.unwrap_or(from), end))
     };
     let (mut pieces, mut at, mut delta_at) = (Vec::new(), data_end, last_delta);
-    while pieces.len() < MAX_TAIL_PIECES {
+    // Each stretch walks the pairs once per candidate: at most twice as many stretches as
+    // pieces (a stretch may continue the last piece), so a module with many pairs (an upload
+    // to the Worker) costs a bounded number of walks.
+    for _ in 0..2 * MAX_TAIL_PIECES {
+        if pieces.len() == MAX_TAIL_PIECES {
+            break;
+        }
         // The most pairs placed; of equal counts the shorter stretch, then the smaller displacement.
         let best =
             candidates.iter().filter_map(|&d| stretch(at, d).map(|(score, first, end)| (score, std::cmp::Reverse(end), std::cmp::Reverse(d), first))).max();
