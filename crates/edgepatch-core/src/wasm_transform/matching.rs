@@ -19,11 +19,24 @@ pub(crate) struct FunctionShapes {
     /// hash pair theirs up one to one: (new, old) address pairs.
     pub constants: Vec<i64>,
     pub constant_ends: Vec<u32>,
+    /// The function indices each body refers to (calls, `ref.func`), in code order, laid out
+    /// as `constants` are: two bodies of one hash pair theirs up one to one.
+    pub calls: Vec<u32>,
+    pub call_ends: Vec<u32>,
 }
 
 impl FunctionShapes {
     pub fn count(&self) -> u64 {
         (self.imports.len() + self.bodies.len()) as u64
+    }
+
+    /// The function indices defined function `body` refers to (empty without a list).
+    pub fn calls_of(&self, body: usize) -> &[u32] {
+        if self.call_ends.len() != self.bodies.len() {
+            return &[];
+        }
+        let start = body.checked_sub(1).map_or(0, |b| self.call_ends[b] as usize);
+        &self.calls[start..self.call_ends[body] as usize]
     }
 
     /// The blanked constants of defined function `body`.
@@ -127,6 +140,12 @@ pub(crate) fn match_functions(old: &FunctionShapes, new: &FunctionShapes) -> Vec
         prev = (next_new + 1, next_old + 1);
     }
 
+    for _ in 0..VOTE_ROUNDS {
+        if !match_by_calls(old, new, &mut new_match, &mut old_taken) {
+            break;
+        }
+    }
+
     let (old_imports, new_imports) = (old.imports.len() as u64, new.imports.len());
     for (j, m) in new_match.iter().enumerate() {
         if let Some(o) = m {
@@ -139,6 +158,46 @@ pub(crate) fn match_functions(old: &FunctionShapes, new: &FunctionShapes) -> Vec
     map
 }
 
+/// Rounds of [`match_by_calls`] (each can give the next more matched bodies to read).
+const VOTE_ROUNDS: usize = 2;
+
+/// Pairs functions that are still unmatched on both sides by where matched bodies of one shape
+/// call them: a body's k-th call and its old body's k-th call name the same function, so an
+/// unmatched new callee and an unmatched old callee at the same place are one function that
+/// the linker moved out of order (the gaps between anchors cannot see that). The pair most
+/// call sites agree on first. Whether any pair was made.
+fn match_by_calls(old: &FunctionShapes, new: &FunctionShapes, new_match: &mut [Option<usize>], old_taken: &mut [bool]) -> bool {
+    let (old_imports, new_imports) = (old.imports.len(), new.imports.len());
+    let mut votes: HashMap<(usize, usize), u32> = HashMap::new();
+    for (j, m) in new_match.iter().enumerate() {
+        let Some(o) = *m else { continue };
+        if old.bodies[o] != new.bodies[j] {
+            continue;
+        }
+        let (ours, theirs) = (new.calls_of(j), old.calls_of(o));
+        if ours.len() != theirs.len() {
+            continue;
+        }
+        for (&n, &t) in ours.iter().zip(theirs) {
+            let (Some(n), Some(t)) = ((n as usize).checked_sub(new_imports), (t as usize).checked_sub(old_imports)) else { continue };
+            if new_match.get(n) == Some(&None) && old_taken.get(t) == Some(&false) {
+                *votes.entry((n, t)).or_insert(0) += 1;
+            }
+        }
+    }
+    let mut votes: Vec<((usize, usize), u32)> = votes.into_iter().collect();
+    votes.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut made = false;
+    for ((n, t), _) in votes {
+        if new_match[n].is_none() && !old_taken[t] {
+            new_match[n] = Some(t);
+            old_taken[t] = true;
+            made = true;
+        }
+    }
+    made
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +207,17 @@ mod tests {
         let old = FunctionShapes { imports: vec![b"env\0a".to_vec()], bodies: vec![1, 2, 3, 4], ..Default::default() };
         let new = FunctionShapes { imports: vec![b"env\0a".to_vec()], bodies: vec![1, 9, 2, 3, 4], ..Default::default() };
         assert_eq!(match_functions(&old, &new), vec![0, 1, 5, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_function_moved_out_of_order_is_paired_where_unchanged_callers_call_it() {
+        // Old function 4 (hash 50) was edited (hash 60) and moved to the front; the unchanged
+        // caller (hash 10) calls it at the same place in both builds.
+        let old = FunctionShapes { bodies: vec![10, 20, 30, 40, 50], calls: vec![4], call_ends: vec![1, 1, 1, 1, 1], ..Default::default() };
+        let new = FunctionShapes { bodies: vec![60, 10, 20, 30, 40], calls: vec![0], call_ends: vec![0, 1, 1, 1, 1], ..Default::default() };
+        assert_eq!(match_functions(&old, &new), vec![4, 0, 1, 2, 3]);
+        let uncalled = FunctionShapes { calls: vec![], call_ends: vec![0; 5], ..new };
+        assert_eq!(match_functions(&old, &uncalled), vec![5, 0, 1, 2, 3], "without the call, nothing pairs them");
     }
 
     #[test]

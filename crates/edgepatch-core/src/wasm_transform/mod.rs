@@ -710,13 +710,14 @@ fn shapes(bytes: &[u8], module: &Module, data: &[(u64, usize, usize)]) -> Functi
     let data_range = address_range(module, data);
     let mut constants = Vec::new();
     let mut constant_ends = Vec::with_capacity(module.bodies.len());
+    let (mut calls, mut call_ends) = (Vec::new(), Vec::with_capacity(module.bodies.len()));
     let bodies = module
         .bodies
         .iter()
         .map(|body| {
             let mut hasher = xxhash_rust::xxh3::Xxh3::new();
             let mut at = body.start;
-            let first_constant = constants.len();
+            let (first_constant, first_call) = (constants.len(), calls.len());
             let walked = walk_body(bytes, body.start, body.end, true, &mut |imm: Immediate| {
                 let blank = match imm.kind {
                     ImmediateKind::Function => true,
@@ -729,11 +730,14 @@ fn shapes(bytes: &[u8], module: &Module, data: &[(u64, usize, usize)]) -> Functi
                     at = imm.end;
                     if imm.kind != ImmediateKind::Function {
                         constants.push(imm.value);
+                    } else {
+                        calls.push(u32::try_from(imm.value).unwrap_or(u32::MAX));
                     }
                 }
             });
             let hash = if walked.is_err() {
                 constants.truncate(first_constant);
+                calls.truncate(first_call);
                 let mut raw = xxhash_rust::xxh3::Xxh3::new();
                 raw.update(&bytes[body.start..body.end]);
                 raw.digest()
@@ -742,6 +746,7 @@ fn shapes(bytes: &[u8], module: &Module, data: &[(u64, usize, usize)]) -> Functi
                 hasher.digest()
             };
             constant_ends.push(u32::try_from(constants.len()).unwrap_or(u32::MAX));
+            call_ends.push(u32::try_from(calls.len()).unwrap_or(u32::MAX));
             hash
         })
         .collect();
@@ -750,7 +755,11 @@ fn shapes(bytes: &[u8], module: &Module, data: &[(u64, usize, usize)]) -> Functi
         constants.clear();
         constant_ends.clear();
     }
-    FunctionShapes { imports: module.imported_functions.clone(), bodies, constants, constant_ends }
+    if calls.len() > u32::MAX as usize {
+        calls.clear();
+        call_ends.clear();
+    }
+    FunctionShapes { imports: module.imported_functions.clone(), bodies, constants, constant_ends, calls, call_ends }
 }
 
 /// The function index a Go PC refers to, if it lies in the PC table.
