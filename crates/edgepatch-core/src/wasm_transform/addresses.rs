@@ -440,13 +440,8 @@ impl TailConstants<'_> {
     /// an old constant -1 each. The running count's peak, if above 0, and the end just past
     /// the constant where it peaks.
     pub fn stretch(&self, from: u64, delta: i64) -> Option<(u64, i64)> {
-        let (mut score, mut best, mut end) = (0i64, 0i64, 0u64);
-        for &(v, n) in &self.new[self.new.partition_point(|&(v, _)| (v as u64) < from)..] {
-            score += self.count(v, n, delta);
-            if score > best {
-                (best, end) = (score, v as u64 + 1);
-            }
-        }
+        let from_here = &self.new[self.new.partition_point(|&(v, _)| (v as u64) < from)..];
+        let (best, end) = running_peak(from_here.iter().map(|&(v, n)| (v as u64, self.count(v, n, delta))));
         (best > 0).then_some((end, best))
     }
 
@@ -464,6 +459,19 @@ impl TailConstants<'_> {
             _ => 0,
         }
     }
+}
+
+/// Over (position, step) in ascending position: the running sum's peak and the end just past
+/// the position where it is first reached ((0, 0) if the sum never rises above 0).
+fn running_peak(steps: impl Iterator<Item = (u64, i64)>) -> (i64, u64) {
+    let (mut sum, mut best, mut end) = (0i64, 0i64, 0u64);
+    for (at, step) in steps {
+        sum += step;
+        if sum > best {
+            (best, end) = (sum, at + 1);
+        }
+    }
+    (best, end)
 }
 
 /// The pieces past the data, from `data_end` on, read off `pairs` there: (new address,
@@ -484,17 +492,10 @@ fn tail_pieces(data_end: u64, last_delta: i64, pairs: &[(u64, i64)], constants: 
     // From `from`, the net count of pairs a piece of displacement `delta` places, the first it
     // places and the end of the stretch that counts most.
     let stretch = |from: u64, delta: i64| {
-        let (mut score, mut best, mut first, mut end) = (0i64, 0i64, None, from);
-        for &(n, d) in &pairs[pairs.partition_point(|p| p.0 < from)..] {
-            if d == delta {
-                first = first.or(Some(n));
-            }
-            score += (d == delta) as i64 - (d == 0) as i64;
-            if score > best {
-                (best, end) = (score, n + 1);
-            }
-        }
-        (best as u64 >= MIN_TAIL_PAIRS as u64 / 4).then(|| (best, first.unwrap_or(from), end))
+        let from_here = &pairs[pairs.partition_point(|p| p.0 < from)..];
+        let (best, end) = running_peak(from_here.iter().map(|&(n, d)| (n, (d == delta) as i64 - (d == 0) as i64)));
+        let first = from_here.iter().find(|p| p.1 == delta).map_or(from, |p| p.0);
+        (best as u64 >= MIN_TAIL_PAIRS as u64 / 4).then_some((best, first, end))
     };
     let (mut pieces, mut at, mut delta_at) = (Vec::new(), data_end, last_delta);
     // Each stretch walks the pairs once per candidate: at most twice as many stretches as
