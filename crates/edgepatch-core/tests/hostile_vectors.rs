@@ -545,14 +545,42 @@ fn make_vectors() -> Vec<Vector> {
             ErrorKind::Corrupt,
             transformed(&row(9, identity_side.len() as u64, identity_side), true),
         ));
-        // Versions 1 to 4 are the only ones (2: memarg offsets are immediates; 3: the split
-        // layout; 4: element entries are immediates).
-        let version_5 = b"EPWT\x05\0\0\0\0\0\0\0\0\0";
+        // Versions 1 to 5 are the only ones (2: memarg offsets are immediates; 3: the split
+        // layout; 4: element entries are immediates; 5: exports, start and names too).
+        let version_6 = b"EPWT\x06\0\0\0\0\0\0\0\0\0";
         v.push(patch_vector(
-            "wasm-side-info-version-5",
-            "a side info of version 5 (only 1 to 4 exist)",
+            "wasm-side-info-version-6",
+            "a side info of version 6 (only 1 to 5 exist)",
             ErrorKind::Corrupt,
-            transformed(&row(8, version_5.len() as u64, version_5), true),
+            transformed(&row(8, version_6.len() as u64, version_6), true),
+        ));
+        // Version 5: offsets 0, layout 0, zero for every field, the sections byte.
+        let names_side = |sections: u8| [&b"EPWT\x05\0\0"[..], &[0u8; 9], &[sections]].concat();
+        for (name, what, sections) in [
+            ("wasm-sections-byte-elements-only", "a version-5 side info whose sections byte names no section besides the elements", 1u8),
+            ("wasm-sections-byte-unknown-bit", "a version-5 side info whose sections byte has a bit no section has", 0x12),
+        ] {
+            let side = [names_side(sections), if sections & 1 != 0 { vec![0] } else { vec![] }].concat();
+            v.push(patch_vector(name, what, ErrorKind::Corrupt, transformed(&row(8, side.len() as u64, &side), true)));
+        }
+        // Exports said renumbered (bit 1), in a module whose export section claims one export
+        // and ends inside its name; and a name section (bit 3) whose function names subsection
+        // runs past the section.
+        let exports_side = names_side(2);
+        let truncated_export = b"\0asm\x01\0\0\0\x07\x02\x01\x05";
+        v.push(patch_vector(
+            "wasm-exports-not-in-form",
+            "a version-5 side info renumbering exports in a module whose export section ends inside an export",
+            ErrorKind::Corrupt,
+            with_module(truncated_export, &row(truncated_export.len() as u64, exports_side.len() as u64, &exports_side), true),
+        ));
+        let names_only = names_side(8);
+        let subsection_past = b"\0asm\x01\0\0\0\x00\x08\x04name\x01\x09\x01";
+        v.push(patch_vector(
+            "wasm-names-subsection-past-section",
+            "a version-5 side info renumbering names in a module whose function names run past the name section",
+            ErrorKind::Corrupt,
+            with_module(subsection_past, &row(subsection_past.len() as u64, names_only.len() as u64, &names_only), true),
         ));
         // Version 4 (element entries): offsets 0, a layout byte, zero for every field, the
         // element exceptions.

@@ -275,6 +275,8 @@ fn transformed_wasm_patches_apply_identically() {
     pairs.push(("made-up, Go-like".into(), g1, g2));
     let (l1, l2) = wasm_modules::llvm_like_versions(400, 96);
     pairs.push(("made-up, addresses in memarg offsets".into(), l1, l2));
+    let (n1, n2) = wasm_modules::versions_with_names(3000, 20);
+    pairs.push(("made-up, exports and names".into(), n1, n2));
     if let Some(dir) = std::env::var_os("EDGEPATCH_WASM_PAIRS") {
         for pair in std::fs::read_dir(dir).unwrap() {
             let pair = pair.unwrap().path();
@@ -293,5 +295,5 @@ fn transformed_wasm_patches_apply_identically() {
         let (patch, _) = diff_builds(&ta, &tb, &opts, &|_, _| {}).unwrap();
         both_give(&patch, &ta, &tb, &format!("{name} in a tree"));
     }
-    assert!(transformed >= 3, "the made-up pairs are transformed: {transformed}");
+    assert!(transformed >= 4, "the made-up pairs are transformed: {transformed}");
 }

@@ -112,6 +112,24 @@ fn a_function_table_is_renumbered_and_applies_exactly() {
     assert!(patch.len() < bare.len() + 200, "the renumbered table costs {} bytes", patch.len() as i64 - bare.len() as i64);
 }
 
+/// Exports, the start function and the name section are renumbered with the functions (side
+/// info version 5, docs/FORMAT.md §2.8.3): both appliers rebuild the exact module, and what
+/// names the functions costs the patch almost nothing once renumbered.
+#[test]
+fn exports_and_names_are_renumbered_and_apply_exactly() {
+    let (v1, v2) = wasm_modules::versions_with_names(3000, 20);
+    let (old, new) = (Build::single_file(v1), Build::single_file(v2));
+    let (patch, stats) = diff(&old, &new, true, 4 << 20);
+    assert_eq!(stats.wasm_transformed, 1);
+    let info = inspect_patch(&patch[..]).unwrap();
+    assert_eq!(info.tree.transforms[0].side_info[4], 5, "side info version 5: sections naming functions");
+    assert_eq!(appliers::apply_both(&patch, &old), new);
+    // The same modules without exports and names: what they cost once renumbered.
+    let (p1, p2) = wasm_modules::versions(3000, 20);
+    let (bare, _) = diff(&Build::single_file(p1), &Build::single_file(p2), true, 4 << 20);
+    assert!(patch.len() < bare.len() + 300, "renumbered exports and names cost {} bytes", patch.len() as i64 - bare.len() as i64);
+}
+
 #[test]
 fn a_module_the_transform_does_not_help_is_stored_as_it_is() {
     // Same functions, one constant changed: nothing to renumber.

@@ -23,6 +23,9 @@ pub(crate) struct FunctionShapes {
     /// as `constants` are: two bodies of one hash pair theirs up one to one.
     pub calls: Vec<u32>,
     pub call_ends: Vec<u32>,
+    /// (hash of a name, function index): the function exports and the name section's
+    /// function names, sorted.
+    pub names: Vec<(u64, u64)>,
 }
 
 impl FunctionShapes {
@@ -113,6 +116,8 @@ pub(crate) fn match_functions(old: &FunctionShapes, new: &FunctionShapes) -> Vec
 
     // Between the anchors that keep their order, pair the rest: equal hashes
     // first, then by position (a function edited in place).
+    match_by_names(old, new, &mut new_match, &mut old_taken);
+
     let ordered = super::longest_ascending(&anchors, |&(_, o)| o);
     let mut prev = (0usize, 0usize);
     let bounds = ordered.iter().map(|&(n, o)| (n, o)).chain(std::iter::once((new.bodies.len(), old.bodies.len())));
@@ -160,6 +165,42 @@ pub(crate) fn match_functions(old: &FunctionShapes, new: &FunctionShapes) -> Vec
 
 /// Rounds of [`match_by_calls`] (each can give the next more matched bodies to read).
 const VOTE_ROUNDS: usize = 2;
+
+/// Pairs functions unmatched on both sides that one name (an export's, or the name section's)
+/// names in both builds: a function whose body changed keeps its name. Names are trusted only
+/// where the functions already paired by their bodies mostly keep theirs (at least 9 in 10 of
+/// at least 8): a toolchain that minifies export names can give a name to another function
+/// in the next build.
+fn match_by_names(old: &FunctionShapes, new: &FunctionShapes, new_match: &mut [Option<usize>], old_taken: &mut [bool]) {
+    // The names each build gives to exactly one function (body index).
+    let unique = |shapes: &FunctionShapes| -> HashMap<u64, usize> {
+        let imports = shapes.imports.len() as u64;
+        let names = &shapes.names;
+        (0..names.len())
+            .filter(|&i| (i == 0 || names[i - 1].0 != names[i].0) && names.get(i + 1).is_none_or(|next| next.0 != names[i].0))
+            .filter_map(|i| Some((names[i].0, usize::try_from(names[i].1.checked_sub(imports)?).ok()?)))
+            .collect()
+    };
+    let (old_names, new_names) = (unique(old), unique(new));
+    let pairs: Vec<(usize, usize)> =
+        new_names.iter().filter_map(|(hash, &j)| Some((j, *old_names.get(hash)?))).filter(|&(j, o)| j < new_match.len() && o < old_taken.len()).collect();
+    let (mut agree, mut checked) = (0usize, 0usize);
+    for &(j, o) in &pairs {
+        if let Some(m) = new_match[j] {
+            checked += 1;
+            agree += usize::from(m == o);
+        }
+    }
+    if checked < 8 || agree * 10 < checked * 9 {
+        return;
+    }
+    for (j, o) in pairs {
+        if new_match[j].is_none() && !old_taken[o] {
+            new_match[j] = Some(o);
+            old_taken[o] = true;
+        }
+    }
+}
 
 /// Pairs functions that are still unmatched on both sides by where matched bodies of one shape
 /// call them: a body's k-th call and its old body's k-th call name the same function, so an
@@ -225,5 +266,29 @@ mod tests {
         let old = FunctionShapes { imports: vec![], bodies: vec![1, 2, 3], ..Default::default() };
         let new = FunctionShapes { imports: vec![], bodies: vec![1, 7, 3], ..Default::default() };
         assert_eq!(match_functions(&old, &new), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn edited_functions_that_swapped_places_are_paired_by_their_names_when_names_are_kept() {
+        // Ten unchanged bodies, then two edited ones whose places swapped (hashes 20, 21 became
+        // 31 at place 10 and 30 at place 11). Position pairs them crosswise; their names do not.
+        let named = |hashes: &[u64]| hashes.iter().enumerate().map(|(i, &h)| (h, i as u64)).collect::<Vec<_>>();
+        let sorted = |mut names: Vec<(u64, u64)>| {
+            names.sort_unstable();
+            names
+        };
+        let old_bodies: Vec<u64> = (1..=10).chain([20, 21]).collect();
+        let new_bodies: Vec<u64> = (1..=10).chain([31, 30]).collect();
+        let old_names: Vec<u64> = (100..112).collect();
+        let kept: Vec<u64> = (100..110).chain([111, 110]).collect();
+        let old = FunctionShapes { bodies: old_bodies, names: sorted(named(&old_names)), ..Default::default() };
+        let new = FunctionShapes { bodies: new_bodies.clone(), names: sorted(named(&kept)), ..Default::default() };
+        let unchanged: Vec<u64> = (0..10).collect();
+        assert_eq!(match_functions(&old, &new), [&unchanged[..], &[11, 10]].concat());
+        // Names a toolchain reassigns (minified exports, shifted by one): the unchanged bodies
+        // disagree with them, so they are not trusted and position decides.
+        let shifted: Vec<u64> = (101..113).collect();
+        let minified = FunctionShapes { bodies: new_bodies, names: sorted(named(&shifted)), ..Default::default() };
+        assert_eq!(match_functions(&old, &minified), [&unchanged[..], &[10, 11]].concat());
     }
 }

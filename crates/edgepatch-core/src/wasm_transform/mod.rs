@@ -19,6 +19,7 @@
 
 mod addresses;
 mod code_layout;
+mod index_sections;
 mod leb;
 mod matching;
 mod module;
@@ -171,6 +172,9 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
         side.elements = true;
         side.element_exceptions = listed.clone();
     }
+    if reference.is_some() {
+        side.index_sections = forward_index_sections(bytes, &module, &refs);
+    }
     let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16);
     out.extend_from_slice(&bytes[..8]);
     let mut ordinal = 0u64;
@@ -178,6 +182,15 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
     for (index, section) in module.sections.iter().enumerate() {
         if let Some(rewritten) = elements.as_ref().and_then(|(sections, _)| sections.iter().find(|s| s.index == index)) {
             out.extend_from_slice(&rewritten.bytes);
+            continue;
+        }
+        let kind = index_sections::kind_of(bytes, section);
+        if kind & side.index_sections != 0 {
+            let forward = |v: u64| refs.forward(ImmediateKind::Function, v as i64) as u64;
+            index_sections::rewrite(bytes, section, kind, &forward, &mut |piece: &[u8]| {
+                out.extend_from_slice(piece);
+                Ok::<(), TransformError>(())
+            })?;
             continue;
         }
         if Some(index) == module.data {
@@ -413,7 +426,7 @@ fn not_wasm(e: module::ParseError) -> TransformError {
 pub fn side_info_has_code_layout(side_info: &[u8]) -> bool {
     match side_info.get(4) {
         Some(&side_info::VERSION_CODE_LAYOUT) => true,
-        Some(&side_info::VERSION_ELEMENTS) => side_info.get(6).is_some_and(|&layout| layout != 0),
+        Some(&side_info::VERSION_ELEMENTS | &side_info::VERSION_INDEX_SECTIONS) => side_info.get(6).is_some_and(|&layout| layout != 0),
         _ => false,
     }
 }
@@ -441,10 +454,18 @@ fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo,
         return Err(TransformError::SideInfo { offset: 0, what: "data exceptions without a data section" }.into());
     }
     let elements = if side.elements { Some(inverse_elements(source.bytes(), &module, &refs, &side.element_exceptions)?) } else { None };
+    let inverse = |v: u64| refs.inverse(ImmediateKind::Function, v as i64) as u64;
+    let kinds: Vec<u8> = module.sections.iter().map(|s| index_sections::kind_of(source.bytes(), s) & side.index_sections).collect();
+    // The sections that name functions are checked before anything is emitted, like the code.
+    for (section, &kind) in module.sections.iter().zip(&kinds).filter(|(_, &k)| k != 0) {
+        index_sections::rewrite(source.bytes(), section, kind, &inverse, &mut |_: &[u8]| Ok::<(), TransformError>(()))?;
+    }
     emit(&source.bytes()[..8])?;
     for (index, section) in module.sections.iter().enumerate() {
         if let Some(rewritten) = elements.as_ref().and_then(|sections| sections.iter().find(|s| s.index == index)) {
             emit(&rewritten.bytes)?;
+        } else if kinds[index] != 0 {
+            index_sections::rewrite(source.bytes(), section, kinds[index], &inverse, emit)?;
         } else if Some(index) == module.data {
             let mut listed = side.data_exceptions.clone();
             match &mut source {
@@ -759,8 +780,14 @@ fn shapes(bytes: &[u8], module: &Module, data: &[(u64, usize, usize)]) -> Functi
         calls.clear();
         call_ends.clear();
     }
-    FunctionShapes { imports: module.imported_functions.clone(), bodies, constants, constant_ends, calls, call_ends }
+    let names = index_sections::function_names(bytes, &module.sections, MAX_NAMES);
+    FunctionShapes { imports: module.imported_functions.clone(), bodies, constants, constant_ends, calls, call_ends, names }
 }
+
+/// At most this many function names are read for matching (4 MiB of them; duckdb-wasm, the
+/// most measured, has 75,111), so that a hostile module of tiny exports cannot make the writer
+/// hold more.
+const MAX_NAMES: usize = 1 << 18;
 
 /// The function index a Go PC refers to, if it lies in the PC table.
 fn pc_slot(value: i64, table: PcTable) -> Option<u64> {
@@ -934,6 +961,27 @@ fn rebuild_elements(bytes: &[u8], module: &Module, mut entry: impl FnMut(u64, &[
         sections.push(RebuiltSection { index, bytes: whole, contents_at });
     }
     Ok(sections)
+}
+
+/// Which kinds of sections outside the code and elements (exports, start, names:
+/// [`index_sections`]) the writer renumbers: those where some function index changes and every
+/// section of the kind gives its bytes back (canonical LEB128 throughout). Go's modules are
+/// left as they are, as for elements.
+fn forward_index_sections(bytes: &[u8], module: &Module, refs: &References) -> u8 {
+    if module.pc_table.is_some() || refs.map.is_identity() {
+        return 0;
+    }
+    let forward = |v: u64| refs.forward(ImmediateKind::Function, v as i64) as u64;
+    let inverse = |v: u64| refs.inverse(ImmediateKind::Function, v as i64) as u64;
+    index_sections::KINDS
+        .into_iter()
+        .filter(|&kind| {
+            let mut of_kind = module.sections.iter().filter(|s| index_sections::kind_of(bytes, s) == kind).peekable();
+            of_kind.peek().is_some()
+                && of_kind.map(|s| index_sections::round_trips(bytes, s, kind, &forward, &inverse)).try_fold(false, |changed, r| r.map(|c| changed | c))
+                    == Some(true)
+        })
+        .fold(0, |bits, kind| bits | kind)
 }
 
 /// The element sections with their function indices renumbered, and the

@@ -19,6 +19,14 @@ pub(super) const VERSION_CODE_LAYOUT: u8 = 3;
 /// with locals as move-to-front ranks), and element entries as immediates:
 /// their exceptions at the end.
 pub(super) const VERSION_ELEMENTS: u8 = 4;
+/// Version 4's fields with a byte of which sections outside the code name functions in the
+/// old numbering (bit 0 the element sections, then [`super::index_sections`]' kinds), the
+/// element exceptions after it if bit 0 is set.
+pub(super) const VERSION_INDEX_SECTIONS: u8 = 5;
+/// Bit 0 of version 5's `sections` byte: the element sections (version 4's).
+const ELEMENTS_BIT: u8 = 1;
+/// Every bit version 5's `sections` byte may have.
+const SECTION_BITS: u8 = ELEMENTS_BIT | super::index_sections::EXPORTS | super::index_sections::START | super::index_sections::NAMES;
 
 /// New function indices `[new_start, new_start + len)` are normalized to
 /// `[norm_start, norm_start + len)`.
@@ -116,6 +124,9 @@ pub(crate) struct SideInfo {
     pub elements: bool,
     /// Ordinals of element entries kept verbatim (version 4).
     pub element_exceptions: Vec<u64>,
+    /// Which sections outside the code and elements name functions in the old numbering
+    /// ([`super::index_sections`]' bits; version 5 when not 0).
+    pub index_sections: u8,
 }
 
 /// How a split code section is laid out (docs/FORMAT.md §2.8.7).
@@ -139,7 +150,11 @@ fn put_ascending(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) 
 impl SideInfo {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
-        if self.elements {
+        if self.index_sections != 0 {
+            out.push(VERSION_INDEX_SECTIONS);
+            out.push(u8::from(self.memarg_offsets));
+            out.push(self.code_layout.map_or(0, |l| 1 + u8::from(l.locals_mtf)));
+        } else if self.elements {
             out.push(VERSION_ELEMENTS);
             out.push(u8::from(self.memarg_offsets));
             out.push(self.code_layout.map_or(0, |l| 1 + u8::from(l.locals_mtf)));
@@ -182,6 +197,9 @@ impl SideInfo {
         for &len in self.code_layout.iter().flat_map(|l| l.lens.iter()) {
             write_unsigned(&mut out, len);
         }
+        if self.index_sections != 0 {
+            out.push(if self.elements { self.index_sections | ELEMENTS_BIT } else { self.index_sections });
+        }
         if self.elements {
             put_ascending(&mut out, self.element_exceptions.iter().copied());
         }
@@ -199,7 +217,7 @@ impl SideInfo {
             VERSION_CONSTANTS => (false, false, false),
             VERSION_MEMARG_OFFSETS => (true, false, false),
             VERSION_CODE_LAYOUT => (r.flag("memarg offsets flag not 0 or 1")?, true, r.flag("locals coding not 0 or 1")?),
-            VERSION_ELEMENTS => {
+            VERSION_ELEMENTS | VERSION_INDEX_SECTIONS => {
                 let offsets = r.flag("memarg offsets flag not 0 or 1")?;
                 match r.byte()? {
                     0 => (offsets, false, false),
@@ -260,7 +278,17 @@ impl SideInfo {
         } else {
             None
         };
-        let elements = bytes[4] == VERSION_ELEMENTS;
+        let (elements, index_sections) = match bytes[4] {
+            VERSION_ELEMENTS => (true, 0),
+            VERSION_INDEX_SECTIONS => {
+                let bits = r.byte()?;
+                if bits & !SECTION_BITS != 0 || bits & !ELEMENTS_BIT == 0 {
+                    return Err(r.err("sections byte names no section outside the elements, or an unknown one"));
+                }
+                (bits & ELEMENTS_BIT != 0, bits & !ELEMENTS_BIT)
+            }
+            _ => (false, 0),
+        };
         let element_exceptions = if elements { r.ascending()? } else { Vec::new() };
         if r.pos != bytes.len() {
             return Err(r.err("bytes after the end"));
@@ -279,6 +307,7 @@ impl SideInfo {
             code_layout,
             elements,
             element_exceptions,
+            index_sections,
         })
     }
 }

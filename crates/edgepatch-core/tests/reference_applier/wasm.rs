@@ -412,17 +412,19 @@ struct Side {
     layout: Option<(bool, [u64; 12])>,
     /// Version 4: the element entries kept verbatim (None: element sections are copied).
     element_exceptions: Option<std::collections::HashSet<u64>>,
+    /// Version 5's `sections` byte without bit 0: 2 exports, 4 start, 8 the name section.
+    function_keys: u8,
 }
 
 fn side(b: &[u8]) -> Outcome<Side> {
-    if b.len() < 5 || &b[..4] != b"EPWT" || !(1..=4).contains(&b[4]) {
+    if b.len() < 5 || &b[..4] != b"EPWT" || !(1..=5).contains(&b[4]) {
         return Err("side info magic or version".into());
     }
     let mut at = 5;
     // Versions 3 and 4: a byte for whether memarg offsets are immediates; then version 3's
     // locals coding (the layout is split), or version 4's layout: 0 none, 1 split, 2 split with ranks.
     let offsets = match b[4] {
-        3 | 4 => match byte(b, &mut at)? {
+        3..=5 => match byte(b, &mut at)? {
             0 => false,
             1 => true,
             _ => return Err("memarg offsets byte".into()),
@@ -435,7 +437,7 @@ fn side(b: &[u8]) -> Outcome<Side> {
             1 => (true, true),
             _ => return Err("locals coding byte".into()),
         },
-        4 => match byte(b, &mut at)? {
+        4 | 5 => match byte(b, &mut at)? {
             0 => (false, false),
             1 => (true, false),
             2 => (true, true),
@@ -530,7 +532,16 @@ fn side(b: &[u8]) -> Outcome<Side> {
         }
         layout = Some((mtf, lens));
     }
-    let element_exceptions = if b[4] == 4 { Some(list(&mut at)?.into_iter().collect()) } else { None };
+    // Version 5: which sections outside the code name functions in the old numbering.
+    let sections = match b[4] {
+        4 => 1,
+        5 => match byte(b, &mut at)? {
+            bits if bits & !0x0f == 0 && bits & 0x0e != 0 => bits,
+            _ => return Err("sections byte".into()),
+        },
+        _ => 0,
+    };
+    let element_exceptions = if sections & 1 != 0 { Some(list(&mut at)?.into_iter().collect()) } else { None };
     if at != b.len() {
         return Err("bytes after the side info".into());
     }
@@ -551,6 +562,7 @@ fn side(b: &[u8]) -> Outcome<Side> {
         data_exceptions: data_exceptions.into_iter().collect(),
         layout,
         element_exceptions,
+        function_keys: sections & 0x0e,
     })
 }
 
@@ -715,6 +727,10 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
             out.push(9);
             put_uleb(&mut out, section.len() as u64);
             out.extend_from_slice(&section);
+        } else if let Some(contents) = function_keys(n, id, contents, end, &side)? {
+            out.push(id);
+            put_uleb(&mut out, contents.len() as u64);
+            out.extend_from_slice(&contents);
         } else if Some(index) == m.code {
             let first = m.bodies.first().map_or(end, |b| b.size_field);
             let mut section = n[contents..first].to_vec();
@@ -802,9 +818,93 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
     Ok(out)
 }
 
+/// §2.8.3 (version 5): a section whose function indices the side info says are in the old
+/// numbering (exports, start, the "name" custom section), its contents rebuilt with each one's
+/// inverse; None for any other section.
+fn function_keys(n: &[u8], id: u8, contents: usize, end: usize, side: &Side) -> Outcome<Option<Vec<u8>>> {
+    let s = &n[..end];
+    let name = |at: &mut usize| -> Outcome<()> {
+        let len = uleb(s, at, 32)? as usize;
+        *at = at.checked_add(len).filter(|&e| e <= end).ok_or("name past its section")?;
+        Ok(())
+    };
+    // Copies s[*copied..*at] and the inverse of the function index at `*at` to `out`.
+    let index = |out: &mut Vec<u8>, copied: &mut usize, at: &mut usize| -> Outcome<()> {
+        out.extend_from_slice(&s[*copied..*at]);
+        let value = uleb(s, at, 32)?;
+        put_uleb(out, side.value(Kind::F, value as i64, None) as u64);
+        *copied = *at;
+        Ok(())
+    };
+    let is_name_section = id == 0 && {
+        let mut at = contents;
+        uleb(s, &mut at, 32).is_ok_and(|len| s.get(at..at + len as usize) == Some(&b"name"[..]))
+    };
+    let mut out = Vec::new();
+    let (mut at, mut copied) = (contents, contents);
+    match id {
+        7 if side.function_keys & 2 != 0 => {
+            for _ in 0..uleb(s, &mut at, 32)? {
+                name(&mut at)?;
+                if byte(s, &mut at)? == 0 {
+                    index(&mut out, &mut copied, &mut at)?;
+                } else {
+                    uleb(s, &mut at, 32)?;
+                }
+            }
+        }
+        8 if side.function_keys & 4 != 0 => index(&mut out, &mut copied, &mut at)?,
+        0 if side.function_keys & 8 != 0 && is_name_section => {
+            name(&mut at)?;
+            while at < end {
+                out.extend_from_slice(&s[copied..at]);
+                copied = at;
+                let sub = byte(s, &mut at)?;
+                let len = uleb(s, &mut at, 32)? as usize;
+                let sub_end = at.checked_add(len).filter(|&e| e <= end).ok_or("name subsection past its section")?;
+                if !(1..=3).contains(&sub) {
+                    at = sub_end;
+                    continue;
+                }
+                // Function names (1) map an index to a name; local (2) and label (3) names map
+                // an index to a map of names. The size field is written anew.
+                let mut keys = Vec::new();
+                copied = at;
+                for _ in 0..uleb(s, &mut at, 32)? {
+                    index(&mut keys, &mut copied, &mut at)?;
+                    if sub == 1 {
+                        name(&mut at)?;
+                    } else {
+                        for _ in 0..uleb(s, &mut at, 32)? {
+                            uleb(s, &mut at, 32)?;
+                            name(&mut at)?;
+                        }
+                    }
+                }
+                if at != sub_end {
+                    return Err("bytes after a name subsection's entries".into());
+                }
+                keys.extend_from_slice(&s[copied..at]);
+                copied = at;
+                out.push(sub);
+                put_uleb(&mut out, keys.len() as u64);
+                out.extend_from_slice(&keys);
+            }
+        }
+        _ => return Ok(None),
+    }
+    if at != end {
+        return Err("bytes after a section's function indices".into());
+    }
+    out.extend_from_slice(&s[copied..end]);
+    Ok(Some(out))
+}
+
 /// §2.8.7: whether a side info says the split layout (version 3).
 pub fn has_layout(side_bytes: &[u8]) -> bool {
-    side_bytes.len() > 4 && &side_bytes[..4] == b"EPWT" && (side_bytes[4] == 3 || (side_bytes[4] == 4 && side_bytes.get(6).is_some_and(|&l| l != 0)))
+    side_bytes.len() > 4
+        && &side_bytes[..4] == b"EPWT"
+        && (side_bytes[4] == 3 || ((side_bytes[4] == 4 || side_bytes[4] == 5) && side_bytes.get(6).is_some_and(|&l| l != 0)))
 }
 
 /// §2.8.7: the old module `m` split as the side info says.

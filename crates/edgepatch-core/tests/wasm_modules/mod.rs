@@ -116,6 +116,62 @@ pub fn versions_with_table(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
     (with_table(&v1), with_table(&v2))
 }
 
+/// [`versions`] with what names functions outside the code, as toolchains emit it: every fifth
+/// function exported as `f<id>`, the first one as the start function, and a "name" section
+/// with every function's name and local names for every seventh. Version 2's numbers differ
+/// in all of them.
+pub fn versions_with_names(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
+    let (v1, v2, all) = version_ids(n, inserted);
+    let named = |ids: &[u64]| {
+        let m = module_of(ids, all);
+        let index = |id: u64| ids.iter().position(|&x| x == id).expect("a defined id") as u64;
+        let name = |id: u64, out: &mut Vec<u8>| {
+            let text = format!("f{id}");
+            uleb(text.len() as u64, out);
+            out.extend_from_slice(text.as_bytes());
+        };
+        let exported: Vec<u64> = (0..n).filter(|id| id % 5 == 0).collect();
+        let mut exports = Vec::new();
+        uleb(exported.len() as u64, &mut exports);
+        for &id in &exported {
+            name(id, &mut exports);
+            exports.push(0);
+            uleb(index(id), &mut exports);
+        }
+        let mut start = Vec::new();
+        uleb(index(ids[0]), &mut start);
+        let mut before_code = Vec::new();
+        section(7, &exports, &mut before_code);
+        section(8, &start, &mut before_code);
+        // The name section: its name, function names (1) by index, local names (2).
+        let mut names = vec![4, b'n', b'a', b'm', b'e'];
+        let mut functions = Vec::new();
+        uleb(ids.len() as u64, &mut functions);
+        for (i, &id) in ids.iter().enumerate() {
+            uleb(i as u64, &mut functions);
+            name(id, &mut functions);
+        }
+        let mut locals = Vec::new();
+        let with_locals: Vec<(usize, u64)> = ids.iter().copied().enumerate().filter(|(_, id)| id % 7 == 0).collect();
+        uleb(with_locals.len() as u64, &mut locals);
+        for (i, id) in with_locals {
+            uleb(i as u64, &mut locals);
+            locals.extend_from_slice(&[1, 0]);
+            name(id, &mut locals);
+        }
+        for (id, sub) in [(1u8, functions), (2, locals)] {
+            names.push(id);
+            uleb(sub.len() as u64, &mut names);
+            names.extend_from_slice(&sub);
+        }
+        let code_at = m.len() - code_section_len(&m);
+        let mut out = [&m[..code_at], &before_code, &m[code_at..]].concat();
+        section(0, &names, &mut out);
+        out
+    };
+    (named(&v1), named(&v2))
+}
+
 /// The length of `module_of`'s last section (its code section), id and size field included.
 fn code_section_len(m: &[u8]) -> usize {
     let mut at = 8;
