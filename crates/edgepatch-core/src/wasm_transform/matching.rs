@@ -182,8 +182,19 @@ fn match_by_names(old: &FunctionShapes, new: &FunctionShapes, new_match: &mut [O
             .collect()
     };
     let (old_names, new_names) = (unique(old), unique(new));
-    let pairs: Vec<(usize, usize)> =
+    let mut pairs: Vec<(usize, usize)> =
         new_names.iter().filter_map(|(hash, &j)| Some((j, *old_names.get(hash)?))).filter(|&(j, o)| j < new_match.len() && o < old_taken.len()).collect();
+    // A function may have two names (an export and a function name, or two exports): where its
+    // names disagree on its partner, neither pair is made. Sorted, so that the result does not
+    // depend on the maps' order.
+    pairs.sort_unstable();
+    pairs.dedup();
+    let (mut new_partners, mut old_partners): (HashMap<usize, u32>, HashMap<usize, u32>) = (HashMap::new(), HashMap::new());
+    for &(j, o) in &pairs {
+        *new_partners.entry(j).or_insert(0) += 1;
+        *old_partners.entry(o).or_insert(0) += 1;
+    }
+    pairs.retain(|&(j, o)| new_partners[&j] == 1 && old_partners[&o] == 1);
     let (mut agree, mut checked) = (0usize, 0usize);
     for &(j, o) in &pairs {
         if let Some(m) = new_match[j] {
@@ -290,5 +301,12 @@ mod tests {
         let shifted: Vec<u64> = (101..113).collect();
         let minified = FunctionShapes { bodies: new_bodies, names: sorted(named(&shifted)), ..Default::default() };
         assert_eq!(match_functions(&old, &minified), [&unchanged[..], &[10, 11]].concat());
+        // A function whose two names (an export's, a function name) name different old
+        // functions is not paired by them, nor is the old function another name pairs with
+        // it: position decides, as without names.
+        let with_second_name = |hashes: &[u64]| sorted([named(hashes), vec![(200, 11)]].concat());
+        let old_two = FunctionShapes { names: with_second_name(&old_names), ..old.clone() };
+        let two_names = FunctionShapes { bodies: (1..=10).chain([31, 30]).collect(), names: with_second_name(&kept), ..Default::default() };
+        assert_eq!(match_functions(&old_two, &two_names), [&unchanged[..], &[10, 11]].concat());
     }
 }
