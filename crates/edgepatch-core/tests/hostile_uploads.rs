@@ -4,29 +4,10 @@
 //! isolate. Measured with a counting allocator, in a test binary of its own so that no other
 //! test's allocations are counted.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use edgepatch_core::wasm_transform::{forward, inverse, reference};
 
-struct Counting;
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let now = CURRENT.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-}
+mod counting_allocator;
+use counting_allocator::{peak, reset_peak, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -85,10 +66,9 @@ fn a_module_naming_millions_of_functions_bounds_what_the_writer_holds() {
     let old = many_exports(functions, exports, 1);
     let new = many_exports(functions, exports, 2);
     let reference = reference(&old).unwrap();
-    let before = CURRENT.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
+    let before = reset_peak();
     let normalized = forward(Some(&reference), &new).unwrap();
-    let held = PEAK.load(Ordering::Relaxed) - before;
+    let held = peak() - before;
     assert_eq!(inverse(&normalized.bytes, &normalized.side_info).unwrap(), new);
     // The normalized module (about the upload's size) and the writer's own state.
     let bound = 2 * new.len() + (48 << 20);

@@ -10,9 +10,7 @@
 //! what the applier allocates for it must stay under the budget of
 //! docs/FORMAT.md §2.7 (a fixed budget plus a small multiple of the input).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use edgepatch_core::error::ErrorKind;
 use edgepatch_core::manifest;
@@ -20,36 +18,8 @@ use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::patch_format::listing_digest;
 use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
 
-struct Counting;
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let now = CURRENT.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            if new_size >= layout.size() {
-                let now = CURRENT.fetch_add(new_size - layout.size(), Ordering::Relaxed) + new_size - layout.size();
-                PEAK.fetch_max(now, Ordering::Relaxed);
-            } else {
-                CURRENT.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
-            }
-        }
-        p
-    }
-}
+mod counting_allocator;
+use counting_allocator::Counting;
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -566,22 +536,24 @@ fn make_vectors() -> Vec<Vector> {
         // Exports said renumbered (bit 1), in a module whose export section claims one export
         // and ends inside its name; and a name section (bit 3) whose function names subsection
         // runs past the section.
-        let exports_side = names_side(2);
-        let truncated_export = b"\0asm\x01\0\0\0\x07\x02\x01\x05";
-        v.push(patch_vector(
-            "wasm-exports-not-in-form",
-            "a version-5 side info renumbering exports in a module whose export section ends inside an export",
-            ErrorKind::Corrupt,
-            with_module(truncated_export, &row(truncated_export.len() as u64, exports_side.len() as u64, &exports_side), true),
-        ));
-        let names_only = names_side(8);
-        let subsection_past = b"\0asm\x01\0\0\0\x00\x08\x04name\x01\x09\x01";
-        v.push(patch_vector(
-            "wasm-names-subsection-past-section",
-            "a version-5 side info renumbering names in a module whose function names run past the name section",
-            ErrorKind::Corrupt,
-            with_module(subsection_past, &row(subsection_past.len() as u64, names_only.len() as u64, &names_only), true),
-        ));
+        let not_in_form: [(&str, &str, &[u8], u8); 2] = [
+            (
+                "wasm-exports-not-in-form",
+                "a version-5 side info renumbering exports in a module whose export section ends inside an export",
+                b"\0asm\x01\0\0\0\x07\x02\x01\x05",
+                2,
+            ),
+            (
+                "wasm-names-subsection-past-section",
+                "a version-5 side info renumbering names in a module whose function names run past the name section",
+                b"\0asm\x01\0\0\0\x00\x08\x04name\x01\x09\x01",
+                8,
+            ),
+        ];
+        for (name, what, module, sections) in not_in_form {
+            let side = names_side(sections);
+            v.push(patch_vector(name, what, ErrorKind::Corrupt, with_module(module, &row(module.len() as u64, side.len() as u64, &side), true)));
+        }
         // Version 4 (element entries): offsets 0, a layout byte, zero for every field, the
         // element exceptions.
         let elements_side = |layout: u8, element_exceptions: &[u8]| [&b"EPWT\x04\0"[..], &[layout], &[0u8; 9], element_exceptions].concat();
@@ -792,14 +764,13 @@ fn hostile_vectors_are_current_and_each_is_refused_with_its_kind_within_budget()
         assert_eq!(blake3::hash(&bytes).to_hex().as_str(), v["blake3"].as_str().unwrap(), "{name}: file differs from the index");
         let expected = ErrorKind::from_name(v["kind"].as_str().unwrap()).unwrap();
         seen.insert(expected);
-        let base = CURRENT.load(Ordering::Relaxed);
-        PEAK.store(base, Ordering::Relaxed);
+        let base = counting_allocator::reset_peak();
         let kind = match v["input"].as_str().unwrap() {
             "patch" => apply_kind(&bytes),
             "manifest" => manifest::decode(&bytes).err().map(|e| e.kind()),
             other => panic!("{name}: unknown input {other}"),
         };
-        let peak = PEAK.load(Ordering::Relaxed) - base;
+        let peak = counting_allocator::peak() - base;
         println!("{name}: {} bytes, refused as {kind:?}, peak allocation {} KiB", bytes.len(), peak >> 10);
         assert_eq!(kind, Some(expected), "{name} ({}): wrong outcome", v["attacks"]);
         assert!(peak <= budget(bytes.len()), "{name}: allocated {peak} bytes, budget {}", budget(bytes.len()));
@@ -838,10 +809,9 @@ fn worst_case_tree_entries_peak() -> usize {
     t.extend_from_slice(&[0u8; 32]);
     let patch = PatchBytes::new(&t).encode();
     drop(t);
-    let base = CURRENT.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
+    let base = counting_allocator::reset_peak();
     let kind = apply_kind(&patch);
-    let peak = PEAK.load(Ordering::Relaxed) - base;
+    let peak = counting_allocator::peak() - base;
     println!("{n} named entries: patch {} bytes, refused as {kind:?}, peak allocation {} MiB", patch.len(), peak >> 20);
     assert_eq!(kind, Some(ErrorKind::Path), "the paths repeat");
     peak
