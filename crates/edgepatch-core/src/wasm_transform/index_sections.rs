@@ -220,8 +220,9 @@ fn emit_contents<E: From<TransformError>>(
     })
 }
 
-/// The length of [`rewrite`]'s contents: the section's new size field.
-fn contents_len(bytes: &[u8], section: &Section, kind: u8, map: &dyn Fn(u64) -> u64) -> Result<usize, TransformError> {
+/// The length of [`rewrite`]'s contents, the section's new size field; an error if the section
+/// is not in the form its kind has (the applier's check before it emits anything).
+pub(crate) fn contents_len(bytes: &[u8], section: &Section, kind: u8, map: &dyn Fn(u64) -> u64) -> Result<usize, TransformError> {
     let mut len = 0usize;
     emit_contents(bytes, section, kind, map, &mut |piece: &[u8]| {
         len += piece.len();

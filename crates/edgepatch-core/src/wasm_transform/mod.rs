@@ -458,7 +458,7 @@ fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo,
     let kinds: Vec<u8> = module.sections.iter().map(|s| index_sections::kind_of(source.bytes(), s) & side.index_sections).collect();
     // The sections that name functions are checked before anything is emitted, like the code.
     for (section, &kind) in module.sections.iter().zip(&kinds).filter(|(_, &k)| k != 0) {
-        index_sections::rewrite(source.bytes(), section, kind, &inverse, &mut |_: &[u8]| Ok::<(), TransformError>(()))?;
+        index_sections::contents_len(source.bytes(), section, kind, &inverse)?;
     }
     emit(&source.bytes()[..8])?;
     for (index, section) in module.sections.iter().enumerate() {

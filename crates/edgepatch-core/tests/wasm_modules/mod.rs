@@ -384,3 +384,33 @@ fn recompiled_of(n: u64, recompiled: bool) -> Vec<u8> {
     section(10, &code, &mut out);
     out
 }
+
+/// A module of `functions` small functions (each calls the next, so a renumbering changes
+/// them) that exports `exports` of them under distinct names of 3 bytes, `first` the first
+/// function's body constant (versions differ in it, so one body changes).
+pub fn many_exports(functions: u64, exports: u64, first: u8) -> Vec<u8> {
+    let mut out = b"\0asm\x01\0\0\0".to_vec();
+    section(1, &[1, 0x60, 0, 0], &mut out);
+    let mut funcs = Vec::new();
+    uleb(functions, &mut funcs);
+    funcs.extend(std::iter::repeat_n(0u8, functions as usize));
+    section(3, &funcs, &mut out);
+    let mut table = Vec::new();
+    uleb(exports, &mut table);
+    for e in 0..exports {
+        table.extend_from_slice(&[3, (e & 0x7f) as u8, ((e >> 7) & 0x7f) as u8, ((e >> 14) & 0x7f) as u8, 0]);
+        uleb(e % functions, &mut table);
+    }
+    section(7, &table, &mut out);
+    let mut code = Vec::new();
+    uleb(functions, &mut code);
+    for f in 0..functions {
+        let mut body = vec![0u8, 0x41, if f == 0 { first } else { 1 }, 0x1a, 0x10];
+        uleb((f + 1) % functions, &mut body);
+        body.push(0x0b);
+        uleb(body.len() as u64, &mut code);
+        code.extend(body);
+    }
+    section(10, &code, &mut out);
+    out
+}
