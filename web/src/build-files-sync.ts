@@ -4,8 +4,11 @@
 
 import { Signer } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import type { ListedEntry, ManifestEntry } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import { fileAt } from "./layout.js";
+import { fileAt, removeIfPresent } from "./layout.js";
 import { type NewBuildFiles, NewBuildEntries, type OldBuildFiles } from "./build-files.js";
+
+/** The scratch space's file in a build's directory (beside `manifest` and `files/`). */
+export const SCRATCH_FILE = "scratch";
 
 /** FileSystemSyncAccessHandle (not in TypeScript's DOM lib). */
 interface SyncHandle {
@@ -68,6 +71,31 @@ export class SyncNewBuild extends NewBuildEntries<SyncHandle> implements NewBuil
   readonly pushBytes = Infinity;
   private dirty = new Set<SyncHandle>();
   private cur: { path: string; h: SyncHandle; pos: number } | null = null;
+  /** The applier's scratch space: a file of its own beside the build's files, removed at close. */
+  private scratch: { dir: FileSystemDirectoryHandle; h: SyncHandle } | null = null;
+
+  async openScratch(buildDir: FileSystemDirectoryHandle): Promise<void> {
+    // A crashed session's scratch is stale: never read, replaced.
+    await removeIfPresent(buildDir, SCRATCH_FILE);
+    this.scratch = { dir: buildDir, h: await openSync(await buildDir.getFileHandle(SCRATCH_FILE, { create: true }), false) };
+  }
+  writeScratch(offset: number, bytes: Uint8Array): boolean {
+    return this.guard(() => {
+      const s = this.scratch;
+      if (!s) return false;
+      const n = s.h.write(bytes, { at: offset });
+      if (n !== bytes.length) throw new Error(`scratch space: wrote ${n} of ${bytes.length} bytes (storage full?)`);
+      return true;
+    });
+  }
+  readScratch(offset: number, target: Uint8Array): void {
+    this.guard(() => {
+      const s = this.scratch;
+      if (!s) throw new Error("no scratch space was opened");
+      const n = s.h.read(target, { at: offset });
+      if (n !== target.length) throw new Error(`scratch space: read ${n} of ${target.length} bytes at ${offset}`);
+    });
+  }
 
   protected openFile(fh: FileSystemFileHandle): Promise<SyncHandle> {
     return openSync(fh, false);
@@ -135,6 +163,17 @@ export class SyncNewBuild extends NewBuildEntries<SyncHandle> implements NewBuil
       }
     }
     this.handles.clear();
+    const s = this.scratch;
+    this.scratch = null;
+    if (s) {
+      try {
+        s.h.close();
+      } catch {
+        /* already closed */
+      }
+      // Best effort: a leftover is replaced by the next update's `openScratch`.
+      await removeIfPresent(s.dir, SCRATCH_FILE).catch(() => undefined);
+    }
   }
 }
 

@@ -38,6 +38,12 @@ export interface NewBuildFiles extends BuildSink {
    * an interrupted apply continues, so the files written before it are read back.
    */
   open(filesDir: FileSystemDirectoryHandle, entries: ManifestEntry[], resuming: boolean): Promise<void>;
+  /**
+   * Where writes are synchronous: opens the applier's scratch space (`BuildSink.writeScratch`)
+   * as a file in `buildDir`, beside the build's files, before the first push; `close` removes it.
+   * Without it the applier holds the split old modules in its memory.
+   */
+  openScratch?(buildDir: FileSystemDirectoryHandle): Promise<void>;
   /** After every push: writes what the push queued (a no-op where writes are synchronous). */
   settle(): Promise<void>;
   /**

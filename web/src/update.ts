@@ -183,6 +183,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     }
     // New build: directories created, every file opened, before any byte is applied.
     await sink.open(filesDir, entries, point !== null);
+    await sink.openScratch?.(buildDir);
 
     const filesBefore = point ? newFiles.filter((e) => e.source.type !== "delta" || e.source.newOffset + e.size <= point.newOffset).length : 0;
     const progress = new ProgressReporter(onProgress, { game, from, to, patchSize, resumedFrom, newBytesTotal, filesTotal: newFiles.length, segmentsTotal: segments.length, savedPercent });

@@ -124,6 +124,53 @@ pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()>
     }
 }
 
+/// Writes all of `data` at `offset`, without moving a shared file position.
+pub fn write_all_at(file: &File, data: &[u8], offset: u64) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(data, offset)
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::FileExt;
+        let (mut done, mut at) = (0, offset);
+        while done < data.len() {
+            match file.seek_write(&data[done..], at) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "wrote nothing")),
+                Ok(n) => {
+                    done += n;
+                    at += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Creates `path` (which must not exist) as a scratch file, readable and writable by its
+/// owner only, that no one can find by its name and that goes when it is closed, however the
+/// process ends: on Unix it is unlinked at once (its name never outlives this call by more
+/// than a crash between the two), on Windows it is opened delete-on-close.
+pub fn scratch_file(path: &Path) -> io::Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.read(true).write(true).create_new(true);
+    owner_only(&mut opts);
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::OpenOptionsExt;
+        const FILE_FLAG_DELETE_ON_CLOSE: u32 = 0x0400_0000;
+        const FILE_SHARE_DELETE: u32 = 0x0000_0004;
+        opts.custom_flags(FILE_FLAG_DELETE_ON_CLOSE).share_mode(FILE_SHARE_DELETE);
+    }
+    let file = opts.open(path)?;
+    #[cfg(not(windows))]
+    std::fs::remove_file(path)?;
+    Ok(file)
+}
+
 /// The soft limit on open files (Unix), or a fixed stand-in where handles are not so limited.
 pub fn open_files_limit() -> u64 {
     #[cfg(unix)]

@@ -54,6 +54,9 @@ pub struct StagedOutput {
     copies: UnchangedCopies,
     /// The thread writing the current file, once it outgrew the buffer.
     writer: Option<LargeFileWriter>,
+    /// The applier's scratch space (`BuildSink::write_scratch`): a nameless file beside the
+    /// staging area, made at its first write, gone when it is closed.
+    scratch: Option<File>,
     committed: bool,
 }
 
@@ -116,6 +119,7 @@ impl StagedOutput {
             links: Vec::new(),
             copies: UnchangedCopies::new(),
             writer: None,
+            scratch: None,
             committed: false,
         })
     }
@@ -272,6 +276,27 @@ impl BuildSink for StagedOutput {
 
     fn finish_copies(&mut self) -> io::Result<Vec<[u8; 32]>> {
         self.copies.finish()
+    }
+
+    fn write_scratch(&mut self, offset: u64, data: &[u8]) -> io::Result<bool> {
+        let file = match &mut self.scratch {
+            Some(file) => file,
+            None => {
+                let name = format!("{}.scratch", self.staging_name.to_string_lossy());
+                let path = self.parent.display(name);
+                let file = crate::platform::scratch_file(&path).map_err(|e| io::Error::new(e.kind(), format!("scratch file {}: {e}", path.display())))?;
+                self.scratch.insert(file)
+            }
+        };
+        crate::platform::write_all_at(file, data, offset)?;
+        Ok(true)
+    }
+
+    fn read_scratch(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        match &self.scratch {
+            Some(file) => crate::platform::read_exact_at(file, buf, offset),
+            None => Err(io::Error::other("nothing was written to the scratch file")),
+        }
     }
 
     fn finish_file(&mut self) -> io::Result<()> {

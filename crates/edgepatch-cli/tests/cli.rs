@@ -314,6 +314,33 @@ fn bounded_diff_stores_changed_wasm_modules_normalized() {
     assert_eq!(leftovers(tmp.path()), Vec::<String>::new());
 }
 
+/// A module stored in the field-split layout: the apply keeps its old module split in a scratch
+/// file beside OUT (not in memory), which is gone when the apply ends, applied or refused.
+#[test]
+fn a_split_layout_module_applies_through_the_scratch_file_and_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v1, v2) = wasm_modules::recompiled_versions(600);
+    let (old, new, patch) = (tmp.path().join("old.wasm"), tmp.path().join("new.wasm"), tmp.path().join("w.patch"));
+    fs::write(&old, &v1).unwrap();
+    fs::write(&new, &v2).unwrap();
+    ok(edgepatch(&[&"diff", &old, &new, &patch]));
+    let inspected = ok(edgepatch(&[&"inspect", &patch]));
+    assert!(inspected.contains("1 of them in the field-split layout"), "{inspected}");
+    let out_dir = tmp.path().join("out");
+    fs::create_dir(&out_dir).unwrap();
+    ok(edgepatch(&[&"apply", &old, &patch, &out_dir.join("applied.wasm")]));
+    assert_eq!(fs::read(out_dir.join("applied.wasm")).unwrap(), v2);
+    assert_eq!(leftovers(&out_dir), Vec::<String>::new());
+    // The wrong old module (its first body's local type damaged, so it no longer splits): refused, nothing left.
+    let mut damaged = v1;
+    let at = damaged.iter().position(|&b| b == 0x7f).unwrap() + 1;
+    damaged[at] = 0xff;
+    fs::write(&old, &damaged).unwrap();
+    let refused = edgepatch(&[&"apply", &old, &patch, &out_dir.join("refused.wasm")]);
+    assert!(!refused.status.success());
+    assert_eq!(fs::read_dir(&out_dir).unwrap().count(), 1, "only the applied file");
+}
+
 #[test]
 fn bounded_diff_round_trips_the_fixture_game() {
     let tmp = tempfile::tempdir().unwrap();

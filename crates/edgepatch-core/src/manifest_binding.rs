@@ -269,6 +269,15 @@ impl<S: BuildSink> BuildSink for BoundSink<'_, S> {
         self.inner.read_written(path, offset, buf)
     }
 
+    // The scratch space is not the build: the manifest does not list it.
+    fn write_scratch(&mut self, offset: u64, data: &[u8]) -> io::Result<bool> {
+        self.inner.write_scratch(offset, data)
+    }
+
+    fn read_scratch(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.inner.read_scratch(offset, buf)
+    }
+
     fn copy_old_file(&mut self, from: &str, path: &str, executable: bool, size: u64) -> io::Result<bool> {
         self.binding.claim(path, &Expected::File { size, executable, blake3: [0; 32] })?;
         let taken = self.inner.copy_old_file(from, path, executable, size)?;

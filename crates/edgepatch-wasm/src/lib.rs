@@ -101,6 +101,21 @@ export interface BuildSink {
    * in offer order. With a manifest each must be the one the manifest lists.
    */
   finishCopies?(): string[];
+  /**
+   * Optional, with `readScratch`: scratch space, a byte array that is not part of the
+   * build, written synchronously. The applier keeps there what it would otherwise hold in
+   * memory: the old module of each wasm file stored in the field-split layout, split (up to
+   * 64 MiB each, written once, front to back, in pieces of at most 256 KiB). `bytes` is a copy
+   * the sink may keep. Return true once written; false (at the first write) says there is no
+   * scratch space, and the applier holds those bytes in its memory. Discard the scratch
+   * space when the apply ends, however it ends.
+   */
+  writeScratch?(offset: number, bytes: Uint8Array): boolean;
+  /**
+   * Fill all of `target` from byte `offset` of the scratch space. `target` is a view of the
+   * module's memory, valid only during the call.
+   */
+  readScratch?(offset: number, target: Uint8Array): void;
 }
 
 /** Where an interrupted apply can continue (see `PatchApplier.resumePoint`). */
@@ -164,6 +179,10 @@ extern "C" {
     fn copy_old_file(this: &JsBuildSink, from: &str, path: &str, executable: bool, size: f64) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = finishCopies)]
     fn finish_copies(this: &JsBuildSink) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = writeScratch)]
+    fn write_scratch(this: &JsBuildSink, offset: f64, bytes: &Uint8Array) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = readScratch)]
+    fn read_scratch(this: &JsBuildSink, offset: f64, target: &Uint8Array) -> Result<JsValue, JsValue>;
 
     #[wasm_bindgen(typescript_type = "ResumePoint")]
     pub type JsResumePoint;
@@ -283,12 +302,15 @@ struct JsSink {
     sink: JsBuildSink,
     /// The sink has `copyOldFile` and `finishCopies`: unchanged files are offered to it.
     copies: bool,
+    /// The sink has `writeScratch` and `readScratch`: split old modules go there.
+    scratch: bool,
 }
 
 impl JsSink {
     fn new(sink: JsBuildSink) -> JsSink {
         let copies = has_method(&sink, "copyOldFile") && has_method(&sink, "finishCopies");
-        JsSink { sink, copies }
+        let scratch = has_method(&sink, "writeScratch") && has_method(&sink, "readScratch");
+        JsSink { sink, copies, scratch }
     }
 }
 
@@ -331,6 +353,24 @@ impl BuildSink for JsSink {
         }
         let v = self.sink.copy_old_file(from, path, executable, size as f64).map_err(js_io)?;
         v.as_bool().ok_or_else(|| io::Error::other(format!("copyOldFile returned {v:?}, not a boolean")))
+    }
+
+    fn write_scratch(&mut self, offset: u64, data: &[u8]) -> io::Result<bool> {
+        if !self.scratch {
+            return Ok(false);
+        }
+        let v = self.sink.write_scratch(offset as f64, &Uint8Array::from(data)).map_err(js_io)?;
+        v.as_bool().ok_or_else(|| io::Error::other(format!("writeScratch returned {v:?}, not a boolean")))
+    }
+
+    fn read_scratch(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        if !self.scratch {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "the sink has no readScratch"));
+        }
+        // SAFETY: as in `JsOld::read_at`: a view of exactly `buf`, borrowed for the call.
+        let target = unsafe { Uint8Array::view_mut_raw(buf.as_mut_ptr(), buf.len()) };
+        self.sink.read_scratch(offset as f64, &target).map_err(js_io)?;
+        Ok(())
     }
 
     fn finish_copies(&mut self) -> io::Result<Vec<[u8; 32]>> {

@@ -37,9 +37,9 @@ function readExactly(fd, offset, length, buf = Buffer.allocUnsafe(length)) {
   return buf;
 }
 
-function writeAll(fd, bytes) {
+function writeAll(fd, bytes, position = null) {
   let done = 0;
-  while (done < bytes.length) done += fs.writeSync(fd, bytes, done, bytes.length - done);
+  while (done < bytes.length) done += fs.writeSync(fd, bytes, done, bytes.length - done, position === null ? null : position + done);
 }
 
 /**
@@ -56,6 +56,9 @@ function applyFile(oldPath, patchPath, outPath, { chunkSize = CHUNK, onProgress 
   let tmp = null;
   let outFd = null;
   let executable = false;
+  // The applier's scratch space (the old module of a wasm file in the field-split layout,
+  // split): a file beside OUT, made at the first write, removed however the apply ends.
+  let scratch = null;
   try {
     patchFd = fs.openSync(patchPath, 'r');
     const old = {
@@ -87,6 +90,18 @@ function applyFile(oldPath, patchPath, outPath, { chunkSize = CHUNK, onProgress 
       },
       writeFile(bytes) { writeAll(outFd, bytes); },
       finishFile() {},
+      writeScratch(offset, bytes) {
+        if (scratch === null) {
+          const p = tempBeside(outPath);
+          scratch = { path: p, fd: fs.openSync(p, 'wx+', 0o600) };
+        }
+        writeAll(scratch.fd, bytes, offset);
+        return true;
+      },
+      readScratch(offset, target) {
+        if (scratch === null) throw new Error('nothing was written to the scratch space');
+        readExactly(scratch.fd, offset, target.length, target);
+      },
     };
     const applier = new wasm.PatchApplier(old, sink);
     const buf = Buffer.allocUnsafe(chunkSize);
@@ -110,6 +125,10 @@ function applyFile(oldPath, patchPath, outPath, { chunkSize = CHUNK, onProgress 
     if (patchFd !== undefined) fs.closeSync(patchFd);
     if (outFd !== null) fs.closeSync(outFd);
     if (tmp !== null) fs.rmSync(tmp, { force: true });
+    if (scratch !== null) {
+      fs.closeSync(scratch.fd);
+      fs.rmSync(scratch.path, { force: true });
+    }
   }
 }
 

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use super::delta_stream::DeltaStream;
+use super::delta_stream::{DeltaStream, OldReads, SplitOld};
 use super::patch_reader::*;
 use super::{display_path, out_err, ApplyProgress, ApplySummary, BuildSink, OldBuild, ResumePoint, CHUNK};
 use crate::error::{Error, Input, Result};
@@ -344,7 +344,7 @@ impl PatchApplier {
                 let at = input.offset();
                 let is_segment = matches!(unit.first(), Some(&SEGMENT_TAG) | Some(&RUN_CODED_SEGMENT_TAG) | Some(&WINDOW_SEGMENT_TAG));
                 if is_segment {
-                    delta.load_segment(&mut input, old, &self.tree)?;
+                    delta.load_segment(&mut input, &mut OldReads { old: &mut *old, sink: &mut *sink }, &self.tree)?;
                     (self.hasher, self.offset) = input.into_state();
                     self.drain_segment(&mut delta, old, sink)?;
                     delta.check_segment_used_up()?;
@@ -494,7 +494,7 @@ impl PatchApplier {
                 continue;
             }
             let n = delta.segment_left.min(CHUNK as u64) as usize;
-            delta.fill(&mut buf[..n], old, &self.tree)?;
+            delta.fill(&mut buf[..n], &mut OldReads { old: &mut *old, sink: &mut *sink }, &self.tree)?;
             self.distribute(&buf[..n], sink, &mut delta.split_old).map_err(|e| as_corrupt(delta, e))?;
         }
         Ok(())
@@ -503,10 +503,10 @@ impl PatchApplier {
     /// Writes delta bytes into the delta files in order, verifying and finishing
     /// each as it completes (and any empty ones that follow). A transformed
     /// file's bytes are gathered and inverted into the file once complete;
-    /// `split_old`, the delta stream's split old modules, are dropped first (the
-    /// inverse of a split file holds a second copy of its module while it
-    /// joins; a later read of an old module splits it again).
-    fn distribute<S: BuildSink>(&mut self, mut data: &[u8], sink: &mut S, split_old: &mut Vec<(usize, Vec<u8>)>) -> Result<()> {
+    /// `split_old`, the delta stream's split old modules, are dropped from memory
+    /// first (a later read of an old module splits it again); those in the sink's
+    /// scratch space stay there.
+    fn distribute<S: BuildSink>(&mut self, mut data: &[u8], sink: &mut S, split_old: &mut Vec<(usize, SplitOld)>) -> Result<()> {
         loop {
             if self.files.open.is_none() {
                 let Some(&i) = self.files.entries.get(self.files.next) else { break };
@@ -552,7 +552,7 @@ impl PatchApplier {
             if *left == 0 {
                 let (i, _, mut hasher) = self.files.open.take().expect("a file is open");
                 if self.tree.transform(i).is_some() {
-                    split_old.clear();
+                    split_old.retain(|s| s.1.memory_len() == 0);
                     hasher = self.invert(i, sink)?;
                 }
                 self.file_hashed(hasher);

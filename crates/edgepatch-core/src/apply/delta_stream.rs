@@ -5,7 +5,7 @@
 
 use std::io::Read;
 
-use super::{display_path, patch_reader::*, release, resize_exact, shrink, OldBuild};
+use super::{display_path, patch_reader::*, release, resize_exact, shrink, BuildSink, OldBuild, CHUNK};
 use crate::error::{Error, Input, Result};
 use crate::matcher::Op;
 use crate::patch_format::*;
@@ -66,10 +66,15 @@ pub(super) struct DeltaStream {
     /// §2.8.7): (index into `PatchTree::old_files`, index into
     /// `PatchTree::transforms` of the file whose side info says how), sorted.
     pub(super) split_files: Vec<(usize, usize)>,
-    /// Those read so far: (index, its split layout), most recently used last,
-    /// together at most `SPLIT_CACHE` bytes (plus the one being read): a patch
-    /// that alternates between more split modules than that splits them again.
-    pub(super) split_old: Vec<(usize, Vec<u8>)>,
+    /// Those read so far: (index, its split layout), most recently used last. In
+    /// the sink's scratch space where it has one (each module split once); else in
+    /// memory, together at most `SPLIT_CACHE` bytes (plus the one being read): a
+    /// patch that alternates between more split modules than that splits them again.
+    pub(super) split_old: Vec<(usize, SplitOld)>,
+    /// Whether the sink has scratch space: unknown (None) until a module is split.
+    scratch: Option<bool>,
+    /// Bytes of the scratch space written.
+    scratch_end: u64,
 }
 
 impl DeltaStream {
@@ -108,6 +113,8 @@ impl DeltaStream {
             keep_history: true,
             split_files: split_old_files(tree),
             split_old: Vec::new(),
+            scratch: None,
+            scratch_end: 0,
         }
     }
 
@@ -115,7 +122,12 @@ impl DeltaStream {
         Error::Corrupt { input: Input::Patch, offset: self.segment_at, what: format!("segment {}: {what}", self.segments) }
     }
 
-    pub(super) fn load_segment<R: Read, O: OldBuild>(&mut self, input: &mut PatchInput<R>, old: &mut O, tree: &PatchTree) -> Result<()> {
+    pub(super) fn load_segment<R: Read, O: OldBuild, S: BuildSink>(
+        &mut self,
+        input: &mut PatchInput<R>,
+        old: &mut OldReads<O, S>,
+        tree: &PatchTree,
+    ) -> Result<()> {
         self.segment_at = input.offset();
         let segment = read_segment_header(input, self.segments, self.produced, self.reference_len, self.reach)?.ok_or_else(|| Error::Truncated {
             input: Input::Patch,
@@ -219,7 +231,7 @@ impl DeltaStream {
     }
 
     /// Fills `out` with the next bytes of the current segment (at most what is left of it).
-    pub(super) fn fill<O: OldBuild>(&mut self, out: &mut [u8], old: &mut O, tree: &PatchTree) -> Result<()> {
+    pub(super) fn fill<O: OldBuild, S: BuildSink>(&mut self, out: &mut [u8], old: &mut OldReads<O, S>, tree: &PatchTree) -> Result<()> {
         debug_assert!(out.len() as u64 <= self.segment_left);
         let mut at = 0;
         while at < out.len() {
@@ -346,7 +358,7 @@ impl DeltaStream {
     /// is read directly. An ops segment then holds at most as much as a window
     /// segment (8 MiB of old data besides its streams). Measured on
     /// freedoom2-wad: 69k reads -> 3.6k.
-    pub(super) fn prefetch_copies<O: OldBuild>(&mut self, old: &mut O, tree: &PatchTree) -> Result<()> {
+    pub(super) fn prefetch_copies<O: OldBuild, S: BuildSink>(&mut self, old: &mut OldReads<O, S>, tree: &PatchTree) -> Result<()> {
         const PREFETCH_GAP: u64 = 16 << 10;
         const PREFETCH_CLUSTER: u64 = 1 << 20;
         self.prefetched.clear();
@@ -428,7 +440,7 @@ impl DeltaStream {
     /// in (or of the prefetched span it is in).
     /// (A read-ahead block cache for short copies was measured: no gain natively
     /// within noise, and 8x the bytes read on freedoom2-wad, which costs in OPFS.)
-    pub(super) fn read_reference<O: OldBuild>(&mut self, buf: &mut [u8], old: &mut O, tree: &PatchTree) -> Result<usize> {
+    pub(super) fn read_reference<O: OldBuild, S: BuildSink>(&mut self, buf: &mut [u8], old: &mut OldReads<O, S>, tree: &PatchTree) -> Result<usize> {
         let k = self.prefetched.partition_point(|&(start, _, _)| start <= self.cursor);
         if k > 0 {
             let (start, end, offset) = self.prefetched[k - 1];
@@ -452,24 +464,81 @@ impl DeltaStream {
                     self.split_old.push(hit);
                 }
                 None => {
-                    // Room first, so that the old ones are freed before the new one is read.
-                    while !self.split_old.is_empty() && self.split_old.iter().map(|s| s.1.len() as u64).sum::<u64>() + size > SPLIT_CACHE {
-                        self.split_old.remove(0);
+                    // Room first, so that the old ones are freed before the new one is read
+                    // (only modules held in memory count; the scratch space keeps the others).
+                    while self.split_old.iter().map(|s| s.1.memory_len()).sum::<u64>() + size > SPLIT_CACHE {
+                        let Some(k) = self.split_old.iter().position(|s| s.1.memory_len() > 0) else { break };
+                        self.split_old.remove(k);
                     }
-                    let split = read_split(old, path, size, &tree.transforms[t].side_info).map_err(|e| match e {
+                    let split = read_split(old.old, path, size, &tree.transforms[t].side_info).map_err(|e| match e {
                         Error::Corrupt { what, .. } => self.corrupt(what),
                         e => e,
                     })?;
-                    self.split_old.push((file, split));
+                    let held = self.hold_split(split, old.sink)?;
+                    self.split_old.push((file, held));
                 }
             }
-            let split = &self.split_old.last().expect("found or read above").1;
-            buf[..n].copy_from_slice(&split[offset as usize..offset as usize + n]);
+            match &self.split_old.last().expect("found or read above").1 {
+                SplitOld::Memory(split) => buf[..n].copy_from_slice(&split[offset as usize..offset as usize + n]),
+                SplitOld::Scratch(at) => old.sink.read_scratch(at + offset, &mut buf[..n]).map_err(scratch_err)?,
+            }
             return Ok(n);
         }
-        old.read_at(path, offset, &mut buf[..n]).map_err(|e| Error::OldRead { path: display_path(path), source: e })?;
+        old.old.read_at(path, offset, &mut buf[..n]).map_err(|e| Error::OldRead { path: display_path(path), source: e })?;
         Ok(n)
     }
+
+    /// Keeps a split old module where the delta stream reads it from: in the sink's scratch
+    /// space if it has one (the module is then freed here: an apply holds no split module in
+    /// memory), else in memory.
+    fn hold_split<S: BuildSink>(&mut self, split: Vec<u8>, sink: &mut S) -> Result<SplitOld> {
+        if self.scratch == Some(false) {
+            return Ok(SplitOld::Memory(split));
+        }
+        let at = self.scratch_end;
+        for (k, piece) in split.chunks(CHUNK).enumerate() {
+            match sink.write_scratch(at + (k * CHUNK) as u64, piece) {
+                Ok(true) => {}
+                Ok(false) if k == 0 && self.scratch.is_none() => {
+                    self.scratch = Some(false);
+                    return Ok(SplitOld::Memory(split));
+                }
+                Ok(false) => return Err(scratch_err(std::io::Error::other("the scratch space refused bytes after taking others"))),
+                Err(e) => return Err(scratch_err(e)),
+            }
+        }
+        self.scratch = Some(true);
+        self.scratch_end += split.len() as u64;
+        Ok(SplitOld::Scratch(at))
+    }
+}
+
+/// A split old module ([`DeltaStream::split_old`]): held in memory, or in the sink's scratch
+/// space from this offset.
+pub(super) enum SplitOld {
+    Memory(Vec<u8>),
+    Scratch(u64),
+}
+
+impl SplitOld {
+    /// Bytes it holds in memory.
+    pub(super) fn memory_len(&self) -> u64 {
+        match self {
+            SplitOld::Memory(bytes) => bytes.len() as u64,
+            SplitOld::Scratch(_) => 0,
+        }
+    }
+}
+
+fn scratch_err(e: std::io::Error) -> Error {
+    Error::Output { path: "(the output's scratch space)".into(), source: e }
+}
+
+/// What the delta stream reads old data through: the old build, and the sink, whose scratch
+/// space (`BuildSink::write_scratch`) keeps the old modules read split.
+pub(super) struct OldReads<'a, O, S> {
+    pub(super) old: &'a mut O,
+    pub(super) sink: &'a mut S,
 }
 
 /// The old files the transformed files in the field-split layout are diffed
@@ -494,8 +563,10 @@ fn read_split<O: OldBuild>(old: &mut O, path: &str, size: u64, side_info: &[u8])
     }
     let mut module = vec![0u8; size as usize];
     old.read_at(path, 0, &mut module).map_err(|e| Error::OldRead { path: display_path(path), source: e })?;
-    crate::wasm_transform::split_code_layout(&module, side_info).map_err(|e| match e {
+    // In place: one module-sized buffer, not two.
+    crate::wasm_transform::split_code_layout_in_place(&mut module, side_info).map_err(|e| match e {
         crate::wasm_transform::TransformError::NotWasm { .. } => Error::WrongOldBuild { what: format!("{}: {e}", display_path(path)) },
         e => Error::Corrupt { input: Input::Patch, offset: 0, what: format!("{}: {e}", display_path(path)) },
-    })
+    })?;
+    Ok(module)
 }

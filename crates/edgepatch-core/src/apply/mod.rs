@@ -111,6 +111,26 @@ pub trait BuildSink {
     fn finish_copies(&mut self) -> io::Result<Vec<[u8; 32]>> {
         Ok(Vec::new())
     }
+
+    /// Scratch space: one byte array, not part of the new build, that the applier writes
+    /// derived data to and reads back by range instead of holding it in memory. Today that is
+    /// the old module of each wasm file stored in the field-split layout, in the form its delta
+    /// reads (docs/FORMAT.md §2.8.7): up to `MAX_WASM_TRANSFORM_BYTES` per module, each
+    /// written once, front to back, in pieces of at most 256 KiB. `Ok(false)` (the default)
+    /// says the sink has none: the applier then holds those bytes in memory (about the old
+    /// module's size more at the peak). A sink that has scratch space discards it when the
+    /// apply ends, however it ends; it needs no more trust than the sink's own files, whose
+    /// every BLAKE3 is checked before anything is final.
+    fn write_scratch(&mut self, offset: u64, data: &[u8]) -> io::Result<bool> {
+        let _ = (offset, data);
+        Ok(false)
+    }
+
+    /// Fills all of `buf` from `offset` of the scratch space (bytes `write_scratch` took).
+    fn read_scratch(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let _ = (offset, buf);
+        Err(io::Error::new(io::ErrorKind::Unsupported, "this output has no scratch space"))
+    }
 }
 
 /// Where an interrupted apply can continue: after `segments_done` segments,
