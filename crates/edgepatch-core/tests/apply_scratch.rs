@@ -1,14 +1,18 @@
 //! The applier's scratch space (`BuildSink::write_scratch`): the old module of a wasm file in
-//! the field-split layout (docs/FORMAT.md §2.8.7) goes to the sink's scratch space, split once,
-//! instead of being held in memory. Measured with a counting allocator (this binary's own), so
-//! the memory test runs alone in it; a scratch space that fails or gives back other bytes fails
-//! the apply, and nothing it gives back makes a wrong file final.
+//! the field-split layout (docs/FORMAT.md §2.8.7), split as it is read, and the normalized form
+//! of each transformed file go to the sink's scratch space instead of being held in memory; the
+//! inverse reads the normalized form back holding every section but the code section.
+//! Measured with a counting allocator (this binary's own), so the memory test runs alone in it;
+//! a scratch space that fails or gives back other bytes fails the apply, and nothing it gives
+//! back makes a wrong file final.
 
 mod counting_allocator;
 mod fixture_builds;
 mod wasm_modules;
 
-use std::io;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
 
 use counting_allocator::{peak, reset_peak, Counting};
 use edgepatch_core::error::ErrorKind;
@@ -20,14 +24,36 @@ use fixture_builds::file;
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
+/// Scratch space in a file of its own (not counted: only the applier's memory is), removed when dropped.
+struct ScratchFile {
+    path: PathBuf,
+    file: File,
+}
+
+impl ScratchFile {
+    fn new() -> Self {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("edgepatch-apply-scratch-test-{}-{n}", std::process::id()));
+        let file = File::options().read(true).write(true).create_new(true).open(&path).unwrap();
+        ScratchFile { path, file }
+    }
+}
+
+impl Drop for ScratchFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// A sink that keeps only each file's BLAKE3 (the output costs no memory), with scratch space
-/// in memory or none. Scratch bytes it holds are taken out of the count it reports.
+/// in a file or none.
 #[derive(Default)]
 struct HashingSink {
     files: Vec<(String, blake3::Hash)>,
     current: Option<(String, blake3::Hasher)>,
     /// None: no scratch space (`write_scratch` says so).
-    scratch: Option<Vec<u8>>,
+    scratch: Option<ScratchFile>,
     /// Times each scratch byte range was written, in bytes.
     scratch_written: u64,
     /// Flips the first byte read back from the scratch space (a damaged scratch file).
@@ -38,7 +64,7 @@ struct HashingSink {
 
 impl HashingSink {
     fn with_scratch() -> Self {
-        HashingSink { scratch: Some(Vec::new()), ..Self::default() }
+        HashingSink { scratch: Some(ScratchFile::new()), ..Self::default() }
     }
 }
 
@@ -67,17 +93,15 @@ impl BuildSink for HashingSink {
             return Err(io::Error::other("no space left on the scratch device"));
         }
         let Some(scratch) = &mut self.scratch else { return Ok(false) };
-        let end = offset as usize + data.len();
-        if scratch.len() < end {
-            scratch.resize(end, 0);
-        }
-        scratch[offset as usize..end].copy_from_slice(data);
+        scratch.file.seek(SeekFrom::Start(offset))?;
+        scratch.file.write_all(data)?;
         self.scratch_written += data.len() as u64;
         Ok(true)
     }
     fn read_scratch(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        let scratch = self.scratch.as_ref().expect("read only after a write");
-        buf.copy_from_slice(&scratch[offset as usize..offset as usize + buf.len()]);
+        let scratch = self.scratch.as_mut().expect("read only after a write");
+        scratch.file.seek(SeekFrom::Start(offset))?;
+        scratch.file.read_exact(buf)?;
         if self.damage_reads {
             buf[0] ^= 0x55;
         }
@@ -94,21 +118,20 @@ fn hashes(build: &Build) -> Vec<(String, blake3::Hash)> {
     build.files().map(|(p, d)| (p.to_string(), blake3::hash(d))).collect()
 }
 
-/// Applies `patch` to `old` into `sink`; the most the applier held at once, in bytes (the
-/// sink's scratch bytes taken out).
+/// Applies `patch` to `old` into `sink`; the most the applier held at once, in bytes.
 fn apply_measured(patch: &[u8], old: &Build, sink: &mut HashingSink) -> edgepatch_core::Result<usize> {
     let mut old = MemoryOldBuild::new(old);
     let before = reset_peak();
     apply_patch(patch, &mut old, &mut *sink, &mut |_| {})?;
-    let scratch = sink.scratch.as_ref().map_or(0, |s| s.capacity());
-    Ok(peak() - before - scratch)
+    Ok(peak() - before)
 }
 
 /// One test, so that nothing else allocates while it measures.
 #[test]
 fn split_old_modules_go_to_the_scratch_space_and_are_checked_like_any_bytes() {
-    // Re-emitted code: stored in the field-split layout. About 2 MB per module.
-    let (v1, v2) = wasm_modules::recompiled_versions(8000);
+    // Re-emitted code: stored in the field-split layout. About 5 MB per module: larger than
+    // what the segments' buffers hold whatever the file (4 MiB of history, a window).
+    let (v1, v2) = wasm_modules::recompiled_versions(24_000);
     let (old, new) = (Build::single_file(v1.clone()), Build::single_file(v2.clone()));
     let patch = diff(&old, &new, 4 << 20);
     let info = inspect_patch(&patch[..]).unwrap();
@@ -121,10 +144,11 @@ fn split_old_modules_go_to_the_scratch_space_and_are_checked_like_any_bytes() {
     println!("module {} bytes: applier held {held_in_memory} bytes without scratch space, {held_with_scratch} with it", v1.len());
     assert_eq!(in_memory.files, hashes(&new));
     assert_eq!(scratch.files, hashes(&new));
-    // The old module split went to the scratch space whole, once.
-    assert_eq!(scratch.scratch_written, v1.len() as u64);
-    // And is no longer held: the applier holds at least 3/4 of the module less.
-    assert!(held_with_scratch + v1.len() * 3 / 4 <= held_in_memory, "{held_with_scratch} with scratch space, {held_in_memory} without");
+    // The old module split and the normalized form went to the scratch space whole, once each.
+    assert_eq!(scratch.scratch_written, v1.len() as u64 + info.tree.delta_bytes());
+    // Neither is held: the scratch space saves the applier both (twice the module; what it
+    // holds besides is the segments' buffers, the same either way).
+    assert!(held_with_scratch + 2 * v1.len() * 95 / 100 <= held_in_memory, "{held_with_scratch} with scratch space, {held_in_memory} without");
 
     // Three split modules in a tree, segments small enough to alternate between them: each old
     // module is split and written once, however often its segments read it.
@@ -139,7 +163,13 @@ fn split_old_modules_go_to_the_scratch_space_and_are_checked_like_any_bytes() {
     let mut got = sink.files.clone();
     got.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(got, hashes(&new_tree));
-    assert_eq!(sink.scratch_written, (a1.len() + b1.len() + c1.len()) as u64, "each old module written once");
+    let tree_info = inspect_patch(&tree_patch[..]).unwrap();
+    assert_eq!(tree_info.tree.transforms.len(), 3);
+    assert_eq!(
+        sink.scratch_written,
+        (a1.len() + b1.len() + c1.len()) as u64 + tree_info.tree.delta_bytes(),
+        "each old module and normalized form written once"
+    );
 
     // A scratch space that fails: the apply fails as an output error, naming the scratch space.
     let mut failing = HashingSink { fail_writes: true, ..HashingSink::with_scratch() };

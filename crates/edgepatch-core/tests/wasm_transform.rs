@@ -6,8 +6,9 @@
 mod fixture_builds;
 
 use edgepatch_core::wasm_transform::{
-    forward, forward_with_stats, into_code_layout, inverse, join_code_layout, join_code_layout_hash, reference, side_info_has_code_layout, split_code_layout,
-    split_code_layout_in_place, with_code_layout, with_code_layout_as, Normalized, TransformError, TransformStats,
+    forward, forward_with_stats, into_code_layout, inverse as inverse_in_memory, inverse_read, join_code_layout, join_code_layout_hash, reference,
+    side_info_has_code_layout, split_code_layout, split_code_layout_in_place, split_code_layout_read, with_code_layout, with_code_layout_as, Normalized,
+    TransformError, TransformStats,
 };
 use edgepatch_core::EntryContent;
 
@@ -18,6 +19,62 @@ fn game_wasm(tar: &str) -> Vec<u8> {
         EntryContent::File { data, .. } => data.clone(),
         _ => panic!("game.wasm is not a file"),
     }
+}
+
+/// The inverse of `normalized`, in memory and read through a callback (an applier's scratch
+/// space), which must agree: the same bytes, or both an error.
+fn inverse(normalized: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
+    let held = inverse_in_memory(normalized, side_info);
+    let mut read_out = Vec::new();
+    let read = inverse_read(
+        normalized.len() as u64,
+        &mut |at, buf: &mut [u8]| {
+            buf.copy_from_slice(&normalized[at as usize..at as usize + buf.len()]);
+            Ok(())
+        },
+        side_info,
+        &mut |piece: &[u8]| {
+            read_out.extend_from_slice(piece);
+            Ok::<(), TransformError>(())
+        },
+    );
+    match (&held, read) {
+        (Ok(bytes), Ok(())) => assert_eq!(*bytes, read_out, "the inverse read gives other bytes"),
+        (Err(_), Err(_)) => {}
+        (held, read) => panic!("the inverse in memory gives {:?}, read {read:?}", held.as_ref().map(|b| b.len())),
+    }
+    held
+}
+
+/// [`split_code_layout`] of a module read through a callback (an applier's scratch space),
+/// which must agree with it: the same bytes, each written once, or both an error.
+fn split_read(module: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
+    let held = split_code_layout(module, side_info);
+    let (mut out, mut written) = (vec![0u8; module.len()], vec![false; module.len()]);
+    let read = split_code_layout_read(
+        module.len() as u64,
+        &mut |at, buf: &mut [u8]| {
+            buf.copy_from_slice(&module[at as usize..at as usize + buf.len()]);
+            Ok::<(), TransformError>(())
+        },
+        side_info,
+        &mut |at, bytes: &[u8]| {
+            let at = at as usize;
+            assert!(written[at..at + bytes.len()].iter().all(|w| !w), "bytes at {at} written twice");
+            written[at..at + bytes.len()].fill(true);
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+            Ok(())
+        },
+    );
+    match (&held, read) {
+        (Ok(bytes), Ok(())) => {
+            assert!(written.iter().all(|&w| w), "every byte written");
+            assert_eq!(*bytes, out, "the split read gives other bytes");
+        }
+        (Err(_), Err(_)) => {}
+        (held, read) => panic!("the split in memory gives {:?}, read {read:?}", held.as_ref().map(|b| b.len())),
+    }
+    held
 }
 
 fn uleb(v: u64) -> Vec<u8> {
@@ -168,7 +225,7 @@ fn round_trip(old: &[u8], new: &[u8]) {
         assert!(side_info_has_code_layout(&split.side_info) && !side_info_has_code_layout(&new_norm.side_info));
         assert_eq!(split.bytes.len(), new_norm.bytes.len());
         assert_eq!(inverse(&split.bytes, &split.side_info).expect("split inverse"), new, "split layout round trip");
-        assert_eq!(split_code_layout(&new_norm.bytes, &split.side_info).expect("split"), split.bytes);
+        assert_eq!(split_read(&new_norm.bytes, &split.side_info).expect("split"), split.bytes);
         // In place, the same bytes; joined back a body at a time, the same hash.
         let mut in_place = new_norm.bytes.clone();
         split_code_layout_in_place(&mut in_place, &split.side_info).expect("split in place");
@@ -427,7 +484,7 @@ fn split_layout_groups_each_field_and_round_trips() {
     assert_eq!(inverse(&ranked.bytes, &ranked.side_info).unwrap(), twice);
     // A module the walker cannot read has no split layout.
     let unknown = module(&[], &[vec![0xfb, 0x7f, 0x10, 0x00]], None);
-    assert!(split_code_layout(&unknown, &split.side_info).is_err());
+    assert!(split_read(&unknown, &split.side_info).is_err());
     // In place, an error leaves the module as it was.
     let mut in_place = unknown.clone();
     assert!(split_code_layout_in_place(&mut in_place, &split.side_info).is_err());
@@ -530,7 +587,7 @@ fn hostile_input_never_panics_and_accepted_input_round_trips() {
                 assert_eq!(in_place, split.bytes, "round {round}, split in place");
                 let odd = mutate(&mut rng, &n.bytes);
                 let mut odd_in_place = odd.clone();
-                match split_code_layout(&odd, &split.side_info) {
+                match split_read(&odd, &split.side_info) {
                     Ok(odd_split) => {
                         split_code_layout_in_place(&mut odd_in_place, &split.side_info).expect("splits as split does");
                         assert_eq!(odd_in_place, odd_split, "round {round}, mutated split in place");

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use super::delta_stream::{DeltaStream, OldReads, SplitOld};
+use super::delta_stream::{scratch_err, DeltaStream, OldReads, ScratchSpace, SplitOld};
 use super::patch_reader::*;
 use super::{display_path, out_err, ApplyProgress, ApplySummary, BuildSink, OldBuild, ResumePoint, CHUNK};
 use crate::error::{Error, Input, Result};
@@ -42,8 +42,12 @@ struct DeltaFiles {
     next: usize,
     open: Option<(usize, u64, blake3::Hasher)>,
     /// The open file is a transformed wasm module (docs/FORMAT.md §2.8): its
-    /// normalized form so far, inverted into the file once it is whole.
+    /// normalized form so far, inverted into the file once it is whole. Gathered
+    /// here where the sink has no scratch space.
     normalized: Option<Vec<u8>>,
+    /// Where the sink has scratch space, the open transformed file's normalized
+    /// form goes there instead: its region's start and the bytes written so far.
+    normalized_scratch: Option<(u64, u64)>,
     /// Delta-stream ranges of the transformed files: no resume point may
     /// fall inside one or within a window's reach after one.
     transformed: Vec<(u64, u64)>,
@@ -137,7 +141,7 @@ impl PatchApplier {
             expect: Expect::HeaderAndTree,
             tree: PatchTree::default(),
             delta: None,
-            files: DeltaFiles { entries: Vec::new(), next: 0, open: None, normalized: None, transformed: Vec::new() },
+            files: DeltaFiles { entries: Vec::new(), next: 0, open: None, normalized: None, normalized_scratch: None, transformed: Vec::new() },
             buf: Vec::new(),
             digest: Some(blake3::Hasher::new()),
             held_hashes: None,
@@ -442,7 +446,7 @@ impl PatchApplier {
             self.check_digest(sink)?;
         }
         // Empty delta files need no segment.
-        self.distribute(&[], sink, &mut Vec::new())
+        self.distribute(&[], sink, &mut Vec::new(), &mut ScratchSpace::default())
     }
 
     fn file_hashed(&mut self, hasher: blake3::Hasher) {
@@ -488,14 +492,14 @@ impl PatchApplier {
             // they were decompressed, without a copy through `buf`.
             if let Some(range) = delta.extra_run(CHUNK)? {
                 let extra = std::mem::take(&mut delta.extra);
-                let written = self.distribute(&extra[range], sink, &mut delta.split_old);
+                let written = self.distribute(&extra[range], sink, &mut delta.split_old, &mut delta.scratch);
                 delta.extra = extra;
                 written.map_err(|e| as_corrupt(delta, e))?;
                 continue;
             }
             let n = delta.segment_left.min(CHUNK as u64) as usize;
             delta.fill(&mut buf[..n], &mut OldReads { old: &mut *old, sink: &mut *sink }, &self.tree)?;
-            self.distribute(&buf[..n], sink, &mut delta.split_old).map_err(|e| as_corrupt(delta, e))?;
+            self.distribute(&buf[..n], sink, &mut delta.split_old, &mut delta.scratch).map_err(|e| as_corrupt(delta, e))?;
         }
         Ok(())
     }
@@ -505,8 +509,8 @@ impl PatchApplier {
     /// file's bytes are gathered and inverted into the file once complete;
     /// `split_old`, the delta stream's split old modules, are dropped from memory
     /// first (a later read of an old module splits it again); those in the sink's
-    /// scratch space stay there.
-    fn distribute<S: BuildSink>(&mut self, mut data: &[u8], sink: &mut S, split_old: &mut Vec<(usize, SplitOld)>) -> Result<()> {
+    /// scratch space stay there, where the normalized form goes too.
+    fn distribute<S: BuildSink>(&mut self, mut data: &[u8], sink: &mut S, split_old: &mut Vec<(usize, SplitOld)>, scratch: &mut ScratchSpace) -> Result<()> {
         loop {
             if self.files.open.is_none() {
                 let Some(&i) = self.files.entries.get(self.files.next) else { break };
@@ -517,13 +521,11 @@ impl PatchApplier {
                 }
                 let path = self.tree.entries[i].path.as_str();
                 if self.tree.transform(i).is_some() {
-                    // Reserved whole with its first bytes (below): growing by
-                    // doubling would hold the old and the new buffer at once
-                    // (1.5x the module in a wasm linear memory that never
-                    // shrinks). The size is capped (MAX_WASM_TRANSFORM_BYTES).
+                    // Gathered in the sink's scratch space, or here (`gather`).
                     let mut buf = self.files.normalized.take().unwrap_or_default();
                     buf.clear();
                     self.files.normalized = Some(buf);
+                    self.files.normalized_scratch = None;
                 } else {
                     sink.begin_file(path, *executable, *size).map_err(|e| out_err(path, e))?;
                 }
@@ -534,13 +536,21 @@ impl PatchApplier {
             let path = self.tree.entries[*i].path.as_str();
             let n = (*left).min(data.len() as u64) as usize;
             match self.files.normalized.as_mut().filter(|_| self.tree.transform(*i).is_some()) {
-                Some(buf) => {
-                    let claimed = (buf.len() as u64 + *left) as usize;
-                    if claimed > buf.capacity() {
-                        buf.reserve_exact(claimed - buf.len());
+                Some(buf) => match &mut self.files.normalized_scratch {
+                    Some((at, written)) => {
+                        ScratchSpace::write(sink, *at + *written, &data[..n])?;
+                        *written += n as u64;
                     }
-                    buf.extend_from_slice(&data[..n]);
-                }
+                    // The file's first bytes: to the scratch space, if the sink has one.
+                    None if buf.is_empty() => match scratch.take(sink, self.tree.delta_len(*i))? {
+                        Some(at) => {
+                            ScratchSpace::write(sink, at, &data[..n])?;
+                            self.files.normalized_scratch = Some((at, n as u64));
+                        }
+                        None => gather(buf, *left, &data[..n]),
+                    },
+                    None => gather(buf, *left, &data[..n]),
+                },
                 None => {
                     hasher.update(&data[..n]);
                     sink.write_file(&data[..n]).map_err(|e| out_err(path, e))?;
@@ -594,18 +604,30 @@ impl PatchApplier {
             offset: at,
             what: format!("{}: the inverted wasm module is longer than its {size} bytes", display_path(path)),
         };
-        let result = crate::wasm_transform::inverse_to(&mut normalized, side, &mut |piece: &[u8]| {
+        // Read from the scratch space and written to the file through the one sink (never
+        // at once: the inverse reads, then emits).
+        let sink = std::cell::RefCell::new(sink);
+        let mut emit = |piece: &[u8]| {
             if written + piece.len() as u64 > size {
                 return Err(InverseError::Apply(too_long()));
             }
             for chunk in piece.chunks(CHUNK) {
                 hasher.update(chunk);
-                sink.write_file(chunk).map_err(|e| InverseError::Apply(out_err(path, e)))?;
+                sink.borrow_mut().write_file(chunk).map_err(|e| InverseError::Apply(out_err(path, e)))?;
             }
             written += piece.len() as u64;
             progress.new_bytes_written += piece.len() as u64;
             Ok(())
-        });
+        };
+        let result = match self.files.normalized_scratch.take() {
+            Some((at, len)) => crate::wasm_transform::inverse_read(
+                len,
+                &mut |offset, buf| sink.borrow_mut().read_scratch(at + offset, buf).map_err(|e| InverseError::Apply(scratch_err(e))),
+                side,
+                &mut emit,
+            ),
+            None => crate::wasm_transform::inverse_to(&mut normalized, side, &mut emit),
+        };
         // The buffer is kept for the next transformed file (steady memory in wasm).
         normalized.clear();
         super::shrink(&mut normalized, 0);
@@ -621,6 +643,18 @@ impl PatchApplier {
             Err(InverseError::Transform(e)) => Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("{}: {e}", display_path(path)) }),
         }
     }
+}
+
+/// Appends `data` to a normalized form gathered in memory, of which `left` bytes (`data`
+/// among them) are still to come: reserved whole with its first bytes, since growing by
+/// doubling would hold the old and the new buffer at once (1.5x the module in a wasm linear
+/// memory that never shrinks). The size is capped (MAX_WASM_TRANSFORM_BYTES).
+fn gather(buf: &mut Vec<u8>, left: u64, data: &[u8]) {
+    let claimed = (buf.len() as u64 + left) as usize;
+    if claimed > buf.capacity() {
+        buf.reserve_exact(claimed - buf.len());
+    }
+    buf.extend_from_slice(data);
 }
 
 /// A file's BLAKE3 goes into the files digest, or is held in digest order

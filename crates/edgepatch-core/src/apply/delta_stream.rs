@@ -5,7 +5,7 @@
 
 use std::io::Read;
 
-use super::{display_path, patch_reader::*, release, resize_exact, shrink, BuildSink, OldBuild, CHUNK};
+use super::{display_path, patch_reader::*, release, resize_exact, shrink, BuildSink, OldBuild};
 use crate::error::{Error, Input, Result};
 use crate::matcher::Op;
 use crate::patch_format::*;
@@ -71,10 +71,8 @@ pub(super) struct DeltaStream {
     /// memory, together at most `SPLIT_CACHE` bytes (plus the one being read): a
     /// patch that alternates between more split modules than that splits them again.
     pub(super) split_old: Vec<(usize, SplitOld)>,
-    /// Whether the sink has scratch space: unknown (None) until a module is split.
-    scratch: Option<bool>,
-    /// Bytes of the scratch space written.
-    scratch_end: u64,
+    /// The sink's scratch space: split old modules, and the applier's normalized forms.
+    pub(super) scratch: ScratchSpace,
 }
 
 impl DeltaStream {
@@ -113,8 +111,7 @@ impl DeltaStream {
             keep_history: true,
             split_files: split_old_files(tree),
             split_old: Vec::new(),
-            scratch: None,
-            scratch_end: 0,
+            scratch: ScratchSpace::default(),
         }
     }
 
@@ -470,11 +467,10 @@ impl DeltaStream {
                         let Some(k) = self.split_old.iter().position(|s| s.1.memory_len() > 0) else { break };
                         self.split_old.remove(k);
                     }
-                    let split = read_split(old.old, path, size, &tree.transforms[t].side_info).map_err(|e| match e {
+                    let held = self.split_old_module(old, path, size, &tree.transforms[t].side_info).map_err(|e| match e {
                         Error::Corrupt { what, .. } => self.corrupt(what),
                         e => e,
                     })?;
-                    let held = self.hold_split(split, old.sink)?;
                     self.split_old.push((file, held));
                 }
             }
@@ -488,28 +484,81 @@ impl DeltaStream {
         Ok(n)
     }
 
-    /// Keeps a split old module where the delta stream reads it from: in the sink's scratch
-    /// space if it has one (the module is then freed here: an apply holds no split module in
-    /// memory), else in memory.
-    fn hold_split<S: BuildSink>(&mut self, split: Vec<u8>, sink: &mut S) -> Result<SplitOld> {
-        if self.scratch == Some(false) {
-            return Ok(SplitOld::Memory(split));
-        }
-        let at = self.scratch_end;
-        for (k, piece) in split.chunks(CHUNK).enumerate() {
-            match sink.write_scratch(at + (k * CHUNK) as u64, piece) {
-                Ok(true) => {}
-                Ok(false) if k == 0 && self.scratch.is_none() => {
-                    self.scratch = Some(false);
-                    return Ok(SplitOld::Memory(split));
-                }
-                Ok(false) => return Err(scratch_err(std::io::Error::other("the scratch space refused bytes after taking others"))),
-                Err(e) => return Err(scratch_err(e)),
-            }
-        }
-        self.scratch = Some(true);
-        self.scratch_end += split.len() as u64;
+    /// The old module at `path` split, where the delta stream reads it from: in the sink's
+    /// scratch space if it has one, split as it is read (neither the module nor its split form
+    /// is held in memory), else in memory.
+    fn split_old_module<O: OldBuild, S: BuildSink>(&mut self, old: &mut OldReads<O, S>, path: &str, size: u64, side_info: &[u8]) -> Result<SplitOld> {
+        check_split_size(path, size)?;
+        let Some(at) = self.scratch.take(old.sink, size)? else {
+            return Ok(SplitOld::Memory(read_split(old.old, path, size, side_info)?));
+        };
+        crate::wasm_transform::split_code_layout_read(
+            size,
+            &mut |offset, buf| old.old.read_at(path, offset, buf).map_err(|e| SplitError::Apply(Error::OldRead { path: display_path(path), source: e })),
+            side_info,
+            &mut |offset, bytes| ScratchSpace::write(old.sink, at + offset, bytes).map_err(SplitError::Apply),
+        )
+        .map_err(|e| match e {
+            SplitError::Apply(e) => e,
+            SplitError::Transform(e) => split_error(path, e),
+        })?;
         Ok(SplitOld::Scratch(at))
+    }
+}
+
+/// A split into the scratch space stopped by the transform, or by a read or write.
+enum SplitError {
+    Transform(crate::wasm_transform::TransformError),
+    Apply(Error),
+}
+
+impl From<crate::wasm_transform::TransformError> for SplitError {
+    fn from(e: crate::wasm_transform::TransformError) -> Self {
+        SplitError::Transform(e)
+    }
+}
+
+/// A module that does not split is not the old module the patch was made from; a side info
+/// that does not say how to split is a corrupt patch.
+fn split_error(path: &str, e: crate::wasm_transform::TransformError) -> Error {
+    match e {
+        crate::wasm_transform::TransformError::NotWasm { .. } => Error::WrongOldBuild { what: format!("{}: {e}", display_path(path)) },
+        e => Error::Corrupt { input: Input::Patch, offset: 0, what: format!("{}: {e}", display_path(path)) },
+    }
+}
+
+/// The sink's scratch space (`BuildSink::write_scratch`) as the applier uses it: whether the
+/// sink has one (unknown until the first write) and how much of it is taken. A region is
+/// taken once, for one split old module or one normalized form, and never reused: the scratch
+/// space grows to the sum of them (on disk, not in memory).
+#[derive(Default)]
+pub(super) struct ScratchSpace {
+    has: Option<bool>,
+    end: u64,
+}
+
+impl ScratchSpace {
+    /// Takes a region of `len` bytes; None: the sink has no scratch space (it said so at its
+    /// first write, an empty one that asks), and the caller holds the bytes itself.
+    pub(super) fn take<S: BuildSink>(&mut self, sink: &mut S, len: u64) -> Result<Option<u64>> {
+        if self.has.is_none() {
+            self.has = Some(sink.write_scratch(self.end, &[]).map_err(scratch_err)?);
+        }
+        if self.has == Some(false) {
+            return Ok(None);
+        }
+        let at = self.end;
+        self.end += len;
+        Ok(Some(at))
+    }
+
+    /// Writes more of a region taken.
+    pub(super) fn write<S: BuildSink>(sink: &mut S, at: u64, data: &[u8]) -> Result<()> {
+        match sink.write_scratch(at, data) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(scratch_err(std::io::Error::other("the scratch space refused bytes after taking others"))),
+            Err(e) => Err(scratch_err(e)),
+        }
     }
 }
 
@@ -530,7 +579,7 @@ impl SplitOld {
     }
 }
 
-fn scratch_err(e: std::io::Error) -> Error {
+pub(super) fn scratch_err(e: std::io::Error) -> Error {
     Error::Output { path: "(the output's scratch space)".into(), source: e }
 }
 
@@ -553,6 +602,15 @@ fn split_old_files(tree: &PatchTree) -> Vec<(usize, usize)> {
 /// The whole old module at `path`, in the field-split layout. A module that is
 /// not the one the patch was made from may not split: that is the wrong old build.
 fn read_split<O: OldBuild>(old: &mut O, path: &str, size: u64, side_info: &[u8]) -> Result<Vec<u8>> {
+    check_split_size(path, size)?;
+    let mut module = vec![0u8; size as usize];
+    old.read_at(path, 0, &mut module).map_err(|e| Error::OldRead { path: display_path(path), source: e })?;
+    // In place: one module-sized buffer, not two.
+    crate::wasm_transform::split_code_layout_in_place(&mut module, side_info).map_err(|e| split_error(path, e))?;
+    Ok(module)
+}
+
+fn check_split_size(path: &str, size: u64) -> Result<()> {
     if size > MAX_WASM_TRANSFORM_BYTES {
         // The old build is the one the patch names (its listing matched): the patch is wrong.
         return Err(Error::Corrupt {
@@ -561,12 +619,5 @@ fn read_split<O: OldBuild>(old: &mut O, path: &str, size: u64, side_info: &[u8])
             what: format!("{}: the old module of a split-layout file is {size} bytes, over the {MAX_WASM_TRANSFORM_BYTES}-byte cap", display_path(path)),
         });
     }
-    let mut module = vec![0u8; size as usize];
-    old.read_at(path, 0, &mut module).map_err(|e| Error::OldRead { path: display_path(path), source: e })?;
-    // In place: one module-sized buffer, not two.
-    crate::wasm_transform::split_code_layout_in_place(&mut module, side_info).map_err(|e| match e {
-        crate::wasm_transform::TransformError::NotWasm { .. } => Error::WrongOldBuild { what: format!("{}: {e}", display_path(path)) },
-        e => Error::Corrupt { input: Input::Patch, offset: 0, what: format!("{}: {e}", display_path(path)) },
-    })?;
-    Ok(module)
+    Ok(())
 }

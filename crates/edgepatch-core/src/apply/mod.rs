@@ -113,14 +113,15 @@ pub trait BuildSink {
     }
 
     /// Scratch space: one byte array, not part of the new build, that the applier writes
-    /// derived data to and reads back by range instead of holding it in memory. Today that is
-    /// the old module of each wasm file stored in the field-split layout, in the form its delta
-    /// reads (docs/FORMAT.md §2.8.7): up to `MAX_WASM_TRANSFORM_BYTES` per module, each
-    /// written once, front to back, in pieces of at most 256 KiB. `Ok(false)` (the default)
-    /// says the sink has none: the applier then holds those bytes in memory (about the old
-    /// module's size more at the peak). A sink that has scratch space discards it when the
-    /// apply ends, however it ends; it needs no more trust than the sink's own files, whose
-    /// every BLAKE3 is checked before anything is final.
+    /// what it would otherwise hold in memory to, and reads back by range: for each wasm file
+    /// stored transformed (docs/FORMAT.md §2.8), its normalized form, and in the field-split
+    /// layout its old module split (§2.8.7); each up to `MAX_WASM_TRANSFORM_BYTES`, each byte
+    /// written once, in pieces of at most 256 KiB. The applier's first call writes nothing: it
+    /// asks whether there is scratch space. `Ok(false)` (the default) says there is none: the
+    /// applier then holds those bytes in memory (about twice the module at the peak, against a
+    /// fraction of it). A sink that has scratch space discards it when the apply ends, however it
+    /// ends; it needs no more trust than the sink's own files, whose every BLAKE3 is checked
+    /// before anything is final.
     fn write_scratch(&mut self, offset: u64, data: &[u8]) -> io::Result<bool> {
         let _ = (offset, data);
         Ok(false)

@@ -455,6 +455,172 @@ impl Fields for Splitter<'_, '_> {
     }
 }
 
+/// Splitting a module that is not in memory ([`split_read`]): the code section is read through
+/// a window that moves forward; the first walk counts each stream's bytes, the second gathers
+/// each stream's next bytes in a buffer of its own, handed to `write` at the stream's place
+/// every `STREAM_WINDOW` bytes.
+struct ReadSplitter<'r> {
+    read: &'r mut dyn FnMut(usize, &mut [u8]) -> bool,
+    /// The window: its module offset and bytes.
+    window_at: usize,
+    window: Vec<u8>,
+    pos: usize,
+    end: usize,
+    /// Each stream's bytes so far (counting), or the module offset of its next byte (writing).
+    at: [usize; FIELDS],
+    /// Writing: each stream's end, and its bytes not yet handed to `write`.
+    ends: Option<[usize; FIELDS]>,
+    pending: [Vec<u8>; FIELDS],
+    write: &'r mut dyn FnMut(usize, &[u8]) -> bool,
+    mtf: Option<MoveToFront>,
+}
+
+impl ReadSplitter<'_> {
+    /// Reads `n` bytes at `self.pos` (within the section) and gives them to `field`'s stream.
+    fn take(&mut self, field: Field, n: usize, rank: bool) -> ParseResult<()> {
+        if self.end - self.pos < n {
+            return Err(ParseError { offset: self.pos, what: "unexpected end" });
+        }
+        self.window_for(self.pos, n)?;
+        let from = self.pos - self.window_at;
+        let mut bytes = &self.window[from..from + n];
+        let ranked;
+        if rank {
+            ranked = [self.mtf.as_mut().expect("ranked only with move-to-front").rank(bytes[0])];
+            bytes = &ranked;
+        }
+        self.pos += n;
+        let f = field as usize;
+        if let Some(ends) = &self.ends {
+            if ends[f] - self.at[f] < n {
+                return Err(ParseError { offset: self.pos, what: "a field stream outgrew its count" });
+            }
+            self.pending[f].extend_from_slice(bytes);
+            if self.pending[f].len() >= STREAM_WINDOW && !(self.write)(self.at[f] + n - self.pending[f].len(), &self.pending[f]) {
+                return Err(ParseError { offset: self.pos, what: "the split module could not be written" });
+            }
+            if self.pending[f].len() >= STREAM_WINDOW {
+                self.pending[f].clear();
+            }
+        }
+        self.at[f] += n;
+        Ok(())
+    }
+
+    /// Makes the window hold `at..at + n`.
+    fn window_for(&mut self, at: usize, n: usize) -> ParseResult<()> {
+        if at < self.window_at || at + n > self.window_at + self.window.len() {
+            let len = n.max(STREAM_WINDOW.min(self.end - at));
+            self.window.clear();
+            self.window.resize(len, 0);
+            if !(self.read)(at, &mut self.window) {
+                return Err(ParseError { offset: at, what: "the module could not be read" });
+            }
+            self.window_at = at;
+        }
+        Ok(())
+    }
+
+    /// Hands every stream's last bytes to `write`.
+    fn flush(&mut self) -> ParseResult<()> {
+        for f in 0..FIELDS {
+            let pending = &self.pending[f];
+            if !pending.is_empty() && !(self.write)(self.at[f] - pending.len(), pending) {
+                return Err(ParseError { offset: self.pos, what: "the split module could not be written" });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Fields for ReadSplitter<'_> {
+    fn byte(&mut self, field: Field) -> ParseResult<u8> {
+        self.window_for(self.pos, 1.min(self.end - self.pos))?;
+        let b = *self.window.get(self.pos - self.window_at).filter(|_| self.pos < self.end).ok_or(ParseError { offset: self.pos, what: "unexpected end" })?;
+        self.take(field, 1, false)?;
+        Ok(b)
+    }
+
+    fn leb(&mut self, field: Field, leb: Leb) -> ParseResult<i64> {
+        let n = (self.end - self.pos).min(10);
+        self.window_for(self.pos, n)?;
+        let from = self.pos - self.window_at;
+        let mut len = 0;
+        let value = read_leb(&self.window[from..from + n], &mut len, leb).map_err(|e| ParseError { offset: self.pos + e.offset, what: e.what })?;
+        self.take(field, len, false)?;
+        Ok(value)
+    }
+
+    fn bytes(&mut self, field: Field, n: usize) -> ParseResult<()> {
+        self.take(field, n, false)
+    }
+
+    fn position(&self) -> usize {
+        self.pos
+    }
+
+    fn err(&self, what: &'static str) -> ParseError {
+        ParseError { offset: self.pos, what }
+    }
+
+    fn local(&mut self) -> ParseResult<()> {
+        if self.mtf.is_some() && self.pos < self.end {
+            self.window_for(self.pos, 1)?;
+            if self.window[self.pos - self.window_at] < 0x80 {
+                return self.take(Field::Local, 1, true);
+            }
+        }
+        self.leb(Field::Local, Leb::U32).map(|_| ())
+    }
+
+    fn begin_body(&mut self) {
+        if let Some(mtf) = &mut self.mtf {
+            *mtf = MoveToFront::new();
+        }
+    }
+}
+
+/// [`split`]'s code section of a module that is not in memory: its contents are `start..end`
+/// (module offsets), read through `read` (false: the read failed, and the caller has its
+/// error), and the split section's bytes go to `write` at their module offsets (false
+/// likewise), each stream front to back in pieces of about 64 KiB. Holds a window and a
+/// buffer per stream, not the module. Returns the streams' lengths.
+pub(crate) fn split_read(
+    read: &mut dyn FnMut(usize, &mut [u8]) -> bool,
+    (start, end): (usize, usize),
+    locals_mtf: bool,
+    write: &mut dyn FnMut(usize, &[u8]) -> bool,
+) -> ParseResult<[u64; FIELDS]> {
+    let mut s = ReadSplitter {
+        read,
+        window_at: 0,
+        window: Vec::new(),
+        pos: start,
+        end,
+        at: [0; FIELDS],
+        ends: None,
+        pending: std::array::from_fn(|_| Vec::new()),
+        write,
+        mtf: locals_mtf.then(MoveToFront::new),
+    };
+    walk_code(&mut s, end)?;
+    let counted = s.at;
+    if counted.iter().sum::<usize>() != end - start {
+        return Err(ParseError { offset: start, what: "the bodies do not cover the code section" });
+    }
+    let mut next = start;
+    for (a, &n) in s.at.iter_mut().zip(&counted) {
+        *a = next;
+        next += n;
+    }
+    s.ends = Some(std::array::from_fn(|f| s.at[f] + counted[f]));
+    (s.pos, s.mtf) = (start, locals_mtf.then(MoveToFront::new));
+    // The same walk as the count's.
+    walk_code(&mut s, end)?;
+    s.flush()?;
+    Ok(counted.map(|n| n as u64))
+}
+
 /// Splitting in place ([`split_in_place`]): the opcodes (stream 0) are moved down in the module
 /// itself as the walk passes them, every other field goes to `rest` (the later streams, one
 /// after another). An opcode's place in its stream is never after where it is read, and the
@@ -538,10 +704,53 @@ impl Fields for InPlaceSplitter<'_> {
     }
 }
 
+/// Where a joiner reads the field streams: `n` bytes at module offset `at` of stream `field`
+/// (the joiner checks they lie within it). A module in memory is its own; one that is not is
+/// read through a window per stream ([`StreamWindows`]).
+pub(crate) trait StreamBytes {
+    fn get(&mut self, field: Field, at: usize, n: usize) -> ParseResult<&[u8]>;
+}
+
+impl StreamBytes for &[u8] {
+    fn get(&mut self, _: Field, at: usize, n: usize) -> ParseResult<&[u8]> {
+        Ok(&self[at..at + n])
+    }
+}
+
+/// Bytes a stream's window reads at once (12 windows: 768 KiB for a join).
+const STREAM_WINDOW: usize = 64 << 10;
+
+/// The field streams of a module that is not in memory, read through `read` (module offset,
+/// buffer to fill; false: the read failed, and the caller has its error), each through a
+/// window of its own that moves forward as the join reads it.
+pub(crate) struct StreamWindows<'r> {
+    read: &'r mut dyn FnMut(usize, &mut [u8]) -> bool,
+    /// Each stream's window: its module offset and bytes.
+    windows: [(usize, Vec<u8>); FIELDS],
+    /// Each stream's end: no window reads past it.
+    ends: [usize; FIELDS],
+}
+
+impl StreamBytes for StreamWindows<'_> {
+    fn get(&mut self, field: Field, at: usize, n: usize) -> ParseResult<&[u8]> {
+        let (start, window) = &mut self.windows[field as usize];
+        if at < *start || at + n > *start + window.len() {
+            let len = n.max(STREAM_WINDOW.min(self.ends[field as usize].saturating_sub(at)));
+            window.clear();
+            window.resize(len, 0);
+            if !(self.read)(at, window) {
+                return Err(ParseError { offset: at, what: "the normalized form could not be read" });
+            }
+            *start = at;
+        }
+        Ok(&window[at - *start..at - *start + n])
+    }
+}
+
 /// Joining: reads each field from its stream, writes the module in order.
 /// Errors give the offset in the split section.
-struct Joiner<'a> {
-    split: &'a [u8],
+struct Joiner<S> {
+    split: S,
     /// Each stream's next byte and end, in `split`.
     at: StreamBounds,
     out: Vec<u8>,
@@ -551,18 +760,19 @@ struct Joiner<'a> {
     mtf: Option<MoveToFront>,
 }
 
-impl Joiner<'_> {
+impl<S: StreamBytes> Joiner<S> {
+    /// The next `n` bytes of stream `field`, consumed.
     fn take(&mut self, field: Field, n: usize) -> ParseResult<&[u8]> {
         let (at, end) = self.at[field as usize];
         if end - at < n {
             return Err(ParseError { offset: at, what: "a field stream ends early" });
         }
         self.at[field as usize].0 = at + n;
-        Ok(&self.split[at..at + n])
+        self.split.get(field, at, n)
     }
 }
 
-impl Fields for Joiner<'_> {
+impl<S: StreamBytes> Fields for Joiner<S> {
     fn byte(&mut self, field: Field) -> ParseResult<u8> {
         let b = self.take(field, 1)?[0];
         self.out.push(b);
@@ -571,18 +781,24 @@ impl Fields for Joiner<'_> {
 
     fn leb(&mut self, field: Field, leb: Leb) -> ParseResult<i64> {
         let (at, end) = self.at[field as usize];
-        let mut pos = at;
-        let value = read_leb(&self.split[..end], &mut pos, leb)
-            .map_err(|e| ParseError { offset: e.offset, what: "a field stream ends early or holds a malformed LEB128" })?;
-        self.at[field as usize].0 = pos;
-        self.out.extend_from_slice(&self.split[at..pos]);
+        // A LEB128 of any of these types takes at most 10 bytes.
+        let bytes = self.split.get(field, at, (end - at).min(10))?;
+        let mut pos = 0;
+        let value =
+            read_leb(bytes, &mut pos, leb).map_err(|e| ParseError { offset: at + e.offset, what: "a field stream ends early or holds a malformed LEB128" })?;
+        self.out.extend_from_slice(&bytes[..pos]);
+        self.at[field as usize].0 = at + pos;
         Ok(value)
     }
 
     fn bytes(&mut self, field: Field, n: usize) -> ParseResult<()> {
-        let (at, _) = self.at[field as usize];
-        self.take(field, n)?;
-        self.out.extend_from_slice(&self.split[at..at + n]);
+        let (at, end) = self.at[field as usize];
+        if end - at < n {
+            return Err(ParseError { offset: at, what: "a field stream ends early" });
+        }
+        self.at[field as usize].0 = at + n;
+        let bytes = self.split.get(field, at, n)?;
+        self.out.extend_from_slice(bytes);
         Ok(())
     }
 
@@ -596,15 +812,18 @@ impl Fields for Joiner<'_> {
 
     fn local(&mut self) -> ParseResult<()> {
         let (at, end) = self.at[Field::Local as usize];
-        match &mut self.mtf {
-            Some(mtf) if at < end && self.split[at] < 0x80 => {
-                let index = mtf.index(self.split[at]);
-                self.at[Field::Local as usize].0 = at + 1;
-                self.out.push(index);
-                Ok(())
+        if let Some(mtf) = &mut self.mtf {
+            if at < end {
+                let b = self.split.get(Field::Local, at, 1)?[0];
+                if b < 0x80 {
+                    let index = mtf.index(b);
+                    self.at[Field::Local as usize].0 = at + 1;
+                    self.out.push(index);
+                    return Ok(());
+                }
             }
-            _ => self.leb(Field::Local, Leb::U32).map(|_| ()),
         }
+        self.leb(Field::Local, Leb::U32).map(|_| ())
     }
 
     fn begin_body(&mut self) {
@@ -753,7 +972,33 @@ pub(crate) enum Joined<'a> {
 /// used up) once the last body is handed over.
 pub(crate) fn join_each(split: &[u8], lens: &[u64; FIELDS], locals_mtf: bool, each: &mut dyn FnMut(Joined) -> bool) -> ParseResult<()> {
     let (start, end, at) = streams(split, lens)?;
-    let mut j = Joiner { split: &split[..end], at, out: Vec::new(), base: start, mtf: locals_mtf.then(MoveToFront::new) };
+    join_each_from(&split[..end], start, end, at, locals_mtf, each)
+}
+
+/// [`join_each`] of a split module that is not in memory: its code section's contents are
+/// `start..end` (module offsets), read through `read` (module offset, buffer to fill; false:
+/// the read failed) one window per stream.
+pub(crate) fn join_each_read(
+    read: &mut dyn FnMut(usize, &mut [u8]) -> bool,
+    (start, end): (usize, usize),
+    lens: &[u64; FIELDS],
+    locals_mtf: bool,
+    each: &mut dyn FnMut(Joined) -> bool,
+) -> ParseResult<()> {
+    let at = stream_bounds(start, end, lens)?;
+    let windows = StreamWindows { read, windows: std::array::from_fn(|_| (0, Vec::new())), ends: at.map(|(_, e)| e) };
+    join_each_from(windows, start, end, at, locals_mtf, each)
+}
+
+fn join_each_from<S: StreamBytes>(
+    split: S,
+    start: usize,
+    end: usize,
+    at: StreamBounds,
+    locals_mtf: bool,
+    each: &mut dyn FnMut(Joined) -> bool,
+) -> ParseResult<()> {
+    let mut j = Joiner { split, at, out: Vec::new(), base: start, mtf: locals_mtf.then(MoveToFront::new) };
     let mut stopped = false;
     walk_code_each(&mut j, end, &mut |j, body_start| {
         let piece = match body_start {
@@ -778,6 +1023,12 @@ type StreamBounds = [(usize, usize); FIELDS];
 /// checked to cover the section exactly.
 fn streams(split: &[u8], lens: &[u64; FIELDS]) -> ParseResult<(usize, usize, StreamBounds)> {
     let Some((start, end)) = code_contents(split)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
+    Ok((start, end, stream_bounds(start, end, lens)?))
+}
+
+/// Each field stream's (start, end) in a code section whose contents are `start..end`, checked
+/// to cover it exactly.
+fn stream_bounds(start: usize, end: usize, lens: &[u64; FIELDS]) -> ParseResult<StreamBounds> {
     let mut at = [(0usize, 0usize); FIELDS];
     let mut next = start as u64;
     for (a, &len) in at.iter_mut().zip(lens) {
@@ -788,10 +1039,10 @@ fn streams(split: &[u8], lens: &[u64; FIELDS]) -> ParseResult<(usize, usize, Str
     if next != end as u64 {
         return Err(ParseError { offset: start, what: "field streams shorter than the code section" });
     }
-    Ok((start, end, at))
+    Ok(at)
 }
 
-impl Joiner<'_> {
+impl<S> Joiner<S> {
     fn all_used(&self, start: usize) -> ParseResult<()> {
         if self.at.iter().any(|&(a, e)| a != e) {
             return Err(ParseError { offset: start, what: "a field stream has bytes the bodies do not use" });

@@ -326,7 +326,182 @@ pub fn inverse_to<E: From<TransformError>>(normalized: &mut [u8], side_info: &[u
 
 fn inverse_from<E: From<TransformError>>(source: Source, side_info: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
     let side = SideInfo::decode(side_info)?;
-    inverse_decoded(source, &side, emit)
+    inverse_decoded(source, &side, Code::InSource, emit)
+}
+
+/// [`inverse_to`] of a normalized form of `len` bytes that is not in memory: `read` fills a
+/// buffer from an offset of it (an applier's scratch space). The inverse holds every section
+/// but the code section, which it reads twice (sizing, then emitting) a body at a time, in
+/// the field-split layout through one 64 KiB window per field stream: for compiled code a
+/// fraction of the module (the data section is most of the rest). The same checks as
+/// [`inverse_to`], and the same bytes out. An error from `read` or `emit` stops the inverse
+/// and is returned as is.
+pub fn inverse_read<E: From<TransformError>>(
+    len: u64,
+    read: &mut ReadAt<'_, E>,
+    side_info: &[u8],
+    emit: &mut dyn FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let side = SideInfo::decode(side_info)?;
+    let (mut image, code) = image_without_code(len, read)?;
+    let code = match code {
+        Some((contents, end)) => Code::Read { read, contents, end },
+        None => Code::InSource,
+    };
+    inverse_decoded(Source::InPlace(&mut image), &side, code, emit)
+}
+
+/// Reads bytes of a module that is not in memory: fills the buffer from the offset.
+pub type ReadAt<'a, E> = dyn FnMut(u64, &mut [u8]) -> Result<(), E> + 'a;
+
+/// A byte range of a module: (start, end).
+type Span = (usize, usize);
+
+/// Takes bytes of a module at an offset.
+pub type WriteAt<'a, E> = dyn FnMut(u64, &[u8]) -> Result<(), E> + 'a;
+
+/// Where the inverse reads the code section's contents from.
+enum Code<'r, E> {
+    /// The normalized bytes it was given.
+    InSource,
+    /// Bytes `contents..end` of a normalized form that is not in memory, read through `read`
+    /// (the bytes the inverse was given have a code section of no contents in its place).
+    Read { read: &'r mut ReadAt<'r, E>, contents: usize, end: usize },
+}
+
+/// Bytes of a normalized form read at once where it is not in memory (section headers,
+/// sections, bodies), outside the field streams' own windows.
+const READ_WINDOW: usize = 64 << 10;
+
+/// A window on a normalized form that is not in memory, moved forward as it is read.
+#[derive(Default)]
+struct ReadWindow {
+    start: usize,
+    bytes: Vec<u8>,
+}
+
+impl ReadWindow {
+    /// Bytes `at..at + n` (within `..limit`), read with those after them up to a window.
+    fn get<E>(&mut self, read: &mut ReadAt<'_, E>, limit: usize, at: usize, n: usize) -> Result<&[u8], E> {
+        if at < self.start || at + n > self.start + self.bytes.len() {
+            let len = n.max(READ_WINDOW.min(limit - at));
+            self.bytes.clear();
+            self.bytes.resize(len, 0);
+            read(at as u64, &mut self.bytes)?;
+            self.start = at;
+        }
+        Ok(&self.bytes[at - self.start..at - self.start + n])
+    }
+}
+
+/// The sections of a module that is not in memory, one at a time: the checks of
+/// `module::section_headers` (each section within the module, one code section), errors made
+/// by `err`.
+struct SectionWalk {
+    pos: usize,
+    len: usize,
+    code_seen: bool,
+    err: fn(module::ParseError) -> TransformError,
+}
+
+impl SectionWalk {
+    /// After the module's first 8 bytes (checked by the caller).
+    fn new(len: usize, err: fn(module::ParseError) -> TransformError) -> Self {
+        SectionWalk { pos: len.min(8), len, code_seen: false, err }
+    }
+
+    /// The next section's (id, start, contents, end); None after the last.
+    fn next<E: From<TransformError>>(&mut self, window: &mut ReadWindow, read: &mut ReadAt<'_, E>) -> Result<Option<(u8, usize, usize, usize)>, E> {
+        let (pos, len) = (self.pos, self.len);
+        if pos >= len {
+            return Ok(None);
+        }
+        let bad = |what| (self.err)(module::ParseError { offset: pos, what });
+        let head = window.get(read, len, pos, (len - pos).min(6))?;
+        let mut p = 1;
+        let size = leb::read_unsigned(head, &mut p, 32).map_err(|_| bad("a section's size field ends early or is malformed"))? as usize;
+        let end = (pos + p).checked_add(size).filter(|&e| e <= len).ok_or_else(|| bad("a section past the end of the module"))?;
+        let id = head[0];
+        if id == CODE_SECTION {
+            if self.code_seen {
+                return Err(bad("second code section").into());
+            }
+            self.code_seen = true;
+        }
+        self.pos = end;
+        Ok(Some((id, pos, pos + p, end)))
+    }
+}
+
+/// The normalized form of `len` bytes, read through `read`, with its code section's contents
+/// left out (its header then says 0 bytes), and where those contents are in the form: the
+/// module an inverse that reads the code section itself holds.
+fn image_without_code<E: From<TransformError>>(len: u64, read: &mut ReadAt<'_, E>) -> Result<(Vec<u8>, Option<Span>), E> {
+    let len = usize::try_from(len).map_err(|_| TransformError::Normalized { offset: 0, what: "larger than this machine's memory" })?;
+    let mut window = ReadWindow::default();
+    let mut image = Vec::new();
+    let mut code = None;
+    image.extend_from_slice(window.get(read, len, 0, len.min(8))?);
+    let mut sections = SectionWalk::new(len, corrupt);
+    while let Some((id, start, contents, end)) = sections.next(&mut window, read)? {
+        if id == CODE_SECTION {
+            code = Some((contents, end));
+            image.extend_from_slice(&[CODE_SECTION, 0]);
+        } else if end - start <= READ_WINDOW {
+            image.extend_from_slice(window.get(read, len, start, end - start)?);
+        } else {
+            let at = image.len();
+            image.resize(at + end - start, 0);
+            read(start as u64, &mut image[at..])?;
+        }
+    }
+    Ok((image, code))
+}
+
+/// [`split_code_layout`] of a module of `len` bytes that is not in memory: read through
+/// `read`, its split layout written through `write` (offset, bytes; every byte of the module
+/// once: the other sections as they are, the code section's streams front to back in pieces
+/// of about 64 KiB). Holds a window and a buffer per stream, not the module (an applier that
+/// keeps the split old module in its scratch space). The same errors as
+/// [`split_code_layout`]; one from `read` or `write` is returned as is.
+pub fn split_code_layout_read<E: From<TransformError>>(len: u64, read: &mut ReadAt<'_, E>, side_info: &[u8], write: &mut WriteAt<'_, E>) -> Result<(), E> {
+    let layout = split_layout(side_info)?;
+    let len = usize::try_from(len).map_err(|_| TransformError::NotWasm { offset: 0, what: "larger than this machine's memory" })?;
+    let mut window = ReadWindow::default();
+    if window.get(read, len, 0, len.min(8))? != module::MAGIC {
+        return Err(TransformError::NotWasm { offset: 0, what: "no wasm magic and version 1" }.into());
+    }
+    let mut sections = SectionWalk::new(len, not_wasm);
+    let mut code = None;
+    let mut copy = |window: &mut ReadWindow, read: &mut ReadAt<'_, E>, from: usize, to: usize| -> Result<(), E> {
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(READ_WINDOW);
+            write(at as u64, window.get(read, len, at, n)?)?;
+            at += n;
+        }
+        Ok(())
+    };
+    copy(&mut window, read, 0, len.min(8))?;
+    while let Some((id, start, contents, end)) = sections.next(&mut window, read)? {
+        if id == CODE_SECTION {
+            copy(&mut window, read, start, contents)?;
+            code = Some((contents, end));
+        } else {
+            copy(&mut window, read, start, end)?;
+        }
+    }
+    let code = code.ok_or(TransformError::NotWasm { offset: 8, what: "no code section" })?;
+    let (mut read_failed, mut write_failed) = (None, None);
+    let split =
+        code_layout::split_read(&mut |at, buf| read(at as u64, buf).map_err(|e| read_failed = Some(e)).is_ok(), code, layout.locals_mtf, &mut |at, bytes| {
+            write(at as u64, bytes).map_err(|e| write_failed = Some(e)).is_ok()
+        });
+    if let Some(e) = read_failed.or(write_failed) {
+        return Err(e);
+    }
+    split.map_err(not_wasm)?;
+    Ok(())
 }
 
 /// The code section's field-split layout (docs/FORMAT.md §2.8.7) of a module
@@ -431,10 +606,16 @@ pub fn side_info_has_code_layout(side_info: &[u8]) -> bool {
     }
 }
 
-fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo, emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+fn inverse_decoded<E: From<TransformError>>(
+    mut source: Source,
+    side: &SideInfo,
+    mut code: Code<E>,
+    emit: &mut dyn FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(), E> {
     // In the field-split layout the bodies are interleaved again one at a time as they are
     // restored (`restore_code`), not into a second module-sized buffer.
-    let module = parse_module_with(source.bytes(), side.code_layout.is_none()).map_err(corrupt)?;
+    let bodies_in_source = side.code_layout.is_none() && matches!(code, Code::InSource);
+    let module = parse_module_with(source.bytes(), bodies_in_source).map_err(corrupt)?;
     let function_map = FunctionMap::from_runs(side.runs.clone()).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let addresses = AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let refs =
@@ -444,7 +625,7 @@ fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo,
     // over the bodies sizes them (and checks the side info against them all
     // before anything is emitted), the second emits them.
     let code_len = match module.code {
-        Some(c) => Some(restore_code(source.bytes(), &module, &module.sections[c], side, &refs, &mut |_| Ok::<(), TransformError>(()))?),
+        Some(c) => Some(restore_code(source.bytes(), &module, &module.sections[c], side, &refs, &mut code, &mut |_| Ok::<(), E>(()))?),
         None => None,
     };
     if code_len.is_none() && (!side.raw_bodies.is_empty() || !side.size_widths.is_empty() || !side.exceptions.is_empty()) {
@@ -484,7 +665,7 @@ fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo,
             let mut head = vec![CODE_SECTION];
             write_size(&mut head, code_len.expect("sized above"), side.code_size_width as usize, section.start)?;
             emit(&head)?;
-            restore_code(source.bytes(), &module, section, side, &refs, emit)?;
+            restore_code(source.bytes(), &module, section, side, &refs, &mut code, emit)?;
         } else {
             emit(&source.bytes()[section.start..section.end])?;
         }
@@ -494,13 +675,16 @@ fn inverse_decoded<E: From<TransformError>>(mut source: Source, side: &SideInfo,
 
 /// Emits the original code section's contents (after its size field) and
 /// returns their length. In the field-split layout, each body is joined again
-/// as it is restored.
+/// as it is restored. From `normalized` (`module`'s `section`), or read where
+/// `code` says so.
+#[allow(clippy::too_many_arguments)]
 fn restore_code<E: From<TransformError>>(
     normalized: &[u8],
     module: &Module,
     section: &module::Section,
     side: &SideInfo,
     refs: &References,
+    code: &mut Code<E>,
     emit: &mut dyn FnMut(&[u8]) -> Result<(), E>,
 ) -> Result<u64, E> {
     let mut raw = side.raw_bodies.iter().peekable();
@@ -538,24 +722,62 @@ fn restore_code<E: From<TransformError>>(
         body_index += 1;
         Ok(())
     };
-    match &side.code_layout {
-        None => {
+    let mut failed = None;
+    let mut each = |piece: code_layout::Joined| {
+        let done = match piece {
+            code_layout::Joined::Count(bytes) => restore(bytes, 0, bytes.len(), None),
+            code_layout::Joined::Body { bytes, size_width } => restore(bytes, size_width, bytes.len(), Some(size_width)),
+        };
+        done.map_err(|e| failed = Some(e)).is_ok()
+    };
+    match (&side.code_layout, code) {
+        (None, Code::InSource) => {
             let first_body = module.bodies.first().map_or(section.end, |b| b.size_field);
             restore(normalized, section.contents, first_body, None)?;
             for body in &module.bodies {
                 restore(normalized, body.start, body.end, Some(body.start - body.size_field))?;
             }
         }
-        Some(layout) => {
-            let mut failed = None;
-            let joined = code_layout::join_each(normalized, &layout.lens, layout.locals_mtf, &mut |piece| {
-                let done = match piece {
-                    code_layout::Joined::Count(bytes) => restore(bytes, 0, bytes.len(), None),
-                    code_layout::Joined::Body { bytes, size_width } => restore(bytes, size_width, bytes.len(), Some(size_width)),
-                };
-                done.map_err(|e| failed = Some(e)).is_ok()
-            });
+        (None, Code::Read { read, contents, end }) => {
+            // `module::parse_bodies`'s walk and checks, a body at a time.
+            let (mut pos, end) = (*contents, *end);
+            let bad = |offset: usize, what| TransformError::Normalized { offset, what };
+            let mut window = ReadWindow::default();
+            let head = window.get(*read, end, pos, (end - pos).min(5))?;
+            let mut width = 0;
+            let count = leb::read_unsigned(head, &mut width, 32).map_err(|_| bad(pos, "the function count ends early or is malformed"))?;
+            if count > (end - pos - width) as u64 {
+                return Err(bad(pos, "function count larger than the code section").into());
+            }
+            restore(head, 0, width, None)?;
+            pos += width;
+            for _ in 0..count {
+                let head = window.get(*read, end, pos, (end - pos).min(5))?;
+                let mut width = 0;
+                let size = leb::read_unsigned(head, &mut width, 32).map_err(|_| bad(pos, "a body's size field ends early or is malformed"))? as usize;
+                let body_end = (pos + width).checked_add(size).filter(|&e| e <= end).ok_or(bad(pos, "a body past the end of the code section"))?;
+                let bytes = window.get(*read, end, pos, body_end - pos)?;
+                restore(bytes, width, bytes.len(), Some(width))?;
+                pos = body_end;
+            }
+            if pos != end {
+                return Err(bad(pos, "bytes after the last function body").into());
+            }
+        }
+        (Some(layout), Code::InSource) => {
+            let joined = code_layout::join_each(normalized, &layout.lens, layout.locals_mtf, &mut each);
             if let Some(e) = failed {
+                return Err(e);
+            }
+            joined.map_err(corrupt)?;
+        }
+        (Some(layout), Code::Read { read, contents, end }) => {
+            let mut read_failed = None;
+            let joined = {
+                let mut stream_read = |at: usize, buf: &mut [u8]| read(at as u64, buf).map_err(|e| read_failed = Some(e)).is_ok();
+                code_layout::join_each_read(&mut stream_read, (*contents, *end), &layout.lens, layout.locals_mtf, &mut each)
+            };
+            if let Some(e) = read_failed.or(failed) {
                 return Err(e);
             }
             joined.map_err(corrupt)?;
