@@ -565,16 +565,38 @@ engineTest("every shared hostile vector (fixtures/hostile) is refused by the was
         if (v.input === "manifest") {
           new m.ManifestReader(bytes).free();
         } else {
-          // The empty tree: no files, an empty listing; a sink that keeps nothing.
+          // The empty tree: no files, an empty listing; a sink that keeps nothing, then one
+          // with scratch space (the applier keeps normalized forms there and inverts from it).
           const old = { fileSize(p) { throw new Error(`no old file ${p}`); }, readAt(p) { throw new Error(`no old file ${p}`); }, listing: () => [] };
-          const sink = { createDirectory() {}, createSymlink() {}, beginFile() {}, writeFile() {}, finishFile() {} };
-          const a = new m.PatchApplier(old, sink);
-          try {
-            for (let at = 0; at < bytes.length; at += 1000) a.push(bytes.subarray(at, at + 1000));
-            a.finish();
-          } finally {
-            a.free();
+          let scratch = new Uint8Array(0);
+          const scratchSpace = {
+            writeScratch(offset, b) {
+              if (offset + b.length > scratch.length) {
+                const grown = new Uint8Array(Math.max(offset + b.length, 2 * scratch.length));
+                grown.set(scratch);
+                scratch = grown;
+              }
+              scratch.set(b, offset);
+              return true;
+            },
+            readScratch(offset, target) { target.set(scratch.subarray(offset, offset + target.length)); },
+          };
+          const refusals = [];
+          for (const withScratch of [false, true]) {
+            const sink = { createDirectory() {}, createSymlink() {}, beginFile() {}, writeFile() {}, finishFile() {}, ...(withScratch ? scratchSpace : {}) };
+            const a = new m.PatchApplier(old, sink);
+            try {
+              for (let at = 0; at < bytes.length; at += 1000) a.push(bytes.subarray(at, at + 1000));
+              a.finish();
+            } catch (e) {
+              refusals.push(e);
+            } finally {
+              a.free();
+            }
           }
+          // Refused both ways, or reported as accepted.
+          if (refusals.length === 2) throw refusals[0];
+          if (refusals.length === 1) outcome = "refused with scratch space or without it, not both";
         }
       } catch (e) {
         outcome = e instanceof Error ? e.constructor.name : typeof e;

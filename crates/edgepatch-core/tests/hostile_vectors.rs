@@ -515,6 +515,47 @@ fn make_vectors() -> Vec<Vector> {
             ErrorKind::Corrupt,
             transformed(&row(9, identity_side.len() as u64, identity_side), true),
         ));
+        // Normalized forms that cost the module a byte or three per record the applier keeps:
+        // 12 MiB of them (a few KiB of patch) made it allocate hundreds of MB before the caps
+        // of docs/FORMAT.md §2.8.2.
+        let bomb = |head: &[u8], section_id: u8, count: usize, record: &[u8], tail: &[u8]| {
+            let mut contents = Vec::new();
+            if section_id != 0 {
+                put_varint(&mut contents, count as u64);
+            }
+            for _ in 0..count {
+                contents.extend_from_slice(record);
+            }
+            let mut module = b"\0asm\x01\0\0\0".to_vec();
+            module.extend_from_slice(head);
+            if section_id == 0 {
+                module.extend_from_slice(&contents);
+            } else {
+                module.push(section_id);
+                put_varint(&mut module, contents.len() as u64);
+                module.extend_from_slice(&contents);
+            }
+            module.extend_from_slice(tail);
+            with_module(&module, &row(module.len() as u64, identity_side.len() as u64, identity_side), true)
+        };
+        v.push(patch_vector(
+            "wasm-normalized-many-sections",
+            "a 12 MiB normalized form of four million empty custom sections (3 bytes each)",
+            ErrorKind::Corrupt,
+            bomb(&[], 0, 4 << 20, &[0, 1, 0], &[]),
+        ));
+        v.push(patch_vector(
+            "wasm-normalized-many-imports",
+            "a 12 MiB normalized form importing two million functions (6 bytes each)",
+            ErrorKind::Corrupt,
+            bomb(&[1, 4, 1, 0x60, 0, 0], 2, 2 << 20, &[1, b'a', 1, b'b', 0, 0], &[]),
+        ));
+        v.push(patch_vector(
+            "wasm-normalized-many-bodies",
+            "a 12 MiB normalized form whose code section holds twelve million empty bodies (1 byte each)",
+            ErrorKind::Corrupt,
+            bomb(&[], 10, 12 << 20, &[0], &[]),
+        ));
         // Versions 1 to 5 are the only ones (2: memarg offsets are immediates; 3: the split
         // layout; 4: element entries are immediates; 5: exports, start and names too).
         let version_6 = b"EPWT\x06\0\0\0\0\0\0\0\0\0";

@@ -400,6 +400,7 @@ impl ReadWindow {
 struct SectionWalk {
     pos: usize,
     len: usize,
+    count: usize,
     code_seen: bool,
     err: fn(module::ParseError) -> TransformError,
 }
@@ -407,7 +408,7 @@ struct SectionWalk {
 impl SectionWalk {
     /// After the module's first 8 bytes (checked by the caller).
     fn new(len: usize, err: fn(module::ParseError) -> TransformError) -> Self {
-        SectionWalk { pos: len.min(8), len, code_seen: false, err }
+        SectionWalk { pos: len.min(8), len, count: 0, code_seen: false, err }
     }
 
     /// The next section's (id, start, contents, end); None after the last.
@@ -417,6 +418,10 @@ impl SectionWalk {
             return Ok(None);
         }
         let bad = |what| (self.err)(module::ParseError { offset: pos, what });
+        if self.count == module::MAX_SECTIONS {
+            return Err(bad("more than 65,536 sections").into());
+        }
+        self.count += 1;
         let head = window.get(read, len, pos, (len - pos).min(6))?;
         let mut p = 1;
         let size = leb::read_unsigned(head, &mut p, 32).map_err(|_| bad("a section's size field ends early or is malformed"))? as usize;
@@ -748,6 +753,9 @@ fn restore_code<E: From<TransformError>>(
             let count = leb::read_unsigned(head, &mut width, 32).map_err(|_| bad(pos, "the function count ends early or is malformed"))?;
             if count > (end - pos - width) as u64 {
                 return Err(bad(pos, "function count larger than the code section").into());
+            }
+            if count > module::MAX_FUNCTION_BODIES {
+                return Err(bad(pos, "more than 1,048,576 function bodies").into());
             }
             restore(head, 0, width, None)?;
             pos += width;

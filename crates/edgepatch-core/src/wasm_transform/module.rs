@@ -8,6 +8,16 @@ use super::code_layout::{self, InPlace};
 use super::leb::{read_signed, read_unsigned, LebError};
 
 pub(crate) const MAGIC: &[u8; 8] = b"\0asm\x01\0\0\0";
+
+/// The most sections, imported functions and function bodies a module the transform reads may
+/// have (docs/FORMAT.md §2.8.2): each is a record in memory (a section or body 24 bytes, an
+/// import its name), where the module spends as little as 1 to 3 bytes on it; without them a
+/// 64 MiB normalized form of empty sections or imports made the applier allocate 0.7 to 1.2
+/// GB. Real modules have tens of sections, at most thousands of imports and a few hundred
+/// thousand functions.
+pub(crate) const MAX_SECTIONS: usize = 1 << 16;
+pub(crate) const MAX_IMPORTED_FUNCTIONS: usize = 1 << 18;
+pub(crate) const MAX_FUNCTION_BODIES: u64 = 1 << 20;
 pub(crate) const CODE_SECTION: u8 = 10;
 const IMPORT_SECTION: u8 = 2;
 const MEMORY_SECTION: u8 = 5;
@@ -136,6 +146,9 @@ pub(crate) fn section_headers(bytes: &[u8]) -> ParseResult<Vec<(u8, Section)>> {
     let mut sections = Vec::new();
     while c.pos < bytes.len() {
         let start = c.pos;
+        if sections.len() == MAX_SECTIONS {
+            return Err(ParseError { offset: start, what: "more than 65,536 sections" });
+        }
         let id = c.u8()?;
         let size = c.u32()? as usize;
         let contents = c.pos;
@@ -234,6 +247,9 @@ fn parse_imports(bytes: &[u8], at: usize) -> ParseResult<(Vec<Vec<u8>>, Option<u
         match c.u8()? {
             0x00 => {
                 c.u32()?;
+                if functions.len() == MAX_IMPORTED_FUNCTIONS {
+                    return Err(c.err("more than 262,144 imported functions"));
+                }
                 let mut key = Vec::with_capacity(module.len() + field.len() + 1);
                 key.extend_from_slice(module);
                 key.push(0);
@@ -340,6 +356,9 @@ fn parse_bodies(bytes: &[u8], at: usize) -> ParseResult<Vec<Body>> {
     // Each body takes at least one byte: a count larger than the section is a lie.
     if count as usize > bytes.len() - c.pos {
         return Err(c.err("function count larger than the code section"));
+    }
+    if u64::from(count) > MAX_FUNCTION_BODIES {
+        return Err(c.err("more than 1,048,576 function bodies"));
     }
     let mut bodies = Vec::with_capacity(count as usize);
     for _ in 0..count {
