@@ -476,48 +476,57 @@ struct ReadSplitter<'r> {
 }
 
 impl ReadSplitter<'_> {
-    /// Reads `n` bytes at `self.pos` (within the section) and gives them to `field`'s stream.
+    /// Reads `n` bytes at `self.pos` (within the section) and gives them to `field`'s stream
+    /// (`rank`: one byte, given as its move-to-front rank).
+    #[inline(always)]
     fn take(&mut self, field: Field, n: usize, rank: bool) -> ParseResult<()> {
         if self.end - self.pos < n {
             return Err(ParseError { offset: self.pos, what: "unexpected end" });
         }
         self.window_for(self.pos, n)?;
         let from = self.pos - self.window_at;
-        let mut bytes = &self.window[from..from + n];
-        let ranked;
-        if rank {
-            ranked = [self.mtf.as_mut().expect("ranked only with move-to-front").rank(bytes[0])];
-            bytes = &ranked;
-        }
-        self.pos += n;
         let f = field as usize;
+        let ranked = if rank { Some(self.mtf.as_mut().expect("ranked only with move-to-front").rank(self.window[from])) } else { None };
         if let Some(ends) = &self.ends {
             if ends[f] - self.at[f] < n {
                 return Err(ParseError { offset: self.pos, what: "a field stream outgrew its count" });
             }
-            self.pending[f].extend_from_slice(bytes);
-            if self.pending[f].len() >= STREAM_WINDOW && !(self.write)(self.at[f] + n - self.pending[f].len(), &self.pending[f]) {
-                return Err(ParseError { offset: self.pos, what: "the split module could not be written" });
+            let pending = &mut self.pending[f];
+            match ranked {
+                Some(r) => pending.push(r),
+                None if n == 1 => pending.push(self.window[from]),
+                None => pending.extend_from_slice(&self.window[from..from + n]),
             }
-            if self.pending[f].len() >= STREAM_WINDOW {
-                self.pending[f].clear();
+            if pending.len() >= STREAM_WINDOW {
+                if !(self.write)(self.at[f] + n - pending.len(), pending) {
+                    return Err(ParseError { offset: self.pos, what: "the split module could not be written" });
+                }
+                pending.clear();
             }
         }
+        self.pos += n;
         self.at[f] += n;
         Ok(())
     }
 
     /// Makes the window hold `at..at + n`.
+    #[inline(always)]
     fn window_for(&mut self, at: usize, n: usize) -> ParseResult<()> {
         if at < self.window_at || at + n > self.window_at + self.window.len() {
-            let len = n.max(STREAM_WINDOW.min(self.end - at));
-            self.window.clear();
-            self.window.resize(len, 0);
-            if !(self.read)(at, &mut self.window) {
-                return Err(ParseError { offset: at, what: "the module could not be read" });
-            }
-            self.window_at = at;
+            return self.refill(at, n);
         }
+        Ok(())
+    }
+
+    #[cold]
+    fn refill(&mut self, at: usize, n: usize) -> ParseResult<()> {
+        let len = n.max(SPLIT_WINDOW.min(self.end - at));
+        self.window.clear();
+        self.window.resize(len, 0);
+        if !(self.read)(at, &mut self.window) {
+            return Err(ParseError { offset: at, what: "the module could not be read" });
+        }
+        self.window_at = at;
         Ok(())
     }
 
@@ -535,8 +544,11 @@ impl ReadSplitter<'_> {
 
 impl Fields for ReadSplitter<'_> {
     fn byte(&mut self, field: Field) -> ParseResult<u8> {
-        self.window_for(self.pos, 1.min(self.end - self.pos))?;
-        let b = *self.window.get(self.pos - self.window_at).filter(|_| self.pos < self.end).ok_or(ParseError { offset: self.pos, what: "unexpected end" })?;
+        if self.pos >= self.end {
+            return Err(ParseError { offset: self.pos, what: "unexpected end" });
+        }
+        self.window_for(self.pos, 1)?;
+        let b = self.window[self.pos - self.window_at];
         self.take(field, 1, false)?;
         Ok(b)
     }
@@ -712,13 +724,18 @@ pub(crate) trait StreamBytes {
 }
 
 impl StreamBytes for &[u8] {
+    #[inline(always)]
     fn get(&mut self, _: Field, at: usize, n: usize) -> ParseResult<&[u8]> {
         Ok(&self[at..at + n])
     }
 }
 
-/// Bytes a stream's window reads at once (12 windows: 768 KiB for a join).
+/// Bytes a stream's window reads at once (12 windows: 768 KiB for a join), and a split's
+/// buffer per stream holds before it hands them on.
 const STREAM_WINDOW: usize = 64 << 10;
+
+/// Bytes of the module a split that is not in memory reads at once.
+const SPLIT_WINDOW: usize = 1 << 20;
 
 /// The field streams of a module that is not in memory, read through `read` (module offset,
 /// buffer to fill; false: the read failed, and the caller has its error), each through a
@@ -732,6 +749,7 @@ pub(crate) struct StreamWindows<'r> {
 }
 
 impl StreamBytes for StreamWindows<'_> {
+    #[inline(always)]
     fn get(&mut self, field: Field, at: usize, n: usize) -> ParseResult<&[u8]> {
         let (start, window) = &mut self.windows[field as usize];
         if at < *start || at + n > *start + window.len() {
@@ -762,6 +780,7 @@ struct Joiner<S> {
 
 impl<S: StreamBytes> Joiner<S> {
     /// The next `n` bytes of stream `field`, consumed.
+    #[inline(always)]
     fn take(&mut self, field: Field, n: usize) -> ParseResult<&[u8]> {
         let (at, end) = self.at[field as usize];
         if end - at < n {
@@ -773,12 +792,14 @@ impl<S: StreamBytes> Joiner<S> {
 }
 
 impl<S: StreamBytes> Fields for Joiner<S> {
+    #[inline(always)]
     fn byte(&mut self, field: Field) -> ParseResult<u8> {
         let b = self.take(field, 1)?[0];
         self.out.push(b);
         Ok(b)
     }
 
+    #[inline(always)]
     fn leb(&mut self, field: Field, leb: Leb) -> ParseResult<i64> {
         let (at, end) = self.at[field as usize];
         // A LEB128 of any of these types takes at most 10 bytes.
@@ -791,6 +812,7 @@ impl<S: StreamBytes> Fields for Joiner<S> {
         Ok(value)
     }
 
+    #[inline(always)]
     fn bytes(&mut self, field: Field, n: usize) -> ParseResult<()> {
         let (at, end) = self.at[field as usize];
         if end - at < n {
