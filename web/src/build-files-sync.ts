@@ -75,9 +75,14 @@ export class SyncNewBuild extends NewBuildEntries<SyncHandle> implements NewBuil
   private scratch: { dir: FileSystemDirectoryHandle; h: SyncHandle } | null = null;
 
   async openScratch(buildDir: FileSystemDirectoryHandle): Promise<void> {
-    // A crashed session's scratch is stale: never read, replaced.
-    await removeIfPresent(buildDir, SCRATCH_FILE);
-    this.scratch = { dir: buildDir, h: await openSync(await buildDir.getFileHandle(SCRATCH_FILE, { create: true }), false) };
+    try {
+      // A crashed session's scratch is stale: never read, replaced.
+      await removeIfPresent(buildDir, SCRATCH_FILE);
+      this.scratch = { dir: buildDir, h: await openSync(await buildDir.getFileHandle(SCRATCH_FILE, { create: true }), false) };
+    } catch {
+      // Best effort: without it the applier holds those bytes in memory, as it did before.
+      this.scratch = null;
+    }
   }
   writeScratch(offset: number, bytes: Uint8Array): boolean {
     return this.guard(() => {

@@ -108,19 +108,7 @@ pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()>
     #[cfg(windows)]
     {
         use std::os::windows::fs::FileExt;
-        let (mut done, mut at) = (0, offset);
-        while done < buf.len() {
-            match file.seek_read(&mut buf[done..], at) {
-                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shorter than expected")),
-                Ok(n) => {
-                    done += n;
-                    at += n as u64;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+        whole_at(buf.len(), io::ErrorKind::UnexpectedEof, "file shorter than expected", |done| file.seek_read(&mut buf[done..], offset + done as u64))
     }
 }
 
@@ -134,20 +122,24 @@ pub fn write_all_at(file: &File, data: &[u8], offset: u64) -> io::Result<()> {
     #[cfg(windows)]
     {
         use std::os::windows::fs::FileExt;
-        let (mut done, mut at) = (0, offset);
-        while done < data.len() {
-            match file.seek_write(&data[done..], at) {
-                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "wrote nothing")),
-                Ok(n) => {
-                    done += n;
-                    at += n as u64;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+        whole_at(data.len(), io::ErrorKind::WriteZero, "wrote nothing", |done| file.seek_write(&data[done..], offset + done as u64))
     }
+}
+
+/// Windows' positioned reads and writes move part of what was asked: repeats `step` (given the
+/// bytes done so far) until `len` bytes are done; a step that moves nothing is `short`.
+#[cfg(windows)]
+fn whole_at(len: usize, short: io::ErrorKind, what: &str, mut step: impl FnMut(usize) -> io::Result<usize>) -> io::Result<()> {
+    let mut done = 0;
+    while done < len {
+        match step(done) {
+            Ok(0) => return Err(io::Error::new(short, what.to_string())),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Creates `path` (which must not exist) as a scratch file, readable and writable by its

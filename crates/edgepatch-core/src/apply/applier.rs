@@ -3,7 +3,7 @@
 
 use std::io;
 
-use super::delta_stream::{scratch_err, DeltaStream, OldReads, ScratchSpace, SplitOld};
+use super::delta_stream::{scratch_err, DeltaStream, OldReads, ScratchSpace, SplitOld, TransformStop};
 use super::patch_reader::*;
 use super::{display_path, out_err, ApplyProgress, ApplySummary, BuildSink, OldBuild, ResumePoint, CHUNK};
 use crate::error::{Error, Input, Result};
@@ -75,18 +75,6 @@ fn transformed_ranges(tree: &PatchTree) -> Vec<(u64, u64)> {
         at += len;
     }
     out
-}
-
-/// An inverse stopped by the transform or by the output.
-enum InverseError {
-    Transform(crate::wasm_transform::TransformError),
-    Apply(Error),
-}
-
-impl From<crate::wasm_transform::TransformError> for InverseError {
-    fn from(e: crate::wasm_transform::TransformError) -> Self {
-        InverseError::Transform(e)
-    }
 }
 
 /// A push-driven applier: give it the patch in chunks of any size as they
@@ -609,11 +597,11 @@ impl PatchApplier {
         let sink = std::cell::RefCell::new(sink);
         let mut emit = |piece: &[u8]| {
             if written + piece.len() as u64 > size {
-                return Err(InverseError::Apply(too_long()));
+                return Err(TransformStop::Apply(too_long()));
             }
             for chunk in piece.chunks(CHUNK) {
                 hasher.update(chunk);
-                sink.borrow_mut().write_file(chunk).map_err(|e| InverseError::Apply(out_err(path, e)))?;
+                sink.borrow_mut().write_file(chunk).map_err(|e| TransformStop::Apply(out_err(path, e)))?;
             }
             written += piece.len() as u64;
             progress.new_bytes_written += piece.len() as u64;
@@ -622,7 +610,7 @@ impl PatchApplier {
         let result = match self.files.normalized_scratch.take() {
             Some((at, len)) => crate::wasm_transform::inverse_read(
                 len,
-                &mut |offset, buf| sink.borrow_mut().read_scratch(at + offset, buf).map_err(|e| InverseError::Apply(scratch_err(e))),
+                &mut |offset, buf| sink.borrow_mut().read_scratch(at + offset, buf).map_err(|e| TransformStop::Apply(scratch_err(e))),
                 side,
                 &mut emit,
             ),
@@ -639,8 +627,8 @@ impl PatchApplier {
                 offset: at,
                 what: format!("{}: the inverted wasm module has {written} bytes, the tree says {size}", display_path(path)),
             }),
-            Err(InverseError::Apply(e)) => Err(e),
-            Err(InverseError::Transform(e)) => Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("{}: {e}", display_path(path)) }),
+            Err(TransformStop::Apply(e)) => Err(e),
+            Err(TransformStop::Transform(e)) => Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("{}: {e}", display_path(path)) }),
         }
     }
 }

@@ -494,27 +494,28 @@ impl DeltaStream {
         };
         crate::wasm_transform::split_code_layout_read(
             size,
-            &mut |offset, buf| old.old.read_at(path, offset, buf).map_err(|e| SplitError::Apply(Error::OldRead { path: display_path(path), source: e })),
+            &mut |offset, buf| old.old.read_at(path, offset, buf).map_err(|e| TransformStop::Apply(Error::OldRead { path: display_path(path), source: e })),
             side_info,
-            &mut |offset, bytes| ScratchSpace::write(old.sink, at + offset, bytes).map_err(SplitError::Apply),
+            &mut |offset, bytes| ScratchSpace::write(old.sink, at + offset, bytes).map_err(TransformStop::Apply),
         )
         .map_err(|e| match e {
-            SplitError::Apply(e) => e,
-            SplitError::Transform(e) => split_error(path, e),
+            TransformStop::Apply(e) => e,
+            TransformStop::Transform(e) => split_error(path, e),
         })?;
         Ok(SplitOld::Scratch(at))
     }
 }
 
-/// A split into the scratch space stopped by the transform, or by a read or write.
-enum SplitError {
+/// A transform's walk (a split into the scratch space, an inverse) stopped by the transform,
+/// or by the applier's reads or writes.
+pub(super) enum TransformStop {
     Transform(crate::wasm_transform::TransformError),
     Apply(Error),
 }
 
-impl From<crate::wasm_transform::TransformError> for SplitError {
+impl From<crate::wasm_transform::TransformError> for TransformStop {
     fn from(e: crate::wasm_transform::TransformError) -> Self {
-        SplitError::Transform(e)
+        TransformStop::Transform(e)
     }
 }
 
