@@ -106,3 +106,100 @@ test('--stats reports wasm memory and peak RSS', () => {
   assert.strictEqual(stats.bytesWritten, fs.statSync(NEW).size);
   assert.ok(stats.wasmMemoryBytes > 0 && stats.peakRssBytes > 0);
 });
+
+// A made-up module pair whose code a toolchain re-emitted (crates/edgepatch-core/tests/
+// wasm_modules, `recompiled_versions`, ported): the native diff stores it in the field-split
+// layout, whose apply keeps the old module split and the normalized form in the sink's scratch
+// space, here a temporary file beside OUT.
+const M64 = (1n << 64n) - 1n;
+function mix(z) {
+  z = (z + 0x9e3779b97f4a7c15n) & M64;
+  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & M64;
+  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & M64;
+  return z ^ (z >> 31n);
+}
+function uleb(v, out) {
+  v = BigInt(v);
+  for (;;) {
+    const b = Number(v & 0x7fn);
+    v >>= 7n;
+    if (v === 0n) return out.push(b);
+    out.push(b | 0x80);
+  }
+}
+function sleb(v, out) {
+  v = BigInt(v);
+  for (;;) {
+    const b = Number(v & 0x7fn);
+    v >>= 7n;
+    if ((v === 0n && (b & 0x40) === 0) || (v === -1n && (b & 0x40) !== 0)) return out.push(b);
+    out.push(b | 0x80);
+  }
+}
+function section(id, contents, out) {
+  out.push(id);
+  uleb(contents.length, out);
+  for (const b of contents) out.push(b);
+}
+function recompiled(n, recompiledToo) {
+  const first = recompiledToo ? 1n : 0n;
+  const count = BigInt(n) + first;
+  const out = [0, 0x61, 0x73, 0x6d, 1, 0, 0, 0];
+  section(1, [1, 0x60, 0, 0], out);
+  const funcs = [];
+  uleb(count, funcs);
+  for (let f = 0n; f < count; f++) funcs.push(0);
+  section(3, funcs, out);
+  const code = [];
+  uleb(count, code);
+  for (let f = 0n; f < count; f++) {
+    const id = recompiledToo && f === 0n ? BigInt(n) + 1n : f - first;
+    const perm = Array.from({ length: 16 }, (_, i) => BigInt(i));
+    if (recompiledToo && id % 3n !== 0n) {
+      for (let i = 15; i >= 1; i--) {
+        const j = Number(mix(id * 16n + BigInt(i)) % BigInt(i + 1));
+        [perm[i], perm[j]] = [perm[j], perm[i]];
+      }
+    }
+    const body = [1, 16, 0x7f];
+    for (let k = 0n; k < 24n; k++) {
+      const r = mix(id * 64n + k);
+      for (const [op, l] of [[0x20, k % 3n], [0x20, 3n + (k % 2n)], [0x6a, 0n], [0x21, 5n + ((r >> 16n) % 2n)]]) {
+        body.push(op);
+        if (op !== 0x6a) uleb(perm[Number(l)], body);
+      }
+      if (recompiledToo && id % 3n !== 0n && mix(r) % 3n === 0n) body.push(0x20, Number(perm[7]), 0x1a);
+      if (k % 4n === 0n) {
+        body.push(0x41);
+        sleb((r >> 24n) % 100000n, body);
+        body.push(0x1a, 0x10);
+        uleb(first + ((r >> 40n) % BigInt(n)), body);
+      }
+    }
+    body.push(0x0b);
+    uleb(body.length, code);
+    for (const b of body) code.push(b);
+  }
+  section(10, code, out);
+  return Buffer.from(out);
+}
+
+test('a module stored in the field-split layout applies through the scratch file and leaves nothing', () => {
+  const dir = fs.mkdtempSync(path.join(work, 'split-'));
+  const [oldPath, newPath, patch] = ['old.wasm', 'new.wasm', 'w.patch'].map((f) => path.join(work, `${path.basename(dir)}-${f}`));
+  fs.writeFileSync(oldPath, recompiled(600, false));
+  fs.writeFileSync(newPath, recompiled(600, true));
+  execFileSync(NATIVE, ['diff', '--quiet', oldPath, newPath, patch]);
+  const inspected = execFileSync(NATIVE, ['inspect', patch], { encoding: 'utf8' });
+  assert.match(inspected, /1 of them in the field-split layout/);
+  ok(js('apply', oldPath, patch, path.join(dir, 'applied.wasm')));
+  assert.ok(Buffer.compare(fs.readFileSync(path.join(dir, 'applied.wasm')), fs.readFileSync(newPath)) === 0, 'byte-exact');
+  assert.deepStrictEqual(fs.readdirSync(dir), ['applied.wasm'], 'no scratch or temporary file left');
+  // The wrong old module (its first body's local type damaged: it no longer splits): refused, nothing left.
+  const damaged = fs.readFileSync(oldPath);
+  damaged[damaged.indexOf(0x7f) + 1] = 0xff;
+  fs.writeFileSync(oldPath, damaged);
+  const refused = js('apply', oldPath, patch, path.join(dir, 'refused.wasm'));
+  assert.notStrictEqual(refused.status, 0);
+  assert.deepStrictEqual(fs.readdirSync(dir), ['applied.wasm'], 'nothing left by the refused apply');
+});
