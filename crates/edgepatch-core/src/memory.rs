@@ -48,9 +48,17 @@ impl OldBuild for MemoryOldBuild<'_> {
 pub struct MemorySink {
     entries: Vec<BuildEntry>,
     current: Option<(String, bool, Vec<u8>)>,
+    /// Scratch space (`BuildSink::write_scratch`), where the sink was made with some.
+    scratch: Option<Vec<u8>>,
 }
 
 impl MemorySink {
+    /// A sink with scratch space, in memory too: the applier takes the path it takes with a
+    /// sink that keeps scratch bytes elsewhere (a file), which tests exercise with this one.
+    pub fn with_scratch() -> Self {
+        MemorySink { scratch: Some(Vec::new()), ..Self::default() }
+    }
+
     /// The entries in path order (the applier writes them in another order:
     /// directories, links and copies first, delta files as their data arrives).
     pub fn into_build(mut self) -> Build {
@@ -117,6 +125,23 @@ impl BuildSink for MemorySink {
     fn finish_file(&mut self) -> io::Result<()> {
         let (path, executable, data) = self.current.take().ok_or_else(|| io::Error::other("finish outside a file"))?;
         self.entries.push(BuildEntry { path, content: EntryContent::File { executable, data } });
+        Ok(())
+    }
+
+    fn write_scratch(&mut self, offset: u64, data: &[u8]) -> io::Result<bool> {
+        let Some(scratch) = &mut self.scratch else { return Ok(false) };
+        let end = usize::try_from(offset).ok().and_then(|o| o.checked_add(data.len())).ok_or_else(|| io::Error::other("scratch offset past memory"))?;
+        if scratch.len() < end {
+            scratch.resize(end, 0);
+        }
+        scratch[end - data.len()..end].copy_from_slice(data);
+        Ok(true)
+    }
+
+    fn read_scratch(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let scratch = self.scratch.as_deref().unwrap_or_default();
+        let src = usize::try_from(offset).ok().and_then(|o| scratch.get(o..o.checked_add(buf.len())?));
+        buf.copy_from_slice(src.ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "read past the scratch space"))?);
         Ok(())
     }
 }

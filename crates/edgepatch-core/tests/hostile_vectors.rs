@@ -16,7 +16,7 @@ use edgepatch_core::error::ErrorKind;
 use edgepatch_core::manifest;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::patch_format::listing_digest;
-use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, BuildSink, DiffOptions, EntryContent};
+use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
 
 mod counting_allocator;
 use counting_allocator::Counting;
@@ -784,38 +784,8 @@ fn apply_kind(patch: &[u8]) -> Option<ErrorKind> {
 /// [`apply_kind`] into a sink with scratch space (`BuildSink::write_scratch`), where the applier
 /// keeps normalized forms and split old modules and inverts from there: the same outcome.
 fn apply_kind_with_scratch(patch: &[u8]) -> Option<ErrorKind> {
-    struct ScratchSink(MemorySink, Vec<u8>);
-    impl BuildSink for ScratchSink {
-        fn create_directory(&mut self, path: &str) -> std::io::Result<()> {
-            self.0.create_directory(path)
-        }
-        fn create_symlink(&mut self, path: &str, target: &str) -> std::io::Result<()> {
-            self.0.create_symlink(path, target)
-        }
-        fn begin_file(&mut self, path: &str, executable: bool, size: u64) -> std::io::Result<()> {
-            self.0.begin_file(path, executable, size)
-        }
-        fn write_file(&mut self, data: &[u8]) -> std::io::Result<()> {
-            self.0.write_file(data)
-        }
-        fn finish_file(&mut self) -> std::io::Result<()> {
-            self.0.finish_file()
-        }
-        fn write_scratch(&mut self, offset: u64, data: &[u8]) -> std::io::Result<bool> {
-            let end = offset as usize + data.len();
-            if self.1.len() < end {
-                self.1.resize(end, 0);
-            }
-            self.1[offset as usize..end].copy_from_slice(data);
-            Ok(true)
-        }
-        fn read_scratch(&mut self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-            buf.copy_from_slice(&self.1[offset as usize..offset as usize + buf.len()]);
-            Ok(())
-        }
-    }
     let old = Build::from_entries(Vec::new()).unwrap();
-    let mut sink = ScratchSink(MemorySink::default(), Vec::new());
+    let mut sink = MemorySink::with_scratch();
     apply_patch(patch, &mut MemoryOldBuild::new(&old), &mut sink, &mut |_| {}).err().map(|e| e.kind())
 }
 

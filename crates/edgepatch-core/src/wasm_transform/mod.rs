@@ -343,12 +343,9 @@ pub fn inverse_read<E: From<TransformError>>(
     emit: &mut dyn FnMut(&[u8]) -> Result<(), E>,
 ) -> Result<(), E> {
     let side = SideInfo::decode(side_info)?;
-    let (mut image, code) = image_without_code(len, read)?;
-    let code = match code {
-        Some((contents, end)) => Code::Read { read, contents, end },
-        None => Code::InSource,
-    };
-    inverse_decoded(Source::InPlace(&mut image), &side, code, emit)
+    let Image { mut bytes, code, copied } = image_without_code(len, read)?;
+    let (contents, end) = code.unwrap_or((0, 0));
+    inverse_decoded(Source::InPlace(&mut bytes), &side, Code::Read { read, contents, end, copied }, emit)
 }
 
 /// Reads bytes of a module that is not in memory: fills the buffer from the offset.
@@ -360,13 +357,16 @@ type Span = (usize, usize);
 /// Takes bytes of a module at an offset.
 pub type WriteAt<'a, E> = dyn FnMut(u64, &[u8]) -> Result<(), E> + 'a;
 
-/// Where the inverse reads the code section's contents from.
+/// Where the inverse reads the code section's contents, and the sections it copies, from.
 enum Code<'r, E> {
     /// The normalized bytes it was given.
     InSource,
-    /// Bytes `contents..end` of a normalized form that is not in memory, read through `read`
-    /// (the bytes the inverse was given have a code section of no contents in its place).
-    Read { read: &'r mut ReadAt<'r, E>, contents: usize, end: usize },
+    /// A normalized form that is not in memory, read through `read`: the code section's
+    /// contents are its bytes `contents..end` (unused where the module has no code section),
+    /// and each section of `copied` (by index: the inverse copies it as it is) is its bytes
+    /// `start..end`, header included. In the bytes the inverse was given, the code section has
+    /// no contents and each copied section none either.
+    Read { read: &'r mut ReadAt<'r, E>, contents: usize, end: usize, copied: Vec<(usize, Span)> },
 }
 
 /// Bytes of a normalized form read at once where it is not in memory (section headers,
@@ -439,19 +439,36 @@ impl SectionWalk {
 }
 
 /// The normalized form of `len` bytes, read through `read`, with its code section's contents
-/// left out (its header then says 0 bytes), and where those contents are in the form: the
-/// module an inverse that reads the code section itself holds.
-fn image_without_code<E: From<TransformError>>(len: u64, read: &mut ReadAt<'_, E>) -> Result<(Vec<u8>, Option<Span>), E> {
+/// left out (its header then says 0 bytes), and where those contents are in the form; likewise
+/// the sections over 4 KiB that the inverse copies as they are and parses nowhere (types,
+/// functions, tables, globals, the data count, tags, and custom sections but "name"), by index
+/// with their place in the form: the module an inverse that reads those sections itself holds.
+fn image_without_code<E: From<TransformError>>(len: u64, read: &mut ReadAt<'_, E>) -> Result<Image, E> {
+    const COPIED_IN_PLACE: usize = 4 << 10;
     let len = usize::try_from(len).map_err(|_| TransformError::Normalized { offset: 0, what: "larger than this machine's memory" })?;
     let mut window = ReadWindow::default();
-    let mut image = Vec::new();
-    let mut code = None;
+    let (mut image, mut code, mut copied) = (Vec::new(), None, Vec::new());
     image.extend_from_slice(window.get(read, len, 0, len.min(8))?);
     let mut sections = SectionWalk::new(len, corrupt);
+    let mut index = 0;
     while let Some((id, start, contents, end)) = sections.next(&mut window, read)? {
+        let copied_as_is = end - start > COPIED_IN_PLACE
+            && match id {
+                1 | 3 | 4 | 6 | 12 | 13 => true,
+                0 => {
+                    // Its name decides: "name" may be rewritten (§2.8.3); one that does not read stays in the image.
+                    let head = window.get(read, len, contents, (end - contents).min(16))?;
+                    let mut at = 0;
+                    leb::read_unsigned(head, &mut at, 32).is_ok_and(|n| n as usize <= end - contents - at && !(n == 4 && head.get(at..at + 4) == Some(b"name")))
+                }
+                _ => false,
+            };
         if id == CODE_SECTION {
             code = Some((contents, end));
             image.extend_from_slice(&[CODE_SECTION, 0]);
+        } else if copied_as_is {
+            copied.push((index, (start, end)));
+            image.extend_from_slice(&[id, 0]);
         } else if end - start <= READ_WINDOW {
             image.extend_from_slice(window.get(read, len, start, end - start)?);
         } else {
@@ -459,8 +476,16 @@ fn image_without_code<E: From<TransformError>>(len: u64, read: &mut ReadAt<'_, E
             image.resize(at + end - start, 0);
             read(start as u64, &mut image[at..])?;
         }
+        index += 1;
     }
-    Ok((image, code))
+    Ok(Image { bytes: image, code, copied })
+}
+
+/// What [`image_without_code`] holds of a module (`bytes`), and where the rest is.
+struct Image {
+    bytes: Vec<u8>,
+    code: Option<Span>,
+    copied: Vec<(usize, Span)>,
 }
 
 /// [`split_code_layout`] of a module of `len` bytes that is not in memory: read through
@@ -671,6 +696,15 @@ fn inverse_decoded<E: From<TransformError>>(
             write_size(&mut head, code_len.expect("sized above"), side.code_size_width as usize, section.start)?;
             emit(&head)?;
             restore_code(source.bytes(), &module, section, side, &refs, &mut code, emit)?;
+        } else if let Some(&(_, (start, end))) = match &code {
+            Code::Read { copied, .. } => copied.iter().find(|c| c.0 == index),
+            Code::InSource => None,
+        } {
+            let Code::Read { read, .. } = &mut code else { unreachable!("copied sections are read") };
+            let mut window = ReadWindow::default();
+            for at in (start..end).step_by(READ_WINDOW) {
+                emit(window.get(*read, end, at, (end - at).min(READ_WINDOW))?)?;
+            }
         } else {
             emit(&source.bytes()[section.start..section.end])?;
         }
@@ -743,7 +777,7 @@ fn restore_code<E: From<TransformError>>(
                 restore(normalized, body.start, body.end, Some(body.start - body.size_field))?;
             }
         }
-        (None, Code::Read { read, contents, end }) => {
+        (None, Code::Read { read, contents, end, .. }) => {
             // `module::parse_bodies`'s walk and checks, a body at a time.
             let (mut pos, end) = (*contents, *end);
             let bad = |offset: usize, what| TransformError::Normalized { offset, what };
@@ -779,7 +813,7 @@ fn restore_code<E: From<TransformError>>(
             }
             joined.map_err(corrupt)?;
         }
-        (Some(layout), Code::Read { read, contents, end }) => {
+        (Some(layout), Code::Read { read, contents, end, .. }) => {
             let mut read_failed = None;
             let joined = {
                 let mut stream_read = |at: usize, buf: &mut [u8]| read(at as u64, buf).map_err(|e| read_failed = Some(e)).is_ok();

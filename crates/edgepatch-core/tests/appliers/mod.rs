@@ -17,11 +17,21 @@ pub fn fast_apply(patch: &[u8], old: &Build) -> Result<Build, Error> {
     Ok(sink.into_build())
 }
 
-/// Applies with both appliers, which must accept the patch and give the same build.
+/// The streaming applier's result of `patch` on `old`, into a sink with scratch space (where it
+/// keeps transformed modules' normalized forms and split old modules instead of in memory).
+pub fn fast_apply_with_scratch(patch: &[u8], old: &Build) -> Result<Build, Error> {
+    let mut sink = MemorySink::with_scratch();
+    apply_patch(patch, &mut MemoryOldBuild::new(old), &mut sink, &mut |_| {})?;
+    Ok(sink.into_build())
+}
+
+/// Applies with both appliers, the streaming one with and without scratch space, which must
+/// accept the patch and give the same build.
 pub fn apply_both(patch: &[u8], old: &Build) -> Build {
     let fast = fast_apply(patch, old).expect("fast apply");
     let reference = reference_applier::apply(patch, old).expect("reference apply");
     assert_eq!(fast, reference, "fast and reference appliers disagree");
+    assert_eq!(fast_apply_with_scratch(patch, old).expect("fast apply with scratch space"), fast, "the applier with scratch space gives another build");
     fast
 }
 
