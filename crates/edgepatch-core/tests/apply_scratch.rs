@@ -1,7 +1,7 @@
 //! The applier's scratch space (`BuildSink::write_scratch`): the old module of a wasm file in
 //! the field-split layout (docs/FORMAT.md §2.8.7), split as it is read, and the normalized form
 //! of each transformed file go to the sink's scratch space instead of being held in memory; the
-//! inverse reads the normalized form back holding every section but the code section.
+//! inverse reads the normalized form back holding only the sections it rewrites.
 //! Measured with a counting allocator (this binary's own), so the memory test runs alone in it;
 //! a scratch space that fails or gives back other bytes fails the apply, and nothing it gives
 //! back makes a wrong file final.
