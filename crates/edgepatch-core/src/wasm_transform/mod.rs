@@ -697,7 +697,8 @@ fn inverse_decoded<E: From<TransformError>>(
             emit(&head)?;
             restore_code(source.bytes(), &module, section, side, &refs, &mut code, emit)?;
         } else if let Some(&(_, (start, end))) = match &code {
-            Code::Read { copied, .. } => copied.iter().find(|c| c.0 == index),
+            // In section order: found by index.
+            Code::Read { copied, .. } => copied.binary_search_by_key(&index, |c| c.0).ok().map(|k| &copied[k]),
             Code::InSource => None,
         } {
             let Code::Read { read, .. } = &mut code else { unreachable!("copied sections are read") };
