@@ -556,15 +556,44 @@ fn make_vectors() -> Vec<Vector> {
             ErrorKind::Corrupt,
             bomb(&[], 10, 12 << 20, &[0], &[]),
         ));
-        // Versions 1 to 5 are the only ones (2: memarg offsets are immediates; 3: the split
-        // layout; 4: element entries are immediates; 5: exports, start and names too).
-        let version_6 = b"EPWT\x06\0\0\0\0\0\0\0\0\0";
+        // Versions 1 to 6 are the only ones (2: memarg offsets are immediates; 3: the split
+        // layout; 4: element entries are immediates; 5: exports, start and names too; 6: line
+        // addresses too).
+        let version_7 = b"EPWT\x07\0\0\0\0\0\0\0\0\0";
         v.push(patch_vector(
-            "wasm-side-info-version-6",
-            "a side info of version 6 (only 1 to 5 exist)",
+            "wasm-side-info-version-7",
+            "a side info of version 7 (only 1 to 6 exist)",
             ErrorKind::Corrupt,
-            transformed(&row(8, version_6.len() as u64, version_6), true),
+            transformed(&row(8, version_7.len() as u64, version_7), true),
         ));
+        // Version 6: offsets 0, layout 0, zero for every field, the sections byte, then the code
+        // address map and the line exceptions (`line`).
+        let line_side = |sections: u8, line: &[u8]| [&b"EPWT\x06\0\0"[..], &[0u8; 9], &[sections], line].concat();
+        // A `.debug_line` section whose one unit claims 16 bytes where 2 follow.
+        let past_unit = [&b"\0asm\x01\0\0\0\x00\x12\x0b.debug_line"[..], &[16, 0, 0, 0, 4, 0]].concat();
+        let line_vectors: [(&str, &str, &[u8], Vec<u8>); 3] = [
+            (
+                "wasm-line-sections-byte-no-line-bit",
+                "a version-6 side info whose sections byte leaves out the line addresses",
+                b"\0asm\x01\0\0\0",
+                line_side(2, &[0, 0, 0]),
+            ),
+            (
+                "wasm-line-exception-beyond",
+                "a version-6 side info keeping line address 0 in a module without line programs",
+                b"\0asm\x01\0\0\0",
+                line_side(0x10, &[0, 0, 1, 0]),
+            ),
+            (
+                "wasm-line-unit-past-section",
+                "a version-6 side info on a module whose .debug_line unit runs past its section",
+                &past_unit,
+                line_side(0x10, &[0, 0, 0]),
+            ),
+        ];
+        for (name, what, module, side) in line_vectors {
+            v.push(patch_vector(name, what, ErrorKind::Corrupt, with_module(module, &row(module.len() as u64, side.len() as u64, &side), true)));
+        }
         // Version 5: offsets 0, layout 0, zero for every field, the sections byte.
         let names_side = |sections: u8| [&b"EPWT\x05\0\0"[..], &[0u8; 9], &[sections]].concat();
         for (name, what, sections) in [

@@ -277,6 +277,8 @@ fn transformed_wasm_patches_apply_identically() {
     pairs.push(("made-up, addresses in memarg offsets".into(), l1, l2));
     let (n1, n2) = wasm_modules::versions_with_names(3000, 20);
     pairs.push(("made-up, exports and names".into(), n1, n2));
+    let (d1, d2) = wasm_modules::versions_with_debug_line(3000, 20);
+    pairs.push(("made-up, DWARF line addresses".into(), d1, d2));
     if let Some(dir) = std::env::var_os("EDGEPATCH_WASM_PAIRS") {
         for pair in std::fs::read_dir(dir).unwrap() {
             let pair = pair.unwrap().path();

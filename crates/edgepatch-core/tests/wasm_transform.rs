@@ -4,6 +4,7 @@
 //! merely moved normalize to the same bytes; hostile input never panics.
 
 mod fixture_builds;
+mod wasm_modules;
 
 use edgepatch_core::wasm_transform::{
     forward, forward_with_stats, into_code_layout, inverse as inverse_in_memory, inverse_read, join_code_layout, join_code_layout_hash, reference,
@@ -240,6 +241,29 @@ fn round_trip(old: &[u8], new: &[u8]) {
         into_code_layout(&mut n).expect("into the split layout");
         assert_eq!((&n.bytes, &n.side_info), (&split.bytes, &split.side_info));
     }
+}
+
+/// A debug build's `.debug_line` (side info version 6): the moved sequences' start addresses
+/// normalize to the old ones, and every layout gives the module back.
+#[test]
+fn line_addresses_normalize_to_the_old_ones_and_round_trip() {
+    let (old, new) = wasm_modules::versions_with_debug_line(300, 7);
+    round_trip(&old, &new);
+    let (n, stats) = forward_with_stats(Some(&reference(&old).unwrap()), &new).unwrap();
+    assert_eq!(n.side_info[4], 6, "side info version 6");
+    assert!(stats.line_refs > 250, "{stats:?}");
+    // The sequences' start addresses (`00 05 02` and 4 bytes, in the made-up line section at
+    // the module's end): the normalized module's are the old module's, but for the 7 inserted
+    // functions; the new module's are not.
+    let starts = |m: &[u8]| -> std::collections::BTreeSet<u32> {
+        let (_, code, size) = find_section(m, 10).unwrap();
+        let line = &m[code + size..];
+        line.windows(7).filter(|w| w[..3] == [0, 5, 2]).map(|w| u32::from_le_bytes([w[3], w[4], w[5], w[6]])).filter(|&a| a != 0).collect()
+    };
+    let (old_starts, normalized_starts, new_starts) = (starts(&old), starts(&n.bytes), starts(&new));
+    assert!(old_starts.len() > 250);
+    assert!(normalized_starts.difference(&old_starts).count() <= 7, "{:?}", normalized_starts.difference(&old_starts).collect::<Vec<_>>());
+    assert!(new_starts.difference(&old_starts).count() > 250);
 }
 
 #[test]

@@ -48,7 +48,7 @@ pub(crate) fn kind_of(bytes: &[u8], section: &Section) -> u8 {
 }
 
 /// A custom section's name, and where its contents after the name start.
-fn custom_name<'a>(bytes: &'a [u8], section: &Section) -> Option<(&'a [u8], usize)> {
+pub(crate) fn custom_name<'a>(bytes: &'a [u8], section: &Section) -> Option<(&'a [u8], usize)> {
     let mut at = section.contents;
     let len = read_unsigned(&bytes[..section.end], &mut at, 32).ok()? as usize;
     let end = at.checked_add(len).filter(|&e| e <= section.end)?;

@@ -19,6 +19,7 @@
 
 mod addresses;
 mod code_layout;
+mod debug_line;
 mod index_sections;
 mod leb;
 mod matching;
@@ -30,7 +31,7 @@ use code_layout::{memory_inits, MemoryInit};
 use leb::{unsigned_width, write_signed, write_unsigned, write_unsigned_padded};
 use matching::{address_pairs, match_functions, FunctionShapes};
 use module::{element_entries, parse_module, parse_module_with, parse_pc_table, walk_body, Immediate, ImmediateKind, Module, PcTable, CODE_SECTION};
-use side_info::{FunctionMap, SideInfo};
+use side_info::{FunctionMap, LineAddresses, SideInfo};
 
 /// Why a transform step failed. `NotWasm` means "use the plain diff".
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,6 +72,10 @@ pub struct WasmReference {
     /// Constants in the old code that lie past its data (below its memory's
     /// initial size), sorted, once each: the evidence for mapping that tail.
     tail_constants: Vec<i64>,
+    /// Where each body's contents start in the old code section's contents (the code
+    /// addresses of DWARF), and how many functions it imports.
+    code_bodies: Vec<u64>,
+    imported_functions: u64,
 }
 
 /// The normalized bytes and what [`inverse`] needs besides them.
@@ -106,6 +111,8 @@ pub struct TransformStats {
     pub data_refs: u64,
     /// Values the inverse cannot derive, stored in the side info.
     pub exceptions: u64,
+    /// DWARF line programs' code addresses rewritten.
+    pub line_refs: u64,
 }
 
 /// Parses `old` into the reference the new module's forward transform needs.
@@ -116,7 +123,8 @@ pub fn reference(old: &[u8]) -> Result<WasmReference, TransformError> {
     let old_data = OldData::new(old, &data);
     let mut tail_constants: Vec<i64> = tail_constants(old, &module, &data).into_iter().map(|(v, _)| v).collect();
     tail_constants.dedup();
-    Ok(WasmReference { shapes, pc_table: module.pc_table, old_data, tail_constants })
+    let code_bodies = code_offsets(&module).map(|(_, contents)| contents).collect();
+    Ok(WasmReference { shapes, pc_table: module.pc_table, old_data, tail_constants, code_bodies, imported_functions: module.imported_functions.len() as u64 })
 }
 
 /// The normalized form of `bytes`. With `reference` = None, functions keep
@@ -172,9 +180,12 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
         side.elements = true;
         side.element_exceptions = listed.clone();
     }
-    if reference.is_some() {
+    if let Some(r) = reference {
         side.index_sections = forward_index_sections(bytes, &module, &refs);
+        side.line_addresses = forward_line_addresses(bytes, &module, r, &map);
     }
+    let line_map = side.line_addresses.as_ref().map(|l| AddressMap::from_pieces(l.pieces.clone(), l.end).expect("the writer's own pieces"));
+    let (mut line_ordinal, mut line_next) = (0u64, 0usize);
     let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16);
     out.extend_from_slice(&bytes[..8]);
     let mut ordinal = 0u64;
@@ -201,7 +212,14 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
             continue;
         }
         if Some(index) != module.code {
+            let at = out.len();
             out.extend_from_slice(&bytes[section.start..section.end]);
+            if let (Some(map), Some((_, contents))) = (&line_map, debug_line::sections(bytes, std::slice::from_ref(section)).next()) {
+                let exceptions = &side.line_addresses.as_ref().expect("with its map").exceptions;
+                let from = at + contents - section.start;
+                debug_line::rewrite(&mut out[from..], from, map, debug_line::Way::Forward, exceptions, &mut line_ordinal, &mut line_next)?;
+                stats.line_refs = line_ordinal - line_next as u64;
+            }
             continue;
         }
         side.code_size_width = (section.contents - section.start - 1) as u8;
@@ -245,6 +263,32 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
     }
     stats.exceptions = (side.exceptions.len() + side.data_exceptions.len()) as u64;
     Ok((Normalized { bytes: out, side_info: side.encode() }, stats))
+}
+
+/// Each body's size field's and contents' offsets in the code section's contents.
+fn code_offsets(module: &Module) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let contents = module.code.map_or(0, |c| module.sections[c].contents);
+    module.bodies.iter().map(move |b| ((b.size_field - contents) as u64, (b.start - contents) as u64))
+}
+
+/// At most this many line addresses kept verbatim (then the sections are left as they are).
+const MAX_LINE_EXCEPTIONS: usize = 1 << 16;
+
+/// The `.debug_line` sections' addresses (side info version 6), where the new module has a
+/// code section and such sections that walk, and some address moves: the code address map
+/// from each matched body to its old one (`map`: new function index to normalized, the old
+/// numbering for a matched one), and the addresses it does not give back.
+fn forward_line_addresses(bytes: &[u8], module: &Module, reference: &WasmReference, map: &[u64]) -> Option<LineAddresses> {
+    let code = &module.sections[module.code?];
+    let imported = module.imported_functions.len();
+    let bodies = code_offsets(module).enumerate().map(|(b, (size_field, contents))| {
+        let old = map.get(imported + b).and_then(|&n| n.checked_sub(reference.imported_functions)).and_then(|j| reference.code_bodies.get(j as usize));
+        (size_field, contents, old.copied())
+    });
+    let code_map = debug_line::code_map(bodies, (code.end - code.contents) as u64)?;
+    let sections = debug_line::sections(bytes, &module.sections).map(|(index, contents)| &bytes[contents..module.sections[index].end]);
+    let (changed, exceptions) = debug_line::plan(sections, &code_map, MAX_LINE_EXCEPTIONS)?;
+    (changed > 0).then(|| LineAddresses { pieces: code_map.pieces().to_vec(), end: code_map.new_end(), exceptions })
 }
 
 /// Whether `bytes` is its own normalized form as the old side
@@ -343,7 +387,7 @@ pub fn inverse_read<E: From<TransformError>>(
     emit: &mut dyn FnMut(&[u8]) -> Result<(), E>,
 ) -> Result<(), E> {
     let side = SideInfo::decode(side_info)?;
-    let Image { mut bytes, code, copied } = image_without_code(len, read)?;
+    let Image { mut bytes, code, copied } = image_without_code(len, read, side.line_addresses.is_some())?;
     let (contents, end) = code.unwrap_or((0, 0));
     inverse_decoded(Source::InPlace(&mut bytes), &side, Code::Read { read, contents, end, copied }, emit)
 }
@@ -441,9 +485,10 @@ impl SectionWalk {
 /// The normalized form of `len` bytes, read through `read`, with its code section's contents
 /// left out (its header then says 0 bytes), and where those contents are in the form; likewise
 /// the sections over 4 KiB that the inverse copies as they are and parses nowhere (types,
-/// functions, tables, globals, the data count, tags, and custom sections but "name"), by index
+/// functions, tables, globals, the data count, tags, and custom sections but "name" and, with
+/// `line_addresses`, ".debug_line"), by index
 /// with their place in the form: the module an inverse that reads those sections itself holds.
-fn image_without_code<E: From<TransformError>>(len: u64, read: &mut ReadAt<'_, E>) -> Result<Image, E> {
+fn image_without_code<E: From<TransformError>>(len: u64, read: &mut ReadAt<'_, E>, line_addresses: bool) -> Result<Image, E> {
     const COPIED_IN_PLACE: usize = 4 << 10;
     let len = usize::try_from(len).map_err(|_| TransformError::Normalized { offset: 0, what: "larger than this machine's memory" })?;
     let mut window = ReadWindow::default();
@@ -459,7 +504,9 @@ fn image_without_code<E: From<TransformError>>(len: u64, read: &mut ReadAt<'_, E
                     // Its name decides: "name" may be rewritten (§2.8.3); one that does not read stays in the image.
                     let head = window.get(read, len, contents, (end - contents).min(16))?;
                     let mut at = 0;
-                    leb::read_unsigned(head, &mut at, 32).is_ok_and(|n| n as usize <= end - contents - at && !(n == 4 && head.get(at..at + 4) == Some(b"name")))
+                    let read_name = leb::read_unsigned(head, &mut at, 32).ok().filter(|&n| n as usize <= end - contents - at);
+                    let is = |n: u64, name: &[u8]| n as usize == name.len() && head.get(at..at + name.len()) == Some(name);
+                    read_name.is_some_and(|n| !(is(n, b"name") || line_addresses && is(n, debug_line::SECTION_NAME)))
                 }
                 _ => false,
             };
@@ -631,7 +678,9 @@ fn not_wasm(e: module::ParseError) -> TransformError {
 pub fn side_info_has_code_layout(side_info: &[u8]) -> bool {
     match side_info.get(4) {
         Some(&side_info::VERSION_CODE_LAYOUT) => true,
-        Some(&side_info::VERSION_ELEMENTS | &side_info::VERSION_INDEX_SECTIONS) => side_info.get(6).is_some_and(|&layout| layout != 0),
+        Some(&side_info::VERSION_ELEMENTS | &side_info::VERSION_INDEX_SECTIONS | &side_info::VERSION_LINE_ADDRESSES) => {
+            side_info.get(6).is_some_and(|&layout| layout != 0)
+        }
         _ => false,
     }
 }
@@ -671,10 +720,17 @@ fn inverse_decoded<E: From<TransformError>>(
     for (section, &kind) in module.sections.iter().zip(&kinds).filter(|(_, &k)| k != 0) {
         index_sections::contents_len(source.bytes(), section, kind, &inverse)?;
     }
+    // And so are the line programs' addresses, restored before anything is emitted.
+    let line_copies = match &side.line_addresses {
+        Some(line) => inverse_line_addresses(&mut source, &module, line)?,
+        None => Vec::new(),
+    };
     emit(&source.bytes()[..8])?;
     for (index, section) in module.sections.iter().enumerate() {
         if let Some(rewritten) = elements.as_ref().and_then(|sections| sections.iter().find(|s| s.index == index)) {
             emit(&rewritten.bytes)?;
+        } else if let Some((_, copy)) = line_copies.iter().find(|c| c.0 == index) {
+            emit(copy)?;
         } else if kinds[index] != 0 {
             index_sections::rewrite(source.bytes(), section, kinds[index], &inverse, emit)?;
         } else if Some(index) == module.data {
@@ -711,6 +767,32 @@ fn inverse_decoded<E: From<TransformError>>(
         }
     }
     Ok(())
+}
+
+/// Restores the `.debug_line` sections' addresses (side info version 6): in place in an owned
+/// source, else in copies of those sections, returned with their indices.
+fn inverse_line_addresses(source: &mut Source, module: &Module, line: &LineAddresses) -> Result<Vec<(usize, Vec<u8>)>, TransformError> {
+    let map = AddressMap::from_pieces(line.pieces.clone(), line.end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
+    let found: Vec<(usize, usize)> = debug_line::sections(source.bytes(), &module.sections).collect();
+    let (mut ordinal, mut next, mut copies) = (0u64, 0usize, Vec::new());
+    for (index, contents) in found {
+        let section = &module.sections[index];
+        match source {
+            Source::InPlace(bytes) => {
+                debug_line::rewrite(&mut bytes[contents..section.end], contents, &map, debug_line::Way::Inverse, &line.exceptions, &mut ordinal, &mut next)?;
+            }
+            Source::Shared(bytes) => {
+                let mut copy = bytes[section.start..section.end].to_vec();
+                let from = contents - section.start;
+                debug_line::rewrite(&mut copy[from..], contents, &map, debug_line::Way::Inverse, &line.exceptions, &mut ordinal, &mut next)?;
+                copies.push((index, copy));
+            }
+        }
+    }
+    if next != line.exceptions.len() {
+        return Err(TransformError::SideInfo { offset: 0, what: "line exceptions beyond the module's line addresses" });
+    }
+    Ok(copies)
 }
 
 /// Emits the original code section's contents (after its size field) and

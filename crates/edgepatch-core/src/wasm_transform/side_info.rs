@@ -23,10 +23,15 @@ pub(super) const VERSION_ELEMENTS: u8 = 4;
 /// old numbering (bit 0 the element sections, then [`super::index_sections`]' kinds), the
 /// element exceptions after it if bit 0 is set.
 pub(super) const VERSION_INDEX_SECTIONS: u8 = 5;
+/// Version 5's fields with the DWARF line programs' code addresses rewritten: bit 4 of the
+/// `sections` byte set, and the code address map and the line exceptions at the end.
+pub(super) const VERSION_LINE_ADDRESSES: u8 = 6;
 /// Bit 0 of version 5's `sections` byte: the element sections (version 4's).
 const ELEMENTS_BIT: u8 = 1;
 /// Every bit version 5's `sections` byte may have.
 const SECTION_BITS: u8 = ELEMENTS_BIT | super::index_sections::EXPORTS | super::index_sections::START | super::index_sections::NAMES;
+/// Bit 4 of version 6's `sections` byte: the `.debug_line` sections' addresses.
+const LINE_ADDRESSES_BIT: u8 = 1 << 4;
 
 /// New function indices `[new_start, new_start + len)` are normalized to
 /// `[norm_start, norm_start + len)`.
@@ -127,6 +132,18 @@ pub(crate) struct SideInfo {
     /// Which sections outside the code and elements name functions in the old numbering
     /// ([`super::index_sections`]' bits; version 5 when not 0).
     pub index_sections: u8,
+    /// The `.debug_line` sections' code addresses are in the old module's code (version 6).
+    pub line_addresses: Option<LineAddresses>,
+}
+
+/// How the `.debug_line` sections' code addresses map (side info version 6).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LineAddresses {
+    /// The code address map: offsets into the new code section's contents to the old one's.
+    pub pieces: Vec<Piece>,
+    pub end: u64,
+    /// Ordinals of `DW_LNE_set_address` operands kept verbatim.
+    pub exceptions: Vec<u64>,
 }
 
 /// How a split code section is laid out (docs/FORMAT.md §2.8.7).
@@ -150,8 +167,8 @@ fn put_ascending(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) 
 impl SideInfo {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
-        if self.index_sections != 0 {
-            out.push(VERSION_INDEX_SECTIONS);
+        if self.index_sections != 0 || self.line_addresses.is_some() {
+            out.push(if self.line_addresses.is_some() { VERSION_LINE_ADDRESSES } else { VERSION_INDEX_SECTIONS });
             out.push(u8::from(self.memarg_offsets));
             out.push(self.code_layout.map_or(0, |l| 1 + u8::from(l.locals_mtf)));
         } else if self.elements {
@@ -185,23 +202,21 @@ impl SideInfo {
         put_ascending(&mut out, self.size_widths.iter().map(|w| w.0));
         out.extend(self.size_widths.iter().map(|w| w.1));
         put_ascending(&mut out, self.exceptions.iter().copied());
-        write_unsigned(&mut out, self.address_pieces.len() as u64);
-        let mut prev = 0u64;
-        for p in &self.address_pieces {
-            write_unsigned(&mut out, p.new_start.wrapping_sub(prev));
-            write_unsigned(&mut out, zigzag(p.delta));
-            prev = p.new_start;
-        }
-        write_unsigned(&mut out, self.address_end.wrapping_sub(prev));
+        put_pieces(&mut out, &self.address_pieces, self.address_end);
         put_ascending(&mut out, self.data_exceptions.iter().copied());
         for &len in self.code_layout.iter().flat_map(|l| l.lens.iter()) {
             write_unsigned(&mut out, len);
         }
-        if self.index_sections != 0 {
-            out.push(if self.elements { self.index_sections | ELEMENTS_BIT } else { self.index_sections });
+        if self.index_sections != 0 || self.line_addresses.is_some() {
+            let line = if self.line_addresses.is_some() { LINE_ADDRESSES_BIT } else { 0 };
+            out.push(self.index_sections | line | if self.elements { ELEMENTS_BIT } else { 0 });
         }
         if self.elements {
             put_ascending(&mut out, self.element_exceptions.iter().copied());
+        }
+        if let Some(line) = &self.line_addresses {
+            put_pieces(&mut out, &line.pieces, line.end);
+            put_ascending(&mut out, line.exceptions.iter().copied());
         }
         out
     }
@@ -217,7 +232,7 @@ impl SideInfo {
             VERSION_CONSTANTS => (false, false, false),
             VERSION_MEMARG_OFFSETS => (true, false, false),
             VERSION_CODE_LAYOUT => (r.flag("memarg offsets flag not 0 or 1")?, true, r.flag("locals coding not 0 or 1")?),
-            VERSION_ELEMENTS | VERSION_INDEX_SECTIONS => {
+            VERSION_ELEMENTS | VERSION_INDEX_SECTIONS | VERSION_LINE_ADDRESSES => {
                 let offsets = r.flag("memarg offsets flag not 0 or 1")?;
                 match r.byte()? {
                     0 => (offsets, false, false),
@@ -259,15 +274,7 @@ impl SideInfo {
             size_widths.push((p, w));
         }
         let exceptions = r.ascending()?;
-        let count = r.count()?;
-        let mut address_pieces = Vec::with_capacity(count);
-        let mut prev = 0u64;
-        for _ in 0..count {
-            let new_start = prev.checked_add(r.varint()?).ok_or_else(|| r.err("address piece overflows"))?;
-            address_pieces.push(Piece { new_start, delta: unzigzag(r.varint()?) });
-            prev = new_start;
-        }
-        let address_end = prev.checked_add(r.varint()?).ok_or_else(|| r.err("address end overflows"))?;
+        let (address_pieces, address_end) = r.pieces()?;
         let data_exceptions = r.ascending()?;
         let code_layout = if split {
             let mut lens = [0u64; FIELDS];
@@ -278,18 +285,31 @@ impl SideInfo {
         } else {
             None
         };
-        let (elements, index_sections) = match bytes[4] {
-            VERSION_ELEMENTS => (true, 0),
+        let (elements, index_sections, line) = match bytes[4] {
+            VERSION_ELEMENTS => (true, 0, false),
             VERSION_INDEX_SECTIONS => {
                 let bits = r.byte()?;
                 if bits & !SECTION_BITS != 0 || bits & !ELEMENTS_BIT == 0 {
                     return Err(r.err("sections byte names no section outside the elements, or an unknown one"));
                 }
-                (bits & ELEMENTS_BIT != 0, bits & !ELEMENTS_BIT)
+                (bits & ELEMENTS_BIT != 0, bits & !ELEMENTS_BIT, false)
             }
-            _ => (false, 0),
+            VERSION_LINE_ADDRESSES => {
+                let bits = r.byte()?;
+                if bits & !(SECTION_BITS | LINE_ADDRESSES_BIT) != 0 || bits & LINE_ADDRESSES_BIT == 0 {
+                    return Err(r.err("version 6 sections byte without the line addresses, or with an unknown bit"));
+                }
+                (bits & ELEMENTS_BIT != 0, bits & SECTION_BITS & !ELEMENTS_BIT, true)
+            }
+            _ => (false, 0, false),
         };
         let element_exceptions = if elements { r.ascending()? } else { Vec::new() };
+        let line_addresses = if line {
+            let (pieces, end) = r.pieces()?;
+            Some(LineAddresses { pieces, end, exceptions: r.ascending()? })
+        } else {
+            None
+        };
         if r.pos != bytes.len() {
             return Err(r.err("bytes after the end"));
         }
@@ -308,8 +328,22 @@ impl SideInfo {
             elements,
             element_exceptions,
             index_sections,
+            line_addresses,
         })
     }
+}
+
+/// An address map: `varint count`, each piece's start as the step from the previous one's and
+/// its delta zigzagged, then the end as the step from the last start.
+fn put_pieces(out: &mut Vec<u8>, pieces: &[Piece], end: u64) {
+    write_unsigned(out, pieces.len() as u64);
+    let mut prev = 0u64;
+    for p in pieces {
+        write_unsigned(out, p.new_start.wrapping_sub(prev));
+        write_unsigned(out, zigzag(p.delta));
+        prev = p.new_start;
+    }
+    write_unsigned(out, end.wrapping_sub(prev));
 }
 
 fn zigzag(v: i64) -> u64 {
@@ -362,6 +396,20 @@ impl Reader<'_> {
             return Err(self.err("count larger than the side info"));
         }
         Ok(n as usize)
+    }
+
+    /// [`put_pieces`]' map.
+    fn pieces(&mut self) -> Result<(Vec<Piece>, u64), TransformError> {
+        let count = self.count()?;
+        let mut pieces = Vec::with_capacity(count);
+        let mut prev = 0u64;
+        for _ in 0..count {
+            let new_start = prev.checked_add(self.varint()?).ok_or_else(|| self.err("address piece overflows"))?;
+            pieces.push(Piece { new_start, delta: unzigzag(self.varint()?) });
+            prev = new_start;
+        }
+        let end = prev.checked_add(self.varint()?).ok_or_else(|| self.err("address end overflows"))?;
+        Ok((pieces, end))
     }
 
     fn ascending(&mut self) -> Result<Vec<u64>, TransformError> {

@@ -414,17 +414,23 @@ struct Side {
     element_exceptions: Option<std::collections::HashSet<u64>>,
     /// Version 5's `sections` byte without bit 0: 2 exports, 4 start, 8 the name section.
     function_keys: u8,
+    /// Version 6: the code address map's pieces (new_start, end, delta) and the line
+    /// ordinals kept verbatim.
+    line: Option<(Vec<Piece>, std::collections::HashSet<u64>)>,
 }
 
+/// An address map's piece: (new_start, end, delta).
+type Piece = (u64, u64, i64);
+
 fn side(b: &[u8]) -> Outcome<Side> {
-    if b.len() < 5 || &b[..4] != b"EPWT" || !(1..=5).contains(&b[4]) {
+    if b.len() < 5 || &b[..4] != b"EPWT" || !(1..=6).contains(&b[4]) {
         return Err("side info magic or version".into());
     }
     let mut at = 5;
     // Versions 3 and 4: a byte for whether memarg offsets are immediates; then version 3's
     // locals coding (the layout is split), or version 4's layout: 0 none, 1 split, 2 split with ranks.
     let offsets = match b[4] {
-        3..=5 => match byte(b, &mut at)? {
+        3..=6 => match byte(b, &mut at)? {
             0 => false,
             1 => true,
             _ => return Err("memarg offsets byte".into()),
@@ -437,7 +443,7 @@ fn side(b: &[u8]) -> Outcome<Side> {
             1 => (true, true),
             _ => return Err("locals coding byte".into()),
         },
-        4 | 5 => match byte(b, &mut at)? {
+        4..=6 => match byte(b, &mut at)? {
             0 => (false, false),
             1 => (true, false),
             2 => (true, true),
@@ -507,22 +513,27 @@ fn side(b: &[u8]) -> Outcome<Side> {
         widths.push((p, u64::from(w)));
     }
     let exceptions = list(&mut at)?;
-    let mut starts = Vec::new();
-    let mut prev = 0u64;
-    for _ in 0..count(&mut at)? {
-        prev = prev.checked_add(v(&mut at)?).ok_or("piece overflows")?;
-        let z = v(&mut at)?;
-        starts.push((prev, ((z >> 1) as i64) ^ -((z & 1) as i64)));
-    }
-    let address_end = prev.checked_add(v(&mut at)?).ok_or("address end overflows")?;
-    let mut pieces = Vec::new();
-    for (k, &(s, d)) in starts.iter().enumerate() {
-        let e = starts.get(k + 1).map_or(address_end, |n| n.0);
-        if e <= s || s.checked_add_signed(d).is_none() || e.checked_add_signed(d).is_none() {
-            return Err("address piece empty or out of range".into());
+    // An address map (§2.8.4): the data's, and version 6's code address map.
+    let address_map = |at: &mut usize| -> Outcome<Vec<(u64, u64, i64)>> {
+        let mut starts = Vec::new();
+        let mut prev = 0u64;
+        for _ in 0..count(at)? {
+            prev = prev.checked_add(v(at)?).ok_or("piece overflows")?;
+            let z = v(at)?;
+            starts.push((prev, ((z >> 1) as i64) ^ -((z & 1) as i64)));
         }
-        pieces.push((s, e, d));
-    }
+        let address_end = prev.checked_add(v(at)?).ok_or("address end overflows")?;
+        let mut pieces = Vec::new();
+        for (k, &(s, d)) in starts.iter().enumerate() {
+            let e = starts.get(k + 1).map_or(address_end, |n| n.0);
+            if e <= s || s.checked_add_signed(d).is_none() || e.checked_add_signed(d).is_none() {
+                return Err("address piece empty or out of range".into());
+            }
+            pieces.push((s, e, d));
+        }
+        Ok(pieces)
+    };
+    let pieces = address_map(&mut at)?;
     let data_exceptions = list(&mut at)?;
     let mut layout = None;
     if split {
@@ -539,9 +550,14 @@ fn side(b: &[u8]) -> Outcome<Side> {
             bits if bits & !0x0f == 0 && bits & 0x0e != 0 => bits,
             _ => return Err("sections byte".into()),
         },
+        6 => match byte(b, &mut at)? {
+            bits if bits & !0x1f == 0 && bits & 0x10 != 0 => bits,
+            _ => return Err("version 6 sections byte".into()),
+        },
         _ => 0,
     };
     let element_exceptions = if sections & 1 != 0 { Some(list(&mut at)?.into_iter().collect()) } else { None };
+    let line = if b[4] == 6 { Some((address_map(&mut at)?, list(&mut at)?.into_iter().collect())) } else { None };
     if at != b.len() {
         return Err("bytes after the side info".into());
     }
@@ -563,6 +579,7 @@ fn side(b: &[u8]) -> Outcome<Side> {
         layout,
         element_exceptions,
         function_keys: sections & 0x0e,
+        line,
     })
 }
 
@@ -574,14 +591,7 @@ impl Side {
     }
 
     fn alpha_inverse(&self, n: u64) -> Option<u64> {
-        let mut images: Vec<(u64, u64, usize)> =
-            self.pieces.iter().enumerate().map(|(k, p)| (p.0.wrapping_add_signed(p.2), p.1.wrapping_add_signed(p.2), k)).collect();
-        images.sort();
-        let (_, end, k) = *images.iter().rev().find(|im| im.0 <= n)?;
-        if n >= end {
-            return None;
-        }
-        n.checked_add_signed(self.pieces[k].2.checked_neg()?)
+        map_inverse(&self.pieces, n)
     }
 
     fn address(&self, n: i64, limit: u64) -> i64 {
@@ -617,6 +627,82 @@ impl Side {
             }
         }
     }
+}
+
+/// α⁻¹ or γ⁻¹ (§2.8.4): of the images sorted by (start, end, piece), the last starting at or
+/// below n, if n is below its end.
+fn map_inverse(pieces: &[(u64, u64, i64)], n: u64) -> Option<u64> {
+    let mut images: Vec<(u64, u64, usize)> = pieces.iter().enumerate().map(|(k, p)| (p.0.wrapping_add_signed(p.2), p.1.wrapping_add_signed(p.2), k)).collect();
+    images.sort();
+    let (_, end, k) = *images.iter().rev().find(|im| im.0 <= n)?;
+    if n >= end {
+        return None;
+    }
+    n.checked_add_signed(pieces[k].2.checked_neg()?)
+}
+
+/// §2.8.3, line addresses: the offsets in `s` of the 4-byte `DW_LNE_set_address` operands of
+/// the line units in `s[from..]`, which MUST walk to its end.
+fn line_addresses(s: &[u8], from: usize) -> Outcome<Vec<usize>> {
+    let le32 = |at: usize| -> Outcome<u64> { Ok(u64::from(u32::from_le_bytes(s.get(at..at + 4).ok_or("line unit truncated")?.try_into().unwrap()))) };
+    let mut found = Vec::new();
+    let mut at = from;
+    while at < s.len() {
+        let unit_length = le32(at)?;
+        if unit_length >= 0xffff_fff0 {
+            return Err("64-bit DWARF".into());
+        }
+        let end = at + 4 + unit_length as usize;
+        if end > s.len() {
+            return Err("line unit past its section".into());
+        }
+        let u = &s[..end];
+        let mut p = at + 4;
+        let version = u64::from(byte(u, &mut p)?) | u64::from(byte(u, &mut p)?) << 8;
+        if !(2..=5).contains(&version) {
+            return Err("line version".into());
+        }
+        if version == 5 {
+            p += 2;
+        }
+        let header_length = le32(p)?;
+        p += 4;
+        let program = p.checked_add(header_length as usize).filter(|&e| e <= end).ok_or("line header past its unit")?;
+        p += if version >= 4 { 5 } else { 4 };
+        let h = &u[..program];
+        let opcode_base = byte(h, &mut p)?;
+        if opcode_base == 0 {
+            return Err("opcode base 0".into());
+        }
+        let lengths = h.get(p..p + usize::from(opcode_base) - 1).ok_or("opcode lengths past the header")?;
+        p = program;
+        while p < end {
+            let op = byte(u, &mut p)?;
+            if op == 0 {
+                let len = uleb(u, &mut p, 32)?;
+                let body = p;
+                skip(u, &mut p, len)?;
+                if len == 5 && u[body] == 2 {
+                    found.push(body + 1);
+                }
+            } else if op >= opcode_base {
+            } else if op == 9 {
+                skip(u, &mut p, 2)?;
+            } else {
+                for _ in 0..lengths[usize::from(op) - 1] {
+                    let mut n = 0;
+                    while byte(u, &mut p)? & 0x80 != 0 {
+                        n += 1;
+                        if n == 10 {
+                            return Err("operand over 10 bytes".into());
+                        }
+                    }
+                }
+            }
+        }
+        at = end;
+    }
+    Ok(found)
 }
 
 fn put_uleb(out: &mut Vec<u8>, mut v: u64) {
@@ -674,7 +760,31 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
     let mut used_widths = 0usize;
     let mut element_ordinal = 0u64;
     let mut used_element_exceptions = 0usize;
+    let mut line_ordinal = 0u64;
+    let mut used_line_exceptions = 0usize;
     for (index, &(id, start, contents, end)) in m.sections.iter().enumerate() {
+        // A custom section's name: `u32 len` and bytes, within the section.
+        let mut name_end = contents;
+        let debug_line = id == 0
+            && uleb(&n[..end], &mut name_end, 32).is_ok_and(|len| {
+                name_end += len as usize;
+                name_end <= end && &n[name_end - len as usize..name_end] == b".debug_line"
+            });
+        if let (true, Some((pieces, listed))) = (debug_line, &side.line) {
+            let mut section = n[start..end].to_vec();
+            for at in line_addresses(&n[..end], name_end)? {
+                if listed.contains(&line_ordinal) {
+                    used_line_exceptions += 1;
+                } else {
+                    let v = u64::from(u32::from_le_bytes(n[at..at + 4].try_into().unwrap()));
+                    let restored = map_inverse(pieces, v).filter(|&a| a <= u64::from(u32::MAX)).unwrap_or(v);
+                    section[at - start..at - start + 4].copy_from_slice(&(restored as u32).to_le_bytes());
+                }
+                line_ordinal += 1;
+            }
+            out.extend_from_slice(&section);
+            continue;
+        }
         if let (9, Some(listed)) = (id, &side.element_exceptions) {
             // §2.8.3, element entries: every function index of segments of flags 0 to 3.
             let mut section = Vec::new();
@@ -809,6 +919,9 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
     if m.data.is_none() && !side.data_exceptions.is_empty() {
         return Err("data exceptions without data words".into());
     }
+    if side.line.as_ref().is_some_and(|l| l.1.len() != used_line_exceptions) {
+        return Err("line exceptions beyond the line addresses".into());
+    }
     if side.element_exceptions.as_ref().is_some_and(|l| l.len() != used_element_exceptions) {
         return Err("element exceptions beyond the element entries".into());
     }
@@ -904,7 +1017,7 @@ fn function_keys(n: &[u8], id: u8, contents: usize, end: usize, side: &Side) -> 
 pub fn has_layout(side_bytes: &[u8]) -> bool {
     side_bytes.len() > 4
         && &side_bytes[..4] == b"EPWT"
-        && (side_bytes[4] == 3 || ((side_bytes[4] == 4 || side_bytes[4] == 5) && side_bytes.get(6).is_some_and(|&l| l != 0)))
+        && (side_bytes[4] == 3 || ((4..=6).contains(&side_bytes[4]) && side_bytes.get(6).is_some_and(|&l| l != 0)))
 }
 
 /// §2.8.7: the old module `m` split as the side info says.

@@ -414,3 +414,85 @@ pub fn many_exports(functions: u64, exports: u64, first: u8) -> Vec<u8> {
     section(10, &code, &mut out);
     out
 }
+
+/// [`versions`] as a debug build: each module ends with a `.debug_line` custom section
+/// (docs/FORMAT.md §2.8.3, line addresses) whose line sequences start at each body's code
+/// address, as LLVM's DWARF for wasm does, so version 2's inserted functions move every later
+/// sequence's start. Units of DWARF versions 4, 2 and 5 alternate; a removed function's
+/// sequence (here every thirteenth function's) starts at 0.
+pub fn versions_with_debug_line(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
+    let (v1, v2, all) = version_ids(n, inserted);
+    (with_debug_line(module_of(&v1, all), &v1), with_debug_line(module_of(&v2, all), &v2))
+}
+
+/// `m`, the module of function ids `ids`, with a unit (a compilation unit's line program) for
+/// each run of functions whose ids share their quotient by 16.
+fn with_debug_line(mut m: Vec<u8>, ids: &[u64]) -> Vec<u8> {
+    let code_len = code_section_len(&m);
+    let code = &m[m.len() - code_len..];
+    let read = |at: &mut usize| {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let b = code[*at];
+            *at += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            shift += 7;
+            if b & 0x80 == 0 {
+                return v;
+            }
+        }
+    };
+    let mut at = 1;
+    read(&mut at); // the section's size
+    let contents = at;
+    let count = read(&mut at);
+    // (a body's contents' code address, its length)
+    let mut bodies = Vec::new();
+    for _ in 0..count {
+        let len = read(&mut at);
+        bodies.push(((at - contents) as u32, len));
+        at += len as usize;
+    }
+    let mut units = Vec::new();
+    let mut from = 0;
+    while from < bodies.len() {
+        let unit_id = ids[from] / 16;
+        let to = from + ids[from..].iter().take_while(|&&id| id / 16 == unit_id).count();
+        let chunk = bodies[from..to].iter().zip(&ids[from..to]);
+        from = to;
+        let version: u16 = [4, 2, 5][unit_id as usize % 3];
+        let mut program = Vec::new();
+        for (&(address, len), &id) in chunk {
+            program.extend_from_slice(&[0, 5, 2]); // DW_LNE_set_address
+            program.extend_from_slice(&(if id % 13 == 5 { 0 } else { address }).to_le_bytes());
+            program.push(3); // DW_LNS_advance_line
+            sleb(id as i64 % 7 - 3, &mut program);
+            program.push(0x20 + (id % 16) as u8); // a special opcode
+            program.extend_from_slice(&[9, 2, 0]); // DW_LNS_fixed_advance_pc 2
+            program.push(2); // DW_LNS_advance_pc
+            uleb(len.saturating_sub(2), &mut program);
+            program.extend_from_slice(&[0, 1, 1]); // DW_LNE_end_sequence
+        }
+        let mut header = vec![1];
+        if version >= 4 {
+            header.push(1); // maximum_operations_per_instruction
+        }
+        header.extend_from_slice(&[1, 0xfb, 14, 13, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1]);
+        header.extend_from_slice(b"src\0\0main.c\0\x01\0\0\0");
+        let mut unit = version.to_le_bytes().to_vec();
+        if version == 5 {
+            unit.extend_from_slice(&[4, 0]);
+        }
+        unit.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        unit.extend_from_slice(&header);
+        unit.extend_from_slice(&program);
+        units.extend_from_slice(&(unit.len() as u32).to_le_bytes());
+        units.extend_from_slice(&unit);
+    }
+    let mut custom = Vec::new();
+    uleb(11, &mut custom);
+    custom.extend_from_slice(b".debug_line");
+    custom.extend_from_slice(&units);
+    section(0, &custom, &mut m);
+    m
+}
