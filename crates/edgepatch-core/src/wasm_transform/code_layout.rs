@@ -15,6 +15,7 @@
 
 use super::leb::{read_signed, read_unsigned, LebError};
 use super::module::{section_headers, Cursor, Immediate, ImmediateKind, ParseError, ParseResult, CODE_SECTION};
+use super::window::Window;
 
 /// The streams of a split code section, in layout order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -461,9 +462,8 @@ impl Fields for Splitter<'_, '_> {
 /// every `STREAM_WINDOW` bytes.
 struct ReadSplitter<'r> {
     read: &'r mut dyn FnMut(usize, &mut [u8]) -> bool,
-    /// The window: its module offset and bytes.
-    window_at: usize,
-    window: Vec<u8>,
+    /// The window on the module.
+    window: Window,
     pos: usize,
     end: usize,
     /// Each stream's bytes so far (counting), or the module offset of its next byte (writing).
@@ -484,9 +484,9 @@ impl ReadSplitter<'_> {
             return Err(ParseError { offset: self.pos, what: "unexpected end" });
         }
         self.window_for(self.pos, n)?;
-        let from = self.pos - self.window_at;
+        let from = self.pos - self.window.start;
         let f = field as usize;
-        let ranked = if rank { Some(self.mtf.as_mut().expect("ranked only with move-to-front").rank(self.window[from])) } else { None };
+        let ranked = if rank { Some(self.mtf.as_mut().expect("ranked only with move-to-front").rank(self.window.bytes[from])) } else { None };
         if let Some(ends) = &self.ends {
             if ends[f] - self.at[f] < n {
                 return Err(ParseError { offset: self.pos, what: "a field stream outgrew its count" });
@@ -494,8 +494,8 @@ impl ReadSplitter<'_> {
             let pending = &mut self.pending[f];
             match ranked {
                 Some(r) => pending.push(r),
-                None if n == 1 => pending.push(self.window[from]),
-                None => pending.extend_from_slice(&self.window[from..from + n]),
+                None if n == 1 => pending.push(self.window.bytes[from]),
+                None => pending.extend_from_slice(&self.window.bytes[from..from + n]),
             }
             if pending.len() >= STREAM_WINDOW {
                 if !(self.write)(self.at[f] + n - pending.len(), pending) {
@@ -512,22 +512,11 @@ impl ReadSplitter<'_> {
     /// Makes the window hold `at..at + n`.
     #[inline(always)]
     fn window_for(&mut self, at: usize, n: usize) -> ParseResult<()> {
-        if at < self.window_at || at + n > self.window_at + self.window.len() {
-            return self.refill(at, n);
+        if self.window.holds(at, n) {
+            return Ok(());
         }
-        Ok(())
-    }
-
-    #[cold]
-    fn refill(&mut self, at: usize, n: usize) -> ParseResult<()> {
-        let len = n.max(SPLIT_WINDOW.min(self.end - at));
-        self.window.clear();
-        self.window.resize(len, 0);
-        if !(self.read)(at, &mut self.window) {
-            return Err(ParseError { offset: at, what: "the module could not be read" });
-        }
-        self.window_at = at;
-        Ok(())
+        let read = &mut self.read;
+        self.window.refill(at, n, SPLIT_WINDOW, self.end, |at, buf| read_or(read, at, buf, "the module could not be read"))
     }
 
     /// Hands every stream's last bytes to `write`.
@@ -548,7 +537,7 @@ impl Fields for ReadSplitter<'_> {
             return Err(ParseError { offset: self.pos, what: "unexpected end" });
         }
         self.window_for(self.pos, 1)?;
-        let b = self.window[self.pos - self.window_at];
+        let b = self.window.bytes[self.pos - self.window.start];
         self.take(field, 1, false)?;
         Ok(b)
     }
@@ -556,9 +545,9 @@ impl Fields for ReadSplitter<'_> {
     fn leb(&mut self, field: Field, leb: Leb) -> ParseResult<i64> {
         let n = (self.end - self.pos).min(10);
         self.window_for(self.pos, n)?;
-        let from = self.pos - self.window_at;
+        let from = self.pos - self.window.start;
         let mut len = 0;
-        let value = read_leb(&self.window[from..from + n], &mut len, leb).map_err(|e| ParseError { offset: self.pos + e.offset, what: e.what })?;
+        let value = read_leb(&self.window.bytes[from..from + n], &mut len, leb).map_err(|e| ParseError { offset: self.pos + e.offset, what: e.what })?;
         self.take(field, len, false)?;
         Ok(value)
     }
@@ -578,7 +567,7 @@ impl Fields for ReadSplitter<'_> {
     fn local(&mut self) -> ParseResult<()> {
         if self.mtf.is_some() && self.pos < self.end {
             self.window_for(self.pos, 1)?;
-            if self.window[self.pos - self.window_at] < 0x80 {
+            if self.window.bytes[self.pos - self.window.start] < 0x80 {
                 return self.take(Field::Local, 1, true);
             }
         }
@@ -605,8 +594,7 @@ pub(crate) fn split_read(
 ) -> ParseResult<[u64; FIELDS]> {
     let mut s = ReadSplitter {
         read,
-        window_at: 0,
-        window: Vec::new(),
+        window: Window::default(),
         pos: start,
         end,
         at: [0; FIELDS],
@@ -734,6 +722,15 @@ impl StreamBytes for &[u8] {
 /// buffer per stream holds before it hands them on.
 const STREAM_WINDOW: usize = 64 << 10;
 
+/// `read`'s bytes at `at` (false: the read failed, and the caller has its error), or `what`.
+fn read_or(read: &mut dyn FnMut(usize, &mut [u8]) -> bool, at: usize, buf: &mut [u8], what: &'static str) -> ParseResult<()> {
+    if read(at, buf) {
+        Ok(())
+    } else {
+        Err(ParseError { offset: at, what })
+    }
+}
+
 /// Bytes of the module a split that is not in memory reads at once.
 const SPLIT_WINDOW: usize = 1 << 20;
 
@@ -742,8 +739,8 @@ const SPLIT_WINDOW: usize = 1 << 20;
 /// window of its own that moves forward as the join reads it.
 pub(crate) struct StreamWindows<'r> {
     read: &'r mut dyn FnMut(usize, &mut [u8]) -> bool,
-    /// Each stream's window: its module offset and bytes.
-    windows: [(usize, Vec<u8>); FIELDS],
+    /// Each stream's window.
+    windows: [Window; FIELDS],
     /// Each stream's end: no window reads past it.
     ends: [usize; FIELDS],
 }
@@ -751,17 +748,9 @@ pub(crate) struct StreamWindows<'r> {
 impl StreamBytes for StreamWindows<'_> {
     #[inline(always)]
     fn get(&mut self, field: Field, at: usize, n: usize) -> ParseResult<&[u8]> {
-        let (start, window) = &mut self.windows[field as usize];
-        if at < *start || at + n > *start + window.len() {
-            let len = n.max(STREAM_WINDOW.min(self.ends[field as usize].saturating_sub(at)));
-            window.clear();
-            window.resize(len, 0);
-            if !(self.read)(at, window) {
-                return Err(ParseError { offset: at, what: "the normalized form could not be read" });
-            }
-            *start = at;
-        }
-        Ok(&window[at - *start..at - *start + n])
+        let read = &mut self.read;
+        let f = field as usize;
+        self.windows[f].get(at, n, STREAM_WINDOW, self.ends[f], |at, buf| read_or(read, at, buf, "the normalized form could not be read"))
     }
 }
 
@@ -1008,7 +997,7 @@ pub(crate) fn join_each_read(
     each: &mut dyn FnMut(Joined) -> bool,
 ) -> ParseResult<()> {
     let at = stream_bounds(start, end, lens)?;
-    let windows = StreamWindows { read, windows: std::array::from_fn(|_| (0, Vec::new())), ends: at.map(|(_, e)| e) };
+    let windows = StreamWindows { read, windows: std::array::from_fn(|_| Window::default()), ends: at.map(|(_, e)| e) };
     join_each_from(windows, start, end, at, locals_mtf, each)
 }
 

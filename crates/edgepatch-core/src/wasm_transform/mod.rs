@@ -25,6 +25,7 @@ mod leb;
 mod matching;
 mod module;
 mod side_info;
+mod window;
 
 use addresses::{data_segments, every_data_segment, AddressMap, OldData, TailConstants};
 use code_layout::{memory_inits, MemoryInit};
@@ -419,22 +420,12 @@ const READ_WINDOW: usize = 64 << 10;
 
 /// A window on a normalized form that is not in memory, moved forward as it is read.
 #[derive(Default)]
-struct ReadWindow {
-    start: usize,
-    bytes: Vec<u8>,
-}
+struct ReadWindow(window::Window);
 
 impl ReadWindow {
     /// Bytes `at..at + n` (within `..limit`), read with those after them up to a window.
     fn get<E>(&mut self, read: &mut ReadAt<'_, E>, limit: usize, at: usize, n: usize) -> Result<&[u8], E> {
-        if at < self.start || at + n > self.start + self.bytes.len() {
-            let len = n.max(READ_WINDOW.min(limit - at));
-            self.bytes.clear();
-            self.bytes.resize(len, 0);
-            read(at as u64, &mut self.bytes)?;
-            self.start = at;
-        }
-        Ok(&self.bytes[at - self.start..at - self.start + n])
+        self.0.get(at, n, READ_WINDOW, limit, |at, buf| read(at as u64, buf))
     }
 }
 
