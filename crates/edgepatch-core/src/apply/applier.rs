@@ -46,8 +46,9 @@ struct DeltaFiles {
     /// here where the sink has no scratch space.
     normalized: Option<Vec<u8>>,
     /// Where the sink has scratch space, the open transformed file's normalized
-    /// form goes there instead: its region's start and the bytes written so far.
-    normalized_scratch: Option<(u64, u64)>,
+    /// form goes there instead: its region's start (the bytes written so far are
+    /// its delta length less those still to come).
+    normalized_scratch: Option<u64>,
     /// Delta-stream ranges of the transformed files: no resume point may
     /// fall inside one or within a window's reach after one.
     transformed: Vec<(u64, u64)>,
@@ -524,16 +525,13 @@ impl PatchApplier {
             let path = self.tree.entries[*i].path.as_str();
             let n = (*left).min(data.len() as u64) as usize;
             match self.files.normalized.as_mut().filter(|_| self.tree.transform(*i).is_some()) {
-                Some(buf) => match &mut self.files.normalized_scratch {
-                    Some((at, written)) => {
-                        ScratchSpace::write(sink, *at + *written, &data[..n])?;
-                        *written += n as u64;
-                    }
+                Some(buf) => match self.files.normalized_scratch {
+                    Some(at) => ScratchSpace::write(sink, at + (self.tree.delta_len(*i) - *left), &data[..n])?,
                     // The file's first bytes: to the scratch space, if the sink has one.
                     None if buf.is_empty() => match scratch.take(sink, self.tree.delta_len(*i))? {
                         Some(at) => {
                             ScratchSpace::write(sink, at, &data[..n])?;
-                            self.files.normalized_scratch = Some((at, n as u64));
+                            self.files.normalized_scratch = Some(at);
                         }
                         None => gather(buf, *left, &data[..n]),
                     },
@@ -608,8 +606,8 @@ impl PatchApplier {
             Ok(())
         };
         let result = match self.files.normalized_scratch.take() {
-            Some((at, len)) => crate::wasm_transform::inverse_read(
-                len,
+            Some(at) => crate::wasm_transform::inverse_read(
+                self.tree.delta_len(i),
                 &mut |offset, buf| sink.borrow_mut().read_scratch(at + offset, buf).map_err(|e| TransformStop::Apply(scratch_err(e))),
                 side,
                 &mut emit,
