@@ -203,3 +203,71 @@ test('a module stored in the field-split layout applies through the scratch file
   assert.notStrictEqual(refused.status, 0);
   assert.deepStrictEqual(fs.readdirSync(dir), ['applied.wasm'], 'nothing left by the refused apply');
 });
+
+// `module` (its code section last) as a debug build: a `.debug_line` custom section with a
+// line sequence per body, starting at the body's code address (DW_LNE_set_address), as LLVM's
+// DWARF for wasm does (docs/FORMAT.md §2.8.3, "Line addresses"). The rest of each sequence
+// depends on the body's place in the module only through its length.
+function withDebugLine(module) {
+  const m = [...module];
+  let at = 8;
+  let code = -1;
+  while (at < m.length) {
+    const id = m[at];
+    let size = 0;
+    let shift = 0;
+    let p = at + 1;
+    for (;;) {
+      const b = m[p++];
+      size |= (b & 0x7f) << shift;
+      shift += 7;
+      if (b < 0x80) break;
+    }
+    if (id === 10) code = p;
+    at = p + size;
+  }
+  const leb = (p) => {
+    let v = 0;
+    let shift = 0;
+    for (;;) {
+      const b = m[p.at++];
+      v |= (b & 0x7f) << shift;
+      shift += 7;
+      if (b < 0x80) return v;
+    }
+  };
+  const p = { at: code };
+  const program = [];
+  for (let n = leb(p); n > 0; n--) {
+    const len = leb(p);
+    const address = p.at - code;
+    program.push(0, 5, 2, address & 0xff, (address >> 8) & 0xff, (address >> 16) & 0xff, address >>> 24);
+    program.push(0x20 + (len % 16), 2);
+    uleb(len, program);
+    program.push(0, 1, 1);
+    p.at += len;
+  }
+  const header = [1, 1, 1, 0xfb, 14, 13, 0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1, 0, 0];
+  const unit = [4, 0, header.length, 0, 0, 0, ...header, ...program];
+  const len = unit.length;
+  const contents = [11, ...Buffer.from('.debug_line'), len & 0xff, (len >> 8) & 0xff, (len >> 16) & 0xff, len >>> 24, ...unit];
+  section(0, contents, m);
+  return Buffer.from(m);
+}
+
+test('a debug build whose line addresses moved applies byte-exact through the wasm applier', () => {
+  const dir = fs.mkdtempSync(path.join(work, 'dwarf-'));
+  const [oldPath, newPath, patch] = ['old.wasm', 'new.wasm', 'w.patch'].map((f) => path.join(work, `${path.basename(dir)}-${f}`));
+  fs.writeFileSync(oldPath, withDebugLine(recompiled(600, false)));
+  fs.writeFileSync(newPath, withDebugLine(recompiled(600, true)));
+  execFileSync(NATIVE, ['diff', '--quiet', oldPath, newPath, patch]);
+  assert.match(execFileSync(NATIVE, ['inspect', patch], { encoding: 'utf8' }), /1 with DWARF line addresses rewritten/);
+  ok(js('apply', oldPath, patch, path.join(dir, 'applied.wasm')));
+  assert.ok(Buffer.compare(fs.readFileSync(path.join(dir, 'applied.wasm')), fs.readFileSync(newPath)) === 0, 'byte-exact');
+  assert.deepStrictEqual(fs.readdirSync(dir), ['applied.wasm'], 'no scratch or temporary file left');
+  // edgepatch-js's own diff (the generator in wasm) makes a patch the native CLI applies.
+  const jsPatch = path.join(work, `${path.basename(dir)}-js.patch`);
+  ok(js('diff', oldPath, newPath, jsPatch));
+  execFileSync(NATIVE, ['apply', '--quiet', oldPath, jsPatch, path.join(dir, 'native.wasm')]);
+  assert.ok(Buffer.compare(fs.readFileSync(path.join(dir, 'native.wasm')), fs.readFileSync(newPath)) === 0, 'byte-exact');
+});

@@ -676,6 +676,12 @@ pub fn side_info_has_code_layout(side_info: &[u8]) -> bool {
     }
 }
 
+/// Whether `side_info` (encoded) says the module's DWARF line programs' addresses are in the
+/// old module's code (version 6, docs/FORMAT.md §2.8.3 "Line addresses").
+pub fn side_info_has_line_addresses(side_info: &[u8]) -> bool {
+    side_info.get(4) == Some(&side_info::VERSION_LINE_ADDRESSES)
+}
+
 fn inverse_decoded<E: From<TransformError>>(
     mut source: Source,
     side: &SideInfo,
