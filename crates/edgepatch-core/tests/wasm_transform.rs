@@ -589,13 +589,20 @@ fn hostile_input_never_panics_and_accepted_input_round_trips() {
     let words: Vec<u8> = (0..64u64).flat_map(|i| (if i % 2 == 0 { 4096 + i * 8 } else { (0x1003 << 16) | i }).to_le_bytes()).collect();
     medium.extend(data_section(&[(4096, [noise(7, 600), words].concat()), (8192, noise(8, 300))]));
     let r = reference(&medium).unwrap();
-    let mut accepted = 0;
+    // A debug build whose line addresses moved (side info version 6).
+    let (debug_old, debug_new) = wasm_modules::versions_with_debug_line(60, 3);
+    let debug_reference = reference(&debug_old).unwrap();
+    let (mut accepted, mut line_addresses) = (0, 0);
     for round in 0..900 {
-        let base: &[u8] = if round % 5 == 0 { &game } else { &medium };
+        let (base, reference): (&[u8], _) = match round % 5 {
+            0 => (&game, (round % 2 == 0).then_some(&r)),
+            1 => (&debug_new, Some(&debug_reference)),
+            _ => (&medium, (round % 2 == 0).then_some(&r)),
+        };
         let hostile = mutate(&mut rng, base);
-        let reference = if round % 2 == 0 { Some(&r) } else { None };
         if let Ok(n) = forward(reference, &hostile) {
             accepted += 1;
+            line_addresses += usize::from(n.side_info[4] == 6);
             assert_eq!(inverse(&n.bytes, &n.side_info).expect("inverse of an accepted module"), hostile, "round {round}");
             let bad_bytes = mutate(&mut rng, &n.bytes);
             let _ = inverse(&bad_bytes, &n.side_info);
@@ -625,6 +632,7 @@ fn hostile_input_never_panics_and_accepted_input_round_trips() {
         }
     }
     assert!(accepted > 100, "mutations kept some modules parseable ({accepted})");
+    assert!(line_addresses > 20, "mutated debug builds kept their line addresses rewritten ({line_addresses})");
 }
 
 /// Pseudo-random bytes: data whose windows are unique.
