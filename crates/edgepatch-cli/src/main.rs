@@ -704,10 +704,10 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
         }
         if !info.tree.transforms.is_empty() {
             println!(
-                "wasm modules stored normalized: {}, {} of them in the field-split layout, {} with DWARF line addresses rewritten (side info {} bytes before compression; docs/FORMAT.md §2.8)",
+                "wasm modules stored normalized: {}, {} of them in the field-split layout, {} with DWARF addresses rewritten (side info {} bytes before compression; docs/FORMAT.md §2.8)",
                 info.tree.transforms.len(),
                 info.tree.transforms.iter().filter(|t| edgepatch_core::wasm_transform::side_info_has_code_layout(&t.side_info)).count(),
-                info.tree.transforms.iter().filter(|t| edgepatch_core::wasm_transform::side_info_has_line_addresses(&t.side_info)).count(),
+                info.tree.transforms.iter().filter(|t| edgepatch_core::wasm_transform::side_info_has_dwarf_addresses(&t.side_info)).count(),
                 info.tree.transforms.iter().map(|t| t.side_info.len()).sum::<usize>()
             );
         }

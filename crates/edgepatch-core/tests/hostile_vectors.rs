@@ -558,7 +558,7 @@ fn make_vectors() -> Vec<Vector> {
         ));
         // Versions 1 to 6 are the only ones (2: memarg offsets are immediates; 3: the split
         // layout; 4: element entries are immediates; 5: exports, start and names too; 6: line
-        // addresses too).
+        // and range addresses too).
         let version_7 = b"EPWT\x07\0\0\0\0\0\0\0\0\0";
         v.push(patch_vector(
             "wasm-side-info-version-7",
@@ -569,12 +569,16 @@ fn make_vectors() -> Vec<Vector> {
         // Version 6: offsets 0, layout 0, zero for every field, the sections byte, then the code
         // address map and the line exceptions (`line`).
         let line_side = |sections: u8, line: &[u8]| [&b"EPWT\x06\0\0"[..], &[0u8; 9], &[sections], line].concat();
-        // A `.debug_line` section whose one unit claims 16 bytes where 2 follow.
+        // A `.debug_line` section whose one unit claims 16 bytes where 2 follow; a
+        // `.debug_ranges` of 7 bytes; a `.debug_loc` whose one location's expression claims 5
+        // bytes where 1 follows.
         let past_unit = [&b"\0asm\x01\0\0\0\x00\x12\x0b.debug_line"[..], &[16, 0, 0, 0, 4, 0]].concat();
-        let line_vectors: [(&str, &str, &[u8], Vec<u8>); 3] = [
+        let past_ranges = [&b"\0asm\x01\0\0\0\x00\x15\x0d.debug_ranges"[..], &[1, 0, 0, 0, 2, 0, 0]].concat();
+        let past_loc = [&b"\0asm\x01\0\0\0\x00\x16\x0a.debug_loc"[..], &[1, 0, 0, 0, 2, 0, 0, 0, 5, 0, 0x50]].concat();
+        let line_vectors: [(&str, &str, &[u8], Vec<u8>); 5] = [
             (
-                "wasm-line-sections-byte-no-line-bit",
-                "a version-6 side info whose sections byte leaves out the line addresses",
+                "wasm-dwarf-sections-byte-no-kind",
+                "a version-6 side info whose sections byte names neither kind of DWARF address",
                 b"\0asm\x01\0\0\0",
                 line_side(2, &[0, 0, 0]),
             ),
@@ -589,6 +593,18 @@ fn make_vectors() -> Vec<Vector> {
                 "a version-6 side info on a module whose .debug_line unit runs past its section",
                 &past_unit,
                 line_side(0x10, &[0, 0, 0]),
+            ),
+            (
+                "wasm-ranges-entry-past-section",
+                "a version-6 side info on a module whose .debug_ranges ends inside an entry",
+                &past_ranges,
+                line_side(0x20, &[0, 0, 0]),
+            ),
+            (
+                "wasm-loc-expression-past-section",
+                "a version-6 side info on a module whose .debug_loc location expression runs past its section",
+                &past_loc,
+                line_side(0x20, &[0, 0, 0]),
             ),
         ];
         for (name, what, module, side) in line_vectors {

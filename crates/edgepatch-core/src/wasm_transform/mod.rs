@@ -19,7 +19,7 @@
 
 mod addresses;
 mod code_layout;
-mod debug_line;
+mod dwarf;
 mod index_sections;
 mod leb;
 mod matching;
@@ -32,7 +32,7 @@ use code_layout::{memory_inits, MemoryInit};
 use leb::{unsigned_width, write_signed, write_unsigned, write_unsigned_padded};
 use matching::{address_pairs, match_functions, FunctionShapes};
 use module::{element_entries, parse_module, parse_module_with, parse_pc_table, walk_body, Immediate, ImmediateKind, Module, PcTable, CODE_SECTION};
-use side_info::{FunctionMap, LineAddresses, SideInfo};
+use side_info::{DwarfAddresses, FunctionMap, SideInfo};
 
 /// Why a transform step failed. `NotWasm` means "use the plain diff".
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,8 +112,8 @@ pub struct TransformStats {
     pub data_refs: u64,
     /// Values the inverse cannot derive, stored in the side info.
     pub exceptions: u64,
-    /// DWARF line programs' code addresses rewritten.
-    pub line_refs: u64,
+    /// DWARF's code addresses rewritten (line programs, ranges, locations).
+    pub dwarf_refs: u64,
 }
 
 /// Parses `old` into the reference the new module's forward transform needs.
@@ -183,10 +183,11 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
     }
     if let Some(r) = reference {
         side.index_sections = forward_index_sections(bytes, &module, &refs);
-        side.line_addresses = forward_line_addresses(bytes, &module, r, &map);
+        side.dwarf = forward_dwarf_addresses(bytes, &module, r, &map);
     }
-    let line_map = side.line_addresses.as_ref().map(|l| AddressMap::from_pieces(l.pieces.clone(), l.end).expect("the writer's own pieces"));
-    let (mut line_ordinal, mut line_next) = (0u64, 0usize);
+    let dwarf_map = side.dwarf.as_ref().map(|d| AddressMap::from_pieces(d.pieces.clone(), d.end).expect("the writer's own pieces"));
+    // (ordinal, next exception) of the line addresses and of the range addresses.
+    let mut counters = [(0u64, 0usize); 2];
     let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16);
     out.extend_from_slice(&bytes[..8]);
     let mut ordinal = 0u64;
@@ -215,11 +216,18 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
         if Some(index) != module.code {
             let at = out.len();
             out.extend_from_slice(&bytes[section.start..section.end]);
-            if let (Some(map), Some((_, contents))) = (&line_map, debug_line::sections(bytes, std::slice::from_ref(section)).next()) {
-                let exceptions = &side.line_addresses.as_ref().expect("with its map").exceptions;
-                let from = at + contents - section.start;
-                debug_line::rewrite(&mut out[from..], from, map, debug_line::Way::Forward, exceptions, &mut line_ordinal, &mut line_next)?;
-                stats.line_refs = line_ordinal - line_next as u64;
+            if let (Some(map), Some(dwarf)) = (&dwarf_map, &side.dwarf) {
+                let (holds, exceptions) = match dwarf_holds(bytes, section) {
+                    Some((holds @ dwarf::Holds::Line, contents)) => (Some((holds, contents)), dwarf.line.as_deref()),
+                    Some((holds, contents)) => (Some((holds, contents)), dwarf.ranges.as_deref()),
+                    None => (None, None),
+                };
+                if let (Some((holds, contents)), Some(exceptions)) = (holds, exceptions) {
+                    let from = at + contents - section.start;
+                    let (ordinal, next) = &mut counters[usize::from(holds != dwarf::Holds::Line)];
+                    dwarf::rewrite(&mut out[from..at + section.end - section.start], holds, from, map, dwarf::Way::Forward, exceptions, ordinal, next)?;
+                }
+                stats.dwarf_refs = counters.iter().map(|&(ordinal, next)| ordinal - next as u64).sum();
             }
             continue;
         }
@@ -272,24 +280,39 @@ fn code_offsets(module: &Module) -> impl Iterator<Item = (u64, u64)> + '_ {
     module.bodies.iter().map(move |b| ((b.size_field - contents) as u64, (b.start - contents) as u64))
 }
 
-/// At most this many line addresses kept verbatim (then the sections are left as they are).
-const MAX_LINE_EXCEPTIONS: usize = 1 << 16;
+/// At most this many DWARF addresses of a kind kept verbatim (then its sections are left as
+/// they are).
+const MAX_DWARF_EXCEPTIONS: usize = 1 << 16;
 
-/// The `.debug_line` sections' addresses (side info version 6), where the new module has a
-/// code section and such sections that walk, and some address moves: the code address map
-/// from each matched body to its old one (`map`: new function index to normalized, the old
-/// numbering for a matched one), and the addresses it does not give back.
-fn forward_line_addresses(bytes: &[u8], module: &Module, reference: &WasmReference, map: &[u64]) -> Option<LineAddresses> {
+/// What DWARF section `section` is (`dwarf::Holds`), and where its contents after its name start.
+fn dwarf_holds(bytes: &[u8], section: &module::Section) -> Option<(dwarf::Holds, usize)> {
+    if bytes[section.start] != 0 {
+        return None;
+    }
+    let (name, contents) = index_sections::custom_name(bytes, section)?;
+    Some((dwarf::Holds::of(name)?, contents))
+}
+
+/// DWARF's code addresses (side info version 6), where the new module has a code section and
+/// DWARF sections that walk, and some address moves: the code address map from each matched
+/// body to its old one (`map`: new function index to normalized, the old numbering for a
+/// matched one), and for the line programs and for the ranges and locations, the addresses it
+/// does not give back.
+fn forward_dwarf_addresses(bytes: &[u8], module: &Module, reference: &WasmReference, map: &[u64]) -> Option<DwarfAddresses> {
     let code = &module.sections[module.code?];
     let imported = module.imported_functions.len();
     let bodies = code_offsets(module).enumerate().map(|(b, (size_field, contents))| {
         let old = map.get(imported + b).and_then(|&n| n.checked_sub(reference.imported_functions)).and_then(|j| reference.code_bodies.get(j as usize));
         (size_field, contents, old.copied())
     });
-    let code_map = debug_line::code_map(bodies, (code.end - code.contents) as u64)?;
-    let sections = debug_line::sections(bytes, &module.sections).map(|(index, contents)| &bytes[contents..module.sections[index].end]);
-    let (changed, exceptions) = debug_line::plan(sections, &code_map, MAX_LINE_EXCEPTIONS)?;
-    (changed > 0).then(|| LineAddresses { pieces: code_map.pieces().to_vec(), end: code_map.new_end(), exceptions })
+    let code_map = dwarf::code_map(bodies, (code.end - code.contents) as u64)?;
+    let kind = |line: bool| {
+        let sections = module.sections.iter().filter_map(|s| dwarf_holds(bytes, s).map(|(holds, contents)| (holds, &bytes[contents..s.end])));
+        let sections: Vec<(&[u8], dwarf::Holds)> = sections.filter(|(holds, _)| (*holds == dwarf::Holds::Line) == line).map(|(h, c)| (c, h)).collect();
+        dwarf::plan(sections.into_iter(), &code_map, MAX_DWARF_EXCEPTIONS).and_then(|(changed, exceptions)| (changed > 0).then_some(exceptions))
+    };
+    let (line, ranges) = (kind(true), kind(false));
+    (line.is_some() || ranges.is_some()).then(|| DwarfAddresses { pieces: code_map.pieces().to_vec(), end: code_map.new_end(), line, ranges })
 }
 
 /// Whether `bytes` is its own normalized form as the old side
@@ -388,7 +411,7 @@ pub fn inverse_read<E: From<TransformError>>(
     emit: &mut dyn FnMut(&[u8]) -> Result<(), E>,
 ) -> Result<(), E> {
     let side = SideInfo::decode(side_info)?;
-    let Image { mut bytes, code, copied } = image_without_code(len, read, side.line_addresses.is_some())?;
+    let Image { mut bytes, code, copied } = image_without_code(len, read, side.dwarf.is_some())?;
     let (contents, end) = code.unwrap_or((0, 0));
     inverse_decoded(Source::InPlace(&mut bytes), &side, Code::Read { read, contents, end, copied }, emit)
 }
@@ -477,9 +500,9 @@ impl SectionWalk {
 /// left out (its header then says 0 bytes), and where those contents are in the form; likewise
 /// the sections over 4 KiB that the inverse copies as they are and parses nowhere (types,
 /// functions, tables, globals, the data count, tags, and custom sections but "name" and, with
-/// `line_addresses`, ".debug_line"), by index
+/// `dwarf`, ".debug_line", ".debug_ranges" and ".debug_loc"), by index
 /// with their place in the form: the module an inverse that reads those sections itself holds.
-fn image_without_code<E: From<TransformError>>(len: u64, read: &mut ReadAt<'_, E>, line_addresses: bool) -> Result<Image, E> {
+fn image_without_code<E: From<TransformError>>(len: u64, read: &mut ReadAt<'_, E>, dwarf: bool) -> Result<Image, E> {
     const COPIED_IN_PLACE: usize = 4 << 10;
     let len = usize::try_from(len).map_err(|_| TransformError::Normalized { offset: 0, what: "larger than this machine's memory" })?;
     let mut window = ReadWindow::default();
@@ -497,7 +520,9 @@ fn image_without_code<E: From<TransformError>>(len: u64, read: &mut ReadAt<'_, E
                     let mut at = 0;
                     let read_name = leb::read_unsigned(head, &mut at, 32).ok().filter(|&n| n as usize <= end - contents - at);
                     let is = |n: u64, name: &[u8]| n as usize == name.len() && head.get(at..at + name.len()) == Some(name);
-                    read_name.is_some_and(|n| !(is(n, b"name") || line_addresses && is(n, debug_line::SECTION_NAME)))
+                    let rewritten =
+                        |n| is(n, b"name") || dwarf && [dwarf::LINE_SECTION, dwarf::RANGES_SECTION, dwarf::LOC_SECTION].iter().any(|name| is(n, name));
+                    read_name.is_some_and(|n| !rewritten(n))
                 }
                 _ => false,
             };
@@ -669,7 +694,7 @@ fn not_wasm(e: module::ParseError) -> TransformError {
 pub fn side_info_has_code_layout(side_info: &[u8]) -> bool {
     match side_info.get(4) {
         Some(&side_info::VERSION_CODE_LAYOUT) => true,
-        Some(&side_info::VERSION_ELEMENTS | &side_info::VERSION_INDEX_SECTIONS | &side_info::VERSION_LINE_ADDRESSES) => {
+        Some(&side_info::VERSION_ELEMENTS | &side_info::VERSION_INDEX_SECTIONS | &side_info::VERSION_DWARF_ADDRESSES) => {
             side_info.get(6).is_some_and(|&layout| layout != 0)
         }
         _ => false,
@@ -678,8 +703,8 @@ pub fn side_info_has_code_layout(side_info: &[u8]) -> bool {
 
 /// Whether `side_info` (encoded) says the module's DWARF line programs' addresses are in the
 /// old module's code (version 6, docs/FORMAT.md §2.8.3 "Line addresses").
-pub fn side_info_has_line_addresses(side_info: &[u8]) -> bool {
-    side_info.get(4) == Some(&side_info::VERSION_LINE_ADDRESSES)
+pub fn side_info_has_dwarf_addresses(side_info: &[u8]) -> bool {
+    side_info.get(4) == Some(&side_info::VERSION_DWARF_ADDRESSES)
 }
 
 fn inverse_decoded<E: From<TransformError>>(
@@ -718,8 +743,8 @@ fn inverse_decoded<E: From<TransformError>>(
         index_sections::contents_len(source.bytes(), section, kind, &inverse)?;
     }
     // And so are the line programs' addresses, restored before anything is emitted.
-    let line_copies = match &side.line_addresses {
-        Some(line) => inverse_line_addresses(&mut source, &module, line)?,
+    let line_copies = match &side.dwarf {
+        Some(dwarf) => inverse_dwarf_addresses(&mut source, &module, dwarf)?,
         None => Vec::new(),
     };
     emit(&source.bytes()[..8])?;
@@ -766,28 +791,36 @@ fn inverse_decoded<E: From<TransformError>>(
     Ok(())
 }
 
-/// Restores the `.debug_line` sections' addresses (side info version 6): in place in an owned
-/// source, else in copies of those sections, returned with their indices.
-fn inverse_line_addresses(source: &mut Source, module: &Module, line: &LineAddresses) -> Result<Vec<(usize, Vec<u8>)>, TransformError> {
-    let map = AddressMap::from_pieces(line.pieces.clone(), line.end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
-    let found: Vec<(usize, usize)> = debug_line::sections(source.bytes(), &module.sections).collect();
-    let (mut ordinal, mut next, mut copies) = (0u64, 0usize, Vec::new());
-    for (index, contents) in found {
+/// Restores DWARF's addresses (side info version 6): in place in an owned source, else in
+/// copies of those sections, returned with their indices.
+fn inverse_dwarf_addresses(source: &mut Source, module: &Module, dwarf: &DwarfAddresses) -> Result<Vec<(usize, Vec<u8>)>, TransformError> {
+    let map = AddressMap::from_pieces(dwarf.pieces.clone(), dwarf.end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
+    let found: Vec<(usize, dwarf::Holds, usize)> =
+        module.sections.iter().enumerate().filter_map(|(index, s)| dwarf_holds(source.bytes(), s).map(|(holds, contents)| (index, holds, contents))).collect();
+    // (ordinal, next exception) of the line addresses and of the range addresses.
+    let mut counters = [(0u64, 0usize); 2];
+    let mut copies = Vec::new();
+    for (index, holds, contents) in found {
+        let kind = usize::from(holds != dwarf::Holds::Line);
+        let Some(exceptions) = [&dwarf.line, &dwarf.ranges][kind] else { continue };
+        let (ordinal, next) = &mut counters[kind];
         let section = &module.sections[index];
         match source {
             Source::InPlace(bytes) => {
-                debug_line::rewrite(&mut bytes[contents..section.end], contents, &map, debug_line::Way::Inverse, &line.exceptions, &mut ordinal, &mut next)?;
+                dwarf::rewrite(&mut bytes[contents..section.end], holds, contents, &map, dwarf::Way::Inverse, exceptions, ordinal, next)?;
             }
             Source::Shared(bytes) => {
                 let mut copy = bytes[section.start..section.end].to_vec();
                 let from = contents - section.start;
-                debug_line::rewrite(&mut copy[from..], contents, &map, debug_line::Way::Inverse, &line.exceptions, &mut ordinal, &mut next)?;
+                dwarf::rewrite(&mut copy[from..], holds, contents, &map, dwarf::Way::Inverse, exceptions, ordinal, next)?;
                 copies.push((index, copy));
             }
         }
     }
-    if next != line.exceptions.len() {
-        return Err(TransformError::SideInfo { offset: 0, what: "line exceptions beyond the module's line addresses" });
+    for (exceptions, (_, next)) in [&dwarf.line, &dwarf.ranges].into_iter().zip(counters) {
+        if exceptions.as_ref().is_some_and(|e| next != e.len()) {
+            return Err(TransformError::SideInfo { offset: 0, what: "DWARF exceptions beyond the module's DWARF addresses" });
+        }
     }
     Ok(copies)
 }

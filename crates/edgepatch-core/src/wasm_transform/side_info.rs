@@ -23,15 +23,18 @@ pub(super) const VERSION_ELEMENTS: u8 = 4;
 /// old numbering (bit 0 the element sections, then [`super::index_sections`]' kinds), the
 /// element exceptions after it if bit 0 is set.
 pub(super) const VERSION_INDEX_SECTIONS: u8 = 5;
-/// Version 5's fields with the DWARF line programs' code addresses rewritten: bit 4 of the
-/// `sections` byte set, and the code address map and the line exceptions at the end.
-pub(super) const VERSION_LINE_ADDRESSES: u8 = 6;
+/// Version 5's fields with DWARF's code addresses rewritten: bit 4 (line programs) or 5
+/// (ranges and locations) of the `sections` byte set, and the code address map and their
+/// exceptions at the end.
+pub(super) const VERSION_DWARF_ADDRESSES: u8 = 6;
 /// Bit 0 of version 5's `sections` byte: the element sections (version 4's).
 const ELEMENTS_BIT: u8 = 1;
 /// Every bit version 5's `sections` byte may have.
 const SECTION_BITS: u8 = ELEMENTS_BIT | super::index_sections::EXPORTS | super::index_sections::START | super::index_sections::NAMES;
 /// Bit 4 of version 6's `sections` byte: the `.debug_line` sections' addresses.
 const LINE_ADDRESSES_BIT: u8 = 1 << 4;
+/// Bit 5 of version 6's `sections` byte: the `.debug_ranges` and `.debug_loc` sections' addresses.
+const RANGE_ADDRESSES_BIT: u8 = 1 << 5;
 
 /// New function indices `[new_start, new_start + len)` are normalized to
 /// `[norm_start, norm_start + len)`.
@@ -132,18 +135,21 @@ pub(crate) struct SideInfo {
     /// Which sections outside the code and elements name functions in the old numbering
     /// ([`super::index_sections`]' bits; version 5 when not 0).
     pub index_sections: u8,
-    /// The `.debug_line` sections' code addresses are in the old module's code (version 6).
-    pub line_addresses: Option<LineAddresses>,
+    /// DWARF's code addresses are in the old module's code (version 6).
+    pub dwarf: Option<DwarfAddresses>,
 }
 
-/// How the `.debug_line` sections' code addresses map (side info version 6).
+/// How DWARF's code addresses map (side info version 6).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct LineAddresses {
+pub(crate) struct DwarfAddresses {
     /// The code address map: offsets into the new code section's contents to the old one's.
     pub pieces: Vec<Piece>,
     pub end: u64,
-    /// Ordinals of `DW_LNE_set_address` operands kept verbatim.
-    pub exceptions: Vec<u64>,
+    /// The `.debug_line` sections' addresses are rewritten: the ordinals of those kept verbatim.
+    pub line: Option<Vec<u64>>,
+    /// The `.debug_ranges` and `.debug_loc` sections' addresses are rewritten: the ordinals of
+    /// those kept verbatim.
+    pub ranges: Option<Vec<u64>>,
 }
 
 /// How a split code section is laid out (docs/FORMAT.md §2.8.7).
@@ -167,8 +173,8 @@ fn put_ascending(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) 
 impl SideInfo {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
-        if self.index_sections != 0 || self.line_addresses.is_some() {
-            out.push(if self.line_addresses.is_some() { VERSION_LINE_ADDRESSES } else { VERSION_INDEX_SECTIONS });
+        if self.index_sections != 0 || self.dwarf.is_some() {
+            out.push(if self.dwarf.is_some() { VERSION_DWARF_ADDRESSES } else { VERSION_INDEX_SECTIONS });
             out.push(u8::from(self.memarg_offsets));
             out.push(self.code_layout.map_or(0, |l| 1 + u8::from(l.locals_mtf)));
         } else if self.elements {
@@ -207,16 +213,19 @@ impl SideInfo {
         for &len in self.code_layout.iter().flat_map(|l| l.lens.iter()) {
             write_unsigned(&mut out, len);
         }
-        if self.index_sections != 0 || self.line_addresses.is_some() {
-            let line = if self.line_addresses.is_some() { LINE_ADDRESSES_BIT } else { 0 };
-            out.push(self.index_sections | line | if self.elements { ELEMENTS_BIT } else { 0 });
+        if self.index_sections != 0 || self.dwarf.is_some() {
+            let line = if self.dwarf.as_ref().is_some_and(|d| d.line.is_some()) { LINE_ADDRESSES_BIT } else { 0 };
+            let ranges = if self.dwarf.as_ref().is_some_and(|d| d.ranges.is_some()) { RANGE_ADDRESSES_BIT } else { 0 };
+            out.push(self.index_sections | line | ranges | if self.elements { ELEMENTS_BIT } else { 0 });
         }
         if self.elements {
             put_ascending(&mut out, self.element_exceptions.iter().copied());
         }
-        if let Some(line) = &self.line_addresses {
-            put_pieces(&mut out, &line.pieces, line.end);
-            put_ascending(&mut out, line.exceptions.iter().copied());
+        if let Some(dwarf) = &self.dwarf {
+            put_pieces(&mut out, &dwarf.pieces, dwarf.end);
+            for exceptions in [&dwarf.line, &dwarf.ranges].into_iter().flatten() {
+                put_ascending(&mut out, exceptions.iter().copied());
+            }
         }
         out
     }
@@ -232,7 +241,7 @@ impl SideInfo {
             VERSION_CONSTANTS => (false, false, false),
             VERSION_MEMARG_OFFSETS => (true, false, false),
             VERSION_CODE_LAYOUT => (r.flag("memarg offsets flag not 0 or 1")?, true, r.flag("locals coding not 0 or 1")?),
-            VERSION_ELEMENTS | VERSION_INDEX_SECTIONS | VERSION_LINE_ADDRESSES => {
+            VERSION_ELEMENTS | VERSION_INDEX_SECTIONS | VERSION_DWARF_ADDRESSES => {
                 let offsets = r.flag("memarg offsets flag not 0 or 1")?;
                 match r.byte()? {
                     0 => (offsets, false, false),
@@ -285,28 +294,31 @@ impl SideInfo {
         } else {
             None
         };
-        let (elements, index_sections, line) = match bytes[4] {
-            VERSION_ELEMENTS => (true, 0, false),
+        let (elements, index_sections, dwarf) = match bytes[4] {
+            VERSION_ELEMENTS => (true, 0, 0),
             VERSION_INDEX_SECTIONS => {
                 let bits = r.byte()?;
                 if bits & !SECTION_BITS != 0 || bits & !ELEMENTS_BIT == 0 {
                     return Err(r.err("sections byte names no section outside the elements, or an unknown one"));
                 }
-                (bits & ELEMENTS_BIT != 0, bits & !ELEMENTS_BIT, false)
+                (bits & ELEMENTS_BIT != 0, bits & !ELEMENTS_BIT, 0)
             }
-            VERSION_LINE_ADDRESSES => {
+            VERSION_DWARF_ADDRESSES => {
                 let bits = r.byte()?;
-                if bits & !(SECTION_BITS | LINE_ADDRESSES_BIT) != 0 || bits & LINE_ADDRESSES_BIT == 0 {
-                    return Err(r.err("version 6 sections byte without the line addresses, or with an unknown bit"));
+                let dwarf = LINE_ADDRESSES_BIT | RANGE_ADDRESSES_BIT;
+                if bits & !(SECTION_BITS | dwarf) != 0 || bits & dwarf == 0 {
+                    return Err(r.err("version 6 sections byte without DWARF addresses, or with an unknown bit"));
                 }
-                (bits & ELEMENTS_BIT != 0, bits & SECTION_BITS & !ELEMENTS_BIT, true)
+                (bits & ELEMENTS_BIT != 0, bits & SECTION_BITS & !ELEMENTS_BIT, bits & dwarf)
             }
-            _ => (false, 0, false),
+            _ => (false, 0, 0),
         };
         let element_exceptions = if elements { r.ascending()? } else { Vec::new() };
-        let line_addresses = if line {
+        let dwarf = if dwarf != 0 {
             let (pieces, end) = r.pieces()?;
-            Some(LineAddresses { pieces, end, exceptions: r.ascending()? })
+            let line = if dwarf & LINE_ADDRESSES_BIT != 0 { Some(r.ascending()?) } else { None };
+            let ranges = if dwarf & RANGE_ADDRESSES_BIT != 0 { Some(r.ascending()?) } else { None };
+            Some(DwarfAddresses { pieces, end, line, ranges })
         } else {
             None
         };
@@ -328,7 +340,7 @@ impl SideInfo {
             elements,
             element_exceptions,
             index_sections,
-            line_addresses,
+            dwarf,
         })
     }
 }

@@ -414,13 +414,20 @@ struct Side {
     element_exceptions: Option<std::collections::HashSet<u64>>,
     /// Version 5's `sections` byte without bit 0: 2 exports, 4 start, 8 the name section.
     function_keys: u8,
-    /// Version 6: the code address map's pieces (new_start, end, delta) and the line
-    /// ordinals kept verbatim.
-    line: Option<(Vec<Piece>, std::collections::HashSet<u64>)>,
+    /// Version 6: the code address map's pieces, and the line and range ordinals kept
+    /// verbatim (None: those sections are copied).
+    dwarf: Option<Dwarf>,
 }
 
 /// An address map's piece: (new_start, end, delta).
 type Piece = (u64, u64, i64);
+
+/// Version 6 (§2.8.3, DWARF addresses).
+struct Dwarf {
+    pieces: Vec<Piece>,
+    line: Option<std::collections::HashSet<u64>>,
+    ranges: Option<std::collections::HashSet<u64>>,
+}
 
 fn side(b: &[u8]) -> Outcome<Side> {
     if b.len() < 5 || &b[..4] != b"EPWT" || !(1..=6).contains(&b[4]) {
@@ -551,13 +558,20 @@ fn side(b: &[u8]) -> Outcome<Side> {
             _ => return Err("sections byte".into()),
         },
         6 => match byte(b, &mut at)? {
-            bits if bits & !0x1f == 0 && bits & 0x10 != 0 => bits,
+            bits if bits & !0x3f == 0 && bits & 0x30 != 0 => bits,
             _ => return Err("version 6 sections byte".into()),
         },
         _ => 0,
     };
     let element_exceptions = if sections & 1 != 0 { Some(list(&mut at)?.into_iter().collect()) } else { None };
-    let line = if b[4] == 6 { Some((address_map(&mut at)?, list(&mut at)?.into_iter().collect())) } else { None };
+    let dwarf = if b[4] == 6 {
+        let pieces = address_map(&mut at)?;
+        let line = if sections & 0x10 != 0 { Some(list(&mut at)?.into_iter().collect()) } else { None };
+        let ranges = if sections & 0x20 != 0 { Some(list(&mut at)?.into_iter().collect()) } else { None };
+        Some(Dwarf { pieces, line, ranges })
+    } else {
+        None
+    };
     if at != b.len() {
         return Err("bytes after the side info".into());
     }
@@ -579,7 +593,7 @@ fn side(b: &[u8]) -> Outcome<Side> {
         layout,
         element_exceptions,
         function_keys: sections & 0x0e,
-        line,
+        dwarf,
     })
 }
 
@@ -639,6 +653,34 @@ fn map_inverse(pieces: &[(u64, u64, i64)], n: u64) -> Option<u64> {
         return None;
     }
     n.checked_add_signed(pieces[k].2.checked_neg()?)
+}
+
+/// §2.8.3, range addresses: the offsets in `s` of each range's or location's begin (its end
+/// follows) in `s[from..]`, `.debug_loc` if `loc`, which MUST walk to its end.
+fn range_addresses(s: &[u8], from: usize, loc: bool) -> Outcome<Vec<usize>> {
+    let le32 = |at: usize| u32::from_le_bytes(s[at..at + 4].try_into().unwrap());
+    let mut found = Vec::new();
+    let mut at = from;
+    while at < s.len() {
+        if s.len() - at < 8 {
+            return Err("range entry past its section".into());
+        }
+        let (begin, end) = (le32(at), le32(at + 4));
+        let pair = at;
+        at += 8;
+        if (begin, end) == (0, 0) || begin == u32::MAX {
+            continue;
+        }
+        if loc {
+            let len = s.get(at..at + 2).ok_or("location past its section")?;
+            at += 2 + usize::from(u16::from_le_bytes([len[0], len[1]]));
+            if at > s.len() {
+                return Err("location past its section".into());
+            }
+        }
+        found.push(pair);
+    }
+    Ok(found)
 }
 
 /// §2.8.3, line addresses: the offsets in `s` of the 4-byte `DW_LNE_set_address` operands of
@@ -760,27 +802,45 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
     let mut used_widths = 0usize;
     let mut element_ordinal = 0u64;
     let mut used_element_exceptions = 0usize;
-    let mut line_ordinal = 0u64;
-    let mut used_line_exceptions = 0usize;
+    // (ordinal, exceptions used) of the line addresses and of the range addresses.
+    let mut dwarf_counts = [(0u64, 0usize); 2];
     for (index, &(id, start, contents, end)) in m.sections.iter().enumerate() {
         // A custom section's name: `u32 len` and bytes, within the section.
         let mut name_end = contents;
-        let debug_line = id == 0
-            && uleb(&n[..end], &mut name_end, 32).is_ok_and(|len| {
+        let mut name: &[u8] = &[];
+        if id == 0 {
+            if let Ok(len) = uleb(&n[..end], &mut name_end, 32) {
                 name_end += len as usize;
-                name_end <= end && &n[name_end - len as usize..name_end] == b".debug_line"
-            });
-        if let (true, Some((pieces, listed))) = (debug_line, &side.line) {
+                if name_end <= end {
+                    name = &n[name_end - len as usize..name_end];
+                }
+            }
+        }
+        // (line or range addresses, the exceptions, each address's offset and whether it is an end)
+        let addresses = match (&side.dwarf, name) {
+            (Some(Dwarf { pieces, line: Some(listed), .. }), b".debug_line") => {
+                Some((0, pieces, listed, line_addresses(&n[..end], name_end)?.into_iter().map(|at| (at, false)).collect::<Vec<_>>()))
+            }
+            (Some(Dwarf { pieces, ranges: Some(listed), .. }), b".debug_ranges" | b".debug_loc") => {
+                let begins = range_addresses(&n[..end], name_end, name == b".debug_loc")?;
+                Some((1, pieces, listed, begins.into_iter().flat_map(|at| [(at, false), (at + 4, true)]).collect()))
+            }
+            _ => None,
+        };
+        if let Some((kind, pieces, listed, addresses)) = addresses {
             let mut section = n[start..end].to_vec();
-            for at in line_addresses(&n[..end], name_end)? {
-                if listed.contains(&line_ordinal) {
-                    used_line_exceptions += 1;
+            for (at, is_end) in addresses {
+                let (ordinal, used) = &mut dwarf_counts[kind];
+                if listed.contains(ordinal) {
+                    *used += 1;
                 } else {
+                    // A start: γ⁻¹(v); an end: γ⁻¹(v - 1) + 1; where defined and within 32 bits.
                     let v = u64::from(u32::from_le_bytes(n[at..at + 4].try_into().unwrap()));
-                    let restored = map_inverse(pieces, v).filter(|&a| a <= u64::from(u32::MAX)).unwrap_or(v);
+                    let restored = if is_end { v.checked_sub(1).and_then(|m| map_inverse(pieces, m)).map(|a| a + 1) } else { map_inverse(pieces, v) };
+                    let restored = restored.filter(|&a| a <= u64::from(u32::MAX)).unwrap_or(v);
                     section[at - start..at - start + 4].copy_from_slice(&(restored as u32).to_le_bytes());
                 }
-                line_ordinal += 1;
+                *ordinal += 1;
             }
             out.extend_from_slice(&section);
             continue;
@@ -919,8 +979,12 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
     if m.data.is_none() && !side.data_exceptions.is_empty() {
         return Err("data exceptions without data words".into());
     }
-    if side.line.as_ref().is_some_and(|l| l.1.len() != used_line_exceptions) {
-        return Err("line exceptions beyond the line addresses".into());
+    if let Some(dwarf) = &side.dwarf {
+        for (listed, (_, used)) in [&dwarf.line, &dwarf.ranges].into_iter().zip(dwarf_counts) {
+            if listed.as_ref().is_some_and(|l| l.len() != used) {
+                return Err("DWARF exceptions beyond the DWARF addresses".into());
+            }
+        }
     }
     if side.element_exceptions.as_ref().is_some_and(|l| l.len() != used_element_exceptions) {
         return Err("element exceptions beyond the element entries".into());

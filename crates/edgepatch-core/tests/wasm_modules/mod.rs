@@ -416,9 +416,10 @@ pub fn many_exports(functions: u64, exports: u64, first: u8) -> Vec<u8> {
 }
 
 /// [`versions`] as a debug build: each module ends with a `.debug_line` custom section
-/// (docs/FORMAT.md §2.8.3, line addresses) whose line sequences start at each body's code
-/// address, as LLVM's DWARF for wasm does, so version 2's inserted functions move every later
-/// sequence's start. Units of DWARF versions 4, 2 and 5 alternate; a removed function's
+/// (docs/FORMAT.md §2.8.3, DWARF addresses) whose line sequences start at each body's code
+/// address, as LLVM's DWARF for wasm does, then `.debug_ranges` and `.debug_loc` sections of
+/// ranges and locations in the bodies, so version 2's inserted functions move every later
+/// sequence's start, range and location. Units of DWARF versions 4, 2 and 5 alternate; a removed function's
 /// sequence (here every thirteenth function's) starts at 0.
 pub fn versions_with_debug_line(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
     let (v1, v2, all) = version_ids(n, inserted);
@@ -489,10 +490,33 @@ fn with_debug_line(mut m: Vec<u8>, ids: &[u64]) -> Vec<u8> {
         units.extend_from_slice(&(unit.len() as u32).to_le_bytes());
         units.extend_from_slice(&unit);
     }
-    let mut custom = Vec::new();
-    uleb(11, &mut custom);
-    custom.extend_from_slice(b".debug_line");
-    custom.extend_from_slice(&units);
-    section(0, &custom, &mut m);
+    // Ranges: a list per unit of 16 function ids, each body's (start, end), a base address
+    // selection (0xFFFFFFFF, 0) first; locations: a list per body, its first half, `DW_OP_reg0`.
+    let (mut ranges, mut locations) = (Vec::new(), Vec::new());
+    let mut from = 0;
+    while from < bodies.len() {
+        let unit_id = ids[from] / 16;
+        let to = from + ids[from..].iter().take_while(|&&id| id / 16 == unit_id).count();
+        ranges.extend_from_slice(&[0xff; 4]);
+        ranges.extend_from_slice(&[0; 4]);
+        for (&(address, len), &id) in bodies[from..to].iter().zip(&ids[from..to]) {
+            let start = if id % 13 == 5 { 0 } else { address };
+            ranges.extend_from_slice(&start.to_le_bytes());
+            ranges.extend_from_slice(&(start + len as u32).to_le_bytes());
+            locations.extend_from_slice(&start.to_le_bytes());
+            locations.extend_from_slice(&(start + len as u32 / 2).to_le_bytes());
+            locations.extend_from_slice(&[1, 0, 0x50]);
+            locations.extend_from_slice(&[0; 8]);
+        }
+        ranges.extend_from_slice(&[0; 8]);
+        from = to;
+    }
+    for (name, contents) in [(&b".debug_line"[..], &units), (b".debug_ranges", &ranges), (b".debug_loc", &locations)] {
+        let mut custom = Vec::new();
+        uleb(name.len() as u64, &mut custom);
+        custom.extend_from_slice(name);
+        custom.extend_from_slice(contents);
+        section(0, &custom, &mut m);
+    }
     m
 }

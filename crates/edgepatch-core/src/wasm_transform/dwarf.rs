@@ -1,26 +1,28 @@
-//! The code addresses of DWARF line programs (side info version 6, docs/FORMAT.md §2.8.3
-//! "Line addresses"): the `DW_LNE_set_address` operands of a `.debug_line` custom section.
+//! The code addresses of DWARF (side info version 6, docs/FORMAT.md §2.8.3 "DWARF
+//! addresses"): the `DW_LNE_set_address` operands of `.debug_line` custom sections, and the
+//! address pairs of `.debug_ranges` and `.debug_loc`.
 //!
 //! A debug build (Emscripten `-g`, Rust without `strip`) carries DWARF whose addresses are
 //! offsets into the code section. One function that grows by a byte moves every later
-//! function, so every later line sequence's start address changed between builds: on
-//! tree-sitter's debug build (a 245 KB `.debug_line`, 20,792 sequences) they were most of the
-//! patch. The operands have a fixed width (4 bytes in wasm32), so they are rewritten in place
-//! and the section keeps its size and structure.
+//! function, so every later line sequence's start address, range and location changed between
+//! builds: on tree-sitter's debug build (a 245 KB `.debug_line`, 20,792 sequences) they were
+//! most of the patch. Every such address is 4 bytes wide in wasm32, so they are rewritten in
+//! place and the sections keep their sizes and structure.
 //!
-//! Hand-written rather than through `gimli`: what is needed is where each operand lies in the
-//! section, which a line program reader does not expose, and the walk below (a header's
-//! opcode table, then opcodes to skip) is all of the format it uses.
+//! Hand-written rather than through `gimli`: what is needed is where each address lies in its
+//! section, which a DWARF reader does not expose, and the walks below (a line header's opcode
+//! table, then opcodes to skip; pairs and location expressions' lengths) are all of the
+//! format they use.
 
 use super::addresses::{AddressMap, Piece};
 use super::leb::read_unsigned;
-use super::module::Section;
 use super::TransformError;
 
-/// The custom section's name.
-pub(crate) const SECTION_NAME: &[u8] = b".debug_line";
+/// The custom sections' names.
+pub(crate) const LINE_SECTION: &[u8] = b".debug_line";
+pub(crate) const RANGES_SECTION: &[u8] = b".debug_ranges";
+pub(crate) const LOC_SECTION: &[u8] = b".debug_loc";
 
-const CUSTOM_SECTION: u8 = 0;
 /// `DW_LNE_set_address`, an extended opcode.
 const SET_ADDRESS: u8 = 2;
 /// `DW_LNS_fixed_advance_pc`: its operand is a 2-byte value, not a LEB128.
@@ -143,61 +145,160 @@ pub(crate) fn code_map(bodies: impl Iterator<Item = (u64, u64, Option<u64>)>, en
     AddressMap::from_pieces(pieces, end + 1).ok()
 }
 
-/// The value the inverse gives for an operand `n` that is not an exception: its image under
-/// the code address map's inverse where that is defined and fits 32 bits, else `n`.
-pub(crate) fn inverse_value(map: &AddressMap, n: u32) -> u32 {
-    map.inverse(u64::from(n)).and_then(|a| u32::try_from(a).ok()).unwrap_or(n)
+/// What an address is: where something starts (a line sequence, a range, a location), or
+/// one past where it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Start,
+    End,
+}
+
+/// The value the inverse gives for an address `n` that is not an exception: a start's image
+/// under the code address map's inverse, an end's the image of `n - 1` plus one, where that
+/// is defined and fits 32 bits; else `n`.
+pub(crate) fn inverse_value(map: &AddressMap, kind: Kind, n: u32) -> u32 {
+    let restored = match kind {
+        Kind::Start => map.inverse(u64::from(n)),
+        Kind::End => n.checked_sub(1).and_then(|m| map.inverse(u64::from(m))).map(|a| a + 1),
+    };
+    restored.and_then(|a| u32::try_from(a).ok()).unwrap_or(n)
 }
 
 /// The normalized value of address `a`: its image where the inverse gives `a` back from it,
 /// else `a` itself where that gives it back, else None (an exception, kept verbatim).
-pub(crate) fn forward_value(map: &AddressMap, a: u32) -> Option<u32> {
-    let image = map.forward(u64::from(a)).and_then(|n| u32::try_from(n).ok()).filter(|&n| inverse_value(map, n) == a);
-    image.or((inverse_value(map, a) == a).then_some(a))
+pub(crate) fn forward_value(map: &AddressMap, kind: Kind, a: u32) -> Option<u32> {
+    let image = match kind {
+        Kind::Start => map.forward(u64::from(a)),
+        Kind::End => a.checked_sub(1).and_then(|m| map.forward(u64::from(m))).map(|n| n + 1),
+    };
+    let image = image.and_then(|n| u32::try_from(n).ok()).filter(|&n| inverse_value(map, kind, n) == a);
+    image.or((inverse_value(map, kind, a) == a).then_some(a))
 }
 
-/// Each `.debug_line` custom section of a module: (its index, where its contents after the
-/// name start).
-pub(crate) fn sections<'a>(bytes: &'a [u8], sections: &'a [Section]) -> impl Iterator<Item = (usize, usize)> + 'a {
-    sections.iter().enumerate().filter(|(_, section)| bytes[section.start] == CUSTOM_SECTION).filter_map(|(index, section)| {
-        super::index_sections::custom_name(bytes, section).filter(|(name, _)| *name == SECTION_NAME).map(|(_, contents)| (index, contents))
-    })
+/// Which addresses a section holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Holds {
+    /// `.debug_line`: line addresses.
+    Line,
+    /// `.debug_ranges` (false) or `.debug_loc` (true): range addresses.
+    Ranges { loc: bool },
 }
 
-/// What the forward transform of a new module's `.debug_line` sections (`contents`, each
-/// after its name) would do: how many operands change, and the ordinals of those kept
-/// verbatim. None if a section does not walk (the module's sections are then left as they
-/// are) or if there are more exceptions than `max_exceptions`.
-pub(crate) fn plan<'a>(contents: impl Iterator<Item = &'a [u8]>, map: &AddressMap, max_exceptions: usize) -> Option<(u64, Vec<u64>)> {
+impl Holds {
+    /// What a custom section of this name holds.
+    pub(crate) fn of(name: &[u8]) -> Option<Holds> {
+        match name {
+            LINE_SECTION => Some(Holds::Line),
+            RANGES_SECTION => Some(Holds::Ranges { loc: false }),
+            LOC_SECTION => Some(Holds::Ranges { loc: true }),
+            _ => None,
+        }
+    }
+}
+
+/// A walk over a section that holds `holds`, stopping at each of its addresses (a range's two
+/// together), so that its caller may rewrite them between steps.
+enum Places {
+    Line(Walk),
+    Ranges(PairWalk),
+}
+
+impl Places {
+    fn new(holds: Holds) -> Places {
+        match holds {
+            Holds::Line => Places::Line(Walk::default()),
+            Holds::Ranges { loc } => Places::Ranges(PairWalk { at: 0, loc }),
+        }
+    }
+
+    /// The next address's (or range's two addresses') offset in `contents`; None at its end.
+    fn next(&mut self, contents: &[u8]) -> Result<Option<Place>, (usize, &'static str)> {
+        Ok(match self {
+            Places::Line(walk) => walk.next(contents)?.map(Place::Line),
+            Places::Ranges(walk) => walk.next(contents)?.map(Place::Range),
+        })
+    }
+}
+
+/// Where a line address is, or a range's begin (its end follows it).
+#[derive(Clone, Copy)]
+enum Place {
+    Line(usize),
+    Range(usize),
+}
+
+impl Place {
+    /// (offset, kind) of each address of the place.
+    fn addresses(self) -> impl Iterator<Item = (usize, Kind)> {
+        let (first, second) = match self {
+            Place::Line(at) => ((at, Kind::Start), None),
+            Place::Range(at) => ((at, Kind::Start), Some((at + 4, Kind::End))),
+        };
+        std::iter::once(first).chain(second)
+    }
+}
+
+/// What the forward transform of a new module's sections (`contents`, each after its name,
+/// and what it holds) would do: how many addresses change, and the ordinals of those kept
+/// verbatim. None if a section does not walk (such sections are then left as they are) or if
+/// there are more exceptions than `max_exceptions`.
+pub(crate) fn plan<'a>(contents: impl Iterator<Item = (&'a [u8], Holds)>, map: &AddressMap, max_exceptions: usize) -> Option<(u64, Vec<u64>)> {
     let (mut changed, mut exceptions, mut ordinal) = (0u64, Vec::new(), 0u64);
-    for section in contents {
-        let mut walk = Walk::default();
-        while let Some(at) = walk.next(section).ok()? {
-            let a = read(section, at);
-            match forward_value(map, a) {
-                Some(n) => changed += u64::from(n != a),
-                None if exceptions.len() < max_exceptions => exceptions.push(ordinal),
-                None => return None,
+    for (section, holds) in contents {
+        let mut places = Places::new(holds);
+        while let Some(place) = places.next(section).ok()? {
+            for (a, n) in forward_place(section, place, map).into_iter().take(place.addresses().count()) {
+                match n {
+                    Some(n) => changed += u64::from(n != a),
+                    None if exceptions.len() < max_exceptions => exceptions.push(ordinal),
+                    None => return None,
+                }
+                ordinal += 1;
             }
-            ordinal += 1;
         }
     }
     Some((changed, exceptions))
 }
 
-/// Which way [`rewrite`] maps the operands.
+/// Each address of `place` and its normalized value (None: kept verbatim, an exception), in
+/// the first one or two slots. A range's two are kept both where their values would read as
+/// another kind of entry.
+fn forward_place(contents: &[u8], place: Place, map: &AddressMap) -> [(u32, Option<u32>); 2] {
+    let mut out = [(0, None); 2];
+    for (slot, (at, kind)) in out.iter_mut().zip(place.addresses()) {
+        let a = read(contents, at);
+        *slot = (a, forward_value(map, kind, a));
+    }
+    if let Place::Range(_) = place {
+        let value = |(a, n): (u32, Option<u32>)| n.unwrap_or(a);
+        if changes_kind(value(out[0]), value(out[1])) {
+            out = [(out[0].0, None), (out[1].0, None)];
+        }
+    }
+    out
+}
+
+/// Whether a range rewritten to `(begin, end)` would read as another kind of entry (the end of
+/// a list, or a base address selection), which the writer never writes.
+fn changes_kind(begin: u32, end: u32) -> bool {
+    (begin == 0 && end == 0) || begin == u32::MAX
+}
+
+/// Which way [`rewrite`] maps the addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Way {
     Forward,
     Inverse,
 }
 
-/// Rewrites the operands of one `.debug_line` section's contents (after its name) in place,
-/// those whose ordinal (counted from `*ordinal` on, over every such section) is not in
-/// `exceptions[*next..]` (ascending), and advances both counters. An error if the section
-/// does not walk (`at` is the contents' offset in the module, for the message).
+/// Rewrites the addresses of one section's contents (after its name) that holds `holds` in
+/// place: those whose ordinal (counted from `*ordinal` on, over every section of its kind)
+/// is not in `exceptions[*next..]` (ascending), and advances both counters. An error if the
+/// section does not walk (`at` is the contents' offset in the module, for the message).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn rewrite(
     contents: &mut [u8],
+    holds: Holds,
     at: usize,
     map: &AddressMap,
     way: Way,
@@ -205,21 +306,60 @@ pub(crate) fn rewrite(
     ordinal: &mut u64,
     next: &mut usize,
 ) -> Result<(), TransformError> {
-    let mut walk = Walk::default();
-    while let Some(operand) = walk.next(contents).map_err(|(offset, what)| TransformError::Normalized { offset: at + offset, what })? {
-        if exceptions.get(*next) == Some(&*ordinal) {
-            *next += 1;
-        } else {
-            let value = read(contents, operand);
-            let mapped = match way {
-                Way::Forward => forward_value(map, value).unwrap_or(value),
-                Way::Inverse => inverse_value(map, value),
-            };
-            write(contents, operand, mapped);
+    let mut places = Places::new(holds);
+    while let Some(place) = places.next(contents).map_err(|(offset, what)| TransformError::Normalized { offset: at + offset, what })? {
+        // The writer's values are decided for the place as a whole (a range's two together).
+        let forward = match way {
+            Way::Forward => Some(forward_place(contents, place, map)),
+            Way::Inverse => None,
+        };
+        for (k, (address_at, kind)) in place.addresses().enumerate() {
+            if exceptions.get(*next) == Some(&*ordinal) {
+                *next += 1;
+            } else {
+                let value = read(contents, address_at);
+                let mapped = match forward {
+                    Some(values) => values[k].1.unwrap_or(value),
+                    None => inverse_value(map, kind, value),
+                };
+                write(contents, address_at, mapped);
+            }
+            *ordinal += 1;
         }
-        *ordinal += 1;
     }
     Ok(())
+}
+
+/// A walk over a `.debug_ranges` or (`loc`) `.debug_loc` section's entries that stops at each
+/// range's or location's pair of addresses.
+struct PairWalk {
+    at: usize,
+    loc: bool,
+}
+
+impl PairWalk {
+    /// The offset of the next range's begin (its end follows it), or None at the section's end.
+    fn next(&mut self, contents: &[u8]) -> Result<Option<usize>, (usize, &'static str)> {
+        while self.at < contents.len() {
+            let at = self.at;
+            if contents.len() - at < 8 {
+                return Err((at, "range entry past its section"));
+            }
+            let (begin, end) = (read(contents, at), read(contents, at + 4));
+            self.at += 8;
+            if (begin == 0 && end == 0) || begin == u32::MAX {
+                // The end of a list, or a base address selection.
+                continue;
+            }
+            if self.loc {
+                let len = contents.get(self.at..self.at + 2).ok_or((self.at, "location expression past its section"))?;
+                let len = usize::from(u16::from_le_bytes([len[0], len[1]]));
+                self.at = (self.at + 2).checked_add(len).filter(|&e| e <= contents.len()).ok_or((self.at, "location expression past its section"))?;
+            }
+            return Ok(Some(at));
+        }
+        Ok(None)
+    }
 }
 
 fn byte(bytes: &[u8], at: usize) -> Result<u8, (usize, &'static str)> {
