@@ -85,12 +85,10 @@ impl Walk {
                 }
                 self.at += 2;
             } else {
+                // Within the unit: `skip_leb` reads no further.
                 for _ in 0..unit[self.lengths + usize::from(opcode) - 1] {
                     self.at = skip_leb(unit, self.at)?;
                 }
-            }
-            if self.at > self.end {
-                return Err((self.at, "line program past its unit"));
             }
         }
     }
@@ -185,6 +183,11 @@ pub(crate) enum Holds {
 }
 
 impl Holds {
+    /// Which kind of address: 0 line addresses, 1 range addresses (each numbered on its own).
+    pub(crate) fn kind(self) -> usize {
+        usize::from(self != Holds::Line)
+    }
+
     /// What a custom section of this name holds.
     pub(crate) fn of(name: &[u8]) -> Option<Holds> {
         match name {

@@ -181,11 +181,14 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
         side.elements = true;
         side.element_exceptions = listed.clone();
     }
+    let mut dwarf_map = None;
     if let Some(r) = reference {
         side.index_sections = forward_index_sections(bytes, &module, &refs);
-        side.dwarf = forward_dwarf_addresses(bytes, &module, r, &map);
+        if let Some((dwarf, code_map)) = forward_dwarf_addresses(bytes, &module, r, &map) {
+            side.dwarf = Some(dwarf);
+            dwarf_map = Some(code_map);
+        }
     }
-    let dwarf_map = side.dwarf.as_ref().map(|d| AddressMap::from_pieces(d.pieces.clone(), d.end).expect("the writer's own pieces"));
     // (ordinal, next exception) of the line addresses and of the range addresses.
     let mut counters = [(0u64, 0usize); 2];
     let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16);
@@ -216,18 +219,12 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
         if Some(index) != module.code {
             let at = out.len();
             out.extend_from_slice(&bytes[section.start..section.end]);
-            if let (Some(map), Some(dwarf)) = (&dwarf_map, &side.dwarf) {
-                let (holds, exceptions) = match dwarf_holds(bytes, section) {
-                    Some((holds @ dwarf::Holds::Line, contents)) => (Some((holds, contents)), dwarf.line.as_deref()),
-                    Some((holds, contents)) => (Some((holds, contents)), dwarf.ranges.as_deref()),
-                    None => (None, None),
-                };
-                if let (Some((holds, contents)), Some(exceptions)) = (holds, exceptions) {
+            if let (Some(map), Some(dwarf), Some((holds, contents))) = (&dwarf_map, &side.dwarf, dwarf_holds(bytes, section)) {
+                if let Some(exceptions) = dwarf.exceptions(holds) {
                     let from = at + contents - section.start;
-                    let (ordinal, next) = &mut counters[usize::from(holds != dwarf::Holds::Line)];
+                    let (ordinal, next) = &mut counters[holds.kind()];
                     dwarf::rewrite(&mut out[from..at + section.end - section.start], holds, from, map, dwarf::Way::Forward, exceptions, ordinal, next)?;
                 }
-                stats.dwarf_refs = counters.iter().map(|&(ordinal, next)| ordinal - next as u64).sum();
             }
             continue;
         }
@@ -271,6 +268,7 @@ pub fn forward_with_stats(reference: Option<&WasmReference>, bytes: &[u8]) -> Re
         }
     }
     stats.exceptions = (side.exceptions.len() + side.data_exceptions.len()) as u64;
+    stats.dwarf_refs = counters.iter().map(|&(ordinal, next)| ordinal - next as u64).sum();
     Ok((Normalized { bytes: out, side_info: side.encode() }, stats))
 }
 
@@ -297,8 +295,8 @@ fn dwarf_holds(bytes: &[u8], section: &module::Section) -> Option<(dwarf::Holds,
 /// DWARF sections that walk, and some address moves: the code address map from each matched
 /// body to its old one (`map`: new function index to normalized, the old numbering for a
 /// matched one), and for the line programs and for the ranges and locations, the addresses it
-/// does not give back.
-fn forward_dwarf_addresses(bytes: &[u8], module: &Module, reference: &WasmReference, map: &[u64]) -> Option<DwarfAddresses> {
+/// does not give back; and the map.
+fn forward_dwarf_addresses(bytes: &[u8], module: &Module, reference: &WasmReference, map: &[u64]) -> Option<(DwarfAddresses, AddressMap)> {
     let code = &module.sections[module.code?];
     let imported = module.imported_functions.len();
     let bodies = code_offsets(module).enumerate().map(|(b, (size_field, contents))| {
@@ -306,13 +304,15 @@ fn forward_dwarf_addresses(bytes: &[u8], module: &Module, reference: &WasmRefere
         (size_field, contents, old.copied())
     });
     let code_map = dwarf::code_map(bodies, (code.end - code.contents) as u64)?;
-    let kind = |line: bool| {
-        let sections = module.sections.iter().filter_map(|s| dwarf_holds(bytes, s).map(|(holds, contents)| (holds, &bytes[contents..s.end])));
-        let sections: Vec<(&[u8], dwarf::Holds)> = sections.filter(|(holds, _)| (*holds == dwarf::Holds::Line) == line).map(|(h, c)| (c, h)).collect();
-        dwarf::plan(sections.into_iter(), &code_map, MAX_DWARF_EXCEPTIONS).and_then(|(changed, exceptions)| (changed > 0).then_some(exceptions))
+    let kind = |kind: usize| {
+        let sections = module
+            .sections
+            .iter()
+            .filter_map(|s| dwarf_holds(bytes, s).filter(|(holds, _)| holds.kind() == kind).map(|(holds, contents)| (&bytes[contents..s.end], holds)));
+        dwarf::plan(sections, &code_map, MAX_DWARF_EXCEPTIONS).and_then(|(changed, exceptions)| (changed > 0).then_some(exceptions))
     };
-    let (line, ranges) = (kind(true), kind(false));
-    (line.is_some() || ranges.is_some()).then(|| DwarfAddresses { pieces: code_map.pieces().to_vec(), end: code_map.new_end(), line, ranges })
+    let (line, ranges) = (kind(0), kind(1));
+    (line.is_some() || ranges.is_some()).then(|| (DwarfAddresses { pieces: code_map.pieces().to_vec(), end: code_map.new_end(), line, ranges }, code_map))
 }
 
 /// Whether `bytes` is its own normalized form as the old side
@@ -801,9 +801,8 @@ fn inverse_dwarf_addresses(source: &mut Source, module: &Module, dwarf: &DwarfAd
     let mut counters = [(0u64, 0usize); 2];
     let mut copies = Vec::new();
     for (index, holds, contents) in found {
-        let kind = usize::from(holds != dwarf::Holds::Line);
-        let Some(exceptions) = [&dwarf.line, &dwarf.ranges][kind] else { continue };
-        let (ordinal, next) = &mut counters[kind];
+        let Some(exceptions) = dwarf.exceptions(holds) else { continue };
+        let (ordinal, next) = &mut counters[holds.kind()];
         let section = &module.sections[index];
         match source {
             Source::InPlace(bytes) => {

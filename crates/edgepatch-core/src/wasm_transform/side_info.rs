@@ -139,6 +139,13 @@ pub(crate) struct SideInfo {
     pub dwarf: Option<DwarfAddresses>,
 }
 
+impl DwarfAddresses {
+    /// The exceptions of the kind of address a section holds, if that kind is rewritten.
+    pub fn exceptions(&self, holds: super::dwarf::Holds) -> Option<&[u64]> {
+        [&self.line, &self.ranges][holds.kind()].as_deref()
+    }
+}
+
 /// How DWARF's code addresses map (side info version 6).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct DwarfAddresses {
