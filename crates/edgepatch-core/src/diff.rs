@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::generate::is_text_segment;
 use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
 use crate::patch_format::*;
+use crate::wasm_transform::LayoutPart;
 use crate::wire::put_varint;
 use crate::zstd_frame::{compress_frame, window_log, FrameSearch, LongDistance};
 
@@ -142,6 +143,9 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     let mut normalized: HashMap<usize, Vec<u8>> = HashMap::new();
     // Old files the reference holds in the field-split layout, by path.
     let mut old_split: HashMap<String, Vec<u8>> = HashMap::new();
+    // The parts of each new file stored in the field-split layout (relative to it and to its
+    // old file), by entry.
+    let mut split_parts: HashMap<usize, Vec<AlignedPart>> = HashMap::new();
     // A single file's choice diffed it against the whole reference already:
     // those segments are the patch's (the same inputs give the same bytes).
     let mut single_file_segments = None;
@@ -167,8 +171,9 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
                 tree.transforms.push(WasmTransformed { entry: i, normalized_size: bytes.len() as u64, side_info, split_reference });
                 normalized.insert(i, bytes);
             }
-            if let Some(split) = choice.old_split {
+            if let Some((split, parts)) = choice.old_split {
                 old_split.insert(old_path.to_string(), split);
+                split_parts.insert(i, parts);
             }
             if single_file {
                 single_file_segments = Some(choice.segments);
@@ -196,12 +201,17 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     }
     let old_by_path: HashMap<&str, usize> = old_files.iter().enumerate().map(|(i, (p, _))| (*p, i)).collect();
     let mut hints = Vec::with_capacity(delta_files.len());
+    let mut aligned = Vec::new();
     let mut at = 0u64;
     for (&(i, _), part) in delta_files.iter().zip(&new_stream_parts) {
         let path = tree.entries[i].path.as_str();
         // The old version: at the same path, or the one it was renamed from.
         let same = if single_file { Some(0) } else { old_by_path.get(path).or_else(|| renamed.get(path).and_then(|o| old_by_path.get(o))).copied() };
         let old = same.and_then(|o| ref_start[o].map(|s| (s, s + old_files[o].1.len() as u64))).filter(|r| r.1 > r.0);
+        // A module in the field-split layout: its parts, each against the old module's.
+        if let (Some(parts), Some((old_start, _))) = (split_parts.get(&i), old) {
+            aligned.extend(parts.iter().map(|p| AlignedPart { new: (p.new.0 + at, p.new.1 + at), old: (p.old.0 + old_start, p.old.1 + old_start) }));
+        }
         hints.push(FileHint { new_start: at, new_end: at + part.len() as u64, old });
         at += part.len() as u64;
     }
@@ -211,7 +221,7 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
             progress(new_stream.len() as u64, new_stream.len() as u64);
             segments
         }
-        None => encode_segments(&reference, &new_stream, &hints, opts, threads, progress)?,
+        None => encode_segments(&reference, &new_stream, &hints, &aligned, opts, threads, progress)?,
     };
     // Only a patch whose windows reach further than the base declares it.
     tree.window_reach = Some(window_reach_of(&segments)?).filter(|&r| r > BASE_WINDOW_BACK);
@@ -245,8 +255,9 @@ struct WasmChoice {
     /// The normalized form and its side info, if they are the smaller.
     transformed: Option<(Vec<u8>, Vec<u8>)>,
     /// The old module in the field-split layout, when the chosen form is in it
-    /// (the reference then holds these bytes for the old file).
-    old_split: Option<Vec<u8>>,
+    /// (the reference then holds these bytes for the old file), and the parts of both
+    /// modules that are diffed against each other.
+    old_split: Option<(Vec<u8>, Vec<AlignedPart>)>,
     /// The segments of the chosen form diffed against the old file alone.
     segments: Vec<Vec<u8>>,
 }
@@ -269,23 +280,31 @@ fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usi
         let side = if side_info.is_empty() { 0 } else { compress(side_info, opts.level)?.len() };
         Ok(segments.iter().map(|s| s.len()).sum::<usize>() + side)
     };
-    let plain = encode_segments(old, new, &[], opts, threads, &quiet)?;
+    // The new module's old version is the whole reference: a window segment may take it whole.
+    let whole = |len: usize| [FileHint { new_start: 0, new_end: len as u64, old: Some((0, old.len() as u64)) }];
+    let plain = encode_segments(old, new, &whole(new.len()), &[], opts, threads, &quiet)?;
     let mut best = (size(&plain, &[])?, WasmChoice { transformed: None, old_split: None, segments: plain });
     // The field-split layout of both modules (docs/FORMAT.md §2.8.7): smaller on
     // re-emitted code (a toolchain change), larger on some small changes.
-    let split = crate::wasm_transform::with_code_layout(&n).ok().and_then(|n| Some((crate::wasm_transform::split_code_layout(old, &n.side_info).ok()?, n)));
+    let split = crate::wasm_transform::with_code_layout_against(&n, old).ok().and_then(|s| {
+        // Each part of the split module is diffed against the old module's same part.
+        let new_parts = crate::wasm_transform::layout_parts(&n.bytes, &s.side_info).ok()?;
+        let old_parts = crate::wasm_transform::layout_parts(old, &s.side_info).ok()?;
+        let parts = stream_parts(s.bytes.len() as u64, &new_parts, old.len() as u64, &old_parts);
+        Some((crate::wasm_transform::split_code_layout(old, &s.side_info).ok()?, s, parts))
+    });
     if renumbered {
-        let segments = encode_segments(old, &n.bytes, &[], opts, threads, &quiet)?;
+        let segments = encode_segments(old, &n.bytes, &whole(n.bytes.len()), &[], opts, threads, &quiet)?;
         let t_size = size(&segments, &n.side_info)?;
         if t_size < best.0 {
             best = (t_size, WasmChoice { transformed: Some((n.bytes, n.side_info)), old_split: None, segments });
         }
     }
-    if let Some((old_split, n)) = split {
-        let segments = encode_segments(&old_split, &n.bytes, &[], opts, threads, &quiet)?;
+    if let Some((old_split, n, parts)) = split {
+        let segments = encode_segments(&old_split, &n.bytes, &whole(n.bytes.len()), &parts, opts, threads, &quiet)?;
         let s_size = size(&segments, &n.side_info)?;
         if s_size < best.0 {
-            best = (s_size, WasmChoice { transformed: Some((n.bytes, n.side_info)), old_split: Some(old_split), segments });
+            best = (s_size, WasmChoice { transformed: Some((n.bytes, n.side_info)), old_split: Some((old_split, parts)), segments });
         }
     }
     Ok(Some(best.1))
@@ -461,10 +480,24 @@ struct FileHint {
     old: Option<(u64, u64)>,
 }
 
+/// A part of the delta stream diffed against one part of the reference only: a field stream or
+/// a section of a module in the field-split layout, and the old module's same part
+/// ([`stream_parts`]). Its segments' windows take that old part whole and reach back only
+/// within the part: each field has statistics of its own, and its old stream is where its
+/// matches are (wasm-vips: 242,459 bytes against 257,875 for the module's segments cut every 4
+/// MiB; BENCHMARKS.md, "wasm transform: stream-aligned segments").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct AlignedPart {
+    new: (u64, u64),
+    old: (u64, u64),
+}
+
+/// `aligned`: ascending, disjoint parts of `new_stream` cut apart from the rest.
 fn encode_segments(
     reference: &[u8],
     new_stream: &[u8],
     hints: &[FileHint],
+    aligned: &[AlignedPart],
     opts: &DiffOptions,
     threads: usize,
     progress: &(dyn Fn(u64, u64) + Sync),
@@ -482,7 +515,8 @@ fn encode_segments(
     if let Some(started) = started {
         eprintln!("suffix array of {} bytes: {:.2}s", reference.len(), started.elapsed().as_secs_f64());
     }
-    let bounds = segment_bounds(new_stream.len(), opts.segment_size as usize);
+    let cuts: Vec<u64> = aligned.iter().flat_map(|p| [p.new.0, p.new.1]).collect();
+    let bounds = segment_bounds_cut(new_stream.len(), opts.segment_size as usize, &cuts);
     let count = bounds.len();
     let done = AtomicU64::new(0);
     let total = new_stream.len() as u64;
@@ -501,11 +535,15 @@ fn encode_segments(
         // window trial doubled the diff's CPU on freedoom2-wad and concat-101mib for nothing
         // kept (BENCHMARKS.md, "Trees: window segments reaching further back").
         let reach = if is_text_segment(part) { opts.window_reach } else { opts.window_reach.min(BASE_WINDOW_BACK) };
-        let before = &new_stream[lo.saturating_sub(reach as usize)..lo];
+        let within = aligned.iter().find(|p| p.new.0 <= lo as u64 && hi as u64 <= p.new.1);
+        let before = &new_stream[lo.saturating_sub(reach as usize).max(within.map_or(0, |p| p.new.0 as usize))..lo];
         let (lo, hi) = (lo as u64, hi as u64);
-        // The old versions of the files this segment holds (any part of).
-        let whole: Vec<(u64, u64)> = hints.iter().filter(|h| h.new_start < hi && h.new_end > lo).filter_map(|h| h.old).collect();
-        let r = encode_segment(reference, part, before, &ops, &whole, opts.level);
+        // The old versions of the files this segment holds (any part of), or its part's.
+        let whole: Vec<(u64, u64)> = match within {
+            Some(p) => vec![p.old],
+            None => hints.iter().filter(|h| h.new_start < hi && h.new_end > lo).filter_map(|h| h.old).collect(),
+        };
+        let r = encode_segment(reference, part, before, &ops, &whole, within.is_some(), opts.level);
         if let Some(t) = t {
             eprintln!("segment {i}: encoded in {:.2}s ({:?} bytes)", t.elapsed().as_secs_f64(), r.as_ref().map(Vec::len).ok());
         }
@@ -530,8 +568,66 @@ fn segment_bounds(len: usize, seg: usize) -> Vec<(usize, usize)> {
     bounds
 }
 
+/// [`segment_bounds`] of each stretch between `cuts` (ascending places in 0..=len).
+fn segment_bounds_cut(len: usize, seg: usize, cuts: &[u64]) -> Vec<(usize, usize)> {
+    let mut bounds = Vec::new();
+    let mut start = 0;
+    for end in cuts.iter().map(|&c| c as usize).chain([len]) {
+        if end > start && end <= len {
+            bounds.extend(segment_bounds(end - start, seg).into_iter().map(|(a, b)| (a + start, b + start)));
+            start = end;
+        }
+    }
+    bounds
+}
+
+/// A split module's parts shorter than this join the next (the last joins the one before):
+/// a segment of a few bytes costs its headers and three frames that learned nothing.
+const MIN_STREAM_SEGMENT: u64 = 4 << 10;
+
+/// A split module's parts, each with its old module's same part (`new_parts`, `old_parts`:
+/// [`layout_parts`] of each module; a part cuts where both modules have it, in order), short
+/// ones joined to the next. As (new start, new end, old start, old end).
+///
+/// [`layout_parts`]: crate::wasm_transform::layout_parts
+fn stream_parts(new_len: u64, new_parts: &[(LayoutPart, u64)], old_len: u64, old_parts: &[(LayoutPart, u64)]) -> Vec<AlignedPart> {
+    // The places both have, in order (each new one found after the last found).
+    let mut cuts: Vec<(u64, u64)> = Vec::new();
+    let mut from = 0;
+    for (part, at) in new_parts {
+        if let Some(i) = old_parts[from..].iter().position(|(p, _)| p == part) {
+            cuts.push((*at, old_parts[from + i].1));
+            from += i + 1;
+        }
+    }
+    cuts.push((new_len, old_len));
+    let short = |p: &AlignedPart| p.new.1 - p.new.0 < MIN_STREAM_SEGMENT;
+    let mut parts: Vec<AlignedPart> = Vec::new();
+    let mut start = (0, 0);
+    for (ne, oe) in cuts {
+        if ne <= start.0 || oe < start.1 {
+            continue;
+        }
+        match parts.last_mut() {
+            Some(p) if short(p) => {
+                p.new.1 = ne;
+                p.old.1 = oe;
+            }
+            _ => parts.push(AlignedPart { new: (start.0, ne), old: (start.1, oe) }),
+        }
+        start = (ne, oe);
+    }
+    if parts.len() >= 2 && parts.last().is_some_and(short) {
+        let last = parts.pop().expect("two parts");
+        let p = parts.last_mut().expect("one part");
+        p.new.1 = last.new.1;
+        p.old.1 = last.old.1;
+    }
+    parts
+}
+
 /// `before`: the new-stream bytes just before `part` that a window may reach back to.
-fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], level: i32) -> Result<Vec<u8>> {
+fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], aligned: bool, level: i32) -> Result<Vec<u8>> {
     let ctrl = encode_control(ops);
     if ctrl.len() as u64 > MAX_SEGMENT_CTRL {
         return Err(Error::Invalid("control stream of a segment over its limit; use a smaller segment size".into()));
@@ -541,9 +637,9 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whol
     // Where the control stream is a large share (text: many short matches), a
     // zstd frame over the old spans the ops found often does better. Keep the smaller.
     // (Tiny results are not worth the window's slow compression.)
-    if h.ctrl_comp * 5 > h.diff_comp + h.extra_comp && out.len() > WINDOW_TRIAL_MIN {
+    if aligned || (h.ctrl_comp * 5 > h.diff_comp + h.extra_comp && out.len() > WINDOW_TRIAL_MIN) {
         let t = std::env::var_os("EDGEPATCH_TIMING").map(|_| std::time::Instant::now());
-        let mut window = encode_window_segment(reference, part, before, ops, whole, level)?;
+        let mut window = encode_window_segment(reference, part, before, ops, whole, aligned, level)?;
         // Reaching past the base (§2.6) moves the match finder's choices: on
         // freedoom2-wad it cost 66 bytes. The base reach is tried too, and the
         // longer one kept only where it saves a tenth: a patch that declares a
@@ -551,7 +647,7 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whol
         // bytes for 21 MB more wasm memory; three-tree's last segment, 80%).
         let base = before.len().saturating_sub(BASE_WINDOW_BACK as usize);
         if base > 0 {
-            let near = encode_window_segment(reference, part, &before[base..], ops, whole, level)?;
+            let near = encode_window_segment(reference, part, &before[base..], ops, whole, aligned, level)?;
             if window.len() * 10 > near.len() * 9 {
                 window = near;
             }
@@ -689,8 +785,12 @@ fn window_spans(reference_len: u64, ops: &[Op], whole: &[(u64, u64)]) -> (Vec<(u
     (out, holds_whole_files)
 }
 
-fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], level: i32) -> Result<Vec<u8>> {
-    let (merged, holds_whole_files) = window_spans(reference.len() as u64, ops, whole);
+fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], aligned: bool, level: i32) -> Result<Vec<u8>> {
+    let (merged, holds_whole_files) = if aligned && whole.iter().map(|w| w.1 - w.0).sum::<u64>() <= MAX_WINDOW_BYTES / 4 * 3 {
+        (whole.to_vec(), true)
+    } else {
+        window_spans(reference.len() as u64, ops, whole)
+    };
     // The new data just before the segment goes last, nearest: other files of
     // the same build share most with it (bundles, their minified twins). New
     // data further back than the base reach goes first, furthest, so that it
@@ -786,6 +886,56 @@ mod tests {
         assert!(covers(&spans, (0, 3 << 20)), "then the next that fits: {spans:?}");
         assert!(!covers(&spans, (3 << 20, 10 << 20)), "{spans:?}");
         assert!(spans.windows(2).all(|w| w[0].1 < w[1].0), "sorted, disjoint, not adjacent: {spans:?}");
+    }
+
+    #[test]
+    fn segments_end_at_every_cut() {
+        assert_eq!(segment_bounds_cut(20, 8, &[]), segment_bounds(20, 8));
+        // Each stretch is cut as segment_bounds cuts it (3..12: a 1-byte tail joins).
+        assert_eq!(segment_bounds_cut(20, 8, &[3, 3, 12]), vec![(0, 3), (3, 12), (12, 20)]);
+        assert_eq!(segment_bounds_cut(30, 8, &[3]), vec![(0, 3), (3, 11), (11, 19), (19, 27), (27, 30)]);
+        // A cut at either end, or past it, cuts nothing.
+        assert_eq!(segment_bounds_cut(10, 8, &[0, 10, 15]), vec![(0, 8), (8, 10)]);
+    }
+
+    #[test]
+    fn stream_parts_pair_what_both_modules_have_and_join_short_ones() {
+        use LayoutPart::{AfterCode, Section, Stream};
+        let k = MIN_STREAM_SEGMENT;
+        // New: a type section, the code (two streams), a custom section "a".
+        let new = [
+            (Section(1, vec![]), 8),
+            (Section(10, vec![]), 10 * k),
+            (Stream(0), 10 * k + 3),
+            (Stream(1), 20 * k),
+            (AfterCode, 30 * k),
+            (Section(0, b"a".to_vec()), 30 * k),
+        ];
+        // Old: an import section the new one lacks, no custom section.
+        let old = [
+            (Section(1, vec![]), 8),
+            (Section(2, vec![]), 5 * k),
+            (Section(10, vec![]), 9 * k),
+            (Stream(0), 9 * k + 3),
+            (Stream(1), 15 * k),
+            (AfterCode, 25 * k),
+        ];
+        let parts = stream_parts(31 * k, &new, 26 * k, &old);
+        let spans: Vec<_> = parts.iter().map(|p| (p.new, p.old)).collect();
+        assert_eq!(
+            spans,
+            vec![
+                // The header (8 bytes) joins the types; the code section's 3-byte start joins stream 0.
+                ((0, 10 * k), (0, 9 * k)),
+                ((10 * k, 20 * k), (9 * k, 15 * k)),
+                ((20 * k, 30 * k), (15 * k, 25 * k)),
+                // The custom section is the new module's only: what follows the code pairs with the old's rest.
+                ((30 * k, 31 * k), (25 * k, 26 * k)),
+            ]
+        );
+        // A short last part joins the one before.
+        let parts = stream_parts(30 * k + 5, &new[..5], 25 * k, &old);
+        assert_eq!(parts.last().map(|p| (p.new, p.old)), Some(((20 * k, 30 * k + 5), (15 * k, 25 * k))));
     }
 
     #[test]

@@ -94,6 +94,35 @@ fn three_modules_in_the_split_layout_in_one_tree_apply_exactly() {
     assert_eq!(appliers::apply_both(&patch, &old), new);
 }
 
+/// A split module's segments are cut at its sections and field streams, each matched against
+/// the old module's same part, in a tree as alone: behind another changed file (so both its
+/// new and its old part sit further on), it applies exactly and its share of the tree's patch
+/// is its patch alone. (Not a check of the parts' places: on this made-up module the ops
+/// segments win, and those read the whole reference.)
+#[test]
+fn a_split_module_in_a_tree_is_diffed_part_by_part_as_alone() {
+    let (v1, v2) = wasm_modules::recompiled_versions(600);
+    let a = noise(3, 300_000);
+    let mut a2 = a.clone();
+    a2[5000] ^= 1;
+    let (module_alone, _) = diff(&Build::single_file(v1.clone()), &Build::single_file(v2.clone()), true, 4 << 20);
+    let (other_alone, _) = diff(&Build::single_file(a.clone()), &Build::single_file(a2.clone()), true, 4 << 20);
+    let old = Build::from_entries(vec![file("a.bin", a), file("b.wasm", v1)]).unwrap();
+    let new = Build::from_entries(vec![file("a.bin", a2), file("b.wasm", v2)]).unwrap();
+    let (patch, stats) = diff(&old, &new, true, 4 << 20);
+    assert_eq!(stats.wasm_transformed, 1);
+    let info = inspect_patch(&patch[..]).unwrap();
+    assert!(edgepatch_core::wasm_transform::side_info_has_code_layout(&info.tree.transforms[0].side_info));
+    assert_eq!(appliers::apply_both(&patch, &old), new);
+    assert!(
+        patch.len() <= module_alone.len() + other_alone.len() + 256,
+        "tree {} bytes, module alone {}, other file alone {}",
+        patch.len(),
+        module_alone.len(),
+        other_alone.len()
+    );
+}
+
 /// A function table's indices are renumbered with the functions (side info
 /// version 4, docs/FORMAT.md §2.8.4): both appliers rebuild the exact module,
 /// and the patch is smaller than with the table stored as it is.

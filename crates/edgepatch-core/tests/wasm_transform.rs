@@ -238,7 +238,7 @@ fn round_trip(old: &[u8], new: &[u8]) {
     // The generator's in-place form is the writer's pick.
     if let Ok(split) = with_code_layout(&new_norm) {
         let mut n = new_norm.clone();
-        into_code_layout(&mut n).expect("into the split layout");
+        into_code_layout(&mut n, None).expect("into the split layout");
         assert_eq!((&n.bytes, &n.side_info), (&split.bytes, &split.side_info));
     }
 }
@@ -516,7 +516,7 @@ fn split_layout_groups_each_field_and_round_trips() {
     assert_eq!(in_place, unknown);
     let mut n = forward(None, &unknown).unwrap();
     let before = n.clone();
-    assert!(into_code_layout(&mut n).is_err());
+    assert!(into_code_layout(&mut n, None).is_err());
     assert_eq!((n.bytes, n.side_info), (before.bytes, before.side_info));
 }
 

@@ -231,7 +231,7 @@ fn split_if_smaller(old: Cow<[u8]>, mut n: Normalized) -> Option<Layout> {
     let Some(whole) = trial(&n.bytes, &old) else { return Some(Layout::Whole(n)) };
     let (n_blake3, whole_side_info) = (blake3::hash(&n.bytes), n.side_info.clone());
     // On an error `n` is as it was.
-    if wt::into_code_layout(&mut n).is_err() {
+    if wt::into_code_layout(&mut n, Some(&old)).is_err() {
         return Some(Layout::Whole(n));
     }
     let split = n;

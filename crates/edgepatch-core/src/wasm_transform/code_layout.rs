@@ -910,6 +910,17 @@ pub(crate) fn split(module: &[u8], locals_mtf: bool) -> ParseResult<(Vec<u8>, [u
     Ok((out, lens))
 }
 
+/// Where a module's code section lays out in the split layout: the section's contents start,
+/// then each field stream's end (the last is the section's end). `module` is not split.
+pub(crate) fn stream_cuts(module: &[u8], locals_mtf: bool) -> ParseResult<[usize; FIELDS + 1]> {
+    let (start, _, lens) = count_streams(module, locals_mtf)?;
+    let mut cuts = [start; FIELDS + 1];
+    for (i, n) in lens.iter().enumerate() {
+        cuts[i + 1] = cuts[i] + n;
+    }
+    Ok(cuts)
+}
+
 /// [`split`] of `module` in place, holding besides it only the streams after the opcodes
 /// (about half the code section). The walk is made once without writing first: an error
 /// leaves `module` as it was.

@@ -605,21 +605,63 @@ pub fn split_code_layout(module: &[u8], side_info: &[u8]) -> Result<Vec<u8>, Tra
     code_layout::split(module, layout.locals_mtf).map(|(bytes, _)| bytes).map_err(not_wasm)
 }
 
+/// What begins at a place [`layout_parts`] gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LayoutPart {
+    /// A section: its id, and its name if it is a custom section.
+    Section(u8, Vec<u8>),
+    /// A field stream of the split code section (docs/FORMAT.md §2.8.7), by its place in the
+    /// layout (0 for the opcodes).
+    Stream(u8),
+    /// What follows the code section's contents.
+    AfterCode,
+}
+
+/// Where `module` (not split) lays out, in the field-split layout its side info names, the
+/// parts that differ in kind: each section, and in the code section each field stream. A diff
+/// cuts its segments at the places both modules have, so that each part is matched against the
+/// old module's same part.
+pub fn layout_parts(module: &[u8], side_info: &[u8]) -> Result<Vec<(LayoutPart, u64)>, TransformError> {
+    let layout = split_layout(side_info)?;
+    let cuts = code_layout::stream_cuts(module, layout.locals_mtf).map_err(not_wasm)?;
+    let mut parts = Vec::new();
+    for (id, section) in module::section_headers(module).map_err(not_wasm)? {
+        let name = if id == 0 { index_sections::custom_name(module, &section).map_or(Vec::new(), |(n, _)| n.to_vec()) } else { Vec::new() };
+        parts.push((LayoutPart::Section(id, name), section.start as u64));
+        if id == module::CODE_SECTION {
+            parts.extend(cuts[..code_layout::FIELDS].iter().enumerate().map(|(i, &c)| (LayoutPart::Stream(i as u8), c as u64)));
+            parts.push((LayoutPart::AfterCode, cuts[code_layout::FIELDS] as u64));
+        }
+    }
+    Ok(parts)
+}
+
 /// `normalized` with its code section in the field-split layout, and its side
 /// info saying so (version 3). Local indices are coded as move-to-front ranks
 /// where that makes the locals' stream compress smaller (zstd level 3: Rust's
 /// and C's register-like locals gain, Go's few fixed-purpose ones lose).
 pub fn with_code_layout(normalized: &Normalized) -> Result<Normalized, TransformError> {
-    with_code_layout_as(normalized, ranks_locals(&normalized.bytes)?)
+    with_code_layout_as(normalized, ranks_locals(&normalized.bytes, None)?)
+}
+
+/// [`with_code_layout`] for a patch against `old` (a module the transform reads, its own
+/// normalized form): the locals are ranked if that makes their stream's delta from `old`'s
+/// smaller, which is what the patch pays (wasm-vips: ranks make the stream 1.5% larger
+/// compressed alone and its delta 19% smaller; BENCHMARKS.md, "wasm transform: stream-aligned
+/// segments").
+pub fn with_code_layout_against(normalized: &Normalized, old: &[u8]) -> Result<Normalized, TransformError> {
+    with_code_layout_as(normalized, ranks_locals(&normalized.bytes, Some(old))?)
 }
 
 /// Whether [`with_code_layout`] codes `normalized`'s locals as move-to-front ranks: the
-/// locals' stream both ways, compressed at zstd level 3, ranked if smaller (only that stream
-/// is made, not the split module).
-fn ranks_locals(normalized: &[u8]) -> Result<bool, TransformError> {
+/// locals' stream both ways, compressed at zstd level 3 (against `old`'s same stream, if
+/// given), ranked if smaller (only that stream is made, not the split module).
+fn ranks_locals(normalized: &[u8], old: Option<&[u8]>) -> Result<bool, TransformError> {
     let locals = |mtf| {
         let stream = code_layout::field_stream(normalized, code_layout::Field::Local, mtf).map_err(not_wasm)?;
-        Ok::<usize, TransformError>(zstd::bulk::compress(&stream, 3).map_or(usize::MAX, |c| c.len()))
+        let old_stream = old.and_then(|old| code_layout::field_stream(old, code_layout::Field::Local, mtf).ok()).unwrap_or_default();
+        let search = crate::zstd_frame::FrameSearch::level(3);
+        Ok::<usize, TransformError>(crate::zstd_frame::compressed_len(&stream, &old_stream, search).unwrap_or(usize::MAX))
     };
     Ok(locals(true)? < locals(false)?)
 }
@@ -627,12 +669,13 @@ fn ranks_locals(normalized: &[u8]) -> Result<bool, TransformError> {
 /// [`with_code_layout`] in place: `normalized` becomes its split layout, holding besides it
 /// about half its code section, not a second module (a Worker's generator is short of
 /// memory). An error leaves it as it was.
-pub fn into_code_layout(normalized: &mut Normalized) -> Result<(), TransformError> {
+/// `old`: the module the patch is made against, as for [`with_code_layout_against`].
+pub fn into_code_layout(normalized: &mut Normalized, old: Option<&[u8]>) -> Result<(), TransformError> {
     let mut side = SideInfo::decode(&normalized.side_info)?;
     if side.code_layout.is_some() {
         return Err(TransformError::SideInfo { offset: 4, what: "already in the split layout" });
     }
-    let locals_mtf = ranks_locals(&normalized.bytes)?;
+    let locals_mtf = ranks_locals(&normalized.bytes, old)?;
     let lens = code_layout::split_in_place(&mut normalized.bytes, locals_mtf).map_err(not_wasm)?;
     side.code_layout = Some(side_info::CodeLayout { locals_mtf, lens });
     normalized.side_info = side.encode();
