@@ -587,7 +587,7 @@ const MIN_STREAM_SEGMENT: u64 = 4 << 10;
 
 /// A split module's parts, each with its old module's same part (`new_parts`, `old_parts`:
 /// [`layout_parts`] of each module; a part cuts where both modules have it, in order), short
-/// ones joined to the next. As (new start, new end, old start, old end).
+/// ones joined to the next (the first takes the module's header, the last what follows).
 ///
 /// [`layout_parts`]: crate::wasm_transform::layout_parts
 fn stream_parts(new_len: u64, new_parts: &[(LayoutPart, u64)], old_len: u64, old_parts: &[(LayoutPart, u64)]) -> Vec<AlignedPart> {
