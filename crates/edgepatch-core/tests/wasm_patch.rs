@@ -102,6 +102,7 @@ fn three_modules_in_the_split_layout_in_one_tree_apply_exactly() {
 #[test]
 fn a_split_module_in_a_tree_is_diffed_part_by_part_as_alone() {
     let (v1, v2) = wasm_modules::recompiled_versions(600);
+    let v1_len = v1.len();
     let a = noise(3, 300_000);
     let mut a2 = a.clone();
     a2[5000] ^= 1;
@@ -121,6 +122,23 @@ fn a_split_module_in_a_tree_is_diffed_part_by_part_as_alone() {
         module_alone.len(),
         other_alone.len()
     );
+    // A segment ends where the module starts, and each window segment of the module reads
+    // only the old module (which follows a.bin's 300,000 bytes in the reference stream) and
+    // reaches back only within the module.
+    let (mut at, mut windows, mut ends) = (0, 0, vec![]);
+    for seg in &info.layout.segments {
+        if let edgepatch_core::patch_format::Segment::Window(w) = seg {
+            if at >= 300_000 {
+                windows += 1;
+                assert!(w.spans.iter().all(|&(s, len)| s >= 300_000 && s + len <= 300_000 + v1_len as u64), "{:?}", w.spans);
+                assert!(w.back_len <= at - 300_000, "reaches back past the module: {} at {at}", w.back_len);
+            }
+        }
+        at += seg.new_len();
+        ends.push(at);
+    }
+    assert!(ends.contains(&300_000), "{ends:?}");
+    assert!(windows > 0, "no window segment in the module");
 }
 
 /// A function table's indices are renumbered with the functions (side info
