@@ -607,6 +607,7 @@ pub fn split_code_layout(module: &[u8], side_info: &[u8]) -> Result<Vec<u8>, Tra
 
 /// What begins at a place [`layout_parts`] gives.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LayoutPart {
     /// A section: its id, and its name if it is a custom section.
     Section(u8, Vec<u8>),
