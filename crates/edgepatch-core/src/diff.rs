@@ -288,10 +288,10 @@ fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usi
     // re-emitted code (a toolchain change), larger on some small changes.
     let split = crate::wasm_transform::with_code_layout_against(&n, old).ok().and_then(|s| {
         // Each part of the split module is diffed against the old module's same part.
-        let new_parts = crate::wasm_transform::layout_parts(&n.bytes, &s.side_info).ok()?;
-        let old_parts = crate::wasm_transform::layout_parts(old, &s.side_info).ok()?;
+        let new_parts = crate::wasm_transform::layout_parts(&s.bytes, &s.side_info).ok()?;
+        let (old_split, old_parts) = crate::wasm_transform::split_code_layout_parts(old, &s.side_info).ok()?;
         let parts = stream_parts(s.bytes.len() as u64, &new_parts, old.len() as u64, &old_parts);
-        Some((crate::wasm_transform::split_code_layout(old, &s.side_info).ok()?, s, parts))
+        Some((old_split, s, parts))
     });
     if renumbered {
         let segments = encode_segments(old, &n.bytes, &whole(n.bytes.len()), &[], opts, threads, &quiet)?;
@@ -535,7 +535,9 @@ fn encode_segments(
         // window trial doubled the diff's CPU on freedoom2-wad and concat-101mib for nothing
         // kept (BENCHMARKS.md, "Trees: window segments reaching further back").
         let reach = if is_text_segment(part) { opts.window_reach } else { opts.window_reach.min(BASE_WINDOW_BACK) };
-        let within = aligned.iter().find(|p| p.new.0 <= lo as u64 && hi as u64 <= p.new.1);
+        // Segments never straddle a part (cut at both its ends), so the one part that may hold
+        // this segment is the last starting at or before it.
+        let within = aligned[..aligned.partition_point(|p| p.new.0 <= lo as u64)].last().filter(|p| hi as u64 <= p.new.1);
         let before = &new_stream[lo.saturating_sub(reach as usize).max(within.map_or(0, |p| p.new.0 as usize))..lo];
         let (lo, hi) = (lo as u64, hi as u64);
         // The old versions of the files this segment holds (any part of), or its part's.
@@ -719,10 +721,14 @@ pub(crate) fn keep_densest(mut spans: Vec<(u64, u64, u64)>, budget: u64, used: &
     kept
 }
 
+/// The part of a window's `MAX_WINDOW_BYTES` that whole old files (or an aligned part's old
+/// part) may take; the rest is for the spans the ops copy from.
+const WHOLE_FILES_BUDGET: u64 = MAX_WINDOW_BYTES / 4 * 3;
+
 /// The reference spans a window segment's frame gets (sorted, disjoint, at most
 /// `MAX_WINDOW_BYTES` in total): first the whole old versions of the segment's
-/// files (`whole`), densest in copied bytes first, up to three quarters of the
-/// budget; then the old spans the ops copy from, padded, densest first.
+/// files (`whole`), densest in copied bytes first, up to `WHOLE_FILES_BUDGET`;
+/// then the old spans the ops copy from, padded, densest first.
 /// The flag: at least one whole file was kept.
 fn window_spans(reference_len: u64, ops: &[Op], whole: &[(u64, u64)]) -> (Vec<(u64, u64)>, bool) {
     // Old spans the ops copy from, padded, merged, and weighted by bytes copied.
@@ -747,7 +753,7 @@ fn window_spans(reference_len: u64, ops: &[Op], whole: &[(u64, u64)]) -> (Vec<(u
         f.2 = merged[first..].iter().take_while(|m| m.0 < f.1).map(share).sum();
     }
     let mut kept = 0u64;
-    let mut chosen = keep_densest(files, MAX_WINDOW_BYTES / 4 * 3, &mut kept, Overflow::Skip);
+    let mut chosen = keep_densest(files, WHOLE_FILES_BUDGET, &mut kept, Overflow::Skip);
     chosen.sort_unstable();
     let holds_whole_files = !chosen.is_empty();
     // The copied spans, less what the chosen files cover.
@@ -786,7 +792,7 @@ fn window_spans(reference_len: u64, ops: &[Op], whole: &[(u64, u64)]) -> (Vec<(u
 }
 
 fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], aligned: bool, level: i32) -> Result<Vec<u8>> {
-    let (merged, holds_whole_files) = if aligned && whole.iter().map(|w| w.1 - w.0).sum::<u64>() <= MAX_WINDOW_BYTES / 4 * 3 {
+    let (merged, holds_whole_files) = if aligned && whole.iter().map(|w| w.1 - w.0).sum::<u64>() <= WHOLE_FILES_BUDGET {
         (whole.to_vec(), true)
     } else {
         window_spans(reference.len() as u64, ops, whole)

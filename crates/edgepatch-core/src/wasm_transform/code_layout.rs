@@ -910,15 +910,10 @@ pub(crate) fn split(module: &[u8], locals_mtf: bool) -> ParseResult<(Vec<u8>, [u
     Ok((out, lens))
 }
 
-/// Where a module's code section lays out in the split layout: the section's contents start,
-/// then each field stream's end (the last is the section's end). `module` is not split.
-pub(crate) fn stream_cuts(module: &[u8], locals_mtf: bool) -> ParseResult<[usize; FIELDS + 1]> {
-    let (start, _, lens) = count_streams(module, locals_mtf)?;
-    let mut cuts = [start; FIELDS + 1];
-    for (i, n) in lens.iter().enumerate() {
-        cuts[i + 1] = cuts[i] + n;
-    }
-    Ok(cuts)
+/// Each field stream's (start, end) in `split`, a module in the split layout whose streams are
+/// `lens` long, checked to cover its code section exactly.
+pub(crate) fn stream_starts(split: &[u8], lens: &[u64; FIELDS]) -> ParseResult<StreamBounds> {
+    streams(split, lens).map(|(_, _, at)| at)
 }
 
 /// [`split`] of `module` in place, holding besides it only the streams after the opcodes
@@ -1039,7 +1034,7 @@ fn join_each_from<S: StreamBytes>(
 }
 
 /// Each field stream's (next byte, end) in a split module.
-type StreamBounds = [(usize, usize); FIELDS];
+pub(crate) type StreamBounds = [(usize, usize); FIELDS];
 
 /// The code section of a split module (start, end) and each field stream's (start, end),
 /// checked to cover the section exactly.

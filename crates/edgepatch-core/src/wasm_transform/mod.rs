@@ -618,20 +618,33 @@ pub enum LayoutPart {
     AfterCode,
 }
 
-/// Where `module` (not split) lays out, in the field-split layout its side info names, the
-/// parts that differ in kind: each section, and in the code section each field stream. A diff
-/// cuts its segments at the places both modules have, so that each part is matched against the
-/// old module's same part.
-pub fn layout_parts(module: &[u8], side_info: &[u8]) -> Result<Vec<(LayoutPart, u64)>, TransformError> {
+/// Where the parts that differ in kind begin in `split`, a module in the field-split layout its
+/// side info describes: each section, and in the code section each field stream. A diff cuts its
+/// segments at the places both modules have, so that each part is matched against the old
+/// module's same part. Reads the section headers only: the streams' lengths are in the side info.
+pub fn layout_parts(split: &[u8], side_info: &[u8]) -> Result<Vec<(LayoutPart, u64)>, TransformError> {
+    parts_of(split, &split_layout(side_info)?.lens)
+}
+
+/// [`split_code_layout`] of `module` and the [`layout_parts`] of the result, in one walk of its
+/// code (the old module of a patch, which the new module's side info does not measure).
+pub fn split_code_layout_parts(module: &[u8], side_info: &[u8]) -> Result<(Vec<u8>, Vec<(LayoutPart, u64)>), TransformError> {
     let layout = split_layout(side_info)?;
-    let cuts = code_layout::stream_cuts(module, layout.locals_mtf).map_err(not_wasm)?;
+    let (split, lens) = code_layout::split(module, layout.locals_mtf).map_err(not_wasm)?;
+    let parts = parts_of(&split, &lens)?;
+    Ok((split, parts))
+}
+
+/// [`layout_parts`] given the split module's stream lengths.
+fn parts_of(split: &[u8], lens: &[u64; code_layout::FIELDS]) -> Result<Vec<(LayoutPart, u64)>, TransformError> {
+    let streams = code_layout::stream_starts(split, lens).map_err(corrupt)?;
     let mut parts = Vec::new();
-    for (id, section) in module::section_headers(module).map_err(not_wasm)? {
-        let name = if id == 0 { index_sections::custom_name(module, &section).map_or(Vec::new(), |(n, _)| n.to_vec()) } else { Vec::new() };
+    for (id, section) in module::section_headers(split).map_err(not_wasm)? {
+        let name = if id == 0 { index_sections::custom_name(split, &section).map_or(Vec::new(), |(n, _)| n.to_vec()) } else { Vec::new() };
         parts.push((LayoutPart::Section(id, name), section.start as u64));
         if id == module::CODE_SECTION {
-            parts.extend(cuts[..code_layout::FIELDS].iter().enumerate().map(|(i, &c)| (LayoutPart::Stream(i as u8), c as u64)));
-            parts.push((LayoutPart::AfterCode, cuts[code_layout::FIELDS] as u64));
+            parts.extend(streams.iter().enumerate().map(|(i, &(start, _))| (LayoutPart::Stream(i as u8), start as u64)));
+            parts.push((LayoutPart::AfterCode, streams[code_layout::FIELDS - 1].1 as u64));
         }
     }
     Ok(parts)
