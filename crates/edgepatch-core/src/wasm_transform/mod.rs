@@ -618,17 +618,20 @@ pub enum LayoutPart {
     AfterCode,
 }
 
+/// Each part [`layout_parts`] finds, with the offset where it begins (ascending).
+pub type LayoutParts = Vec<(LayoutPart, u64)>;
+
 /// Where the parts that differ in kind begin in `split`, a module in the field-split layout its
 /// side info describes: each section, and in the code section each field stream. A diff cuts its
 /// segments at the places both modules have, so that each part is matched against the old
 /// module's same part. Reads the section headers only: the streams' lengths are in the side info.
-pub fn layout_parts(split: &[u8], side_info: &[u8]) -> Result<Vec<(LayoutPart, u64)>, TransformError> {
+pub fn layout_parts(split: &[u8], side_info: &[u8]) -> Result<LayoutParts, TransformError> {
     parts_of(split, &split_layout(side_info)?.lens)
 }
 
 /// [`split_code_layout`] of `module` and the [`layout_parts`] of the result, in one walk of its
 /// code (the old module of a patch, which the new module's side info does not measure).
-pub fn split_code_layout_parts(module: &[u8], side_info: &[u8]) -> Result<(Vec<u8>, Vec<(LayoutPart, u64)>), TransformError> {
+pub fn split_code_layout_parts(module: &[u8], side_info: &[u8]) -> Result<(Vec<u8>, LayoutParts), TransformError> {
     let layout = split_layout(side_info)?;
     let (split, lens) = code_layout::split(module, layout.locals_mtf).map_err(not_wasm)?;
     let parts = parts_of(&split, &lens)?;
@@ -636,7 +639,7 @@ pub fn split_code_layout_parts(module: &[u8], side_info: &[u8]) -> Result<(Vec<u
 }
 
 /// [`layout_parts`] given the split module's stream lengths.
-fn parts_of(split: &[u8], lens: &[u64; code_layout::FIELDS]) -> Result<Vec<(LayoutPart, u64)>, TransformError> {
+fn parts_of(split: &[u8], lens: &[u64; code_layout::FIELDS]) -> Result<LayoutParts, TransformError> {
     let streams = code_layout::stream_starts(split, lens).map_err(corrupt)?;
     let mut parts = Vec::new();
     for (id, section) in module::section_headers(split).map_err(not_wasm)? {
