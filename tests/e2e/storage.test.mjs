@@ -26,7 +26,7 @@ after(async () => {
   await server?.close();
 });
 
-const descriptor = (from, to) => site.demo.updates.find((u) => u.from === from && u.to === to);
+const descriptor = (from, to, game = "demo") => site[game].updates.find((u) => u.from === from && u.to === to);
 const treeFile = (build, path) => readFileSync(join(dist, "trees/demo", build, path));
 
 /**
@@ -35,19 +35,19 @@ const treeFile = (build, path) => readFileSync(join(dist, "trees/demo", build, p
  * test's engine (`firefoxPrefs`: Firefox preferences). `navigator.storage.persist` is
  * wrapped to count its calls.
  */
-async function openPage(t, { firefoxPrefs = {}, options = {} } = {}) {
+async function openPage(t, { firefoxPrefs = {}, options = {}, game = "demo" } = {}) {
   const browser = await launch(engine, { firefoxPrefs });
   t.after(() => browser.close());
   const { page } = browser;
   await page.goto(`${server.url}demo/`);
-  await page.evaluate(async ([key, options]) => {
+  await page.evaluate(async ([key, options, game]) => {
     window.persistCalls = 0;
     const persist = navigator.storage.persist.bind(navigator.storage);
     navigator.storage.persist = () => (window.persistCalls++, persist());
     const lib = await import("/lib/edgepatch-web.js");
     window.lib = lib;
-    window.game = new lib.GameUpdater({ baseUrl: "/updates/", game: "demo", workerUrl: "/lib/edgepatch-worker.js", publicKeys: [key], ...options });
-  }, [publicKey, options]);
+    window.game = new lib.GameUpdater({ baseUrl: "/updates/", game, workerUrl: "/lib/edgepatch-worker.js", publicKeys: [key], ...options });
+  }, [publicKey, options, game]);
   return { page };
 }
 
@@ -167,6 +167,36 @@ engineTest("an update that does not fit the quota is refused before a byte is wr
   assert.equal((await run(page, `return await game.current();`)).value, "v1");
   assert.deepEqual(await buildNames(page), ["v1"], "nothing of v2 was written");
   assert.equal((await readText(page, "index.html")).value, treeFile("v1", "index.html").toString());
+}, ["firefox"]);
+
+engineTest("an update whose scratch space does not fit is refused once the patch's header is read, naming the bytes (Firefox)", async (t) => {
+  // arcade's logic.wasm is stored transformed in the field-split layout: the update writes the
+  // split old module and the normalized new one to a scratch file beside the build.
+  const { page } = await openPage(t, { game: "arcade", firefoxPrefs: { "dom.quotaManager.temporaryStorage.fixedLimit": 4096 } });
+  assert.equal((await run(page, `return (await game.install("v1")).to;`)).value, "v1");
+  const d = descriptor("v1", "v2", "arcade");
+  const build = d.newBytes + d.manifestSize;
+  const oldModule = readFileSync(join(dist, "trees/arcade/v1/logic.wasm")).length;
+  const newModule = readFileSync(join(dist, "trees/arcade/v2/logic.wasm")).length;
+  // A file of the page's own leaves room for the build and half the scratch space.
+  const fill = async (bytes) =>
+    run(page, `const root = await navigator.storage.getDirectory();
+      const w = await (await root.getFileHandle("filler", { create: true })).createWritable();
+      await w.write(new Uint8Array(arg)); await w.close();
+      const e = await navigator.storage.estimate(); return e.quota - e.usage;`, bytes);
+  const free = (await fill(0)).value;
+  const left = (await fill(free - build - Math.floor((oldModule + newModule) / 2))).value;
+  assert.ok(left > build && left < build + oldModule + newModule, `${left} free, the build needs ${build}`);
+  const r = await run(page, `return await game.update("v1", "v2");`);
+  assert.equal(r.error?.code, "quota", JSON.stringify(r));
+  assert.match(r.error.message, /with \d+ bytes of scratch space/);
+  // The scratch space: the old module split, and the normalized new one (about its size).
+  const scratch = r.error.needed - build;
+  assert.ok(scratch > oldModule && scratch < oldModule + 2 * newModule, `scratch ${scratch}: ${JSON.stringify(r.error)}`);
+  assert.equal((await run(page, `return await game.current();`)).value, "v1");
+  // With the filler gone the same update goes through: space was all it lacked.
+  await fill(0);
+  assert.equal((await run(page, `return (await game.update("v1", "v2")).to;`)).value, "v2");
 }, ["firefox"]);
 
 engineTest("with no patch for the pair on the server, the update installs the new build whole", async (t) => {

@@ -74,6 +74,10 @@ export class SyncNewBuild extends NewBuildEntries<SyncHandle> implements NewBuil
   /** The applier's scratch space: a file of its own beside the build's files, removed at close. */
   private scratch: { dir: FileSystemDirectoryHandle; h: SyncHandle } | null = null;
 
+  get hasScratch(): boolean {
+    return this.scratch !== null;
+  }
+
   async openScratch(buildDir: FileSystemDirectoryHandle): Promise<void> {
     try {
       // A crashed session's scratch is stale: never read, replaced.

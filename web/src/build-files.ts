@@ -44,6 +44,8 @@ export interface NewBuildFiles extends BuildSink {
    * Without it the applier holds the split old modules in its memory.
    */
   openScratch?(buildDir: FileSystemDirectoryHandle): Promise<void>;
+  /** Whether `openScratch` opened a scratch space (the applier then writes there). */
+  readonly hasScratch?: boolean;
   /** After every push: writes what the push queued (a no-op where writes are synchronous). */
   settle(): Promise<void>;
   /**

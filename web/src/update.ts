@@ -218,14 +218,41 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       await callApplier(() => { applier = new PatchApplier(old, sink, manifestBytes); });
     }
     keepForResume = true;
+    // Room for the scratch space too (wasm modules stored transformed: their normalized forms
+    // and split old modules, docs/FORMAT.md §2.8), checked once the applier has read the
+    // patch's header and tree and before it writes any of it: a resumed applier has them now,
+    // a new one after the bytes before the first segment, which are pushed alone.
+    const headerEnd = segments.length > 0 ? segments[0]!.patchOffset : 0;
+    let scratchChecked = false;
+    const checkScratch = async () => {
+      const scratch = applier!.scratchBytes();
+      if (scratchChecked || scratch === undefined) return;
+      scratchChecked = true;
+      if (scratch > 0 && sink.hasScratch) {
+        await checkSpace(bytesToWrite(verified) - (point?.newOffset ?? 0) + scratch, `updating ${game} ${from} -> ${to} (with ${scratch} bytes of scratch space)`);
+      }
+    };
+    await checkScratch();
+    let pushedTo = resumedFrom;
+    const push = async (piece: Uint8Array) => {
+      await callApplier(() => applier!.push(piece));
+      pushedTo += piece.length;
+      progress.applied += piece.length;
+      await checkScratch();
+    };
     const ranges = planRanges(resumedFrom, patchSize, segments.map((s) => s.patchOffset), req.minRangeBytes ?? 1 << 20);
     for await (const chunk of new RangeDownload(desc.patchUrl, patchSize, ranges, dl).chunks()) {
       if (signal.aborted) throw new AbortedError(undefined, { resumable: true });
       // In pieces where writes are queued (sink.pushBytes), so one push queues little.
       for (let at = 0; at < chunk.length; at += sink.pushBytes) {
         const piece = sink.pushBytes >= chunk.length ? chunk : chunk.subarray(at, at + sink.pushBytes);
-        await callApplier(() => applier!.push(piece));
-        progress.applied += piece.length;
+        const cut = headerEnd - pushedTo;
+        if (!scratchChecked && cut > 0 && cut < piece.length) {
+          await push(piece.subarray(0, cut));
+          await push(piece.subarray(cut));
+        } else {
+          await push(piece);
+        }
         const rp = applier!.resumePoint();
         if (rp && rp.segmentsDone > progress.segmentsDone && sink.worthDurable()) {
           // The sink's bytes must be durable before the point that relies on them.

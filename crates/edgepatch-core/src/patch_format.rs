@@ -350,6 +350,17 @@ impl PatchTree {
         split_old_file_of(self.single_file, &self.old_files, &self.entries, w)
     }
 
+    /// The most an applier puts in a sink's scratch space (`BuildSink::write_scratch`) for this
+    /// patch: each transformed file's normalized form and each old module the delta stream
+    /// reads split (§2.8.7), each taken once and never reused. What a caller must have room
+    /// for besides the new build's files, while the apply runs.
+    pub fn scratch_bytes(&self) -> u64 {
+        let mut split: Vec<usize> = self.transforms.iter().filter_map(|w| self.split_old_file(w)).collect();
+        split.sort_unstable();
+        split.dedup();
+        self.transforms.iter().map(|w| w.normalized_size).sum::<u64>() + split.iter().map(|&k| self.old_files[k].size).sum::<u64>()
+    }
+
     /// How many of the delta bytes produced last a window segment may reach
     /// (and an applier keeps): the declared reach, else `BASE_WINDOW_BACK`.
     pub fn window_back(&self) -> u64 {

@@ -18,7 +18,7 @@ use counting_allocator::{peak, reset_peak, Counting};
 use edgepatch_core::error::ErrorKind;
 use edgepatch_core::inspect::inspect_patch;
 use edgepatch_core::memory::MemoryOldBuild;
-use edgepatch_core::{apply_patch, diff_builds, Build, BuildSink, DiffOptions};
+use edgepatch_core::{apply_patch, diff_builds, Build, BuildSink, DiffOptions, PatchApplier};
 use fixture_builds::file;
 
 #[global_allocator]
@@ -126,6 +126,17 @@ fn apply_measured(patch: &[u8], old: &Build, sink: &mut HashingSink) -> edgepatc
     Ok(peak() - before)
 }
 
+/// `PatchTree::scratch_bytes` as an applier knows it from the patch's bytes before its first
+/// segment (the sink is never written to).
+fn scratch_bytes_before_segments(patch: &[u8], old: &Build) -> u64 {
+    let header_end = inspect_patch(patch).unwrap().layout.segment_spans[0].0 as usize;
+    let (mut old, mut sink) = (MemoryOldBuild::new(old), HashingSink::with_scratch());
+    let mut applier = PatchApplier::new();
+    applier.push(&patch[..header_end], &mut old, &mut sink).unwrap();
+    assert_eq!(sink.scratch_written, 0);
+    applier.tree().expect("the tree is read").scratch_bytes()
+}
+
 /// One test, so that nothing else allocates while it measures.
 #[test]
 fn split_old_modules_go_to_the_scratch_space_and_are_checked_like_any_bytes() {
@@ -146,6 +157,9 @@ fn split_old_modules_go_to_the_scratch_space_and_are_checked_like_any_bytes() {
     assert_eq!(scratch.files, hashes(&new));
     // The old module split and the normalized form went to the scratch space whole, once each.
     assert_eq!(scratch.scratch_written, v1.len() as u64 + info.tree.delta_bytes());
+    // And the applier says so once the header and tree are pushed, before the first segment
+    // (what a caller checks room for).
+    assert_eq!(scratch_bytes_before_segments(&patch, &old), scratch.scratch_written);
     // Neither is held: the scratch space saves the applier both (twice the module; what it
     // holds besides is the segments' buffers, the same either way).
     assert!(held_with_scratch + 2 * v1.len() * 95 / 100 <= held_in_memory, "{held_with_scratch} with scratch space, {held_in_memory} without");
@@ -170,6 +184,7 @@ fn split_old_modules_go_to_the_scratch_space_and_are_checked_like_any_bytes() {
         (a1.len() + b1.len() + c1.len()) as u64 + tree_info.tree.delta_bytes(),
         "each old module and normalized form written once"
     );
+    assert_eq!(scratch_bytes_before_segments(&tree_patch, &old_tree), sink.scratch_written);
 
     // A scratch space that fails: the apply fails as an output error, naming the scratch space.
     let mut failing = HashingSink { fail_writes: true, ..HashingSink::with_scratch() };

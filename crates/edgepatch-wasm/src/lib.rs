@@ -568,6 +568,14 @@ impl PatchApplier {
         Ok(object(&[("entries", s.entries), ("files", s.files), ("bytesWritten", s.bytes_written), ("patchBytes", s.patch_bytes)]).unchecked_into())
     }
 
+    /// The most the apply writes to the sink's scratch space (`writeScratch`), in bytes, once
+    /// the patch's header and tree have been pushed (undefined before): room a caller needs
+    /// besides the new build's files while the apply runs. 0 when no file is transformed.
+    #[wasm_bindgen(js_name = scratchBytes)]
+    pub fn scratch_bytes(&self) -> Option<f64> {
+        self.inner.as_ref().and_then(|a| a.tree()).map(|t| t.scratch_bytes() as f64)
+    }
+
     /// Bytes and entries so far (totals are known once the tree has been read).
     pub fn progress(&self) -> ApplyProgress {
         let p = self.inner.as_ref().map_or(self.finished, |a| a.progress());
