@@ -8,6 +8,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { execFileSync, spawnSync } = require('node:child_process');
+const { mix, sleb, uleb } = require('../../../fixtures/wasm_bytes.cjs');
 
 const REPO = path.resolve(__dirname, '../../..');
 const BIN = path.join(__dirname, '../bin/edgepatch-js.js');
@@ -111,34 +112,8 @@ test('--stats reports wasm memory and peak RSS', () => {
 // wasm_modules, `recompiled_versions`, ported): the native diff stores it in the field-split
 // layout, whose apply keeps the old module split and the normalized form in the sink's scratch
 // space, here a temporary file beside OUT.
-const M64 = (1n << 64n) - 1n;
-function mix(z) {
-  z = (z + 0x9e3779b97f4a7c15n) & M64;
-  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & M64;
-  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & M64;
-  return z ^ (z >> 31n);
-}
-function uleb(v, out) {
-  v = BigInt(v);
-  for (;;) {
-    const b = Number(v & 0x7fn);
-    v >>= 7n;
-    if (v === 0n) return out.push(b);
-    out.push(b | 0x80);
-  }
-}
-function sleb(v, out) {
-  v = BigInt(v);
-  for (;;) {
-    const b = Number(v & 0x7fn);
-    v >>= 7n;
-    if ((v === 0n && (b & 0x40) === 0) || (v === -1n && (b & 0x40) !== 0)) return out.push(b);
-    out.push(b | 0x80);
-  }
-}
 function section(id, contents, out) {
-  out.push(id);
-  uleb(contents.length, out);
+  out.push(id, ...uleb(contents.length));
   for (const b of contents) out.push(b);
 }
 function recompiled(n, recompiledToo) {
@@ -147,11 +122,11 @@ function recompiled(n, recompiledToo) {
   const out = [0, 0x61, 0x73, 0x6d, 1, 0, 0, 0];
   section(1, [1, 0x60, 0, 0], out);
   const funcs = [];
-  uleb(count, funcs);
+  funcs.push(...uleb(count));
   for (let f = 0n; f < count; f++) funcs.push(0);
   section(3, funcs, out);
   const code = [];
-  uleb(count, code);
+  code.push(...uleb(count));
   for (let f = 0n; f < count; f++) {
     const id = recompiledToo && f === 0n ? BigInt(n) + 1n : f - first;
     const perm = Array.from({ length: 16 }, (_, i) => BigInt(i));
@@ -166,18 +141,15 @@ function recompiled(n, recompiledToo) {
       const r = mix(id * 64n + k);
       for (const [op, l] of [[0x20, k % 3n], [0x20, 3n + (k % 2n)], [0x6a, 0n], [0x21, 5n + ((r >> 16n) % 2n)]]) {
         body.push(op);
-        if (op !== 0x6a) uleb(perm[Number(l)], body);
+        if (op !== 0x6a) body.push(...uleb(perm[Number(l)]));
       }
       if (recompiledToo && id % 3n !== 0n && mix(r) % 3n === 0n) body.push(0x20, Number(perm[7]), 0x1a);
       if (k % 4n === 0n) {
-        body.push(0x41);
-        sleb((r >> 24n) % 100000n, body);
-        body.push(0x1a, 0x10);
-        uleb(first + ((r >> 40n) % BigInt(n)), body);
+        body.push(0x41, ...sleb((r >> 24n) % 100000n), 0x1a, 0x10, ...uleb(first + ((r >> 40n) % BigInt(n))));
       }
     }
     body.push(0x0b);
-    uleb(body.length, code);
+    code.push(...uleb(body.length));
     for (const b of body) code.push(b);
   }
   section(10, code, out);
@@ -243,7 +215,7 @@ function withDebugLine(module) {
     const address = p.at - code;
     program.push(0, 5, 2, address & 0xff, (address >> 8) & 0xff, (address >> 16) & 0xff, address >>> 24);
     program.push(0x20 + (len % 16), 2);
-    uleb(len, program);
+    program.push(...uleb(len));
     program.push(0, 1, 1);
     p.at += len;
   }
