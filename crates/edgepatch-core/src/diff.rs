@@ -547,7 +547,8 @@ fn encode_segments(
         };
         let r = encode_segment(reference, part, before, &ops, &whole, within.is_some(), opts.level);
         if let Some(t) = t {
-            eprintln!("segment {i}: encoded in {:.2}s ({:?} bytes)", t.elapsed().as_secs_f64(), r.as_ref().map(Vec::len).ok());
+            let old = within.map_or(String::new(), |p| format!(" against old {}..{}", p.old.0, p.old.1));
+            eprintln!("segment {i} (new {lo}..{hi}{old}): encoded in {:.2}s ({:?} bytes)", t.elapsed().as_secs_f64(), r.as_ref().map(Vec::len).ok());
         }
         r
     });
