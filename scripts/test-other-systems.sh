@@ -16,6 +16,10 @@ export CARGO_TARGET_DIR="$REPO/target/cross"
 
 log "cargo test -p edgepatch-cli --target x86_64-unknown-linux-musl"
 cargo test -p edgepatch-cli --target x86_64-unknown-linux-musl --quiet
+if [ -n "${EDGEPATCH_LEAN_DISK:-}" ]; then
+  log "[lean disk] rm -rf $CARGO_TARGET_DIR/x86_64-unknown-linux-musl/debug"
+  rm -rf "$CARGO_TARGET_DIR/x86_64-unknown-linux-musl/debug"
+fi
 
 if ! command -v wine >/dev/null 2>&1; then
   log "apt-get install wine wine64"
@@ -51,27 +55,24 @@ trap 'wineserver -k 2>/dev/null || true' EXIT
 # 2026-11-27/28). A binary that failed so, and only so, is run once more; any other failure,
 # or the same one twice, fails.
 wine_fault='wine client error|os error 1359'
+# run_one BINARY OUT: runs one test binary under Wine, its output to the file OUT (not a pipe:
+# Wine's services, started by the first test, keep a pipe open), then prints it.
+run_one() {
+  local rc=0
+  wine "$1" --quiet >"$2" 2>&1 </dev/null || rc=$?
+  cat "$2"
+  return "$rc"
+}
 cd crates/edgepatch-cli
+out=$(mktemp)
 for t in "${tests[@]}"; do
-  # To a file, not a pipe: Wine's services, started by the first test, keep a pipe open.
-  out=$(mktemp)
-  rc=0
-  wine "$t" --quiet >"$out" 2>&1 </dev/null || rc=$?
-  cat "$out"
-  if [ "$rc" -eq 0 ]; then
-    rm -f "$out"
-    continue
-  fi
+  run_one "$t" "$out" && continue
   if grep -Eq "$wine_fault" "$out"; then
     log "$(basename "$t") failed in Wine itself ($(grep -Eo "$wine_fault" "$out" | head -1)); running it once more"
-    rc=0
-    wine "$t" --quiet >"$out" 2>&1 </dev/null || rc=$?
-    cat "$out"
-    rm -f "$out"
-    [ "$rc" -eq 0 ] || exit "$rc"
+    run_one "$t" "$out" || exit 1
   else
-    rm -f "$out"
     log "$(basename "$t") failed under Wine"
     exit 1
   fi
 done
+rm -f "$out"
