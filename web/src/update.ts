@@ -233,10 +233,9 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       }
     };
     await checkScratch();
-    let pushedTo = resumedFrom;
+    // progress.applied: the patch offset the next piece starts at.
     const push = async (piece: Uint8Array) => {
       await callApplier(() => applier!.push(piece));
-      pushedTo += piece.length;
       progress.applied += piece.length;
       await checkScratch();
     };
@@ -246,7 +245,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       // In pieces where writes are queued (sink.pushBytes), so one push queues little.
       for (let at = 0; at < chunk.length; at += sink.pushBytes) {
         const piece = sink.pushBytes >= chunk.length ? chunk : chunk.subarray(at, at + sink.pushBytes);
-        const cut = headerEnd - pushedTo;
+        const cut = headerEnd - progress.applied;
         if (!scratchChecked && cut > 0 && cut < piece.length) {
           await push(piece.subarray(0, cut));
           await push(piece.subarray(cut));

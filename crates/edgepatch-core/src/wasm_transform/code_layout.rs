@@ -910,12 +910,6 @@ pub(crate) fn split(module: &[u8], locals_mtf: bool) -> ParseResult<(Vec<u8>, [u
     Ok((out, lens))
 }
 
-/// Each field stream's (start, end) in `split`, a module in the split layout whose streams are
-/// `lens` long, checked to cover its code section exactly.
-pub(crate) fn stream_starts(split: &[u8], lens: &[u64; FIELDS]) -> ParseResult<StreamBounds> {
-    streams(split, lens).map(|(_, _, at)| at)
-}
-
 /// [`split`] of `module` in place, holding besides it only the streams after the opcodes
 /// (about half the code section). The walk is made once without writing first: an error
 /// leaves `module` as it was.
@@ -1038,7 +1032,7 @@ pub(crate) type StreamBounds = [(usize, usize); FIELDS];
 
 /// The code section of a split module (start, end) and each field stream's (start, end),
 /// checked to cover the section exactly.
-fn streams(split: &[u8], lens: &[u64; FIELDS]) -> ParseResult<(usize, usize, StreamBounds)> {
+pub(crate) fn streams(split: &[u8], lens: &[u64; FIELDS]) -> ParseResult<(usize, usize, StreamBounds)> {
     let Some((start, end)) = code_contents(split)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
     Ok((start, end, stream_bounds(start, end, lens)?))
 }

@@ -640,7 +640,7 @@ pub fn split_code_layout_parts(module: &[u8], side_info: &[u8]) -> Result<(Vec<u
 
 /// [`layout_parts`] given the split module's stream lengths.
 fn parts_of(split: &[u8], lens: &[u64; code_layout::FIELDS]) -> Result<LayoutParts, TransformError> {
-    let streams = code_layout::stream_starts(split, lens).map_err(corrupt)?;
+    let (_, _, streams) = code_layout::streams(split, lens).map_err(corrupt)?;
     let mut parts = Vec::new();
     for (id, section) in module::section_headers(split).map_err(not_wasm)? {
         let name = if id == 0 { index_sections::custom_name(split, &section).map_or(Vec::new(), |(n, _)| n.to_vec()) } else { Vec::new() };
