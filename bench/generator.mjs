@@ -31,7 +31,7 @@ const level = Number(arg('level', '17'));
 
 if (process.env.EDGEPATCH_GENERATOR_CHILD === 'transform') {
   // Child: the transform phase of one module pair; prints JSON.
-  const [oldPath, newPath, normalizedPath, recordPath] = args;
+  const [oldPath, newPath, normalizedPath, recordPath, oldSplitPath] = args;
   const w = require(path.join(repo, 'packages/edgepatch-js/wasm/edgepatch_wasm.js'));
   const t0 = performance.now();
   // The modules are copied into the module's memory for the call and freed after it.
@@ -39,6 +39,8 @@ if (process.env.EDGEPATCH_GENERATOR_CHILD === 'transform') {
   if (prepared) {
     fs.writeFileSync(recordPath, prepared.record);
     fs.writeFileSync(normalizedPath, prepared.takeNormalized());
+    // In the field-split layout the old module is read split too (old ranges with oldSplit).
+    if (prepared.oldSplitBlake3) fs.writeFileSync(oldSplitPath, prepared.oldSplitView());
     prepared.free();
   }
   console.log(JSON.stringify({ transformed: !!prepared, ms: performance.now() - t0, memory: w.wasmMemoryBytes() }));
@@ -47,7 +49,7 @@ if (process.env.EDGEPATCH_GENERATOR_CHILD === 'transform') {
 
 if (process.env.EDGEPATCH_GENERATOR_CHILD) {
   // Child: generate one patch, print JSON.
-  const [oldPath, newPath, out, recordPath, normalizedPath] = args;
+  const [oldPath, newPath, out, recordPath, normalizedPath, oldSplitPath] = args;
   const w = require(path.join(repo, 'packages/edgepatch-js/wasm/edgepatch_wasm.js'));
   const sign = (file) => signFile(w, file);
   const readRanges = (file, ranges) => {
@@ -55,7 +57,7 @@ if (process.env.EDGEPATCH_GENERATOR_CHILD) {
     const out = Buffer.allocUnsafe(total);
     let at = 0;
     for (const r of ranges) {
-      const fd = fs.openSync(r.normalized ? normalizedPath : file, 'r');
+      const fd = fs.openSync(r.normalized ? normalizedPath : r.oldSplit ? oldSplitPath : file, 'r');
       fs.readSync(fd, out, at, r.length, r.offset);
       fs.closeSync(fd);
       at += r.length;
@@ -99,18 +101,19 @@ for (const [name, dir] of pairs) {
   const [oldPath, newPath] = [path.join(dir, 'old'), path.join(dir, 'new')];
   if (!fs.existsSync(oldPath)) continue;
   const patch = path.join(tmp, 'patch');
-  const [normalizedPath, recordPath] = [path.join(tmp, 'normalized'), path.join(tmp, 'record')];
+  const [normalizedPath, recordPath, oldSplitPath] = [path.join(tmp, 'normalized'), path.join(tmp, 'record'), path.join(tmp, 'old-split')];
   fs.rmSync(recordPath, { force: true });
+  fs.rmSync(oldSplitPath, { force: true });
   let tm = null;
   if (transform && isWasm(oldPath) && isWasm(newPath)) {
-    const t = spawnSync(process.execPath, [fileURLToPath(import.meta.url), oldPath, newPath, normalizedPath, recordPath], {
+    const t = spawnSync(process.execPath, [fileURLToPath(import.meta.url), oldPath, newPath, normalizedPath, recordPath, oldSplitPath], {
       env: { ...process.env, EDGEPATCH_GENERATOR_CHILD: 'transform' },
       encoding: 'utf8',
     });
     if (t.status !== 0) throw new Error(`${name}: transform: ${t.stderr}`);
     tm = JSON.parse(t.stdout);
   }
-  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), oldPath, newPath, patch, recordPath, normalizedPath, '--level', String(level)], {
+  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), oldPath, newPath, patch, recordPath, normalizedPath, oldSplitPath, '--level', String(level)], {
     env: { ...process.env, EDGEPATCH_GENERATOR_CHILD: '1' },
     encoding: 'utf8',
   });
