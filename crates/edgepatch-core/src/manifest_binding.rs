@@ -12,6 +12,7 @@ use std::io;
 
 use crate::apply::BuildSink;
 use crate::manifest::{self, EntryKind, ManifestKind, SegmentRef};
+use crate::patch_format::{PatchTree, TreeEntryKind};
 use crate::trust::{hex, PatchHasher};
 
 /// Bytes re-read at a time when a resumed apply re-hashes a file written before.
@@ -22,6 +23,24 @@ enum Expected {
     File { size: u64, executable: bool, blake3: [u8; 32] },
     Directory,
     Symlink { target: String },
+}
+
+impl Expected {
+    /// The same entry as `got`, a file's BLAKE3 aside (checked once it is written).
+    fn same_kind(&self, got: &Expected) -> bool {
+        match (self, got) {
+            (Expected::File { size, executable, .. }, Expected::File { size: s, executable: x, .. }) => size == s && executable == x,
+            (a, b) => a == b,
+        }
+    }
+
+    fn of_tree_entry(kind: &TreeEntryKind) -> Expected {
+        match kind {
+            TreeEntryKind::File { executable, size, .. } => Expected::File { size: *size, executable: *executable, blake3: [0; 32] },
+            TreeEntryKind::Directory => Expected::Directory,
+            TreeEntryKind::Symlink { target } => Expected::Symlink { target: target.clone() },
+        }
+    }
 }
 
 struct OpenFile {
@@ -118,11 +137,7 @@ impl ManifestBinding {
         let Some((want, seen)) = self.entries.get_mut(path) else {
             return Err(refused(format!("the patch writes {path:?}, which the manifest does not list")));
         };
-        let same = match (&*want, got) {
-            (Expected::File { size, executable, .. }, Expected::File { size: s, executable: x, .. }) => size == s && executable == x,
-            (a, b) => a == b,
-        };
-        if !same {
+        if !want.same_kind(got) {
             return Err(refused(format!("the patch writes {path:?} as {got:?}, the manifest lists {want:?}")));
         }
         if *seen {
@@ -130,6 +145,35 @@ impl ManifestBinding {
         }
         *seen = true;
         self.produced += 1;
+        Ok(())
+    }
+
+    /// The patch's tree, before anything is written: every entry the manifest lists, each of
+    /// its kind and size, and a delta stream as long as the manifest's segments make. Sizes
+    /// a caller reserves room by from the tree (the new files, `PatchTree::scratch_bytes`)
+    /// are then the signed ones: a forged header claiming gigabytes is refused here as not
+    /// vouched for, not taken for a full disk.
+    pub fn check_tree(&self, tree: &PatchTree) -> io::Result<()> {
+        for e in &tree.entries {
+            let got = Expected::of_tree_entry(&e.kind);
+            match self.entries.get(&e.path) {
+                Some((want, _)) if want.same_kind(&got) => {}
+                Some((want, _)) => return Err(refused(format!("the patch's tree lists {:?} as {got:?}, the manifest lists {want:?}", e.path))),
+                None => return Err(refused(format!("the patch's tree lists {:?}, which the manifest does not", e.path))),
+            }
+        }
+        // Paths are unique in both (each decoder refuses a repeated one).
+        if tree.entries.len() != self.entries.len() {
+            return Err(refused(format!("the patch's tree has {} entries, the manifest lists {}", tree.entries.len(), self.entries.len())));
+        }
+        let vouched = self.segments.iter().try_fold(0u64, |n, s| n.checked_add(s.new_len));
+        if vouched != Some(tree.delta_bytes()) {
+            return Err(refused(format!(
+                "the patch's delta stream is {} bytes, the manifest's segments make {}",
+                tree.delta_bytes(),
+                vouched.map_or("more than 2^64".into(), |n| n.to_string())
+            )));
+        }
         Ok(())
     }
 
@@ -206,6 +250,11 @@ impl<S: BuildSink> BoundSink<'_, S> {
 }
 
 impl<S: BuildSink> BuildSink for BoundSink<'_, S> {
+    fn check_tree(&mut self, tree: &PatchTree) -> io::Result<()> {
+        self.binding.check_tree(tree)?;
+        self.inner.check_tree(tree)
+    }
+
     fn create_directory(&mut self, path: &str) -> io::Result<()> {
         self.binding.claim(path, &Expected::Directory)?;
         self.inner.create_directory(path)
@@ -445,6 +494,49 @@ mod tests {
         }
         .encode()
         .unwrap()
+    }
+
+    /// A forged header that claims a transformed module's normalized form is 64 MiB (the
+    /// scratch space a browser reserves room for before it writes: `PatchTree::scratch_bytes`)
+    /// is refused at its tree, as not vouched for, before the sink receives anything.
+    #[test]
+    fn a_forged_tree_claiming_scratch_space_is_refused_before_anything_is_written() {
+        let arcade = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/arcade");
+        let read = |v: &str| std::fs::read(arcade.join(v).join("logic.wasm")).unwrap();
+        let build = |v: &str| {
+            let content = crate::EntryContent::File { executable: false, data: read(v) };
+            Build::from_entries(vec![crate::BuildEntry { path: "logic.wasm".into(), content }]).unwrap()
+        };
+        let (old, new) = (build("v1"), build("v2"));
+        let (patch, _) = diff_builds(&old, &new, &DiffOptions::default(), &|_, _| {}).unwrap();
+        let info = crate::inspect::inspect_patch(&patch[..]).unwrap();
+        let mut tree = info.resolve(crate::diff::build_listing(&old)).unwrap();
+        assert_eq!(tree.transforms.len(), 1, "the module is stored transformed");
+        let new_hash = *blake3::hash(&read("v2")).as_bytes();
+        let m = crate::inspect::patch_manifest(&tree, &info.layout, |_| new_hash, *blake3::hash(&patch).as_bytes(), "a", "b").unwrap().encode().unwrap();
+
+        // The real patch applies bound to its manifest.
+        let mut binding = ManifestBinding::new(&m).unwrap();
+        let mut sink = MemorySink::default();
+        apply_patch(&patch[..], &mut MemoryOldBuild::new(&old), &mut BoundSink { binding: &mut binding, inner: &mut sink }, &mut |_| {}).unwrap();
+        assert_eq!(sink.into_build(), new);
+
+        // The forger's header: the same entries, the normalized form claimed at the cap.
+        let head = info.layout.segment_spans[0].0 as usize;
+        tree.transforms[0].normalized_size = crate::patch_format::MAX_WASM_TRANSFORM_BYTES;
+        let mut forged = crate::diff::encode_header_and_tree(&tree, 3).unwrap();
+        forged.extend_from_slice(&patch[head..]);
+        let claimed = tree.scratch_bytes();
+        assert!(claimed >= crate::patch_format::MAX_WASM_TRANSFORM_BYTES, "{claimed}");
+
+        let mut binding = ManifestBinding::new(&m).unwrap();
+        let mut sink = MemorySink::default();
+        let mut applier = crate::PatchApplier::new();
+        let err = applier.push(&forged[..], &mut MemoryOldBuild::new(&old), &mut BoundSink { binding: &mut binding, inner: &mut sink }).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unvouched, "{err}");
+        assert!(err.to_string().contains("delta stream"), "{err}");
+        assert!(applier.tree().is_none_or(|t| t.scratch_bytes() == claimed), "the caller may see the claim, after the refusal");
+        assert_eq!(sink.into_build(), Build::from_entries(Vec::new()).unwrap(), "nothing written");
     }
 
     #[test]

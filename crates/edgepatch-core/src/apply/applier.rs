@@ -177,6 +177,7 @@ impl PatchApplier {
     pub fn resume<O: OldBuild, S: BuildSink>(header_and_tree: &[u8], at: ResumePoint, old: &mut O, sink: &mut S) -> Result<PatchApplier> {
         let mut input = PatchInput::new(header_and_tree);
         let tree = read_tree_for(&mut input, old)?;
+        sink.check_tree(&tree).map_err(|e| out_err("", e))?;
         let tree_end = input.offset();
         let bad = |what: String| Error::CannotResume { what };
         if tree_end != header_and_tree.len() as u64 {
@@ -328,6 +329,7 @@ impl PatchApplier {
         match self.expect {
             Expect::HeaderAndTree => {
                 self.tree = read_tree_for(&mut input, old)?;
+                sink.check_tree(&self.tree).map_err(|e| out_err("", e))?;
                 (self.hasher, self.offset) = input.into_state();
                 self.start(old, sink)?;
                 self.expect = Expect::SegmentOrEnd;

@@ -65,6 +65,14 @@ pub(crate) fn old_listing<O: OldBuild + ?Sized>(old: &mut O, single_file: bool) 
 /// Where the new build goes. Nothing written is final until `apply_patch`
 /// returned Ok; a sink stages and commits (see the CLI's directory sink).
 pub trait BuildSink {
+    /// The patch's tree, read and checked against the old build, before the applier writes
+    /// anything (a resumed apply's too). A sink that knows what the new build must be (one
+    /// bound to a signed manifest) refuses a tree that is not it here. The default takes any.
+    fn check_tree(&mut self, tree: &PatchTree) -> io::Result<()> {
+        let _ = tree;
+        Ok(())
+    }
+
     /// Creates the directory `path` (its parent was created before).
     fn create_directory(&mut self, path: &str) -> io::Result<()>;
     /// Creates the symlink `path` pointing at `target`, which is data: never follow it.
