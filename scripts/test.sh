@@ -48,7 +48,7 @@ bash scripts/check-targets.sh
 
 echo "== Other systems: the CLI's tests as the static musl binary (natively) and as the Windows build (under Wine) (scripts/test-other-systems.sh)"
 bash scripts/test-other-systems.sh
-drop_build target/cross "$HOME/.cache/edgepatch-wine"
+drop_build target/cross target/zig-venv "$HOME/.cache/edgepatch-wine"
 
 echo "== WebAssembly: every variant (scripts/build-wasm.sh: web for Workers, web-apply for browsers, node for edgepatch-js)"
 scripts/build-wasm.sh
