@@ -54,7 +54,9 @@ trap 'wineserver -k 2>/dev/null || true' EXIT
 # return for a CreateProcess of a file that exists (seen twice in about 30 runs of kill_apply,
 # 2026-11-27/28). A binary that failed so, and only so, is run once more; any other failure,
 # or the same one twice, fails.
-wine_fault='wine client error|os error 1359'
+# The spawn error is printed as io::Error's Display ("os error 1359") or, from an unwrap, its
+# Debug ("Os { code: 1359, ..."): update_trust failed so on 2026-11-28.
+wine_fault='wine client error|os error 1359|Os \{ code: 1359,'
 # run_one BINARY OUT: runs one test binary under Wine, its output to the file OUT (not a pipe:
 # Wine's services, started by the first test, keep a pipe open), then prints it.
 run_one() {
