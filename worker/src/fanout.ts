@@ -3,7 +3,7 @@
 // steps. The pair's PatchGeneration object plans the run (segment count from the two
 // signatures) and queues one message per run of segments on GENERATION_STEPS; each step makes
 // its segments with the core's generator started at its first segment (`startAtFilled`, given
-// the one or two segments before as the window's history, `historyRanges`) into its own temporary R2 object; the last step
+// the 4 or 8 MiB before it as the window's history, `historyRanges`) into its own temporary R2 object; the last step
 // to finish queues the assembly, which streams the steps' segments in order through the core
 // (`absorbSegment`: checked, hashed, laid out in the manifest) into the patch's multipart upload.
 // Every step and the assembly is idempotent (same run, same temporary key, overwritten), so a
@@ -29,8 +29,6 @@ import { settings } from "./settings";
 import { addTransforms, loadTransforms, verifySplitOld, type ModuleAboveCap, type StoredTransform } from "./transform";
 import type { Env } from "./env";
 
-/** New bytes per segment: the core's GENERATOR_SEGMENT (segment k covers [k, k+1) x this of the new stream). */
-export const GENERATOR_SEGMENT = 4 << 20;
 
 /** One step: segments [first, end) of a run. */
 export interface StepJob {
@@ -232,12 +230,20 @@ class StepFileHasher {
   /** Files that start in this step and end after it. */
   readonly crossing: string[] = [];
 
-  constructor(
-    private readonly build: StoredBuild,
-    /** The step's new-stream bytes [start, end). */
-    private readonly start: number,
-    private readonly end: number,
-  ) {}
+  /** The step's new-stream bytes [start, end) (`cover`). */
+  private start = 0;
+  private end = 0;
+
+  constructor(private readonly build: StoredBuild) {}
+
+  /**
+   * The step is segments [first, end) of `gen`, whose transforms are added (a split module's
+   * parts cut segments where they begin, so segments are not all 4 MiB).
+   */
+  cover(gen: wasm.PatchGenerator, first: number, end: number): void {
+    this.start = gen.segmentStart(first);
+    this.end = gen.segmentStart(end);
+  }
 
   /** Segment `i`'s ranges, whose concatenated bytes the generator holds (`newBytesTarget`, filled). */
   update(i: number, ranges: wasm.ByteRange[], gen: wasm.PatchGenerator): void {
@@ -251,7 +257,7 @@ class StepFileHasher {
         continue;
       }
       const entry = this.build.index.get(r.path)!;
-      const fileStart = i * GENERATOR_SEGMENT + at - r.offset;
+      const fileStart = gen.segmentStart(i) + at - r.offset;
       if (fileStart < this.start) {
         // Begun in an earlier step, which checks it.
       } else if (fileStart + entry.size > this.end) {
@@ -308,7 +314,7 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
   // The generator holds its own copies of the signatures.
   newBuild.signature = new Uint8Array(0);
   if (oldBuild !== null) oldBuild.signature = new Uint8Array(0);
-  const hasher = new StepFileHasher(newBuild, job.first * GENERATOR_SEGMENT, job.end * GENERATOR_SEGMENT);
+  const hasher = new StepFileHasher(newBuild);
   const r2 = new R2RangeReader(bucket, READ_CONCURRENCY);
   const prefix = runPrefix(job.game, job.from, job.to, job.run);
   const { writer, forget } = runWriter(bucket, prefix, `step-${job.step}`, stepKey(job.game, job.from, job.to, job.run, job.step));
@@ -321,8 +327,9 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
   try {
     addTransforms(gen, transforms);
     if (job.end > gen.segmentCount || job.first >= job.end) throw new GenerationError(500, `step ${job.step}: segments ${job.first}..${job.end} of ${gen.segmentCount}`);
-    // The window's history: the new data of the segment before the step, or of the two before where the patch
-    // declares the 8 MiB text reach (its files are checked by the steps they start in).
+    hasher.cover(gen, job.first, job.end);
+    // The window's history: the 4 MiB of new data before the step, or 8 MiB where the patch
+    // declares the text reach (its files are checked by the steps they start in).
     const history = planBuildReads(newBuild, gen.historyRanges(job.first), normalized);
     gen.newBytesTarget(history.total);
     await readBuildRanges(r2, history, wasmView(() => gen.newBytesView()));

@@ -172,7 +172,7 @@ pub struct BoundedOptions {
 }
 
 /// Segments a thread takes at a time: one step generator started per run (`start_at`, which
-/// reads the one or two segments before as history), so longer runs read less twice.
+/// reads the 4 or 8 MiB before as history), so longer runs read less twice.
 const SEGMENTS_PER_RUN: u64 = 4;
 
 /// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does.

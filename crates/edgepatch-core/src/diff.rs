@@ -487,9 +487,11 @@ struct FileHint {
 /// matches are (wasm-vips: 242,459 bytes against 257,875 for the module's segments cut every 4
 /// MiB; BENCHMARKS.md, "wasm transform: stream-aligned segments").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct AlignedPart {
-    new: (u64, u64),
-    old: (u64, u64),
+pub(crate) struct AlignedPart {
+    /// (start, end) in the new module, or in the delta stream.
+    pub(crate) new: (u64, u64),
+    /// (start, end) in the old module split, or in the reference stream.
+    pub(crate) old: (u64, u64),
 }
 
 /// `aligned`: ascending, disjoint parts of `new_stream` cut apart from the rest.
@@ -593,7 +595,7 @@ const MIN_STREAM_SEGMENT: u64 = 4 << 10;
 /// ones joined to the next (the first takes the module's header, the last what follows).
 ///
 /// [`layout_parts`]: crate::wasm_transform::layout_parts
-fn stream_parts(new_len: u64, new_parts: &[(LayoutPart, u64)], old_len: u64, old_parts: &[(LayoutPart, u64)]) -> Vec<AlignedPart> {
+pub(crate) fn stream_parts(new_len: u64, new_parts: &[(LayoutPart, u64)], old_len: u64, old_parts: &[(LayoutPart, u64)]) -> Vec<AlignedPart> {
     // The places both have, in order (each new one found after the last found).
     let mut cuts: Vec<(u64, u64)> = Vec::new();
     let mut from = 0;
@@ -724,7 +726,7 @@ pub(crate) fn keep_densest(mut spans: Vec<(u64, u64, u64)>, budget: u64, used: &
 
 /// The part of a window's `MAX_WINDOW_BYTES` that whole old files (or an aligned part's old
 /// part) may take; the rest is for the spans the ops copy from.
-const WHOLE_FILES_BUDGET: u64 = MAX_WINDOW_BYTES / 4 * 3;
+pub(crate) const WHOLE_FILES_BUDGET: u64 = MAX_WINDOW_BYTES / 4 * 3;
 
 /// The reference spans a window segment's frame gets (sorted, disjoint, at most
 /// `MAX_WINDOW_BYTES` in total): first the whole old versions of the segment's

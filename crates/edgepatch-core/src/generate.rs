@@ -20,10 +20,14 @@
 //! `plan_segment(i, new)` → read the old ranges → `encode_segment(i, new, old)`,
 //! then `finish()`; the bytes of these calls, in order, are the patch.
 //!
+//! Segments are 4 MiB of the delta stream, cut also where each part of a module
+//! stored in the field-split layout begins and ends (its sections and field
+//! streams); a part's segments are diffed against the old module's same part.
+//!
 //! Split into steps (a build too large for one invocation): segments depend on
-//! each other only through the window's history, the new data of the one
-//! segment before, or of the two before where the patch declares the 8 MiB
-//! reach for text (`GENERATOR_TEXT_REACH`). So a run of segments `k..m` is made
+//! each other only through the window's history, the 4 MiB of new data before
+//! a segment, or 8 MiB where the patch declares that reach for text
+//! (`GENERATOR_TEXT_REACH`). So a run of segments `k..m` is made
 //! by a generator started with `start_at(k, new data of history_ranges(k))`,
 //! and the same segments come out byte for byte as in one pass. One more
 //! generator then assembles the patch: `header()`, `absorb_segment(i, bytes)`
@@ -34,7 +38,7 @@ use std::collections::HashMap;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::apply::{read_segment_header, PatchInput};
-use crate::diff::{encode_header_and_tree, keep_densest, merge_weighted, plan_tree, DiffStats, Overflow, PlannedKind};
+use crate::diff::{encode_header_and_tree, keep_densest, merge_weighted, plan_tree, AlignedPart, DiffStats, Overflow, PlannedKind, WHOLE_FILES_BUDGET};
 use crate::error::{Error, Result};
 use crate::inspect::{patch_manifest, PatchLayout};
 use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
@@ -164,6 +168,12 @@ pub struct PatchGenerator {
     /// file that replaced each under another name (`renamed_files`): a delta file's counterpart.
     reference_by_path: HashMap<String, (u64, u64)>,
     new_total: u64,
+    /// Where each segment begins in the delta stream (ascending, the first 0): every
+    /// `GENERATOR_SEGMENT` bytes, and where each part of a split module begins and ends.
+    starts: Vec<u64>,
+    /// The parts of split modules in the delta stream, each with the old module's same part in
+    /// the reference stream ([`WasmTransform`]'s parts), ascending.
+    aligned: Vec<AlignedPart>,
     /// Old files in the reference stream (path, start, size).
     reference: Vec<(String, u64, u64)>,
     /// Per old file in the reference stream, whether it is read in the field-split layout.
@@ -285,6 +295,8 @@ impl PatchGenerator {
             wasm: Vec::new(),
             reference_by_path,
             new_total: 0,
+            starts: Vec::new(),
+            aligned: Vec::new(),
             reference_split: vec![false; reference.len()],
             reference,
             reference_len,
@@ -324,6 +336,8 @@ impl PatchGenerator {
             }
         }
         (self.delta, self.counterpart, self.delta_transform, self.new_total) = (delta, counterpart, delta_transform, new_total);
+        self.aligned = self.split_module_parts();
+        self.starts = segment_starts(new_total, &self.aligned);
         let text_bytes: u64 = self.delta.iter().zip(&self.delta_transform).filter(|(d, t)| t.is_none() && has_text_name(&d.0)).map(|(d, _)| d.2).sum();
         let declares = self.segment_count() >= 3 && text_bytes >= GENERATOR_SEGMENT;
         self.tree.window_reach = declares.then_some(GENERATOR_TEXT_REACH);
@@ -332,6 +346,28 @@ impl PatchGenerator {
         self.tree.run_coded_diff = new_total > 0;
         self.stats.delta_bytes = new_total;
         self.stats.wasm_transformed = self.wasm.len() as u64;
+    }
+
+    /// The parts of the split modules among the delta files, placed in the two streams.
+    fn split_module_parts(&self) -> Vec<AlignedPart> {
+        let mut aligned = Vec::new();
+        for ((_, start, _), t) in self.delta.iter().zip(&self.delta_transform) {
+            let Some(t) = t.map(|t| &self.wasm[t]) else { continue };
+            let Some(k) = t.split_old_path().and_then(|old_path| self.split_reference_index(old_path)) else { continue };
+            let old_start = self.reference[k].1;
+            aligned.extend(t.parts.iter().map(|p| AlignedPart { new: (start + p.new.0, start + p.new.1), old: (old_start + p.old.0, old_start + p.old.1) }));
+        }
+        aligned
+    }
+
+    /// The old file (index in `reference`) a split module at old path `old_path` reads split:
+    /// the one old file of a single-file patch.
+    fn split_reference_index(&self, old_path: &str) -> Option<usize> {
+        if self.tree.single_file {
+            (self.reference.len() == 1).then_some(0)
+        } else {
+            self.reference.iter().position(|(p, ..)| *p == old_path)
+        }
     }
 
     /// Stores the new module `t` names in its normalized form (docs/FORMAT.md §2.8): the tree
@@ -365,10 +401,13 @@ impl PatchGenerator {
             // old file of a single-file patch, or the one a renamed module replaced, which the
             // patch's row names): so do the old ranges of that file, and its blocks (of the file
             // as it is) are no guide to where the split bytes match.
-            let k = if self.tree.single_file { (self.reference.len() == 1).then_some(0) } else { self.reference.iter().position(|(p, ..)| *p == old_path) };
-            let Some(k) = k else {
+            let Some(k) = self.split_reference_index(old_path) else {
                 return Err(invalid(format!("wasm transform of {:?}: split, but the old build has no file {old_path:?} to read", t.path)));
             };
+            // The parts' old ends were measured on the old module (a version 2 record has none).
+            if t.parts.last().is_some_and(|p| p.old.1 != self.reference[k].2) {
+                return Err(invalid(format!("wasm transform of {:?}: its parts are of another old module than {old_path:?}", t.path)));
+            }
             if self.reference_split[k] {
                 return Err(invalid(format!("wasm transform of {:?}: old file {old_path:?} is read split for another module already", t.path)));
             }
@@ -416,9 +455,21 @@ impl PatchGenerator {
         self.deep_text_windows = on;
     }
 
-    /// Segments of the patch (4 MiB of the new delta stream each, the last shorter).
+    /// Segments of the patch: 4 MiB of the new delta stream each, cut also where each part of a
+    /// module stored in the field-split layout begins and ends.
     pub fn segment_count(&self) -> u64 {
-        self.new_total.div_ceil(GENERATOR_SEGMENT)
+        self.starts.len() as u64
+    }
+
+    /// Where segment `i` begins in the delta stream (for `i` = `segment_count()`, where the
+    /// stream ends): a fan-out step's segments `first..end` are its bytes
+    /// `segment_start(first)..segment_start(end)`.
+    pub fn segment_start(&self, i: u64) -> Result<u64> {
+        match usize::try_from(i).ok().and_then(|i| self.starts.get(i)) {
+            Some(&start) => Ok(start),
+            None if i == self.segment_count() => Ok(self.new_total),
+            None => Err(invalid(format!("segment {i} out of range (the patch has {})", self.segment_count()))),
+        }
     }
 
     /// Segments encoded as copy operations so far (the others are window segments).
@@ -452,7 +503,13 @@ impl PatchGenerator {
         if i >= self.segment_count() {
             return Err(invalid(format!("segment {i} out of range (the patch has {})", self.segment_count())));
         }
-        Ok((i * GENERATOR_SEGMENT, ((i + 1) * GENERATOR_SEGMENT).min(self.new_total)))
+        Ok((self.segment_start(i)?, self.segment_start(i + 1)?))
+    }
+
+    /// The part of a split module that holds all of `[a, b)` of the delta stream, if any
+    /// (segments never straddle a part's ends).
+    fn aligned_part(&self, a: u64, b: u64) -> Option<AlignedPart> {
+        self.aligned[..self.aligned.partition_point(|p| p.new.0 <= a)].last().filter(|p| b <= p.new.1).copied()
     }
 
     /// The delta files with bytes in `[a, b)` of the new stream: (index in `delta`, the file
@@ -470,14 +527,18 @@ impl PatchGenerator {
     /// The new-build byte ranges whose concatenation is segment `i`'s new data.
     pub fn new_ranges(&self, i: u64) -> Result<Vec<ByteRange>> {
         let (a, b) = self.segment_bounds(i)?;
-        Ok(self
-            .delta_files_in(a, b)
+        Ok(self.ranges_of(a, b))
+    }
+
+    /// The new-build byte ranges whose concatenation is `[a, b)` of the delta stream.
+    fn ranges_of(&self, a: u64, b: u64) -> Vec<ByteRange> {
+        self.delta_files_in(a, b)
             .map(|(_, (path, start, size), t)| {
                 let (from, to) = (a.max(*start), b.min(start + size));
                 let form = if t.is_some() { FileForm::Normalized } else { FileForm::AsIs };
                 ByteRange { path: path.clone(), offset: from - start, len: to - from, form }
             })
-            .collect())
+            .collect()
     }
 
     /// Chooses the old spans (at most `MAX_WINDOW_BYTES`) segment `i` is
@@ -497,18 +558,40 @@ impl PatchGenerator {
                 candidates.push((o1, o2 + self.block_size as u64, 2));
             }
         }
-        // Position alignment within each changed file's old version.
+        // Position alignment within each changed file's old version, or within the old module's
+        // same part for a part of a split module: a part of at most `WHOLE_FILES_BUDGET` is
+        // taken whole, and is the whole window (as the in-memory diff's stream-aligned segments).
         let (a, b) = (seg_start, seg_start + new.len() as u64);
-        for (k, (_, start, size), _) in self.delta_files_in(a, b) {
-            if let Some((old_start, old_size)) = self.counterpart[k] {
-                let (fa, fb) = (a.max(*start) - start, b.min(start + size) - start);
-                let scale = |x: u64| (x as u128 * old_size as u128 / *size as u128) as u64;
-                let (oa, ob) = (old_start + scale(fa), old_start + scale(fb));
-                candidates.push((oa.saturating_sub(ALIGN_MARGIN).max(old_start), (ob + ALIGN_MARGIN).min(old_start + old_size), 1));
+        let align = |(na, nb): (u64, u64), (old_start, old_end): (u64, u64)| {
+            let scale = |x: u64| (x as u128 * (old_end - old_start) as u128 / (nb - na).max(1) as u128) as u64;
+            let (oa, ob) = (old_start + scale(a.max(na) - na), old_start + scale(b.min(nb) - na));
+            (oa.saturating_sub(ALIGN_MARGIN).max(old_start), (ob + ALIGN_MARGIN).min(old_end), 1)
+        };
+        let part = self.aligned_part(a, b).filter(|p| p.old.1 > p.old.0);
+        let whole_part = part.filter(|p| p.old.1 - p.old.0 <= WHOLE_FILES_BUDGET);
+        match (whole_part, part) {
+            (Some(p), _) => candidates.push((p.old.0, p.old.1, 8)),
+            (None, Some(p)) => candidates.push(align(p.new, p.old)),
+            (None, None) => {
+                for (k, (_, start, size), _) in self.delta_files_in(a, b) {
+                    if let Some((old_start, old_size)) = self.counterpart[k] {
+                        candidates.push(align((*start, start + size), (old_start, old_start + old_size)));
+                    }
+                }
             }
         }
-        let window = choose_spans(candidates.clone(), self.reference_len, MAX_WINDOW_BYTES);
-        let spans = if self.old_budget > MAX_WINDOW_BYTES { choose_spans(candidates, self.reference_len, self.old_budget) } else { window.clone() };
+        let mut spans = choose_spans(candidates.clone(), self.reference_len, self.old_budget);
+        let mut window = if self.old_budget > MAX_WINDOW_BYTES { choose_spans(candidates, self.reference_len, MAX_WINDOW_BYTES) } else { spans.clone() };
+        if let Some(p) = whole_part {
+            // The part is the densest candidate and within the budget, so a planned span holds it.
+            if spans.iter().any(|&(s, len)| s <= p.old.0 && p.old.1 <= s + len) {
+                window = vec![(p.old.0, p.old.1 - p.old.0)];
+            }
+        }
+        // The window's spans are cut from the planned ones (`narrow_to_window`).
+        if !window.iter().all(|&(ws, wl)| spans.iter().any(|&(s, len)| s <= ws && ws + wl <= s + len)) {
+            spans = window.clone();
+        }
         let ranges = self.reference_ranges(&spans);
         self.planned = Some((i, spans, window, matches));
         Ok(ranges)
@@ -538,7 +621,11 @@ impl PatchGenerator {
         // Timing only when asked: `Instant::now` panics on wasm32-unknown-unknown.
         let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
         let t = timing.then(std::time::Instant::now);
-        let is_text = is_text_segment(new);
+        // A part of a split module: a field stream or a section, diffed against the old
+        // module's same part, its window always tried (as the in-memory diff's).
+        let (a, _) = self.segment_bounds(i)?;
+        let part = self.aligned_part(a, a + new.len() as u64);
+        let is_text = part.is_none() && is_text_segment(new);
         // Text keeps a search at every position: there the ops form competes with the text
         // window, whose many short matches the spaced search would hand to it.
         let search_step = if is_text { 1 } else { GENERATOR_SEARCH_STEP };
@@ -549,14 +636,15 @@ impl PatchGenerator {
             eprintln!("segment {i}: ops form {:.2}s ({:?} bytes)", t.elapsed().as_secs_f64(), ops_form.as_ref().map(|f| f.0.len()));
         }
         let control_heavy = ops_form.as_ref().is_some_and(|(_, h)| h.ctrl_comp * 5 > h.diff_comp + h.extra_comp);
-        let try_window = match &ops_form {
-            None => true,
-            Some((bytes, h)) => {
-                let rest = h.diff_comp + h.extra_comp;
-                bytes.len() as u64 > new.len() as u64 / WINDOW_TRIAL_MIN_SHARE
-                    && (control_heavy || (h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE && h.ctrl_comp * WINDOW_TRIAL_CTRL_SHARE > rest))
-            }
-        };
+        let try_window = part.is_some()
+            || match &ops_form {
+                None => true,
+                Some((bytes, h)) => {
+                    let rest = h.diff_comp + h.extra_comp;
+                    bytes.len() as u64 > new.len() as u64 / WINDOW_TRIAL_MIN_SHARE
+                        && (control_heavy || (h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE && h.ctrl_comp * WINDOW_TRIAL_CTRL_SHARE > rest))
+                }
+            };
         let text = is_text && ops_form.as_ref().is_none_or(|(bytes, _)| control_heavy && bytes.len() as u64 > new.len() as u64 / TEXT_MIN_OPS_SHARE);
         let mut chosen = ops_form.map(|(bytes, h)| (bytes, Segment::Ops(h)));
         if try_window {
@@ -567,8 +655,10 @@ impl PatchGenerator {
             };
             let (spans, old, copied) = narrow_to_window(spans, old, copied, &window_spans, text);
             // The history's last `BASE_WINDOW_BACK` bytes go after the spans (`near`); text
-            // reaches further back, into what goes before them (`far`, §2.6).
-            let (far, near) = self.history.split_at(self.history.len().saturating_sub(BASE_WINDOW_BACK as usize));
+            // reaches further back, into what goes before them (`far`, §2.6). A part's window
+            // reaches back only within the part.
+            let back = part.map_or(BASE_WINDOW_BACK, |p| (a - p.new.0).min(BASE_WINDOW_BACK));
+            let (far, near) = self.history.split_at(self.history.len().saturating_sub(back as usize));
             let far = if text { far } else { &[][..] };
             let (spans, window) = window_of(spans, old, copied.filter(|_| text), far, near);
             let t = timing.then(std::time::Instant::now);
@@ -643,24 +733,22 @@ impl PatchGenerator {
         self.history = Vec::with_capacity(reach);
     }
 
-    /// The segments whose new data a step started at segment `first` needs as its history:
-    /// the one before `first`, or the two before where the patch declares
-    /// `GENERATOR_TEXT_REACH` (fewer at the start).
-    fn history_segments(&self, first: u64) -> Result<std::ops::Range<u64>> {
+    /// The delta-stream bytes a step started at segment `first` needs as its history: the
+    /// `window_back()` bytes before it (4 MiB, or 8 MiB where the patch declares
+    /// `GENERATOR_TEXT_REACH`; fewer at the start).
+    fn history_bounds(&self, first: u64) -> Result<(u64, u64)> {
         if first > self.segment_count() {
             return Err(invalid(format!("start_at({first}): the patch has {} segments", self.segment_count())));
         }
-        Ok(first.saturating_sub(self.tree.window_back() / GENERATOR_SEGMENT)..first)
+        let end = self.segment_start(first)?;
+        Ok((end.saturating_sub(self.tree.window_back()), end))
     }
 
-    /// The new-build ranges whose concatenation is the history `start_at(first, ..)` takes:
-    /// `new_ranges` of the one or two segments before `first` (none for 0).
+    /// The new-build ranges whose concatenation is the history `start_at(first, ..)` takes
+    /// (none for 0).
     pub fn history_ranges(&self, first: u64) -> Result<Vec<ByteRange>> {
-        let mut out = Vec::new();
-        for i in self.history_segments(first)? {
-            out.extend(self.new_ranges(i)?);
-        }
-        Ok(out)
+        let (a, b) = self.history_bounds(first)?;
+        Ok(self.ranges_of(a, b))
     }
 
     /// Makes this generator one step of a split generation: it continues at segment `first`
@@ -672,10 +760,9 @@ impl PatchGenerator {
         if self.header_done || self.next != 0 {
             return Err(invalid("start_at() on a generator that has begun (call it first, instead of header())"));
         }
-        let segments = self.history_segments(first)?;
-        let want = (first * GENERATOR_SEGMENT).min(self.new_total) - segments.start * GENERATOR_SEGMENT;
-        if history.len() as u64 != want {
-            return Err(invalid(format!("start_at({first}): {} history bytes given, segments {segments:?} have {want}", history.len())));
+        let (a, b) = self.history_bounds(first)?;
+        if history.len() as u64 != b - a {
+            return Err(invalid(format!("start_at({first}): {} history bytes given, the history is bytes {a}..{b}", history.len())));
         }
         // Exactly what encode_segment would have kept after segment first - 1.
         self.reserve_history();
@@ -747,8 +834,8 @@ impl PatchGenerator {
     }
 
     /// Checks every chunk of a normalized form that ends in segment `i` against its
-    /// transform's hash (a chunk is at most one segment, so it starts at the latest in the
-    /// segment before, whose data is the history).
+    /// transform's hash (a chunk is at most 1 MiB, so it starts at the latest in the history,
+    /// the 4 MiB or more before the segment).
     fn check_normalized(&self, i: u64, new: &[u8]) -> Result<()> {
         if self.wasm.is_empty() {
             return Ok(());
@@ -1162,6 +1249,20 @@ fn diagonal_ops(new: &[u8], old: &[u8], spans: &[(u64, u64)], starts: &[u64], ma
 
 /// Spans of the reference stream (start, len), ascending and disjoint.
 type Spans = Vec<(u64, u64)>;
+
+/// Where each segment begins in a delta stream of `total` bytes: every `GENERATOR_SEGMENT`
+/// bytes from the stream's start and from each end of a part in `aligned` (ascending).
+fn segment_starts(total: u64, aligned: &[AlignedPart]) -> Vec<u64> {
+    let mut starts = Vec::with_capacity(total.div_ceil(GENERATOR_SEGMENT) as usize + 2 * aligned.len());
+    let mut at = 0;
+    for end in aligned.iter().flat_map(|p| [p.new.0, p.new.1]).chain([total]) {
+        while at < end.min(total) {
+            starts.push(at);
+            at = (at + GENERATOR_SEGMENT).min(end);
+        }
+    }
+    starts
+}
 
 /// A planned segment: its index, spans for the ops form and for the window form, and its
 /// block matches (position in the segment, in the reference stream).

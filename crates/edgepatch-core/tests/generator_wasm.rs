@@ -73,30 +73,41 @@ fn prepare(old: &Build, new: &Build) -> (Vec<WasmTransform>, Forms) {
 }
 
 /// One pass; returns the patch and its manifest (none for a single file: a manifest lists paths).
+/// Reads ranges of the files of `build` as they are.
+fn reader(build: &Build) -> impl FnMut(&str, u64, &mut [u8]) -> edgepatch_core::Result<()> {
+    let build = build.clone();
+    move |path: &str, offset: u64, buf: &mut [u8]| {
+        let (_, d) = build.files().find(|(p, _)| *p == path).ok_or_else(|| Error::Invalid(format!("no file {path}")))?;
+        buf.copy_from_slice(&d[offset as usize..offset as usize + buf.len()]);
+        Ok(())
+    }
+}
+
+/// Reads ranges of a transform's `form` of the module at a path.
+fn form_reader(forms: &Forms, form: FileForm) -> impl FnMut(&str, u64, &mut [u8]) -> edgepatch_core::Result<()> + '_ {
+    move |path: &str, offset: u64, buf: &mut [u8]| {
+        buf.copy_from_slice(&forms.get(form, path)?[offset as usize..offset as usize + buf.len()]);
+        Ok(())
+    }
+}
+
+fn leb128(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
 fn generate(old: &Build, new: &Build, transform: bool, level: i32) -> (Vec<u8>, Option<Vec<u8>>) {
     let (os, ns) = signatures(old, new);
     let (transforms, forms) = if transform { prepare(old, new) } else { (Vec::new(), Forms::default()) };
     let mut patch = Vec::new();
-    let reader = |build: &Build| {
-        let build = build.clone();
-        move |path: &str, offset: u64, buf: &mut [u8]| -> edgepatch_core::Result<()> {
-            let (_, d) = build.files().find(|(p, _)| *p == path).ok_or_else(|| Error::Invalid(format!("no file {path}")))?;
-            buf.copy_from_slice(&d[offset as usize..offset as usize + buf.len()]);
-            Ok(())
-        }
-    };
-    let form = |form: FileForm| {
-        let forms = &forms;
-        move |path: &str, offset: u64, buf: &mut [u8]| -> edgepatch_core::Result<()> {
-            buf.copy_from_slice(&forms.get(form, path)?[offset as usize..offset as usize + buf.len()]);
-            Ok(())
-        }
-    };
     let readers = BuildReaders {
         old: &mut reader(old),
         new: &mut reader(new),
-        normalized: Some(&mut form(FileForm::Normalized)),
-        old_split: Some(&mut form(FileForm::OldSplit)),
+        normalized: Some(&mut form_reader(&forms, FileForm::Normalized)),
+        old_split: Some(&mut form_reader(&forms, FileForm::OldSplit)),
     };
     let g = generate_patch_transformed(Some(&os), &ns, level, transforms, readers, &mut |b| {
         patch.extend_from_slice(b);
@@ -396,14 +407,60 @@ fn re_emitted_code_is_generated_in_the_split_layout_and_applies_exactly() {
 
     // The record: its split flag must agree with its side info.
     let record = transforms[0].encode();
-    let flag_at = record.len() - 32 - 33;
-    assert_eq!(record[flag_at], 1);
+    let mut flag_and_hash = vec![1u8];
+    flag_and_hash.extend_from_slice(&transforms[0].old_split_blake3().unwrap());
+    let flag_at = record.windows(33).position(|w| w == flag_and_hash).expect("split flag 1 and the old module's hash");
     let mut flipped = record[..flag_at].to_vec();
     flipped.push(0);
     let check = *blake3::hash(&flipped).as_bytes();
     flipped.extend_from_slice(&check);
     let e = WasmTransform::decode(&flipped).unwrap_err();
     assert!(e.to_string().contains("disagree"), "{e}");
+
+    // The record's parts (what cuts the segments) are checked as they are read: a record may
+    // come back from storage that serves any bytes.
+    let with_parts = |version: u8, parts: &[u64]| {
+        let mut body = record[..flag_at + 33].to_vec();
+        body[0] = version;
+        for &v in parts {
+            leb128(&mut body, v);
+        }
+        let check = *blake3::hash(&body).as_bytes();
+        body.extend_from_slice(&check);
+        body
+    };
+    let size = transforms[0].normalized_size();
+    let old_size = v1.len() as u64;
+    for (parts, what) in [
+        (vec![1, size + 1, old_size], "past the module"),
+        (vec![2, size / 2, old_size, size / 2 - 1, 0], "do not cover"),
+        (vec![1, 0, old_size], "empty"),
+        (vec![u64::MAX / 2, 1, 1], "part count"),
+        (vec![0], "part count"),
+        (vec![1, size], "truncated"),
+    ] {
+        let e = WasmTransform::decode(&with_parts(3, &parts)).unwrap_err();
+        assert!(e.to_string().contains(what), "{parts:?}: {e}");
+    }
+    // Parts measured on another old module are refused by the generator.
+    let other = WasmTransform::decode(&with_parts(3, &[1, size, old_size + 1])).unwrap();
+    let e = PatchGenerator::new(Some(&os), &ns, 3).unwrap().add_wasm_transform(other).unwrap_err();
+    assert!(e.to_string().contains("another old module"), "{e}");
+    // A version 2 record (before parts) still makes a patch that applies, cut every 4 MiB only.
+    let v2_record = WasmTransform::decode(&with_parts(2, &[])).unwrap();
+    let mut g2 = PatchGenerator::new(Some(&os), &ns, 3).unwrap();
+    g2.add_wasm_transform(v2_record).unwrap();
+    assert_eq!(g2.segment_count(), size.div_ceil(4 << 20));
+    let mut patch2 = Vec::new();
+    let (mut read_old, mut read_new) = (reader(&old), reader(&new));
+    let (mut read_normalized, mut read_split) = (form_reader(&forms, FileForm::Normalized), form_reader(&forms, FileForm::OldSplit));
+    let readers = BuildReaders { old: &mut read_old, new: &mut read_new, normalized: Some(&mut read_normalized), old_split: Some(&mut read_split) };
+    edgepatch_core::generate::drive(g2, readers, &mut |b| {
+        patch2.extend_from_slice(b);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(apply(&patch2, &old), new);
 
     // Prepared in two calls (a Worker's way): the same transform and forms as in one; the
     // old module given again must be the one given first.
@@ -443,18 +500,40 @@ fn two_split_modules_in_one_tree_each_read_their_own_old_module() {
         g.add_wasm_transform(t.clone()).unwrap();
     }
     g.header().unwrap();
-    let fresh = read_ranges(&new, &forms, &g.new_ranges(0).unwrap());
-    let wanted = g.plan_segment(0, &fresh).unwrap();
-    for r in &wanted {
-        assert_eq!(r.form == FileForm::OldSplit, r.path.ends_with(".wasm"), "{r:?}");
+    // Segments are cut where each module's parts begin: a segment within a module reads that
+    // old module, split, and its same part whole.
+    assert!(g.segment_count() > 2, "cut at the modules' parts: {} segments", g.segment_count());
+    let mut read = Vec::new();
+    for i in 0..g.segment_count() {
+        let new_ranges = g.new_ranges(i).unwrap();
+        let fresh = read_ranges(&new, &forms, &new_ranges);
+        let wanted = g.plan_segment(i, &fresh).unwrap();
+        for r in &wanted {
+            assert_eq!(r.form == FileForm::OldSplit, r.path.ends_with(".wasm"), "{r:?}");
+        }
+        if let [only] = new_ranges.as_slice() {
+            if only.path.ends_with(".wasm") {
+                assert!(wanted.iter().all(|r| r.path == only.path), "segment {i} of {} reads {wanted:?}", only.path);
+            }
+        }
+        read.extend(wanted.iter().map(|r| r.path.clone()));
+        let old_bytes = read_ranges(&old, &forms, &wanted);
+        g.encode_segment(i, &fresh, old_bytes).unwrap();
     }
     for path in ["a.wasm", "b.wasm"] {
-        assert!(wanted.iter().any(|r| r.path == path), "{path} is read");
+        assert!(read.iter().any(|r| r == path), "{path} is read");
     }
     let (patch, _) = generate(&old, &new, true, 9);
     assert_eq!(apply(&patch, &old), new);
-    let steps = step_segments(&old, &new, 0, g.segment_count());
-    assert_eq!(steps.len() as u64, g.segment_count());
+    // One step per segment (each started within a module's parts, its history the bytes
+    // before it) gives the one pass's segments.
+    let count = g.segment_count();
+    let one_pass = step_segments(&old, &new, 0, count);
+    assert_eq!(one_pass.len() as u64, count);
+    let one_by_one: Vec<Vec<u8>> = (0..count).flat_map(|i| step_segments(&old, &new, i, i + 1)).collect();
+    assert!(one_by_one == one_pass, "steps of one segment differ from one pass");
+    assert_eq!(g.segment_start(count).unwrap(), g.segment_start(count - 1).unwrap() + g.new_ranges(count - 1).unwrap().iter().map(|r| r.len).sum::<u64>());
+    assert!(g.segment_start(count + 1).is_err());
 }
 
 /// A module renamed between builds (content-hashed names): prepared against the old module it

@@ -1249,6 +1249,14 @@ impl PatchGenerator {
         self.inner.segment_count() as u32
     }
 
+    /// Where segment `i` begins in the new delta stream (`i` = `segmentCount`: where the stream
+    /// ends). Segments are 4 MiB, cut also at the parts of split wasm modules, so a fan-out
+    /// step's bytes are `segmentStart(first)..segmentStart(end)`, not a multiple of 4 MiB.
+    #[wasm_bindgen(js_name = segmentStart)]
+    pub fn segment_start(&self, i: u32) -> Result<f64, JsError> {
+        Ok(self.inner.segment_start(i.into()).map_err(core_err)? as f64)
+    }
+
     /// The first bytes of the patch (header and tree).
     pub fn header(&mut self) -> Result<Vec<u8>, JsError> {
         self.inner.header().map_err(core_err)
@@ -1348,8 +1356,8 @@ impl PatchGenerator {
     }
 
     /// The new-build ranges whose concatenation is the history a step started at segment
-    /// `first` takes (`startAtFilled`): the segment before, or the two before where the patch
-    /// declares the 8 MiB text reach; none for 0.
+    /// `first` takes (`startAtFilled`): the 4 MiB before it, or 8 MiB where the patch declares
+    /// the text reach; none for 0.
     #[wasm_bindgen(js_name = historyRanges)]
     pub fn history_ranges(&self, first: u32) -> Result<ByteRanges, JsError> {
         Ok(ranges_to_js(&self.inner.history_ranges(first.into()).map_err(core_err)?))

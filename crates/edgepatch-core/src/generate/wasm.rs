@@ -21,6 +21,7 @@
 
 use std::borrow::Cow;
 
+use crate::diff::AlignedPart;
 use crate::error::{Error, Result};
 use crate::patch_format::{MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
 use crate::wasm_transform::{self as wt, Normalized};
@@ -31,8 +32,9 @@ use crate::zstd_frame::{compressed_len, FrameSearch, LongDistance};
 pub const NORMALIZED_CHECK_CHUNK: u64 = 1 << 20;
 
 /// Version 2 added the split old module's BLAKE3 (and, with split flag 2, a renamed
-/// module's old path).
-const ENCODING_VERSION: u8 = 2;
+/// module's old path); version 3 the parts of a split module ([`WasmTransform::parts`]).
+/// Version 2 records are still read (a split module without parts: cut every segment).
+const ENCODING_VERSION: u8 = 3;
 
 /// Which bytes of a file a [`super::ByteRange`] is of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +65,11 @@ pub struct WasmTransform {
     /// The old module's path, where it is not `path` (a renamed module,
     /// [`NormalizedNew::renamed`]): the old file read split.
     pub(super) old_path: Option<String>,
+    /// In the field-split layout: the split module's sections and field streams, each with
+    /// the old module's same part (`crate::diff::stream_parts`): contiguous, from (0, 0) to
+    /// (`normalized_size`, the old module's size). Each part's segments are diffed against
+    /// the old part (the in-memory diff's stream-aligned segments).
+    pub(super) parts: Vec<AlignedPart>,
 }
 
 /// What [`WasmTransform::prepare`] makes of a changed module pair: the transform, the
@@ -121,11 +128,11 @@ impl NormalizedNew {
             return None;
         }
         let NormalizedNew { path, new_size, new_blake3, renumbered, normalized, old_path, .. } = self;
-        let (n, old_split) = match split_if_smaller(old, normalized)? {
+        let (n, old_split, parts) = match split_if_smaller(old, normalized)? {
             // Nothing renumbered: the side info would only add bytes.
             Layout::Whole(_) if !renumbered => return None,
-            Layout::Whole(n) => (n, None),
-            Layout::Split(split, old_split) => (split, Some(old_split)),
+            Layout::Whole(n) => (n, None, Vec::new()),
+            Layout::Split(split, old_split, parts) => (split, Some(old_split), parts),
         };
         let transform = WasmTransform {
             path,
@@ -136,6 +143,7 @@ impl NormalizedNew {
             chunk_hashes: chunk_hashes(&n.bytes),
             old_split_blake3: old_split.as_ref().map(|o| *blake3::hash(o).as_bytes()),
             old_path: old_path.filter(|_| old_split.is_some()),
+            parts,
         };
         Some(PreparedTransform { transform, normalized: n.bytes, old_split })
     }
@@ -213,7 +221,8 @@ const SPLIT_TRIAL_LEVEL: i32 = 3;
 /// with the old module split.
 enum Layout {
     Whole(Normalized),
-    Split(Normalized, Vec<u8>),
+    /// The split form, the old module split, and their parts paired.
+    Split(Normalized, Vec<u8>, Vec<AlignedPart>),
 }
 
 /// `n` (checked to give the new module back) in the field-split layout with `old` split, if
@@ -235,19 +244,21 @@ fn split_if_smaller(old: Cow<[u8]>, mut n: Normalized) -> Option<Layout> {
         return Some(Layout::Whole(n));
     }
     let split = n;
-    let old_split = match old {
+    let (old_split, old_parts) = match old {
         Cow::Owned(mut old) => {
-            wt::split_code_layout_in_place(&mut old, &split.side_info).ok()?;
-            old
+            let parts = wt::split_code_layout_in_place(&mut old, &split.side_info).ok()?;
+            (old, parts)
         }
-        Cow::Borrowed(old) => wt::split_code_layout(old, &split.side_info).ok()?,
+        Cow::Borrowed(old) => wt::split_code_layout_parts(old, &split.side_info).ok()?,
     };
     let split_size = trial(&split.bytes, &old_split)?;
     if wt::join_code_layout_hash(&split.bytes, &split.side_info).ok()? != n_blake3 {
         return None;
     }
     if split_size < whole && split.side_info.len() as u64 <= MAX_WASM_SIDE_INFO {
-        return Some(Layout::Split(split, old_split));
+        let new_parts = wt::layout_parts(&split.bytes, &split.side_info).ok()?;
+        let parts = crate::diff::stream_parts(split.bytes.len() as u64, &new_parts, old_split.len() as u64, &old_parts);
+        return Some(Layout::Split(split, old_split, parts));
     }
     drop(old_split);
     let joined = wt::join_code_layout(&split.bytes, &split.side_info).ok()?;
@@ -339,6 +350,16 @@ impl WasmTransform {
                 crate::wire::put_str(&mut out, old_path);
             }
         }
+        if self.is_split() {
+            // Contiguous from (0, 0): each part's ends, as growths.
+            put_varint(&mut out, self.parts.len() as u64);
+            let mut at = (0, 0);
+            for p in &self.parts {
+                put_varint(&mut out, p.new.1 - at.0);
+                put_varint(&mut out, p.old.1 - at.1);
+                at = (p.new.1, p.old.1);
+            }
+        }
         let check = blake3::hash(&out);
         out.extend_from_slice(check.as_bytes());
         out
@@ -354,8 +375,9 @@ impl WasmTransform {
         if blake3::hash(body).as_bytes() != check {
             return Err(bad("checksum differs (not the bytes encode() wrote)"));
         }
-        if body[0] != ENCODING_VERSION {
-            return Err(bad(&format!("version {} (this reads {ENCODING_VERSION})", body[0])));
+        let version = body[0];
+        if !(2..=ENCODING_VERSION).contains(&version) {
+            return Err(bad(&format!("version {version} (this reads 2..={ENCODING_VERSION})")));
         }
         let mut r = crate::wire::SliceReader::new(&body[1..], 1, crate::error::Input::Signature);
         let e = |e: Error| bad(&e.to_string());
@@ -385,10 +407,32 @@ impl WasmTransform {
         if old_split_blake3.is_some() != wt::side_info_has_code_layout(&side_info) {
             return Err(bad("split old BLAKE3 and side info disagree"));
         }
+        let mut parts = Vec::new();
+        if version >= 3 && old_split_blake3.is_some() {
+            let count = r.varint("part count").map_err(e)?;
+            // Each part takes two bytes at least: a count past that is a lie, not an allocation.
+            if count == 0 || count > r.remaining() as u64 / 2 {
+                return Err(bad("part count"));
+            }
+            let mut at = (0u64, 0u64);
+            for _ in 0..count {
+                let grow = (r.varint("part length").map_err(e)?, r.varint("old part length").map_err(e)?);
+                let end = (at.0.checked_add(grow.0), at.1.checked_add(grow.1));
+                let (Some(new_end), Some(old_end)) = end else { return Err(bad("part past the module")) };
+                if grow.0 == 0 || new_end > normalized_size {
+                    return Err(bad("part empty or past the module"));
+                }
+                parts.push(AlignedPart { new: (at.0, new_end), old: (at.1, old_end) });
+                at = (new_end, old_end);
+            }
+            if at.0 != normalized_size {
+                return Err(bad("parts do not cover the module"));
+            }
+        }
         if !r.is_empty() {
             return Err(bad("trailing bytes"));
         }
-        Ok(WasmTransform { path, new_size, new_blake3, normalized_size, side_info, chunk_hashes, old_split_blake3, old_path })
+        Ok(WasmTransform { path, new_size, new_blake3, normalized_size, side_info, chunk_hashes, old_split_blake3, old_path, parts })
     }
 
     /// Checks every chunk of the normalized form that ends within `(from, to]` against its

@@ -699,10 +699,12 @@ pub fn into_code_layout(normalized: &mut Normalized, old: Option<&[u8]>) -> Resu
     Ok(())
 }
 
-/// [`split_code_layout`] in place (an error leaves `module` as it was).
-pub fn split_code_layout_in_place(module: &mut [u8], side_info: &[u8]) -> Result<(), TransformError> {
+/// [`split_code_layout`] in place (an error leaves `module` as it was); returns the
+/// [`layout_parts`] of the result.
+pub fn split_code_layout_in_place(module: &mut [u8], side_info: &[u8]) -> Result<LayoutParts, TransformError> {
     let layout = split_layout(side_info)?;
-    code_layout::split_in_place(module, layout.locals_mtf).map(|_| ()).map_err(not_wasm)
+    let lens = code_layout::split_in_place(module, layout.locals_mtf).map_err(not_wasm)?;
+    parts_of(module, &lens)
 }
 
 /// The BLAKE3 of [`join_code_layout`]'s module, without holding it.
