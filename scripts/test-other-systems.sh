@@ -13,13 +13,11 @@ cd "$REPO"
 export PATH="$HOME/.cargo/bin:$PATH"
 log() { echo "[other systems] $*" >&2; }
 export CARGO_TARGET_DIR="$REPO/target/cross"
+source scripts/lean_disk.sh
 
 log "cargo test -p edgepatch-cli --target x86_64-unknown-linux-musl"
 cargo test -p edgepatch-cli --target x86_64-unknown-linux-musl --quiet
-if [ -n "${EDGEPATCH_LEAN_DISK:-}" ]; then
-  log "[lean disk] rm -rf $CARGO_TARGET_DIR/x86_64-unknown-linux-musl/debug"
-  rm -rf "$CARGO_TARGET_DIR/x86_64-unknown-linux-musl/debug"
-fi
+drop_build "$CARGO_TARGET_DIR/x86_64-unknown-linux-musl/debug"
 
 if ! command -v wine >/dev/null 2>&1; then
   log "apt-get install wine wine64"

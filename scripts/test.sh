@@ -15,16 +15,7 @@ if [ "${free_mb:-0}" -lt 8000 ] && [ -z "${EDGEPATCH_LEAN_DISK:-}" ]; then
   echo "[lean disk] ${free_mb} MB free on the disk holding $REPO, less than a full run's 7 GB: build products are removed after each stage (EDGEPATCH_LEAN_DISK=1)" >&2
   export EDGEPATCH_LEAN_DISK=1
 fi
-# drop_build DIR...: in lean-disk mode, removes build products no later stage reads.
-drop_build() {
-  [ -n "${EDGEPATCH_LEAN_DISK:-}" ] || return 0
-  local d
-  for d in "$@"; do
-    [ -e "$d" ] || continue
-    echo "[lean disk] rm -rf $d ($(du -sm "$d" | cut -f1) MB)" >&2
-    rm -rf "$d"
-  done
-}
+source scripts/lean_disk.sh
 
 source scripts/setup.sh
 

@@ -634,7 +634,12 @@ impl PatchGenerator {
         drop(matches);
         if let Some(t) = t {
             let of = part.map_or(String::new(), |p| format!(", part {}..{} against old {}..{}", p.new.0, p.new.1, p.old.0, p.old.1));
-            eprintln!("segment {i} (new {a}..{}{of}): ops form {:.2}s ({:?} bytes)", a + new.len() as u64, t.elapsed().as_secs_f64(), ops_form.as_ref().map(|f| f.0.len()));
+            eprintln!(
+                "segment {i} (new {a}..{}{of}): ops form {:.2}s ({:?} bytes)",
+                a + new.len() as u64,
+                t.elapsed().as_secs_f64(),
+                ops_form.as_ref().map(|f| f.0.len())
+            );
         }
         let control_heavy = ops_form.as_ref().is_some_and(|(_, h)| h.ctrl_comp * 5 > h.diff_comp + h.extra_comp);
         let try_window = part.is_some()

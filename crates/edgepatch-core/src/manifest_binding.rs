@@ -167,10 +167,10 @@ impl ManifestBinding {
             return Err(refused(format!("the patch's tree has {} entries, the manifest lists {}", tree.entries.len(), self.entries.len())));
         }
         let vouched = self.segments.iter().try_fold(0u64, |n, s| n.checked_add(s.new_len));
-        if vouched != Some(tree.delta_bytes()) {
+        let delta = tree.delta_bytes();
+        if vouched != Some(delta) {
             return Err(refused(format!(
-                "the patch's delta stream is {} bytes, the manifest's segments make {}",
-                tree.delta_bytes(),
+                "the patch's delta stream is {delta} bytes, the manifest's segments make {}",
                 vouched.map_or("more than 2^64".into(), |n| n.to_string())
             )));
         }
