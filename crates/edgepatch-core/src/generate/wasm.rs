@@ -32,7 +32,7 @@ use crate::zstd_frame::{compressed_len, FrameSearch, LongDistance};
 pub const NORMALIZED_CHECK_CHUNK: u64 = 1 << 20;
 
 /// Version 2 added the split old module's BLAKE3 (and, with split flag 2, a renamed
-/// module's old path); version 3 the parts of a split module ([`WasmTransform::parts`]).
+/// module's old path); version 3 the parts of a split module (`WasmTransform`'s `parts`).
 /// Version 2 records are still read (a split module without parts: cut every segment).
 const ENCODING_VERSION: u8 = 3;
 
