@@ -13,9 +13,10 @@
 //!
 //! The field-split layout (docs/FORMAT.md §2.8.7), which the native diff also keeps only where
 //! its diff is smaller, is chosen here by a trial that costs a fraction of a diff: both forms
-//! compressed by zstd at level 3 against their reference (the old module as it is, or split),
-//! with long-distance matching, and the smaller kept. On the seven measured pairs the trial chose
-//! as the native diff's full diffs did (BENCHMARKS.md, "Generator: the field-split layout").
+//! compressed by zstd at level 3, part by part against their reference's same part (the old
+//! module's sections, or its sections and field streams split), as the generator's segments
+//! are cut, with long-distance matching; the split form is kept where it is 5% smaller
+//! (BENCHMARKS.md, "Generator: the split trial part by part").
 //! A split module's old file is read split too ([`FileForm::OldSplit`]): the caller keeps
 //! those bytes as it keeps the normalized form, and checks them against their BLAKE3.
 
@@ -217,6 +218,12 @@ fn gives_back(n: &Normalized, len: usize, blake3: &[u8; 32]) -> bool {
 /// field-split layout").
 const SPLIT_TRIAL_LEVEL: i32 = 3;
 
+/// The split layout is kept where its trial is under this share (percent) of the whole
+/// module's: splitting costs what the trial does not see (a larger side info, a segment's
+/// headers and frames per part). On the 15 measured pairs the trials' ratio was at most 0.83
+/// where splitting paid and at least 0.99 where it did not (sql.js 0.997: split 24% larger).
+const SPLIT_TRIAL_MAX_PERCENT: usize = 95;
+
 /// How the patch stores a module: its normalized form, or that in the field-split layout
 /// with the old module split.
 enum Layout {
@@ -233,11 +240,15 @@ enum Layout {
 /// A borrowed `old` (the CLI's) is split into a buffer of its own. None: a step failed once `n`
 /// was split.
 fn split_if_smaller(old: Cow<[u8]>, mut n: Normalized) -> Option<Layout> {
-    let trial = |data: &[u8], reference: &[u8]| {
+    // Each part of `new` against `old`'s same part (paired as the patch's segments are), summed.
+    let trial = |new: &[u8], new_parts: &wt::LayoutParts, old: &[u8], old_parts: &wt::LayoutParts| -> Option<(usize, Vec<AlignedPart>)> {
         let search = FrameSearch { long_distance: Some(LongDistance::default()), ..FrameSearch::level(SPLIT_TRIAL_LEVEL) };
-        compressed_len(data, reference, search).ok()
+        let parts = crate::diff::stream_parts(new.len() as u64, new_parts, old.len() as u64, old_parts);
+        let part = |p: &AlignedPart| compressed_len(&new[p.new.0 as usize..p.new.1 as usize], &old[p.old.0 as usize..p.old.1 as usize], search).ok();
+        Some((parts.iter().map(part).sum::<Option<usize>>()?, parts))
     };
-    let Some(whole) = trial(&n.bytes, &old) else { return Some(Layout::Whole(n)) };
+    let sections = wt::section_parts(&n.bytes).ok().zip(wt::section_parts(&old).ok());
+    let Some((whole, _)) = sections.and_then(|(new_parts, old_parts)| trial(&n.bytes, &new_parts, &old, &old_parts)) else { return Some(Layout::Whole(n)) };
     let (n_blake3, whole_side_info) = (blake3::hash(&n.bytes), n.side_info.clone());
     // On an error `n` is as it was.
     if wt::into_code_layout(&mut n, Some(&old)).is_err() {
@@ -251,13 +262,12 @@ fn split_if_smaller(old: Cow<[u8]>, mut n: Normalized) -> Option<Layout> {
         }
         Cow::Borrowed(old) => wt::split_code_layout_parts(old, &split.side_info).ok()?,
     };
-    let split_size = trial(&split.bytes, &old_split)?;
+    let new_parts = wt::layout_parts(&split.bytes, &split.side_info).ok()?;
+    let (split_size, parts) = trial(&split.bytes, &new_parts, &old_split, &old_parts)?;
     if wt::join_code_layout_hash(&split.bytes, &split.side_info).ok()? != n_blake3 {
         return None;
     }
-    if split_size < whole && split.side_info.len() as u64 <= MAX_WASM_SIDE_INFO {
-        let new_parts = wt::layout_parts(&split.bytes, &split.side_info).ok()?;
-        let parts = crate::diff::stream_parts(split.bytes.len() as u64, &new_parts, old_split.len() as u64, &old_parts);
+    if split_size * 100 < whole * SPLIT_TRIAL_MAX_PERCENT && split.side_info.len() as u64 <= MAX_WASM_SIDE_INFO {
         return Some(Layout::Split(split, old_split, parts));
     }
     drop(old_split);

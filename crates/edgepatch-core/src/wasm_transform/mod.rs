@@ -638,13 +638,23 @@ pub fn split_code_layout_parts(module: &[u8], side_info: &[u8]) -> Result<(Vec<u
     Ok((split, parts))
 }
 
+/// Each section of `module` with the offset where it begins: the [`layout_parts`] of a module
+/// not in the split layout.
+pub fn section_parts(module: &[u8]) -> Result<LayoutParts, TransformError> {
+    Ok(module::section_headers(module).map_err(not_wasm)?.into_iter().map(|(id, section)| section_part(module, id, &section)).collect())
+}
+
+fn section_part(module: &[u8], id: u8, section: &module::Section) -> (LayoutPart, u64) {
+    let name = if id == 0 { index_sections::custom_name(module, section).map_or(Vec::new(), |(n, _)| n.to_vec()) } else { Vec::new() };
+    (LayoutPart::Section(id, name), section.start as u64)
+}
+
 /// [`layout_parts`] given the split module's stream lengths.
 fn parts_of(split: &[u8], lens: &[u64; code_layout::FIELDS]) -> Result<LayoutParts, TransformError> {
     let (_, _, streams) = code_layout::streams(split, lens).map_err(corrupt)?;
     let mut parts = Vec::new();
     for (id, section) in module::section_headers(split).map_err(not_wasm)? {
-        let name = if id == 0 { index_sections::custom_name(split, &section).map_or(Vec::new(), |(n, _)| n.to_vec()) } else { Vec::new() };
-        parts.push((LayoutPart::Section(id, name), section.start as u64));
+        parts.push(section_part(split, id, &section));
         if id == module::CODE_SECTION {
             parts.extend(streams.iter().enumerate().map(|(i, &(start, _))| (LayoutPart::Stream(i as u8), start as u64)));
             parts.push((LayoutPart::AfterCode, streams[code_layout::FIELDS - 1].1 as u64));
