@@ -14,7 +14,7 @@ import { cpSync, existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, 
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ENGINES, launch } from "./engines.mjs";
+import { ENGINES, engineTests, launch } from "./engines.mjs";
 import { startServer } from "../../web/scripts/serve.mjs";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -85,16 +85,15 @@ const FORCED_ACCESS = { chromium: ["writable-streams", "access-handles-only"], f
  * `{ accessModes: true }`: also once per forced way of writing OPFS (FORCED_ACCESS).
  */
 function engineTest(name, body, only = null, { accessModes = false } = {}) {
-  for (const e of ENGINES) {
-    if (only && !only.engines.includes(e)) continue;
-    for (const mode of [null, ...(accessModes ? FORCED_ACCESS[e] ?? [] : [])]) {
-      test(`${name} [${e}${mode ? `, opfsAccess ${mode}` : ""}]`, async (t) => {
-        engine = e;
-        opfsAccess = mode;
-        await body(t);
-      });
-    }
-  }
+  engineTests(
+    name,
+    (t, e, mode) => {
+      engine = e;
+      opfsAccess = mode;
+      return body(t);
+    },
+    { engines: only?.engines, variants: (e) => [null, ...(accessModes ? FORCED_ACCESS[e] ?? [] : [])], label: (mode) => `opfsAccess ${mode}` },
+  );
 }
 
 /** Waits until the demo page reaches one of `states` (it sets body[data-state]). */

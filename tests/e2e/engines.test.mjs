@@ -8,7 +8,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { createServer } from "node:http";
-import { ENGINES, launch } from "./engines.mjs";
+import { ENGINES, launch, runRetryingWebKitCrash } from "./engines.mjs";
 
 // (module (func (export "add") (param i32 i32) (result i32) local.get 0 local.get 1 i32.add))
 const ADD_WASM = Buffer.from("0061736d0100000001070160027f7f017f030201000707010361646400000a09010700200020016a0b", "hex");
@@ -54,6 +54,49 @@ after(() => new Promise((r) => {
   server.close(r);
   server.closeAllConnections();
 }));
+
+/** Kills the one running WebKitGTK web process (a child of a child of this Node process) as a crash would. */
+function killWebKitWebProcess() {
+  const children = (ppids) => execFileSync("ps", ["-o", "pid=,comm=", "--ppid", ppids.join(",")], { encoding: "utf8" }).trim().split("\n").map((l) => l.trim().split(/\s+/));
+  const web = children(children([process.pid]).map(([pid]) => pid)).filter(([, comm]) => comm.startsWith("WebKitWebProc"));
+  assert.equal(web.length, 1, JSON.stringify(web));
+  process.kill(Number(web[0][0]), "SIGKILL");
+}
+
+test("runRetryingWebKitCrash runs a test again only after a WebKit web process crash, and only once", async () => {
+  const crash = new Error("WebKit web process terminated (crashed)");
+  const attempts = (results) => {
+    let n = 0;
+    const body = async () => {
+      const r = results[n++];
+      if (r instanceof Error) throw r;
+      return r;
+    };
+    return { body, runs: () => n };
+  };
+  const notes = [];
+  const note = (m) => notes.push(m);
+
+  let a = attempts([crash, "second"]);
+  assert.equal(await runRetryingWebKitCrash("webkit", a.body, note), "second");
+  assert.equal(a.runs(), 2);
+  assert.equal(notes.length, 1);
+  assert.match(notes[0], /crashed.*once more/);
+
+  a = attempts([crash, crash]);
+  await assert.rejects(runRetryingWebKitCrash("webkit", a.body, note), /terminated \(crashed\)/);
+  assert.equal(a.runs(), 2, "a second crash fails the test");
+
+  for (const [engine, error] of [
+    ["chromium", crash],
+    ["webkit", new Error("WebKit web process terminated (exceeded-memory-limit)")],
+    ["webkit", new assert.AssertionError({ message: "bytes differ" })],
+  ]) {
+    a = attempts([error, "second"]);
+    await assert.rejects(runRetryingWebKitCrash(engine, a.body, note), error);
+    assert.equal(a.runs(), 1, `${engine}: ${error.message} is not run again`);
+  }
+});
 
 async function open(t, engine, path = "/page.html", options = {}) {
   const b = await launch(engine, options);
@@ -182,17 +225,32 @@ if (ENGINES.includes("webkit")) {
   test("[webkit] the driver: a web process that dies fails the pending evaluate and reaches errors; the next goto works", async (t) => {
     const b = await open(t, "webkit");
     const pending = assert.rejects(b.evaluate(() => new Promise(() => {})), /web process terminated \(crashed\)/);
-    // Only this browser's web process: a child of a child of this Node process.
-    const children = (ppids) => execFileSync("ps", ["-o", "pid=,comm=", "--ppid", ppids.join(",")], { encoding: "utf8" }).trim().split("\n").map((l) => l.trim().split(/\s+/));
-    const web = children(children([process.pid]).map(([pid]) => pid)).filter(([, comm]) => comm.startsWith("WebKitWebProc"));
-    assert.equal(web.length, 1, JSON.stringify(web));
-    process.kill(Number(web[0][0]), "SIGKILL");
+    killWebKitWebProcess();
     await pending;
     const deadline = Date.now() + 5000;
     while (!b.errors.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     assert.deepEqual(b.errors, ["WebKit web process terminated (crashed)"]);
     await b.goto(`${base}/page.html`);
     assert.equal(await b.page.textContent("#text"), "hello there");
+  });
+
+  test("[webkit] a test whose web process crashes runs again in a fresh browser (engineTests)", async (t) => {
+    let runs = 0;
+    await runRetryingWebKitCrash(
+      "webkit",
+      async () => {
+        runs++;
+        const b = await open(t, "webkit");
+        if (runs === 1) {
+          const pending = b.evaluate(() => new Promise(() => {}));
+          killWebKitWebProcess();
+          await pending;
+        }
+        assert.equal(await b.page.textContent("#text"), "hello there");
+      },
+      (m) => t.diagnostic(m),
+    );
+    assert.equal(runs, 2);
   });
 
   test("[webkit] webkitQuotaBytes limits what an origin may write to OPFS", async (t) => {

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ENGINES, launch } from "./engines.mjs";
+import { ENGINES, engineTests, launch } from "./engines.mjs";
 import { startServer } from "../../web/scripts/serve.mjs";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -27,12 +27,10 @@ after(async () => {
 
 let engine = ENGINES[0];
 function engineTest(name, body) {
-  for (const e of ENGINES) {
-    test(`${name} [${e}]`, async (t) => {
-      engine = e;
-      await body(t);
-    });
-  }
+  engineTests(name, (t, e) => {
+    engine = e;
+    return body(t);
+  });
 }
 
 /** A fresh browser on the server's origin with arcade v1 installed and the game Service Worker active for /play/. */

@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ENGINES, launch } from "./engines.mjs";
+import { ENGINES, engineTests, launch } from "./engines.mjs";
 import { startServer } from "../../web/scripts/serve.mjs";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -77,13 +77,14 @@ let engine = ENGINES[0];
 
 /** Registers `body` as one test per engine (`only`: the engines it applies to). */
 function engineTest(name, body, only = null) {
-  for (const e of ENGINES) {
-    if (only && !only.includes(e)) continue;
-    test(`${name} [${e}]`, async (t) => {
+  engineTests(
+    name,
+    (t, e) => {
       engine = e;
-      await body(t);
-    });
-  }
+      return body(t);
+    },
+    { engines: only },
+  );
 }
 
 const readText = (page, path) => run(page, `return new TextDecoder().decode(await game.readFile(arg));`, path);
