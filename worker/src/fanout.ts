@@ -230,17 +230,20 @@ class StepFileHasher {
   /** Files that start in this step and end after it. */
   readonly crossing: string[] = [];
 
-  /** The step's new-stream bytes [start, end) (`cover`). */
-  private start = 0;
-  private end = 0;
-
-  constructor(private readonly build: StoredBuild) {}
+  /** The step's new-stream bytes [start, end). */
+  private readonly start: number;
+  private readonly end: number;
 
   /**
-   * The step is segments [first, end) of `gen`, whose transforms are added (a split module's
-   * parts cut segments where they begin, so segments are not all 4 MiB).
+   * For the step of segments [first, end) of `gen`, whose transforms are added (a split
+   * module's parts cut segments where they begin, so segments are not all 4 MiB).
    */
-  cover(gen: wasm.PatchGenerator, first: number, end: number): void {
+  constructor(
+    private readonly build: StoredBuild,
+    gen: wasm.PatchGenerator,
+    first: number,
+    end: number,
+  ) {
     this.start = gen.segmentStart(first);
     this.end = gen.segmentStart(end);
   }
@@ -314,7 +317,7 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
   // The generator holds its own copies of the signatures.
   newBuild.signature = new Uint8Array(0);
   if (oldBuild !== null) oldBuild.signature = new Uint8Array(0);
-  const hasher = new StepFileHasher(newBuild);
+  let hasher: StepFileHasher | null = null;
   const r2 = new R2RangeReader(bucket, READ_CONCURRENCY);
   const prefix = runPrefix(job.game, job.from, job.to, job.run);
   const { writer, forget } = runWriter(bucket, prefix, `step-${job.step}`, stepKey(job.game, job.from, job.to, job.run, job.step));
@@ -327,7 +330,8 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
   try {
     addTransforms(gen, transforms);
     if (job.end > gen.segmentCount || job.first >= job.end) throw new GenerationError(500, `step ${job.step}: segments ${job.first}..${job.end} of ${gen.segmentCount}`);
-    hasher.cover(gen, job.first, job.end);
+    const stepHasher = new StepFileHasher(newBuild, gen, job.first, job.end);
+    hasher = stepHasher;
     // The window's history: the 4 MiB of new data before the step, or 8 MiB where the patch
     // declares the text reach (its files are checked by the steps they start in).
     const history = planBuildReads(newBuild, gen.historyRanges(job.first), normalized);
@@ -340,7 +344,7 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
       const newReads = planBuildReads(newBuild, newRanges, normalized);
       gen.newBytesTarget(newReads.total);
       await readBuildRanges(r2, newReads, wasmView(() => gen.newBytesView()));
-      hasher.update(i, newRanges, gen);
+      stepHasher.update(i, newRanges, gen);
       const wanted = gen.planFilledSegment(i);
       if (wanted.length > 0 && oldBuild === null) throw new GenerationError(500, "generator asked for old data of the empty build");
       const oldReads = oldBuild === null ? { total: 0, groups: [] } : planBuildReads(oldBuild, wanted, normalized);
@@ -355,12 +359,12 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
       lengths.push(gen.encodeFilledSegment(i));
       await writer.write(wasmView(() => gen.segmentOutput()));
     }
-    hasher.check();
+    stepHasher.check();
     // Checked through the same reader: the object checked is the one the segments came from.
     bytesVerified += await verifyFiles(
       r2,
       newBuild,
-      hasher.crossing.map((path) => ({ path, length: 1 })),
+      stepHasher.crossing.map((path) => ({ path, length: 1 })),
       new Set(),
     );
     await writer.finish();
@@ -371,7 +375,7 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
     throw e;
   } finally {
     gen.free();
-    hasher.free();
+    hasher?.free();
   }
   return {
     lengths,

@@ -288,9 +288,7 @@ fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usi
     // re-emitted code (a toolchain change), larger on some small changes.
     let split = crate::wasm_transform::with_code_layout_against(&n, old).ok().and_then(|s| {
         // Each part of the split module is diffed against the old module's same part.
-        let new_parts = crate::wasm_transform::layout_parts(&s.bytes, &s.side_info).ok()?;
-        let (old_split, old_parts) = crate::wasm_transform::split_code_layout_parts(old, &s.side_info).ok()?;
-        let parts = stream_parts(s.bytes.len() as u64, &new_parts, old.len() as u64, &old_parts);
+        let (old_split, parts) = split_old_paired(Cow::Borrowed(old), &s.bytes, &s.side_info).ok()?;
         Some((old_split, s, parts))
     });
     if renumbered {
@@ -629,6 +627,27 @@ pub(crate) fn stream_parts(new_len: u64, new_parts: &[(LayoutPart, u64)], old_le
         p.old.1 = last.old.1;
     }
     parts
+}
+
+/// `old` in the field-split layout of `split` (a module in that layout and its side info),
+/// and the parts of both paired as the patch's segments are cut ([`stream_parts`]). An owned
+/// `old` is split in place (the generator's, for a Worker's heap); a borrowed one into a
+/// buffer of its own.
+pub(crate) fn split_old_paired(
+    old: Cow<[u8]>,
+    split: &[u8],
+    side_info: &[u8],
+) -> std::result::Result<(Vec<u8>, Vec<AlignedPart>), crate::wasm_transform::TransformError> {
+    let old_len = old.len() as u64;
+    let (old_split, old_parts) = match old {
+        Cow::Owned(mut old) => {
+            let parts = crate::wasm_transform::split_code_layout_in_place(&mut old, side_info)?;
+            (old, parts)
+        }
+        Cow::Borrowed(old) => crate::wasm_transform::split_code_layout_parts(old, side_info)?,
+    };
+    let new_parts = crate::wasm_transform::layout_parts(split, side_info)?;
+    Ok((old_split, stream_parts(split.len() as u64, &new_parts, old_len, &old_parts)))
 }
 
 /// `before`: the new-stream bytes just before `part` that a window may reach back to.

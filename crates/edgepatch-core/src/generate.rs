@@ -580,7 +580,7 @@ impl PatchGenerator {
                 }
             }
         }
-        let mut spans = choose_spans(candidates.clone(), self.reference_len, self.old_budget);
+        let spans = choose_spans(candidates.clone(), self.reference_len, self.old_budget);
         let mut window = if self.old_budget > MAX_WINDOW_BYTES { choose_spans(candidates, self.reference_len, MAX_WINDOW_BYTES) } else { spans.clone() };
         if let Some(p) = whole_part {
             // The part is the densest candidate and within the budget, so a planned span holds it.
@@ -588,10 +588,11 @@ impl PatchGenerator {
                 window = vec![(p.old.0, p.old.1 - p.old.0)];
             }
         }
-        // The window's spans are cut from the planned ones (`narrow_to_window`).
-        if !window.iter().all(|&(ws, wl)| spans.iter().any(|&(s, len)| s <= ws && ws + wl <= s + len)) {
-            spans = window.clone();
-        }
+        // The window's spans are cut from the planned ones (`narrow_to_window`): a smaller budget
+        // keeps a prefix of what a larger one keeps, its last span cut shorter (`Overflow::Cut`;
+        // test `a_window_is_within_the_planned_spans`), and the whole part is the window only
+        // when a planned span holds it.
+        debug_assert!(window.iter().all(|&(ws, wl)| spans.iter().any(|&(s, len)| s <= ws && ws + wl <= s + len)));
         let ranges = self.reference_ranges(&spans);
         self.planned = Some((i, spans, window, matches));
         Ok(ranges)
@@ -1438,6 +1439,37 @@ mod tests {
                 x as u8
             })
             .collect()
+    }
+
+    #[test]
+    fn a_window_is_within_the_planned_spans() {
+        // Random candidates (start, end, weight) over 64 MiB; the window's budget (16 MiB, as
+        // MAX_WINDOW_BYTES) and several plan budgets at and above it.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for round in 0..200 {
+            let candidates: Vec<(u64, u64, u64)> = (0..1 + next(60))
+                .map(|_| {
+                    let start = next(64 << 20);
+                    (start, start + 1 + next(8 << 20), 1 + next(8))
+                })
+                .collect();
+            let window = choose_spans(candidates.clone(), 64 << 20, 16 << 20);
+            for budget in [16 << 20, 17 << 20, 32 << 20, 96 << 20] {
+                let spans = choose_spans(candidates.clone(), 64 << 20, budget);
+                for &(ws, wl) in &window {
+                    assert!(
+                        spans.iter().any(|&(s, len)| s <= ws && ws + wl <= s + len),
+                        "round {round}, budget {budget}: window span ({ws}, {wl}) outside {spans:?}"
+                    );
+                }
+            }
+        }
     }
 
     /// `diagonal_ops` of `new` against `old` laid at reference position 1000 (one span), with

@@ -241,29 +241,22 @@ enum Layout {
 /// was split.
 fn split_if_smaller(old: Cow<[u8]>, mut n: Normalized) -> Option<Layout> {
     // Each part of `new` against `old`'s same part (paired as the patch's segments are), summed.
-    let trial = |new: &[u8], new_parts: &wt::LayoutParts, old: &[u8], old_parts: &wt::LayoutParts| -> Option<(usize, Vec<AlignedPart>)> {
+    let trial = |new: &[u8], old: &[u8], parts: &[AlignedPart]| -> Option<usize> {
         let search = FrameSearch { long_distance: Some(LongDistance::default()), ..FrameSearch::level(SPLIT_TRIAL_LEVEL) };
-        let parts = crate::diff::stream_parts(new.len() as u64, new_parts, old.len() as u64, old_parts);
         let part = |p: &AlignedPart| compressed_len(&new[p.new.0 as usize..p.new.1 as usize], &old[p.old.0 as usize..p.old.1 as usize], search).ok();
-        Some((parts.iter().map(part).sum::<Option<usize>>()?, parts))
+        parts.iter().map(part).sum()
     };
     let sections = wt::section_parts(&n.bytes).ok().zip(wt::section_parts(&old).ok());
-    let Some((whole, _)) = sections.and_then(|(new_parts, old_parts)| trial(&n.bytes, &new_parts, &old, &old_parts)) else { return Some(Layout::Whole(n)) };
+    let whole_parts = sections.map(|(new_parts, old_parts)| crate::diff::stream_parts(n.bytes.len() as u64, &new_parts, old.len() as u64, &old_parts));
+    let Some(whole) = whole_parts.and_then(|parts| trial(&n.bytes, &old, &parts)) else { return Some(Layout::Whole(n)) };
     let (n_blake3, whole_side_info) = (blake3::hash(&n.bytes), n.side_info.clone());
     // On an error `n` is as it was.
     if wt::into_code_layout(&mut n, Some(&old)).is_err() {
         return Some(Layout::Whole(n));
     }
     let split = n;
-    let (old_split, old_parts) = match old {
-        Cow::Owned(mut old) => {
-            let parts = wt::split_code_layout_in_place(&mut old, &split.side_info).ok()?;
-            (old, parts)
-        }
-        Cow::Borrowed(old) => wt::split_code_layout_parts(old, &split.side_info).ok()?,
-    };
-    let new_parts = wt::layout_parts(&split.bytes, &split.side_info).ok()?;
-    let (split_size, parts) = trial(&split.bytes, &new_parts, &old_split, &old_parts)?;
+    let (old_split, parts) = crate::diff::split_old_paired(old, &split.bytes, &split.side_info).ok()?;
+    let split_size = trial(&split.bytes, &old_split, &parts)?;
     if wt::join_code_layout_hash(&split.bytes, &split.side_info).ok()? != n_blake3 {
         return None;
     }
