@@ -1369,19 +1369,22 @@ fn has_text_name(path: &str) -> bool {
 
 /// One zstd frame of `data` (a stream of an ops segment), with the match finder's tables
 /// capped as the window form's are, so a generation stays within an isolate's memory.
-/// At the btopt levels (16, 17: the Worker's default) the extra stream (literal new bytes)
-/// finds 3-byte matches, as levels 18-19 do: 2.4-2.5% fewer extra bytes on the corpus
-/// (BENCHMARKS.md, "Generator CPU"). The diff stream keeps the level's parameters (a shallower
-/// search cost esbuild-wasm-adj 0.7% of its patch for 0.1 s).
+/// At levels 16-18 (17: the Worker's default) the extra stream (literal new bytes, compressed
+/// with no reference) gets level 19's search (btultra2 where 17 is btopt; 3-byte matches as
+/// before): where the stream is large, as in a Go module's or duckdb's data, that is 4.6% and
+/// 2.8% of the patch for 18% and 6% more CPU; elsewhere the stream is small and so are the
+/// gain and the cost (BENCHMARKS.md, "Generator: the extra stream at level 19"). The diff
+/// stream keeps the level's parameters (a shallower search cost esbuild-wasm-adj 0.7% of its
+/// patch for 0.1 s).
 fn compress_capped(data: &[u8], level: i32, stream: OpsStream) -> Result<Vec<u8>> {
     if data.is_empty() {
         return Ok(Vec::new());
     }
-    let min_match = match (stream, level) {
-        (OpsStream::Extra, 16..=17) => Some(3),
-        _ => None,
+    let level = match stream {
+        OpsStream::Extra if (16..19).contains(&level) => 19,
+        _ => level,
     };
-    compress_frame(data, &[], FrameSearch { min_match, ..capped(level) })
+    compress_frame(data, &[], capped(level))
 }
 
 /// The level's search with zstd's tables capped (a 12-16 MiB prefix would otherwise want
