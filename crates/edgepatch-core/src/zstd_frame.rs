@@ -18,8 +18,6 @@ pub(crate) struct FrameSearch {
     pub chain_log: Option<u32>,
     /// Long-distance matching, with its parameters.
     pub long_distance: Option<LongDistance>,
-    /// zstd's minimum match length.
-    pub min_match: Option<u32>,
 }
 
 /// Parameters of zstd's long-distance matcher; `None` leaves zstd's default.
@@ -32,7 +30,7 @@ pub(crate) struct LongDistance {
 impl FrameSearch {
     /// The level's own search.
     pub fn level(level: i32) -> FrameSearch {
-        FrameSearch { level, hash_log: None, chain_log: None, long_distance: None, min_match: None }
+        FrameSearch { level, hash_log: None, chain_log: None, long_distance: None }
     }
 }
 
@@ -85,9 +83,6 @@ fn compress_into(frame: &mut Vec<u8>, data: &[u8], prefix: &[u8], search: FrameS
         if let Some(r) = ldm.hash_rate_log {
             cctx.set_parameter(CParameter::LdmHashRateLog(r))?;
         }
-    }
-    if let Some(m) = search.min_match {
-        cctx.set_parameter(CParameter::MinMatch(m))?;
     }
     if !prefix.is_empty() {
         cctx.ref_prefix(prefix)?;
