@@ -226,6 +226,7 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     // Only a patch whose windows reach further than the base declares it.
     tree.window_reach = Some(window_reach_of(&segments)?).filter(|&r| r > BASE_WINDOW_BACK);
     tree.run_coded_diff = segments.iter().any(|s| s.first() == Some(&RUN_CODED_SEGMENT_TAG));
+    tree.lzma_windows = segments.iter().any(|s| s.first() == Some(&LZMA_WINDOW_SEGMENT_TAG));
     let mut out = encode_header_and_tree(&tree, opts.level)?;
     for seg in &segments {
         out.extend_from_slice(seg);
@@ -388,7 +389,7 @@ pub(crate) fn plan_tree(
     // indexes must stay stable: keep the table whole (it is small).
     let old_files = old_files.iter().map(|(path, size, _)| OldFile { path: path.to_string(), size: *size, in_reference: any_delta && *size > 0 }).collect();
     let mut tree =
-        PatchTree { single_file, old_listing, old_files, entries, files_digest: [0; 32], transforms: Vec::new(), window_reach: None, run_coded_diff: false };
+        PatchTree { single_file, old_listing, old_files, entries, files_digest: [0; 32], transforms: Vec::new(), window_reach: None, run_coded_diff: false, lzma_windows: false };
     tree.files_digest = tree.digest_of(|i| match new_entries[i].1 {
         PlannedKind::File { blake3, .. } => blake3,
         _ => unreachable!("the digest hashes files only"),
@@ -545,6 +546,10 @@ fn encode_segments(
             Some(p) => vec![p.old],
             None => hints.iter().filter(|h| h.new_start < hi && h.new_end > lo).filter_map(|h| h.old).collect(),
         };
+        if let (Ok(d), Some(p)) = (std::env::var("EDGEPATCH_DUMP"), within) {
+            let _ = std::fs::write(format!("{d}/{i:03}.new"), part);
+            let _ = std::fs::write(format!("{d}/{i:03}.old"), &reference[p.old.0 as usize..p.old.1 as usize]);
+        }
         let r = encode_segment(reference, part, before, &ops, &whole, within.is_some(), opts.level);
         if let Some(t) = t {
             let old = within.map_or(String::new(), |p| format!(" against old {}..{}", p.old.0, p.old.1));
@@ -685,6 +690,10 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whol
     }
     Ok(out)
 }
+
+/// The lowest diff level that tries LZMA window segments (the CLI's default, 19): below it
+/// a diff is asked to be fast, and LZMA's search costs more than zstd's.
+const LZMA_MIN_LEVEL: i32 = 19;
 
 /// Old bytes around each copied span are taken into the window too: zstd finds
 /// short matches there that the ops did not use.
@@ -841,12 +850,26 @@ fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op
         chain_log: (holds_whole_files && window_log >= 24 && level >= 16).then_some(25),
         ..FrameSearch::level(level)
     };
-    let frame = compress_frame(part, &window, search)?;
+    let mut frame = compress_frame(part, &window, search)?;
+    let mut codec = WindowCodec::Zstd;
+    // A field stream of a split module is one kind of number, mostly new code: LZMA's model
+    // (literals after the byte before, repeated distances, a range coder) takes 5-9% fewer
+    // bytes there than zstd's (BENCHMARKS.md, "LZMA window segments"). Tried where the diff
+    // is at its default level or above, on the parts it was measured on.
+    if aligned && level >= LZMA_MIN_LEVEL && (window.len() + part.len()) as u64 <= MAX_LZMA_DICTIONARY {
+        for props in crate::lzma_window::TRIED_PROPS {
+            if let Some(lzma) = crate::lzma_window::compress(part, &window, props).filter(|l| l.len() + 1 < frame.len()) {
+                frame = lzma;
+                codec = WindowCodec::Lzma { props: props.byte() };
+            }
+        }
+    }
     let header = WindowSegmentHeader {
         new_len: part.len() as u64,
         spans: merged.iter().map(|m| (m.0, m.1 - m.0)).collect(),
         back_len: before.len() as u64,
         comp_len: frame.len() as u64,
+        codec,
     };
     let mut out = Vec::with_capacity(frame.len() + 16 + header.spans.len() * 6);
     header.encode(&mut out);

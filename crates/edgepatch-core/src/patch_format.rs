@@ -48,12 +48,23 @@ pub const FLAG_MODE_BLIND_DIGEST: u16 = 16;
 /// all read the old file at their own path is byte for byte what it was before. Older
 /// appliers refuse unknown flags.
 pub const FLAG_SPLIT_REFERENCE: u16 = 32;
+/// The patch may hold LZMA window segments (tag `LZMA_WINDOW_SEGMENT_TAG`, §2.6): a window
+/// segment whose data is an LZMA2 stream primed with the window, where that is smaller than
+/// its zstd frame (the field streams of split wasm modules: 5-9% smaller patches). Set only
+/// when one occurs, so a patch without one is byte for byte what it was before. Older
+/// appliers refuse unknown flags.
+pub const FLAG_LZMA_WINDOWS: u16 = 64;
 /// Tag byte of an ops segment.
 pub const SEGMENT_TAG: u8 = b'S';
 /// Tag byte of a window segment.
 pub const WINDOW_SEGMENT_TAG: u8 = b'W';
 /// Tag byte of an ops segment whose diff stream is run-coded (§2.3).
 pub const RUN_CODED_SEGMENT_TAG: u8 = b'R';
+/// Tag byte of a window segment whose data is an LZMA2 stream (§2.6).
+pub const LZMA_WINDOW_SEGMENT_TAG: u8 = b'L';
+/// An LZMA window segment's window plus its new bytes may not exceed this: the dictionary
+/// its decoder holds (a zstd frame refers to its window in place; LZMA's decoder copies it).
+pub const MAX_LZMA_DICTIONARY: u64 = 32 << 20;
 /// Old bytes a window segment may take from the reference stream...
 pub const MAX_WINDOW_BYTES: u64 = 8 << 20;
 /// ...plus at most this many new bytes produced just before the segment, in a
@@ -279,6 +290,8 @@ pub struct PatchTree {
     pub window_reach: Option<u64>,
     /// Some ops segment's diff stream is run-coded (`FLAG_RUN_CODED_DIFF`).
     pub run_coded_diff: bool,
+    /// Some window segment is an LZMA one (`FLAG_LZMA_WINDOWS`).
+    pub lzma_windows: bool,
 }
 
 /// [`PatchTree::split_old_file`], before the tree is put together.
@@ -338,6 +351,7 @@ impl PatchTree {
             | (if self.transforms.is_empty() { 0 } else { FLAG_WASM_TRANSFORM })
             | (if self.window_reach.is_some() { FLAG_WINDOW_REACH } else { 0 })
             | (if self.run_coded_diff { FLAG_RUN_CODED_DIFF } else { 0 })
+            | (if self.lzma_windows { FLAG_LZMA_WINDOWS } else { 0 })
             | (if !self.single_file && has_executable(&self.old_listing) { FLAG_MODE_BLIND_DIGEST } else { 0 })
             | (if self.transforms.iter().any(|w| w.split_reference.is_some()) { FLAG_SPLIT_REFERENCE } else { 0 })
     }
@@ -572,6 +586,8 @@ pub struct EncodedTree {
     pub window_reach: Option<u64>,
     /// `FLAG_RUN_CODED_DIFF` was set (it adds nothing to the tree section).
     pub run_coded_diff: bool,
+    /// `FLAG_LZMA_WINDOWS` was set (it adds nothing to the tree section).
+    pub lzma_windows: bool,
     /// The old listing's mode-blind digest (`FLAG_MODE_BLIND_DIGEST`), None when the flag is clear.
     pub mode_blind_digest: Option<[u8; 32]>,
 }
@@ -804,7 +820,8 @@ impl EncodedTree {
             }));
         }
         let run_coded_diff = flags & FLAG_RUN_CODED_DIFF != 0;
-        Ok(EncodedTree { single_file, listing_digest, runs, named, old_table, files_digest, transforms, window_reach, run_coded_diff, mode_blind_digest })
+        let lzma_windows = flags & FLAG_LZMA_WINDOWS != 0;
+        Ok(EncodedTree { single_file, listing_digest, runs, named, old_table, files_digest, transforms, window_reach, run_coded_diff, lzma_windows, mode_blind_digest })
     }
 
     /// The tree against the old build's listing (sorted by path), which must
@@ -934,6 +951,7 @@ impl EncodedTree {
             transforms: resolved_transforms,
             window_reach: self.window_reach,
             run_coded_diff: self.run_coded_diff,
+            lzma_windows: self.lzma_windows,
         })
     }
 }
@@ -1348,8 +1366,24 @@ pub struct WindowSegmentHeader {
     /// New-stream bytes just before this segment in the window: the last
     /// `BASE_WINDOW_BACK` of them follow the spans, any before those precede them (§2.6).
     pub back_len: u64,
-    /// Bytes of the zstd frame in the patch.
+    /// Bytes of the zstd frame (or LZMA data) in the patch.
     pub comp_len: u64,
+    /// How the segment's data is compressed.
+    pub codec: WindowCodec,
+}
+
+/// How a window segment's data is compressed against its window (§2.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WindowCodec {
+    /// One zstd frame with the window as its prefix (tag `W`).
+    #[default]
+    Zstd,
+    /// Raw LZMA with this properties byte, whose dictionary starts as the window (tag `L`,
+    /// `FLAG_LZMA_WINDOWS`).
+    Lzma {
+        /// `(pb * 5 + lp) * 9 + lc`, each at most 4 and lc + lp at most 4.
+        props: u8,
+    },
 }
 
 impl WindowSegmentHeader {
@@ -1360,7 +1394,10 @@ impl WindowSegmentHeader {
 
     /// Appends the header's encoding (tag and varints) to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.push(WINDOW_SEGMENT_TAG);
+        out.push(match self.codec {
+            WindowCodec::Zstd => WINDOW_SEGMENT_TAG,
+            WindowCodec::Lzma { .. } => LZMA_WINDOW_SEGMENT_TAG,
+        });
         put_varint(out, self.new_len);
         put_varint(out, self.spans.len() as u64);
         let mut end = 0;
@@ -1370,6 +1407,9 @@ impl WindowSegmentHeader {
             end = start + len;
         }
         put_varint(out, self.back_len);
+        if let WindowCodec::Lzma { props } = self.codec {
+            out.push(props);
+        }
         put_varint(out, self.comp_len);
     }
 }

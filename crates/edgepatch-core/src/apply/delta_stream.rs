@@ -173,7 +173,10 @@ impl DeltaStream {
                 self.old_data = window;
                 resize_exact(&mut self.comp, w.comp_len as usize);
                 input.exact(&mut self.comp, "window segment frame")?;
-                decompress_with_window(&self.comp, &self.old_data, w.new_len, &mut self.extra, self.segment_at)?;
+                if matches!(w.codec, WindowCodec::Lzma { .. }) && !tree.lzma_windows {
+                    return Err(self.corrupt("LZMA window segment in a patch without the LZMA flag".into()));
+                }
+                decompress_with_window(&self.comp, &self.old_data, &w, &mut self.extra, self.segment_at)?;
                 self.diff.clear();
                 // The frame's output read as one op of extra bytes.
                 self.ctrl = encode_control(&[Op { diagonal: 0, copy_len: 0, extra_len: w.new_len }]);

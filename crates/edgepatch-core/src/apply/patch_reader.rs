@@ -149,7 +149,7 @@ pub(super) fn read_fixed_header<R: Read>(input: &mut PatchInput<R>) -> Result<(u
     }
     input.exact(&mut v, "flags")?;
     let flags = u16::from_le_bytes(v);
-    if flags & !(FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM | FLAG_WINDOW_REACH | FLAG_RUN_CODED_DIFF | FLAG_MODE_BLIND_DIGEST | FLAG_SPLIT_REFERENCE) != 0 {
+    if flags & !(FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM | FLAG_WINDOW_REACH | FLAG_RUN_CODED_DIFF | FLAG_MODE_BLIND_DIGEST | FLAG_SPLIT_REFERENCE | FLAG_LZMA_WINDOWS) != 0 {
         return Err(Error::Corrupt { input: Input::Patch, offset: 10, what: format!("unknown flags {flags:#x}") });
     }
     let at = input.offset();
@@ -234,7 +234,7 @@ pub(crate) fn read_segment_header<R: Read>(
             h.validate(at)?;
             Ok(Some(Segment::Ops(h)))
         }
-        WINDOW_SEGMENT_TAG => {
+        tag @ (WINDOW_SEGMENT_TAG | LZMA_WINDOW_SEGMENT_TAG) => {
             let new_len = input.varint("segment size")?;
             if new_len == 0 {
                 return Err(corrupt("window segment produces 0 bytes".into()));
@@ -267,11 +267,21 @@ pub(crate) fn read_segment_header<R: Read>(
             if back_len > produced {
                 return Err(corrupt(format!("window reaches {back_len} bytes back, more than the {produced} delta bytes produced before it")));
             }
+            let codec = if tag == LZMA_WINDOW_SEGMENT_TAG {
+                let mut props = [0u8];
+                input.exact(&mut props, "LZMA properties")?;
+                WindowCodec::Lzma { props: props[0] }
+            } else {
+                WindowCodec::Zstd
+            };
             let comp_len = input.varint("window segment compressed size")?;
             if comp_len == 0 || comp_len > new_len + new_len / 64 + 1024 {
                 return Err(corrupt(format!("compressed size {comp_len} implausible for {new_len} bytes")));
             }
-            Ok(Some(Segment::Window(WindowSegmentHeader { new_len, spans, back_len, comp_len })))
+            if tag == LZMA_WINDOW_SEGMENT_TAG && total + back_len + new_len > MAX_LZMA_DICTIONARY {
+                return Err(limit(format!("LZMA window segment's window and data take {} bytes, above the limit {MAX_LZMA_DICTIONARY}", total + back_len + new_len)));
+            }
+            Ok(Some(Segment::Window(WindowSegmentHeader { new_len, spans, back_len, comp_len, codec })))
         }
         END_TAG => {
             let count = input.varint("segment count")?;
@@ -300,9 +310,17 @@ pub(super) fn check_one_frame(comp: &[u8]) -> std::result::Result<(), String> {
 }
 
 /// Decompresses a window segment's frame with `window` as its zstd prefix.
-pub(crate) fn decompress_with_window(comp: &[u8], window: &[u8], new_len: u64, out: &mut Vec<u8>, offset: u64) -> Result<()> {
+/// A window segment's data (`comp`, `w.comp_len` bytes) decompressed against its `window`
+/// into `out`, as its codec says; exactly `w.new_len` bytes or an error.
+pub(crate) fn decompress_with_window(comp: &[u8], window: &[u8], w: &WindowSegmentHeader, out: &mut Vec<u8>, offset: u64) -> Result<()> {
     let corrupt = |why: String| Error::Corrupt { input: Input::Patch, offset, what: format!("window segment: {why}") };
+    let new_len = w.new_len;
     out.clear();
+    if let WindowCodec::Lzma { props } = w.codec {
+        // Its bound (window and data within MAX_LZMA_DICTIONARY) was checked with the header.
+        resize_exact(out, new_len as usize);
+        return crate::lzma_window::decompress_into(comp, window, props, out).map_err(corrupt);
+    }
     check_one_frame(comp).map_err(corrupt)?;
     out.reserve_exact(new_len as usize);
     let mut d = zstd::zstd_safe::DCtx::create();
