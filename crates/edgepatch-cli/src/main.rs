@@ -638,7 +638,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
 }
 
 fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
-    use edgepatch_core::patch_format::{FileSource, Segment, SegmentHeader, TreeEntryKind};
+    use edgepatch_core::patch_format::{FileSource, Segment, SegmentHeader, TreeEntryKind, WindowCodec};
     let (mut files, mut copies, mut deltas, mut links, mut dirs) = (0, 0, 0, 0, 0);
     for e in &info.tree.named {
         match &e.kind {
@@ -657,6 +657,7 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
     let ops_sum = |f: fn(&SegmentHeader) -> u64| info.layout.segments.iter().map(|s| if let Segment::Ops(h) = s { f(h) } else { 0 }).sum::<u64>();
     let (ctrl, diff, extra) = (ops_sum(|s| s.ctrl_comp), ops_sum(|s| s.diff_comp), ops_sum(|s| s.extra_comp));
     let window: u64 = info.layout.segments.iter().map(|s| if let Segment::Window(w) = s { w.comp_len } else { 0 }).sum();
+    let lzma: Vec<u64> = info.layout.segments.iter().filter_map(|s| if let Segment::Window(w) = s { matches!(w.codec, WindowCodec::Lzma { .. }).then_some(w.comp_len) } else { None }).collect();
     if cli.json {
         let segments: Vec<_> = info
             .layout
@@ -666,7 +667,7 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
                 Segment::Ops(s) => json!({ "kind": "ops", "new_bytes": s.new_len, "control": [s.ctrl_raw, s.ctrl_comp],
                 "diff": [s.diff_raw, s.diff_comp], "extra": [s.extra_raw, s.extra_comp] }),
                 Segment::Window(w) => json!({ "kind": "window", "new_bytes": w.new_len, "window_bytes": w.window_len(),
-                "spans": w.spans.len(), "compressed": w.comp_len }),
+                "spans": w.spans.len(), "compressed": w.comp_len, "codec": if w.codec == WindowCodec::Zstd { "zstd" } else { "lzma" } }),
             })
             .collect();
         println!(
@@ -697,6 +698,9 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
             info.tree.delta_bytes(),
             info.layout.segments.len()
         );
+        if !lzma.is_empty() {
+            println!("  of the window segments, {} are LZMA ({} bytes; docs/FORMAT.md §2.6)", lzma.len(), lzma.iter().sum::<u64>());
+        }
         // What an applier keeps of the produced delta bytes (docs/FORMAT.md §2.6).
         match info.tree.window_reach {
             Some(reach) => println!("window segments reach back {reach} bytes (declared; an applier keeps that much of the delta stream)"),

@@ -122,6 +122,43 @@ fn one_frame(frame: &[u8], size: u64, prefix: Option<&[u8]>, window_log: u32) ->
     Ok(out)
 }
 
+/// §2.6 LZMA window segment data: raw LZMA (liblzma's LZMA1 without an end marker, its
+/// size known) with properties byte `props`, its dictionary of window + data bytes starting
+/// as `window`, decoding to exactly `size` bytes with nothing left over.
+fn raw_lzma(data: &[u8], props: u8, window: &[u8], size: u64) -> Outcome<Vec<u8>> {
+    use liblzma_sys as lz;
+    let (lc, lp, pb) = (u32::from(props) % 9, u32::from(props) / 9 % 5, u32::from(props) / 45);
+    if pb > 4 || lc + lp > 4 {
+        return Err("LZMA properties byte".into());
+    }
+    let mut o: lz::lzma_options_lzma = unsafe { std::mem::zeroed() };
+    o.dict_size = (window.len() as u32 + size as u32).max(4096);
+    (o.lc, o.lp, o.pb) = (lc, lp, pb);
+    o.preset_dict = if window.is_empty() { std::ptr::null() } else { window.as_ptr() };
+    o.preset_dict_size = window.len() as u32;
+    o.ext_size_low = size as u32;
+    let filters = [
+        lz::lzma_filter { id: 0x4000000000000002, options: &mut o as *mut lz::lzma_options_lzma as *mut _ },
+        lz::lzma_filter { id: lz::LZMA_VLI_UNKNOWN, options: std::ptr::null_mut() },
+    ];
+    let mut strm: lz::lzma_stream = unsafe { std::mem::zeroed() };
+    if unsafe { lz::lzma_raw_decoder(&mut strm, filters.as_ptr()) } != lz::LZMA_OK {
+        return Err("LZMA decoder".into());
+    }
+    let mut out = vec![0u8; size as usize];
+    strm.next_in = data.as_ptr();
+    strm.avail_in = data.len();
+    strm.next_out = out.as_mut_ptr();
+    strm.avail_out = out.len();
+    let r = unsafe { lz::lzma_code(&mut strm, lz::LZMA_FINISH) };
+    let (left_in, left_out) = (strm.avail_in, strm.avail_out);
+    unsafe { lz::lzma_end(&mut strm) };
+    match r {
+        lz::LZMA_STREAM_END if left_in == 0 && left_out == 0 => Ok(out),
+        _ => Err(format!("LZMA data ({r}, {left_in} bytes in and {left_out} out left)")),
+    }
+}
+
 /// §1 path rules.
 fn path_ok(path: &str) -> bool {
     !path.is_empty()
@@ -244,7 +281,7 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
         return Err(format!("version {version}"));
     }
     let flags = u16::from_le_bytes(r.take(2)?.try_into().unwrap());
-    if flags > 63 {
+    if flags > 127 {
         return Err("unknown flags".into());
     }
     let run_coded_allowed = flags & 8 == 8;
@@ -253,6 +290,7 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
     let declares_reach = flags & 4 == 4;
     let mode_blind = flags & 16 == 16;
     let split_references = flags & 32 == 32;
+    let lzma_allowed = flags & 64 == 64;
     if split_references && (single || !has_transforms) {
         return Err("split references without a tree's transform table".into());
     }
@@ -577,7 +615,11 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
                 let out = run_ops(&streams[0], &streams[1], &streams[2], new_len, &reference)?;
                 delta.extend_from_slice(&out);
             }
-            b'W' => {
+            tag @ (b'W' | b'L') => {
+                let lzma = tag == b'L';
+                if lzma && !lzma_allowed {
+                    return Err("LZMA window segment without flag 64".into());
+                }
                 let new_len = r.varint()?;
                 if new_len == 0 || new_len > MAX_SEGMENT || new_len > delta_total - delta.len() as u64 {
                     return Err("window segment size".into());
@@ -607,11 +649,20 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
                 let mut window = delta[back_start..near_start].to_vec();
                 window.extend_from_slice(&old_spans);
                 window.extend_from_slice(&delta[near_start..]);
+                let props = if lzma { Some(r.byte()?) } else { None };
                 let comp = r.varint()?;
                 if comp == 0 || comp > new_len + new_len / 64 + 1024 {
                     return Err("window frame size".into());
                 }
-                let out = one_frame(r.take(comp)?, new_len, Some(&window), 25)?;
+                let out = match props {
+                    Some(props) => {
+                        if window.len() as u64 + new_len > 32 * MIB {
+                            return Err("LZMA window and data over 32 MiB".into());
+                        }
+                        raw_lzma(r.take(comp)?, props, &window, new_len)?
+                    }
+                    None => one_frame(r.take(comp)?, new_len, Some(&window), 25)?,
+                };
                 delta.extend_from_slice(&out);
             }
             b'E' => break,
