@@ -657,7 +657,12 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
     let ops_sum = |f: fn(&SegmentHeader) -> u64| info.layout.segments.iter().map(|s| if let Segment::Ops(h) = s { f(h) } else { 0 }).sum::<u64>();
     let (ctrl, diff, extra) = (ops_sum(|s| s.ctrl_comp), ops_sum(|s| s.diff_comp), ops_sum(|s| s.extra_comp));
     let window: u64 = info.layout.segments.iter().map(|s| if let Segment::Window(w) = s { w.comp_len } else { 0 }).sum();
-    let lzma: Vec<u64> = info.layout.segments.iter().filter_map(|s| if let Segment::Window(w) = s { matches!(w.codec, WindowCodec::Lzma { .. }).then_some(w.comp_len) } else { None }).collect();
+    let lzma: Vec<u64> = info
+        .layout
+        .segments
+        .iter()
+        .filter_map(|s| if let Segment::Window(w) = s { matches!(w.codec, WindowCodec::Lzma { .. }).then_some(w.comp_len) } else { None })
+        .collect();
     if cli.json {
         let segments: Vec<_> = info
             .layout

@@ -388,8 +388,17 @@ pub(crate) fn plan_tree(
     // Old files that are neither copied nor referenced need not be listed, but
     // indexes must stay stable: keep the table whole (it is small).
     let old_files = old_files.iter().map(|(path, size, _)| OldFile { path: path.to_string(), size: *size, in_reference: any_delta && *size > 0 }).collect();
-    let mut tree =
-        PatchTree { single_file, old_listing, old_files, entries, files_digest: [0; 32], transforms: Vec::new(), window_reach: None, run_coded_diff: false, lzma_windows: false };
+    let mut tree = PatchTree {
+        single_file,
+        old_listing,
+        old_files,
+        entries,
+        files_digest: [0; 32],
+        transforms: Vec::new(),
+        window_reach: None,
+        run_coded_diff: false,
+        lzma_windows: false,
+    };
     tree.files_digest = tree.digest_of(|i| match new_entries[i].1 {
         PlannedKind::File { blake3, .. } => blake3,
         _ => unreachable!("the digest hashes files only"),

@@ -707,7 +707,8 @@ impl PatchGenerator {
                 );
             }
             drop(window);
-            let header = WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: back_len as u64, comp_len: frame.len() as u64, codec: WindowCodec::Zstd };
+            let header =
+                WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: back_len as u64, comp_len: frame.len() as u64, codec: WindowCodec::Zstd };
             if chosen.as_ref().is_none_or(|(bytes, _)| frame.len() + 32 + header.spans.len() * 8 < bytes.len()) {
                 let mut out = Vec::with_capacity(frame.len() + 32 + header.spans.len() * 8);
                 header.encode(&mut out);

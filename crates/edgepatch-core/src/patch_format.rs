@@ -821,7 +821,19 @@ impl EncodedTree {
         }
         let run_coded_diff = flags & FLAG_RUN_CODED_DIFF != 0;
         let lzma_windows = flags & FLAG_LZMA_WINDOWS != 0;
-        Ok(EncodedTree { single_file, listing_digest, runs, named, old_table, files_digest, transforms, window_reach, run_coded_diff, lzma_windows, mode_blind_digest })
+        Ok(EncodedTree {
+            single_file,
+            listing_digest,
+            runs,
+            named,
+            old_table,
+            files_digest,
+            transforms,
+            window_reach,
+            run_coded_diff,
+            lzma_windows,
+            mode_blind_digest,
+        })
     }
 
     /// The tree against the old build's listing (sorted by path), which must

@@ -379,6 +379,39 @@ fn make_vectors() -> Vec<Vector> {
         v.push(patch_vector("window-span-overflow", "a window span at offset u64::MAX - 1: start + length wraps", ErrorKind::Corrupt, p.encode()));
     }
 
+    // LZMA window segments (§2.6, flags bit 6): 4 new bytes, no spans, no back bytes.
+    let lzma_segment = |props: u8, data: &[u8]| {
+        let mut s = vec![b'L'];
+        put_varint(&mut s, 4);
+        put_varint(&mut s, 0);
+        put_varint(&mut s, 0);
+        s.push(props);
+        put_varint(&mut s, data.len() as u64);
+        s.extend_from_slice(data);
+        s
+    };
+    // Raw LZMA (lc 0, lp 0, pb 0) of "abcd" with an end marker (Python's lzma): none of the
+    // vectors below gets as far as decoding it whole.
+    let lzma_of_abcd: &[u8] = &[0x00, 0x30, 0x99, 0xab, 0xc3, 0x26, 0xc1, 0x81, 0x6b, 0xff, 0xf6, 0x73, 0x00, 0x00];
+    for (name, attacks, flags, props, data) in [
+        ("lzma-window-without-flag", "an LZMA window segment in a patch whose flags do not allow one (bit 6 clear)", 0u16, 0u8, lzma_of_abcd),
+        ("lzma-window-bad-props", "an LZMA window segment whose properties byte is out of range (lc + lp above 4)", 64, 4 + 9, lzma_of_abcd),
+        (
+            "lzma-window-corrupt",
+            "an LZMA window segment whose data is not LZMA (its range coder's first byte is not 0)",
+            64,
+            0,
+            &[0xff, 0x12, 0x34, 0x56, 0x78, 0x9a][..],
+        ),
+        ("lzma-window-truncated", "an LZMA window segment whose data ends before its 4 bytes are decoded", 64, 0, &lzma_of_abcd[..3]),
+    ] {
+        let mut p = PatchBytes::new(&delta_files_tree(&[4]));
+        p.flags = flags;
+        p.body = lzma_segment(props, data);
+        (p.segments, p.delta) = (1, 4);
+        v.push(patch_vector(name, attacks, ErrorKind::Corrupt, p.encode()));
+    }
+
     // Window reach (§2.6): flags bit 2 and the varint that ends the tree.
     // A window segment of 4 new bytes, no spans, reaching `back` bytes back.
     let reaching = |back: u64| {

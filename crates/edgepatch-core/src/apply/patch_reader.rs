@@ -149,7 +149,16 @@ pub(super) fn read_fixed_header<R: Read>(input: &mut PatchInput<R>) -> Result<(u
     }
     input.exact(&mut v, "flags")?;
     let flags = u16::from_le_bytes(v);
-    if flags & !(FLAG_SINGLE_FILE | FLAG_WASM_TRANSFORM | FLAG_WINDOW_REACH | FLAG_RUN_CODED_DIFF | FLAG_MODE_BLIND_DIGEST | FLAG_SPLIT_REFERENCE | FLAG_LZMA_WINDOWS) != 0 {
+    if flags
+        & !(FLAG_SINGLE_FILE
+            | FLAG_WASM_TRANSFORM
+            | FLAG_WINDOW_REACH
+            | FLAG_RUN_CODED_DIFF
+            | FLAG_MODE_BLIND_DIGEST
+            | FLAG_SPLIT_REFERENCE
+            | FLAG_LZMA_WINDOWS)
+        != 0
+    {
         return Err(Error::Corrupt { input: Input::Patch, offset: 10, what: format!("unknown flags {flags:#x}") });
     }
     let at = input.offset();
@@ -279,7 +288,10 @@ pub(crate) fn read_segment_header<R: Read>(
                 return Err(corrupt(format!("compressed size {comp_len} implausible for {new_len} bytes")));
             }
             if tag == LZMA_WINDOW_SEGMENT_TAG && total + back_len + new_len > MAX_LZMA_DICTIONARY {
-                return Err(limit(format!("LZMA window segment's window and data take {} bytes, above the limit {MAX_LZMA_DICTIONARY}", total + back_len + new_len)));
+                return Err(limit(format!(
+                    "LZMA window segment's window and data take {} bytes, above the limit {MAX_LZMA_DICTIONARY}",
+                    total + back_len + new_len
+                )));
             }
             Ok(Some(Segment::Window(WindowSegmentHeader { new_len, spans, back_len, comp_len, codec })))
         }
@@ -335,4 +347,38 @@ pub(crate) fn decompress_with_window(comp: &[u8], window: &[u8], w: &WindowSegme
 
 pub(crate) fn zstd_error(code: usize) -> String {
     format!("zstd: {}", zstd::zstd_safe::get_error_name(code))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::put_varint;
+
+    /// An `L` segment header: `new_len` bytes, one span of `span` bytes at 0, `back` bytes back.
+    fn lzma_header(new_len: u64, span: u64, back: u64) -> Vec<u8> {
+        let mut h = vec![LZMA_WINDOW_SEGMENT_TAG];
+        put_varint(&mut h, new_len);
+        put_varint(&mut h, 1);
+        put_varint(&mut h, 0);
+        put_varint(&mut h, span);
+        put_varint(&mut h, back);
+        h.push(0);
+        put_varint(&mut h, 100);
+        h
+    }
+
+    #[test]
+    fn an_lzma_window_segment_is_refused_where_its_dictionary_passes_the_limit() {
+        let read = |h: Vec<u8>| read_segment_header(&mut PatchInput::new(&h[..]), 1, MAX_WINDOW_BACK, MAX_WINDOW_BYTES, MAX_WINDOW_BACK);
+        // 8 MiB of spans + 16 MiB back + 8 MiB new: exactly the limit.
+        let at_limit = read(lzma_header(8 << 20, MAX_WINDOW_BYTES, MAX_WINDOW_BACK)).unwrap();
+        assert!(matches!(at_limit, Some(Segment::Window(WindowSegmentHeader { codec: WindowCodec::Lzma { props: 0 }, .. }))));
+        let over = read(lzma_header((8 << 20) + 1, MAX_WINDOW_BYTES, MAX_WINDOW_BACK)).unwrap_err();
+        assert!(matches!(over, Error::Limit { .. }), "{over}");
+        // The same header as a zstd window segment is within its limits.
+        let mut w = lzma_header((8 << 20) + 1, MAX_WINDOW_BYTES, MAX_WINDOW_BACK);
+        w[0] = WINDOW_SEGMENT_TAG;
+        w.remove(w.len() - 2);
+        assert!(matches!(read(w).unwrap(), Some(Segment::Window(WindowSegmentHeader { codec: WindowCodec::Zstd, .. }))));
+    }
 }
