@@ -534,7 +534,7 @@ fn refuses_a_normalized_form_that_is_not_wasm() {
 #[test]
 fn refuses_unknown_flags_still() {
     let p = parts();
-    p.refused(FLAGS | 64, &p.row(1, 0, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "unknown flags");
+    p.refused(FLAGS | 128, &p.row(1, 0, p.size, p.side.len() as u64, &p.side), ErrorKind::Corrupt, "unknown flags");
 }
 
 /// A split-layout file whose old module is over the format's 64 MiB cap (the patch's tree names

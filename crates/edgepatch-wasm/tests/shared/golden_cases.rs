@@ -358,6 +358,24 @@ fn diff_files_output_applies() {
     assert_eq!(diff_files(old.to_vec(), new.to_vec(), Some(3)).map_err(message).unwrap(), patch);
 }
 
+const ARCADE_V1_LOGIC: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/arcade/v1/logic.wasm"));
+const ARCADE_V2_LOGIC: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/arcade/v2/logic.wasm"));
+
+/// The arcade's module at the default level is stored split with LZMA window segments
+/// (docs/FORMAT.md §2.6): liblzma's encoder and decoder both run in this engine's wasm.
+#[cfg(feature = "diff")]
+#[wasm_bindgen_test]
+fn a_split_module_diffed_at_the_default_level_has_lzma_window_segments_that_apply() {
+    use edgepatch_core::patch_format::{Segment, WindowCodec};
+    let patch = diff_files(ARCADE_V1_LOGIC.to_vec(), ARCADE_V2_LOGIC.to_vec(), None).map_err(message).unwrap();
+    let info = edgepatch_core::inspect::inspect_patch(&patch[..]).unwrap();
+    let lzma = info.layout.segments.iter().filter(|s| matches!(s, Segment::Window(w) if matches!(w.codec, WindowCodec::Lzma { .. }))).count();
+    assert!(lzma > 0, "no LZMA window segment in {:?}", info.layout.segments);
+    let sink = collecting_sink(None);
+    apply(&patch, 500, &old_source(&[("", ARCADE_V1_LOGIC)]), &sink).unwrap();
+    assert_eq!(sink_entries(&sink), vec![(String::new(), Entry::File { executable: false, data: ARCADE_V2_LOGIC.to_vec() })]);
+}
+
 #[cfg(feature = "diff")]
 #[wasm_bindgen_test]
 fn diff_files_rejects_a_bad_level() {
@@ -571,6 +589,10 @@ const HOSTILE_FILES: &[(&str, &[u8])] = &[
     hostile!("window-back-over-reach.patch"),
     hostile!("window-back-over-base.patch"),
     hostile!("window-back-over-produced.patch"),
+    hostile!("lzma-window-without-flag.patch"),
+    hostile!("lzma-window-bad-props.patch"),
+    hostile!("lzma-window-corrupt.patch"),
+    hostile!("lzma-window-truncated.patch"),
     hostile!("link-target-nul.patch"),
     hostile!("link-target-long.patch"),
     hostile!("wrong-old-build.patch"),
