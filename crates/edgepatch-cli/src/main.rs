@@ -76,7 +76,9 @@ enum Command {
         #[arg(long, default_value_t = DEFAULT_OLD_BUDGET_MIB, value_parser = clap::value_parser!(u64).range(8..=256))]
         old_budget: u64,
         /// With --bounded: search text segments' windows as the Worker does (cheaper; about
-        /// 10% larger text windows) rather than as the in-memory diff does.
+        /// 10% larger text windows) rather than as the in-memory diff does, and write zstd
+        /// window segments only, as the Worker does (no LZMA window segments): the Worker's
+        /// patch, byte for byte, at its level.
         #[arg(long)]
         worker_text_windows: bool,
         /// Store every changed wasm module as it is (no wasm-aware transform): for
@@ -373,6 +375,8 @@ fn run(cli: &Cli) -> Result<(), String> {
                     wasm_transform: !*no_wasm_transform,
                     old_budget: *old_budget << 20,
                     deep_text_windows: !*worker_text_windows,
+                    // As the in-memory diff: at level 19 or above (the Worker never).
+                    lzma_windows: !*worker_text_windows && *level >= 19,
                     threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
                 };
                 let stats = bounded_diff::diff_bounded(old, new, patch, &opts, &|n| bar.set_position(n))?;

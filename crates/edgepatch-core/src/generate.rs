@@ -194,6 +194,8 @@ pub struct PatchGenerator {
     old_budget: u64,
     /// Text windows searched as the in-memory diff's are (`set_deep_text_windows`).
     deep_text_windows: bool,
+    /// Split modules' parts tried as LZMA window segments too (`set_lzma_windows`).
+    lzma_windows: bool,
     /// Over the patch bytes handed out (what the trailer checksum covers).
     hasher: blake3::Hasher,
     out_len: u64,
@@ -307,6 +309,7 @@ impl PatchGenerator {
             planned: None,
             old_budget: MAX_WINDOW_BYTES,
             deep_text_windows: false,
+            lzma_windows: false,
             hasher: blake3::Hasher::new(),
             out_len: 0,
             segments: Vec::new(),
@@ -455,6 +458,20 @@ impl PatchGenerator {
         self.deep_text_windows = on;
     }
 
+    /// Tries each segment of a split module's part (docs/FORMAT.md §2.8.7) as an LZMA window
+    /// segment too, as the in-memory diff does at level 19 and above, and keeps it where it is
+    /// smaller (5-9% on split modules; BENCHMARKS.md, "LZMA window segments"). Off by default:
+    /// LZMA's encoder takes about 12 bytes of memory per byte of window and part (up to 384 MiB
+    /// at `MAX_LZMA_DICTIONARY`), more than a Worker's isolate has. Set it before `header()`:
+    /// the patch's flags then allow LZMA window segments.
+    pub fn set_lzma_windows(&mut self, on: bool) -> Result<()> {
+        if self.header_done {
+            return Err(invalid("set_lzma_windows() after header()"));
+        }
+        self.lzma_windows = on;
+        Ok(())
+    }
+
     /// Segments of the patch: 4 MiB of the new delta stream each, cut also where each part of a
     /// module stored in the field-split layout begins and ends.
     pub fn segment_count(&self) -> u64 {
@@ -493,6 +510,7 @@ impl PatchGenerator {
         if self.header_done {
             return Err(invalid("header() called twice"));
         }
+        self.tree.lzma_windows = self.lzma_windows && self.new_total > 0;
         let bytes = encode_header_and_tree(&self.tree, self.level)?;
         self.reserve_history();
         self.header_done = true;
@@ -706,9 +724,19 @@ impl PatchGenerator {
                     window.len()
                 );
             }
+            let mut codec = WindowCodec::Zstd;
+            // As the in-memory diff (`diff::encode_window_segment`): a part that zstd leaves
+            // 1/64 or more of is tried as LZMA too.
+            if self.lzma_windows && part.is_some() && frame.len() * 64 >= new.len() && (window.len() + new.len()) as u64 <= MAX_LZMA_DICTIONARY {
+                for props in crate::lzma_window::TRIED_PROPS {
+                    if let Some(lzma) = crate::lzma_window::compress(new, &window, props).filter(|l| l.len() + 1 < frame.len()) {
+                        frame = lzma;
+                        codec = WindowCodec::Lzma { props: props.byte() };
+                    }
+                }
+            }
             drop(window);
-            let header =
-                WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: back_len as u64, comp_len: frame.len() as u64, codec: WindowCodec::Zstd };
+            let header = WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: back_len as u64, comp_len: frame.len() as u64, codec };
             if chosen.as_ref().is_none_or(|(bytes, _)| frame.len() + 32 + header.spans.len() * 8 < bytes.len()) {
                 let mut out = Vec::with_capacity(frame.len() + 32 + header.spans.len() * 8);
                 header.encode(&mut out);
