@@ -81,3 +81,36 @@ fn threads_make_the_one_pass_patch_byte_for_byte() {
     assert!(patches[0].len() < 2_000_000, "patch of {} bytes", patches[0].len());
     assert!(patches[0] == patches[1], "1 thread: {} bytes, 3 threads: {} bytes", patches[0].len(), patches[1].len());
 }
+
+/// The arcade's re-emitted module (fixtures/arcade) is stored split; at the default level the
+/// in-memory diff and `diff --bounded` write LZMA window segments for its parts (docs/FORMAT.md
+/// §2.6), which apply byte for byte; `--worker-text-windows` (the Worker's patch) and a lower
+/// level write zstd only and leave the flag clear.
+#[test]
+fn split_modules_get_lzma_window_segments_at_the_default_level_only() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/arcade");
+    let (old, new) = (fixtures.join("v1/logic.wasm"), fixtures.join("v2/logic.wasm"));
+    let tmp = tempfile::tempdir().unwrap();
+    let lzma_segments = |args: &[&str]| -> usize {
+        let patch = tmp.path().join("p.patch");
+        let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"diff"];
+        for a in args {
+            all.push(a);
+        }
+        all.extend([&old as &dyn AsRef<std::ffi::OsStr>, &new, &patch]);
+        ok(edgepatch(&all));
+        let out = tmp.path().join("out.wasm");
+        let _ = std::fs::remove_file(&out);
+        ok(edgepatch(&[&"apply", &old, &patch, &out]));
+        assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&new).unwrap(), "{args:?}");
+        let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
+        let flags = u16::from_le_bytes(std::fs::read(&patch).unwrap()[10..12].try_into().unwrap());
+        let count = info["segments"].as_array().unwrap().iter().filter(|s| s["codec"] == "lzma").count();
+        assert_eq!(flags & edgepatch_core::patch_format::FLAG_LZMA_WINDOWS != 0, count > 0, "{args:?}: flags {flags:#x}, {count} LZMA segments");
+        count
+    };
+    assert!(lzma_segments(&[]) > 0);
+    assert!(lzma_segments(&["--bounded"]) > 0);
+    assert_eq!(lzma_segments(&["--level", "18"]), 0);
+    assert_eq!(lzma_segments(&["--bounded", "--level", "17", "--worker-text-windows"]), 0);
+}
