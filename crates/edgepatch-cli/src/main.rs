@@ -641,6 +641,11 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
     })
 }
 
+/// The names of an ops segment's streams stored as raw LZMA (docs/FORMAT.md §2.3).
+fn lzma_streams(s: &edgepatch_core::patch_format::SegmentHeader) -> Vec<&'static str> {
+    ["control", "diff", "extra"].into_iter().zip(s.lzma).filter(|(_, p)| p.is_some()).map(|(n, _)| n).collect()
+}
+
 fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
     use edgepatch_core::patch_format::{FileSource, Segment, SegmentHeader, TreeEntryKind, WindowCodec};
     let (mut files, mut copies, mut deltas, mut links, mut dirs) = (0, 0, 0, 0, 0);
@@ -661,12 +666,8 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
     let ops_sum = |f: fn(&SegmentHeader) -> u64| info.layout.segments.iter().map(|s| if let Segment::Ops(h) = s { f(h) } else { 0 }).sum::<u64>();
     let (ctrl, diff, extra) = (ops_sum(|s| s.ctrl_comp), ops_sum(|s| s.diff_comp), ops_sum(|s| s.extra_comp));
     let window: u64 = info.layout.segments.iter().map(|s| if let Segment::Window(w) = s { w.comp_len } else { 0 }).sum();
-    let lzma: Vec<u64> = info
-        .layout
-        .segments
-        .iter()
-        .filter_map(|s| if let Segment::Window(w) = s { matches!(w.codec, WindowCodec::Lzma { .. }).then_some(w.comp_len) } else { None })
-        .collect();
+    let lzma_windows = info.layout.segments.iter().filter(|s| matches!(s, Segment::Window(w) if w.codec != WindowCodec::Zstd)).count();
+    let lzma_ops = info.layout.segments.iter().filter(|s| matches!(s, Segment::Ops(h) if h.lzma.iter().any(Option::is_some))).count();
     if cli.json {
         let segments: Vec<_> = info
             .layout
@@ -674,7 +675,8 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
             .iter()
             .map(|s| match s {
                 Segment::Ops(s) => json!({ "kind": "ops", "new_bytes": s.new_len, "control": [s.ctrl_raw, s.ctrl_comp],
-                "diff": [s.diff_raw, s.diff_comp], "extra": [s.extra_raw, s.extra_comp] }),
+                "diff": [s.diff_raw, s.diff_comp], "extra": [s.extra_raw, s.extra_comp],
+                "lzma": lzma_streams(s) }),
                 Segment::Window(w) => json!({ "kind": "window", "new_bytes": w.new_len, "window_bytes": w.window_len(),
                 "spans": w.spans.len(), "compressed": w.comp_len, "codec": if w.codec == WindowCodec::Zstd { "zstd" } else { "lzma" } }),
             })
@@ -707,8 +709,8 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
             info.tree.delta_bytes(),
             info.layout.segments.len()
         );
-        if !lzma.is_empty() {
-            println!("  of the window segments, {} are LZMA ({} bytes; docs/FORMAT.md §2.6)", lzma.len(), lzma.iter().sum::<u64>());
+        if lzma_windows + lzma_ops > 0 {
+            println!("LZMA segments (docs/FORMAT.md §2.3, §2.6): {lzma_windows} window segments, {lzma_ops} ops segments with LZMA streams");
         }
         // What an applier keeps of the produced delta bytes (docs/FORMAT.md §2.6).
         match info.tree.window_reach {

@@ -106,7 +106,7 @@ fn split_modules_get_lzma_window_segments_at_the_default_level_only() {
         let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
         let flags = u16::from_le_bytes(std::fs::read(&patch).unwrap()[10..12].try_into().unwrap());
         let count = info["segments"].as_array().unwrap().iter().filter(|s| s["codec"] == "lzma").count();
-        assert_eq!(flags & edgepatch_core::patch_format::FLAG_LZMA_WINDOWS != 0, count > 0, "{args:?}: flags {flags:#x}, {count} LZMA segments");
+        assert_eq!(flags & edgepatch_core::patch_format::FLAG_LZMA_SEGMENTS != 0, count > 0, "{args:?}: flags {flags:#x}, {count} LZMA segments");
         count
     };
     assert!(lzma_segments(&[]) > 0);

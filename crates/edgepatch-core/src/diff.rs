@@ -225,8 +225,9 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     };
     // Only a patch whose windows reach further than the base declares it.
     tree.window_reach = Some(window_reach_of(&segments)?).filter(|&r| r > BASE_WINDOW_BACK);
-    tree.run_coded_diff = segments.iter().any(|s| s.first() == Some(&RUN_CODED_SEGMENT_TAG));
-    tree.lzma_windows = segments.iter().any(|s| s.first() == Some(&LZMA_WINDOW_SEGMENT_TAG));
+    // An `M` segment's second byte is 1 where its diff stream is run-coded (§2.3).
+    tree.run_coded_diff = segments.iter().any(|s| s.first() == Some(&RUN_CODED_SEGMENT_TAG) || s[..2.min(s.len())] == [LZMA_OPS_SEGMENT_TAG, 1]);
+    tree.lzma_segments = segments.iter().any(|s| matches!(s.first(), Some(&LZMA_WINDOW_SEGMENT_TAG) | Some(&LZMA_OPS_SEGMENT_TAG)));
     let mut out = encode_header_and_tree(&tree, opts.level)?;
     for seg in &segments {
         out.extend_from_slice(seg);
@@ -397,7 +398,7 @@ pub(crate) fn plan_tree(
         transforms: Vec::new(),
         window_reach: None,
         run_coded_diff: false,
-        lzma_windows: false,
+        lzma_segments: false,
     };
     tree.files_digest = tree.digest_of(|i| match new_entries[i].1 {
         PlannedKind::File { blake3, .. } => blake3,
@@ -671,7 +672,7 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whol
         return Err(Error::Invalid("control stream of a segment over its limit; use a smaller segment size".into()));
     }
     let (diff, extra) = split_streams(reference, part, ops);
-    let (out, h) = encode_ops_streams(part.len() as u64, &ctrl, &diff, &extra, |data, _| compress(data, level))?;
+    let (out, h) = encode_ops_streams(part.len() as u64, &ctrl, &diff, &extra, level >= LZMA_MIN_LEVEL, |data, _| compress(data, level))?;
     // Where the control stream is a large share (text: many short matches), a
     // zstd frame over the old spans the ops found often does better. Keep the smaller.
     // (Tiny results are not worth the window's slow compression.)

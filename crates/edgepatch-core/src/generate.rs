@@ -510,7 +510,7 @@ impl PatchGenerator {
         if self.header_done {
             return Err(invalid("header() called twice"));
         }
-        self.tree.lzma_windows = self.lzma_windows && self.new_total > 0;
+        self.tree.lzma_segments = self.lzma_windows && self.new_total > 0;
         let bytes = encode_header_and_tree(&self.tree, self.level)?;
         self.reserve_history();
         self.header_done = true;
@@ -1172,7 +1172,7 @@ fn encode_ops_segment(
         return Ok((None, copied));
     }
     let t = timing.then(std::time::Instant::now);
-    let (out, header) = encode_ops_streams(new.len() as u64, &ctrl, &diff, &extra, |data, stream| compress_capped(data, level, stream))?;
+    let (out, header) = encode_ops_streams(new.len() as u64, &ctrl, &diff, &extra, false, |data, stream| compress_capped(data, level, stream))?;
     if let Some(t) = t {
         eprintln!(
             "  ctrl {} -> {}, diff {} -> {}{}, extra {} -> {} ({:.2}s)",

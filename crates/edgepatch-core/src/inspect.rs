@@ -64,10 +64,17 @@ pub fn inspect_patch<R: Read>(patch: R) -> Result<PatchInfo> {
         match &segment {
             Segment::Ops(h) => {
                 // Decompress to check the frames; nothing is kept.
-                input.frame(h.ctrl_comp, h.ctrl_raw, &mut scratch.0, &mut scratch.1, "segment control")?;
+                input.ops_stream(h.lzma[0], h.ctrl_comp, h.ctrl_raw, &mut scratch.0, &mut scratch.1, "segment control")?;
                 // A run-coded diff (§2.3) is checked as the frame it is.
-                input.frame(h.diff_comp, if h.diff_coded > 0 { h.diff_coded } else { h.diff_raw }, &mut scratch.0, &mut scratch.1, "segment diff")?;
-                input.frame(h.extra_comp, h.extra_raw, &mut scratch.0, &mut scratch.1, "segment extra")?;
+                input.ops_stream(
+                    h.lzma[1],
+                    h.diff_comp,
+                    if h.diff_coded > 0 { h.diff_coded } else { h.diff_raw },
+                    &mut scratch.0,
+                    &mut scratch.1,
+                    "segment diff",
+                )?;
+                input.ops_stream(h.lzma[2], h.extra_comp, h.extra_raw, &mut scratch.0, &mut scratch.1, "segment extra")?;
             }
             // Its frame needs the old data to decompress: only skipped here.
             Segment::Window(w) => {

@@ -48,20 +48,24 @@ pub const FLAG_MODE_BLIND_DIGEST: u16 = 16;
 /// all read the old file at their own path is byte for byte what it was before. Older
 /// appliers refuse unknown flags.
 pub const FLAG_SPLIT_REFERENCE: u16 = 32;
-/// The patch may hold LZMA window segments (tag `LZMA_WINDOW_SEGMENT_TAG`, §2.6): a window
-/// segment whose data is an LZMA2 stream primed with the window, where that is smaller than
-/// its zstd frame (the field streams of split wasm modules: 5-9% smaller patches). Set only
-/// when one occurs, so a patch without one is byte for byte what it was before. Older
-/// appliers refuse unknown flags.
-pub const FLAG_LZMA_WINDOWS: u16 = 64;
+/// The patch may hold LZMA segments: window segments whose data is raw LZMA primed with the
+/// window (tag `LZMA_WINDOW_SEGMENT_TAG`, §2.6), and ops segments some of whose streams are
+/// raw LZMA (tag `LZMA_OPS_SEGMENT_TAG`, §2.3), where those are smaller than zstd's frames
+/// (5-9% on split wasm modules' field streams and on ops streams). Set only when one occurs
+/// (by the in-memory diff; a writer that writes the tree first sets it where it may write
+/// one), so a patch without one is byte for byte what it was before. Older appliers refuse
+/// unknown flags.
+pub const FLAG_LZMA_SEGMENTS: u16 = 64;
 /// Tag byte of an ops segment.
 pub const SEGMENT_TAG: u8 = b'S';
 /// Tag byte of a window segment.
 pub const WINDOW_SEGMENT_TAG: u8 = b'W';
 /// Tag byte of an ops segment whose diff stream is run-coded (§2.3).
 pub const RUN_CODED_SEGMENT_TAG: u8 = b'R';
-/// Tag byte of a window segment whose data is an LZMA2 stream (§2.6).
+/// Tag byte of a window segment whose data is raw LZMA (§2.6).
 pub const LZMA_WINDOW_SEGMENT_TAG: u8 = b'L';
+/// Tag byte of an ops segment some of whose streams are raw LZMA (§2.3).
+pub const LZMA_OPS_SEGMENT_TAG: u8 = b'M';
 /// An LZMA window segment's window plus its new bytes may not exceed this: the dictionary
 /// its decoder holds (a zstd frame refers to its window in place; LZMA's decoder copies it).
 pub const MAX_LZMA_DICTIONARY: u64 = 32 << 20;
@@ -290,8 +294,8 @@ pub struct PatchTree {
     pub window_reach: Option<u64>,
     /// Some ops segment's diff stream is run-coded (`FLAG_RUN_CODED_DIFF`).
     pub run_coded_diff: bool,
-    /// Some window segment is an LZMA one (`FLAG_LZMA_WINDOWS`).
-    pub lzma_windows: bool,
+    /// Some window segment is an LZMA one (`FLAG_LZMA_SEGMENTS`).
+    pub lzma_segments: bool,
 }
 
 /// [`PatchTree::split_old_file`], before the tree is put together.
@@ -351,7 +355,7 @@ impl PatchTree {
             | (if self.transforms.is_empty() { 0 } else { FLAG_WASM_TRANSFORM })
             | (if self.window_reach.is_some() { FLAG_WINDOW_REACH } else { 0 })
             | (if self.run_coded_diff { FLAG_RUN_CODED_DIFF } else { 0 })
-            | (if self.lzma_windows { FLAG_LZMA_WINDOWS } else { 0 })
+            | (if self.lzma_segments { FLAG_LZMA_SEGMENTS } else { 0 })
             | (if !self.single_file && has_executable(&self.old_listing) { FLAG_MODE_BLIND_DIGEST } else { 0 })
             | (if self.transforms.iter().any(|w| w.split_reference.is_some()) { FLAG_SPLIT_REFERENCE } else { 0 })
     }
@@ -586,8 +590,8 @@ pub struct EncodedTree {
     pub window_reach: Option<u64>,
     /// `FLAG_RUN_CODED_DIFF` was set (it adds nothing to the tree section).
     pub run_coded_diff: bool,
-    /// `FLAG_LZMA_WINDOWS` was set (it adds nothing to the tree section).
-    pub lzma_windows: bool,
+    /// `FLAG_LZMA_SEGMENTS` was set (it adds nothing to the tree section).
+    pub lzma_segments: bool,
     /// The old listing's mode-blind digest (`FLAG_MODE_BLIND_DIGEST`), None when the flag is clear.
     pub mode_blind_digest: Option<[u8; 32]>,
 }
@@ -820,7 +824,7 @@ impl EncodedTree {
             }));
         }
         let run_coded_diff = flags & FLAG_RUN_CODED_DIFF != 0;
-        let lzma_windows = flags & FLAG_LZMA_WINDOWS != 0;
+        let lzma_segments = flags & FLAG_LZMA_SEGMENTS != 0;
         Ok(EncodedTree {
             single_file,
             listing_digest,
@@ -831,7 +835,7 @@ impl EncodedTree {
             transforms,
             window_reach,
             run_coded_diff,
-            lzma_windows,
+            lzma_segments,
             mode_blind_digest,
         })
     }
@@ -963,7 +967,7 @@ impl EncodedTree {
             transforms: resolved_transforms,
             window_reach: self.window_reach,
             run_coded_diff: self.run_coded_diff,
-            lzma_windows: self.lzma_windows,
+            lzma_segments: self.lzma_segments,
         })
     }
 }
@@ -1015,11 +1019,31 @@ pub struct SegmentHeader {
     pub extra_raw: u64,
     /// Extra bytes in the patch.
     pub extra_comp: u64,
+    /// The LZMA properties byte of each stream (control, diff, extra) stored as raw LZMA, None
+    /// for a zstd frame; any LZMA stream makes the segment an `M` one (§2.3).
+    pub lzma: [Option<u8>; 3],
 }
 
 impl SegmentHeader {
     /// Appends the header's encoding (tag and varints) to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        if self.lzma.iter().any(Option::is_some) {
+            out.push(LZMA_OPS_SEGMENT_TAG);
+            out.push(u8::from(self.diff_coded > 0));
+            put_varint(out, self.new_len);
+            put_varint(out, self.ctrl_raw);
+            put_varint(out, self.ctrl_comp);
+            put_varint(out, self.diff_raw);
+            if self.diff_coded > 0 {
+                put_varint(out, self.diff_coded);
+            }
+            for v in [self.diff_comp, self.extra_raw, self.extra_comp] {
+                put_varint(out, v);
+            }
+            out.push(self.lzma.iter().enumerate().map(|(i, p)| u8::from(p.is_some()) << i).sum());
+            out.extend(self.lzma.iter().flatten());
+            return;
+        }
         if self.diff_coded > 0 {
             out.push(RUN_CODED_SEGMENT_TAG);
             for v in [self.new_len, self.ctrl_raw, self.ctrl_comp, self.diff_raw, self.diff_coded, self.diff_comp, self.extra_raw, self.extra_comp] {
@@ -1081,31 +1105,69 @@ pub(crate) enum OpsStream {
     Extra,
 }
 
+/// A stream's zstd frame shorter than this is not tried as LZMA: a few bytes to gain.
+const LZMA_STREAM_MIN: usize = 64;
+
+/// The LZMA parameters an ops stream is tried with, one set per stream: the byte before
+/// predicts a control stream's and a diff stream's next byte little and new bytes' (code,
+/// text) well (measured on rive's and freedoom2-wad's streams: within 1-2% of the best of
+/// five sets each; BENCHMARKS.md, "LZMA ops segments").
+fn ops_stream_props(stream: OpsStream) -> crate::lzma_window::LzmaProps {
+    let lc = match stream {
+        OpsStream::Ctrl => 1,
+        OpsStream::Diff => 0,
+        OpsStream::Extra => 3,
+    };
+    crate::lzma_window::LzmaProps { lc, lp: 0, pb: 0 }
+}
+
+/// The smaller of `frame` (zstd's, of `data`) and `data` as raw LZMA: (bytes, the LZMA
+/// properties byte if LZMA).
+fn smaller_with_lzma(data: &[u8], frame: Vec<u8>, stream: OpsStream) -> (Vec<u8>, Option<u8>) {
+    let props = ops_stream_props(stream);
+    if frame.len() >= LZMA_STREAM_MIN {
+        if let Some(l) = crate::lzma_window::compress(data, &[], props).filter(|l| l.len() < frame.len()) {
+            return (l, Some(props.byte()));
+        }
+    }
+    (frame, None)
+}
+
 /// An ops segment from its three raw streams, as both writers (the in-memory diff and the
 /// generator) make it: each stream compressed by `compress` (which returns no frame for an
-/// empty stream), the diff stream run-coded (tag `R`) where that frame is the smaller.
+/// empty stream), the diff stream run-coded (tag `R`) where that frame is the smaller. With
+/// `lzma`, each stream is also tried as raw LZMA and the smaller kept (tag `M`, §2.3).
 /// Returns the segment's bytes (header and frames) and its header.
 pub(crate) fn encode_ops_streams(
     new_len: u64,
     ctrl: &[u8],
     diff: &[u8],
     extra: &[u8],
+    lzma: bool,
     mut compress: impl FnMut(&[u8], OpsStream) -> Result<Vec<u8>>,
 ) -> Result<(Vec<u8>, SegmentHeader)> {
-    let c = compress(ctrl, OpsStream::Ctrl)?;
+    let with_lzma = |data: &[u8], frame: Vec<u8>, stream: OpsStream| if lzma { smaller_with_lzma(data, frame, stream) } else { (frame, None) };
+    let (c, c_lzma) = with_lzma(ctrl, compress(ctrl, OpsStream::Ctrl)?, OpsStream::Ctrl);
     let mut d = compress(diff, OpsStream::Diff)?;
     let mut diff_coded = 0;
+    // The diff stream as it is or run-coded, whichever zstd makes smaller, and then that one
+    // as LZMA if smaller still (one LZMA search per stream).
+    let mut d_lzma = None;
     if !diff.is_empty() {
         let coded = encode_run_coded(diff);
         if coded.len() < diff.len() {
             let dc = compress(&coded, OpsStream::Diff)?;
             if dc.len() < d.len() {
                 (d, diff_coded) = (dc, coded.len() as u64);
+                (d, d_lzma) = with_lzma(&coded, d, OpsStream::Diff);
             }
         }
         // `coded` is freed here, before the extra stream's compressor is allocated.
     }
-    let e = compress(extra, OpsStream::Extra)?;
+    if diff_coded == 0 {
+        (d, d_lzma) = with_lzma(diff, d, OpsStream::Diff);
+    }
+    let (e, e_lzma) = with_lzma(extra, compress(extra, OpsStream::Extra)?, OpsStream::Extra);
     let header = SegmentHeader {
         new_len,
         ctrl_raw: ctrl.len() as u64,
@@ -1115,6 +1177,7 @@ pub(crate) fn encode_ops_streams(
         diff_comp: d.len() as u64,
         extra_raw: extra.len() as u64,
         extra_comp: e.len() as u64,
+        lzma: [c_lzma, d_lzma, e_lzma],
     };
     let mut out = Vec::with_capacity(32 + c.len() + d.len() + e.len());
     header.encode(&mut out);
@@ -1391,7 +1454,7 @@ pub enum WindowCodec {
     #[default]
     Zstd,
     /// Raw LZMA with this properties byte, whose dictionary starts as the window (tag `L`,
-    /// `FLAG_LZMA_WINDOWS`).
+    /// `FLAG_LZMA_SEGMENTS`).
     Lzma {
         /// `(pb * 5 + lp) * 9 + lc`, each at most 4 and lc + lp at most 4.
         props: u8,

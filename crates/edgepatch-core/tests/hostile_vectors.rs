@@ -412,6 +412,34 @@ fn make_vectors() -> Vec<Vector> {
         v.push(patch_vector(name, attacks, ErrorKind::Corrupt, p.encode()));
     }
 
+    // LZMA ops segments (§2.3, flags bit 6): a 5-byte file of extra bytes, its control a zstd
+    // frame, its extra stream `extra` marked LZMA (mask 4) unless `mask` says otherwise.
+    let lzma_ops = |form: u8, mask: u8, extra: &[u8]| {
+        let ctrl = control(&[(2, 0, 5)]);
+        let c = zstd(&ctrl);
+        let mut s = vec![b'M', form];
+        for v in [5, ctrl.len() as u64, c.len() as u64, 0, 0, 5, extra.len() as u64] {
+            put_varint(&mut s, v);
+        }
+        s.push(mask);
+        s.extend(std::iter::repeat_n(0u8, mask.count_ones() as usize));
+        s.extend_from_slice(&c);
+        s.extend_from_slice(extra);
+        s
+    };
+    for (name, attacks, flags, form, mask, extra) in [
+        ("lzma-ops-without-flag", "an LZMA ops segment in a patch whose flags do not allow one (bit 6 clear)", 0u16, 0u8, 4u8, lzma_of_abcd),
+        ("lzma-ops-bad-form", "an LZMA ops segment whose form byte is neither plain (0) nor run-coded (1)", 64, 2, 4, lzma_of_abcd),
+        ("lzma-ops-empty-stream-marked", "an LZMA ops segment that marks its empty diff stream as LZMA", 64, 0, 6, lzma_of_abcd),
+        ("lzma-ops-corrupt", "an LZMA ops segment whose extra stream is not LZMA", 64, 0, 4, &[0xff, 0x12, 0x34, 0x56, 0x78, 0x9a][..]),
+    ] {
+        let mut p = PatchBytes::new(&delta_files_tree(&[5]));
+        p.flags = flags;
+        p.body = lzma_ops(form, mask, extra);
+        (p.segments, p.delta) = (1, 5);
+        v.push(patch_vector(name, attacks, ErrorKind::Corrupt, p.encode()));
+    }
+
     // Window reach (§2.6): flags bit 2 and the varint that ends the tree.
     // A window segment of 4 new bytes, no spans, reaching `back` bytes back.
     let reaching = |back: u64| {

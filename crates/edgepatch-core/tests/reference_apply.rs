@@ -61,6 +61,29 @@ fn diff_made_patches_apply_identically() {
     assert!(ops_segments > 10, "ops segments exercised: {ops_segments} ops, {window_segments} window");
 }
 
+/// LZMA segments of both kinds (docs/FORMAT.md §2.3 `M`, §2.6 `L`): the arcade's re-emitted
+/// module, stored split at level 19, and the fixture game's tree.
+#[test]
+fn lzma_segments_apply_identically() {
+    use edgepatch_core::patch_format::{Segment, WindowCodec};
+    let arcade = |v: &str| std::fs::read(fixtures_dir().join(format!("arcade/{v}/logic.wasm"))).unwrap();
+    let (a, b) = (Build::single_file(arcade("v1")), Build::single_file(arcade("v2")));
+    let (v1, v2) = (load_tar("game-v1.tar"), load_tar("game-v2.tar"));
+    let (mut lzma_ops, mut lzma_windows) = (0, 0);
+    for (name, old, new) in [("arcade logic.wasm", &a, &b), ("game v1->v2", &v1, &v2)] {
+        let (patch, _) = diff_builds(old, new, &DiffOptions { threads: 1, ..DiffOptions::default() }, &|_, _| {}).unwrap();
+        both_give(&patch, old, new, name);
+        for segment in edgepatch_core::inspect::inspect_patch(patch.as_slice()).unwrap().layout.segments {
+            match segment {
+                Segment::Ops(h) if h.lzma.iter().any(Option::is_some) => lzma_ops += 1,
+                Segment::Window(w) if matches!(w.codec, WindowCodec::Lzma { .. }) => lzma_windows += 1,
+                _ => {}
+            }
+        }
+    }
+    assert!(lzma_ops > 0 && lzma_windows > 0, "{lzma_ops} LZMA ops segments, {lzma_windows} LZMA window segments");
+}
+
 #[test]
 fn single_file_and_renamed_files_apply_identically() {
     let old = noise(11, 300_000);

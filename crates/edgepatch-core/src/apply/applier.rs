@@ -337,8 +337,14 @@ impl PatchApplier {
             Expect::SegmentOrEnd => {
                 let mut delta = self.delta.take().expect("delta stream after the tree");
                 let at = input.offset();
-                let is_segment =
-                    matches!(unit.first(), Some(&SEGMENT_TAG) | Some(&RUN_CODED_SEGMENT_TAG) | Some(&WINDOW_SEGMENT_TAG) | Some(&LZMA_WINDOW_SEGMENT_TAG));
+                let is_segment = matches!(
+                    unit.first(),
+                    Some(&SEGMENT_TAG)
+                        | Some(&RUN_CODED_SEGMENT_TAG)
+                        | Some(&WINDOW_SEGMENT_TAG)
+                        | Some(&LZMA_WINDOW_SEGMENT_TAG)
+                        | Some(&LZMA_OPS_SEGMENT_TAG)
+                );
                 if is_segment {
                     delta.load_segment(&mut input, &mut OldReads { old: &mut *old, sink: &mut *sink }, &self.tree)?;
                     (self.hasher, self.offset) = input.into_state();

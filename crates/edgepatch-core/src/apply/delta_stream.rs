@@ -173,7 +173,7 @@ impl DeltaStream {
                 self.old_data = window;
                 resize_exact(&mut self.comp, w.comp_len as usize);
                 input.exact(&mut self.comp, "window segment frame")?;
-                if matches!(w.codec, WindowCodec::Lzma { .. }) && !tree.lzma_windows {
+                if matches!(w.codec, WindowCodec::Lzma { .. }) && !tree.lzma_segments {
                     return Err(self.corrupt("LZMA window segment in a patch without the LZMA flag".into()));
                 }
                 decompress_with_window(&self.comp, &self.old_data, &w, &mut self.extra, self.segment_at)?;
@@ -191,18 +191,21 @@ impl DeltaStream {
         // data than its prefetch budget. Keeping a window segment's whole
         // window cost 3.9 MB of peak RSS on the 101 MiB pair (32.8 MB).
         shrink(&mut self.old_data, PREFETCH_BUDGET as usize);
-        input.frame(h.ctrl_comp, h.ctrl_raw, &mut self.comp, &mut self.ctrl, "segment control")?;
+        if h.lzma.iter().any(Option::is_some) && !tree.lzma_segments {
+            return Err(self.corrupt("LZMA ops segment in a patch without the LZMA flag".into()));
+        }
+        input.ops_stream(h.lzma[0], h.ctrl_comp, h.ctrl_raw, &mut self.comp, &mut self.ctrl, "segment control")?;
         if h.diff_coded > 0 {
             if !tree.run_coded_diff {
                 return Err(self.corrupt("run-coded segment in a patch without the run-coded flag".into()));
             }
             // The extra stream's buffer holds the coded form until the extra frame replaces it.
-            input.frame(h.diff_comp, h.diff_coded, &mut self.comp, &mut self.extra, "segment run-coded diff")?;
+            input.ops_stream(h.lzma[1], h.diff_comp, h.diff_coded, &mut self.comp, &mut self.extra, "segment run-coded diff")?;
             expand_run_coded(&self.extra, h.diff_raw, &mut self.diff).map_err(|why| self.corrupt(format!("run-coded diff: {why}")))?;
         } else {
-            input.frame(h.diff_comp, h.diff_raw, &mut self.comp, &mut self.diff, "segment diff")?;
+            input.ops_stream(h.lzma[1], h.diff_comp, h.diff_raw, &mut self.comp, &mut self.diff, "segment diff")?;
         }
-        input.frame(h.extra_comp, h.extra_raw, &mut self.comp, &mut self.extra, "segment extra")?;
+        input.ops_stream(h.lzma[2], h.extra_comp, h.extra_raw, &mut self.comp, &mut self.extra, "segment extra")?;
         self.ops = OpCursor::new(&self.ctrl, h.new_len, h.diff_raw, h.extra_raw, self.segment_at)?;
         self.prefetch_copies(old, tree)?;
         (self.segment_pos, self.diff_pos, self.extra_pos) = (0, 0, 0);

@@ -73,6 +73,21 @@ impl<R: Read> PatchInput<R> {
     }
 
     /// Reads `comp_len` bytes of one zstd frame and decompresses exactly `raw_len` bytes into `out`.
+    /// An ops segment's stream: a zstd frame, or raw LZMA with the properties byte `lzma`
+    /// (§2.3), decoded into `out` (exactly `raw_len` bytes).
+    pub(crate) fn ops_stream(&mut self, lzma: Option<u8>, comp_len: u64, raw_len: u64, comp: &mut Vec<u8>, out: &mut Vec<u8>, what: &str) -> Result<()> {
+        let Some(props) = lzma else { return self.frame(comp_len, raw_len, comp, out, what) };
+        let start = self.offset;
+        resize_exact(comp, comp_len as usize);
+        self.exact(comp, what)?;
+        resize_exact(out, raw_len as usize);
+        crate::lzma_window::decompress_into(comp, &[], props, out).map_err(|why| Error::Corrupt {
+            input: Input::Patch,
+            offset: start,
+            what: format!("{what}: {why}"),
+        })
+    }
+
     pub(crate) fn frame(&mut self, comp_len: u64, raw_len: u64, comp: &mut Vec<u8>, out: &mut Vec<u8>, what: &str) -> Result<()> {
         out.clear();
         if raw_len == 0 {
@@ -156,7 +171,7 @@ pub(super) fn read_fixed_header<R: Read>(input: &mut PatchInput<R>) -> Result<(u
             | FLAG_RUN_CODED_DIFF
             | FLAG_MODE_BLIND_DIGEST
             | FLAG_SPLIT_REFERENCE
-            | FLAG_LZMA_WINDOWS)
+            | FLAG_LZMA_SEGMENTS)
         != 0
     {
         return Err(Error::Corrupt { input: Input::Patch, offset: 10, what: format!("unknown flags {flags:#x}") });
@@ -209,6 +224,7 @@ pub(crate) fn read_segment_header<R: Read>(
                 diff_coded: 0,
                 extra_raw: f[5],
                 extra_comp: f[6],
+                lzma: [None; 3],
             };
             h.validate(at)?;
             Ok(Some(Segment::Ops(h)))
@@ -238,8 +254,37 @@ pub(crate) fn read_segment_header<R: Read>(
                 diff_coded: f[4],
                 diff_comp: f[5],
                 extra_raw: f[6],
+                lzma: [None; 3],
                 extra_comp: f[7],
             };
+            h.validate(at)?;
+            Ok(Some(Segment::Ops(h)))
+        }
+        LZMA_OPS_SEGMENT_TAG => {
+            let run_coded = match input.u8("LZMA segment form")? {
+                0 => false,
+                1 => true,
+                b => return Err(corrupt(format!("LZMA ops segment form {b}, not 0 or 1"))),
+            };
+            let mut v = |what: &str| input.varint(what);
+            let (new_len, ctrl_raw, ctrl_comp, diff_raw) = (v("segment size")?, v("control size")?, v("control compressed size")?, v("diff size")?);
+            let diff_coded = if run_coded { v("run-coded diff size")? } else { 0 };
+            if run_coded && diff_coded == 0 {
+                return Err(corrupt("run-coded segment with an empty run-coded diff".into()));
+            }
+            let (diff_comp, extra_raw, extra_comp) = (v("diff compressed size")?, v("extra size")?, v("extra compressed size")?);
+            let mask = input.u8("LZMA streams")?;
+            let raws = [ctrl_raw, if run_coded { diff_coded } else { diff_raw }, extra_raw];
+            if mask == 0 || mask > 7 || (0..3).any(|i| mask >> i & 1 == 1 && raws[i] == 0) {
+                return Err(corrupt(format!("LZMA streams {mask:#04x}: not a set of the segment's non-empty streams")));
+            }
+            let mut lzma = [None; 3];
+            for (i, p) in lzma.iter_mut().enumerate() {
+                if mask >> i & 1 == 1 {
+                    *p = Some(input.u8("LZMA properties")?);
+                }
+            }
+            let h = SegmentHeader { new_len, ctrl_raw, ctrl_comp, diff_raw, diff_coded, diff_comp, extra_raw, extra_comp, lzma };
             h.validate(at)?;
             Ok(Some(Segment::Ops(h)))
         }

@@ -577,8 +577,17 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
     let mut segments = 0u64;
     loop {
         match r.byte()? {
-            tag @ (b'S' | b'R') => {
-                let run_coded = tag == b'R';
+            tag @ (b'S' | b'R' | b'M') => {
+                // §2.3: 'M' is 'S' (form 0) or 'R' (form 1) with some streams raw LZMA.
+                let lzma = tag == b'M';
+                if lzma && !lzma_allowed {
+                    return Err("LZMA ops segment without flag 64".into());
+                }
+                let run_coded = match (tag, if lzma { r.byte()? } else { 0 }) {
+                    (b'R', _) | (b'M', 1) => true,
+                    (b'M', 0) | (b'S', _) => false,
+                    _ => return Err("LZMA ops segment form".into()),
+                };
                 if run_coded && !run_coded_allowed {
                     return Err("run-coded segment without flag 8".into());
                 }
@@ -589,6 +598,18 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
                     if run_coded && k == 3 {
                         // §2.3: 'R' has the coded diff size after diff_raw.
                         coded_len = r.varint()?;
+                    }
+                }
+                let mut props = [None; 3];
+                if lzma {
+                    let mask = r.byte()?;
+                    if mask == 0 || mask > 7 {
+                        return Err("LZMA streams byte".into());
+                    }
+                    for (i, p) in props.iter_mut().enumerate() {
+                        if mask >> i & 1 == 1 {
+                            *p = Some(r.byte()?);
+                        }
                     }
                 }
                 let [new_len, ctrl_raw, ctrl_comp, diff_raw, diff_comp, extra_raw, extra_comp] = f;
@@ -603,11 +624,16 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
                 }
                 let mut streams = Vec::new();
                 let diff_frame_raw = if run_coded { coded_len } else { diff_raw };
-                for (raw, comp) in [(ctrl_raw, ctrl_comp), (diff_frame_raw, diff_comp), (extra_raw, extra_comp)] {
+                for ((raw, comp), props) in [(ctrl_raw, ctrl_comp), (diff_frame_raw, diff_comp), (extra_raw, extra_comp)].into_iter().zip(props) {
                     if (raw == 0) != (comp == 0) || comp > raw + raw / 64 + 1024 {
                         return Err("stream compressed size".into());
                     }
-                    streams.push(if raw == 0 { Vec::new() } else { one_frame(r.take(comp)?, raw, None, 24)? });
+                    streams.push(match (raw, props) {
+                        (0, None) => Vec::new(),
+                        (0, Some(_)) => return Err("an empty stream marked LZMA".into()),
+                        (_, Some(p)) => raw_lzma(r.take(comp)?, p, &[], raw)?,
+                        (_, None) => one_frame(r.take(comp)?, raw, None, 24)?,
+                    });
                 }
                 if run_coded {
                     streams[1] = expand_runs(&streams[1], diff_raw)?;
