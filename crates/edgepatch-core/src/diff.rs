@@ -864,17 +864,10 @@ fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op
     let mut codec = WindowCodec::Zstd;
     // A field stream of a split module is one kind of number, mostly new code: LZMA's model
     // (literals after the byte before, repeated distances, a range coder) takes 5-9% fewer
-    // bytes there than zstd's (BENCHMARKS.md, "LZMA window segments"). Tried where the diff
-    // is at its default level or above, on the parts it was measured on, and only where the
-    // part holds news: a part that zstd takes to under 1/64 of its size is mostly long copies,
-    // which LZMA codes no better and searches slowly (tiktoken's 4.9 MB data section).
-    if aligned && level >= LZMA_MIN_LEVEL && frame.len() * 64 >= part.len() && (window.len() + part.len()) as u64 <= MAX_LZMA_DICTIONARY {
-        for props in crate::lzma_window::TRIED_PROPS {
-            if let Some(lzma) = crate::lzma_window::compress(part, &window, props).filter(|l| l.len() + 1 < frame.len()) {
-                frame = lzma;
-                codec = WindowCodec::Lzma { props: props.byte() };
-            }
-        }
+    // bytes there than zstd's (BENCHMARKS.md, "LZMA segments"). Tried where the diff is at
+    // its default level or above, on the parts it was measured on.
+    if aligned && level >= LZMA_MIN_LEVEL {
+        (frame, codec) = crate::lzma::smallest_window_form(part, &window, frame);
     }
     let header = WindowSegmentHeader {
         new_len: part.len() as u64,

@@ -460,7 +460,7 @@ impl PatchGenerator {
 
     /// Tries each segment of a split module's part (docs/FORMAT.md §2.8.7) as an LZMA window
     /// segment too, as the in-memory diff does at level 19 and above, and keeps it where it is
-    /// smaller (5-9% on split modules; BENCHMARKS.md, "LZMA window segments"). Off by default:
+    /// smaller (5-9% on split modules; BENCHMARKS.md, "LZMA segments"). Off by default:
     /// LZMA's encoder takes about 12 bytes of memory per byte of window and part (up to 384 MiB
     /// at `MAX_LZMA_DICTIONARY`), more than a Worker's isolate has. Set it before `header()`:
     /// the patch's flags then allow LZMA window segments.
@@ -725,15 +725,8 @@ impl PatchGenerator {
                 );
             }
             let mut codec = WindowCodec::Zstd;
-            // As the in-memory diff (`diff::encode_window_segment`): a part that zstd leaves
-            // 1/64 or more of is tried as LZMA too.
-            if self.lzma_windows && part.is_some() && frame.len() * 64 >= new.len() && (window.len() + new.len()) as u64 <= MAX_LZMA_DICTIONARY {
-                for props in crate::lzma_window::TRIED_PROPS {
-                    if let Some(lzma) = crate::lzma_window::compress(new, &window, props).filter(|l| l.len() + 1 < frame.len()) {
-                        frame = lzma;
-                        codec = WindowCodec::Lzma { props: props.byte() };
-                    }
-                }
+            if self.lzma_windows && part.is_some() {
+                (frame, codec) = crate::lzma::smallest_window_form(new, &window, frame);
             }
             drop(window);
             let header = WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: back_len as u64, comp_len: frame.len() as u64, codec };

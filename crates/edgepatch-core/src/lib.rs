@@ -12,7 +12,7 @@ pub mod diff;
 pub mod error;
 pub mod generate;
 pub mod inspect;
-mod lzma_window;
+mod lzma;
 pub mod manifest;
 pub mod manifest_binding;
 pub mod matcher;

@@ -1111,14 +1111,14 @@ const LZMA_STREAM_MIN: usize = 64;
 /// The LZMA parameters an ops stream is tried with, one set per stream: the byte before
 /// predicts a control stream's and a diff stream's next byte little and new bytes' (code,
 /// text) well (measured on rive's and freedoom2-wad's streams: within 1-2% of the best of
-/// five sets each; BENCHMARKS.md, "LZMA ops segments").
-fn ops_stream_props(stream: OpsStream) -> crate::lzma_window::LzmaProps {
+/// five sets each; BENCHMARKS.md, "LZMA segments").
+fn ops_stream_props(stream: OpsStream) -> crate::lzma::LzmaProps {
     let lc = match stream {
         OpsStream::Ctrl => 1,
         OpsStream::Diff => 0,
         OpsStream::Extra => 3,
     };
-    crate::lzma_window::LzmaProps { lc, lp: 0, pb: 0 }
+    crate::lzma::LzmaProps { lc, lp: 0, pb: 0 }
 }
 
 /// The smaller of `frame` (zstd's, of `data`) and `data` as raw LZMA: (bytes, the LZMA
@@ -1126,7 +1126,7 @@ fn ops_stream_props(stream: OpsStream) -> crate::lzma_window::LzmaProps {
 fn smaller_with_lzma(data: &[u8], frame: Vec<u8>, stream: OpsStream) -> (Vec<u8>, Option<u8>) {
     let props = ops_stream_props(stream);
     if frame.len() >= LZMA_STREAM_MIN {
-        if let Some(l) = crate::lzma_window::compress(data, &[], props).filter(|l| l.len() < frame.len()) {
+        if let Some(l) = crate::lzma::compress(data, &[], props).filter(|l| l.len() < frame.len()) {
             return (l, Some(props.byte()));
         }
     }

@@ -81,11 +81,7 @@ impl<R: Read> PatchInput<R> {
         resize_exact(comp, comp_len as usize);
         self.exact(comp, what)?;
         resize_exact(out, raw_len as usize);
-        crate::lzma_window::decompress_into(comp, &[], props, out).map_err(|why| Error::Corrupt {
-            input: Input::Patch,
-            offset: start,
-            what: format!("{what}: {why}"),
-        })
+        crate::lzma::decompress_into(comp, &[], props, out).map_err(|why| Error::Corrupt { input: Input::Patch, offset: start, what: format!("{what}: {why}") })
     }
 
     pub(crate) fn frame(&mut self, comp_len: u64, raw_len: u64, comp: &mut Vec<u8>, out: &mut Vec<u8>, what: &str) -> Result<()> {
@@ -376,7 +372,7 @@ pub(crate) fn decompress_with_window(comp: &[u8], window: &[u8], w: &WindowSegme
     if let WindowCodec::Lzma { props } = w.codec {
         // Its bound (window and data within MAX_LZMA_DICTIONARY) was checked with the header.
         resize_exact(out, new_len as usize);
-        return crate::lzma_window::decompress_into(comp, window, props, out).map_err(corrupt);
+        return crate::lzma::decompress_into(comp, window, props, out).map_err(corrupt);
     }
     check_one_frame(comp).map_err(corrupt)?;
     out.reserve_exact(new_len as usize);

@@ -1,9 +1,10 @@
-//! An LZMA window segment's data (docs/FORMAT.md §2.6): raw LZMA whose dictionary starts as
-//! the segment's window, so its matches reach into the old spans as a zstd frame's reach
-//! into its prefix. LZMA models what zstd does not (literals in the context of the byte
-//! before, repeated match distances, a range coder in place of Huffman and FSE tables), and
-//! on the field streams of a split wasm module it is 5-9% smaller than zstd at level 19
-//! (BENCHMARKS.md, "LZMA window segments").
+//! Raw LZMA in patches (docs/FORMAT.md §2.3 `M`, §2.6 `L`): an LZMA window segment's data,
+//! whose dictionary starts as the segment's window, so its matches reach into the old spans
+//! as a zstd frame's reach into its prefix, and an ops segment's LZMA streams (an empty
+//! window). LZMA models what zstd does not (literals in the context of the byte before,
+//! repeated match distances, a range coder in place of Huffman and FSE tables): on the field
+//! streams of a split wasm module, and on ops streams, it is 5-9% smaller than zstd at level
+//! 19 (BENCHMARKS.md, "LZMA segments").
 //!
 //! This goes through `liblzma-sys`'s FFI to the xz project's liblzma (bundled, compiled from
 //! source natively and for wasm32): the crate's safe wrapper has no preset dictionary, which
@@ -13,6 +14,8 @@
 use std::mem::MaybeUninit;
 
 use liblzma_sys as sys;
+
+use crate::patch_format::{WindowCodec, MAX_LZMA_DICTIONARY};
 
 /// liblzma's `LZMA_FILTER_LZMA1EXT`: raw LZMA1 whose uncompressed size the decoder is told,
 /// so no end marker is written or needed.
@@ -46,6 +49,26 @@ impl LzmaProps {
 /// The parameters a writer tries: literals in the context of one bit of the byte before, or
 /// none (measured on split wasm modules' field streams, whose bytes are not 4-aligned words).
 pub(crate) const TRIED_PROPS: [LzmaProps; 2] = [LzmaProps { lc: 1, lp: 0, pb: 0 }, LzmaProps { lc: 0, lp: 0, pb: 0 }];
+
+/// A field-split part's window segment data (§2.8.7), by the one rule of both writers that try
+/// LZMA there (the in-memory diff and `diff --bounded`): `frame`, zstd's of `data` against
+/// `window`, or `data` as raw LZMA against the same window with each of [`TRIED_PROPS`],
+/// whichever is smallest (the LZMA form pays one byte more for its properties). LZMA is tried
+/// only where zstd leaves 1/64 or more of the data (less is mostly long copies, which LZMA
+/// codes no better and searches slowly: tiktoken's 4.9 MB data section) and where window and
+/// data fit `MAX_LZMA_DICTIONARY`.
+pub(crate) fn smallest_window_form(data: &[u8], window: &[u8], frame: Vec<u8>) -> (Vec<u8>, WindowCodec) {
+    let mut best = (frame, WindowCodec::Zstd);
+    if best.0.len() * 64 < data.len() || (window.len() + data.len()) as u64 > MAX_LZMA_DICTIONARY {
+        return best;
+    }
+    for props in TRIED_PROPS {
+        if let Some(lzma) = compress(data, window, props).filter(|l| l.len() + 1 < best.0.len()) {
+            best = (lzma, WindowCodec::Lzma { props: props.byte() });
+        }
+    }
+    best
+}
 
 struct Stream(sys::lzma_stream);
 
