@@ -556,10 +556,6 @@ fn encode_segments(
             Some(p) => vec![p.old],
             None => hints.iter().filter(|h| h.new_start < hi && h.new_end > lo).filter_map(|h| h.old).collect(),
         };
-        if let (Ok(d), Some(p)) = (std::env::var("EDGEPATCH_DUMP"), within) {
-            let _ = std::fs::write(format!("{d}/{i:03}.new"), part);
-            let _ = std::fs::write(format!("{d}/{i:03}.old"), &reference[p.old.0 as usize..p.old.1 as usize]);
-        }
         let r = encode_segment(reference, part, before, &ops, &whole, within.is_some(), opts.level);
         if let Some(t) = t {
             let old = within.map_or(String::new(), |p| format!(" against old {}..{}", p.old.0, p.old.1));
