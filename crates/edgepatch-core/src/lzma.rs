@@ -15,7 +15,7 @@ use std::mem::MaybeUninit;
 
 use liblzma_sys as sys;
 
-use crate::patch_format::{WindowCodec, MAX_LZMA_DICTIONARY};
+use crate::patch_format::{WindowCodec, LZMA_STREAM_DICTIONARY, MAX_LZMA_DICTIONARY};
 
 /// liblzma's `LZMA_FILTER_LZMA1EXT`: raw LZMA1 whose uncompressed size the decoder is told,
 /// so no end marker is written or needed.
@@ -85,11 +85,21 @@ impl Drop for Stream {
     }
 }
 
-/// LZMA options for `data_len` bytes after `window`, or None where they do not fit its
-/// 32-bit sizes. The options point into `window`: they live no longer than the call using them.
-fn options(window: &[u8], data_len: usize, props: LzmaProps) -> Option<sys::lzma_options_lzma> {
-    let dictionary = (window.len() as u64).checked_add(data_len as u64)?.max(DICTIONARY_MIN);
-    let dictionary = u32::try_from(dictionary).ok()?;
+/// A window segment's dictionary (§2.6): its window and its data.
+fn window_dictionary(window: &[u8], data_len: usize) -> u64 {
+    window.len() as u64 + data_len as u64
+}
+
+/// An ops stream's dictionary (§2.3): its raw size, at most `LZMA_STREAM_DICTIONARY`.
+fn stream_dictionary(data_len: usize) -> u64 {
+    (data_len as u64).min(LZMA_STREAM_DICTIONARY)
+}
+
+/// LZMA options for `data_len` bytes after `window` with a dictionary of `dictionary` bytes
+/// (at least LZMA's 4096), or None where they do not fit its 32-bit sizes. The options point
+/// into `window`: they live no longer than the call using them.
+fn options(window: &[u8], data_len: usize, props: LzmaProps, dictionary: u64) -> Option<sys::lzma_options_lzma> {
+    let dictionary = u32::try_from(dictionary.max(DICTIONARY_MIN)).ok()?;
     let mut o: sys::lzma_options_lzma = unsafe { MaybeUninit::zeroed().assume_init() };
     if unsafe { sys::lzma_lzma_preset(&mut o, 9 | sys::LZMA_PRESET_EXTREME) } != 0 {
         return None;
@@ -113,10 +123,19 @@ fn filters(o: &mut sys::lzma_options_lzma) -> [sys::lzma_filter; 2] {
     ]
 }
 
-/// `data` as raw LZMA with `props`, its dictionary primed with `window`; None where liblzma
-/// refuses (sizes over 4 GiB, out of memory).
+/// A window segment's `data` as raw LZMA with `props`, its dictionary primed with `window`;
+/// None where liblzma refuses (sizes over 4 GiB, out of memory).
 pub(crate) fn compress(data: &[u8], window: &[u8], props: LzmaProps) -> Option<Vec<u8>> {
-    let mut o = options(window, data.len(), props)?;
+    encode(data, window, props, window_dictionary(window, data.len()))
+}
+
+/// An ops stream's `data` as raw LZMA with `props` (no window, §2.3's dictionary).
+pub(crate) fn compress_stream(data: &[u8], props: LzmaProps) -> Option<Vec<u8>> {
+    encode(data, &[], props, stream_dictionary(data.len()))
+}
+
+fn encode(data: &[u8], window: &[u8], props: LzmaProps, dictionary: u64) -> Option<Vec<u8>> {
+    let mut o = options(window, data.len(), props, dictionary)?;
     let f = filters(&mut o);
     let mut s = Stream::new();
     if unsafe { sys::lzma_raw_encoder(&mut s.0, f.as_ptr()) } != sys::LZMA_OK {
@@ -144,13 +163,24 @@ pub(crate) fn compress(data: &[u8], window: &[u8], props: LzmaProps) -> Option<V
     }
 }
 
-/// Decodes `comp`, raw LZMA with the properties byte `props` and its dictionary primed with
-/// `window`, into `out`, which must come out exactly `out.len()` bytes with every byte of
-/// `comp` used. The decoder holds a dictionary of `window.len() + out.len()` bytes, which
-/// the caller bounds (`MAX_LZMA_DICTIONARY`).
+/// Decodes a window segment's `comp`, raw LZMA with the properties byte `props` and its
+/// dictionary primed with `window`, into `out`, which must come out exactly `out.len()` bytes
+/// with every byte of `comp` used. The decoder holds a dictionary of `window.len() +
+/// out.len()` bytes, which the caller bounds (`MAX_LZMA_DICTIONARY`).
 pub(crate) fn decompress_into(comp: &[u8], window: &[u8], props: u8, out: &mut [u8]) -> std::result::Result<(), String> {
+    decode(comp, window, props, window_dictionary(window, out.len()), out)
+}
+
+/// Decodes an ops stream's `comp` into `out` as [`decompress_into`] does, with no window and
+/// §2.3's dictionary (at most `LZMA_STREAM_DICTIONARY`): a match reaching further back is
+/// corrupt data.
+pub(crate) fn decompress_stream_into(comp: &[u8], props: u8, out: &mut [u8]) -> std::result::Result<(), String> {
+    decode(comp, &[], props, stream_dictionary(out.len()), out)
+}
+
+fn decode(comp: &[u8], window: &[u8], props: u8, dictionary: u64, out: &mut [u8]) -> std::result::Result<(), String> {
     let props = LzmaProps::from_byte(props).ok_or_else(|| format!("LZMA properties byte {props:#04x} out of range"))?;
-    let mut o = options(window, out.len(), props).ok_or("LZMA window and data over 4 GiB")?;
+    let mut o = options(window, out.len(), props, dictionary).ok_or("LZMA window and data over 4 GiB")?;
     let f = filters(&mut o);
     let mut s = Stream::new();
     match unsafe { sys::lzma_raw_decoder(&mut s.0, f.as_ptr()) } {
@@ -251,6 +281,24 @@ mod tests {
         }
         let mut out = vec![0; 10];
         assert!(decompress_into(&comp, &window, 225, &mut out).unwrap_err().contains("properties"));
+    }
+
+    #[test]
+    fn an_ops_stream_reaches_back_at_most_its_capped_dictionary() {
+        // 1.5 MiB of noise twice: the repeat is 1.5 MiB back, beyond the 1 MiB dictionary.
+        let half = sample(3 << 19, 7).iter().map(|b| b.wrapping_mul(31)).collect::<Vec<u8>>();
+        let data = [half.as_slice(), half.as_slice()].concat();
+        let props = LzmaProps { lc: 0, lp: 0, pb: 0 };
+        let capped = compress_stream(&data, props).unwrap();
+        let mut out = vec![0; data.len()];
+        decompress_stream_into(&capped, props.byte(), &mut out).unwrap();
+        assert_eq!(out, data);
+        // A writer using the whole stream as its dictionary finds the repeat: its data is
+        // refused, not decoded with a dictionary the format does not allow.
+        let uncapped = encode(&data, &[], props, data.len() as u64).unwrap();
+        assert!(uncapped.len() * 3 < capped.len() * 2, "{} against {}", uncapped.len(), capped.len());
+        assert!(decompress_stream_into(&uncapped, props.byte(), &mut out).is_err());
+        assert!(super::decode(&uncapped, &[], props.byte(), data.len() as u64, &mut out).is_ok());
     }
 
     #[test]

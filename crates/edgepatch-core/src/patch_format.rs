@@ -69,6 +69,10 @@ pub const LZMA_OPS_SEGMENT_TAG: u8 = b'M';
 /// An LZMA window segment's window plus its new bytes may not exceed this: the dictionary
 /// its decoder holds (a zstd frame refers to its window in place; LZMA's decoder copies it).
 pub const MAX_LZMA_DICTIONARY: u64 = 32 << 20;
+/// An LZMA ops stream's dictionary: its raw size, but at most this (§2.3). A match reaches
+/// back at most this far, so its decoder holds at most this much beside its output, and its
+/// encoder's match finder (about 12 bytes per dictionary byte) at most 12 MiB or so.
+pub const LZMA_STREAM_DICTIONARY: u64 = 1 << 20;
 /// Old bytes a window segment may take from the reference stream...
 pub const MAX_WINDOW_BYTES: u64 = 8 << 20;
 /// ...plus at most this many new bytes produced just before the segment, in a
@@ -1126,7 +1130,7 @@ fn ops_stream_props(stream: OpsStream) -> crate::lzma::LzmaProps {
 fn smaller_with_lzma(data: &[u8], frame: Vec<u8>, stream: OpsStream) -> (Vec<u8>, Option<u8>) {
     let props = ops_stream_props(stream);
     if frame.len() >= LZMA_STREAM_MIN {
-        if let Some(l) = crate::lzma::compress(data, &[], props).filter(|l| l.len() < frame.len()) {
+        if let Some(l) = crate::lzma::compress_stream(data, props).filter(|l| l.len() < frame.len()) {
             return (l, Some(props.byte()));
         }
     }

@@ -81,7 +81,11 @@ impl<R: Read> PatchInput<R> {
         resize_exact(comp, comp_len as usize);
         self.exact(comp, what)?;
         resize_exact(out, raw_len as usize);
-        crate::lzma::decompress_into(comp, &[], props, out).map_err(|why| Error::Corrupt { input: Input::Patch, offset: start, what: format!("{what}: {why}") })
+        crate::lzma::decompress_stream_into(comp, props, out).map_err(|why| Error::Corrupt {
+            input: Input::Patch,
+            offset: start,
+            what: format!("{what}: {why}"),
+        })
     }
 
     pub(crate) fn frame(&mut self, comp_len: u64, raw_len: u64, comp: &mut Vec<u8>, out: &mut Vec<u8>, what: &str) -> Result<()> {

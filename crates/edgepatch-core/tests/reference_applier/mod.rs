@@ -122,17 +122,18 @@ fn one_frame(frame: &[u8], size: u64, prefix: Option<&[u8]>, window_log: u32) ->
     Ok(out)
 }
 
-/// §2.6 LZMA window segment data: raw LZMA (liblzma's LZMA1 without an end marker, its
-/// size known) with properties byte `props`, its dictionary of window + data bytes starting
-/// as `window`, decoding to exactly `size` bytes with nothing left over.
-fn raw_lzma(data: &[u8], props: u8, window: &[u8], size: u64) -> Outcome<Vec<u8>> {
+/// Raw LZMA (§2.6: liblzma's LZMA1 without an end marker, its size known) with properties
+/// byte `props` and a dictionary of `dictionary` bytes (at least 4096) starting as `window`,
+/// decoding to exactly `size` bytes with nothing left over: a window segment's dictionary is
+/// its window and data, an ops stream's its raw size up to 1 MiB (§2.3).
+fn raw_lzma(data: &[u8], props: u8, window: &[u8], size: u64, dictionary: u64) -> Outcome<Vec<u8>> {
     use liblzma_sys as lz;
     let (lc, lp, pb) = (u32::from(props) % 9, u32::from(props) / 9 % 5, u32::from(props) / 45);
     if pb > 4 || lc + lp > 4 {
         return Err("LZMA properties byte".into());
     }
     let mut o: lz::lzma_options_lzma = unsafe { std::mem::zeroed() };
-    o.dict_size = (window.len() as u32 + size as u32).max(4096);
+    o.dict_size = dictionary.max(4096) as u32;
     (o.lc, o.lp, o.pb) = (lc, lp, pb);
     o.preset_dict = if window.is_empty() { std::ptr::null() } else { window.as_ptr() };
     o.preset_dict_size = window.len() as u32;
@@ -631,7 +632,7 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
                     streams.push(match (raw, props) {
                         (0, None) => Vec::new(),
                         (0, Some(_)) => return Err("an empty stream marked LZMA".into()),
-                        (_, Some(p)) => raw_lzma(r.take(comp)?, p, &[], raw)?,
+                        (_, Some(p)) => raw_lzma(r.take(comp)?, p, &[], raw, raw.min(1 << 20))?,
                         (_, None) => one_frame(r.take(comp)?, raw, None, 24)?,
                     });
                 }
@@ -685,7 +686,7 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
                         if window.len() as u64 + new_len > 32 * MIB {
                             return Err("LZMA window and data over 32 MiB".into());
                         }
-                        raw_lzma(r.take(comp)?, props, &window, new_len)?
+                        raw_lzma(r.take(comp)?, props, &window, new_len, window.len() as u64 + new_len)?
                     }
                     None => one_frame(r.take(comp)?, new_len, Some(&window), 25)?,
                 };
