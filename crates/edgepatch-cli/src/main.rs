@@ -376,7 +376,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                     old_budget: *old_budget << 20,
                     deep_text_windows: !*worker_text_windows,
                     // As the in-memory diff: at level 19 or above (the Worker never).
-                    lzma_windows: !*worker_text_windows && *level >= 19,
+                    lzma_segments: !*worker_text_windows && *level >= 19,
                     threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
                 };
                 let stats = bounded_diff::diff_bounded(old, new, patch, &opts, &|n| bar.set_position(n))?;

@@ -1,6 +1,7 @@
 //! `diff --bounded --old-budget`: a larger budget reaches old data the Worker's 8 MiB plan
 //! leaves out; out-of-range budgets are refused; threads make the one-pass patch; every patch
-//! applies back byte-exact.
+//! applies back byte-exact; LZMA segments come at the default level only, never in the
+//! Worker's form.
 
 use std::fs;
 
@@ -113,4 +114,50 @@ fn split_modules_get_lzma_window_segments_at_the_default_level_only() {
     assert!(lzma_segments(&["--bounded"]) > 0);
     assert_eq!(lzma_segments(&["--level", "18"]), 0);
     assert_eq!(lzma_segments(&["--bounded", "--level", "17", "--worker-text-windows"]), 0);
+}
+
+#[test]
+fn ops_segments_get_lzma_streams_at_the_default_level_only() {
+    // 16-byte records, of which about 3 in 8 have their 32-bit field at offset 4 moved by
+    // one of two amounts (as pointers move between builds): copies whose diff stream carries
+    // the moves (an ops segment), which LZMA codes smaller than zstd (repeated distances).
+    let tmp = tempfile::tempdir().unwrap();
+    let old = noise(9, 2 << 20);
+    let mut new = old.clone();
+    let pick = noise(10, new.len() / 16);
+    for (record, p) in new.chunks_exact_mut(16).zip(pick) {
+        if p < 96 {
+            let field = u32::from_le_bytes(record[4..8].try_into().unwrap());
+            let moved = field.wrapping_add(if p & 1 == 1 { 0x40 } else { 0x1000 });
+            record[4..8].copy_from_slice(&moved.to_le_bytes());
+        }
+    }
+    let (old_path, new_path) = (tmp.path().join("old"), tmp.path().join("new"));
+    fs::write(&old_path, &old).unwrap();
+    fs::write(&new_path, &new).unwrap();
+    let lzma_ops_segments = |args: &[&str]| -> usize {
+        let patch = tmp.path().join("p.patch");
+        let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"diff"];
+        for a in args {
+            all.push(a);
+        }
+        all.extend([&old_path as &dyn AsRef<std::ffi::OsStr>, &new_path, &patch]);
+        ok(edgepatch(&all));
+        let out = tmp.path().join("out");
+        let _ = fs::remove_file(&out);
+        ok(edgepatch(&[&"apply", &old_path, &patch, &out]));
+        assert!(fs::read(&out).unwrap() == new, "{args:?}: applied output differs");
+        let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
+        let flags = u16::from_le_bytes(fs::read(&patch).unwrap()[10..12].try_into().unwrap());
+        let count = info["segments"].as_array().unwrap().iter().filter(|s| s["kind"] == "ops" && s["lzma"].as_array().is_some_and(|l| !l.is_empty())).count();
+        if count > 0 {
+            assert!(flags & edgepatch_core::patch_format::FLAG_LZMA_SEGMENTS != 0, "{args:?}: flags {flags:#x}");
+        }
+        count
+    };
+    assert!(lzma_ops_segments(&[]) > 0);
+    assert!(lzma_ops_segments(&["--bounded"]) > 0);
+    assert!(lzma_ops_segments(&["--bounded", "--threads", "2"]) > 0);
+    assert_eq!(lzma_ops_segments(&["--bounded", "--level", "18"]), 0);
+    assert_eq!(lzma_ops_segments(&["--bounded", "--level", "17", "--worker-text-windows"]), 0);
 }

@@ -194,8 +194,9 @@ pub struct PatchGenerator {
     old_budget: u64,
     /// Text windows searched as the in-memory diff's are (`set_deep_text_windows`).
     deep_text_windows: bool,
-    /// Split modules' parts tried as LZMA window segments too (`set_lzma_windows`).
-    lzma_windows: bool,
+    /// Split modules' parts tried as LZMA window segments too, ops segments' streams as LZMA
+    /// (`set_lzma_segments`).
+    lzma_segments: bool,
     /// Over the patch bytes handed out (what the trailer checksum covers).
     hasher: blake3::Hasher,
     out_len: u64,
@@ -309,7 +310,7 @@ impl PatchGenerator {
             planned: None,
             old_budget: MAX_WINDOW_BYTES,
             deep_text_windows: false,
-            lzma_windows: false,
+            lzma_segments: false,
             hasher: blake3::Hasher::new(),
             out_len: 0,
             segments: Vec::new(),
@@ -459,16 +460,18 @@ impl PatchGenerator {
     }
 
     /// Tries each segment of a split module's part (docs/FORMAT.md §2.8.7) as an LZMA window
-    /// segment too, as the in-memory diff does at level 19 and above, and keeps it where it is
-    /// smaller (5-9% on split modules; BENCHMARKS.md, "LZMA segments"). Off by default:
+    /// segment (§2.6 `L`), and each stream of an ops segment as LZMA (§2.3 `M`), as the
+    /// in-memory diff does at level 19 and above, and keeps each where it is smaller (5-9% on
+    /// split modules and on ops streams; BENCHMARKS.md, "LZMA segments"). Off by default:
     /// LZMA's encoder takes about 12 bytes of memory per byte of window and part (up to 384 MiB
-    /// at `MAX_LZMA_DICTIONARY`), more than a Worker's isolate has. Set it before `header()`:
-    /// the patch's flags then allow LZMA window segments.
-    pub fn set_lzma_windows(&mut self, on: bool) -> Result<()> {
+    /// at `MAX_LZMA_DICTIONARY`), more than a Worker's isolate has beside the generator, and
+    /// its search costs time. Set it before `header()`: the patch's flags then allow LZMA
+    /// segments.
+    pub fn set_lzma_segments(&mut self, on: bool) -> Result<()> {
         if self.header_done {
-            return Err(invalid("set_lzma_windows() after header()"));
+            return Err(invalid("set_lzma_segments() after header()"));
         }
-        self.lzma_windows = on;
+        self.lzma_segments = on;
         Ok(())
     }
 
@@ -510,7 +513,7 @@ impl PatchGenerator {
         if self.header_done {
             return Err(invalid("header() called twice"));
         }
-        self.tree.lzma_segments = self.lzma_windows && self.new_total > 0;
+        self.tree.lzma_segments = self.lzma_segments && self.new_total > 0;
         let bytes = encode_header_and_tree(&self.tree, self.level)?;
         self.reserve_history();
         self.header_done = true;
@@ -649,7 +652,7 @@ impl PatchGenerator {
         // window, whose many short matches the spaced search would hand to it.
         let search_step = if is_text { 1 } else { GENERATOR_SEARCH_STEP };
         let block = self.block_size as u64;
-        let (ops_form, copied) = encode_ops_segment(new, &old, &spans, (&matches, block), self.level, search_step)?;
+        let (ops_form, copied) = encode_ops_segment(new, &old, &spans, (&matches, block), self.level, search_step, self.lzma_segments)?;
         drop(matches);
         if let Some(t) = t {
             let of = part.map_or(String::new(), |p| format!(", part {}..{} against old {}..{}", p.new.0, p.new.1, p.old.0, p.old.1));
@@ -725,7 +728,7 @@ impl PatchGenerator {
                 );
             }
             let mut codec = WindowCodec::Zstd;
-            if self.lzma_windows && part.is_some() {
+            if self.lzma_segments && part.is_some() {
                 (frame, codec) = crate::lzma::smallest_window_form(new, &window, frame);
             }
             drop(window);
@@ -1092,6 +1095,7 @@ fn encode_ops_segment(
     (block_matches, block): (&[(u64, u64)], u64),
     level: i32,
     search_step: usize,
+    lzma: bool,
 ) -> Result<(Option<OpsForm>, Option<Vec<CopiedSpan>>)> {
     if old.is_empty() || old.len() >= i32::MAX as usize {
         return Ok((None, None));
@@ -1165,7 +1169,7 @@ fn encode_ops_segment(
         return Ok((None, copied));
     }
     let t = timing.then(std::time::Instant::now);
-    let (out, header) = encode_ops_streams(new.len() as u64, &ctrl, &diff, &extra, false, |data, stream| compress_capped(data, level, stream))?;
+    let (out, header) = encode_ops_streams(new.len() as u64, &ctrl, &diff, &extra, lzma, |data, stream| compress_capped(data, level, stream))?;
     if let Some(t) = t {
         eprintln!(
             "  ctrl {} -> {}, diff {} -> {}{}, extra {} -> {} ({:.2}s)",
