@@ -7,7 +7,8 @@
 // byte-exact.
 //
 //   node bench/generator.mjs [--pairs a,b] [--pair-dirs DIR,DIR] [--level N (default 17, the
-//                            Worker's PATCH_LEVEL)] [--no-wasm-transform]
+//                            Worker's PATCH_LEVEL)] [--no-wasm-transform] [--zstd-only (no
+//                            LZMA ops streams: the Worker before session 32)]
 //
 // Each pair runs in a fresh process (a linear memory only grows: its size at the end is
 // the peak). Old and new files are read by range from disk, as the Worker reads R2.
@@ -66,6 +67,8 @@ if (process.env.EDGEPATCH_GENERATOR_CHILD) {
   };
   const t0 = performance.now();
   const gen = new w.PatchGenerator(sign(oldPath), sign(newPath), level);
+  // As the Worker's (worker/src/wasm.ts newPatchGenerator), unless measuring without.
+  gen.setLzmaOpsStreams(!process.env.EDGEPATCH_GENERATOR_ZSTD_ONLY);
   if (recordPath && fs.existsSync(recordPath)) gen.addWasmTransform(fs.readFileSync(recordPath));
   const t1 = performance.now();
   const fd = fs.openSync(out, 'w');
@@ -93,7 +96,7 @@ const isWasm = (file) => {
 };
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'edgepatch-generator-'));
-console.log(`level ${level}, wasm transform ${transform ? 'on' : 'off'}`);
+console.log(`level ${level}, wasm transform ${transform ? 'on' : 'off'}, LZMA ops streams ${args.includes('--zstd-only') ? 'off' : 'on'}`);
 console.log(`| pair | new MB | generator patch bytes | native diff patch bytes | generator / native | sign s | transform s | generate s | generate s per 100 MB | transform wasm MB | wasm memory MB |`);
 console.log(`|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|`);
 let [totalMB, totalGenerateS] = [0, 0];
@@ -114,7 +117,7 @@ for (const [name, dir] of pairs) {
     tm = JSON.parse(t.stdout);
   }
   const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), oldPath, newPath, patch, recordPath, normalizedPath, oldSplitPath, '--level', String(level)], {
-    env: { ...process.env, EDGEPATCH_GENERATOR_CHILD: '1' },
+    env: { ...process.env, EDGEPATCH_GENERATOR_CHILD: '1', ...(args.includes('--zstd-only') ? { EDGEPATCH_GENERATOR_ZSTD_ONLY: '1' } : {}) },
     encoding: 'utf8',
   });
   if (r.status !== 0) throw new Error(`${name}: ${r.stderr}`);

@@ -313,7 +313,7 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
     loadTransforms(bucket, job.transforms),
   ]);
   const normalized = new Map(transforms.map((t) => [t.path, t]));
-  const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, job.level);
+  const gen = wasm.newPatchGenerator(oldBuild?.signature ?? null, newBuild.signature, job.level);
   // The generator holds its own copies of the signatures.
   newBuild.signature = new Uint8Array(0);
   if (oldBuild !== null) oldBuild.signature = new Uint8Array(0);
@@ -443,7 +443,7 @@ export async function assembleRun(env: Env, run: FanoutRun): Promise<{ descripto
   const oldBytesVerified = await verifyRunOldFiles(verifyReader, oldBuild, results);
   const verifySeconds = (Date.now() - assembleStarted) / 1000;
   const transforms = await loadTransforms(bucket, run.transforms);
-  const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, run.level);
+  const gen = wasm.newPatchGenerator(oldBuild?.signature ?? null, newBuild.signature, run.level);
   const { writer, forget } = runWriter(bucket, runPrefix(run.game, run.from, run.to, run.run), "patch", keys.patch(run.game, run.from, run.to));
   const r2 = new R2RangeReader(bucket, 1);
   let manifest: Uint8Array;

@@ -620,7 +620,7 @@ export class PatchGeneration extends DurableObject<Env> {
       const phase = oldBuild === null ? null : await prepareTransforms(bucket, oldBuild, newBuild, prefix, (name, key) => runWriter(bucket, prefix, name, key));
       const transforms = phase?.transforms ?? [];
       const level = settings(this.env).patchLevel;
-      const gen = new wasm.PatchGenerator(oldBuild?.signature ?? null, newBuild.signature, level);
+      const gen = wasm.newPatchGenerator(oldBuild?.signature ?? null, newBuild.signature, level);
       try {
         addTransforms(gen, transforms);
       } catch (e) {

@@ -167,9 +167,10 @@ pub struct BoundedOptions {
     pub old_budget: u64,
     /// Search text windows as the in-memory diff does (`PatchGenerator::set_deep_text_windows`).
     pub deep_text_windows: bool,
-    /// Try split modules' parts as LZMA window segments and ops streams as LZMA
-    /// (`PatchGenerator::set_lzma_segments`).
-    pub lzma_segments: bool,
+    /// Try split modules' parts as LZMA window segments (`PatchGenerator::set_lzma_segments`).
+    pub lzma_windows: bool,
+    /// Try ops segments' streams as LZMA (`PatchGenerator::set_lzma_ops_streams`).
+    pub lzma_streams: bool,
     /// Segments encoded at once (each thread holds one segment's memory).
     pub threads: usize,
 }
@@ -180,7 +181,7 @@ const SEGMENTS_PER_RUN: u64 = 4;
 
 /// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does.
 pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions, progress: &dyn Fn(u64)) -> Result<DiffStats, String> {
-    let BoundedOptions { level, wasm_transform, old_budget, deep_text_windows, lzma_segments, threads } = *opts;
+    let BoundedOptions { level, wasm_transform, old_budget, deep_text_windows, lzma_windows, lzma_streams, threads } = *opts;
     let old_sig = sign_path(old, DEFAULT_BLOCK_SIZE).map_err(|e| format!("old: {e}"))?;
     let new_sig = sign_path(new, DEFAULT_BLOCK_SIZE).map_err(|e| format!("new: {e}"))?;
     let name = patch.file_name().ok_or("patch path has no file name")?;
@@ -213,8 +214,9 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
             }
             g.set_old_budget(old_budget)?;
             g.set_deep_text_windows(deep_text_windows);
-            // Natively there is memory for LZMA's encoder; the Worker leaves it off.
-            g.set_lzma_segments(lzma_segments)?;
+            // Natively there is memory for LZMA's window encoder; the Worker tries ops streams only.
+            g.set_lzma_segments(lzma_windows)?;
+            g.set_lzma_ops_streams(lzma_streams)?;
             Ok(g)
         };
         let builds = Builds { old, new, normalized: &normalized_files, old_split: &old_split_files };

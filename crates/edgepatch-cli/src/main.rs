@@ -77,7 +77,7 @@ enum Command {
         old_budget: u64,
         /// With --bounded: search text segments' windows as the Worker does (cheaper; about
         /// 10% larger text windows) rather than as the in-memory diff does, and write zstd
-        /// window segments only, as the Worker does (no LZMA window segments): the Worker's
+        /// window segments only, as the Worker does (LZMA in ops streams only): the Worker's
         /// patch, byte for byte, at its level.
         #[arg(long)]
         worker_text_windows: bool,
@@ -375,8 +375,10 @@ fn run(cli: &Cli) -> Result<(), String> {
                     wasm_transform: !*no_wasm_transform,
                     old_budget: *old_budget << 20,
                     deep_text_windows: !*worker_text_windows,
-                    // As the in-memory diff: at level 19 or above (the Worker never).
-                    lzma_segments: !*worker_text_windows && *level >= 19,
+                    // As the in-memory diff: at level 19 or above. The Worker tries LZMA in
+                    // ops streams only, at its level.
+                    lzma_windows: !*worker_text_windows && *level >= 19,
+                    lzma_streams: *worker_text_windows || *level >= 19,
                     threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
                 };
                 let stats = bounded_diff::diff_bounded(old, new, patch, &opts, &|n| bar.set_position(n))?;

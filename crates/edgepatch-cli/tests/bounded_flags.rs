@@ -1,7 +1,7 @@
 //! `diff --bounded --old-budget`: a larger budget reaches old data the Worker's 8 MiB plan
 //! leaves out; out-of-range budgets are refused; threads make the one-pass patch; every patch
-//! applies back byte-exact; LZMA segments come at the default level only, never in the
-//! Worker's form.
+//! applies back byte-exact; LZMA window segments come at the default level only, never in
+//! the Worker's form, which has LZMA ops streams.
 
 use std::fs;
 
@@ -107,7 +107,9 @@ fn split_modules_get_lzma_window_segments_at_the_default_level_only() {
         let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
         let flags = u16::from_le_bytes(std::fs::read(&patch).unwrap()[10..12].try_into().unwrap());
         let count = info["segments"].as_array().unwrap().iter().filter(|s| s["codec"] == "lzma").count();
-        assert_eq!(flags & edgepatch_core::patch_format::FLAG_LZMA_SEGMENTS != 0, count > 0, "{args:?}: flags {flags:#x}, {count} LZMA segments");
+        if count > 0 {
+            assert!(flags & edgepatch_core::patch_format::FLAG_LZMA_SEGMENTS != 0, "{args:?}: flags {flags:#x}, {count} LZMA segments");
+        }
         count
     };
     assert!(lzma_segments(&[]) > 0);
@@ -159,5 +161,6 @@ fn ops_segments_get_lzma_streams_at_the_default_level_only() {
     assert!(lzma_ops_segments(&["--bounded"]) > 0);
     assert!(lzma_ops_segments(&["--bounded", "--threads", "2"]) > 0);
     assert_eq!(lzma_ops_segments(&["--bounded", "--level", "18"]), 0);
-    assert_eq!(lzma_ops_segments(&["--bounded", "--level", "17", "--worker-text-windows"]), 0);
+    // The Worker's form tries ops streams as LZMA (at any level; here zstd 17 beats LZMA).
+    assert!(lzma_ops_segments(&["--bounded", "--worker-text-windows"]) > 0);
 }

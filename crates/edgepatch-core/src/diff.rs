@@ -223,11 +223,11 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
         }
         None => encode_segments(&reference, &new_stream, &hints, &aligned, opts, threads, progress)?,
     };
+    let used = segments_use(&segments)?;
     // Only a patch whose windows reach further than the base declares it.
-    tree.window_reach = Some(window_reach_of(&segments)?).filter(|&r| r > BASE_WINDOW_BACK);
-    // An `M` segment's second byte is 1 where its diff stream is run-coded (§2.3).
-    tree.run_coded_diff = segments.iter().any(|s| s.first() == Some(&RUN_CODED_SEGMENT_TAG) || s[..2.min(s.len())] == [LZMA_OPS_SEGMENT_TAG, 1]);
-    tree.lzma_segments = segments.iter().any(|s| matches!(s.first(), Some(&LZMA_WINDOW_SEGMENT_TAG) | Some(&LZMA_OPS_SEGMENT_TAG)));
+    tree.window_reach = Some(used.reach).filter(|&r| r > BASE_WINDOW_BACK);
+    tree.run_coded_diff = used.run_coded;
+    tree.lzma_segments = used.lzma;
     let mut out = encode_header_and_tree(&tree, opts.level)?;
     for seg in &segments {
         out.extend_from_slice(seg);
@@ -424,16 +424,33 @@ pub(crate) fn encode_header_and_tree(tree: &PatchTree, level: i32) -> Result<Vec
     Ok(out)
 }
 
-/// The furthest any of `segments` reaches back into the delta stream.
-fn window_reach_of(segments: &[Vec<u8>]) -> Result<u64> {
-    let mut reach = 0;
+/// What the header's flags must allow for `segments`, read from their headers.
+struct SegmentsUse {
+    /// The furthest any window segment reaches back into the delta stream.
+    reach: u64,
+    /// Some ops segment's diff stream is run-coded (`R`, or `M` in form 1; flags bit 3).
+    run_coded: bool,
+    /// Some segment is `L` or `M` (flags bit 6).
+    lzma: bool,
+}
+
+fn segments_use(segments: &[Vec<u8>]) -> Result<SegmentsUse> {
+    let mut used = SegmentsUse { reach: 0, run_coded: false, lzma: false };
     for seg in segments {
         let mut input = crate::apply::PatchInput::new(seg.as_slice());
-        if let Some(Segment::Window(w)) = crate::apply::read_segment_header(&mut input, 0, u64::MAX, u64::MAX, MAX_WINDOW_BACK)? {
-            reach = reach.max(w.back_len);
+        match crate::apply::read_segment_header(&mut input, 0, u64::MAX, u64::MAX, MAX_WINDOW_BACK)? {
+            Some(Segment::Window(w)) => {
+                used.reach = used.reach.max(w.back_len);
+                used.lzma |= w.codec != WindowCodec::Zstd;
+            }
+            Some(Segment::Ops(h)) => {
+                used.run_coded |= h.diff_coded > 0;
+                used.lzma |= h.lzma.iter().any(Option::is_some);
+            }
+            None => {}
         }
     }
-    Ok(reach)
+    Ok(used)
 }
 
 /// One part is borrowed as is (the single-file case), saving a copy of it.

@@ -194,9 +194,10 @@ pub struct PatchGenerator {
     old_budget: u64,
     /// Text windows searched as the in-memory diff's are (`set_deep_text_windows`).
     deep_text_windows: bool,
-    /// Split modules' parts tried as LZMA window segments too, ops segments' streams as LZMA
-    /// (`set_lzma_segments`).
-    lzma_segments: bool,
+    /// Split modules' parts tried as LZMA window segments too (`set_lzma_segments`).
+    lzma_windows: bool,
+    /// Ops segments' streams tried as LZMA too (`set_lzma_segments`, `set_lzma_ops_streams`).
+    lzma_streams: bool,
     /// Over the patch bytes handed out (what the trailer checksum covers).
     hasher: blake3::Hasher,
     out_len: u64,
@@ -310,7 +311,8 @@ impl PatchGenerator {
             planned: None,
             old_budget: MAX_WINDOW_BYTES,
             deep_text_windows: false,
-            lzma_segments: false,
+            lzma_windows: false,
+            lzma_streams: false,
             hasher: blake3::Hasher::new(),
             out_len: 0,
             segments: Vec::new(),
@@ -471,7 +473,21 @@ impl PatchGenerator {
         if self.header_done {
             return Err(invalid("set_lzma_segments() after header()"));
         }
-        self.lzma_segments = on;
+        (self.lzma_windows, self.lzma_streams) = (on, on);
+        Ok(())
+    }
+
+    /// Tries each stream of an ops segment as LZMA too (§2.3 `M`), but not window segments: what
+    /// the Worker can afford. An ops stream's dictionary is at most 1 MiB
+    /// (`LZMA_STREAM_DICTIONARY`), so its encoder takes about 12 MiB while it runs, where a
+    /// window segment's takes 12 bytes per byte of window and part. Saves 8% on game data
+    /// (freedoom2-wad; BENCHMARKS.md, "LZMA ops streams in the Worker"). Set it before
+    /// `header()`.
+    pub fn set_lzma_ops_streams(&mut self, on: bool) -> Result<()> {
+        if self.header_done {
+            return Err(invalid("set_lzma_ops_streams() after header()"));
+        }
+        self.lzma_streams = on;
         Ok(())
     }
 
@@ -513,7 +529,7 @@ impl PatchGenerator {
         if self.header_done {
             return Err(invalid("header() called twice"));
         }
-        self.tree.lzma_segments = self.lzma_segments && self.new_total > 0;
+        self.tree.lzma_segments = (self.lzma_windows || self.lzma_streams) && self.new_total > 0;
         let bytes = encode_header_and_tree(&self.tree, self.level)?;
         self.reserve_history();
         self.header_done = true;
@@ -652,7 +668,7 @@ impl PatchGenerator {
         // window, whose many short matches the spaced search would hand to it.
         let search_step = if is_text { 1 } else { GENERATOR_SEARCH_STEP };
         let block = self.block_size as u64;
-        let (ops_form, copied) = encode_ops_segment(new, &old, &spans, (&matches, block), self.level, search_step, self.lzma_segments)?;
+        let (ops_form, copied) = encode_ops_segment(new, &old, &spans, (&matches, block), self.level, search_step, self.lzma_streams)?;
         drop(matches);
         if let Some(t) = t {
             let of = part.map_or(String::new(), |p| format!(", part {}..{} against old {}..{}", p.new.0, p.new.1, p.old.0, p.old.1));
@@ -728,7 +744,7 @@ impl PatchGenerator {
                 );
             }
             let mut codec = WindowCodec::Zstd;
-            if self.lzma_segments && part.is_some() {
+            if self.lzma_windows && part.is_some() {
                 (frame, codec) = crate::lzma::smallest_window_form(new, &window, frame);
             }
             drop(window);

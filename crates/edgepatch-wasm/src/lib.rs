@@ -1244,6 +1244,14 @@ impl PatchGenerator {
         self.inner.add_wasm_transform(t).map_err(core_err)
     }
 
+    /// Tries each ops segment's streams as LZMA too (docs/FORMAT.md §2.3 `M`; an encoder of
+    /// about 12 MiB while it runs), keeping whichever form is smaller: before `header()`, the
+    /// same for every generator of one patch.
+    #[wasm_bindgen(js_name = setLzmaOpsStreams)]
+    pub fn set_lzma_ops_streams(&mut self, on: bool) -> Result<(), JsError> {
+        self.inner.set_lzma_ops_streams(on).map_err(core_err)
+    }
+
     #[wasm_bindgen(getter, js_name = segmentCount)]
     pub fn segment_count(&self) -> u32 {
         self.inner.segment_count() as u32
