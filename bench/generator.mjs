@@ -8,7 +8,8 @@
 //
 //   node bench/generator.mjs [--pairs a,b] [--pair-dirs DIR,DIR] [--level N (default 17, the
 //                            Worker's PATCH_LEVEL)] [--no-wasm-transform] [--zstd-only (no
-//                            LZMA ops streams: the Worker before session 32)]
+//                            LZMA ops streams: the Worker before session 32)] [--no-native (no
+//                            native diff to compare with)]
 //
 // Each pair runs in a fresh process (a linear memory only grows: its size at the end is
 // the peak). Old and new files are read by range from disk, as the Worker reads R2.
@@ -126,10 +127,13 @@ for (const [name, dir] of pairs) {
   fs.rmSync(out, { force: true });
   const a = spawnSync(path.join(repo, 'target/release/edgepatch'), ['--quiet', 'apply', oldPath, patch, out], { encoding: 'utf8' });
   if (a.status !== 0 || Buffer.compare(fs.readFileSync(out), fs.readFileSync(newPath)) !== 0) throw new Error(`${name}: generator patch does not reproduce new: ${a.stderr}`);
-  const nativePatch = path.join(tmp, 'native.patch');
-  const d = spawnSync(path.join(repo, 'target/release/edgepatch'), ['--quiet', 'diff', oldPath, newPath, nativePatch], { encoding: 'utf8' });
-  if (d.status !== 0) throw new Error(`${name}: native diff failed: ${d.stderr}`);
-  const nativeBytes = fs.statSync(nativePatch).size;
+  let nativeBytes = NaN;
+  if (!args.includes('--no-native')) {
+    const nativePatch = path.join(tmp, 'native.patch');
+    const d = spawnSync(path.join(repo, 'target/release/edgepatch'), ['--quiet', 'diff', oldPath, newPath, nativePatch], { encoding: 'utf8' });
+    if (d.status !== 0) throw new Error(`${name}: native diff failed: ${d.stderr}`);
+    nativeBytes = fs.statSync(nativePatch).size;
+  }
   const bytes = fs.statSync(patch).size;
   const mb = fs.statSync(newPath).size / 1e6;
   [totalMB, totalGenerateS] = [totalMB + mb, totalGenerateS + m.generateMs / 1000];

@@ -685,11 +685,13 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whol
         return Err(Error::Invalid("control stream of a segment over its limit; use a smaller segment size".into()));
     }
     let (diff, extra) = split_streams(reference, part, ops);
-    let (out, h) = encode_ops_streams(part.len() as u64, &ctrl, &diff, &extra, level >= LZMA_MIN_LEVEL, |data, _| compress(data, level))?;
+    let encoded = encode_ops_streams(part.len() as u64, &ctrl, &diff, &extra, level >= LZMA_MIN_LEVEL, |data, _| compress(data, level))?;
+    // The rule reads the zstd streams' sizes, on which it was measured (`OpsEncoding`).
+    let (out, h) = (encoded.bytes, encoded.zstd_header);
     // Where the control stream is a large share (text: many short matches), a
     // zstd frame over the old spans the ops found often does better. Keep the smaller.
     // (Tiny results are not worth the window's slow compression.)
-    if aligned || (h.ctrl_comp * 5 > h.diff_comp + h.extra_comp && out.len() > WINDOW_TRIAL_MIN) {
+    if aligned || (h.ctrl_comp * 5 > h.diff_comp + h.extra_comp && encoded.zstd_len > WINDOW_TRIAL_MIN as u64) {
         let t = std::env::var_os("EDGEPATCH_TIMING").map(|_| std::time::Instant::now());
         let mut window = encode_window_segment(reference, part, before, ops, whole, aligned, level)?;
         // Reaching past the base (§2.6) moves the match finder's choices: on

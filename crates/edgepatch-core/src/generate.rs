@@ -676,21 +676,24 @@ impl PatchGenerator {
                 "segment {i} (new {a}..{}{of}): ops form {:.2}s ({:?} bytes)",
                 a + new.len() as u64,
                 t.elapsed().as_secs_f64(),
-                ops_form.as_ref().map(|f| f.0.len())
+                ops_form.as_ref().map(|f| f.bytes.len())
             );
         }
-        let control_heavy = ops_form.as_ref().is_some_and(|(_, h)| h.ctrl_comp * 5 > h.diff_comp + h.extra_comp);
+        // These rules read the zstd streams' sizes, on which they were measured (`OpsEncoding`).
+        let control_heavy = ops_form.as_ref().is_some_and(|f| f.zstd_header.ctrl_comp * 5 > f.zstd_header.diff_comp + f.zstd_header.extra_comp);
         let try_window = part.is_some()
             || match &ops_form {
                 None => true,
-                Some((bytes, h)) => {
+                Some(f) => {
+                    let h = &f.zstd_header;
                     let rest = h.diff_comp + h.extra_comp;
-                    bytes.len() as u64 > new.len() as u64 / WINDOW_TRIAL_MIN_SHARE
+                    f.zstd_len > new.len() as u64 / WINDOW_TRIAL_MIN_SHARE
                         && (control_heavy || (h.extra_comp > new.len() as u64 / WINDOW_TRIAL_EXTRA_SHARE && h.ctrl_comp * WINDOW_TRIAL_CTRL_SHARE > rest))
                 }
             };
-        let text = is_text && ops_form.as_ref().is_none_or(|(bytes, _)| control_heavy && bytes.len() as u64 > new.len() as u64 / TEXT_MIN_OPS_SHARE);
-        let mut chosen = ops_form.map(|(bytes, h)| (bytes, Segment::Ops(h)));
+        let text = is_text && ops_form.as_ref().is_none_or(|f| control_heavy && f.zstd_len > new.len() as u64 / TEXT_MIN_OPS_SHARE);
+        let ops_zstd_len = ops_form.as_ref().map(|f| f.zstd_len);
+        let mut chosen = ops_form.map(|f| (f.bytes, Segment::Ops(f.header)));
         if try_window {
             let search = match (text, self.deep_text_windows) {
                 (true, false) => text_window(self.level),
@@ -724,7 +727,9 @@ impl PatchGenerator {
             // 482,468 -> 452,158 bytes for 0.6 s, renamed (normalized) 581,083 -> 527,549; the
             // other measured wasm pairs keep the ops form (BENCHMARKS.md, "Generator: the
             // field-split layout").
-            let beats_ops = |len: usize| chosen.as_ref().is_none_or(|(bytes, _)| len + 32 < bytes.len());
+            // (Against the ops form's zstd size, as measured: LZMA streams would skip the deep
+            // search where it wins, harfbuzz's first part among them.)
+            let beats_ops = |len: usize| ops_zstd_len.is_none_or(|z| (len as u64) + 32 < z);
             if !text && self.level > WINDOW_FORM_MAX_LEVEL && beats_ops(frame.len()) && self.holds_transformed_module(i)? {
                 let deep = compress_frame(new, &window, wasm_code_window(self.level))?;
                 if t.is_some() {
@@ -1185,7 +1190,8 @@ fn encode_ops_segment(
         return Ok((None, copied));
     }
     let t = timing.then(std::time::Instant::now);
-    let (out, header) = encode_ops_streams(new.len() as u64, &ctrl, &diff, &extra, lzma, |data, stream| compress_capped(data, level, stream))?;
+    let encoded = encode_ops_streams(new.len() as u64, &ctrl, &diff, &extra, lzma, |data, stream| compress_capped(data, level, stream))?;
+    let header = encoded.header;
     if let Some(t) = t {
         eprintln!(
             "  ctrl {} -> {}, diff {} -> {}{}, extra {} -> {} ({:.2}s)",
@@ -1199,7 +1205,7 @@ fn encode_ops_segment(
             t.elapsed().as_secs_f64()
         );
     }
-    Ok((Some((out, header)), copied))
+    Ok((Some(encoded), copied))
 }
 
 /// A segment whose block matches leave at most 1/`DIAGONAL_MAX_UNCOVERED` of it uncovered is
@@ -1317,8 +1323,8 @@ fn segment_starts(total: u64, aligned: &[AlignedPart]) -> Vec<u64> {
 /// block matches (position in the segment, in the reference stream).
 type Plan = (u64, Spans, Spans, Vec<(u64, u64)>);
 
-/// An ops segment's bytes and header.
-type OpsForm = (Vec<u8>, SegmentHeader);
+/// An ops segment as encoded: its bytes and header, and its zstd-only sizes.
+type OpsForm = OpsEncoding;
 
 /// A piece of a window: (offset in the planned spans' concatenation, start in the reference
 /// stream, length).

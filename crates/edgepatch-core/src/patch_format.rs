@@ -1137,11 +1137,23 @@ fn smaller_with_lzma(data: &[u8], frame: Vec<u8>, stream: OpsStream) -> (Vec<u8>
     (frame, None)
 }
 
+/// An ops segment as a writer made it (`encode_ops_streams`).
+pub(crate) struct OpsEncoding {
+    /// The segment's bytes: header and streams.
+    pub bytes: Vec<u8>,
+    pub header: SegmentHeader,
+    /// The header, and the length in bytes, of the same segment with zstd streams only. The
+    /// writers' rules for when a window form is worth trying were measured on these sizes,
+    /// and read them still: LZMA's smaller streams would otherwise skip trials whose window
+    /// wins (harfbuzz's Worker patch grew 1.4% that way).
+    pub zstd_header: SegmentHeader,
+    pub zstd_len: u64,
+}
+
 /// An ops segment from its three raw streams, as both writers (the in-memory diff and the
 /// generator) make it: each stream compressed by `compress` (which returns no frame for an
 /// empty stream), the diff stream run-coded (tag `R`) where that frame is the smaller. With
 /// `lzma`, each stream is also tried as raw LZMA and the smaller kept (tag `M`, §2.3).
-/// Returns the segment's bytes (header and frames) and its header.
 pub(crate) fn encode_ops_streams(
     new_len: u64,
     ctrl: &[u8],
@@ -1149,19 +1161,23 @@ pub(crate) fn encode_ops_streams(
     extra: &[u8],
     lzma: bool,
     mut compress: impl FnMut(&[u8], OpsStream) -> Result<Vec<u8>>,
-) -> Result<(Vec<u8>, SegmentHeader)> {
+) -> Result<OpsEncoding> {
     let with_lzma = |data: &[u8], frame: Vec<u8>, stream: OpsStream| if lzma { smaller_with_lzma(data, frame, stream) } else { (frame, None) };
-    let (c, c_lzma) = with_lzma(ctrl, compress(ctrl, OpsStream::Ctrl)?, OpsStream::Ctrl);
+    let c = compress(ctrl, OpsStream::Ctrl)?;
+    let c_zstd = c.len() as u64;
+    let (c, c_lzma) = with_lzma(ctrl, c, OpsStream::Ctrl);
     let mut d = compress(diff, OpsStream::Diff)?;
     let mut diff_coded = 0;
     // The diff stream as it is or run-coded, whichever zstd makes smaller, and then that one
     // as LZMA if smaller still (one LZMA search per stream).
+    let mut d_zstd = d.len() as u64;
     let mut d_lzma = None;
     if !diff.is_empty() {
         let coded = encode_run_coded(diff);
         if coded.len() < diff.len() {
             let dc = compress(&coded, OpsStream::Diff)?;
             if dc.len() < d.len() {
+                d_zstd = dc.len() as u64;
                 (d, diff_coded) = (dc, coded.len() as u64);
                 (d, d_lzma) = with_lzma(&coded, d, OpsStream::Diff);
             }
@@ -1171,7 +1187,9 @@ pub(crate) fn encode_ops_streams(
     if diff_coded == 0 {
         (d, d_lzma) = with_lzma(diff, d, OpsStream::Diff);
     }
-    let (e, e_lzma) = with_lzma(extra, compress(extra, OpsStream::Extra)?, OpsStream::Extra);
+    let e = compress(extra, OpsStream::Extra)?;
+    let e_zstd = e.len() as u64;
+    let (e, e_lzma) = with_lzma(extra, e, OpsStream::Extra);
     let header = SegmentHeader {
         new_len,
         ctrl_raw: ctrl.len() as u64,
@@ -1183,12 +1201,16 @@ pub(crate) fn encode_ops_streams(
         extra_comp: e.len() as u64,
         lzma: [c_lzma, d_lzma, e_lzma],
     };
+    let zstd_header = SegmentHeader { ctrl_comp: c_zstd, diff_comp: d_zstd, extra_comp: e_zstd, lzma: [None; 3], ..header };
     let mut out = Vec::with_capacity(32 + c.len() + d.len() + e.len());
+    zstd_header.encode(&mut out);
+    let zstd_len = out.len() as u64 + c_zstd + d_zstd + e_zstd;
+    out.clear();
     header.encode(&mut out);
     out.extend_from_slice(&c);
     out.extend_from_slice(&d);
     out.extend_from_slice(&e);
-    Ok((out, header))
+    Ok(OpsEncoding { bytes: out, header, zstd_header, zstd_len })
 }
 
 /// The run-coded form of a diff stream (§2.3): `varint run_count`, every run's
