@@ -481,8 +481,8 @@ impl PatchGenerator {
     /// the Worker can afford. An ops stream's dictionary is at most 1 MiB
     /// (`LZMA_STREAM_DICTIONARY`), so its encoder takes about 12 MiB while it runs, where a
     /// window segment's takes 12 bytes per byte of window and part. Saves 8% on game data
-    /// (freedoom2-wad; BENCHMARKS.md, "LZMA ops streams in the Worker"). Set it before
-    /// `header()`.
+    /// (freedoom2-wad) and 5% on wasm pairs in the Worker (BENCHMARKS.md, "LZMA ops streams:
+    /// capped, bounded, in the Worker"). Set it before `header()`.
     pub fn set_lzma_ops_streams(&mut self, on: bool) -> Result<()> {
         if self.header_done {
             return Err(invalid("set_lzma_ops_streams() after header()"));
@@ -1108,7 +1108,8 @@ fn choose_spans(mut candidates: Vec<(u64, u64, u64)>, reference_len: u64, budget
 /// (start, len). Matching runs on the concatenation; a copy crossing from one span into the
 /// next is split there, and every copy is moved to the span's place in the reference. None
 /// when nothing in `old` matches (the window form is then all there is). Also returns the
-/// old bytes the copies read (`copied_spans`), for a text window.
+/// old bytes the copies read (`copied_spans`), for a text window. With `lzma`, the streams are
+/// tried as LZMA too (§2.3 `M`).
 fn encode_ops_segment(
     new: &[u8],
     old: &[u8],
