@@ -83,6 +83,24 @@ fn threads_make_the_one_pass_patch_byte_for_byte() {
     assert!(patches[0] == patches[1], "1 thread: {} bytes, 3 threads: {} bytes", patches[0].len(), patches[1].len());
 }
 
+/// Diffs `old` to `new` with `args`, applies the patch back and checks it is byte for byte
+/// `new`; returns `inspect --json`'s report and the patch's header flags (bytes 10..12).
+fn diff_apply_inspect(dir: &std::path::Path, old: &std::path::Path, new: &std::path::Path, args: &[&str]) -> (serde_json::Value, u16) {
+    let (patch, out) = (dir.join("p.patch"), dir.join("p.out"));
+    let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"diff"];
+    for a in args {
+        all.push(a);
+    }
+    all.extend([&old as &dyn AsRef<std::ffi::OsStr>, &new, &patch]);
+    ok(edgepatch(&all));
+    let _ = fs::remove_file(&out);
+    ok(edgepatch(&[&"apply", &old, &patch, &out]));
+    assert!(fs::read(&out).unwrap() == fs::read(new).unwrap(), "{args:?}: applied output differs");
+    let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
+    let flags = u16::from_le_bytes(fs::read(&patch).unwrap()[10..12].try_into().unwrap());
+    (info, flags)
+}
+
 /// The arcade's re-emitted module (fixtures/arcade) is stored split; at the default level the
 /// in-memory diff and `diff --bounded` write LZMA window segments for its parts (docs/FORMAT.md
 /// §2.6), which apply byte for byte; `--worker-text-windows` (the Worker's patch) and a lower
@@ -93,19 +111,7 @@ fn split_modules_get_lzma_window_segments_at_the_default_level_only() {
     let (old, new) = (fixtures.join("v1/logic.wasm"), fixtures.join("v2/logic.wasm"));
     let tmp = tempfile::tempdir().unwrap();
     let lzma_segments = |args: &[&str]| -> usize {
-        let patch = tmp.path().join("p.patch");
-        let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"diff"];
-        for a in args {
-            all.push(a);
-        }
-        all.extend([&old as &dyn AsRef<std::ffi::OsStr>, &new, &patch]);
-        ok(edgepatch(&all));
-        let out = tmp.path().join("out.wasm");
-        let _ = std::fs::remove_file(&out);
-        ok(edgepatch(&[&"apply", &old, &patch, &out]));
-        assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&new).unwrap(), "{args:?}");
-        let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
-        let flags = u16::from_le_bytes(std::fs::read(&patch).unwrap()[10..12].try_into().unwrap());
+        let (info, flags) = diff_apply_inspect(tmp.path(), &old, &new, args);
         let count = info["segments"].as_array().unwrap().iter().filter(|s| s["codec"] == "lzma").count();
         if count > 0 {
             assert!(flags & edgepatch_core::patch_format::FLAG_LZMA_SEGMENTS != 0, "{args:?}: flags {flags:#x}, {count} LZMA segments");
@@ -138,19 +144,7 @@ fn ops_segments_get_lzma_streams_at_the_default_level_only() {
     fs::write(&old_path, &old).unwrap();
     fs::write(&new_path, &new).unwrap();
     let lzma_ops_segments = |args: &[&str]| -> usize {
-        let patch = tmp.path().join("p.patch");
-        let mut all: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"diff"];
-        for a in args {
-            all.push(a);
-        }
-        all.extend([&old_path as &dyn AsRef<std::ffi::OsStr>, &new_path, &patch]);
-        ok(edgepatch(&all));
-        let out = tmp.path().join("out");
-        let _ = fs::remove_file(&out);
-        ok(edgepatch(&[&"apply", &old_path, &patch, &out]));
-        assert!(fs::read(&out).unwrap() == new, "{args:?}: applied output differs");
-        let info: serde_json::Value = serde_json::from_str(&ok(edgepatch(&[&"--json", &"inspect", &patch]))).unwrap();
-        let flags = u16::from_le_bytes(fs::read(&patch).unwrap()[10..12].try_into().unwrap());
+        let (info, flags) = diff_apply_inspect(tmp.path(), &old_path, &new_path, args);
         let count = info["segments"].as_array().unwrap().iter().filter(|s| s["kind"] == "ops" && s["lzma"].as_array().is_some_and(|l| !l.is_empty())).count();
         if count > 0 {
             assert!(flags & edgepatch_core::patch_format::FLAG_LZMA_SEGMENTS != 0, "{args:?}: flags {flags:#x}");

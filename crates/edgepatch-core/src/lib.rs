@@ -27,6 +27,9 @@ pub mod wasm_transform;
 mod wire;
 mod zstd_frame;
 
+#[doc(hidden)]
+pub use lzma::stream_with_dictionary as lzma_stream_with_dictionary;
+
 pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild, PatchApplier, ResumePoint};
 /// Re-exported so adapters hash exactly as the core does.
 pub use blake3;

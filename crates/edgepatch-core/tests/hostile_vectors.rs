@@ -440,6 +440,40 @@ fn make_vectors() -> Vec<Vector> {
         v.push(patch_vector(name, attacks, ErrorKind::Corrupt, p.encode()));
     }
 
+    // An `M` stream's dictionary is its size capped at 1 MiB (§2.3): an extra stream of 64 bytes
+    // of noise, 1 MiB of zeros and the noise again, coded with a 2 MiB dictionary, copies the
+    // noise from 1 MiB + 64 bytes back. The same stream coded within the cap decodes: it gets as
+    // far as the files digest, which these trees leave zero.
+    let far: Vec<u8> = {
+        let noise: Vec<u8> = (0..64u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        [noise.as_slice(), &vec![0; 1 << 20], noise.as_slice()].concat()
+    };
+    let far_stream = |dictionary: u64| {
+        let extra = edgepatch_core::lzma_stream_with_dictionary(&far, 0, dictionary).unwrap();
+        let ctrl = control(&[(2, 0, far.len() as u64)]);
+        let c = zstd(&ctrl);
+        let mut s = vec![b'M', 0];
+        for v in [far.len() as u64, ctrl.len() as u64, c.len() as u64, 0, 0, far.len() as u64, extra.len() as u64] {
+            put_varint(&mut s, v);
+        }
+        s.extend_from_slice(&[4, 0]);
+        s.extend_from_slice(&c);
+        s.extend_from_slice(&extra);
+        let mut p = PatchBytes::new(&delta_files_tree(&[far.len() as u64]));
+        p.flags = 64;
+        p.body = s;
+        (p.segments, p.delta) = (1, far.len() as u64);
+        p.encode()
+    };
+    let within = far_stream(1 << 20);
+    assert_eq!(apply_kind(&within), Some(ErrorKind::Digest), "the stream coded within its dictionary decodes");
+    v.push(patch_vector(
+        "lzma-ops-reach-past-dictionary",
+        "an LZMA ops stream of 1 MiB + 128 bytes whose match reaches 1 MiB + 64 bytes back, past its 1 MiB dictionary",
+        ErrorKind::Corrupt,
+        far_stream(2 << 20),
+    ));
+
     // Window reach (§2.6): flags bit 2 and the varint that ends the tree.
     // A window segment of 4 new bytes, no spans, reaching `back` bytes back.
     let reaching = |back: u64| {

@@ -597,6 +597,7 @@ const HOSTILE_FILES: &[(&str, &[u8])] = &[
     hostile!("lzma-ops-bad-form.patch"),
     hostile!("lzma-ops-empty-stream-marked.patch"),
     hostile!("lzma-ops-corrupt.patch"),
+    hostile!("lzma-ops-reach-past-dictionary.patch"),
     hostile!("link-target-nul.patch"),
     hostile!("link-target-long.patch"),
     hostile!("wrong-old-build.patch"),
