@@ -9,7 +9,9 @@
 //   node bench/generator.mjs [--pairs a,b] [--pair-dirs DIR,DIR] [--level N (default 17, the
 //                            Worker's PATCH_LEVEL)] [--no-wasm-transform] [--zstd-only (no
 //                            LZMA ops streams: the Worker before session 32)] [--no-native (no
-//                            native diff to compare with)]
+//                            native diff to compare with)] [--lzma-windows-up-to MIB (split
+//                            parts as LZMA window segments where window and part take at most
+//                            MIB MiB; default: as the Worker)]
 //
 // Each pair runs in a fresh process (a linear memory only grows: its size at the end is
 // the peak). Old and new files are read by range from disk, as the Worker reads R2.
@@ -70,6 +72,7 @@ if (process.env.EDGEPATCH_GENERATOR_CHILD) {
   const gen = new w.PatchGenerator(sign(oldPath), sign(newPath), level);
   // As the Worker's (worker/src/wasm.ts newPatchGenerator), unless measuring without.
   gen.setLzmaOpsStreams(!process.env.EDGEPATCH_GENERATOR_ZSTD_ONLY);
+  gen.setLzmaWindowsUpTo(process.env.EDGEPATCH_GENERATOR_LZMA_WINDOWS ? Number(process.env.EDGEPATCH_GENERATOR_LZMA_WINDOWS) : process.env.EDGEPATCH_GENERATOR_ZSTD_ONLY ? 0 : w.isolateLzmaWindowLimit());
   if (recordPath && fs.existsSync(recordPath)) gen.addWasmTransform(fs.readFileSync(recordPath));
   const t1 = performance.now();
   const fd = fs.openSync(out, 'w');
@@ -97,7 +100,9 @@ const isWasm = (file) => {
 };
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'edgepatch-generator-'));
-console.log(`level ${level}, wasm transform ${transform ? 'on' : 'off'}, LZMA ops streams ${args.includes('--zstd-only') ? 'off' : 'on'}`);
+console.log(
+  `level ${level}, wasm transform ${transform ? 'on' : 'off'}, LZMA ops streams ${args.includes('--zstd-only') ? 'off' : 'on'}, LZMA window segments ${arg('lzma-windows-up-to', '') ? `up to ${arg('lzma-windows-up-to', '')} MiB` : 'as the Worker'}`,
+);
 console.log(`| pair | new MB | generator patch bytes | native diff patch bytes | generator / native | sign s | transform s | generate s | generate s per 100 MB | transform wasm MB | wasm memory MB |`);
 console.log(`|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|`);
 let [totalMB, totalGenerateS] = [0, 0];
@@ -118,7 +123,12 @@ for (const [name, dir] of pairs) {
     tm = JSON.parse(t.stdout);
   }
   const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), oldPath, newPath, patch, recordPath, normalizedPath, oldSplitPath, '--level', String(level)], {
-    env: { ...process.env, EDGEPATCH_GENERATOR_CHILD: '1', ...(args.includes('--zstd-only') ? { EDGEPATCH_GENERATOR_ZSTD_ONLY: '1' } : {}) },
+    env: {
+      ...process.env,
+      EDGEPATCH_GENERATOR_CHILD: '1',
+      ...(args.includes('--zstd-only') ? { EDGEPATCH_GENERATOR_ZSTD_ONLY: '1' } : {}),
+      ...(arg('lzma-windows-up-to', '') ? { EDGEPATCH_GENERATOR_LZMA_WINDOWS: String(Number(arg('lzma-windows-up-to', '')) * 2 ** 20) } : {}),
+    },
     encoding: 'utf8',
   });
   if (r.status !== 0) throw new Error(`${name}: ${r.stderr}`);

@@ -44,7 +44,9 @@ if (process.env.EDGEPATCH_STEP_CHILD) {
   const [oldPath, newPath, oldSig, newSig, first, end, out] = process.argv.slice(2);
   const w = wasm();
   const gen = new w.PatchGenerator(fs.readFileSync(oldSig), fs.readFileSync(newSig), level);
-  gen.setLzmaOpsStreams(true); // as the Worker's (worker/src/wasm.ts newPatchGenerator)
+  // As the Worker's (worker/src/wasm.ts newPatchGenerator).
+  gen.setLzmaOpsStreams(true);
+  gen.setLzmaWindowsUpTo(w.isolateLzmaWindowLimit());
   const history = readRanges(newPath, gen.historyRanges(Number(first)));
   gen.newBytesTarget(history.length).set(history);
   gen.startAtFilled(Number(first));
@@ -102,6 +104,7 @@ for (const steps of arg("steps", "1,2,4").split(",").map(Number)) {
   const t1 = performance.now();
   const a = new w.PatchGenerator(fs.readFileSync(oldSig), fs.readFileSync(newSig), level);
   a.setLzmaOpsStreams(true);
+  a.setLzmaWindowsUpTo(w.isolateLzmaWindowLimit());
   const patchPath = path.join(tmp, `patch-${steps}`);
   const fd = fs.openSync(patchPath, "w");
   fs.writeSync(fd, a.header());

@@ -3,8 +3,8 @@
 // `edgepatch update` (anonymous: the pairs the channel releases; also --channel) and compares
 // the result with the real new build byte for byte; checks that the owner's 100 concurrent
 // requests for a new pair cause one generation and that repeats are cache hits; that the
-// Worker's patch of moved game-data records has LZMA ops streams and is the CLI's
-// `--worker-text-windows` patch.
+// Worker's patches of moved game-data records (LZMA ops streams) and of a re-emitted wasm
+// module (LZMA window segments) are the CLI's `--worker-text-windows` patches.
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -157,6 +157,30 @@ test("game data whose records move: the Worker's patch has LZMA ops streams, and
   edgepatch(["diff", "--quiet", "--bounded", "--level", "17", "--worker-text-windows", d1, d2, cli]);
   assert.ok(readFileSync(cli).equals(readFileSync(patch)), `the Worker's patch (${d.patchSize} bytes) is not the CLI's (${readFileSync(cli).length})`);
   const out = join(work, "out-records");
+  edgepatch(["apply", "--quiet", d1, patch, out]);
+  assertSameTree(out, d2);
+});
+
+test("a re-emitted wasm module: the Worker's patch has LZMA window segments, and is the CLI's --worker-text-windows patch", async () => {
+  // fixtures/arcade's logic.wasm, stored in the field-split layout (docs/FORMAT.md §2.8.7):
+  // its parts, with their windows far under the Worker's 4 MiB, are tried as LZMA (§2.6 `L`).
+  const [d1, d2] = [join(REPO, "fixtures/arcade/v1"), join(REPO, "fixtures/arcade/v2")];
+  edgepatch(["publish", "--server", server.url, "--game", "arcade-lzma", "--build", "v1", d1]);
+  edgepatch(["publish", "--server", server.url, "--game", "arcade-lzma", "--build", "v2", d2]);
+  const owner = { headers: { Authorization: `Bearer ${token}` } };
+  const url = `${server.url}/v1/games/arcade-lzma/updates/v1/v2`;
+  const res = await fetch(url, owner);
+  assert.equal(res.status, 200, await res.clone().text());
+  const d = await res.json();
+  const patch = join(work, "arcade-lzma.patch");
+  writeFileSync(patch, Buffer.from(await (await fetch(new URL(d.patchUrl, url), owner)).arrayBuffer()));
+  const info = JSON.parse(edgepatch(["--json", "inspect", patch]).stdout);
+  const lzma = info.segments.filter((s) => s.codec === "lzma");
+  assert.ok(lzma.length > 0, `no LZMA window segment: ${JSON.stringify(info.segments)}`);
+  const cli = join(work, "arcade-lzma-cli.patch");
+  edgepatch(["diff", "--quiet", "--bounded", "--level", "17", "--worker-text-windows", d1, d2, cli]);
+  assert.ok(readFileSync(cli).equals(readFileSync(patch)), `the Worker's patch (${d.patchSize} bytes) is not the CLI's (${readFileSync(cli).length})`);
+  const out = join(work, "out-arcade-lzma");
   edgepatch(["apply", "--quiet", d1, patch, out]);
   assertSameTree(out, d2);
 });

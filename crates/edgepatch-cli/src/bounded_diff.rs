@@ -167,8 +167,9 @@ pub struct BoundedOptions {
     pub old_budget: u64,
     /// Search text windows as the in-memory diff does (`PatchGenerator::set_deep_text_windows`).
     pub deep_text_windows: bool,
-    /// Try split modules' parts as LZMA window segments (`PatchGenerator::set_lzma_segments`).
-    pub lzma_windows: bool,
+    /// Try split modules' parts as LZMA window segments where window and part take at most
+    /// this many bytes (`PatchGenerator::set_lzma_windows_up_to`; 0: never).
+    pub lzma_windows: u64,
     /// Try ops segments' streams as LZMA (`PatchGenerator::set_lzma_ops_streams`).
     pub lzma_streams: bool,
     /// Segments encoded at once (each thread holds one segment's memory).
@@ -214,8 +215,7 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
             }
             g.set_old_budget(old_budget)?;
             g.set_deep_text_windows(deep_text_windows);
-            // Natively there is memory for LZMA's window encoder; the Worker tries ops streams only.
-            g.set_lzma_segments(lzma_windows)?;
+            g.set_lzma_windows_up_to(lzma_windows)?;
             g.set_lzma_ops_streams(lzma_streams)?;
             Ok(g)
         };

@@ -76,9 +76,9 @@ enum Command {
         #[arg(long, default_value_t = DEFAULT_OLD_BUDGET_MIB, value_parser = clap::value_parser!(u64).range(8..=256))]
         old_budget: u64,
         /// With --bounded: search text segments' windows as the Worker does (cheaper; about
-        /// 10% larger text windows) rather than as the in-memory diff does, and write zstd
-        /// window segments only, as the Worker does (LZMA in ops streams only): the Worker's
-        /// patch, byte for byte, at its level.
+        /// 10% larger text windows) rather than as the in-memory diff does, and try LZMA as
+        /// the Worker does (in ops streams, and in split wasm parts of at most 4 MiB with their
+        /// window): the Worker's patch, byte for byte, at its level.
         #[arg(long)]
         worker_text_windows: bool,
         /// Store every changed wasm module as it is (no wasm-aware transform): for
@@ -375,9 +375,15 @@ fn run(cli: &Cli) -> Result<(), String> {
                     wasm_transform: !*no_wasm_transform,
                     old_budget: *old_budget << 20,
                     deep_text_windows: !*worker_text_windows,
-                    // As the in-memory diff: at level 19 or above. The Worker tries LZMA in
-                    // ops streams only, at its level.
-                    lzma_windows: !*worker_text_windows && *level >= 19,
+                    // As the in-memory diff: at level 19 or above. The Worker tries LZMA at
+                    // its level, in window segments only up to what its isolate affords.
+                    lzma_windows: if *worker_text_windows {
+                        edgepatch_core::generate::ISOLATE_LZMA_WINDOW_LIMIT
+                    } else if *level >= 19 {
+                        edgepatch_core::patch_format::MAX_LZMA_DICTIONARY
+                    } else {
+                        0
+                    },
                     lzma_streams: *worker_text_windows || *level >= 19,
                     threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
                 };

@@ -882,7 +882,7 @@ fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op
     // bytes there than zstd's (BENCHMARKS.md, "LZMA segments"). Tried where the diff is at
     // its default level or above, on the parts it was measured on.
     if aligned && level >= LZMA_MIN_LEVEL {
-        (frame, codec) = crate::lzma::smallest_window_form(part, &window, frame);
+        (frame, codec) = crate::lzma::smallest_window_form(part, &window, frame, crate::patch_format::MAX_LZMA_DICTIONARY);
     }
     let header = WindowSegmentHeader {
         new_len: part.len() as u64,

@@ -151,6 +151,13 @@ pub struct ByteRange {
     pub form: FileForm,
 }
 
+/// The largest window and part (bytes) a Worker's generator tries as an LZMA window segment
+/// (§2.6 `L`, `PatchGenerator::set_lzma_windows_up_to`), and `diff --bounded
+/// --worker-text-windows` with it: an encoder of about 45 MB while it runs, which fit in the
+/// memory the generator had freed on every measured pair (BENCHMARKS.md, "The Worker's LZMA
+/// window segments").
+pub const ISOLATE_LZMA_WINDOW_LIMIT: u64 = 4 << 20;
+
 /// Makes one patch from two builds' signatures, segment by segment, in bounded memory; the
 /// caller reads the byte ranges it asks for (the call sequence is in this module's docs).
 pub struct PatchGenerator {
@@ -194,8 +201,9 @@ pub struct PatchGenerator {
     old_budget: u64,
     /// Text windows searched as the in-memory diff's are (`set_deep_text_windows`).
     deep_text_windows: bool,
-    /// Split modules' parts tried as LZMA window segments too (`set_lzma_segments`).
-    lzma_windows: bool,
+    /// Split modules' parts tried as LZMA window segments too where their window and data take
+    /// at most this many bytes (`set_lzma_segments`, `set_lzma_windows_up_to`); 0: never.
+    lzma_windows: u64,
     /// Ops segments' streams tried as LZMA too (`set_lzma_segments`, `set_lzma_ops_streams`).
     lzma_streams: bool,
     /// Over the patch bytes handed out (what the trailer checksum covers).
@@ -311,7 +319,7 @@ impl PatchGenerator {
             planned: None,
             old_budget: MAX_WINDOW_BYTES,
             deep_text_windows: false,
-            lzma_windows: false,
+            lzma_windows: 0,
             lzma_streams: false,
             hasher: blake3::Hasher::new(),
             out_len: 0,
@@ -473,7 +481,20 @@ impl PatchGenerator {
         if self.header_done {
             return Err(invalid("set_lzma_segments() after header()"));
         }
-        (self.lzma_windows, self.lzma_streams) = (on, on);
+        self.lzma_windows = if on { MAX_LZMA_DICTIONARY } else { 0 };
+        self.lzma_streams = on;
+        Ok(())
+    }
+
+    /// Tries split modules' parts as LZMA window segments (§2.6 `L`) only where their window
+    /// and data take at most `limit` bytes, so that the encoder takes at most about 12 x `limit`
+    /// bytes while it runs (0: never): what a Worker can afford beside the generator. Set it
+    /// before `header()`.
+    pub fn set_lzma_windows_up_to(&mut self, limit: u64) -> Result<()> {
+        if self.header_done {
+            return Err(invalid("set_lzma_windows_up_to() after header()"));
+        }
+        self.lzma_windows = limit.min(MAX_LZMA_DICTIONARY);
         Ok(())
     }
 
@@ -529,7 +550,7 @@ impl PatchGenerator {
         if self.header_done {
             return Err(invalid("header() called twice"));
         }
-        self.tree.lzma_segments = (self.lzma_windows || self.lzma_streams) && self.new_total > 0;
+        self.tree.lzma_segments = (self.lzma_windows > 0 || self.lzma_streams) && self.new_total > 0;
         let bytes = encode_header_and_tree(&self.tree, self.level)?;
         self.reserve_history();
         self.header_done = true;
@@ -749,8 +770,8 @@ impl PatchGenerator {
                 );
             }
             let mut codec = WindowCodec::Zstd;
-            if self.lzma_windows && part.is_some() {
-                (frame, codec) = crate::lzma::smallest_window_form(new, &window, frame);
+            if self.lzma_windows > 0 && part.is_some() {
+                (frame, codec) = crate::lzma::smallest_window_form(new, &window, frame, self.lzma_windows);
             }
             drop(window);
             let header = WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: back_len as u64, comp_len: frame.len() as u64, codec };

@@ -56,10 +56,11 @@ pub(crate) const TRIED_PROPS: [LzmaProps; 2] = [LzmaProps { lc: 1, lp: 0, pb: 0 
 /// whichever is smallest (the LZMA form pays one byte more for its properties). LZMA is tried
 /// only where zstd leaves 1/64 or more of the data (less is mostly long copies, which LZMA
 /// codes no better and searches slowly: tiktoken's 4.9 MB data section) and where window and
-/// data fit `MAX_LZMA_DICTIONARY`.
-pub(crate) fn smallest_window_form(data: &[u8], window: &[u8], frame: Vec<u8>) -> (Vec<u8>, WindowCodec) {
+/// data fit `dictionary_limit` (at most `MAX_LZMA_DICTIONARY`; the encoder takes about 12 bytes
+/// per byte of it).
+pub(crate) fn smallest_window_form(data: &[u8], window: &[u8], frame: Vec<u8>, dictionary_limit: u64) -> (Vec<u8>, WindowCodec) {
     let mut best = (frame, WindowCodec::Zstd);
-    if best.0.len() * 64 < data.len() || (window.len() + data.len()) as u64 > MAX_LZMA_DICTIONARY {
+    if best.0.len() * 64 < data.len() || (window.len() + data.len()) as u64 > dictionary_limit.min(MAX_LZMA_DICTIONARY) {
         return best;
     }
     for props in TRIED_PROPS {
@@ -307,6 +308,17 @@ mod tests {
         assert!(uncapped.len() * 3 < capped.len() * 2, "{} against {}", uncapped.len(), capped.len());
         assert!(decompress_stream_into(&uncapped, props.byte(), &mut out).is_err());
         assert!(decode(&uncapped, &[], props.byte(), data.len() as u64, &mut out).is_ok());
+    }
+
+    #[test]
+    fn a_window_form_is_tried_within_its_dictionary_limit_only() {
+        let window = sample(40_000, 3);
+        let data = [&window[5_000..15_000], sample(10_000, 4).as_slice()].concat();
+        let frame = vec![0; data.len() / 2];
+        let (lzma, codec) = smallest_window_form(&data, &window, frame.clone(), 60_000);
+        assert!(matches!(codec, WindowCodec::Lzma { .. }) && lzma.len() < frame.len());
+        // Window and data take 60,000 bytes: a limit one byte lower keeps zstd's frame.
+        assert_eq!(smallest_window_form(&data, &window, frame.clone(), 59_999), (frame, WindowCodec::Zstd));
     }
 
     #[test]

@@ -773,12 +773,12 @@ fn make_vectors() -> Vec<Vector> {
             side.extend_from_slice(&lens);
             with_module(&module, &row(module.len() as u64, side.len() as u64, &side), true)
         };
-        let locals_2 = b"EPWT\x03\0\x02\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
+        let locals_4 = b"EPWT\x03\0\x04\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
         v.push(patch_vector(
             "wasm-split-locals-coding",
-            "a split-layout side info whose locals coding is 2 (only 0 and 1 exist)",
+            "a split-layout side info whose coding byte is 4 (only 0 to 3 exist: bit 0 locals as ranks, bit 1 alignments coded)",
             ErrorKind::Corrupt,
-            transformed(&row(8, locals_2.len() as u64, locals_2), true),
+            transformed(&row(8, locals_4.len() as u64, locals_4), true),
         ));
         let mut other = [0u8; 12];
         other[11] = 2;

@@ -520,6 +520,31 @@ fn split_layout_groups_each_field_and_round_trips() {
     assert_eq!((n.bytes, n.side_info), (before.bytes, before.side_info));
 }
 
+/// In the split layout a one-byte alignment is stored XOR the last one of the same instruction
+/// (docs/FORMAT.md §2.8.7): a load's natural alignment repeated is 0 after its first, another
+/// instruction keeps its own last, bit 6 (a memory index follows) is kept, and a longer
+/// alignment is copied.
+#[test]
+fn split_layout_codes_alignments_against_the_last_of_their_instruction() {
+    // i32.load align 2 (twice), i64.load align 3, i32.load align 0, i32.load align 2, then
+    // i32.load align 0x42 (memory index 0 follows) and i64.load with a two-byte align 3;
+    // each on i32.const 0, dropped.
+    let load = |op: u8, align: &[u8]| [&[0x41, 0x00, op][..], align, &[0x00, 0x1a]].concat();
+    let body = [load(0x28, &[2]), load(0x28, &[2]), load(0x29, &[3]), load(0x28, &[0]), load(0x28, &[2]), load(0x28, &[0x42, 0x00]), load(0x29, &[0x83, 0x00])]
+        .concat();
+    let m = module(&[], &[body], None);
+    let split = with_code_layout_as(&forward(None, &m).unwrap(), false).unwrap();
+    // The alignment stream, between the opcodes' stream and the offsets (seven 0s).
+    let coded = [2, 0, 3, 2, 2, 0x42 ^ 2, 0x00, 0x83, 0x00];
+    let at = split.bytes.windows(coded.len() + 7).position(|w| w[..coded.len()] == coded && w[coded.len()..].iter().all(|&b| b == 0));
+    assert!(at.is_some(), "coded alignments {coded:02x?} in {:02x?}", split.bytes);
+    assert_eq!(inverse(&split.bytes, &split.side_info).unwrap(), m);
+    assert_eq!(split_read(&m, &split.side_info).unwrap(), split.bytes, "the streaming split codes as the whole-module one");
+    let mut in_place = m.clone();
+    split_code_layout_in_place(&mut in_place, &split.side_info).unwrap();
+    assert_eq!(in_place, split.bytes, "the in-place split codes as the whole-module one");
+}
+
 #[test]
 fn not_wasm_is_an_error() {
     for bad in [&b""[..], b"\0asm", b"\0asm\x02\0\0\0", b"PK\x03\x04 not a module", b"\0asm\x01\0\0\0\x0a\x05\x01"] {

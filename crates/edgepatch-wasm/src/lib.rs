@@ -618,6 +618,13 @@ pub fn reserve_wasm_memory(bytes: f64) -> Result<(), JsError> {
     Ok(())
 }
 
+/// The largest window and part, in bytes, a Worker's generator tries as an LZMA window segment
+/// (`PatchGenerator.setLzmaWindowsUpTo`): what an isolate affords beside the generator.
+#[wasm_bindgen(js_name = isolateLzmaWindowLimit)]
+pub fn isolate_lzma_window_limit() -> f64 {
+    edgepatch_core::generate::ISOLATE_LZMA_WINDOW_LIMIT as f64
+}
+
 /// Current size of this module's linear memory in bytes (it only grows).
 #[wasm_bindgen(js_name = wasmMemoryBytes)]
 pub fn wasm_memory_bytes() -> f64 {
@@ -1250,6 +1257,14 @@ impl PatchGenerator {
     #[wasm_bindgen(js_name = setLzmaOpsStreams)]
     pub fn set_lzma_ops_streams(&mut self, on: bool) -> Result<(), JsError> {
         self.inner.set_lzma_ops_streams(on).map_err(core_err)
+    }
+
+    /// Tries split modules' parts as LZMA window segments too (§2.6 `L`) where their window and
+    /// data take at most `limit` bytes (an encoder of about 12 x `limit` bytes while it runs;
+    /// 0: never): before `header()`, the same for every generator of one patch.
+    #[wasm_bindgen(js_name = setLzmaWindowsUpTo)]
+    pub fn set_lzma_windows_up_to(&mut self, limit: f64) -> Result<(), JsError> {
+        self.inner.set_lzma_windows_up_to(limit as u64).map_err(core_err)
     }
 
     #[wasm_bindgen(getter, js_name = segmentCount)]

@@ -92,8 +92,58 @@ pub(crate) trait Fields {
     fn local(&mut self) -> ParseResult<()> {
         self.leb(Field::Local, Leb::U32).map(|_| ())
     }
+    /// A memarg's alignment field (a u32 of stream 8; with `aligns`, a one-byte one coded
+    /// against the last of instruction `key`, [`LastAligns`]): the alignment's value.
+    fn align(&mut self, key: usize) -> ParseResult<i64> {
+        let _ = key;
+        self.leb(Field::MemAlign, Leb::U32)
+    }
     /// A body's instructions begin (the move-to-front list starts over).
     fn begin_body(&mut self) {}
+}
+
+/// How a split layout codes two of its fields (docs/FORMAT.md §2.8.7, the side info's layout).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Coding {
+    /// One-byte local indices as move-to-front ranks.
+    pub locals_mtf: bool,
+    /// One-byte memarg alignments XOR the last one of the same instruction.
+    pub aligns: bool,
+}
+
+/// A walk's state for its [`Coding`].
+struct CodingState {
+    mtf: Option<MoveToFront>,
+    aligns: Option<LastAligns>,
+}
+
+impl CodingState {
+    fn new(coding: Coding) -> Self {
+        CodingState { mtf: coding.locals_mtf.then(MoveToFront::new), aligns: coding.aligns.then(|| LastAligns([0; ALIGN_KEYS])) }
+    }
+}
+
+/// Instructions with a memarg, as keys of [`LastAligns`]: 0x28..=0x3E as 0..=22, `FD` sub-opcode
+/// s as 23 + s (s <= 93), `FE` sub-opcode s as 117 + s (s <= 0x4E).
+const ALIGN_KEYS: usize = 117 + 0x4F;
+
+/// Each instruction's last one-byte alignment, its low six bits (0 before the first): a
+/// compiler gives an instruction its natural alignment, or one of its own, again and again
+/// (esbuild's Go build: 649,138 bytes of alignments, whose delta LZMA codes in 18,939 bytes
+/// as they are and in 92 coded; BENCHMARKS.md, "wasm transform: alignments coded against
+/// the last").
+struct LastAligns([u8; ALIGN_KEYS]);
+
+impl LastAligns {
+    /// The one-byte alignment `value` (below 0x80) XOR the last of instruction `key`, whose
+    /// last becomes `real`'s low six bits: splitting passes the alignment and gets its code;
+    /// joining passes the code, and the alignment it gets is `real`. Bit 6 (a memory index
+    /// follows) and bit 7 are never changed.
+    fn code(&mut self, key: usize, value: u8, joining: bool) -> u8 {
+        let out = value ^ self.0[key];
+        self.0[key] = if joining { out } else { value } & 0x3f;
+        out
+    }
 }
 
 /// The locals' move-to-front list of one body (docs/FORMAT.md §2.8.7): the
@@ -138,8 +188,8 @@ fn block_type<F: Fields>(f: &mut F) -> ParseResult<()> {
     Ok(())
 }
 
-fn memarg<F: Fields>(f: &mut F) -> ParseResult<()> {
-    let align = f.leb(Field::MemAlign, Leb::U32)?;
+fn memarg<F: Fields>(f: &mut F, key: usize) -> ParseResult<()> {
+    let align = f.align(key)?;
     if align & 0x40 != 0 {
         f.leb(Field::MemAlign, Leb::U32)?; // memory index (multi-memory)
     }
@@ -213,7 +263,7 @@ fn instruction<F: Fields>(f: &mut F) -> ParseResult<()> {
                 }
             }
         }
-        0x28..=0x3e => memarg(f)?,
+        0x28..=0x3e => memarg(f, usize::from(op - 0x28))?,
         0x41 => {
             f.leb(I32, Leb::S32)?;
         }
@@ -237,13 +287,13 @@ fn instruction<F: Fields>(f: &mut F) -> ParseResult<()> {
             _ => return Err(f.err("unknown 0xfc instruction")),
         },
         0xfd => match f.leb(Opcode, Leb::U32)? {
-            0..=11 | 92 | 93 => memarg(f)?,
+            sub @ (0..=11 | 92 | 93) => memarg(f, 23 + sub as usize)?,
             12 | 13 => f.bytes(Bytes, 16)?,
             21..=34 => {
                 f.byte(Other)?;
             }
-            84..=91 => {
-                memarg(f)?;
+            sub @ 84..=91 => {
+                memarg(f, 23 + sub as usize)?;
                 f.byte(Other)?;
             }
             14..=20 | 35..=83 | 94..=275 => {}
@@ -253,7 +303,7 @@ fn instruction<F: Fields>(f: &mut F) -> ParseResult<()> {
             3 => {
                 f.byte(Other)?;
             }
-            0..=2 | 0x10..=0x4e => memarg(f)?,
+            sub @ (0..=2 | 0x10..=0x4e) => memarg(f, 117 + sub as usize)?,
             _ => return Err(f.err("unknown atomic instruction")),
         },
         _ => return Err(f.err("unknown opcode")),
@@ -393,8 +443,8 @@ struct Splitter<'a, 'o> {
     out: Option<&'o mut [u8]>,
     /// Only this field is written (to `out` from its start: [`field_stream`]).
     only: Option<Field>,
-    /// Locals as move-to-front ranks.
-    mtf: Option<MoveToFront>,
+    /// The coding's state (§2.8.7: locals as move-to-front ranks, alignments).
+    coding: CodingState,
 }
 
 impl Splitter<'_, '_> {
@@ -439,7 +489,7 @@ impl Fields for Splitter<'_, '_> {
     }
 
     fn local(&mut self) -> ParseResult<()> {
-        match (&mut self.mtf, self.c.bytes.get(self.c.pos)) {
+        match (&mut self.coding.mtf, self.c.bytes.get(self.c.pos)) {
             (Some(mtf), Some(&b)) if b < 0x80 => {
                 self.c.pos += 1;
                 let rank = mtf.rank(b);
@@ -449,8 +499,20 @@ impl Fields for Splitter<'_, '_> {
         }
     }
 
+    fn align(&mut self, key: usize) -> ParseResult<i64> {
+        match (&mut self.coding.aligns, self.c.bytes.get(self.c.pos)) {
+            (Some(last), Some(&b)) if b < 0x80 => {
+                self.c.pos += 1;
+                let code = last.code(key, b, false);
+                self.put(Field::MemAlign, &[code])?;
+                Ok(i64::from(b))
+            }
+            _ => self.leb(Field::MemAlign, Leb::U32),
+        }
+    }
+
     fn begin_body(&mut self) {
-        if let Some(mtf) = &mut self.mtf {
+        if let Some(mtf) = &mut self.coding.mtf {
             *mtf = MoveToFront::new();
         }
     }
@@ -472,28 +534,27 @@ struct ReadSplitter<'r> {
     ends: Option<[usize; FIELDS]>,
     pending: [Vec<u8>; FIELDS],
     write: &'r mut dyn FnMut(usize, &[u8]) -> bool,
-    mtf: Option<MoveToFront>,
+    coding: CodingState,
 }
 
 impl ReadSplitter<'_> {
     /// Reads `n` bytes at `self.pos` (within the section) and gives them to `field`'s stream
-    /// (`rank`: one byte, given as its move-to-front rank).
+    /// (`coded`: one byte, given as this code: a move-to-front rank, a coded alignment).
     #[inline(always)]
-    fn take(&mut self, field: Field, n: usize, rank: bool) -> ParseResult<()> {
+    fn take(&mut self, field: Field, n: usize, coded: Option<u8>) -> ParseResult<()> {
         if self.end - self.pos < n {
             return Err(ParseError { offset: self.pos, what: "unexpected end" });
         }
         self.window_for(self.pos, n)?;
         let from = self.pos - self.window.start;
         let f = field as usize;
-        let ranked = if rank { Some(self.mtf.as_mut().expect("ranked only with move-to-front").rank(self.window.bytes[from])) } else { None };
         if let Some(ends) = &self.ends {
             if ends[f] - self.at[f] < n {
                 return Err(ParseError { offset: self.pos, what: "a field stream outgrew its count" });
             }
             let pending = &mut self.pending[f];
-            match ranked {
-                Some(r) => pending.push(r),
+            match coded {
+                Some(c) => pending.push(c),
                 None if n == 1 => pending.push(self.window.bytes[from]),
                 None => pending.extend_from_slice(&self.window.bytes[from..from + n]),
             }
@@ -538,7 +599,7 @@ impl Fields for ReadSplitter<'_> {
         }
         self.window_for(self.pos, 1)?;
         let b = self.window.bytes[self.pos - self.window.start];
-        self.take(field, 1, false)?;
+        self.take(field, 1, None)?;
         Ok(b)
     }
 
@@ -548,12 +609,12 @@ impl Fields for ReadSplitter<'_> {
         let from = self.pos - self.window.start;
         let mut len = 0;
         let value = read_leb(&self.window.bytes[from..from + n], &mut len, leb).map_err(|e| ParseError { offset: self.pos + e.offset, what: e.what })?;
-        self.take(field, len, false)?;
+        self.take(field, len, None)?;
         Ok(value)
     }
 
     fn bytes(&mut self, field: Field, n: usize) -> ParseResult<()> {
-        self.take(field, n, false)
+        self.take(field, n, None)
     }
 
     fn position(&self) -> usize {
@@ -565,17 +626,32 @@ impl Fields for ReadSplitter<'_> {
     }
 
     fn local(&mut self) -> ParseResult<()> {
-        if self.mtf.is_some() && self.pos < self.end {
+        if self.coding.mtf.is_some() && self.pos < self.end {
             self.window_for(self.pos, 1)?;
-            if self.window.bytes[self.pos - self.window.start] < 0x80 {
-                return self.take(Field::Local, 1, true);
+            let b = self.window.bytes[self.pos - self.window.start];
+            if let Some(mtf) = self.coding.mtf.as_mut().filter(|_| b < 0x80) {
+                let rank = mtf.rank(b);
+                return self.take(Field::Local, 1, Some(rank));
             }
         }
         self.leb(Field::Local, Leb::U32).map(|_| ())
     }
 
+    fn align(&mut self, key: usize) -> ParseResult<i64> {
+        if self.coding.aligns.is_some() && self.pos < self.end {
+            self.window_for(self.pos, 1)?;
+            let b = self.window.bytes[self.pos - self.window.start];
+            if let Some(last) = self.coding.aligns.as_mut().filter(|_| b < 0x80) {
+                let code = last.code(key, b, false);
+                self.take(Field::MemAlign, 1, Some(code))?;
+                return Ok(i64::from(b));
+            }
+        }
+        self.leb(Field::MemAlign, Leb::U32)
+    }
+
     fn begin_body(&mut self) {
-        if let Some(mtf) = &mut self.mtf {
+        if let Some(mtf) = &mut self.coding.mtf {
             *mtf = MoveToFront::new();
         }
     }
@@ -589,7 +665,7 @@ impl Fields for ReadSplitter<'_> {
 pub(crate) fn split_read(
     read: &mut dyn FnMut(usize, &mut [u8]) -> bool,
     (start, end): (usize, usize),
-    locals_mtf: bool,
+    coding: Coding,
     write: &mut dyn FnMut(usize, &[u8]) -> bool,
 ) -> ParseResult<[u64; FIELDS]> {
     let mut s = ReadSplitter {
@@ -601,7 +677,7 @@ pub(crate) fn split_read(
         ends: None,
         pending: std::array::from_fn(|_| Vec::new()),
         write,
-        mtf: locals_mtf.then(MoveToFront::new),
+        coding: CodingState::new(coding),
     };
     walk_code(&mut s, end)?;
     let counted = s.at;
@@ -614,7 +690,7 @@ pub(crate) fn split_read(
         next += n;
     }
     s.ends = Some(std::array::from_fn(|f| s.at[f] + counted[f]));
-    (s.pos, s.mtf) = (start, locals_mtf.then(MoveToFront::new));
+    (s.pos, s.coding) = (start, CodingState::new(coding));
     // The same walk as the count's.
     walk_code(&mut s, end)?;
     s.flush()?;
@@ -632,7 +708,7 @@ struct InPlaceSplitter<'a> {
     /// Where stream 0's next byte goes in `buf`, and each later stream's in `rest`.
     at: [usize; FIELDS],
     rest: &'a mut [u8],
-    mtf: Option<MoveToFront>,
+    coding: CodingState,
 }
 
 impl InPlaceSplitter<'_> {
@@ -684,7 +760,7 @@ impl Fields for InPlaceSplitter<'_> {
     }
 
     fn local(&mut self) -> ParseResult<()> {
-        match (&mut self.mtf, self.buf.get(self.pos)) {
+        match (&mut self.coding.mtf, self.buf.get(self.pos)) {
             (Some(mtf), Some(&b)) if b < 0x80 => {
                 let rank = mtf.rank(b);
                 let at = self.at[Field::Local as usize];
@@ -697,8 +773,22 @@ impl Fields for InPlaceSplitter<'_> {
         }
     }
 
+    fn align(&mut self, key: usize) -> ParseResult<i64> {
+        match (&mut self.coding.aligns, self.buf.get(self.pos)) {
+            (Some(last), Some(&b)) if b < 0x80 => {
+                let code = last.code(key, b, false);
+                let at = self.at[Field::MemAlign as usize];
+                *self.rest.get_mut(at).ok_or(ParseError { offset: self.pos, what: "a field stream outgrew its count" })? = code;
+                self.at[Field::MemAlign as usize] += 1;
+                self.pos += 1;
+                Ok(i64::from(b))
+            }
+            _ => self.leb(Field::MemAlign, Leb::U32),
+        }
+    }
+
     fn begin_body(&mut self) {
-        if let Some(mtf) = &mut self.mtf {
+        if let Some(mtf) = &mut self.coding.mtf {
             *mtf = MoveToFront::new();
         }
     }
@@ -763,8 +853,8 @@ struct Joiner<S> {
     out: Vec<u8>,
     /// The module offset of `out`'s first byte (bytes before it were handed on).
     base: usize,
-    /// Locals are move-to-front ranks.
-    mtf: Option<MoveToFront>,
+    /// The coding's state (§2.8.7: locals as move-to-front ranks, alignments).
+    coding: CodingState,
 }
 
 impl<S: StreamBytes> Joiner<S> {
@@ -823,7 +913,7 @@ impl<S: StreamBytes> Fields for Joiner<S> {
 
     fn local(&mut self) -> ParseResult<()> {
         let (at, end) = self.at[Field::Local as usize];
-        if let Some(mtf) = &mut self.mtf {
+        if let Some(mtf) = &mut self.coding.mtf {
             if at < end {
                 let b = self.split.get(Field::Local, at, 1)?[0];
                 if b < 0x80 {
@@ -837,8 +927,24 @@ impl<S: StreamBytes> Fields for Joiner<S> {
         self.leb(Field::Local, Leb::U32).map(|_| ())
     }
 
+    fn align(&mut self, key: usize) -> ParseResult<i64> {
+        let (at, end) = self.at[Field::MemAlign as usize];
+        if let Some(last) = &mut self.coding.aligns {
+            if at < end {
+                let c = self.split.get(Field::MemAlign, at, 1)?[0];
+                if c < 0x80 {
+                    let b = last.code(key, c, true);
+                    self.at[Field::MemAlign as usize].0 = at + 1;
+                    self.out.push(b);
+                    return Ok(i64::from(b));
+                }
+            }
+        }
+        self.leb(Field::MemAlign, Leb::U32)
+    }
+
     fn begin_body(&mut self) {
-        if let Some(mtf) = &mut self.mtf {
+        if let Some(mtf) = &mut self.coding.mtf {
             *mtf = MoveToFront::new();
         }
     }
@@ -882,9 +988,9 @@ fn code_contents(bytes: &[u8]) -> ParseResult<Option<(usize, usize)>> {
 /// The code section's contents (start, end) and each stream's length in its split layout: a
 /// walk that writes nothing. Errors: not a module whose every body the walker reads, or bodies
 /// that do not cover the section.
-fn count_streams(module: &[u8], locals_mtf: bool) -> ParseResult<(usize, usize, [usize; FIELDS])> {
+fn count_streams(module: &[u8], coding: Coding) -> ParseResult<(usize, usize, [usize; FIELDS])> {
     let Some((start, end)) = code_contents(module)? else { return Err(ParseError { offset: 8, what: "no code section" }) };
-    let mut count = Splitter { c: Cursor::new(&module[..end], start), at: [0; FIELDS], out: None, only: None, mtf: locals_mtf.then(MoveToFront::new) };
+    let mut count = Splitter { c: Cursor::new(&module[..end], start), at: [0; FIELDS], out: None, only: None, coding: CodingState::new(coding) };
     walk_code(&mut count, end)?;
     if count.at.iter().sum::<usize>() != end - start {
         return Err(ParseError { offset: start, what: "the bodies do not cover the code section" });
@@ -894,8 +1000,8 @@ fn count_streams(module: &[u8], locals_mtf: bool) -> ParseResult<(usize, usize, 
 
 /// The module with its code section in the split layout, and each stream's
 /// length. Errors: not a module whose every body the walker reads.
-pub(crate) fn split(module: &[u8], locals_mtf: bool) -> ParseResult<(Vec<u8>, [u64; FIELDS])> {
-    let (start, end, counted) = count_streams(module, locals_mtf)?;
+pub(crate) fn split(module: &[u8], coding: Coding) -> ParseResult<(Vec<u8>, [u64; FIELDS])> {
+    let (start, end, counted) = count_streams(module, coding)?;
     let lens = counted.map(|n| n as u64);
     // Each stream's place in the output, one after another from the section's start.
     let mut at = [0usize; FIELDS];
@@ -905,7 +1011,7 @@ pub(crate) fn split(module: &[u8], locals_mtf: bool) -> ParseResult<(Vec<u8>, [u
         next += n;
     }
     let mut out = module.to_vec();
-    let mut write = Splitter { c: Cursor::new(&module[..end], start), at, out: Some(&mut out), only: None, mtf: locals_mtf.then(MoveToFront::new) };
+    let mut write = Splitter { c: Cursor::new(&module[..end], start), at, out: Some(&mut out), only: None, coding: CodingState::new(coding) };
     walk_code(&mut write, end)?;
     Ok((out, lens))
 }
@@ -913,8 +1019,8 @@ pub(crate) fn split(module: &[u8], locals_mtf: bool) -> ParseResult<(Vec<u8>, [u
 /// [`split`] of `module` in place, holding besides it only the streams after the opcodes
 /// (about half the code section). The walk is made once without writing first: an error
 /// leaves `module` as it was.
-pub(crate) fn split_in_place(module: &mut [u8], locals_mtf: bool) -> ParseResult<[u64; FIELDS]> {
-    let (start, end, lens) = count_streams(module, locals_mtf)?;
+pub(crate) fn split_in_place(module: &mut [u8], coding: Coding) -> ParseResult<[u64; FIELDS]> {
+    let (start, end, lens) = count_streams(module, coding)?;
     let ops = lens[Field::Opcode as usize];
     let mut rest = vec![0u8; end - start - ops];
     let mut at = [0usize; FIELDS];
@@ -924,7 +1030,7 @@ pub(crate) fn split_in_place(module: &mut [u8], locals_mtf: bool) -> ParseResult
         *a = next;
         next += n;
     }
-    let mut write = InPlaceSplitter { buf: &mut module[..end], pos: start, at, rest: &mut rest, mtf: locals_mtf.then(MoveToFront::new) };
+    let mut write = InPlaceSplitter { buf: &mut module[..end], pos: start, at, rest: &mut rest, coding: CodingState::new(coding) };
     // The same walk as the count's: it cannot fail where that one did not.
     walk_code(&mut write, end)?;
     module[start + ops..end].copy_from_slice(&rest);
@@ -932,21 +1038,21 @@ pub(crate) fn split_in_place(module: &mut [u8], locals_mtf: bool) -> ParseResult
 }
 
 /// Stream `field` of `module`'s split layout, without splitting the rest.
-pub(crate) fn field_stream(module: &[u8], field: Field, locals_mtf: bool) -> ParseResult<Vec<u8>> {
-    let (start, end, lens) = count_streams(module, locals_mtf)?;
+pub(crate) fn field_stream(module: &[u8], field: Field, coding: Coding) -> ParseResult<Vec<u8>> {
+    let (start, end, lens) = count_streams(module, coding)?;
     let mut out = vec![0u8; lens[field as usize]];
     let mut collect =
-        Splitter { c: Cursor::new(&module[..end], start), at: [0; FIELDS], out: Some(&mut out), only: Some(field), mtf: locals_mtf.then(MoveToFront::new) };
+        Splitter { c: Cursor::new(&module[..end], start), at: [0; FIELDS], out: Some(&mut out), only: Some(field), coding: CodingState::new(coding) };
     walk_code(&mut collect, end)?;
     Ok(out)
 }
 
 /// The BLAKE3 of [`join`]'s module, joined a body at a time ([`join_each`]) instead of held.
-pub(crate) fn join_hash(split: &[u8], lens: &[u64; FIELDS], locals_mtf: bool) -> ParseResult<blake3::Hash> {
+pub(crate) fn join_hash(split: &[u8], lens: &[u64; FIELDS], coding: Coding) -> ParseResult<blake3::Hash> {
     let (start, end, _) = streams(split, lens)?;
     let mut hasher = blake3::Hasher::new();
     hasher.update(&split[..start]);
-    join_each(split, lens, locals_mtf, &mut |piece| {
+    join_each(split, lens, coding, &mut |piece| {
         hasher.update(match piece {
             Joined::Count(bytes) | Joined::Body { bytes, .. } => bytes,
         });
@@ -958,9 +1064,9 @@ pub(crate) fn join_hash(split: &[u8], lens: &[u64; FIELDS], locals_mtf: bool) ->
 
 /// The inverse of [`split`]: the module with its code section interleaved
 /// again, from the split form and the streams' lengths.
-pub(crate) fn join(split: &[u8], lens: &[u64; FIELDS], locals_mtf: bool) -> ParseResult<Vec<u8>> {
+pub(crate) fn join(split: &[u8], lens: &[u64; FIELDS], coding: Coding) -> ParseResult<Vec<u8>> {
     let (start, end, at) = streams(split, lens)?;
-    let mut j = Joiner { split: &split[..end], at, out: Vec::with_capacity(split.len()), base: 0, mtf: locals_mtf.then(MoveToFront::new) };
+    let mut j = Joiner { split: &split[..end], at, out: Vec::with_capacity(split.len()), base: 0, coding: CodingState::new(coding) };
     j.out.extend_from_slice(&split[..start]);
     // The output starts with the bytes before the section: positions are module offsets.
     walk_code(&mut j, end)?;
@@ -981,9 +1087,9 @@ pub(crate) enum Joined<'a> {
 /// then every body with its size field, in order; false from it stops the join there (no
 /// error: the caller keeps its own). The checks are [`join`]'s, the last one (every stream
 /// used up) once the last body is handed over.
-pub(crate) fn join_each(split: &[u8], lens: &[u64; FIELDS], locals_mtf: bool, each: &mut dyn FnMut(Joined) -> bool) -> ParseResult<()> {
+pub(crate) fn join_each(split: &[u8], lens: &[u64; FIELDS], coding: Coding, each: &mut dyn FnMut(Joined) -> bool) -> ParseResult<()> {
     let (start, end, at) = streams(split, lens)?;
-    join_each_from(&split[..end], start, end, at, locals_mtf, each)
+    join_each_from(&split[..end], start, end, at, coding, each)
 }
 
 /// [`join_each`] of a split module that is not in memory: its code section's contents are
@@ -993,12 +1099,12 @@ pub(crate) fn join_each_read(
     read: &mut dyn FnMut(usize, &mut [u8]) -> bool,
     (start, end): (usize, usize),
     lens: &[u64; FIELDS],
-    locals_mtf: bool,
+    coding: Coding,
     each: &mut dyn FnMut(Joined) -> bool,
 ) -> ParseResult<()> {
     let at = stream_bounds(start, end, lens)?;
     let windows = StreamWindows { read, windows: std::array::from_fn(|_| Window::default()), ends: at.map(|(_, e)| e) };
-    join_each_from(windows, start, end, at, locals_mtf, each)
+    join_each_from(windows, start, end, at, coding, each)
 }
 
 fn join_each_from<S: StreamBytes>(
@@ -1006,10 +1112,10 @@ fn join_each_from<S: StreamBytes>(
     start: usize,
     end: usize,
     at: StreamBounds,
-    locals_mtf: bool,
+    coding: Coding,
     each: &mut dyn FnMut(Joined) -> bool,
 ) -> ParseResult<()> {
-    let mut j = Joiner { split, at, out: Vec::new(), base: start, mtf: locals_mtf.then(MoveToFront::new) };
+    let mut j = Joiner { split, at, out: Vec::new(), base: start, coding: CodingState::new(coding) };
     let mut stopped = false;
     walk_code_each(&mut j, end, &mut |j, body_start| {
         let piece = match body_start {

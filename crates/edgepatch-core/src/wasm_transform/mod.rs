@@ -28,7 +28,7 @@ mod side_info;
 mod window;
 
 use addresses::{data_segments, every_data_segment, AddressMap, OldData, TailConstants};
-use code_layout::{memory_inits, MemoryInit};
+use code_layout::{memory_inits, Coding, MemoryInit};
 use leb::{unsigned_width, write_signed, write_unsigned, write_unsigned_padded};
 use matching::{address_pairs, match_functions, FunctionShapes};
 use module::{element_entries, parse_module, parse_module_with, parse_pc_table, walk_body, Immediate, ImmediateKind, Module, PcTable, CODE_SECTION};
@@ -587,7 +587,7 @@ pub fn split_code_layout_read<E: From<TransformError>>(len: u64, read: &mut Read
     let code = code.ok_or(TransformError::NotWasm { offset: 8, what: "no code section" })?;
     let (mut read_failed, mut write_failed) = (None, None);
     let split =
-        code_layout::split_read(&mut |at, buf| read(at as u64, buf).map_err(|e| read_failed = Some(e)).is_ok(), code, layout.locals_mtf, &mut |at, bytes| {
+        code_layout::split_read(&mut |at, buf| read(at as u64, buf).map_err(|e| read_failed = Some(e)).is_ok(), code, layout.coding, &mut |at, bytes| {
             write(at as u64, bytes).map_err(|e| write_failed = Some(e)).is_ok()
         });
     if let Some(e) = read_failed.or(write_failed) {
@@ -602,7 +602,7 @@ pub fn split_code_layout_read<E: From<TransformError>>(len: u64, read: &mut Read
 /// which a patch with that side info reads the old module.
 pub fn split_code_layout(module: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
     let layout = split_layout(side_info)?;
-    code_layout::split(module, layout.locals_mtf).map(|(bytes, _)| bytes).map_err(not_wasm)
+    code_layout::split(module, layout.coding).map(|(bytes, _)| bytes).map_err(not_wasm)
 }
 
 /// What begins at a place [`layout_parts`] gives.
@@ -633,7 +633,7 @@ pub fn layout_parts(split: &[u8], side_info: &[u8]) -> Result<LayoutParts, Trans
 /// code (the old module of a patch, which the new module's side info does not measure).
 pub fn split_code_layout_parts(module: &[u8], side_info: &[u8]) -> Result<(Vec<u8>, LayoutParts), TransformError> {
     let layout = split_layout(side_info)?;
-    let (split, lens) = code_layout::split(module, layout.locals_mtf).map_err(not_wasm)?;
+    let (split, lens) = code_layout::split(module, layout.coding).map_err(not_wasm)?;
     let parts = parts_of(&split, &lens)?;
     Ok((split, parts))
 }
@@ -684,9 +684,10 @@ pub fn with_code_layout_against(normalized: &Normalized, old: &[u8]) -> Result<N
 /// locals' stream both ways, compressed at zstd level 3 (against `old`'s same stream, if
 /// given), ranked if smaller (only that stream is made, not the split module).
 fn ranks_locals(normalized: &[u8], old: Option<&[u8]>) -> Result<bool, TransformError> {
-    let locals = |mtf| {
-        let stream = code_layout::field_stream(normalized, code_layout::Field::Local, mtf).map_err(not_wasm)?;
-        let old_stream = old.and_then(|old| code_layout::field_stream(old, code_layout::Field::Local, mtf).ok()).unwrap_or_default();
+    let locals = |locals_mtf| {
+        let coding = Coding { locals_mtf, aligns: true };
+        let stream = code_layout::field_stream(normalized, code_layout::Field::Local, coding).map_err(not_wasm)?;
+        let old_stream = old.and_then(|old| code_layout::field_stream(old, code_layout::Field::Local, coding).ok()).unwrap_or_default();
         let search = crate::zstd_frame::FrameSearch::level(3);
         Ok::<usize, TransformError>(crate::zstd_frame::compressed_len(&stream, &old_stream, search).unwrap_or(usize::MAX))
     };
@@ -702,9 +703,9 @@ pub fn into_code_layout(normalized: &mut Normalized, old: Option<&[u8]>) -> Resu
     if side.code_layout.is_some() {
         return Err(TransformError::SideInfo { offset: 4, what: "already in the split layout" });
     }
-    let locals_mtf = ranks_locals(&normalized.bytes, old)?;
-    let lens = code_layout::split_in_place(&mut normalized.bytes, locals_mtf).map_err(not_wasm)?;
-    side.code_layout = Some(side_info::CodeLayout { locals_mtf, lens });
+    let coding = Coding { locals_mtf: ranks_locals(&normalized.bytes, old)?, aligns: true };
+    let lens = code_layout::split_in_place(&mut normalized.bytes, coding).map_err(not_wasm)?;
+    side.code_layout = Some(side_info::CodeLayout { coding, lens });
     normalized.side_info = side.encode();
     Ok(())
 }
@@ -713,36 +714,38 @@ pub fn into_code_layout(normalized: &mut Normalized, old: Option<&[u8]>) -> Resu
 /// [`layout_parts`] of the result.
 pub fn split_code_layout_in_place(module: &mut [u8], side_info: &[u8]) -> Result<LayoutParts, TransformError> {
     let layout = split_layout(side_info)?;
-    let lens = code_layout::split_in_place(module, layout.locals_mtf).map_err(not_wasm)?;
+    let lens = code_layout::split_in_place(module, layout.coding).map_err(not_wasm)?;
     parts_of(module, &lens)
 }
 
 /// The BLAKE3 of [`join_code_layout`]'s module, without holding it.
 pub fn join_code_layout_hash(split: &[u8], side_info: &[u8]) -> Result<blake3::Hash, TransformError> {
     let layout = split_layout(side_info)?;
-    code_layout::join_hash(split, &layout.lens, layout.locals_mtf).map_err(corrupt)
+    code_layout::join_hash(split, &layout.lens, layout.coding).map_err(corrupt)
 }
 
 /// The normalized module a split one (`split` with its version-3 side info) was made from:
 /// its code section's bodies interleaved again (the inverse of [`with_code_layout`]'s bytes).
 pub fn join_code_layout(split: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
     let layout = split_layout(side_info)?;
-    code_layout::join(split, &layout.lens, layout.locals_mtf).map_err(corrupt)
+    code_layout::join(split, &layout.lens, layout.coding).map_err(corrupt)
 }
 
-/// [`with_code_layout`] with the locals' coding given: move-to-front ranks or not.
+/// [`with_code_layout`] with the locals' coding given: move-to-front ranks or not. One-byte
+/// alignments are always coded against the last of their instruction (§2.8.7).
 pub fn with_code_layout_as(normalized: &Normalized, locals_mtf: bool) -> Result<Normalized, TransformError> {
-    let split = code_layout::split(&normalized.bytes, locals_mtf).map_err(not_wasm)?;
-    with_split(normalized, locals_mtf, split)
+    let coding = Coding { locals_mtf, aligns: true };
+    let split = code_layout::split(&normalized.bytes, coding).map_err(not_wasm)?;
+    with_split(normalized, coding, split)
 }
 
 /// `normalized` as `split` of it, with its side info saying so.
-fn with_split(normalized: &Normalized, locals_mtf: bool, (bytes, lens): (Vec<u8>, [u64; code_layout::FIELDS])) -> Result<Normalized, TransformError> {
+fn with_split(normalized: &Normalized, coding: Coding, (bytes, lens): (Vec<u8>, [u64; code_layout::FIELDS])) -> Result<Normalized, TransformError> {
     let mut side = SideInfo::decode(&normalized.side_info)?;
     if side.code_layout.is_some() {
         return Err(TransformError::SideInfo { offset: 4, what: "already in the split layout" });
     }
-    side.code_layout = Some(side_info::CodeLayout { locals_mtf, lens });
+    side.code_layout = Some(side_info::CodeLayout { coding, lens });
     Ok(Normalized { bytes, side_info: side.encode() })
 }
 
@@ -991,7 +994,7 @@ fn restore_code<E: From<TransformError>>(
             }
         }
         (Some(layout), Code::InSource) => {
-            let joined = code_layout::join_each(normalized, &layout.lens, layout.locals_mtf, &mut each);
+            let joined = code_layout::join_each(normalized, &layout.lens, layout.coding, &mut each);
             if let Some(e) = failed {
                 return Err(e);
             }
@@ -1001,7 +1004,7 @@ fn restore_code<E: From<TransformError>>(
             let mut read_failed = None;
             let joined = {
                 let mut stream_read = |at: usize, buf: &mut [u8]| read(at as u64, buf).map_err(|e| read_failed = Some(e)).is_ok();
-                code_layout::join_each_read(&mut stream_read, (*contents, *end), &layout.lens, layout.locals_mtf, &mut each)
+                code_layout::join_each_read(&mut stream_read, (*contents, *end), &layout.lens, layout.coding, &mut each)
             };
             if let Some(e) = read_failed.or(failed) {
                 return Err(e);

@@ -2,7 +2,7 @@
 //! (docs/WASM_TRANSFORM.md §3 gives the layout).
 
 use super::addresses::Piece;
-use super::code_layout::FIELDS;
+use super::code_layout::{Coding, FIELDS};
 use super::leb::{read_unsigned, write_unsigned};
 use super::module::PcTable;
 use super::TransformError;
@@ -16,7 +16,8 @@ const VERSION_MEMARG_OFFSETS: u8 = 2;
 /// after the version, and the code section's field-split layout at the end.
 pub(super) const VERSION_CODE_LAYOUT: u8 = 3;
 /// Version 3's fields with one layout byte (0 interleaved, 1 split, 2 split
-/// with locals as move-to-front ranks), and element entries as immediates:
+/// with locals as move-to-front ranks, 3 and 4 as 1 and 2 with alignments coded), and
+/// element entries as immediates:
 /// their exceptions at the end.
 pub(super) const VERSION_ELEMENTS: u8 = 4;
 /// Version 4's fields with a byte of which sections outside the code name functions in the
@@ -162,10 +163,22 @@ pub(crate) struct DwarfAddresses {
 /// How a split code section is laid out (docs/FORMAT.md §2.8.7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CodeLayout {
-    /// Local indices below 128 are stored as move-to-front ranks.
-    pub locals_mtf: bool,
+    /// Local indices below 128 as move-to-front ranks, one-byte alignments coded.
+    pub coding: Coding,
     /// Each field stream's length.
     pub lens: [u64; FIELDS],
+}
+
+impl CodeLayout {
+    /// The coding as the side info writes it: bit 0 locals as ranks, bit 1 alignments coded.
+    fn coding_bits(&self) -> u8 {
+        u8::from(self.coding.locals_mtf) | u8::from(self.coding.aligns) << 1
+    }
+
+    /// The coding of [`Self::coding_bits`]' byte, if it is one.
+    fn coding_of(bits: u8) -> Option<Coding> {
+        (bits <= 3).then_some(Coding { locals_mtf: bits & 1 != 0, aligns: bits & 2 != 0 })
+    }
 }
 
 fn put_ascending(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) {
@@ -183,15 +196,15 @@ impl SideInfo {
         if self.index_sections != 0 || self.dwarf.is_some() {
             out.push(if self.dwarf.is_some() { VERSION_DWARF_ADDRESSES } else { VERSION_INDEX_SECTIONS });
             out.push(u8::from(self.memarg_offsets));
-            out.push(self.code_layout.map_or(0, |l| 1 + u8::from(l.locals_mtf)));
+            out.push(self.code_layout.map_or(0, |l| 1 + l.coding_bits()));
         } else if self.elements {
             out.push(VERSION_ELEMENTS);
             out.push(u8::from(self.memarg_offsets));
-            out.push(self.code_layout.map_or(0, |l| 1 + u8::from(l.locals_mtf)));
+            out.push(self.code_layout.map_or(0, |l| 1 + l.coding_bits()));
         } else if let Some(layout) = &self.code_layout {
             out.push(VERSION_CODE_LAYOUT);
             out.push(u8::from(self.memarg_offsets));
-            out.push(u8::from(layout.locals_mtf));
+            out.push(layout.coding_bits());
         } else {
             out.push(if self.memarg_offsets { VERSION_MEMARG_OFFSETS } else { VERSION_CONSTANTS });
         }
@@ -243,18 +256,22 @@ impl SideInfo {
             return Err(r.err("bad magic"));
         }
         r.pos = 5;
-        // (memarg offsets, split layout, locals as ranks)
-        let (memarg_offsets, split, locals_mtf) = match bytes[4] {
-            VERSION_CONSTANTS => (false, false, false),
-            VERSION_MEMARG_OFFSETS => (true, false, false),
-            VERSION_CODE_LAYOUT => (r.flag("memarg offsets flag not 0 or 1")?, true, r.flag("locals coding not 0 or 1")?),
+        // (memarg offsets, split layout, the split layout's coding)
+        let none = Coding::default();
+        let (memarg_offsets, split, coding) = match bytes[4] {
+            VERSION_CONSTANTS => (false, false, none),
+            VERSION_MEMARG_OFFSETS => (true, false, none),
+            VERSION_CODE_LAYOUT => {
+                let offsets = r.flag("memarg offsets flag not 0 or 1")?;
+                let coding = r.byte()?;
+                (offsets, true, CodeLayout::coding_of(coding).ok_or_else(|| r.err("locals coding not 0 to 3"))?)
+            }
             VERSION_ELEMENTS | VERSION_INDEX_SECTIONS | VERSION_DWARF_ADDRESSES => {
                 let offsets = r.flag("memarg offsets flag not 0 or 1")?;
                 match r.byte()? {
-                    0 => (offsets, false, false),
-                    1 => (offsets, true, false),
-                    2 => (offsets, true, true),
-                    _ => return Err(r.err("layout not 0, 1 or 2")),
+                    0 => (offsets, false, none),
+                    layout @ 1..=4 => (offsets, true, CodeLayout::coding_of(layout - 1).expect("0 to 3")),
+                    _ => return Err(r.err("layout not 0 to 4")),
                 }
             }
             _ => return Err(TransformError::SideInfo { offset: 4, what: "unsupported version" }),
@@ -297,7 +314,7 @@ impl SideInfo {
             for len in &mut lens {
                 *len = r.varint()?;
             }
-            Some(CodeLayout { locals_mtf, lens })
+            Some(CodeLayout { coding, lens })
         } else {
             None
         };

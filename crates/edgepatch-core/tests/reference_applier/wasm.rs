@@ -408,8 +408,8 @@ struct Side {
     /// (new_start, end, delta)
     pieces: Vec<(u64, u64, i64)>,
     data_exceptions: std::collections::HashSet<u64>,
-    /// Version 3 (§2.8.7): whether locals are move-to-front ranks, the field streams' lengths.
-    layout: Option<(bool, [u64; 12])>,
+    /// Version 3 (§2.8.7): how locals and alignments are coded, the field streams' lengths.
+    layout: Option<(Coding, [u64; 12])>,
     /// Version 4: the element entries kept verbatim (None: element sections are copied).
     element_exceptions: Option<std::collections::HashSet<u64>>,
     /// Version 5's `sections` byte without bit 0: 2 exports, 4 start, 8 the name section.
@@ -435,7 +435,8 @@ fn side(b: &[u8]) -> Outcome<Side> {
     }
     let mut at = 5;
     // Versions 3 and 4: a byte for whether memarg offsets are immediates; then version 3's
-    // locals coding (the layout is split), or version 4's layout: 0 none, 1 split, 2 split with ranks.
+    // coding (the layout is split): bit 0 locals as ranks, bit 1 alignments coded; or version 4's
+    // layout: 0 none, else split with the coding layout - 1.
     let offsets = match b[4] {
         3..=6 => match byte(b, &mut at)? {
             0 => false,
@@ -444,20 +445,19 @@ fn side(b: &[u8]) -> Outcome<Side> {
         },
         v => v == 2,
     };
-    let (split, mtf) = match b[4] {
+    let (split, coding) = match b[4] {
         3 => match byte(b, &mut at)? {
-            0 => (true, false),
-            1 => (true, true),
+            c @ 0..=3 => (true, c),
             _ => return Err("locals coding byte".into()),
         },
         4..=6 => match byte(b, &mut at)? {
-            0 => (false, false),
-            1 => (true, false),
-            2 => (true, true),
+            0 => (false, 0),
+            l @ 1..=4 => (true, l - 1),
             _ => return Err("layout byte".into()),
         },
-        _ => (false, false),
+        _ => (false, 0),
     };
+    let coding = Coding { mtf: coding & 1 != 0, aligns: coding & 2 != 0 };
     let v = |at: &mut usize| uleb(b, at, 64);
     let count = |at: &mut usize| -> Outcome<u64> {
         let n = uleb(b, at, 64)?;
@@ -548,7 +548,7 @@ fn side(b: &[u8]) -> Outcome<Side> {
         for len in &mut lens {
             *len = v(&mut at)?;
         }
-        layout = Some((mtf, lens));
+        layout = Some((coding, lens));
     }
     // Version 5: which sections outside the code name functions in the old numbering.
     let sections = match b[4] {
@@ -788,8 +788,8 @@ pub fn inverse(n: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
     let side = side(side_bytes)?;
     let joined;
     let n = match side.layout {
-        Some((mtf, lens)) => {
-            joined = join(n, &lens, mtf)?;
+        Some((coding, lens)) => {
+            joined = join(n, &lens, coding)?;
             &joined[..]
         }
         None => n,
@@ -1086,8 +1086,8 @@ pub fn has_layout(side_bytes: &[u8]) -> bool {
 
 /// §2.8.7: the old module `m` split as the side info says.
 pub fn split_as(m: &[u8], side_bytes: &[u8]) -> Outcome<Vec<u8>> {
-    let (mtf, _) = side(side_bytes)?.layout.ok_or("not a split layout")?;
-    split(m, mtf)
+    let (coding, _) = side(side_bytes)?.layout.ok_or("not a split layout")?;
+    split(m, coding)
 }
 
 // §2.8.7 field streams, in layout order.
@@ -1114,6 +1114,16 @@ struct Fields<'a> {
     joining: bool,
     /// §2.8.7 locals as move-to-front ranks: the list of 0..=127, reset per body.
     mtf: Option<Vec<u8>>,
+    /// §2.8.7 alignments coded: the last one-byte alignment's low 6 bits of each instruction
+    /// (opcode, sub-opcode), over the whole section.
+    aligns: Option<std::collections::HashMap<(u8, u64), u8>>,
+}
+
+/// §2.8.7: the split layout's coding (the side info's locals or layout byte).
+#[derive(Clone, Copy)]
+pub struct Coding {
+    mtf: bool,
+    aligns: bool,
 }
 
 impl Fields<'_> {
@@ -1195,8 +1205,23 @@ impl Fields<'_> {
             _ => self.u(LOCAL, 32).map(|_| ()),
         }
     }
-    fn memarg(&mut self) -> Outcome<()> {
-        if self.u(ALIGN, 32)? & 0x40 != 0 {
+    /// A memarg of instruction `op` (opcode, sub-opcode): with alignments coded, a one-byte
+    /// alignment is stored XOR the low 6 bits of the last one-byte alignment of `op` (0 at first).
+    fn memarg(&mut self, op: (u8, u64)) -> Outcome<()> {
+        let k = self.k(ALIGN);
+        let next = self.src[k].get(self.at[k]).copied();
+        let align = match (&mut self.aligns, next) {
+            (Some(last), Some(b)) if b < 0x80 => {
+                self.at[k] += 1;
+                let prev = last.get(&op).copied().unwrap_or(0);
+                let (value, written) = if self.joining { (b ^ prev, b ^ prev) } else { (b, b ^ prev) };
+                last.insert(op, value & 0x3f);
+                self.out[if self.joining { 0 } else { ALIGN }].push(written);
+                u64::from(value)
+            }
+            _ => self.u(ALIGN, 32)?,
+        };
+        if align & 0x40 != 0 {
             self.u(ALIGN, 32)?;
         }
         self.u(OFFSET, 64)?;
@@ -1275,7 +1300,7 @@ impl Fields<'_> {
                     }
                 }
             }
-            0x28..=0x3e => self.memarg()?,
+            0x28..=0x3e => self.memarg((op, 0))?,
             0x41 => {
                 self.s(I32, 32)?;
             }
@@ -1299,11 +1324,11 @@ impl Fields<'_> {
                 _ => return Err("FC sub-opcode".into()),
             },
             0xfd => match self.u(OP, 32)? {
-                0..=11 | 92 | 93 => self.memarg()?,
+                sub @ (0..=11 | 92 | 93) => self.memarg((op, sub))?,
                 12 | 13 => self.n(BYTES, 16)?,
                 21..=34 => self.n(OTHER, 1)?,
-                84..=91 => {
-                    self.memarg()?;
+                sub @ 84..=91 => {
+                    self.memarg((op, sub))?;
                     self.n(OTHER, 1)?;
                 }
                 14..=20 | 35..=83 | 94..=275 => {}
@@ -1311,7 +1336,7 @@ impl Fields<'_> {
             },
             0xfe => match self.u(OP, 32)? {
                 3 => self.n(OTHER, 1)?,
-                0..=2 | 0x10..=0x4e => self.memarg()?,
+                sub @ (0..=2 | 0x10..=0x4e) => self.memarg((op, sub))?,
                 _ => return Err("FE sub-opcode".into()),
             },
             _ => return Err(format!("opcode {op:#x}")),
@@ -1343,9 +1368,10 @@ fn code_contents(m: &[u8]) -> Outcome<(usize, usize)> {
 }
 
 /// §2.8.7: the module with its code section split into the field streams.
-fn split(m: &[u8], mtf: bool) -> Outcome<Vec<u8>> {
+fn split(m: &[u8], coding: Coding) -> Outcome<Vec<u8>> {
     let (start, end) = code_contents(m)?;
-    let mut f = Fields { src: vec![&m[start..end]], at: vec![0], out: vec![Vec::new(); 12], joining: false, mtf: mtf.then(Vec::new) };
+    let (mtf, aligns) = (coding.mtf.then(Vec::new), coding.aligns.then(Default::default));
+    let mut f = Fields { src: vec![&m[start..end]], at: vec![0], out: vec![Vec::new(); 12], joining: false, mtf, aligns };
     f.code(end - start)?;
     let mut out = m[..start].to_vec();
     for stream in &f.out {
@@ -1356,7 +1382,7 @@ fn split(m: &[u8], mtf: bool) -> Outcome<Vec<u8>> {
 }
 
 /// §2.8.7: the module with its code section interleaved again.
-fn join(n: &[u8], lens: &[u64; 12], mtf: bool) -> Outcome<Vec<u8>> {
+fn join(n: &[u8], lens: &[u64; 12], coding: Coding) -> Outcome<Vec<u8>> {
     let (start, end) = code_contents(n)?;
     let mut src = Vec::new();
     let mut at = start as u64;
@@ -1368,7 +1394,8 @@ fn join(n: &[u8], lens: &[u64; 12], mtf: bool) -> Outcome<Vec<u8>> {
     if at != end as u64 {
         return Err("streams short of the code section".into());
     }
-    let mut f = Fields { src, at: vec![0; 12], out: vec![Vec::new()], joining: true, mtf: mtf.then(Vec::new) };
+    let (mtf, aligns) = (coding.mtf.then(Vec::new), coding.aligns.then(Default::default));
+    let mut f = Fields { src, at: vec![0; 12], out: vec![Vec::new()], joining: true, mtf, aligns };
     f.code(end - start)?;
     if f.at.iter().zip(lens).any(|(&a, &l)| a as u64 != l) {
         return Err("stream bytes left over".into());
