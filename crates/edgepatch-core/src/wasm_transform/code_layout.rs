@@ -119,7 +119,7 @@ struct CodingState {
 
 impl CodingState {
     fn new(coding: Coding) -> Self {
-        CodingState { mtf: coding.locals_mtf.then(MoveToFront::new), aligns: coding.aligns.then(|| LastAligns([0; ALIGN_KEYS])) }
+        CodingState { mtf: coding.locals_mtf.then(MoveToFront::new), aligns: coding.aligns.then_some(LastAligns([0; ALIGN_KEYS])) }
     }
 }
 
