@@ -20,7 +20,7 @@ export function initWasm(): void {
  * each fanned-out step and the assembly make its bytes alike): ops segments' streams are
  * tried as LZMA too (docs/FORMAT.md §2.3 `M`; an encoder of about 12 MiB while it runs), and
  * split wasm parts as LZMA window segments (§2.6 `L`) where window and part take at most
- * `isolateLzmaWindowLimit()` bytes (4 MiB: an encoder of about 45 MB, about 12 bytes per
+ * `isolateLzmaWindowLimit()` bytes (4 MiB: an encoder of about 49 MB, about 12 bytes per
  * byte, which fit in memory the generator had freed on every measured pair).
  */
 export function newPatchGenerator(oldSignature: Uint8Array | null, newSignature: Uint8Array, level: number): PatchGenerator {

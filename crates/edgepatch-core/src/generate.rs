@@ -153,7 +153,7 @@ pub struct ByteRange {
 
 /// The largest window and part (bytes) a Worker's generator tries as an LZMA window segment
 /// (§2.6 `L`, `PatchGenerator::set_lzma_windows_up_to`), and `diff --bounded
-/// --worker-text-windows` with it: an encoder of about 45 MB while it runs, which fit in the
+/// --worker-text-windows` with it: an encoder of about 49 MB while it runs, which fit in the
 /// memory the generator had freed on every measured pair (BENCHMARKS.md, "The Worker's LZMA
 /// window segments").
 pub const ISOLATE_LZMA_WINDOW_LIMIT: u64 = 4 << 20;
