@@ -119,6 +119,33 @@ test("a single large file over several segments, uploaded in parts, updates byte
   assertSameTree(out, d2);
 });
 
+/**
+ * Publishes builds d1 and d2 as v1 and v2 of `game`, fetches the Worker's patch as the owner,
+ * and checks: its `inspect --json` segments pass `wanted` (`what` names it in the failure), it
+ * is byte for byte the CLI's `diff --bounded --level 17 --worker-text-windows` patch, and it
+ * applies to d1 giving d2.
+ */
+async function workerPatchIsTheClis(game, d1, d2, what, wanted) {
+  edgepatch(["publish", "--server", server.url, "--game", game, "--build", "v1", d1]);
+  edgepatch(["publish", "--server", server.url, "--game", game, "--build", "v2", d2]);
+  const owner = { headers: { Authorization: `Bearer ${token}` } };
+  const url = `${server.url}/v1/games/${game}/updates/v1/v2`;
+  const res = await fetch(url, owner);
+  assert.equal(res.status, 200, await res.clone().text());
+  const d = await res.json();
+  const patch = join(work, `${game}.patch`);
+  writeFileSync(patch, Buffer.from(await (await fetch(new URL(d.patchUrl, url), owner)).arrayBuffer()));
+  const info = JSON.parse(edgepatch(["--json", "inspect", patch]).stdout);
+  assert.ok(info.segments.filter(wanted).length > 0, `no ${what}: ${JSON.stringify(info.segments)}`);
+  // The CLI's form of the Worker's generator makes the same patch, byte for byte.
+  const cli = join(work, `${game}-cli.patch`);
+  edgepatch(["diff", "--quiet", "--bounded", "--level", "17", "--worker-text-windows", d1, d2, cli]);
+  assert.ok(readFileSync(cli).equals(readFileSync(patch)), `the Worker's patch (${d.patchSize} bytes) is not the CLI's (${readFileSync(cli).length})`);
+  const out = join(work, `out-${game}`);
+  edgepatch(["apply", "--quiet", d1, patch, out]);
+  assertSameTree(out, d2);
+}
+
 test("game data whose records move: the Worker's patch has LZMA ops streams, and is the CLI's --worker-text-windows patch", async () => {
   // 16-byte records whose 32-bit field at offset 4 moves by a small skewed amount (as
   // offsets in a game's data files move between builds): an ops segment whose diff stream
@@ -140,49 +167,14 @@ test("game data whose records move: the Worker's patch has LZMA ops streams, and
   mkdirSync(d2);
   writeFileSync(join(d1, "levels.dat"), a);
   writeFileSync(join(d2, "levels.dat"), b);
-  edgepatch(["publish", "--server", server.url, "--game", "records", "--build", "v1", d1]);
-  edgepatch(["publish", "--server", server.url, "--game", "records", "--build", "v2", d2]);
-  const owner = { headers: { Authorization: `Bearer ${token}` } };
-  const url = `${server.url}/v1/games/records/updates/v1/v2`;
-  const res = await fetch(url, owner);
-  assert.equal(res.status, 200, await res.clone().text());
-  const d = await res.json();
-  const patch = join(work, "records.patch");
-  writeFileSync(patch, Buffer.from(await (await fetch(new URL(d.patchUrl, url), owner)).arrayBuffer()));
-  const info = JSON.parse(edgepatch(["--json", "inspect", patch]).stdout);
-  const lzma = info.segments.filter((s) => s.kind === "ops" && s.lzma?.length > 0);
-  assert.ok(lzma.length > 0, `no ops segment with LZMA streams: ${JSON.stringify(info.segments)}`);
-  // The CLI's form of the Worker's generator makes the same patch, byte for byte.
-  const cli = join(work, "records-cli.patch");
-  edgepatch(["diff", "--quiet", "--bounded", "--level", "17", "--worker-text-windows", d1, d2, cli]);
-  assert.ok(readFileSync(cli).equals(readFileSync(patch)), `the Worker's patch (${d.patchSize} bytes) is not the CLI's (${readFileSync(cli).length})`);
-  const out = join(work, "out-records");
-  edgepatch(["apply", "--quiet", d1, patch, out]);
-  assertSameTree(out, d2);
+  await workerPatchIsTheClis("records", d1, d2, "ops segment with LZMA streams", (s) => s.kind === "ops" && s.lzma?.length > 0);
 });
 
 test("a re-emitted wasm module: the Worker's patch has LZMA window segments, and is the CLI's --worker-text-windows patch", async () => {
   // fixtures/arcade's logic.wasm, stored in the field-split layout (docs/FORMAT.md §2.8.7):
   // its parts, with their windows far under the Worker's 4 MiB, are tried as LZMA (§2.6 `L`).
   const [d1, d2] = [join(REPO, "fixtures/arcade/v1"), join(REPO, "fixtures/arcade/v2")];
-  edgepatch(["publish", "--server", server.url, "--game", "arcade-lzma", "--build", "v1", d1]);
-  edgepatch(["publish", "--server", server.url, "--game", "arcade-lzma", "--build", "v2", d2]);
-  const owner = { headers: { Authorization: `Bearer ${token}` } };
-  const url = `${server.url}/v1/games/arcade-lzma/updates/v1/v2`;
-  const res = await fetch(url, owner);
-  assert.equal(res.status, 200, await res.clone().text());
-  const d = await res.json();
-  const patch = join(work, "arcade-lzma.patch");
-  writeFileSync(patch, Buffer.from(await (await fetch(new URL(d.patchUrl, url), owner)).arrayBuffer()));
-  const info = JSON.parse(edgepatch(["--json", "inspect", patch]).stdout);
-  const lzma = info.segments.filter((s) => s.codec === "lzma");
-  assert.ok(lzma.length > 0, `no LZMA window segment: ${JSON.stringify(info.segments)}`);
-  const cli = join(work, "arcade-lzma-cli.patch");
-  edgepatch(["diff", "--quiet", "--bounded", "--level", "17", "--worker-text-windows", d1, d2, cli]);
-  assert.ok(readFileSync(cli).equals(readFileSync(patch)), `the Worker's patch (${d.patchSize} bytes) is not the CLI's (${readFileSync(cli).length})`);
-  const out = join(work, "out-arcade-lzma");
-  edgepatch(["apply", "--quiet", d1, patch, out]);
-  assertSameTree(out, d2);
+  await workerPatchIsTheClis("arcade-lzma", d1, d2, "LZMA window segment", (s) => s.codec === "lzma");
 });
 
 test("a wrong public key is refused and nothing is written", () => {
