@@ -130,7 +130,11 @@ fn raw_flags(patch: &[u8]) -> u16 {
 
 #[test]
 fn single_modules_are_stored_normalized_smaller_and_apply_exactly() {
-    let mut pairs = vec![("made-up".to_string(), wasm_modules::versions(3000, 20)), ("Go-like".to_string(), wasm_modules::go_like_versions(1500, 9))];
+    let mut pairs = vec![
+        ("made-up".to_string(), wasm_modules::versions(3000, 20)),
+        ("Go-like".to_string(), wasm_modules::go_like_versions(1500, 9)),
+        ("Go-like, data in segments".to_string(), wasm_modules::go_like_segmented_versions(1500, 9)),
+    ];
     // Real modules (Go, Emscripten, Rust), as the reference applier's test takes them.
     if let Some(dir) = std::env::var_os("EDGEPATCH_WASM_PAIRS") {
         for pair in std::fs::read_dir(dir).unwrap() {

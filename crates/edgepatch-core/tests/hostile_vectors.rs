@@ -738,10 +738,10 @@ fn make_vectors() -> Vec<Vector> {
         // Version 4 (element entries): offsets 0, a layout byte, zero for every field, the
         // element exceptions.
         let elements_side = |layout: u8, element_exceptions: &[u8]| [&b"EPWT\x04\0"[..], &[layout], &[0u8; 9], element_exceptions].concat();
-        let bad_layout = elements_side(3, &[0]);
+        let bad_layout = elements_side(9, &[0]);
         v.push(patch_vector(
             "wasm-elements-layout-byte",
-            "a version-4 side info whose layout byte is 3 (only 0, 1 and 2 exist)",
+            "a version-4 side info whose layout byte is 9 (only 0 to 8 exist)",
             ErrorKind::Corrupt,
             transformed(&row(8, bad_layout.len() as u64, &bad_layout), true),
         ));
@@ -773,12 +773,12 @@ fn make_vectors() -> Vec<Vector> {
             side.extend_from_slice(&lens);
             with_module(&module, &row(module.len() as u64, side.len() as u64, &side), true)
         };
-        let locals_4 = b"EPWT\x03\0\x04\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
+        let locals_8 = b"EPWT\x03\0\x08\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
         v.push(patch_vector(
             "wasm-split-locals-coding",
-            "a split-layout side info whose coding byte is 4 (only 0 to 3 exist: bit 0 locals as ranks, bit 1 alignments coded)",
+            "a split-layout side info whose coding byte is 8 (only 0 to 7 exist: bit 0 locals as ranks, bit 1 alignments coded, bit 2 data gaps)",
             ErrorKind::Corrupt,
-            transformed(&row(8, locals_4.len() as u64, locals_4), true),
+            transformed(&row(8, locals_8.len() as u64, locals_8), true),
         ));
         let mut other = [0u8; 12];
         other[11] = 2;
@@ -803,6 +803,21 @@ fn make_vectors() -> Vec<Vector> {
             "a split code section whose one body claims more instructions than its streams hold",
             ErrorKind::Corrupt,
             split(&[0x0b, 0x01, 0x05, 0x00], truncated_body),
+        ));
+        // Data gaps (§2.8.7, coding bit 2): an empty split code section, and a data section
+        // whose second segment's gap, 0, restores address 1 (where the first segment ends):
+        // one byte, in a field of three.
+        let mut gap_module = b"\0asm\x01\0\0\0\x0a\x01\x00".to_vec();
+        let segments = b"\x02\x00\x41\x00\x0b\x01a\x00\x41\x80\x80\x00\x0b\x01b";
+        gap_module.extend_from_slice(&[0x0b, segments.len() as u8]);
+        gap_module.extend_from_slice(segments);
+        let mut gap_side = b"EPWT\x03\0\x04\x01\0\0\0\0\0\0\0\0".to_vec();
+        gap_side.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        v.push(patch_vector(
+            "wasm-data-gap-narrower-address",
+            "a split module with data gaps whose segment's gap restores an address narrower than its field",
+            ErrorKind::Corrupt,
+            with_module(&gap_module, &row(gap_module.len() as u64, gap_side.len() as u64, &gap_side), true),
         ));
         // Version 2 listing immediate 0 as an exception in a module with no code.
         let exception_beyond = b"EPWT\x02\0\0\0\0\0\x01\0\0\0\0";

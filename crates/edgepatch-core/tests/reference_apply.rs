@@ -296,6 +296,8 @@ fn transformed_wasm_patches_apply_identically() {
     pairs.push(("made-up".into(), v1, v2));
     let (g1, g2) = wasm_modules::go_like_versions(1500, 9);
     pairs.push(("made-up, Go-like".into(), g1, g2));
+    let (s1, s2) = wasm_modules::go_like_segmented_versions(1500, 9);
+    pairs.push(("made-up, Go-like data in segments".into(), s1, s2));
     let (l1, l2) = wasm_modules::llvm_like_versions(400, 96);
     pairs.push(("made-up, addresses in memarg offsets".into(), l1, l2));
     let (n1, n2) = wasm_modules::versions_with_names(3000, 20);

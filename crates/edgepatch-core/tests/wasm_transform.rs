@@ -243,6 +243,28 @@ fn round_trip(old: &[u8], new: &[u8]) {
     }
 }
 
+/// Go's data cut into segments where zeros run (§2.8.7, the coding's data gaps): one function
+/// inserted early moves every later segment's address, but as gaps the old and the new data
+/// sections end in the same bytes; every split and join gives the module back.
+#[test]
+fn split_layout_codes_data_segment_addresses_as_gaps() {
+    let (old, new) = wasm_modules::go_like_segmented_versions(400, 5);
+    round_trip(&old, &new);
+    let n = forward(Some(&reference(&old).expect("reference")), &new).expect("forward");
+    let split = with_code_layout(&n).expect("split");
+    let coding = if split.side_info[4] == 3 { split.side_info[6] } else { split.side_info[6] - 1 };
+    assert_ne!(coding & 4, 0, "the writer codes the gaps: coding {coding}");
+    let old_split = split_code_layout(&old, &split.side_info).expect("old split");
+    let data = |m: &[u8]| {
+        let (_, at, size) = find_section(m, 11).expect("a data section");
+        m[at..at + size].to_vec()
+    };
+    let same_end = |a: &[u8], b: &[u8]| a.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count();
+    let (old_data, new_data) = (data(&old_split), data(&split.bytes));
+    assert!(same_end(&old_data, &new_data) * 10 > old_data.len() * 9, "as gaps, the segments after the inserted ones are the old bytes");
+    assert!(same_end(&data(&old), &data(&n.bytes)) * 10 < old_data.len(), "as addresses, they all differ");
+}
+
 /// A debug build's `.debug_line` (side info version 6): the moved sequences' start addresses
 /// normalize to the old ones, and every layout gives the module back.
 #[test]

@@ -38,6 +38,24 @@ pub(crate) fn data_segments(bytes: &[u8], section: &Section) -> Vec<(u64, usize,
 /// (None if passive), and its byte range in the module. Empty if any
 /// segment does not parse.
 pub(crate) fn every_data_segment(bytes: &[u8], section: &Section) -> Vec<(Option<u64>, usize, usize)> {
+    data_segment_walk(bytes, section).into_iter().map(|s| (s.address, s.start, s.end)).collect()
+}
+
+/// One data segment as [`data_segment_walk`] reads it.
+pub(crate) struct DataSegment {
+    /// Its address if active in memory 0, None if passive.
+    pub address: Option<u64>,
+    /// Where its offset expression's value is and how many bytes it takes, if that expression
+    /// is `i32.const` (`41 s32 0B`): the address a side info's data addresses rewrite
+    /// (docs/FORMAT.md §2.8.3, "Segment addresses").
+    pub address_field: Option<(usize, usize)>,
+    /// Its bytes in the module.
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Every data segment of a data section in index order. Empty if any segment does not parse.
+pub(crate) fn data_segment_walk(bytes: &[u8], section: &Section) -> Vec<DataSegment> {
     let mut out = Vec::new();
     let end = section.end;
     let mut pos = section.contents;
@@ -48,7 +66,7 @@ pub(crate) fn every_data_segment(bytes: &[u8], section: &Section) -> Vec<(Option
         let Ok(flags) = read_unsigned(&bytes[..end], &mut pos, 32) else {
             return Vec::new();
         };
-        let address = match flags {
+        let (address, address_field) = match flags {
             0 | 2 => {
                 if flags == 2 && read_unsigned(&bytes[..end], &mut pos, 32) != Ok(0) {
                     return Vec::new();
@@ -57,18 +75,20 @@ pub(crate) fn every_data_segment(bytes: &[u8], section: &Section) -> Vec<(Option
                     return Vec::new();
                 };
                 pos += 1;
+                let at = pos;
                 let value = match op {
                     0x41 => read_signed(&bytes[..end], &mut pos, 32),
                     0x42 => read_signed(&bytes[..end], &mut pos, 64),
                     _ => return Vec::new(),
                 };
+                let field = (op == 0x41).then_some((at, pos - at));
                 let (Ok(v), Some(0x0b)) = (value, bytes[..end].get(pos)) else {
                     return Vec::new();
                 };
                 pos += 1;
-                Some(v as u32 as u64)
+                (Some(v as u32 as u64), field)
             }
-            1 => None,
+            1 => (None, None),
             _ => return Vec::new(),
         };
         let Ok(len) = read_unsigned(&bytes[..end], &mut pos, 32) else {
@@ -79,7 +99,7 @@ pub(crate) fn every_data_segment(bytes: &[u8], section: &Section) -> Vec<(Option
             return Vec::new();
         };
         pos = stop;
-        out.push((address, start, stop));
+        out.push(DataSegment { address, address_field, start, end: stop });
     }
     out
 }

@@ -102,13 +102,15 @@ pub(crate) trait Fields {
     fn begin_body(&mut self) {}
 }
 
-/// How a split layout codes two of its fields (docs/FORMAT.md §2.8.7, the side info's layout).
+/// How a split layout codes three of its fields (docs/FORMAT.md §2.8.7, the side info's layout).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Coding {
     /// One-byte local indices as move-to-front ranks.
     pub locals_mtf: bool,
     /// One-byte memarg alignments XOR the last one of the same instruction.
     pub aligns: bool,
+    /// The data segments' addresses as gaps (outside the code section: `super::data_gaps`).
+    pub gaps: bool,
 }
 
 /// A walk's state for its [`Coding`].
@@ -1047,18 +1049,29 @@ pub(crate) fn field_stream(module: &[u8], field: Field, coding: Coding) -> Parse
     Ok(out)
 }
 
-/// The BLAKE3 of [`join`]'s module, joined a body at a time ([`join_each`]) instead of held.
-pub(crate) fn join_hash(split: &[u8], lens: &[u64; FIELDS], coding: Coding) -> ParseResult<blake3::Hash> {
+/// The BLAKE3 of [`join`]'s module, joined a body at a time ([`join_each`]) instead of held,
+/// with `replaced`'s bytes (module offset, bytes; ascending, outside the code section) in
+/// place of those there.
+pub(crate) fn join_hash(split: &[u8], lens: &[u64; FIELDS], coding: Coding, replaced: &[(usize, Vec<u8>)]) -> ParseResult<blake3::Hash> {
     let (start, end, _) = streams(split, lens)?;
     let mut hasher = blake3::Hasher::new();
-    hasher.update(&split[..start]);
+    let hash_replaced = |hasher: &mut blake3::Hasher, from: usize, to: usize| {
+        let mut at = from;
+        for (r, bytes) in replaced.iter().filter(|(r, _)| (from..to).contains(r)) {
+            hasher.update(&split[at..*r]);
+            hasher.update(bytes);
+            at = r + bytes.len();
+        }
+        hasher.update(&split[at..to]);
+    };
+    hash_replaced(&mut hasher, 0, start);
     join_each(split, lens, coding, &mut |piece| {
         hasher.update(match piece {
             Joined::Count(bytes) | Joined::Body { bytes, .. } => bytes,
         });
         true
     })?;
-    hasher.update(&split[end..]);
+    hash_replaced(&mut hasher, end, split.len());
     Ok(hasher.finalize())
 }
 

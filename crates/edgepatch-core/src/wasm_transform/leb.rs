@@ -91,6 +91,22 @@ pub(crate) fn write_signed(out: &mut Vec<u8>, mut v: i64) {
     }
 }
 
+/// Signed LEB128 padded to exactly `width` bytes, if `v` fits in them (a strict reader of
+/// `7 * width` bits or more reads it back).
+pub(crate) fn write_signed_padded(out: &mut Vec<u8>, mut v: i64, width: usize) -> bool {
+    let mut canonical = Vec::with_capacity(10);
+    write_signed(&mut canonical, v);
+    if canonical.len() > width {
+        return false;
+    }
+    for i in 0..width {
+        let last = i + 1 == width;
+        out.push((v as u8 & 0x7f) | if last { 0 } else { 0x80 });
+        v >>= 7;
+    }
+    true
+}
+
 pub(crate) fn unsigned_width(v: u64) -> usize {
     let mut n = 1;
     let mut v = v >> 7;
@@ -123,5 +139,15 @@ mod tests {
         assert_eq!(read_unsigned(&[0xff, 0xff, 0xff, 0xff, 0x1f], &mut pos, 32), Err(LebError::TooLong));
         let mut pos = 0;
         assert_eq!(read_unsigned(&[0x80, 0x80, 0x00], &mut pos, 32), Ok(0));
+        for (v, width) in [(5i64, 3usize), (-5, 3), (i32::MIN as i64, 5), (i32::MAX as i64, 5), (0x13f43, 3), (-64, 1)] {
+            let mut out = Vec::new();
+            assert!(write_signed_padded(&mut out, v, width));
+            assert_eq!(out.len(), width);
+            let mut pos = 0;
+            assert_eq!(read_signed(&out, &mut pos, 32), Ok(v), "{v} in {width}");
+            assert_eq!(pos, width);
+        }
+        assert!(!write_signed_padded(&mut Vec::new(), 64, 1));
+        assert!(!write_signed_padded(&mut Vec::new(), 0x10_0000, 3));
     }
 }

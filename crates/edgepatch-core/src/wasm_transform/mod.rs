@@ -19,6 +19,7 @@
 
 mod addresses;
 mod code_layout;
+mod data_gaps;
 mod dwarf;
 mod index_sections;
 mod leb;
@@ -576,12 +577,30 @@ pub fn split_code_layout_read<E: From<TransformError>>(len: u64, read: &mut Read
         Ok(())
     };
     copy(&mut window, read, 0, len.min(8))?;
+    // The last data section, written once the walk knows it is the last: with data gaps, coded.
+    let mut data: Option<module::Section> = None;
     while let Some((id, start, contents, end)) = sections.next(&mut window, read)? {
         if id == CODE_SECTION {
             copy(&mut window, read, start, contents)?;
             code = Some((contents, end));
+        } else if id == module::DATA_SECTION {
+            if let Some(d) = data.replace(module::Section { start, contents, end }) {
+                copy(&mut window, read, d.start, d.end)?;
+            }
         } else {
             copy(&mut window, read, start, end)?;
+        }
+    }
+    if let Some(d) = data {
+        if layout.coding.gaps {
+            // Held whole: the inverse holds the new module's data section likewise.
+            let mut bytes = vec![0u8; d.end - d.start];
+            read(d.start as u64, &mut bytes)?;
+            let local = module::Section { start: 0, contents: d.contents - d.start, end: bytes.len() };
+            data_gaps::in_place(&mut bytes, &local, data_gaps::Way::Split).map_err(not_wasm)?;
+            write(d.start as u64, &bytes)?;
+        } else {
+            copy(&mut window, read, d.start, d.end)?;
         }
     }
     let code = code.ok_or(TransformError::NotWasm { offset: 8, what: "no code section" })?;
@@ -602,7 +621,27 @@ pub fn split_code_layout_read<E: From<TransformError>>(len: u64, read: &mut Read
 /// which a patch with that side info reads the old module.
 pub fn split_code_layout(module: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
     let layout = split_layout(side_info)?;
-    code_layout::split(module, layout.coding).map(|(bytes, _)| bytes).map_err(not_wasm)
+    let (mut split, _) = code_layout::split(module, layout.coding).map_err(not_wasm)?;
+    take_data_gaps(&mut split, layout.coding, data_gaps::Way::Split).map_err(not_wasm)?;
+    Ok(split)
+}
+
+/// The last data section of `module`, if its sections read.
+fn data_section(module: &[u8]) -> Option<module::Section> {
+    module::section_headers(module).ok()?.into_iter().filter(|(id, _)| *id == module::DATA_SECTION).map(|(_, s)| s).next_back()
+}
+
+/// Takes `module`'s data gaps (§2.8.7) the way given, in place, if `coding` has them.
+fn take_data_gaps(module: &mut [u8], coding: Coding, way: data_gaps::Way) -> Result<(), module::ParseError> {
+    match data_section(module) {
+        Some(section) if coding.gaps => data_gaps::in_place(module, &section, way),
+        _ => Ok(()),
+    }
+}
+
+/// Whether a writer codes `normalized`'s data gaps: where the join gives every address back.
+fn codes_data_gaps(normalized: &[u8]) -> bool {
+    data_section(normalized).is_some_and(|section| data_gaps::round_trips(normalized, &section))
 }
 
 /// What begins at a place [`layout_parts`] gives.
@@ -633,7 +672,8 @@ pub fn layout_parts(split: &[u8], side_info: &[u8]) -> Result<LayoutParts, Trans
 /// code (the old module of a patch, which the new module's side info does not measure).
 pub fn split_code_layout_parts(module: &[u8], side_info: &[u8]) -> Result<(Vec<u8>, LayoutParts), TransformError> {
     let layout = split_layout(side_info)?;
-    let (split, lens) = code_layout::split(module, layout.coding).map_err(not_wasm)?;
+    let (mut split, lens) = code_layout::split(module, layout.coding).map_err(not_wasm)?;
+    take_data_gaps(&mut split, layout.coding, data_gaps::Way::Split).map_err(not_wasm)?;
     let parts = parts_of(&split, &lens)?;
     Ok((split, parts))
 }
@@ -685,7 +725,7 @@ pub fn with_code_layout_against(normalized: &Normalized, old: &[u8]) -> Result<N
 /// given), ranked if smaller (only that stream is made, not the split module).
 fn ranks_locals(normalized: &[u8], old: Option<&[u8]>) -> Result<bool, TransformError> {
     let locals = |locals_mtf| {
-        let coding = Coding { locals_mtf, aligns: true };
+        let coding = Coding { locals_mtf, aligns: true, gaps: false };
         let stream = code_layout::field_stream(normalized, code_layout::Field::Local, coding).map_err(not_wasm)?;
         let old_stream = old.and_then(|old| code_layout::field_stream(old, code_layout::Field::Local, coding).ok()).unwrap_or_default();
         let search = crate::zstd_frame::FrameSearch::level(3);
@@ -703,8 +743,10 @@ pub fn into_code_layout(normalized: &mut Normalized, old: Option<&[u8]>) -> Resu
     if side.code_layout.is_some() {
         return Err(TransformError::SideInfo { offset: 4, what: "already in the split layout" });
     }
-    let coding = Coding { locals_mtf: ranks_locals(&normalized.bytes, old)?, aligns: true };
+    let coding = Coding { locals_mtf: ranks_locals(&normalized.bytes, old)?, aligns: true, gaps: codes_data_gaps(&normalized.bytes) };
     let lens = code_layout::split_in_place(&mut normalized.bytes, coding).map_err(not_wasm)?;
+    // The section walked in the split: this cannot fail.
+    take_data_gaps(&mut normalized.bytes, coding, data_gaps::Way::Split).map_err(not_wasm)?;
     side.code_layout = Some(side_info::CodeLayout { coding, lens });
     normalized.side_info = side.encode();
     Ok(())
@@ -715,28 +757,36 @@ pub fn into_code_layout(normalized: &mut Normalized, old: Option<&[u8]>) -> Resu
 pub fn split_code_layout_in_place(module: &mut [u8], side_info: &[u8]) -> Result<LayoutParts, TransformError> {
     let layout = split_layout(side_info)?;
     let lens = code_layout::split_in_place(module, layout.coding).map_err(not_wasm)?;
+    take_data_gaps(module, layout.coding, data_gaps::Way::Split).map_err(not_wasm)?;
     parts_of(module, &lens)
 }
 
 /// The BLAKE3 of [`join_code_layout`]'s module, without holding it.
 pub fn join_code_layout_hash(split: &[u8], side_info: &[u8]) -> Result<blake3::Hash, TransformError> {
     let layout = split_layout(side_info)?;
-    code_layout::join_hash(split, &layout.lens, layout.coding).map_err(corrupt)
+    let data = match data_section(split) {
+        Some(section) if layout.coding.gaps => data_gaps::replacements(split, &section, data_gaps::Way::Join).map_err(corrupt)?,
+        _ => Vec::new(),
+    };
+    code_layout::join_hash(split, &layout.lens, layout.coding, &data).map_err(corrupt)
 }
 
 /// The normalized module a split one (`split` with its version-3 side info) was made from:
 /// its code section's bodies interleaved again (the inverse of [`with_code_layout`]'s bytes).
 pub fn join_code_layout(split: &[u8], side_info: &[u8]) -> Result<Vec<u8>, TransformError> {
     let layout = split_layout(side_info)?;
-    code_layout::join(split, &layout.lens, layout.coding).map_err(corrupt)
+    let mut joined = code_layout::join(split, &layout.lens, layout.coding).map_err(corrupt)?;
+    take_data_gaps(&mut joined, layout.coding, data_gaps::Way::Join).map_err(corrupt)?;
+    Ok(joined)
 }
 
 /// [`with_code_layout`] with the locals' coding given: move-to-front ranks or not. One-byte
 /// alignments are always coded against the last of their instruction (§2.8.7).
 pub fn with_code_layout_as(normalized: &Normalized, locals_mtf: bool) -> Result<Normalized, TransformError> {
-    let coding = Coding { locals_mtf, aligns: true };
-    let split = code_layout::split(&normalized.bytes, coding).map_err(not_wasm)?;
-    with_split(normalized, coding, split)
+    let coding = Coding { locals_mtf, aligns: true, gaps: codes_data_gaps(&normalized.bytes) };
+    let (mut split, lens) = code_layout::split(&normalized.bytes, coding).map_err(not_wasm)?;
+    take_data_gaps(&mut split, coding, data_gaps::Way::Split).map_err(not_wasm)?;
+    with_split(normalized, coding, (split, lens))
 }
 
 /// `normalized` as `split` of it, with its side info saying so.
@@ -796,7 +846,6 @@ fn inverse_decoded<E: From<TransformError>>(
     let addresses = AddressMap::from_pieces(side.address_pieces.clone(), side.address_end).map_err(|what| TransformError::SideInfo { offset: 0, what })?;
     let refs =
         References { map: &function_map, own_pc: module.pc_table, ref_pc: side.ref_pc, addresses: &addresses, offsets: side.memarg_offsets, shared: &[] };
-    let data_segments = segments(source.bytes(), &module);
     // The code section's size field comes before its bodies: a first pass
     // over the bodies sizes them (and checks the side info against them all
     // before anything is emitted), the second emits them.
@@ -831,16 +880,15 @@ fn inverse_decoded<E: From<TransformError>>(
         } else if kinds[index] != 0 {
             index_sections::rewrite(source.bytes(), section, kinds[index], &inverse, emit)?;
         } else if Some(index) == module.data {
-            let mut listed = side.data_exceptions.clone();
             match &mut source {
                 Source::InPlace(normalized) => {
-                    rewrite_data_words(normalized, &data_segments, &refs, Direction::Inverse, &mut listed)?;
-                    emit(&normalized[section.start..section.end])?;
+                    let data = &mut normalized[section.start..section.end];
+                    restore_data(data, side, &refs)?;
+                    emit(data)?;
                 }
                 Source::Shared(normalized) => {
                     let mut data = normalized[section.start..section.end].to_vec();
-                    let rebased: Vec<(u64, usize, usize)> = data_segments.iter().map(|&(a, s, e)| (a, s - section.start, e - section.start)).collect();
-                    rewrite_data_words(&mut data, &rebased, &refs, Direction::Inverse, &mut listed)?;
+                    restore_data(&mut data, side, &refs)?;
                     emit(&data)?;
                 }
             }
@@ -863,6 +911,20 @@ fn inverse_decoded<E: From<TransformError>>(
             emit(&source.bytes()[section.start..section.end])?;
         }
     }
+    Ok(())
+}
+
+/// Restores a data section (`data`, from its id byte) in place: in the split layout with data
+/// gaps its segments' addresses (§2.8.7), then the data words, which lie where the addresses say.
+fn restore_data(data: &mut [u8], side: &SideInfo, refs: &References) -> Result<(), TransformError> {
+    let mut pos = 1;
+    leb::read_unsigned(data, &mut pos, 32).map_err(|_| TransformError::Normalized { offset: 0, what: "a data section's size field does not read" })?;
+    let section = module::Section { start: 0, contents: pos, end: data.len() };
+    if side.code_layout.is_some_and(|l| l.coding.gaps) {
+        data_gaps::in_place(data, &section, data_gaps::Way::Join).map_err(corrupt)?;
+    }
+    let segments = data_segments(data, &section);
+    rewrite_data_words(data, &segments, refs, Direction::Inverse, &mut side.data_exceptions.clone())?;
     Ok(())
 }
 

@@ -22,7 +22,7 @@ pub(crate) const CODE_SECTION: u8 = 10;
 const IMPORT_SECTION: u8 = 2;
 const MEMORY_SECTION: u8 = 5;
 const ELEM_SECTION: u8 = 9;
-const DATA_SECTION: u8 = 11;
+pub(crate) const DATA_SECTION: u8 = 11;
 
 /// A parse failure: what was wrong, at which byte of the input.
 #[derive(Debug, Clone, PartialEq, Eq)]

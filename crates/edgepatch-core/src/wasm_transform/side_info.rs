@@ -16,7 +16,8 @@ const VERSION_MEMARG_OFFSETS: u8 = 2;
 /// after the version, and the code section's field-split layout at the end.
 pub(super) const VERSION_CODE_LAYOUT: u8 = 3;
 /// Version 3's fields with one layout byte (0 interleaved, 1 split, 2 split
-/// with locals as move-to-front ranks, 3 and 4 as 1 and 2 with alignments coded), and
+/// with locals as move-to-front ranks, 3 and 4 as 1 and 2 with alignments coded, 5 to 8 as 1
+/// to 4 with data gaps), and
 /// element entries as immediates:
 /// their exceptions at the end.
 pub(super) const VERSION_ELEMENTS: u8 = 4;
@@ -170,14 +171,15 @@ pub(crate) struct CodeLayout {
 }
 
 impl CodeLayout {
-    /// The coding as the side info writes it: bit 0 locals as ranks, bit 1 alignments coded.
+    /// The coding as the side info writes it: bit 0 locals as ranks, bit 1 alignments coded,
+    /// bit 2 data gaps.
     fn coding_bits(&self) -> u8 {
-        u8::from(self.coding.locals_mtf) | u8::from(self.coding.aligns) << 1
+        u8::from(self.coding.locals_mtf) | u8::from(self.coding.aligns) << 1 | u8::from(self.coding.gaps) << 2
     }
 
     /// The coding of [`Self::coding_bits`]' byte, if it is one.
     fn coding_of(bits: u8) -> Option<Coding> {
-        (bits <= 3).then_some(Coding { locals_mtf: bits & 1 != 0, aligns: bits & 2 != 0 })
+        (bits <= 7).then_some(Coding { locals_mtf: bits & 1 != 0, aligns: bits & 2 != 0, gaps: bits & 4 != 0 })
     }
 }
 
@@ -264,14 +266,14 @@ impl SideInfo {
             VERSION_CODE_LAYOUT => {
                 let offsets = r.flag("memarg offsets flag not 0 or 1")?;
                 let coding = r.byte()?;
-                (offsets, true, CodeLayout::coding_of(coding).ok_or_else(|| r.err("locals coding not 0 to 3"))?)
+                (offsets, true, CodeLayout::coding_of(coding).ok_or_else(|| r.err("locals coding not 0 to 7"))?)
             }
             VERSION_ELEMENTS | VERSION_INDEX_SECTIONS | VERSION_DWARF_ADDRESSES => {
                 let offsets = r.flag("memarg offsets flag not 0 or 1")?;
                 match r.byte()? {
                     0 => (offsets, false, none),
-                    layout @ 1..=4 => (offsets, true, CodeLayout::coding_of(layout - 1).expect("0 to 3")),
-                    _ => return Err(r.err("layout not 0 to 4")),
+                    layout @ 1..=8 => (offsets, true, CodeLayout::coding_of(layout - 1).expect("0 to 7")),
+                    _ => return Err(r.err("layout not 0 to 8")),
                 }
             }
             _ => return Err(TransformError::SideInfo { offset: 4, what: "unsupported version" }),

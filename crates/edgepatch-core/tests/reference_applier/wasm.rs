@@ -435,7 +435,8 @@ fn side(b: &[u8]) -> Outcome<Side> {
     }
     let mut at = 5;
     // Versions 3 and 4: a byte for whether memarg offsets are immediates; then version 3's
-    // coding (the layout is split): bit 0 locals as ranks, bit 1 alignments coded; or version 4's
+    // coding (the layout is split): bit 0 locals as ranks, bit 1 alignments coded, bit 2 data
+    // gaps; or version 4's
     // layout: 0 none, else split with the coding layout - 1.
     let offsets = match b[4] {
         3..=6 => match byte(b, &mut at)? {
@@ -447,17 +448,17 @@ fn side(b: &[u8]) -> Outcome<Side> {
     };
     let (split, coding) = match b[4] {
         3 => match byte(b, &mut at)? {
-            c @ 0..=3 => (true, c),
+            c @ 0..=7 => (true, c),
             _ => return Err("locals coding byte".into()),
         },
         4..=6 => match byte(b, &mut at)? {
             0 => (false, 0),
-            l @ 1..=4 => (true, l - 1),
+            l @ 1..=8 => (true, l - 1),
             _ => return Err("layout byte".into()),
         },
         _ => (false, 0),
     };
-    let coding = Coding { mtf: coding & 1 != 0, aligns: coding & 2 != 0 };
+    let coding = Coding { mtf: coding & 1 != 0, aligns: coding & 2 != 0, gaps: coding & 4 != 0 };
     let v = |at: &mut usize| uleb(b, at, 64);
     let count = |at: &mut usize| -> Outcome<u64> {
         let n = uleb(b, at, 64)?;
@@ -1124,6 +1125,7 @@ struct Fields<'a> {
 pub struct Coding {
     mtf: bool,
     aligns: bool,
+    gaps: bool,
 }
 
 impl Fields<'_> {
@@ -1378,7 +1380,109 @@ fn split(m: &[u8], coding: Coding) -> Outcome<Vec<u8>> {
         out.extend_from_slice(stream);
     }
     out.extend_from_slice(&m[end..]);
+    if coding.gaps {
+        gaps(&mut out, false)?;
+    }
     Ok(out)
+}
+
+/// §2.8.7 data gaps, in place: each active segment's `i32.const` address of canonical width w
+/// (splitting; joining, every one) to (address - the last active segment's end) modulo
+/// 2^(7w), or 2^32 for w = 5, as a signed number padded to w bytes; joining, back, the address
+/// written canonical in w bytes. A data section that does not walk is left alone.
+fn gaps(m: &mut [u8], joining: bool) -> Outcome<()> {
+    let mut at = 8;
+    let mut data = None;
+    while at < m.len() {
+        let id = byte(m, &mut at)?;
+        let size = uleb(m, &mut at, 32)?;
+        let contents = at;
+        skip(m, &mut at, size)?;
+        if id == 11 {
+            data = Some((contents, at));
+        }
+    }
+    let Some((contents, end)) = data else { return Ok(()) };
+    // Per segment: None if passive, else (field position, width, its value if `i32.const`,
+    // its end as it is read).
+    type Field = Option<(usize, usize, Option<i64>, u64)>;
+    let walk = |m: &[u8]| -> Outcome<Vec<Field>> {
+        let s = &m[..end];
+        let mut p = contents;
+        let mut out = Vec::new();
+        for _ in 0..uleb(s, &mut p, 32)? {
+            let flags = uleb(s, &mut p, 32)?;
+            let field = match flags {
+                0 | 2 => {
+                    if flags == 2 && uleb(s, &mut p, 32)? != 0 {
+                        return Err("memory".into());
+                    }
+                    let op = byte(s, &mut p)?;
+                    let at = p;
+                    let v = match op {
+                        0x41 => sleb(s, &mut p, 32)?,
+                        0x42 => sleb(s, &mut p, 64)?,
+                        _ => return Err("offset".into()),
+                    };
+                    if byte(s, &mut p)? != 0x0b {
+                        return Err("offset end".into());
+                    }
+                    Some((at, p - 1 - at, (op == 0x41).then_some(v), v as u64 & 0xffff_ffff))
+                }
+                1 => None,
+                _ => return Err("segment flags".into()),
+            };
+            let len = uleb(s, &mut p, 32)?;
+            skip(s, &mut p, len)?;
+            out.push(field.map(|(at, w, v, address)| (at, w, v, address.wrapping_add(len) & 0xffff_ffff)));
+        }
+        Ok(out)
+    };
+    let Ok(segments) = walk(m) else { return Ok(()) };
+    let mut last_end = 0i64;
+    for (at, w, value, end_as_is) in segments.into_iter().flatten() {
+        let modulus = 1i64 << (7 * w as u32).min(32);
+        let signed = |v: i64| {
+            let v = v.rem_euclid(modulus);
+            if v >= modulus / 2 {
+                v - modulus
+            } else {
+                v
+            }
+        };
+        let mut field = Vec::new();
+        let mut end_here = end_as_is as i64;
+        match value {
+            Some(v) if joining => {
+                let address = signed(v + last_end);
+                put_sleb(&mut field, address);
+                if field.len() != w {
+                    return Err("a data gap restores an address not of its width".into());
+                }
+                let len = (end_as_is as i64 - (v & 0xffff_ffff)).rem_euclid(1 << 32);
+                end_here = (address + len).rem_euclid(1 << 32);
+            }
+            Some(v) => {
+                put_sleb(&mut field, v);
+                if field.len() == w {
+                    field.clear();
+                    let gap = signed(v - last_end);
+                    for i in 0..w {
+                        let b = ((gap >> (7 * i)) & 0x7f) as u8;
+                        field.push(if i + 1 < w { b | 0x80 } else { b });
+                    }
+                } else {
+                    field.clear();
+                }
+            }
+            None => {}
+        }
+        if !field.is_empty() {
+            m[at..at + w].copy_from_slice(&field);
+        }
+        last_end = end_here;
+    }
+    Ok(())
 }
 
 /// §2.8.7: the module with its code section interleaved again.
@@ -1403,5 +1507,8 @@ fn join(n: &[u8], lens: &[u64; 12], coding: Coding) -> Outcome<Vec<u8>> {
     let mut out = n[..start].to_vec();
     out.extend_from_slice(&f.out[0]);
     out.extend_from_slice(&n[end..]);
+    if coding.gaps {
+        gaps(&mut out, true)?;
+    }
     Ok(out)
 }

@@ -202,10 +202,19 @@ fn code_section_len(m: &[u8]) -> usize {
 /// `inserted` functions near the start: every later slot and index shifts.
 pub fn go_like_versions(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
     let (v1, v2, all) = version_ids(n, inserted);
-    (go_like_of(&v1, all), go_like_of(&v2, all))
+    (go_like_of(&v1, all, false), go_like_of(&v2, all, false))
 }
 
-fn go_like_of(ids: &[u64], all: u64) -> Vec<u8> {
+/// [`go_like_versions`] with the data cut where zeros run, as Go's linker cuts it: a segment
+/// of 12 bytes per function in module order (its PC and a number), 4 zero bytes between, so
+/// every segment's address after the inserted functions moves (the split layout's data gaps,
+/// §2.8.7).
+pub fn go_like_segmented_versions(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
+    let (v1, v2, all) = version_ids(n, inserted);
+    (go_like_of(&v1, all, true), go_like_of(&v2, all, true))
+}
+
+fn go_like_of(ids: &[u64], all: u64, segmented: bool) -> Vec<u8> {
     const IMPORTS: u64 = 2;
     const BASE: u64 = 4;
     let index_of = |id: u64| ids.iter().position(|&x| x == id).map(|p| p as u64);
@@ -271,11 +280,25 @@ fn go_like_of(ids: &[u64], all: u64) -> Vec<u8> {
             words.extend_from_slice(&[0; 4]);
         }
     }
-    let mut data = vec![1u8, 0x00, 0x41];
-    sleb(1024, &mut data);
-    data.push(0x0b);
-    uleb(words.len() as u64, &mut data);
-    data.extend(words);
+    let mut data = Vec::new();
+    if segmented {
+        // In the functions' order: the inserted ones' segments come early, and move the rest.
+        uleb(ids.len() as u64, &mut data);
+        for (k, &id) in ids.iter().enumerate() {
+            data.extend_from_slice(&[0x00, 0x41]);
+            sleb(1024 + 16 * k as i64, &mut data);
+            data.push(0x0b);
+            uleb(12, &mut data);
+            data.extend_from_slice(&pc_of(id).expect("in this version").to_le_bytes());
+            data.extend_from_slice(&mix(id).to_le_bytes()[..4]);
+        }
+    } else {
+        data.extend_from_slice(&[1u8, 0x00, 0x41]);
+        sleb(1024, &mut data);
+        data.push(0x0b);
+        uleb(words.len() as u64, &mut data);
+        data.extend(words);
+    }
     section(11, &data, &mut out);
     out
 }
