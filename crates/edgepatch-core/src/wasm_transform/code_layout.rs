@@ -1052,15 +1052,15 @@ pub(crate) fn field_stream(module: &[u8], field: Field, coding: Coding) -> Parse
 /// The BLAKE3 of [`join`]'s module, joined a body at a time ([`join_each`]) instead of held,
 /// with `replaced`'s bytes (module offset, bytes; ascending, outside the code section) in
 /// place of those there.
-pub(crate) fn join_hash(split: &[u8], lens: &[u64; FIELDS], coding: Coding, replaced: &[(usize, Vec<u8>)]) -> ParseResult<blake3::Hash> {
+pub(crate) fn join_hash(split: &[u8], lens: &[u64; FIELDS], coding: Coding, replaced: &[(usize, super::data_gaps::Field)]) -> ParseResult<blake3::Hash> {
     let (start, end, _) = streams(split, lens)?;
     let mut hasher = blake3::Hasher::new();
     let hash_replaced = |hasher: &mut blake3::Hasher, from: usize, to: usize| {
         let mut at = from;
-        for (r, bytes) in replaced.iter().filter(|(r, _)| (from..to).contains(r)) {
+        for (r, field) in replaced.iter().filter(|(r, _)| (from..to).contains(r)) {
             hasher.update(&split[at..*r]);
-            hasher.update(bytes);
-            at = r + bytes.len();
+            hasher.update(field.bytes());
+            at = r + field.bytes().len();
         }
         hasher.update(&split[at..to]);
     };
