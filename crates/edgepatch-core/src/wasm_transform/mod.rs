@@ -556,7 +556,8 @@ struct Image {
 /// `read`, its split layout written through `write` (offset, bytes; every byte of the module
 /// once: the other sections as they are, the code section's streams front to back in pieces
 /// of about 64 KiB). Holds a window and a buffer per stream, not the module (an applier that
-/// keeps the split old module in its scratch space). The same errors as
+/// keeps the split old module in its scratch space); with data gaps also the data section,
+/// as the inverse holds the new module's (§2.8.7). The same errors as
 /// [`split_code_layout`]; one from `read` or `write` is returned as is.
 pub fn split_code_layout_read<E: From<TransformError>>(len: u64, read: &mut ReadAt<'_, E>, side_info: &[u8], write: &mut WriteAt<'_, E>) -> Result<(), E> {
     let layout = split_layout(side_info)?;

@@ -629,6 +629,7 @@ const HOSTILE_FILES: &[(&str, &[u8])] = &[
     hostile!("wasm-split-stream-left-over.patch"),
     hostile!("wasm-split-body-past-streams.patch"),
     hostile!("wasm-split-locals-coding.patch"),
+    hostile!("wasm-data-gap-narrower-address.patch"),
     hostile!("wasm-normalized-many-sections.patch"),
     hostile!("wasm-normalized-many-imports.patch"),
     hostile!("wasm-normalized-many-bodies.patch"),
