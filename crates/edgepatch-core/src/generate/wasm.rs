@@ -220,9 +220,11 @@ const SPLIT_TRIAL_LEVEL: i32 = 3;
 
 /// The split layout is kept where its trial is under this share (percent) of the whole
 /// module's: splitting costs what the trial does not see (a larger side info, a segment's
-/// headers and frames per part). On the 15 measured pairs the trials' ratio was at most 0.83
-/// where splitting paid and at least 0.99 where it did not (sql.js 0.997: split 24% larger).
-const SPLIT_TRIAL_MAX_PERCENT: usize = 95;
+/// headers and frames per part). On the 20 wasm pairs measured in session 34 the trials' ratio
+/// was at most 0.824 (ort) where splitting paid, and at least 0.928 where it did not: sql.js,
+/// whose split patch was 14,655 bytes against 12,549 whole. (It was 0.997 before the data gaps
+/// made its split data section smaller, and this share 95.)
+const SPLIT_TRIAL_MAX_PERCENT: usize = 88;
 
 /// How the patch stores a module: its normalized form, or that in the field-split layout
 /// with the old module split.
