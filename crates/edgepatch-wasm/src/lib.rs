@@ -738,6 +738,15 @@ pub fn channel_statement(key_id_hex: &str, game: &str, channel: &str, build: &st
     trust::channel_statement(&key_id_arg(key_id_hex)?, game, channel, build, js_u64("sequence", sequence)?, js_u64("expires", expires)?).map_err(core_err)
 }
 
+/// The bytes an old key signs to hand over to `new_public_key` (32 bytes): a key rotation
+/// (docs/UPDATE_PROTOCOL.md, "Signed statements", kind 3). Throws for a new key that is not
+/// a usable ed25519 key, or that is the old key.
+#[wasm_bindgen(js_name = rotationStatement)]
+pub fn rotation_statement(old_key_id_hex: &str, new_public_key: &[u8]) -> Result<Vec<u8>, JsError> {
+    let pk: &[u8; 32] = new_public_key.try_into().map_err(|_| JsError::new(&format!("new public key has {} bytes, not 32", new_public_key.len())))?;
+    trust::rotation_statement(&key_id_arg(old_key_id_hex)?, pk).map_err(core_err)
+}
+
 /// Checks an ed25519 signature (for engines whose WebCrypto lacks Ed25519).
 /// False for a bad signature; throws only for arguments of the wrong size.
 #[wasm_bindgen(js_name = verifyEd25519)]

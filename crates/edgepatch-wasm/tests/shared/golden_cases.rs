@@ -237,6 +237,27 @@ fn statements_and_signatures_through_the_bindings() {
 }
 
 #[wasm_bindgen_test]
+fn rotation_statement_through_the_bindings() {
+    // RFC 8032's first test key (public key of the all-zero-message vector 1).
+    let new_pk: [u8; 32] = [
+        0xd7, 0x5a, 0x98, 0x01, 0x82, 0xb1, 0x0a, 0xb7, 0xd5, 0x4b, 0xfe, 0xd3, 0xc9, 0x64, 0x07, 0x3a, 0x0e, 0xe1, 0x72, 0xf3, 0xda, 0xa6, 0x23, 0x25, 0xaf, 0x02,
+        0x1a, 0x68, 0xf7, 0x07, 0x51, 0x1a,
+    ];
+    let old_id = "0123456789abcdef";
+    let s = edgepatch_wasm::rotation_statement(old_id, &new_pk).unwrap();
+    let mut want = b"EPSTMT1\0".to_vec();
+    want.push(3);
+    want.extend_from_slice(&[0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef]);
+    want.extend_from_slice(&new_pk);
+    assert_eq!(s, want);
+    assert!(edgepatch_wasm::rotation_statement(old_id, &new_pk[..31]).is_err());
+    assert!(edgepatch_wasm::rotation_statement("xyz", &new_pk).is_err());
+    assert!(edgepatch_wasm::rotation_statement(old_id, &[0u8; 32]).is_err());
+    let own_id = edgepatch_wasm::key_id(&new_pk).unwrap();
+    assert!(edgepatch_wasm::rotation_statement(&own_id, &new_pk).is_err());
+}
+
+#[wasm_bindgen_test]
 fn read_into_is_used_when_the_source_has_it() {
     let (old, sink) = (v1_source_with(true), collecting_sink(None));
     apply(GOLDEN_PATCH, 1000, &old, &sink).expect("golden patch applies");
