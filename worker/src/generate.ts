@@ -391,6 +391,51 @@ export async function signDescriptor(env: Env, d: UpdateDescriptor): Promise<Upd
   return { ...unsigned, keyId: s.keyId, signature: await s.sign(updateStatement(s.keyId, d.game, d.from, d.to, d.manifestSize, d.manifestBlake3)) };
 }
 
+/** Whether the current key signed `d`'s update statement, and `d` is of the pair (game, from, to). */
+async function signedByCurrentKey(env: Env, game: string, from: string, to: string, d: UpdateDescriptor): Promise<boolean> {
+  const signer = statementSigner(env.MANIFEST_SIGNING_KEY);
+  if (!signer || typeof d.signature !== "string" || d.game !== game || d.from !== from || d.to !== to) return false;
+  if (!Number.isSafeInteger(d.manifestSize) || typeof d.manifestBlake3 !== "string" || !/^[0-9a-f]{64}$/.test(d.manifestBlake3)) return false;
+  const s = await signer;
+  if (d.keyId !== s.keyId) return false;
+  return s.verify(updateStatement(s.keyId, game, from, to, d.manifestSize, d.manifestBlake3), d.signature);
+}
+
+/** The fields of a descriptor besides its signature: what a re-signed descriptor must repeat. */
+const GENERATED_FIELDS = ["game", "from", "to", "manifestUrl", "manifestSize", "manifestBlake3", "patchUrl", "patchSize", "patchBlake3"] as const;
+
+/**
+ * Why the pair's stored descriptor, manifest or patch is not what this Worker generated
+ * (`generated`: the pair's PatchGeneration record, kept in Durable Object storage, which the
+ * bucket cannot write), or null when they agree. The statement a re-signature covers (game,
+ * from, to, manifest size and BLAKE3) is taken from `generated` and checked against the
+ * descriptor; the stored manifest is read and hashed (it binds the patch's size and BLAKE3);
+ * the stored patch's size is checked (its BLAKE3 is the manifest's, checked by every client as
+ * it streams: hashing it here would read the whole patch).
+ */
+export async function storedMismatch(env: Env, game: string, from: string, to: string, stored: UpdateDescriptor, generated: UpdateDescriptor): Promise<string | null> {
+  const pair = { game, from, to };
+  for (const f of ["game", "from", "to"] as const) {
+    if (generated[f] !== pair[f]) return `the generated record's ${f} is ${JSON.stringify(generated[f])}, not ${JSON.stringify(pair[f])}`;
+  }
+  for (const f of GENERATED_FIELDS) {
+    if (stored[f] !== generated[f]) return `the stored descriptor's ${f} is ${JSON.stringify(stored[f])}, the generated one's ${JSON.stringify(generated[f])}`;
+  }
+  const manifest = await env.BUCKET.get(keys.manifest(game, from, to));
+  if (manifest === null) return "the stored manifest is missing";
+  if (manifest.size !== generated.manifestSize) {
+    await manifest.body.cancel();
+    return `the stored manifest is ${manifest.size} bytes, the generated one ${generated.manifestSize}`;
+  }
+  wasm.initWasm();
+  const manifestBlake3 = wasm.blake3Hex(new Uint8Array(await manifest.arrayBuffer()));
+  if (manifestBlake3 !== generated.manifestBlake3) return `the stored manifest's BLAKE3 is ${manifestBlake3}, the generated one's ${generated.manifestBlake3}`;
+  const patch = await env.BUCKET.head(keys.patch(game, from, to));
+  if (patch === null) return "the stored patch is missing";
+  if (patch.size !== generated.patchSize) return `the stored patch is ${patch.size} bytes, the generated one ${generated.patchSize}`;
+  return null;
+}
+
 export function backoffResult(f: GenerationFailure): GenerateResult {
   const retryAfter = Math.max(1, Math.ceil((f.retryAt - Date.now()) / 1000));
   return { ok: false, status: 503, error: "this update could not be generated; it is tried again later", retryAfter };
@@ -419,8 +464,12 @@ export class PatchGeneration extends DurableObject<Env> {
   private async run(game: string, from: string, to: string): Promise<GenerateResult> {
     const stored = await this.ctx.storage.get<UpdateDescriptor>("descriptor");
     if (stored) return { ok: true, descriptor: stored, generated: false };
+    // A descriptor in the bucket without this object's record (one written just before an
+    // eviction) is taken only if the current key signed its statement for this pair: the bucket
+    // is not trusted, and this record is what a descriptor is re-signed from (trustedDescriptor).
+    // Any other is generated again (which overwrites it).
     const persisted = await getJson<UpdateDescriptor>(this.env.BUCKET, keys.descriptor(game, from, to));
-    if (persisted) {
+    if (persisted && (await signedByCurrentKey(this.env, game, from, to, persisted))) {
       await this.ctx.storage.put("descriptor", persisted);
       return { ok: true, descriptor: persisted, generated: false };
     }

@@ -16,7 +16,7 @@ import { ConfigError, settings } from "./settings";
 import { consumePairs, enqueueMove } from "./pregenerate";
 import { consumeSteps } from "./fanout";
 import { abortStaleUploads, applyRetention, deleteBuild, forgetPendingUpload, recordPendingUpload, sweepGenerationRuns } from "./operations";
-import { signDescriptor, type UpdateDescriptor } from "./generate";
+import { signDescriptor, storedMismatch, type UpdateDescriptor } from "./generate";
 import type { Env } from "./env";
 
 export { PatchGeneration } from "./generate";
@@ -320,22 +320,37 @@ route("PUT", "/v1/games/:game/channels/:channel", "owner", async ({ req, env }, 
 
 const DESCRIPTOR_CACHE = "public, max-age=3600";
 
+/** The pair's descriptor as its PatchGeneration object holds it, generating it first if no one has. */
+async function generatedDescriptor(env: Env, game: string, from: string, to: string): Promise<{ descriptor: UpdateDescriptor; generated: boolean }> {
+  const stub = env.GENERATIONS.get(env.GENERATIONS.idFromName(`${game}/${from}/${to}`));
+  const result = await stub.generate(game, from, to);
+  if (!result.ok) throw new HttpError(result.status, result.error, result.retryAfter ? { "Retry-After": String(result.retryAfter) } : {});
+  return result;
+}
+
 route("GET", "/v1/games/:game/updates/:from/:to", "released", async ({ req, env, ctx, url }, [game, from, to]) => {
   const cached = await cacheLookup(req, url);
   if (cached) return cached;
   let descriptor = await getJson<UpdateDescriptor>(env.BUCKET, keys.descriptor(game, from, to));
   let source = "r2";
   if (descriptor === null) {
-    const stub = env.GENERATIONS.get(env.GENERATIONS.idFromName(`${game}/${from}/${to}`));
-    const result = await stub.generate(game, from, to);
-    if (!result.ok) throw new HttpError(result.status, result.error, result.retryAfter ? { "Retry-After": String(result.retryAfter) } : {});
+    const result = await generatedDescriptor(env, game, from, to);
     descriptor = result.descriptor;
     source = result.generated ? "generated" : "joined";
   }
   const signer = statementSigner(env.MANIFEST_SIGNING_KEY);
   if ((signer ? (await signer).keyId : undefined) !== descriptor.keyId) {
-    // Signed by a key since rotated out (or the server stopped signing): sign it again.
-    descriptor = await signDescriptor(env, descriptor);
+    // Signed by a key since rotated out (or the server stopped signing): signed again, but only
+    // what this Worker generated. The bucket's copy is not trusted: the descriptor signed is the
+    // pair's own record, and a stored descriptor, manifest or patch that differs from it is
+    // refused (the log says how), never signed.
+    const generated = (await generatedDescriptor(env, game, from, to)).descriptor;
+    const mismatch = await storedMismatch(env, game, from, to, descriptor, generated);
+    if (mismatch !== null) {
+      console.error(`refusing to sign the update ${game} ${from} -> ${to} again: ${mismatch}`);
+      throw new HttpError(500, "internal error: the stored update is not the one this server generated, so it is not signed");
+    }
+    descriptor = await signDescriptor(env, generated);
     await env.BUCKET.put(keys.descriptor(game, from, to), JSON.stringify(descriptor), { httpMetadata: { contentType: "application/json" } });
   }
   const headers = { "Cache-Control": DESCRIPTOR_CACHE, ETag: `"u-${descriptor.manifestBlake3}"` };

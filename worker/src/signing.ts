@@ -13,6 +13,8 @@ export interface StatementSigner {
   publicKey: string;
   /** 16 hex digits (docs/UPDATE_PROTOCOL.md "Key id"). */
   keyId: string;
+  /** Whether `signature` (base64) is this key's ed25519 signature of `statement`. */
+  verify(statement: Uint8Array, signature: string): Promise<boolean>;
 }
 
 // The loaded signer, never a pending promise: in workerd a promise created by one request
@@ -40,11 +42,22 @@ async function load(secret: string): Promise<StatementSigner> {
   const jwk = (await crypto.subtle.exportKey("jwk", key)) as JsonWebKey;
   if (!jwk.x) throw new Error("could not derive the ed25519 public key");
   const publicKey = fromBase64Url(jwk.x);
+  const verifyKey = (await crypto.subtle.importKey("raw", publicKey, { name: "Ed25519" }, false, ["verify"])) as CryptoKey;
   return {
     publicKey: base64(publicKey),
     keyId: keyId(publicKey),
     async sign(statement: Uint8Array): Promise<string> {
       return base64(new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, key, statement)));
+    },
+    async verify(statement: Uint8Array, signature: string): Promise<boolean> {
+      let bytes: Uint8Array;
+      try {
+        bytes = decodeBase64(signature);
+      } catch {
+        return false;
+      }
+      if (bytes.length !== 64) return false;
+      return crypto.subtle.verify({ name: "Ed25519" }, verifyKey, bytes, statement);
     },
   };
 }
