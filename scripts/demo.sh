@@ -40,7 +40,8 @@ print(f"== downloaded {patch:,} bytes instead of {full:,} (the whole v2 build): 
 PY
 
 echo "== the same update through the Worker: publish v1 and v2, then edgepatch update (patch generated on demand)"
-# The demo server's key is pinned on first use: in a throwaway config directory, not the user's.
+# The demo passes the development key with --public-key; the config directory (the channel
+# positions it remembers) is a throwaway one, not the user's.
 EDGEPATCH_CONFIG_DIR="$WORK/config" EDGEPATCH_BIN="$EDGEPATCH" node worker/scripts/demo.mjs "$WORK/v1" "$WORK/v2"
 
 echo "== the demo game portal: installs v1 into the browser's OPFS, then updates it to v2"

@@ -16,7 +16,7 @@ import { devVars, REPO, startWrangler } from "../../worker/scripts/wrangler-dev.
 const BIN = process.env.EDGEPATCH_BIN ?? join(REPO, "target/release/edgepatch");
 const { token, publicKey } = devVars();
 const work = mkdtempSync(join(tmpdir(), "edgepatch-worker-cli-"));
-// The CLI pins a server's key on first use in its config directory: a fresh one per run.
+// The CLI pins a server's key (--trust-on-first-use) in its config directory: a fresh one per run.
 const configDir = join(work, "config");
 let server;
 
@@ -111,8 +111,8 @@ test("a single large file over several segments, uploaded in parts, updates byte
   edgepatch(["publish", "--server", server.url, "--game", "pak", "--build", "v1", "--channel", "main", "--part-size", String(5 << 20), d1]);
   edgepatch(["publish", "--server", server.url, "--game", "pak", "--build", "v2", "--channel", "main", "--part-size", String(5 << 20), d2]);
   const out = join(work, "out-pak");
-  const r = edgepatch(["update", "--json", "--server", server.url, "--game", "pak", "--from", "v1", "--to", "v2", d1, out]);
-  // No key given: the server's key is pinned on first use, and it is the documented one.
+  const r = edgepatch(["update", "--json", "--server", server.url, "--game", "pak", "--from", "v1", "--to", "v2", "--trust-on-first-use", d1, out]);
+  // No key given, --trust-on-first-use: the server's key is pinned, and it is the documented one.
   assert.match(JSON.parse(r.stdout).key_source, /pinned on first use/);
   assert.match(readFileSync(join(configDir, "known_keys"), "utf8"), new RegExp(publicKey.replace(/[+/=]/g, "\\$&")));
   assert.ok(JSON.parse(r.stdout).patch_bytes < b.length / 4, `patch ${JSON.parse(r.stdout).patch_bytes} bytes for ${b.length}`);
@@ -246,7 +246,7 @@ test("update --channel: to the build the channel points at now, and after it mov
 
   // No such channel: a clear error, nothing written; --to and --channel together: refused.
   const missing = join(work, "out-no-channel");
-  const bad = edgepatch(["update", "--server", server.url, "--game", "demo", "--from", "v1", "--channel", "nosuch", join(work, "v1"), missing], { ok: false });
+  const bad = edgepatch(["update", "--server", server.url, "--game", "demo", "--from", "v1", "--channel", "nosuch", "--public-key", publicKey, join(work, "v1"), missing], { ok: false });
   assert.notEqual(bad.status, 0);
   assert.match(bad.stderr, /404.*no channel demo\/nosuch/);
   assert.equal(existsSync(missing), false);

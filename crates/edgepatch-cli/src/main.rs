@@ -172,14 +172,42 @@ enum Command {
         channel: Option<String>,
         /// base64 ed25519 public key the update must be signed with (repeatable, or comma
         /// separated: any of them). Default: EDGEPATCH_PUBLIC_KEY, else the keys pinned for
-        /// the server in the config directory's known_keys (its key is pinned on first use).
+        /// the server in the config directory's known_keys. A key the server rotated to is
+        /// accepted through a rotation signed by one of these.
         #[arg(long)]
         public_key: Vec<String>,
+        /// With no key given or pinned for the server: pin the key it presents now (check it
+        /// out of band). Not with --allow-insecure-http.
+        #[arg(long)]
+        trust_on_first_use: bool,
         /// Allow plain http to a server that is not this machine.
         #[arg(long)]
         allow_insecure_http: bool,
         old_dir: PathBuf,
         out_dir: PathBuf,
+    },
+    /// Signing key tasks for servers that keep their own `v1/public-key` (the Worker).
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Print the key rotation from OLD_KEY to NEW_KEY, signed by OLD_KEY, as a JSON array of
+    /// rotations (oldest first): the ones in --rotations, then the new one
+    /// (docs/UPDATE_PROTOCOL.md, "v1/public-key"; the Worker's KEY_ROTATIONS).
+    Rotate {
+        /// The signing key clients trust now (a key file from `edgepatch keygen`).
+        #[arg(long)]
+        old_key: PathBuf,
+        /// The signing key to move to.
+        #[arg(long)]
+        new_key: PathBuf,
+        /// A JSON array of the earlier rotations, to append to.
+        #[arg(long, value_name = "FILE")]
+        rotations: Option<PathBuf>,
     },
 }
 
@@ -238,6 +266,16 @@ enum SiteCommand {
     Refresh {
         #[command(flatten)]
         signing: SiteSigning,
+    },
+    /// Move the site from its signing key (--key) to NEW_KEY: publishes a rotation signed by
+    /// the old key in v1/public-key, then re-signs every descriptor and channel with the new
+    /// key. Clients that trust the old key follow it.
+    RotateKey {
+        #[command(flatten)]
+        signing: SiteSigning,
+        /// The new signing key file (from `edgepatch keygen`).
+        #[arg(long)]
+        new_key: PathBuf,
     },
 }
 
@@ -309,8 +347,30 @@ fn run_site(cli: &Cli, command: &SiteCommand) -> Result<(), String> {
             }
             Ok(())
         }
+        SiteCommand::RotateKey { signing, new_key } => {
+            let (old, mut s) = signing.open()?;
+            let new = static_site::SiteKey::load(new_key)?;
+            let r = s.rotate_key(&old, &new, signing.ttl_secs())?;
+            if cli.json {
+                println!(
+                    "{}",
+                    json!({ "ok": true, "command": "site rotate-key", "from": old.key_id_hex(), "key_id": new.key_id_hex(),
+                            "descriptors": r.descriptors, "channels": r.channels, "rotation": r.rotation })
+                );
+            } else {
+                println!(
+                    "site: rotated the signing key {} -> {} (rotation signed by the old key in v1/public-key); re-signed {} descriptors and {} channel documents; upload {}",
+                    old.key_id_hex(),
+                    new.key_id_hex(),
+                    r.descriptors,
+                    r.channels,
+                    signing.site.join("public").display()
+                );
+            }
+            Ok(())
+        }
         SiteCommand::Refresh { signing } => {
-            let (key, s) = signing.open()?;
+            let (key, mut s) = signing.open()?;
             let n = s.refresh(&key, signing.ttl_secs())?;
             let ttl_days = signing.ttl_days;
             if cli.json {
@@ -566,8 +626,29 @@ fn run(cli: &Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Update { server, game, from, to, channel, public_key, allow_insecure_http, old_dir, out_dir } => {
+        Command::Key { command: KeyCommand::Rotate { old_key, new_key, rotations } } => {
+            let (old, new) = (static_site::SiteKey::load(old_key)?, static_site::SiteKey::load(new_key)?);
+            let mut list = match rotations {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path).map_err(|e| with_path(path, e).to_string())?;
+                    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+                    server_client::parse_rotations(&json!({ "rotations": v })).map_err(|e| format!("{}: {e}", path.display()))?;
+                    v.as_array().cloned().unwrap_or_default()
+                }
+                None => Vec::new(),
+            };
+            if list.len() >= edgepatch_core::trust::MAX_ROTATIONS {
+                return Err(format!("already {} rotations: clients follow at most {}", list.len(), edgepatch_core::trust::MAX_ROTATIONS));
+            }
+            list.push(static_site::rotation_json(&old, &new)?);
+            println!("{}", serde_json::Value::Array(list));
+            Ok(())
+        }
+        Command::Update { server, game, from, to, channel, public_key, trust_on_first_use, allow_insecure_http, old_dir, out_dir } => {
             let started = Instant::now();
+            if *trust_on_first_use && *allow_insecure_http {
+                return Err("--trust-on-first-use cannot be used with --allow-insecure-http: over plain http anyone on the network chooses the key that would be pinned; pass the server's key with --public-key (or EDGEPATCH_PUBLIC_KEY)".into());
+            }
             let server = server_client::Server::new(server, *allow_insecure_http)?;
             let env_key = std::env::var("EDGEPATCH_PUBLIC_KEY").ok();
             let keys = match trusted_keys::parse_key_list(public_key.iter().map(String::as_str), "--public-key")? {
@@ -579,7 +660,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                 (None, Some(c)) => server_client::UpdateTarget::Channel(c),
                 (None, None) => return Err("update needs --to BUILD or --channel NAME".into()),
             };
-            let opts = server_client::UpdateOptions { game, from, to: target, keys };
+            let opts = server_client::UpdateOptions { game, from, to: target, keys, trust_on_first_use: *trust_on_first_use };
             let bar = progress_bar(cli, 0, "update");
             let s = server_client::update(&server, old_dir, out_dir, opts, &mut |done, total| {
                 bar.set_length(total);

@@ -289,8 +289,10 @@ pub struct UpdateOptions<'a> {
     pub from: &'a str,
     pub to: UpdateTarget<'a>,
     /// Keys given on the command line or in the environment; None: the keys pinned for
-    /// this server (pinned now if it was never seen).
+    /// this server.
     pub keys: Option<KeySet>,
+    /// With no key given or pinned: pin the key the server presents now (else refused).
+    pub trust_on_first_use: bool,
 }
 
 pub struct UpdateSummary {
@@ -320,20 +322,86 @@ fn b64_sig(what: &str, text: &str) -> Result<[u8; 64], String> {
     bytes.as_slice().try_into().map_err(|_| format!("{what}: signature has {} bytes, not 64", bytes.len()))
 }
 
-/// The accepted key a document names by `keyId`, or an error that says what is accepted.
-fn signing_key<'k>(keys: &'k KeySet, doc: &Value, what: &str) -> Result<&'k TrustedKey, String> {
+/// Largest `v1/public-key` document read.
+const MAX_PUBLIC_KEY_DOC_BYTES: u64 = 1 << 20;
+
+/// The accepted key a document names by `keyId`. A key id that is not accepted is looked
+/// for in the server's key rotations (`follow_rotations`); else an error that says what is
+/// accepted.
+fn signing_key(server: &Server, keys: &mut KeySet, doc: &Value, what: &str) -> Result<TrustedKey, String> {
     let id = doc
         .get("keyId")
         .and_then(|v| v.as_str())
         .ok_or_else(|| format!("{what} has no keyId: the server does not sign (protocol v2), and updates must be signed"))?;
-    keys.find(id).ok_or_else(|| {
-        format!("{what} is signed by key {id}, which is not one of the accepted keys ({}) from {}; if the server rotated its key, check the new one out of band and pass it with --public-key", keys.ids(), keys.source)
-    })
+    if let Some(k) = keys.find(id) {
+        return Ok(k.clone());
+    }
+    let not_accepted = format!("{what} is signed by key {id}, which is not one of the accepted keys ({}) from {}", keys.ids(), keys.source);
+    let target = trust::parse_hex::<8>("key id", id).map_err(|e| format!("{not_accepted}: {e}"))?;
+    follow_rotations(server, keys, &target).map_err(|e| format!("{not_accepted}; {e}"))?;
+    keys.find(id).cloned().ok_or(not_accepted)
 }
 
-/// The accepted keys: given, else pinned for this server, else the server's current key,
-/// pinned now (trust on first use).
-pub fn resolve_keys(server: &Server, given: Option<KeySet>) -> Result<KeySet, String> {
+/// Reads the server's `v1/public-key` and follows its `rotations` from the accepted keys to
+/// the key `target` (edgepatch_core::trust::follow_rotations: every step signed by a key
+/// already trusted). The keys learned are added to `keys` and, when `keys` are the pinned
+/// ones, pinned beside them.
+fn follow_rotations(server: &Server, keys: &mut KeySet, target: &trust::KeyId) -> Result<(), String> {
+    let url = server.url("v1/public-key")?;
+    let mut body = Vec::new();
+    server.get_immutable(&url)?.into_reader().take(MAX_PUBLIC_KEY_DOC_BYTES + 1).read_to_end(&mut body).map_err(|e| format!("{url}: {e}"))?;
+    if body.len() as u64 > MAX_PUBLIC_KEY_DOC_BYTES {
+        return Err(format!("{url}: larger than {MAX_PUBLIC_KEY_DOC_BYTES} bytes"));
+    }
+    let doc: Value = serde_json::from_slice(&body).map_err(|e| format!("{url}: not JSON: {e}"))?;
+    let rotations = parse_rotations(&doc).map_err(|e| format!("{url}: {e}"))?;
+    let trusted: Vec<[u8; 32]> = keys.keys.iter().map(|k| k.public_key).collect();
+    let learned = trust::follow_rotations(&trusted, &rotations, target).map_err(|e| e.to_string())?;
+    let learned: Vec<TrustedKey> = learned.into_iter().map(|pk| TrustedKey { public_key: pk, key_id: trust::key_id_hex(&pk) }).collect();
+    for k in &learned {
+        match &keys.pinned_for {
+            Some(origin) => {
+                let known = KnownKeys::open()?;
+                known.pin(origin, k)?;
+                eprintln!("edgepatch: {origin} rotated its signing key to {}: the rotation is signed by a trusted key; pinned it in {}", k.key_id, known.path.display());
+            }
+            None => eprintln!(
+                "edgepatch: the server rotated its signing key to {}: the rotation is signed by a trusted key; accepted for this run (give it with --public-key from now on)",
+                k.key_id
+            ),
+        }
+    }
+    keys.keys.extend(learned);
+    keys.source = format!("{}, and keys learned from signed rotations", keys.source);
+    Ok(())
+}
+
+/// The `rotations` of a `v1/public-key` document (none when it has no such field).
+pub fn parse_rotations(doc: &Value) -> Result<Vec<trust::Rotation>, String> {
+    let Some(list) = doc.get("rotations") else { return Ok(Vec::new()) };
+    let list = list.as_array().ok_or("rotations is not an array")?;
+    if list.len() > trust::MAX_ROTATIONS {
+        return Err(format!("{} rotations listed, more than the {} a client follows", list.len(), trust::MAX_ROTATIONS));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let what = format!("rotation {i}");
+            let s = |k: &str| r.get(k).and_then(|v| v.as_str()).ok_or_else(|| format!("{what} has no {k}"));
+            let from = trust::parse_hex::<8>("key id", s("from")?).map_err(|e| format!("{what}: from: {e}"))?;
+            let key = trusted_keys::parse_public_key(s("publicKey")?).map_err(|e| format!("{what}: {e}"))?;
+            if s("keyId")? != key.key_id {
+                return Err(format!("{what}: keyId {} is not the key id of its publicKey ({})", s("keyId")?, key.key_id));
+            }
+            Ok(trust::Rotation { from, public_key: key.public_key, signature: b64_sig(&what, s("signature")?)? })
+        })
+        .collect()
+}
+
+/// The accepted keys: given, else pinned for this server, else (with `trust_on_first_use`
+/// only) the server's current key, pinned now. With none of these, refused before anything
+/// is fetched.
+pub fn resolve_keys(server: &Server, given: Option<KeySet>, trust_on_first_use: bool) -> Result<KeySet, String> {
     if let Some(k) = given {
         return Ok(k);
     }
@@ -341,23 +409,29 @@ pub fn resolve_keys(server: &Server, given: Option<KeySet>) -> Result<KeySet, St
     let origin = server.origin();
     let pinned = known.pinned(&origin)?;
     if !pinned.is_empty() {
-        return Ok(KeySet { keys: pinned, source: format!("pinned for {origin} in {}", known.path.display()) });
+        return Ok(KeySet { keys: pinned, source: format!("pinned for {origin} in {}", known.path.display()), pinned_for: Some(origin) });
+    }
+    if !trust_on_first_use {
+        return Err(format!(
+            "no signing key for {origin}: pass the server's public key with --public-key KEY (or EDGEPATCH_PUBLIC_KEY), \
+             or --trust-on-first-use to pin the key it presents now (check that key out of band); nothing was fetched"
+        ));
     }
     let url = server.url("v1/public-key")?;
     let v: Value = server.get_immutable(&url)?.into_json().map_err(|e| format!("{url}: not JSON: {e}"))?;
     let key = trusted_keys::parse_public_key(v["publicKey"].as_str().ok_or("v1/public-key has no publicKey")?)?;
     known.pin(&origin, &key)?;
     eprintln!(
-        "edgepatch: first use of {origin}: pinned its signing key {} in {} (check it out of band; a different key later is refused)",
+        "edgepatch: first use of {origin} (--trust-on-first-use): pinned its signing key {} in {} (check it out of band; another key later is accepted only through a rotation signed by this one)",
         key.key_id,
         known.path.display()
     );
-    Ok(KeySet { keys: vec![key], source: format!("pinned on first use for {origin} in {}", known.path.display()) })
+    Ok(KeySet { keys: vec![key], source: format!("pinned on first use for {origin} in {}", known.path.display()), pinned_for: Some(origin) })
 }
 
 /// The build `channel` of `game` points at now, from its signed document: the signature
 /// under an accepted key, the names, not expired, not older than the newest one seen.
-pub fn channel_head(server: &Server, keys: &KeySet, game: &str, channel: &str) -> Result<ChannelHead, String> {
+pub fn channel_head(server: &Server, keys: &mut KeySet, game: &str, channel: &str) -> Result<ChannelHead, String> {
     name_ok("game", game)?;
     name_ok("channel", channel)?;
     let url = server.url(&format!("v1/games/{game}/channels/{channel}"))?;
@@ -371,7 +445,7 @@ pub fn channel_head(server: &Server, keys: &KeySet, game: &str, channel: &str) -
     if s("game")? != game || s("channel")? != channel {
         return Err(format!("{what}: the document is for {}/{}", s("game")?, s("channel")?));
     }
-    let key = signing_key(keys, &v, &what)?;
+    let key = signing_key(server, keys, &v, &what)?;
     let kid = trust::parse_hex::<8>("key id", &key.key_id).map_err(|e| e.to_string())?;
     let statement = trust::channel_statement(&kid, game, channel, &build, sequence, expires).map_err(|e| format!("{what}: {e}"))?;
     trust::verify_ed25519(&key.public_key, &statement, &b64_sig(&what, s("signature")?)?).map_err(|e| format!("{what}: {e}"))?;
@@ -411,7 +485,7 @@ impl<R: Read> Read for HashingReader<R> {
 pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<UpdateSummary, String> {
     name_ok("game", o.game)?;
     name_ok("from build", o.from)?;
-    let keys = resolve_keys(server, o.keys)?;
+    let mut keys = resolve_keys(server, o.keys, o.trust_on_first_use)?;
     // A channel is resolved once: the update is to that build even if the channel moves meanwhile.
     let (to, channel) = match o.to {
         UpdateTarget::Build(b) => {
@@ -419,7 +493,7 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
             (b.to_string(), None)
         }
         UpdateTarget::Channel(c) => {
-            let head = channel_head(server, &keys, o.game, c)?;
+            let head = channel_head(server, &mut keys, o.game, c)?;
             (head.build.clone(), Some((c, head)))
         }
     };
@@ -437,7 +511,7 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
 
     // The update statement, rebuilt from what was asked for: game, from and to are signed.
     let what = format!("update {} {} -> {to}", o.game, o.from);
-    let key = signing_key(&keys, &d, &what)?;
+    let key = signing_key(server, &mut keys, &d, &what)?;
     let kid = trust::parse_hex::<8>("key id", &key.key_id).map_err(|e| e.to_string())?;
     let statement = trust::update_statement(&kid, o.game, o.from, to, manifest_size, &manifest_blake3).map_err(|e| format!("{what}: {e}"))?;
     trust::verify_ed25519(&key.public_key, &statement, &b64_sig(&what, &str_field("signature")?)?)

@@ -13,6 +13,10 @@
 //!   builds/G/B/                    a copy of each build
 //! ```
 //!
+//! The site's signing key is the one its `v1/public-key` names: `site add`, `site channel`
+//! and `site refresh` refuse any other key, and `site rotate-key` moves the site to a new key
+//! with a rotation signed by the old one (docs/UPDATE_PROTOCOL.md, "v1/public-key").
+//!
 //! `site add` publishes a build: patches from nothing (`_`, an install) and from
 //! each of the game's last `--history` builds, so clients never follow a chain
 //! of patches; with `--channel` it moves the channel (sequence + 1).
@@ -47,6 +51,10 @@ impl SiteKey {
         Ok(SiteKey { signing, key_id })
     }
 
+    fn public_key(&self) -> [u8; 32] {
+        self.signing.verifying_key().to_bytes()
+    }
+
     fn sign(&self, statement: &[u8]) -> String {
         base64::engine::general_purpose::STANDARD.encode(self.signing.sign(statement).to_bytes())
     }
@@ -59,6 +67,26 @@ impl SiteKey {
 pub struct Site {
     root: PathBuf,
     state: Value,
+    /// The published `v1/public-key` document, if any.
+    keys: Option<Value>,
+}
+
+/// The rotation from `old` to `new` as a `v1/public-key` document lists it: signed by `old`.
+pub fn rotation_json(old: &SiteKey, new: &SiteKey) -> Result<Value, String> {
+    let statement = trust::rotation_statement(&old.key_id, &new.public_key()).map_err(|e| e.to_string())?;
+    Ok(json!({
+        "from": old.key_id_hex(), "keyId": new.key_id_hex(),
+        "publicKey": base64::engine::general_purpose::STANDARD.encode(new.public_key()),
+        "signature": old.sign(&statement),
+    }))
+}
+
+/// What `rotate_key` did.
+pub struct Rotated {
+    pub descriptors: usize,
+    pub channels: usize,
+    /// The rotation it published.
+    pub rotation: Value,
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> String {
@@ -152,7 +180,33 @@ impl Site {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({ "version": 1, "games": {} }),
             Err(e) => return Err(io_err(&path, e)),
         };
-        Ok(Site { root: root.to_path_buf(), state })
+        let key_path = root.join("public/v1/public-key");
+        let keys = match fs::read(&key_path) {
+            Ok(b) => Some(serde_json::from_slice::<Value>(&b).map_err(|e| format!("{}: {e}", key_path.display()))?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io_err(&key_path, e)),
+        };
+        Ok(Site { root: root.to_path_buf(), state, keys })
+    }
+
+    /// The key id the site publishes as its current key, if it published one.
+    fn published_key_id(&self) -> Option<&str> {
+        self.keys.as_ref().and_then(|d| d["keyId"].as_str())
+    }
+
+    /// Refuses a signing key that is not the site's published key: clients that pinned the
+    /// published key would refuse everything it signs.
+    fn check_key(&self, key: &SiteKey) -> Result<(), String> {
+        match self.published_key_id() {
+            Some(published) if published != key.key_id_hex() => Err(format!(
+                "signing key {} is not this site's key {} (its v1/public-key); clients that trust {published} would refuse what it signs. \
+                 To move the site to the new key, run `edgepatch site rotate-key --site {} --key <the key of {published}> --new-key <new key file>`",
+                key.key_id_hex(),
+                published,
+                self.root.display()
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn save(&self) -> Result<(), String> {
@@ -172,11 +226,101 @@ impl Site {
         self.state["games"][game]["builds"].as_array().map(|a| a.iter().filter_map(|b| b.as_str().map(str::to_string)).collect()).unwrap_or_default()
     }
 
-    fn write_public_key(&self, key: &SiteKey) -> Result<(), String> {
-        let pk = base64::engine::general_purpose::STANDARD.encode(key.signing.verifying_key().to_bytes());
+    /// Writes `v1/public-key` with `key` as the current key, keeping the keys and rotations
+    /// published before, and `rotation` appended to them.
+    fn write_public_key(&mut self, key: &SiteKey, rotation: Option<Value>) -> Result<(), String> {
+        let pk = base64::engine::general_purpose::STANDARD.encode(key.public_key());
         let kid = key.key_id_hex();
-        let doc = json!({ "algorithm": "ed25519", "publicKey": pk, "keyId": kid, "keys": [{ "keyId": kid, "publicKey": pk }] });
-        write_file(&self.public("v1/public-key"), (doc.to_string() + "\n").as_bytes())
+        let old = self.keys.take().unwrap_or(Value::Null);
+        let mut keys: Vec<Value> = old["keys"].as_array().cloned().unwrap_or_default();
+        keys.retain(|k| k["keyId"].as_str() != Some(&kid));
+        keys.insert(0, json!({ "keyId": kid, "publicKey": pk }));
+        let mut rotations: Vec<Value> = old["rotations"].as_array().cloned().unwrap_or_default();
+        rotations.extend(rotation);
+        let mut doc = json!({ "algorithm": "ed25519", "publicKey": pk, "keyId": kid, "keys": keys });
+        if !rotations.is_empty() {
+            doc["rotations"] = Value::Array(rotations);
+        }
+        write_file(&self.public("v1/public-key"), (doc.to_string() + "\n").as_bytes())?;
+        self.keys = Some(doc);
+        Ok(())
+    }
+
+    /// Moves the site from `old` (its published key) to `new`: v1/public-key gets the
+    /// rotation signed by `old` and `new` as its current key (`old` stays listed), then every
+    /// update descriptor, checked under the key that signed it, and every channel document
+    /// (same position, fresh expiry) is signed again with `new`.
+    pub fn rotate_key(&mut self, old: &SiteKey, new: &SiteKey, ttl_secs: u64) -> Result<Rotated, String> {
+        match self.published_key_id() {
+            None => return Err("the site has no v1/public-key yet: publish with `site add` and the new key instead".into()),
+            Some(_) => self.check_key(old)?,
+        }
+        let rotations = self.keys.as_ref().and_then(|d| d["rotations"].as_array()).map_or(0, Vec::len);
+        if rotations >= trust::MAX_ROTATIONS {
+            return Err(format!("the site lists {rotations} rotations already: clients follow at most {}", trust::MAX_ROTATIONS));
+        }
+        let rotation = rotation_json(old, new)?;
+        let descriptors = self.descriptor_paths()?;
+        // Every descriptor is checked before anything is written: bytes this site did not sign
+        // are never signed with the new key.
+        let mut resigned = Vec::with_capacity(descriptors.len());
+        for path in &descriptors {
+            resigned.push((path, self.resign_descriptor(path, new)?));
+        }
+        self.write_public_key(new, Some(rotation.clone()))?;
+        for (path, doc) in &resigned {
+            write_file(path, (serde_json::to_string_pretty(doc).expect("JSON") + "\n").as_bytes())?;
+        }
+        let channels = self.write_channels(new, ttl_secs)?;
+        Ok(Rotated { descriptors: descriptors.len(), channels, rotation })
+    }
+
+    /// Every update descriptor under public/v1/games/*/updates/*/*.
+    fn descriptor_paths(&self) -> Result<Vec<PathBuf>, String> {
+        let mut out = Vec::new();
+        let list = |dir: &Path| -> Result<Vec<PathBuf>, String> {
+            match fs::read_dir(dir) {
+                Ok(rd) => {
+                    let mut v = rd.map(|e| e.map(|e| e.path())).collect::<Result<Vec<_>, _>>().map_err(|e| io_err(dir, e))?;
+                    v.sort();
+                    Ok(v)
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+                Err(e) => Err(io_err(dir, e)),
+            }
+        };
+        for game in list(&self.public("v1/games"))? {
+            for from in list(&game.join("updates"))? {
+                for to in list(&from)? {
+                    if to.is_file() {
+                        out.push(to);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The descriptor at `path` signed with `key`, once its signature verified under the
+    /// listed key that made it.
+    fn resign_descriptor(&self, path: &Path, key: &SiteKey) -> Result<Value, String> {
+        let bad = |why: String| format!("{}: {why}; not re-signing it", path.display());
+        let mut d: Value = serde_json::from_slice(&fs::read(path).map_err(|e| io_err(path, e))?).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let s = |k: &str| d[k].as_str().map(str::to_string).ok_or_else(|| bad(format!("no {k}")));
+        let (game, from, to, kid) = (s("game")?, s("from")?, s("to")?, s("keyId")?);
+        let size = d["manifestSize"].as_u64().ok_or_else(|| bad("no manifestSize".into()))?;
+        let mh = trust::parse_hex::<32>("manifestBlake3", &s("manifestBlake3")?).map_err(|e| bad(e.to_string()))?;
+        let listed = self.keys.as_ref().and_then(|doc| doc["keys"].as_array()).and_then(|ks| ks.iter().find(|k| k["keyId"].as_str() == Some(&kid)));
+        let signer = listed.and_then(|k| k["publicKey"].as_str()).ok_or_else(|| bad(format!("signed by key {kid}, which v1/public-key does not list")))?;
+        let signer = crate::trusted_keys::parse_public_key(signer).map_err(bad)?;
+        let sig = base64::engine::general_purpose::STANDARD.decode(s("signature")?).map_err(|e| bad(format!("signature: {e}")))?;
+        let sig: [u8; 64] = sig.as_slice().try_into().map_err(|_| bad("signature is not 64 bytes".into()))?;
+        let old_statement = trust::update_statement(&trust::key_id(&signer.public_key), &game, &from, &to, size, &mh).map_err(|e| bad(e.to_string()))?;
+        trust::verify_ed25519(&signer.public_key, &old_statement, &sig).map_err(|e| bad(e.to_string()))?;
+        let statement = trust::update_statement(&key.key_id, &game, &from, &to, size, &mh).map_err(|e| bad(e.to_string()))?;
+        d["keyId"] = json!(key.key_id_hex());
+        d["signature"] = json!(key.sign(&statement));
+        Ok(d)
     }
 
     fn publish_pair(&self, key: &SiteKey, game: &str, from: &str, to: &str, pair: (Vec<u8>, Vec<u8>, DiffStats)) -> Result<PublishedPair, String> {
@@ -216,6 +360,7 @@ impl Site {
 
     /// Publishes build DIR as `o.build` of `o.game`; returns the pairs it made.
     pub fn add(&mut self, key: &SiteKey, dir: &Path, o: &AddOptions) -> Result<Vec<PublishedPair>, String> {
+        self.check_key(key)?;
         for (what, name) in [("game", o.game), ("build", o.build)].into_iter().chain(o.channel.map(|c| ("channel", c))) {
             trust::check_name(what, name).map_err(|e| e.to_string())?;
         }
@@ -232,7 +377,7 @@ impl Site {
             fs::remove_dir_all(&store).map_err(|e| io_err(&store, e))?;
         }
         copy_tree(dir, &store)?;
-        self.write_public_key(key)?;
+        self.write_public_key(key, None)?;
         let mut pairs = Vec::new();
         let empty = Build { entries: Vec::new() };
         pairs.push(self.publish_pair(key, o.game, "_", o.build, make_pair(&empty, &new, "_", o.build, o.level)?)?);
@@ -252,6 +397,7 @@ impl Site {
     /// Points `channel` at `build` (an earlier build too: a rollback by the owner is a move
     /// forward in sequence). Returns the new sequence.
     pub fn move_channel(&mut self, key: &SiteKey, game: &str, channel: &str, build: &str, ttl_secs: u64) -> Result<u64, String> {
+        self.check_key(key)?;
         trust::check_name("channel", channel).map_err(|e| e.to_string())?;
         if !self.builds(game).iter().any(|b| b == build) {
             return Err(format!("no build {game}/{build} on the site"));
@@ -266,8 +412,14 @@ impl Site {
 
     /// Re-signs every channel document with a fresh expiry (same sequence, same build):
     /// run at least once per TTL, or clients refuse the channel as frozen.
-    pub fn refresh(&self, key: &SiteKey, ttl_secs: u64) -> Result<usize, String> {
-        self.write_public_key(key)?;
+    pub fn refresh(&mut self, key: &SiteKey, ttl_secs: u64) -> Result<usize, String> {
+        self.check_key(key)?;
+        self.write_public_key(key, None)?;
+        self.write_channels(key, ttl_secs)
+    }
+
+    /// Signs every channel document again with `key` (same position and build, fresh expiry).
+    fn write_channels(&self, key: &SiteKey, ttl_secs: u64) -> Result<usize, String> {
         let mut n = 0;
         if let Some(games) = self.state["games"].as_object() {
             for (game, g) in games {

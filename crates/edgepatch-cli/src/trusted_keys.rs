@@ -2,10 +2,11 @@
 //! runs (docs/UPDATE_PROTOCOL.md, "What a client checks"):
 //!
 //! - the keys: `--public-key` (repeatable), else `EDGEPATCH_PUBLIC_KEY` (comma
-//!   separated), else those pinned for the server in `known_keys`; a server seen
-//!   for the first time has its current key pinned there (trust on first use,
-//!   like ssh's known_hosts), and a key it later signs with that is not pinned
-//!   is a hard failure;
+//!   separated), else those pinned for the server in `known_keys`. A server never
+//!   seen has its current key pinned there only with `--trust-on-first-use` (like
+//!   ssh's known_hosts); without any key `update` refuses. A key the server later
+//!   signs with is accepted only through a key rotation signed by an accepted key
+//!   (docs/UPDATE_PROTOCOL.md), and then pinned beside the old one;
 //! - each channel's highest signed sequence, in `channels`, so an older channel
 //!   document (a rollback) is refused.
 //!
@@ -32,6 +33,9 @@ pub struct TrustedKey {
 pub struct KeySet {
     pub keys: Vec<TrustedKey>,
     pub source: String,
+    /// The server origin the keys are pinned for in `known_keys`: keys learned from a
+    /// rotation are pinned there too. None: keys given for this run only.
+    pub pinned_for: Option<String>,
 }
 
 impl KeySet {
@@ -53,7 +57,7 @@ pub fn parse_public_key(text: &str) -> Result<TrustedKey, String> {
 /// Keys given as one or more arguments, each possibly a comma-separated list.
 pub fn parse_key_list<'a>(texts: impl IntoIterator<Item = &'a str>, source: &str) -> Result<Option<KeySet>, String> {
     let keys = texts.into_iter().flat_map(|t| t.split(',')).map(str::trim).filter(|t| !t.is_empty()).map(parse_public_key).collect::<Result<Vec<_>, _>>()?;
-    Ok(if keys.is_empty() { None } else { Some(KeySet { keys, source: source.to_string() }) })
+    Ok(if keys.is_empty() { None } else { Some(KeySet { keys, source: source.to_string(), pinned_for: None }) })
 }
 
 pub fn config_dir() -> Result<PathBuf, String> {
@@ -118,10 +122,14 @@ impl KnownKeys {
         Ok(out)
     }
 
+    /// Pins `key` for `origin` (a key already pinned for it is left as it is).
     pub fn pin(&self, origin: &str, key: &TrustedKey) -> Result<(), String> {
+        if self.pinned(origin)?.contains(key) {
+            return Ok(());
+        }
         let mut text = fs::read_to_string(&self.path).unwrap_or_default();
         if text.is_empty() {
-            text.push_str("# edgepatch: update servers' signing keys, pinned on first use (ORIGIN KEY_ID PUBLIC_KEY)\n");
+            text.push_str("# edgepatch: update servers' signing keys (ORIGIN KEY_ID PUBLIC_KEY): pinned on first use or learned from a signed key rotation\n");
         }
         if !text.ends_with('\n') {
             text.push('\n');

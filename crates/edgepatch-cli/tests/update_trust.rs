@@ -2,8 +2,9 @@
 //! as an attacker who controls the site's bytes would serve it: a forged patch
 //! of exactly the real patch's size, a descriptor signed for another game, a
 //! rolled-back or expired channel, an unknown key, a changed server key after
-//! first use. Each is refused with a clear line, OUT is never created and OLD
-//! is untouched; a good update names the key that verified it.
+//! first use, no key at all, a forged key rotation. Each is refused with a clear
+//! line, OUT is never created and OLD is untouched; a good update names the key
+//! that verified it, and a key rotation signed by a trusted key is followed.
 
 use std::collections::HashMap;
 use std::fs;
@@ -22,9 +23,17 @@ mod common;
 use common::{copy_tree, unpack};
 
 type Site = Arc<Mutex<HashMap<String, Vec<u8>>>>;
+type Requests = Arc<Mutex<Vec<String>>>;
 
 /// Serves `site` (URL path -> bytes) on 127.0.0.1 until the test ends; one request a connection.
 fn serve(site: Site) -> String {
+    serve_logged(site).0
+}
+
+/// As `serve`, and the paths asked for, in order.
+fn serve_logged(site: Site) -> (String, Requests) {
+    let requests: Requests = Arc::new(Mutex::new(Vec::new()));
+    let log = requests.clone();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -40,6 +49,7 @@ fn serve(site: Site) -> String {
             }
             let line = String::from_utf8_lossy(&req).lines().next().unwrap_or("").to_string();
             let path = line.split(' ').nth(1).unwrap_or("/").to_string();
+            log.lock().unwrap().push(path.clone());
             let body = site.lock().unwrap().get(&path).cloned();
             let (status, body) = match body {
                 Some(b) => ("200 OK", b),
@@ -49,7 +59,7 @@ fn serve(site: Site) -> String {
             let _ = s.write_all(head.as_bytes()).and_then(|_| s.write_all(&body));
         }
     });
-    format!("http://{addr}")
+    (format!("http://{addr}"), requests)
 }
 
 fn edgepatch(args: &[&str], config: &Path) -> Output {
@@ -247,9 +257,10 @@ fn update_accepts_only_what_the_pinned_key_signed_for_this_game_pair_and_channel
     assert!(err.contains("expired"), "frozen channel: {err}");
     untouched("expired channel");
 
-    // Trust on first use: the server's key is pinned; later, a different key is a hard failure.
+    // Trust on first use, when asked for: the server's key is pinned; later, a different key
+    // (with no rotation signed by the pinned one) is a hard failure.
     set_public_key(&site, &key);
-    let first = update(&["--to", "v2"]);
+    let first = update(&["--to", "v2", "--trust-on-first-use"]);
     assert!(String::from_utf8_lossy(&first.stderr).contains("pinned its signing key"), "{}", String::from_utf8_lossy(&first.stderr));
     let text = ok(first);
     assert!(text.contains("pinned on first use"), "{text}");
@@ -392,7 +403,7 @@ fn a_static_site_made_by_site_add_serves_installs_direct_updates_and_signed_chan
     // Install from nothing through the channel (key pinned on first use), then a direct v1 -> v2.
     let empty = t.join("empty");
     fs::create_dir(&empty).unwrap();
-    ok(update("_", &empty, &t.join("installed"), &["--channel", "stable"]));
+    ok(update("_", &empty, &t.join("installed"), &["--channel", "stable", "--trust-on-first-use"]));
     assert_eq!(tree_bytes(&t.join("installed")), tree_bytes(&v2));
     ok(update("v1", &v1, &t.join("updated"), &["--to", "v2"]));
     assert_eq!(tree_bytes(&t.join("updated")), tree_bytes(&v2));
@@ -406,4 +417,220 @@ fn a_static_site_made_by_site_add_serves_installs_direct_updates_and_signed_chan
     ok(edgepatch(&["site", "refresh", "--site", &s(&site_dir), "--key", &s(&key)], t));
     load_site(&site, &public);
     ok(update("_", &empty, &t.join("refreshed"), &["--channel", "stable"]));
+}
+
+#[test]
+fn update_without_a_key_is_refused_before_anything_is_fetched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let v1 = unpack("game-v1.tar", t);
+    let (config, empty, out) = (t.join("config"), t.join("empty"), t.join("out"));
+    fs::create_dir(&empty).unwrap();
+    let site: Site = Arc::new(Mutex::new(HashMap::new()));
+    let key = SigningKey::from_bytes(&[7u8; 32]);
+    set_public_key(&site, &key);
+    publish(&site, &key, "demo", "demo", "_", "v1", &make_pair(t, &empty, &v1, "install", "_", "v1"));
+    let (base, requests) = serve_logged(site.clone());
+    let update = |extra: &[&str]| {
+        let mut args = vec!["--quiet", "update", "--server", &base, "--game", "demo", "--from", "_", "--to", "v1"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[empty.to_str().unwrap(), out.to_str().unwrap()]);
+        edgepatch(&args, &config)
+    };
+
+    // No key given, none pinned, no --trust-on-first-use: refused, naming the ways to give one.
+    let err = refused(update(&[]));
+    assert!(err.contains("--public-key") && err.contains("EDGEPATCH_PUBLIC_KEY") && err.contains("--trust-on-first-use"), "{err}");
+    assert!(requests.lock().unwrap().is_empty(), "fetched {:?}", requests.lock().unwrap());
+    assert!(!out.exists() && !config.join("known_keys").exists());
+
+    // Trust on first use over plain http to another machine would let the network choose the key.
+    let err = refused(update(&["--trust-on-first-use", "--allow-insecure-http"]));
+    assert!(err.contains("--trust-on-first-use cannot be used with --allow-insecure-http"), "{err}");
+    assert!(requests.lock().unwrap().is_empty(), "fetched {:?}", requests.lock().unwrap());
+
+    // Asked for, the key is pinned; the next run uses the pinned key without the flag.
+    let text = ok(update(&["--trust-on-first-use"]));
+    assert!(text.contains("pinned on first use"), "{text}");
+    let pk = b64(&key.verifying_key().to_bytes());
+    assert!(fs::read_to_string(config.join("known_keys")).unwrap().contains(&pk));
+    assert_eq!(tree_bytes(&out), tree_bytes(&v1));
+    fs::remove_dir_all(&out).unwrap();
+    let text = ok(update(&[]));
+    assert!(text.contains("pinned for"), "{text}");
+}
+
+/// Signs the descriptor or channel document at `path` of `site` again with `key`.
+fn resign(site: &Site, path: &str, key: &SigningKey) {
+    let mut s = site.lock().unwrap();
+    let mut d: serde_json::Value = serde_json::from_slice(&s[path]).unwrap();
+    let kid = trust::key_id(&key.verifying_key().to_bytes());
+    let g = |k: &str| d[k].as_str().unwrap().to_string();
+    let statement = if d.get("channel").is_some() {
+        trust::channel_statement(&kid, &g("game"), &g("channel"), &g("build"), d["sequence"].as_u64().unwrap(), d["expires"].as_u64().unwrap()).unwrap()
+    } else {
+        let mh = trust::parse_hex::<32>("manifest", &g("manifestBlake3")).unwrap();
+        trust::update_statement(&kid, &g("game"), &g("from"), &g("to"), d["manifestSize"].as_u64().unwrap(), &mh).unwrap()
+    };
+    d["keyId"] = json!(trust::hex(&kid));
+    d["signature"] = json!(b64(&key.sign(&statement).to_bytes()));
+    s.insert(path.to_string(), d.to_string().into_bytes());
+}
+
+#[test]
+fn a_key_rotation_signed_by_a_trusted_key_is_followed_and_a_forged_one_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (v1, v2) = (unpack("game-v1.tar", t), unpack("game-v2.tar", t));
+    let (site_dir, old_key, new_key) = (t.join("site"), t.join("old.key"), t.join("new.key"));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    ok(edgepatch(&["keygen", &s(&old_key)], t));
+    ok(edgepatch(&["keygen", &s(&new_key)], t));
+    let site_add = |key: &Path, build: &str, dir: &Path| {
+        edgepatch(
+            &[
+                "--quiet",
+                "site",
+                "add",
+                "--site",
+                &s(&site_dir),
+                "--key",
+                &s(key),
+                "--game",
+                "demo",
+                "--build",
+                build,
+                "--channel",
+                "stable",
+                "--level",
+                "3",
+                &s(dir),
+            ],
+            t,
+        )
+    };
+    ok(site_add(&old_key, "v1", &v1));
+    let public = site_dir.join("public");
+    let key_doc = || serde_json::from_slice::<serde_json::Value>(&fs::read(public.join("v1/public-key")).unwrap()).unwrap();
+    let old_pk = key_doc()["publicKey"].as_str().unwrap().to_string();
+    let old_id = key_doc()["keyId"].as_str().unwrap().to_string();
+
+    let site: Site = Arc::new(Mutex::new(HashMap::new()));
+    let base = serve(site.clone());
+    load_site(&site, &public);
+    let empty = t.join("empty");
+    fs::create_dir(&empty).unwrap();
+    let update = |config: &str, from: &str, old: &Path, out: &Path, extra: &[&str]| {
+        let mut args = vec!["--quiet", "update", "--server", &base, "--game", "demo", "--from", from, "--channel", "stable"];
+        args.extend_from_slice(extra);
+        let (o, d) = (s(old), s(out));
+        args.extend_from_slice(&[&o, &d]);
+        edgepatch(&args, &t.join(config))
+    };
+    // Client "pinned" trusts the old key through known_keys; client "given" through --public-key.
+    fs::create_dir_all(t.join("pinned")).unwrap();
+    fs::write(t.join("pinned/known_keys"), format!("{base} {old_id} {old_pk}\n")).unwrap();
+    ok(update("pinned", "_", &empty, &t.join("pinned-v1"), &[]));
+
+    // Another signing key on the same site: refused, naming rotate-key; the site is unchanged.
+    let before = fs::read(public.join("v1/public-key")).unwrap();
+    let err = refused(site_add(&new_key, "v2", &v2));
+    assert!(err.contains("rotate-key") && err.contains(&old_id), "{err}");
+    let err = refused(edgepatch(&["site", "refresh", "--site", &s(&site_dir), "--key", &s(&new_key)], t));
+    assert!(err.contains("rotate-key"), "{err}");
+    assert_eq!(fs::read(public.join("v1/public-key")).unwrap(), before);
+    assert!(!public.join("v1/games/demo/updates/v1/v2").exists());
+
+    // The rotation, signed by the old key; then v2 signed by the new key only.
+    ok(edgepatch(&["site", "rotate-key", "--site", &s(&site_dir), "--key", &s(&old_key), "--new-key", &s(&new_key)], t));
+    let doc = key_doc();
+    let new_id = doc["keyId"].as_str().unwrap().to_string();
+    assert_ne!(new_id, old_id);
+    assert_eq!(doc["rotations"].as_array().unwrap().len(), 1, "{doc}");
+    assert_eq!((doc["rotations"][0]["from"].as_str(), doc["rotations"][0]["keyId"].as_str()), (Some(old_id.as_str()), Some(new_id.as_str())));
+    assert!(doc["keys"].as_array().unwrap().iter().any(|k| k["keyId"] == json!(old_id)), "{doc}");
+    let err = refused(site_add(&old_key, "v2", &v2));
+    assert!(err.contains("rotate-key"), "{err}");
+    ok(site_add(&new_key, "v2", &v2));
+    let descriptor: serde_json::Value = serde_json::from_slice(&fs::read(public.join("v1/games/demo/updates/_/v1")).unwrap()).unwrap();
+    assert_eq!(descriptor["keyId"], json!(new_id), "rotate-key re-signs the published descriptors");
+    load_site(&site, &public);
+
+    // Followed: the pinned client pins the new key beside the old one.
+    let out = update("pinned", "v1", &v1, &t.join("pinned-v2"), &[]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rotated its signing key"), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = ok(out);
+    assert!(text.contains(&format!("signed by key {new_id}")), "{text}");
+    assert_eq!(tree_bytes(&t.join("pinned-v2")), tree_bytes(&v2));
+    let known = fs::read_to_string(t.join("pinned/known_keys")).unwrap();
+    assert!(known.contains(&old_id) && known.contains(&new_id), "{known}");
+    // A client given the old key follows it too (for that run), here for an install.
+    ok(update("given", "_", &empty, &t.join("given-v2"), &["--public-key", &old_pk]));
+    assert_eq!(tree_bytes(&t.join("given-v2")), tree_bytes(&v2));
+
+    // Forged: the attacker's key signs v1 -> v2, "rotated to" by a rotation that another key of
+    // the attacker signed.
+    let (evil, evil_signer) = (SigningKey::from_bytes(&[66u8; 32]), SigningKey::from_bytes(&[67u8; 32]));
+    let evil_pk = evil.verifying_key().to_bytes();
+    let (evil_id, evil_signer_id) = (trust::key_id(&evil_pk), trust::key_id(&evil_signer.verifying_key().to_bytes()));
+    let forge = |from: trust::KeyId| {
+        let mut doc = key_doc();
+        let sig = evil_signer.sign(&trust::rotation_statement(&from, &evil_pk).unwrap()).to_bytes();
+        doc["rotations"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({ "from": trust::hex(&from), "keyId": trust::hex(&evil_id), "publicKey": b64(&evil_pk), "signature": b64(&sig) }));
+        doc["keyId"] = json!(trust::hex(&evil_id));
+        doc["publicKey"] = json!(b64(&evil_pk));
+        site.lock().unwrap().insert("/v1/public-key".into(), doc.to_string().into_bytes());
+        resign(&site, "/v1/games/demo/channels/stable", &evil);
+        resign(&site, "/v1/games/demo/updates/v1/v2", &evil);
+        resign(&site, "/v1/games/demo/updates/_/v2", &evil);
+    };
+    forge(evil_signer_id);
+    for (config, extra) in [("given2", vec!["--public-key", old_pk.as_str()]), ("pinned", vec![])] {
+        let out = t.join(format!("forged-{config}"));
+        let err = refused(update(config, "v1", &v1, &out, &extra));
+        assert!(err.contains("rotation") && err.contains("signer is not trusted") && err.contains(&trust::hex(&evil_signer_id)), "{config}: {err}");
+        assert!(!out.exists());
+    }
+    // Claiming the trusted key as the rotation's signer without its signature.
+    forge(trust::parse_hex::<8>("key id", &new_id).unwrap());
+    let err = refused(update("pinned", "v1", &v1, &t.join("forged-claimed"), &[]));
+    assert!(err.contains("does not verify"), "{err}");
+    assert!(!t.join("forged-claimed").exists());
+    let known = fs::read_to_string(t.join("pinned/known_keys")).unwrap();
+    assert!(!known.contains(&trust::hex(&evil_id)), "{known}");
+}
+
+#[test]
+fn key_rotate_prints_the_rotation_signed_by_the_old_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let (a, b, c) = (t.join("a.key"), t.join("b.key"), t.join("c.key"));
+    for k in [&a, &b, &c] {
+        ok(edgepatch(&["keygen", &s(k)], t));
+    }
+    let load = |p: &Path| {
+        SigningKey::from_bytes(&base64::engine::general_purpose::STANDARD.decode(fs::read_to_string(p).unwrap().trim()).unwrap().try_into().unwrap())
+    };
+    let first = ok(edgepatch(&["key", "rotate", "--old-key", &s(&a), "--new-key", &s(&b)], t));
+    let list: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let (pa, pb) = (load(&a).verifying_key().to_bytes(), load(&b).verifying_key().to_bytes());
+    let r = &list[0];
+    assert_eq!(
+        (r["from"].as_str().unwrap(), r["keyId"].as_str().unwrap(), r["publicKey"].as_str().unwrap()),
+        (&*trust::key_id_hex(&pa), &*trust::key_id_hex(&pb), &*b64(&pb))
+    );
+    let sig: [u8; 64] = base64::engine::general_purpose::STANDARD.decode(r["signature"].as_str().unwrap()).unwrap().try_into().unwrap();
+    trust::verify_ed25519(&pa, &trust::rotation_statement(&trust::key_id(&pa), &pb).unwrap(), &sig).unwrap();
+    // Appended to the earlier ones.
+    fs::write(t.join("rotations.json"), &first).unwrap();
+    let both: serde_json::Value =
+        serde_json::from_str(&ok(edgepatch(&["key", "rotate", "--old-key", &s(&b), "--new-key", &s(&c), "--rotations", &s(&t.join("rotations.json"))], t)))
+            .unwrap();
+    assert_eq!(both.as_array().unwrap().len(), 2);
+    assert_eq!(both[0], list[0]);
+    assert_eq!(both[1]["from"], json!(trust::key_id_hex(&pb)));
 }
