@@ -30,6 +30,8 @@ export default defineConfig({
         bindings: {
           HOSTILE_VECTORS: hostileVectors,
           ARCADE_LOGIC: arcadeLogic,
+          // wrangler.toml says production, which refuses the development key (TEST_SIGNING_KEY is it).
+          ENVIRONMENT: "development",
           EDGEPATCH_TOKEN: TEST_TOKEN,
           MANIFEST_SIGNING_KEY: TEST_SIGNING_KEY,
           // 32 MiB: room for the fanned-out pairs (more than 3 segments of 4 MiB).

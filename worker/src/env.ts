@@ -29,4 +29,6 @@ export interface Env {
   RETAIN_BUILDS?: string;
   UPLOAD_TTL_SECONDS?: string;
   GENERATION_STEP_SEGMENTS?: string;
+  /** "development" (wrangler dev, tests), "staging" or "production" (unset: production). */
+  ENVIRONMENT?: string;
 }

@@ -434,22 +434,34 @@ async function handle(req: Request, env: Env, ctx: ExecutionContext): Promise<Re
   throw new HttpError(404, `no such endpoint: ${req.method} ${url.pathname}`);
 }
 
+/** The settings of `env`; a misconfiguration is logged, then thrown (queue and cron work is refused too). */
+function checkSettings(env: Env): void {
+  try {
+    settings(env);
+  } catch (e) {
+    if (e instanceof ConfigError) console.error(`server misconfigured: ${e.message}`);
+    throw e;
+  }
+}
+
 export default {
   async fetch(req: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
-    if (req.method === "OPTIONS") {
-      return new Response(null, {
-        status: 204,
-        headers: { ...CORS, "Access-Control-Allow-Methods": "GET, HEAD, PUT, POST, DELETE", "Access-Control-Allow-Headers": "Range, Authorization, Content-Type, If-None-Match", "Access-Control-Max-Age": "86400" },
-      });
-    }
     try {
+      // Before any answer, preflights included: a misconfigured Worker serves nothing.
+      settings(env);
+      if (req.method === "OPTIONS") {
+        return new Response(null, {
+          status: 204,
+          headers: { ...CORS, "Access-Control-Allow-Methods": "GET, HEAD, PUT, POST, DELETE", "Access-Control-Allow-Headers": "Range, Authorization, Content-Type, If-None-Match", "Access-Control-Max-Age": "86400" },
+        });
+      }
       return await handle(req, env, ctx);
     } catch (e) {
       if (e instanceof HttpError) return errorResponse(e.status, e.message, { ...CORS, ...e.headers });
       // Internals (R2, runtime, configuration) go to the log, never to the client.
       if (e instanceof ConfigError) {
         console.error(`server misconfigured: ${e.message}`);
-        return errorResponse(500, "server misconfigured", CORS);
+        return errorResponse(500, e.publicReason ? `server misconfigured: ${e.publicReason}` : "server misconfigured", CORS);
       }
       console.error(e instanceof InternalError ? `${e.message}:` : "internal error:", e instanceof InternalError ? e.cause ?? "" : e);
       return errorResponse(500, "internal error", CORS);
@@ -457,7 +469,7 @@ export default {
   },
 
   async queue(batch: MessageBatch<unknown>, env: Env): Promise<void> {
-    settings(env);
+    checkSettings(env);
     // Two queues (wrangler.toml): pairs to pre-generate, and the steps of fanned-out generations.
     if (batch.queue.startsWith("edgepatch-generation-steps")) await consumeSteps(batch, env);
     else await consumePairs(batch, env);
@@ -465,7 +477,7 @@ export default {
 
   /** The cron trigger (wrangler.toml [triggers]): aborts uploads in parts left incomplete. */
   async scheduled(controller: ScheduledController, env: Env, _ctx?: ExecutionContext): Promise<void> {
-    settings(env);
+    checkSettings(env);
     const r = await abortStaleUploads(env, controller.scheduledTime);
     console.log(`maintenance: ${r.aborted} stale uploads aborted, ${r.kept} in progress`);
     const g = await sweepGenerationRuns(env);

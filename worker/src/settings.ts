@@ -26,9 +26,62 @@ export interface Settings {
   uploadTtlSeconds: number;
   /** Segments (4 MiB of new data each) per step of a fanned-out generation; pairs with more are fanned out. */
   generationStepSegments: number;
+  /**
+   * Where this Worker runs (ENVIRONMENT): `development` (`wrangler dev`, the tests) accepts the
+   * committed development key and token of .dev.vars.example; `staging` and `production`
+   * (wrangler.toml's deployments, and any Worker that does not say) refuse to serve with them.
+   */
+  environment: Environment;
 }
 
-export class ConfigError extends Error {}
+export type Environment = "development" | "staging" | "production";
+
+/**
+ * A setting that stops the Worker from serving. Its message goes to the log only; `publicReason`,
+ * when set, is added to every response's "server misconfigured" (it must say nothing secret).
+ */
+export class ConfigError extends Error {
+  constructor(
+    message: string,
+    readonly publicReason?: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The development secrets committed in .dev.vars.example (the signing key's public key is
+ * A7uEkRVTltb5Gdqhsb0Piu0KMJI4LOoKdIdcjruHpUs=, key id e3e10630bc82e42f). Anyone can read them,
+ * so anyone could sign updates or publish builds with them: accepted only in development.
+ */
+export const DEVELOPMENT_SIGNING_KEY = "5z7vZBjBsbLghijgJ/im4yg8fSsSsZH08B+jTERzFs0=";
+export const DEVELOPMENT_TOKEN = "dev-token-not-secret";
+
+function environment(raw: string | undefined): Environment {
+  // Unset means deployed: only an explicit "development" accepts the development secrets.
+  if (raw === undefined || raw.trim() === "") return "production";
+  const v = raw.trim();
+  if (v === "development" || v === "staging" || v === "production") return v;
+  throw new ConfigError(`ENVIRONMENT=${JSON.stringify(raw)} is not development, staging or production`);
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** Refuses the development key or token outside development (the log and the answer say which). */
+function refuseDevelopmentSecrets(env: Env, where: Environment, seed: Uint8Array | null): void {
+  if (where === "development") return;
+  const found: string[] = [];
+  if (seed !== null && sameBytes(seed, decodeBase64(DEVELOPMENT_SIGNING_KEY))) found.push("signing key (key id e3e10630bc82e42f)");
+  if (env.EDGEPATCH_TOKEN !== undefined && env.EDGEPATCH_TOKEN.trim() === DEVELOPMENT_TOKEN) found.push("token");
+  if (found.length === 0) return;
+  const what = `the development ${found.join(" and ")} of .dev.vars.example ${found.length > 1 ? "are" : "is"} configured in ${where}`;
+  throw new ConfigError(
+    `${what} (ENVIRONMENT=${where}): set real secrets with \`wrangler secret put MANIFEST_SIGNING_KEY\` / \`EDGEPATCH_TOKEN\`${where === "production" ? " (or ENVIRONMENT=development for a local run)" : ""}`,
+    what,
+  );
+}
 
 function integer(env: Env, name: keyof Env, fallback: number, min: number, max: number): number {
   const raw = env[name];
@@ -70,12 +123,13 @@ export function parseSettings(env: Env): Settings {
     retainBuilds: integer(env, "RETAIN_BUILDS", 0, 0, 1_000_000),
     uploadTtlSeconds: integer(env, "UPLOAD_TTL_SECONDS", 86400, 60, 30 * 86400),
     generationStepSegments: integer(env, "GENERATION_STEP_SEGMENTS", 32, 1, 4096),
+    environment: environment(env.ENVIRONMENT),
   };
   if (settings.generationRetryMaxSeconds < settings.generationRetrySeconds) {
     throw new ConfigError(`GENERATION_RETRY_MAX_SECONDS=${settings.generationRetryMaxSeconds} is below GENERATION_RETRY_SECONDS=${settings.generationRetrySeconds}`);
   }
+  let seed: Uint8Array | null = null;
   if (env.MANIFEST_SIGNING_KEY !== undefined) {
-    let seed: Uint8Array;
     try {
       seed = decodeBase64(env.MANIFEST_SIGNING_KEY);
     } catch {
@@ -83,6 +137,7 @@ export function parseSettings(env: Env): Settings {
     }
     if (seed.length !== 32) throw new ConfigError(`MANIFEST_SIGNING_KEY holds ${seed.length} bytes, not a 32-byte ed25519 seed`);
   }
+  refuseDevelopmentSecrets(env, settings.environment, seed);
   return settings;
 }
 
