@@ -130,6 +130,8 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
         })
         .collect();
     let (mut tree, mut stats) = plan_tree(single_file, build_listing(old), &old_list, &new_list);
+    // A tree no applier would take (§2.7) is refused now, before the expensive part.
+    tree.encode()?;
     // tree.entries[i] is new.entries[i] (plan_tree keeps the order).
     let delta_files: Vec<(usize, &[u8])> = new
         .entries
@@ -414,9 +416,6 @@ pub(crate) fn encode_header_and_tree(tree: &PatchTree, level: i32) -> Result<Vec
     out.extend_from_slice(&PATCH_VERSION.to_le_bytes());
     out.extend_from_slice(&tree.flags().to_le_bytes());
     let tree_bytes = tree.encode()?;
-    if tree_bytes.len() as u64 > MAX_TREE_BYTES {
-        return Err(Error::Invalid(format!("tree section {} bytes exceeds {MAX_TREE_BYTES}", tree_bytes.len())));
-    }
     let tree_comp = compress(&tree_bytes, level)?;
     put_varint(&mut out, tree_bytes.len() as u64);
     put_varint(&mut out, tree_comp.len() as u64);

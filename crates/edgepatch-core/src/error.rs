@@ -158,6 +158,14 @@ pub enum Error {
         /// What the reader said.
         source: io::Error,
     },
+    /// A writer was asked for a patch whose tree breaks a limit every reader enforces
+    /// (`patch_format::TreeBudget`): refused before the patch is written, since no
+    /// applier would accept it.
+    #[error("the new build cannot be patched: {what}; every applier refuses such a tree (nested directories name their whole path at every level; docs/FORMAT.md §2.7)")]
+    TreeBeyondLimits {
+        /// Which limit, with the build's figure and the limit.
+        what: String,
+    },
     /// A caller's mistake: bad options, or an API used out of order.
     #[error("{0}")]
     Invalid(String),
@@ -256,7 +264,7 @@ impl Error {
             Error::UnsupportedVersion { .. } => ErrorKind::Version,
             Error::Truncated { .. } => ErrorKind::Truncated,
             Error::Corrupt { .. } => ErrorKind::Corrupt,
-            Error::Limit { .. } => ErrorKind::Limit,
+            Error::Limit { .. } | Error::TreeBeyondLimits { .. } => ErrorKind::Limit,
             Error::InvalidPath { .. } => ErrorKind::Path,
             Error::UnsafeLink { .. } => ErrorKind::Link,
             Error::FilesDigestMismatch { .. } => ErrorKind::Digest,

@@ -264,6 +264,8 @@ impl PatchGenerator {
             .collect();
         let listing = old.map(Signature::listing).unwrap_or_default();
         let (tree, mut stats) = plan_tree(single_file, listing, &old_list, &new_list);
+        // A tree no applier would take (§2.7) is refused now, before any segment is made.
+        tree.encode()?;
 
         let (mut reference, mut at) = (Vec::new(), 0u64);
         let mut by_path = HashMap::new();

@@ -24,8 +24,8 @@ pub const FORMAT_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 96;
 /// Size of the BLAKE3 trailer in bytes.
 pub const TRAILER_LEN: usize = 32;
-/// Longest path, CopyOf source path or symlink target, in bytes of UTF-8.
-pub const MAX_PATH_LEN: usize = 4096;
+/// Longest path, CopyOf source path or symlink target, in bytes of UTF-8: the build's rule.
+pub const MAX_PATH_LEN: usize = crate::build::MAX_PATH_LEN;
 /// Longest build id (`to_build`, `from_build`), in bytes of UTF-8.
 pub const MAX_BUILD_ID_LEN: usize = 1024;
 /// Most entries in one manifest (2^24).

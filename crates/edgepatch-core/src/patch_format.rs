@@ -102,6 +102,61 @@ pub fn max_tree_name_bytes(decoded: u64) -> u64 {
     MAX_TREE_NAME_BYTES.min(TREE_NAME_FLOOR.saturating_add(TREE_NAME_EXPANSION.saturating_mul(decoded)))
 }
 
+/// The §2.7 rules on a tree section's size and what it names, in one place for both
+/// sides: the decoder counts each name as it reads it and refuses the patch; the encoder
+/// counts what it wrote and refuses to write a patch no applier would take (a build whose
+/// directories nest so deep that the full path of every level breaks the name budget, say).
+/// Depth has no rule of its own: each level's directory is an entry naming its whole path,
+/// so depth is bounded by the path length and by this budget.
+pub struct TreeBudget {
+    decoded: u64,
+    names_limit: u64,
+    names: u64,
+}
+
+impl TreeBudget {
+    /// The budget of a decoded tree section of `decoded` bytes.
+    pub fn new(decoded: u64) -> TreeBudget {
+        TreeBudget { decoded, names_limit: max_tree_name_bytes(decoded), names: 0 }
+    }
+
+    /// Counts one more path or link target of `len` bytes.
+    pub fn count_name(&mut self, len: usize) -> std::result::Result<(), String> {
+        self.names = self.names.saturating_add(len as u64);
+        if self.names > self.names_limit {
+            return Err(format!(
+                "the tree's paths and link targets add up to more than {} bytes (the limit for a {}-byte tree section)",
+                self.names_limit, self.decoded
+            ));
+        }
+        Ok(())
+    }
+
+    /// The decoded section's size: 1..=[`MAX_TREE_BYTES`].
+    pub fn check_section(decoded: u64) -> std::result::Result<(), String> {
+        if decoded > MAX_TREE_BYTES {
+            return Err(format!("tree section of {decoded} bytes, above the limit {MAX_TREE_BYTES}"));
+        }
+        Ok(())
+    }
+
+    /// Entries the tree names: at most [`MAX_NAMED_ENTRIES`].
+    pub fn check_named(named: u64) -> std::result::Result<(), String> {
+        if named > MAX_NAMED_ENTRIES {
+            return Err(format!("the tree names {named} entries, above the limit {MAX_NAMED_ENTRIES}"));
+        }
+        Ok(())
+    }
+
+    /// Entries of the new tree, kept and named: at most [`MAX_ENTRIES`].
+    pub fn check_entries(entries: u64) -> std::result::Result<(), String> {
+        if entries > MAX_ENTRIES {
+            return Err(format!("the new tree has {entries} entries, above the limit {MAX_ENTRIES}"));
+        }
+        Ok(())
+    }
+}
+
 /// New bytes one segment may produce; bounds apply-side memory.
 pub const MAX_SEGMENT_NEW: u64 = 16 << 20;
 /// Control bytes one segment may carry (the writer never comes near: an op
@@ -524,7 +579,25 @@ impl PatchTree {
         if self.flags() & FLAG_MODE_BLIND_DIGEST != 0 {
             out.extend_from_slice(&mode_blind_listing_digest(&self.old_listing));
         }
+        Self::check_budget(&out, &named, self.entries.len()).map_err(|what| Error::TreeBeyondLimits { what })?;
         Ok(out)
+    }
+
+    /// The decoder's tree rules (§2.7, [`TreeBudget`]) applied to an encoded section.
+    fn check_budget(section: &[u8], named: &[&TreeEntry], entries: usize) -> std::result::Result<(), String> {
+        TreeBudget::check_section(section.len() as u64)?;
+        TreeBudget::check_named(named.len() as u64)?;
+        TreeBudget::check_entries(entries as u64)?;
+        let mut budget = TreeBudget::new(section.len() as u64);
+        for e in named {
+            budget.count_name(e.path.len())?;
+        }
+        for e in named {
+            if let TreeEntryKind::Symlink { target } = &e.kind {
+                budget.count_name(target.len())?;
+            }
+        }
+        Ok(())
     }
 
     /// The wasm transform table (§2.8), after the files digest.
@@ -692,22 +765,9 @@ impl EncodedTree {
         }
         // An entry takes at least 3 bytes: its path's two varints and its code.
         let count = r.varint_max(MAX_NAMED_ENTRIES.min(r.remaining() as u64 / 3), "entry count")? as usize;
-        let name_budget = max_tree_name_bytes(bytes.len() as u64);
-        let mut names = 0u64;
-        let mut count_name = |r: &SliceReader, len: usize| {
-            names += len as u64;
-            if names > name_budget {
-                return Err(Error::Limit {
-                    input: Input::Patch,
-                    offset: r.offset(),
-                    what: format!(
-                        "the tree's paths and link targets add up to more than {name_budget} bytes (the limit for a {}-byte tree section)",
-                        bytes.len()
-                    ),
-                });
-            }
-            Ok(())
-        };
+        let mut budget = TreeBudget::new(bytes.len() as u64);
+        let mut count_name =
+            |r: &SliceReader, len: usize| budget.count_name(len).map_err(|what| Error::Limit { input: Input::Patch, offset: r.offset(), what });
         let mut paths: Vec<String> = Vec::with_capacity(count);
         for _ in 0..count {
             let path = read_front_coded(&mut r, paths.last().map_or("", |p| p.as_str()), "entry path")?;
@@ -955,13 +1015,7 @@ impl EncodedTree {
         if file_sizes.try_fold(0u64, |total, size| total.checked_add(size)).is_none() {
             return Err(corrupt("the new files add up to more than 2^64-1 bytes".into()));
         }
-        if entries.len() as u64 > MAX_ENTRIES {
-            return Err(Error::Limit {
-                input: Input::Patch,
-                offset: tree_at,
-                what: format!("the new tree has {} entries, above the limit {MAX_ENTRIES}", entries.len()),
-            });
-        }
+        TreeBudget::check_entries(entries.len() as u64).map_err(|what| Error::Limit { input: Input::Patch, offset: tree_at, what })?;
         Ok(PatchTree {
             single_file: self.single_file,
             old_listing: listing,

@@ -179,9 +179,7 @@ pub(super) fn read_fixed_header<R: Read>(input: &mut PatchInput<R>) -> Result<(u
     let at = input.offset();
     let raw = input.varint("tree size")?;
     let comp = input.varint("tree compressed size")?;
-    if raw > MAX_TREE_BYTES {
-        return Err(Error::Limit { input: Input::Patch, offset: at, what: format!("tree section of {raw} bytes, above the limit {MAX_TREE_BYTES}") });
-    }
+    TreeBudget::check_section(raw).map_err(|what| Error::Limit { input: Input::Patch, offset: at, what })?;
     if raw == 0 || comp == 0 || comp > raw + raw / 64 + 1024 {
         return Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("tree sizes {raw}/{comp} out of range") });
     }
