@@ -1,10 +1,16 @@
 // Which ed25519 keys a client accepts, from its options. Pure (no wasm): the page
 // checks the options when a GameUpdater is made, the worker again for every request.
+// Keys the server rotated to are accepted only through a rotation signed by one of these
+// (trust.ts, `Verifier`).
 
 import { SignatureError } from "./errors.js";
 import type { UpdateOptions } from "./messages.js";
 
-export type TrustOptions = Pick<UpdateOptions, "publicKeys" | "publicKey" | "dangerouslyAllowUnsignedUpdates">;
+/**
+ * The options that say which keys are accepted; `baseUrl` (the server) is where a key
+ * rotation is looked up, and what keys learned from one are stored under.
+ */
+export type TrustOptions = Pick<UpdateOptions, "publicKeys" | "publicKey" | "dangerouslyAllowUnsignedUpdates"> & { baseUrl?: string | URL };
 
 export const UNSIGNED_WARNING =
   "edgepatch: dangerouslyAllowUnsignedUpdates is set and no public key is configured: this update is NOT authenticated " +

@@ -63,6 +63,59 @@ export function channelUrl(baseUrl: string | URL, game: string, channel: string)
   return new URL(`v1/games/${game}/channels/${channel}`, baseOf(baseUrl));
 }
 
+export function publicKeyUrl(baseUrl: string | URL): URL {
+  return new URL("v1/public-key", baseOf(baseUrl));
+}
+
+/** The server's base URL, resolved and ending in "/": what state kept per server is keyed by. */
+export function serverKey(baseUrl: string | URL): string {
+  return baseOf(baseUrl).href;
+}
+
+/**
+ * One entry of `v1/public-key`'s `rotations` (docs/UPDATE_PROTOCOL.md): the key `from`
+ * (16 hex) hands over to `publicKey` (base64 of 32 bytes, key id `keyId`), signed by `from`.
+ */
+export interface KeyRotation {
+  from: string;
+  keyId: string;
+  publicKey: string;
+  signature: string;
+}
+
+/** Most rotations a client reads from `v1/public-key` (the core's MAX_ROTATIONS). */
+export const MAX_ROTATIONS = 32;
+
+/**
+ * Checks the shape of a list of rotations (`what` names it in errors): each entry's `from`
+ * and `keyId` 16 hex digits, `publicKey` and `signature` strings; at most MAX_ROTATIONS.
+ * Whether they are signed by a trusted key is trust.ts's question.
+ */
+export function parseRotations(list: unknown, what: string, url?: string): KeyRotation[] {
+  const extra = url ? { url } : {};
+  if (list === undefined) return [];
+  if (!Array.isArray(list)) throw new ProtocolError(`${what}: rotations is not an array`, extra);
+  if (list.length > MAX_ROTATIONS) throw new ProtocolError(`${what}: ${list.length} rotations listed, more than the ${MAX_ROTATIONS} a client follows`, extra);
+  return list.map((r: unknown, i) => {
+    const o = (r && typeof r === "object" ? r : {}) as Record<string, unknown>;
+    const s = (k: string): string => {
+      if (typeof o[k] !== "string") throw new ProtocolError(`${what}: rotation ${i} has no ${k}`, extra);
+      return o[k] as string;
+    };
+    const from = s("from").toLowerCase();
+    const keyId = s("keyId").toLowerCase();
+    if (!/^[0-9a-f]{16}$/.test(from) || !/^[0-9a-f]{16}$/.test(keyId)) throw new ProtocolError(`${what}: rotation ${i}: from and keyId must be 16 hex digits`, extra);
+    return { from, keyId, publicKey: s("publicKey"), signature: s("signature") };
+  });
+}
+
+/** The server's `v1/public-key` document: its `rotations`, shape-checked. */
+export async function fetchRotations(baseUrl: string | URL, signal?: AbortSignal): Promise<{ url: string; rotations: KeyRotation[] }> {
+  const url = publicKeyUrl(baseUrl).href;
+  const doc = await fetchJson(url, signal);
+  return { url, rotations: parseRotations(doc.rotations, url, url) };
+}
+
 /** A fetch whose failures are typed: NetworkError for the transport, HttpError for a status. */
 export async function fetchChecked(url: string, init: RequestInit = {}): Promise<Response> {
   let res: Response;

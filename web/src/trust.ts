@@ -4,6 +4,11 @@
 // manifest against the signed statement, and channel documents against rollback
 // and freeze. Steps 4-5 (the patch and every installed byte against the manifest)
 // are the wasm PatchApplier's, given the manifest these checks let through.
+//
+// Key rotation: a document signed by a key id that is not accepted sends the Verifier to
+// the server's `v1/public-key`, whose `rotations` it follows from the accepted keys, each
+// step signed by a key already trusted (wasm `rotationStatement`); keys learned so are
+// stored per server and trusted again only through the same chain from the configured keys.
 
 import type { ManifestEntry, ManifestSegment } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import * as wasm from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
@@ -11,7 +16,21 @@ import { FrozenError, IntegrityError, ProtocolError, RollbackError, SignatureErr
 import { type TrustOptions, acceptedKeys, base64Bytes } from "./keys.js";
 import { ROOT_DIR, dirAt, opfsRoot, readJson, writeAtomic } from "./layout.js";
 import type { ChannelHead } from "./messages.js";
-import { EMPTY_BUILD, type UpdateDescriptor, channelUrl, descriptorUrl, fetchChannel, fetchChecked, fetchDescriptor, readBounded } from "./protocol.js";
+import {
+  EMPTY_BUILD,
+  type KeyRotation,
+  MAX_ROTATIONS,
+  type UpdateDescriptor,
+  channelUrl,
+  descriptorUrl,
+  fetchChannel,
+  fetchChecked,
+  fetchDescriptor,
+  fetchRotations,
+  parseRotations,
+  readBounded,
+  serverKey,
+} from "./protocol.js";
 
 /** Clock skew allowed when judging a channel document's `expires`. */
 export const EXPIRY_SKEW_SECONDS = 300;
@@ -22,23 +41,33 @@ interface AcceptedKey {
   webCrypto: Promise<CryptoKey | null>;
 }
 
+function acceptedKey(raw: Uint8Array): AcceptedKey {
+  const webCrypto = crypto.subtle.importKey("raw", raw as BufferSource, { name: "Ed25519" }, false, ["verify"]).catch(() => null);
+  return { raw, webCrypto };
+}
+
+/** Whether `sig` is `key`'s ed25519 signature of `statement` (WebCrypto, else the core). */
+async function verifyUnder(key: AcceptedKey, statement: Uint8Array, sig: Uint8Array): Promise<boolean> {
+  const webKey = await key.webCrypto;
+  return webKey ? crypto.subtle.verify({ name: "Ed25519" }, webKey, sig as BufferSource, statement as BufferSource) : wasm.verifyEd25519(key.raw, statement, sig);
+}
+
 /** The keys a client accepts, by key id; verifies statements signed by them. */
 export class Verifier {
   private readonly keys = new Map<string, AcceptedKey>();
+  /** Rotations this verifier followed (stored ones and fetched ones), in order. */
+  private readonly followed: KeyRotation[] = [];
+  private storedTried = false;
 
-  constructor(raw: Uint8Array[]) {
-    for (const k of raw) {
-      const webCrypto = crypto.subtle
-        .importKey("raw", k as BufferSource, { name: "Ed25519" }, false, ["verify"])
-        .catch(() => null);
-      this.keys.set(wasm.keyId(k), { raw: k, webCrypto });
-    }
+  /** `baseUrl`: the server, where rotations are looked up (none: only the given keys). */
+  constructor(raw: Uint8Array[], private readonly baseUrl: string | null = null) {
+    for (const k of raw) this.keys.set(wasm.keyId(k), acceptedKey(k));
   }
 
   /** The verifier for a request's options, or null when unsigned updates are allowed (see `acceptedKeys`). */
   static fromOptions(opts: TrustOptions): Verifier | null {
     const raw = acceptedKeys(opts);
-    return raw ? new Verifier(raw) : null;
+    return raw ? new Verifier(raw, opts.baseUrl !== undefined ? String(opts.baseUrl) : null) : null;
   }
 
   get keyIds(): string[] {
@@ -47,14 +76,13 @@ export class Verifier {
 
   /**
    * Checks a signed document: its base64 `signature` over the statement `statementFor`
-   * builds for its `keyId`, under that accepted key. Returns the key id. `what` names
-   * the document in errors.
+   * builds for its `keyId`, under that accepted key (or one reached by the server's key
+   * rotations, see `followRotations`). Returns the key id. `what` names the document in errors.
    */
   async verify(what: string, doc: { keyId?: string; signature?: string }, statementFor: (keyId: string) => Uint8Array, url: string): Promise<string> {
     const { keyId, signature } = doc;
     if (keyId === undefined || signature === undefined) throw new SignatureError(`${what} (${url}) is not signed (no keyId/signature), and this client accepts only signed updates`, { url });
-    const key = this.keys.get(keyId);
-    if (!key) throw new SignatureError(`${what} (${url}) is signed by key ${keyId}, which is not an accepted key (accepted: ${this.keyIds.join(", ")})`, { url });
+    const key = this.keys.get(keyId) ?? (await this.followRotations(what, keyId, url));
     const sig = base64Bytes(signature);
     if (!sig || sig.length !== 64) throw new SignatureError(`${what} (${url}): the signature is not the base64 of 64 bytes`, { url });
     let statement: Uint8Array;
@@ -64,17 +92,130 @@ export class Verifier {
       throw new ProtocolError(`${what} (${url}): ${messageOf(e)}`, { url });
     }
     let ok: boolean;
-    const webKey = await key.webCrypto;
     try {
-      ok = webKey
-        ? await crypto.subtle.verify({ name: "Ed25519" }, webKey, sig as BufferSource, statement as BufferSource)
-        : wasm.verifyEd25519(key.raw, statement, sig);
+      ok = await verifyUnder(key, statement, sig);
     } catch (e) {
       throw new SignatureError(`${what} (${url}): checking the signature failed: ${messageOf(e)}`, { url });
     }
     if (!ok) throw new SignatureError(`${what} (${url}): the ed25519 signature does not verify under key ${keyId}`, { url });
     return keyId;
   }
+
+  /**
+   * The key `target` names, reached from the accepted keys by key rotations: first those
+   * stored for this server, then the server's `v1/public-key`. Each rotation whose signer
+   * is trusted (at the start or through an earlier rotation) must verify, and its new key
+   * becomes trusted; rotations from other keys are passed over. Throws SignatureError when
+   * `target` is not reached, saying whether a rotation to it exists and who signed it.
+   */
+  private async followRotations(what: string, target: string, url: string): Promise<AcceptedKey> {
+    const notAccepted = `${what} (${url}) is signed by key ${target}, which is not an accepted key (accepted: ${this.keyIds.join(", ")})`;
+    if (this.baseUrl === null) throw new SignatureError(notAccepted, { url });
+    if (!this.storedTried) {
+      this.storedTried = true;
+      // Stored rotations were verified when learned; they count only from the keys configured now.
+      for (const r of await readStoredRotations(this.baseUrl)) {
+        try {
+          await this.apply(r, "stored rotations");
+        } catch {
+          /* a stored entry that no longer verifies is ignored: the server's document decides */
+        }
+      }
+      const k = this.keys.get(target);
+      if (k) return k;
+    }
+    let fetched: { url: string; rotations: KeyRotation[] };
+    try {
+      fetched = await fetchRotations(this.baseUrl);
+    } catch (e) {
+      if ((e as { name?: string }).name === "AbortError") throw e;
+      throw new SignatureError(`${notAccepted}; no key rotation to it could be read: ${messageOf(e)}`, { url });
+    }
+    const { url: pkUrl, rotations } = fetched;
+    for (const r of rotations) await this.apply(r, pkUrl, `${notAccepted}; `);
+    const key = this.keys.get(target);
+    if (key) {
+      await storeRotations(this.baseUrl, this.followed).catch(() => {});
+      return key;
+    }
+    const to = rotations.find((r) => r.keyId === target);
+    throw new SignatureError(
+      `${notAccepted}; ` +
+        (to
+          ? `the key rotation to it in ${pkUrl} is signed by key ${to.from}, and that signer is not trusted (no chain of signed rotations leads to it from an accepted key)`
+          : `${pkUrl} lists no key rotation to it from an accepted key`),
+      { url },
+    );
+  }
+
+  /** Follows one rotation if its signer is trusted: verified, then its key trusted. */
+  private async apply(r: KeyRotation, where: string, context = ""): Promise<void> {
+    const signer = this.keys.get(r.from);
+    if (!signer || this.keys.has(r.keyId)) return;
+    const raw = base64Bytes(r.publicKey);
+    const sig = base64Bytes(r.signature);
+    const name = `${context}the key rotation ${r.from} -> ${r.keyId} (${where})`;
+    if (!raw || raw.length !== 32) throw new ProtocolError(`${name}: publicKey is not the base64 of 32 bytes`);
+    if (wasm.keyId(raw) !== r.keyId) throw new ProtocolError(`${name}: keyId is not the key id of its publicKey (${wasm.keyId(raw)})`);
+    if (!sig || sig.length !== 64) throw new SignatureError(`${name}: the signature is not the base64 of 64 bytes`);
+    let statement: Uint8Array;
+    try {
+      statement = wasm.rotationStatement(r.from, raw);
+    } catch (e) {
+      throw new SignatureError(`${name}: ${messageOf(e)}`);
+    }
+    if (!(await verifyUnder(signer, statement, sig))) throw new SignatureError(`${name} does not verify under key ${r.from}: forged or damaged; refusing it`);
+    this.keys.set(r.keyId, acceptedKey(raw));
+    this.followed.push(r);
+  }
+}
+
+// Rotations followed, per server (its resolved base URL), live in
+//   edgepatch/.keys/rotations.json   {"version": 1, "servers": {"<base URL>": [rotation, ...]}}
+// beside .channels (never a game name). Only followed rotations are stored, and they are
+// followed again from the configured keys each time: a portal that stops configuring a
+// key stops trusting what it rotated to.
+
+interface StoredRotations {
+  version: 1;
+  servers: Record<string, KeyRotation[]>;
+}
+
+const KEYS_DIR = ".keys";
+const ROTATIONS_FILE = "rotations.json";
+
+async function keysDir(): Promise<FileSystemDirectoryHandle> {
+  return dirAt(await opfsRoot(), `${ROOT_DIR}/${KEYS_DIR}`, true);
+}
+
+async function readAllRotations(): Promise<StoredRotations> {
+  const s = await readJson<StoredRotations>(await keysDir(), ROTATIONS_FILE);
+  return s && s.version === 1 && s.servers && typeof s.servers === "object" ? s : { version: 1, servers: {} };
+}
+
+async function readStoredRotations(baseUrl: string): Promise<KeyRotation[]> {
+  try {
+    return parseRotations((await readAllRotations()).servers[serverKey(baseUrl)], "stored key rotations");
+  } catch {
+    return [];
+  }
+}
+
+/** Adds `followed` to the rotations stored for `baseUrl` (each once, at most MAX_ROTATIONS). */
+async function storeRotations(baseUrl: string, followed: KeyRotation[]): Promise<void> {
+  const s = await readAllRotations();
+  const key = serverKey(baseUrl);
+  let list: KeyRotation[];
+  try {
+    list = parseRotations(s.servers[key], "stored key rotations");
+  } catch {
+    list = [];
+  }
+  const same = (a: KeyRotation, b: KeyRotation) => a.from === b.from && a.keyId === b.keyId && a.signature === b.signature;
+  const added = followed.filter((r) => !list.some((o) => same(o, r)));
+  if (added.length === 0) return;
+  s.servers[key] = [...list, ...added].slice(-MAX_ROTATIONS);
+  await writeAtomic(await keysDir(), ROTATIONS_FILE, JSON.stringify(s));
 }
 
 /** An update whose documents passed steps 2-3: the manifest is the one the signed statement names. */
