@@ -4,13 +4,15 @@
 // replaced build for rollback, the rollback, and the plan of an update before it runs.
 //
 // Kept builds: the current one, the one it replaced ("previous": for rollback() and
-// for a game still running it, see service-worker.ts), and the one being written.
-// A build older than previous is deleted when a newer build is verified and switched in.
+// for a game still running it, see service-worker.ts), and the staging directory of the
+// update in progress (layout.ts). A build older than previous is deleted when a newer
+// build is verified and switched in. An update never writes a directory the pointer names.
 
 import { ManifestReader, blake3Hex } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import type { ManifestEntry } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import { HttpError, IntegrityError, QuotaError, StateError, StorageError, messageOf } from "./errors.js";
-import { CurrentPointer, dirAt, fileAt, gameDir, readCurrent, readJson, removeIfPresent, writeAtomic } from "./layout.js";
+import { blake3Of } from "./build-files-sync.js";
+import { BUILDS_DIR, type BuildRef, CurrentPointer, STAGING_DIR, buildDir, buildPath, dirAt, fileAt, gameDir, isStagingName, readCurrent, readJson, removeIfPresent, writeAtomic } from "./layout.js";
 import type { UpdatePlan } from "./messages.js";
 import { EMPTY_BUILD, checkName } from "./protocol.js";
 import { Verifier, VerifiedUpdate, fetchVerifiedUpdate } from "./trust.js";
@@ -66,12 +68,11 @@ export function bytesToWrite(verified: VerifiedUpdate): number {
   return fileBytes(verified.entries) + verified.manifestBytes.length;
 }
 
-/** Build directories an update may not delete: current, previous, and the one being resumed. */
-export function keptBuilds(current: CurrentPointer | null, resuming: string | null): Set<string> {
+/** The directories the pointer names (current and previous), as paths below the game's directory. */
+export function referencedDirs(pointer: CurrentPointer | null): Set<string> {
   const keep = new Set<string>();
-  if (current) keep.add(current.build);
-  if (current?.previous) keep.add(current.previous.build);
-  if (resuming) keep.add(resuming);
+  if (pointer) keep.add(buildPath(pointer));
+  if (pointer?.previous) keep.add(buildPath(pointer.previous));
   return keep;
 }
 
@@ -81,40 +82,121 @@ async function names(dir: FileSystemDirectoryHandle): Promise<string[]> {
   return out;
 }
 
-/** Deletes every build directory not in `keep`. */
-export async function pruneBuilds(builds: FileSystemDirectoryHandle, keep: Set<string>): Promise<void> {
-  for (const name of await names(builds)) if (!keep.has(name)) await removeIfPresent(builds, name);
+/**
+ * Deletes every build and staging directory the pointer does not name, but the staging
+ * directory `keepStaging` (the update being resumed).
+ */
+export async function pruneBuilds(game: FileSystemDirectoryHandle, pointer: CurrentPointer | null, keepStaging: string | null): Promise<void> {
+  const keep = referencedDirs(pointer);
+  if (keepStaging) keep.add(`${STAGING_DIR}/${keepStaging}`);
+  for (const top of [BUILDS_DIR, STAGING_DIR]) {
+    const d = await dirAt(game, top, true);
+    for (const name of await names(d)) if (!keep.has(`${top}/${name}`)) await removeIfPresent(d, name);
+  }
+}
+
+type Movable = { move?: (parent: FileSystemDirectoryHandle, name: string) => Promise<void> };
+
+/**
+ * Renames the verified staging directory `staged` to builds/<to>, which no pointer names and
+ * which is removed first if a leftover holds the name: one directory move (Firefox, WebKit),
+ * else file by file (Chromium, which moves only files). False where the engine moves neither;
+ * a failure midway is a StorageError (the next update prunes what no pointer names).
+ */
+async function renameToBuild(game: FileSystemDirectoryHandle, staged: FileSystemDirectoryHandle, stagedName: string, to: string, entries: ManifestEntry[]): Promise<boolean> {
+  const builds = await dirAt(game, BUILDS_DIR, true);
+  await removeIfPresent(builds, to);
+  if (typeof (staged as unknown as Movable).move === "function") {
+    try {
+      await (staged as unknown as Movable).move!(builds, to);
+      return true;
+    } catch {
+      // A directory it cannot move (an engine that moves files only): file by file below.
+      await removeIfPresent(builds, to);
+    }
+  }
+  if (typeof (FileSystemFileHandle.prototype as unknown as Movable).move !== "function") return false;
+  try {
+    const target = await builds.getDirectoryHandle(to, { create: true });
+    const from = await staged.getDirectoryHandle("files");
+    const files = await target.getDirectoryHandle("files", { create: true });
+    for (const e of entries) if (e.kind === "directory") await dirAt(files, e.path, true);
+    for (const e of entries) {
+      if (e.kind !== "file") continue;
+      const i = e.path.lastIndexOf("/");
+      const parent = i < 0 ? files : await dirAt(files, e.path.slice(0, i), true);
+      await ((await fileAt(from, e.path, false)) as unknown as Movable).move!(parent, e.path.slice(i + 1));
+    }
+    await ((await staged.getFileHandle("manifest")) as unknown as Movable).move!(target, "manifest");
+  } catch (e) {
+    throw new StorageError(`renaming the verified build ${to} (${STAGING_DIR}/${stagedName}) failed: ${messageOf(e)}`);
+  }
+  await removeIfPresent(await dirAt(game, STAGING_DIR, true), stagedName);
+  return true;
 }
 
 /**
- * Before writing build `to`: a previous build of the same name is about to be overwritten,
- * so it stops being previous first (the pointer never names a build being rewritten).
+ * The switch, once every byte of the staged build `to` is verified: it gets its name (renamed
+ * to builds/<to> when the pointer does not name that directory, else the pointer names the
+ * staging directory), then one atomic replacement of the pointer names `to` current and the
+ * build it replaces previous; then the directories it no longer names are deleted.
  */
-export async function releasePrevious(game: FileSystemDirectoryHandle, current: CurrentPointer | null, to: string): Promise<CurrentPointer | null> {
-  if (!current?.previous || current.previous.build !== to) return current;
-  const next: CurrentPointer = { ...current, previous: null };
-  await writeAtomic(game, "current", JSON.stringify(next));
-  return next;
-}
-
-/**
- * The switch: one atomic replacement of the pointer, naming `to` current and the build it
- * replaces previous; then builds older than previous are deleted.
- */
-export async function switchTo(game: FileSystemDirectoryHandle, builds: FileSystemDirectoryHandle, current: CurrentPointer | null, to: string, manifestBlake3: string): Promise<CurrentPointer> {
-  const previous = current && current.build !== to ? { build: current.build, manifestBlake3: current.manifestBlake3 } : null;
-  const pointer: CurrentPointer = { build: to, manifestBlake3, previous };
+export async function switchTo(game: FileSystemDirectoryHandle, current: CurrentPointer | null, to: string, manifestBlake3: string, stagedName: string, entries: ManifestEntry[]): Promise<CurrentPointer> {
+  const staged = await dirAt(game, `${STAGING_DIR}/${stagedName}`, false);
+  let dir = `${STAGING_DIR}/${stagedName}`;
+  // builds/<to> may still be the previous build of the same name (a channel that went back):
+  // it is served until the pointer stops naming it, so the new build keeps its staging directory.
+  if (!referencedDirs(current).has(`${BUILDS_DIR}/${to}`) && (await renameToBuild(game, staged, stagedName, to, entries))) dir = `${BUILDS_DIR}/${to}`;
+  const previous = current ? refOf(current) : null;
+  const pointer: CurrentPointer = { build: to, manifestBlake3, dir, previous };
   await writeAtomic(game, "current", JSON.stringify(pointer));
-  await pruneBuilds(builds, keptBuilds(pointer, null));
+  await pruneBuilds(game, pointer, null);
+  return pointer;
+}
+
+function refOf(r: BuildRef): BuildRef {
+  return { build: r.build, manifestBlake3: r.manifestBlake3, dir: buildPath(r) };
+}
+
+/**
+ * An update to the previous build by the very manifest it was installed with needs no
+ * download: when every stored file still has the size and BLAKE3 the manifest lists, it
+ * is switched back in (as rollback() does). Null when anything differs (then the update
+ * downloads the build into a staging directory as usual).
+ */
+export async function reusePrevious(game: FileSystemDirectoryHandle, current: CurrentPointer, to: string, manifestBlake3: string, entries: ManifestEntry[]): Promise<CurrentPointer | null> {
+  const prev = current.previous;
+  if (!prev || prev.build !== to || prev.manifestBlake3 !== manifestBlake3) return null;
+  try {
+    const d = await buildDir(game, prev);
+    if (blake3Hex(new Uint8Array(await (await (await d.getFileHandle("manifest")).getFile()).arrayBuffer())) !== manifestBlake3) return null;
+    const files = await d.getDirectoryHandle("files");
+    for (const e of entries) {
+      if (e.kind !== "file") continue;
+      const f = await (await fileAt(files, e.path, false)).getFile();
+      if (f.size !== e.size) return null;
+      const got = await blake3Of(e.size, async (buf, at) => {
+        const part = new Uint8Array(await f.slice(at, at + buf.length).arrayBuffer());
+        buf.set(part);
+        return part.length;
+      });
+      if (got !== e.blake3) return null;
+    }
+  } catch {
+    return null;
+  }
+  const pointer: CurrentPointer = { ...refOf(prev), previous: refOf(current) };
+  await writeAtomic(game, "current", JSON.stringify(pointer));
   return pointer;
 }
 
 /** What `rollback()` checks of the previous build: its stored manifest is the one recorded, every file is there at its size. */
-async function checkStoredBuild(game: FileSystemDirectoryHandle, build: string, manifestBlake3: string): Promise<void> {
+async function checkStoredBuild(game: FileSystemDirectoryHandle, ref: BuildRef): Promise<void> {
+  const { build, manifestBlake3 } = ref;
   let bytes: Uint8Array;
   let filesDir: FileSystemDirectoryHandle;
   try {
-    const d = await dirAt(game, `builds/${build}`, false);
+    const d = await buildDir(game, ref);
     bytes = new Uint8Array(await (await (await d.getFileHandle("manifest")).getFile()).arrayBuffer());
     filesDir = await dirAt(d, "files", false);
   } catch (e) {
@@ -152,13 +234,13 @@ export async function rollbackGame(gameName: string, updateRecordName: string): 
   if (!g || !cur) throw new StateError(`${gameName}: nothing is installed`);
   if (!cur.previous) throw new StateError(`${gameName}: there is no previous build to roll back to (current is ${cur.build})`);
   const prev = cur.previous;
-  await checkStoredBuild(g, prev.build, prev.manifestBlake3);
-  const pending = await readJson<{ to?: unknown }>(g, updateRecordName);
-  const pointer: CurrentPointer = { build: prev.build, manifestBlake3: prev.manifestBlake3, previous: { build: cur.build, manifestBlake3: cur.manifestBlake3 } };
+  await checkStoredBuild(g, prev);
+  const pending = await readJson<{ staging?: unknown }>(g, updateRecordName);
+  const pointer: CurrentPointer = { ...refOf(prev), previous: refOf(cur) };
   await writeAtomic(g, "current", JSON.stringify(pointer));
   if (pending) {
     await removeIfPresent(g, updateRecordName);
-    if (typeof pending.to === "string" && pending.to !== prev.build && pending.to !== cur.build) await removeIfPresent(await dirAt(g, "builds", true), pending.to);
+    if (isStagingName(pending.staging) && !referencedDirs(pointer).has(`${STAGING_DIR}/${pending.staging}`)) await removeIfPresent(await dirAt(g, STAGING_DIR, true), pending.staging);
   }
   return { from: cur.build, to: prev.build };
 }

@@ -1,12 +1,23 @@
 // Where builds live in the origin private file system (OPFS):
 //
-//   edgepatch/<game>/current                 {"build", "manifestBlake3", "previous"}: the current build
-//                                            (written last) and the one it replaced, kept for rollback
-//                                            and for a game still running it until a newer build is verified
-//   edgepatch/<game>/update.json             resume record of the update in progress (absent when none)
+//   edgepatch/<game>/current                 {"build", "manifestBlake3", "dir", "previous"}: the current build
+//                                            and the one it replaced (kept for rollback and for a game still
+//                                            running it), each with the directory that holds it; replaced
+//                                            last, atomically. Only the directories it names are ever served.
+//   edgepatch/<game>/update.json             resume record of the update in progress, naming its staging
+//                                            directory (absent when none)
+//   edgepatch/<game>/staging/<build>-<id>/   what one update attempt writes (manifest, files/, scratch),
+//                                            never served; a fresh <id> per attempt, kept for resume
 //   edgepatch/<game>/builds/<build>/manifest the patch manifest that produced the build: every entry's
 //                                            kind, size, BLAKE3, executable bit and symlink target
 //   edgepatch/<game>/builds/<build>/files/   the build's regular files and directories
+//
+// A build gets its name only once every byte is verified: its staging directory is renamed to
+// builds/<build> while no pointer names that (one directory move in Firefox and WebKit, file by
+// file in Chromium), or, where the engine cannot move or the name is still the previous build's,
+// `current` names the staging directory itself ("dir"). A "dir" absent from an older pointer is
+// builds/<build>.
+// Directories `current` does not name (and not the resume record's) are leftovers, pruned.
 //
 // OPFS has no symlinks and no permission bits: both live only in the manifest.
 
@@ -14,11 +25,50 @@ import { StorageError, messageOf } from "./errors.js";
 
 export const ROOT_DIR = "edgepatch";
 
-export interface CurrentPointer {
+export const BUILDS_DIR = "builds";
+export const STAGING_DIR = "staging";
+
+/** A stored, verified build and the directory (below the game's) that holds it. */
+export interface BuildRef {
   build: string;
   manifestBlake3: string;
+  /** "builds/<build>" or "staging/<name>"; absent: builds/<build>. */
+  dir?: string;
+}
+
+export interface CurrentPointer extends BuildRef {
   /** The build this one replaced (still stored), or null. */
-  previous?: { build: string; manifestBlake3: string } | null;
+  previous?: BuildRef | null;
+}
+
+/** A name for one directory entry: no separators, not "." or "..". */
+function plainName(s: string): boolean {
+  return s.length > 0 && s.length <= 255 && s !== "." && s !== ".." && !/[\/\\\0]/.test(s);
+}
+
+/** The directory holding `ref`, as a path below the game's directory. */
+export function buildPath(ref: BuildRef): string {
+  const dir = ref.dir ?? `${BUILDS_DIR}/${ref.build}`;
+  const i = dir.indexOf("/");
+  if (i < 0 || ![BUILDS_DIR, STAGING_DIR].includes(dir.slice(0, i)) || !plainName(dir.slice(i + 1))) {
+    throw new StorageError(`the pointer names ${JSON.stringify(dir)} as the directory of build ${ref.build}, which is not a build directory`);
+  }
+  return dir;
+}
+
+/** A fresh staging directory name for one update attempt towards `to`. */
+export function newStagingName(to: string): string {
+  const id = Array.from(crypto.getRandomValues(new Uint8Array(8)), (b) => b.toString(16).padStart(2, "0")).join("");
+  return `${to}-${id}`;
+}
+
+export function isStagingName(s: unknown): s is string {
+  return typeof s === "string" && plainName(s);
+}
+
+/** The directory of a stored build (the one `ref` names). NotFoundError when it is gone. */
+export async function buildDir(game: FileSystemDirectoryHandle, ref: BuildRef): Promise<FileSystemDirectoryHandle> {
+  return dirAt(game, buildPath(ref), false);
 }
 
 export async function opfsRoot(): Promise<FileSystemDirectoryHandle> {

@@ -102,6 +102,7 @@ export interface UpdateResult {
   /** This call continued an interrupted update. */
   resumed: boolean;
   resumedFrom: number;
+  /** Patch bytes downloaded by this call: 0 when `to` was the previous build, stored by the same manifest and switched back in. */
   downloadedBytes: number;
   patchSize: number;
   newBytesTotal: number;

@@ -1,6 +1,7 @@
 // The Service Worker that runs a game from its installed build: a request for
-// `<scope><game>/<path>` is answered from `edgepatch/<game>/builds/<build>/files/<path>`
-// in OPFS (layout.ts), looked up in that build's stored manifest, so games load their
+// `<scope><game>/<path>` is answered from `<dir>/files/<path>` below `edgepatch/<game>/`
+// in OPFS, where <dir> is the directory the `current` pointer names for the build
+// (layout.ts), looked up in that build's stored manifest, so games load their
 // files by URL as they would from a web server. Built as a classic script
 // (dist/lib/edgepatch-sw.js, with the apply-only wasm beside it); a portal registers it
 // with `registerGameServiceWorker` (serve.ts) under a scope it chooses.
@@ -11,10 +12,15 @@
 // Service Worker keeps them, and dropped when their client is gone. An update keeps the
 // previous build (builds.ts), so a game started before an update keeps working; a game
 // still running a build two updates old gets 410 Gone for what it had not loaded yet.
+//
+// Only the two builds the pointer names (current and previous), from the directories it
+// names, are ever served, and only with a stored manifest whose BLAKE3 is the pointer's: an
+// update writes a staging directory of its own that no pointer names until every byte of it
+// is verified, so a pinned build's name never reaches bytes an update is writing or left.
 
-import init, { ManifestReader, checkName } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import init, { ManifestReader, blake3Hex, checkName } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import type { ManifestEntry } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import { ROOT_DIR, dirAt, fileAt, readCurrent } from "./layout.js";
+import { type BuildRef, ROOT_DIR, buildDir, dirAt, fileAt, readCurrent } from "./layout.js";
 import { parseRange } from "./http-range.js";
 
 // The Service Worker types this file uses (TypeScript's "webworker" lib cannot share a
@@ -127,7 +133,7 @@ async function prunePins(keep: string): Promise<void> {
 
 // --- builds and manifests --------------------------------------------------------------
 
-/** Stored manifests of builds being served, by `game/build` (a few; they are small). */
+/** Stored manifests of builds being served, by `game/build/manifestBlake3` (a few; they are small). */
 const manifests = new Map<string, ManifestReader>();
 
 async function gameDirectory(game: string): Promise<FileSystemDirectoryHandle | null> {
@@ -139,17 +145,19 @@ async function gameDirectory(game: string): Promise<FileSystemDirectoryHandle | 
   }
 }
 
-async function manifestOf(g: FileSystemDirectoryHandle, game: string, build: string): Promise<ManifestReader | null> {
-  const key = `${game}/${build}`;
+/** The stored manifest of `ref`, if it is the one the pointer records (else null). */
+async function manifestOf(g: FileSystemDirectoryHandle, game: string, ref: BuildRef): Promise<ManifestReader | null> {
+  const key = `${game}/${ref.build}/${ref.manifestBlake3}`;
   const known = manifests.get(key);
   if (known) return known;
   let bytes: Uint8Array;
   try {
-    const d = await dirAt(g, `builds/${build}`, false);
+    const d = await buildDir(g, ref);
     bytes = new Uint8Array(await (await (await d.getFileHandle("manifest")).getFile()).arrayBuffer());
   } catch {
     return null;
   }
+  if (blake3Hex(bytes) !== ref.manifestBlake3) return null;
   const m = new ManifestReader(bytes);
   if (manifests.size >= 8) {
     const [oldest, reader] = manifests.entries().next().value as [string, ManifestReader];
@@ -209,24 +217,32 @@ async function serve(event: FetchEvent, scopePath: string): Promise<Response> {
   const g = await gameDirectory(game);
   const current = g && (await readCurrent(g));
   if (!g || !current) return text(404, `${game} is not installed`);
-  // The build this client runs: chosen at navigation, pinned to the client.
+  // The build this client runs: chosen at navigation, pinned to the client; served only
+  // while the pointer names it (current or previous), from the directory it names.
   const navigation = req.mode === "navigate" || req.destination === "document" || req.destination === "iframe";
-  let build = current.build;
+  let ref: BuildRef | null = current;
   if (navigation) {
-    if (event.resultingClientId) await pin(event.resultingClientId, `${game}/${build}`);
+    if (event.resultingClientId) await pin(event.resultingClientId, `${game}/${current.build}`);
     event.waitUntil(prunePins(event.resultingClientId));
   } else if (event.clientId) {
     const key = await pinned(event.clientId);
-    if (key?.startsWith(`${game}/`)) build = key.slice(game.length + 1);
+    if (key?.startsWith(`${game}/`)) {
+      const build = key.slice(game.length + 1);
+      ref = [current, current.previous].find((r) => r?.build === build) ?? null;
+      if (!ref) return text(410, `build ${build} of ${game} is not stored any more (two updates happened since this page loaded): reload`);
+    }
   }
-  const m = await manifestOf(g, game, build);
-  if (!m) return text(410, `build ${build} of ${game} is not stored any more (two updates happened since this page loaded): reload`);
+  const build = ref.build;
+  const m = await manifestOf(g, game, ref);
+  if (!m) return text(410, `build ${build} of ${game} is not stored any more: reload`);
   const found = resolve(m, path);
   if (!found || found.entry.kind !== "file") return text(404, `${game} ${build} has no file ${path}`);
 
   let file: File;
   try {
-    file = await (await fileAt(await dirAt(g, `builds/${build}/files`, false), found.path, false)).getFile();
+    file = await (await fileAt(await dirAt(await buildDir(g, ref), "files", false), found.path, false)).getFile();
+    // A file whose size is not the manifest's is not the verified one.
+    if (file.size !== found.entry.size) throw new Error("size");
   } catch {
     return text(410, `build ${build} of ${game} is not stored any more: reload`);
   }

@@ -1,8 +1,8 @@
 // The update engine, run inside the dedicated worker: fetch the descriptor and
-// manifest, download the patch in ranges, apply it while it downloads into a
-// new build directory (build-files.ts: synchronous access handles, or writable
-// streams where the engine lacks them), persist resume points, check every
-// file, then switch the `current` pointer.
+// manifest, download the patch in ranges, apply it while it downloads into the
+// attempt's own staging directory (layout.ts; build-files.ts: synchronous access
+// handles, or writable streams where the engine lacks them), persist resume points,
+// check every file, then name the build and switch the `current` pointer (builds.ts).
 
 import { ManifestReader, PatchApplier } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import type { ManifestEntry, ResumePoint } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
@@ -20,10 +20,10 @@ import {
   messageOf,
 } from "./errors.js";
 import { RangeDownload, planRanges } from "./fetcher.js";
-import { dirAt, fileAt, gameDir, readCurrent, readJson, removeIfPresent, writeAtomic } from "./layout.js";
+import { type BuildRef, STAGING_DIR, buildDir, dirAt, fileAt, gameDir, isStagingName, newStagingName, readCurrent, readJson, removeIfPresent, writeAtomic } from "./layout.js";
 import type { ChannelHead, PendingUpdate, UpdateProgress, UpdateRequest, UpdateResult } from "./messages.js";
 import { EMPTY_BUILD, checkName } from "./protocol.js";
-import { bytesToWrite, checkSpace, fetchUpdateOrInstall, keptBuilds, pruneBuilds, releasePrevious, switchTo } from "./builds.js";
+import { bytesToWrite, checkSpace, fetchUpdateOrInstall, pruneBuilds, referencedDirs, reusePrevious, switchTo } from "./builds.js";
 import { Verifier, fetchVerifiedChannel, storeChannelHead } from "./trust.js";
 
 /** update.json: what an interrupted update needs to continue. */
@@ -40,6 +40,8 @@ interface UpdateRecord {
   /** The channel document this update follows: recorded as the newest seen once the update is switched in. */
   channel?: ChannelHead;
   baseUrl: string;
+  /** The directory below staging/ this attempt writes (a record without one is not resumed). */
+  staging?: string;
 }
 
 export const RECORD = "update.json";
@@ -49,10 +51,11 @@ function files(entries: ManifestEntry[]): ManifestEntry[] {
 }
 
 /** Reads a build's stored manifest (the one that produced it). */
-export async function buildManifest(game: FileSystemDirectoryHandle, build: string): Promise<ManifestReader> {
+export async function buildManifest(game: FileSystemDirectoryHandle, ref: BuildRef): Promise<ManifestReader> {
+  const build = ref.build;
   let bytes: Uint8Array;
   try {
-    const d = await dirAt(game, `builds/${build}`, false);
+    const d = await buildDir(game, ref);
     bytes = new Uint8Array(await (await (await d.getFileHandle("manifest")).getFile()).arrayBuffer());
   } catch (e) {
     throw new StorageError(`build ${build} has no readable manifest: ${messageOf(e)}`);
@@ -122,7 +125,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   const t0 = performance.now();
   const { game, from, to, tuning: req } = job;
   const g = (await gameDir(game, true))!;
-  let current = await readCurrent(g);
+  const current = await readCurrent(g);
   const base: Omit<UpdateResult, "alreadyCurrent"> = { game, from, to, resumed: false, resumedFrom: 0, downloadedBytes: 0, patchSize: 0, newBytesTotal: 0, files: 0, filesRehashed: 0, seconds: 0, savedPercent: 0, keyId: null, fullInstall: false, previous: current?.previous?.build ?? null, ...(channel ? { channel } : {}) };
   if (current?.build === to) {
     // The channel's build is current: it is switched in, so its sequence is now the newest.
@@ -147,23 +150,35 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   // Resume record: continue only the very same update (same manifest bytes), and only from
   // a point that carries the patch's hash so far (the patch is checked whole at the end).
   let record = await readJson<UpdateRecord>(g, RECORD);
-  const builds = await dirAt(g, "builds", true);
-  if (!(record && record.version === 2 && record.from === from && (record.patchFrom ?? record.from) === patchFrom && record.to === to && record.manifestBlake3 === desc.manifestBlake3)) record = null;
-  const point = record?.point && record.point.segmentsDone > 0 && typeof record.point.patchHashState === "string" && segments.length > 0 ? record.point : null;
+  if (!(record && record.version === 2 && record.from === from && (record.patchFrom ?? record.from) === patchFrom && record.to === to && record.manifestBlake3 === desc.manifestBlake3 && isStagingName(record.staging))) record = null;
+  // A resume continues in the staging directory its record names, if it is still there
+  // (and never one the pointer names: that is a verified build, not an update in progress).
+  const staging = await dirAt(g, STAGING_DIR, true);
+  let stagingDir: FileSystemDirectoryHandle | null = null;
+  if (record && !referencedDirs(current).has(`${STAGING_DIR}/${record.staging}`)) stagingDir = await staging.getDirectoryHandle(record.staging!).catch(() => null);
+  const point = stagingDir && record?.point && record.point.segmentsDone > 0 && typeof record.point.patchHashState === "string" && segments.length > 0 ? record.point : null;
   // A resumed update keeps the channel it was following (the page reloaded without one),
   // if it was checked against this same server.
   if (record?.baseUrl === job.baseUrl) channel ??= record.channel;
-  // Anything but the current build, its previous one and the build being resumed is leftover.
-  if (!point) current = await releasePrevious(g, current, to);
-  await pruneBuilds(builds, keptBuilds(current, point ? to : null));
+  // The previous build by the very manifest it was installed with: switched back in once its files check.
+  if (!point && current && (await reusePrevious(g, current, to, desc.manifestBlake3, entries))) {
+    if (channel) await storeChannelHead(job.baseUrl, game, channel);
+    await removeIfPresent(g, RECORD);
+    await pruneBuilds(g, await readCurrent(g), null);
+    return { ...base, alreadyCurrent: false, keyId: verified.keyId, fullInstall: patchFrom !== from, previous: current.build, patchSize: 0, newBytesTotal, files: newFiles.length, seconds: (performance.now() - t0) / 1000, savedPercent: 100 };
+  }
+  // Each attempt writes a staging directory of its own; anything the pointer does not name,
+  // but the staging directory being resumed, is leftover.
+  const stagingName = point ? record!.staging! : newStagingName(to);
+  await pruneBuilds(g, current, point ? stagingName : null);
   // Room for the new build before the first byte (QuotaError names the bytes).
   await checkSpace(bytesToWrite(verified) - (point?.newOffset ?? 0), `updating ${game} ${from} -> ${to}`);
-  record = { version: 2, from, patchFrom, to, manifestBlake3: desc.manifestBlake3, patchSize, point, baseUrl: job.baseUrl, ...(channel ? { channel } : {}) };
+  record = { version: 2, from, patchFrom, to, manifestBlake3: desc.manifestBlake3, patchSize, point, baseUrl: job.baseUrl, ...(channel ? { channel } : {}), staging: stagingName };
   await writeAtomic(g, RECORD, JSON.stringify(record));
 
-  const buildDir = await dirAt(builds, to, true);
-  await writeAtomic(buildDir, "manifest", manifestBytes);
-  const filesDir = await dirAt(buildDir, "files", true);
+  const stagedDir = await dirAt(staging, stagingName, true);
+  await writeAtomic(stagedDir, "manifest", manifestBytes);
+  const filesDir = await dirAt(stagedDir, "files", true);
 
   // Synchronous access handles where the engine has them, else writable streams (build-files.ts).
   const mode = await accessMode(req.opfsAccess);
@@ -176,14 +191,14 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   try {
     // Old build: every regular file, read-only (none for an install).
     if (patchFrom !== EMPTY_BUILD) {
-      const oldManifest = await buildManifest(g, from);
+      const oldManifest = await buildManifest(g, current!);
       const oldEntries = oldManifest.entries();
       oldManifest.free();
-      await old.open(await dirAt(builds, `${from}/files`, false), oldEntries);
+      await old.open(await dirAt(await buildDir(g, current!), "files", false), oldEntries);
     }
     // New build: directories created, every file opened, before any byte is applied.
     await sink.open(filesDir, entries, point !== null);
-    await sink.openScratch?.(buildDir);
+    await sink.openScratch?.(stagedDir);
 
     const filesBefore = point ? newFiles.filter((e) => e.source.type !== "delta" || e.source.newOffset + e.size <= point.newOffset).length : 0;
     const progress = new ProgressReporter(onProgress, { game, from, to, patchSize, resumedFrom, newBytesTotal, filesTotal: newFiles.length, segmentsTotal: segments.length, savedPercent });
@@ -288,7 +303,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     // The switch: one atomic replacement of the pointer.
     progress.phase = "switching";
     report(true);
-    const pointer = await switchTo(g, builds, current, to, desc.manifestBlake3);
+    const pointer = await switchTo(g, current, to, desc.manifestBlake3, stagingName, entries);
     if (channel) await storeChannelHead(record.baseUrl, game, channel);
     await removeIfPresent(g, RECORD);
     progress.phase = "done";
@@ -321,8 +336,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     const resumable = keepForResume && err.resumable;
     if (!resumable) {
       // Bad data or a refused patch: nothing of it is kept. The current build was never touched.
-      const cur = await readCurrent(g);
-      if (cur?.build !== to) await removeIfPresent(builds, to);
+      if (!referencedDirs(await readCurrent(g)).has(`${STAGING_DIR}/${stagingName}`)) await removeIfPresent(staging, stagingName);
       await removeIfPresent(g, RECORD);
     }
     err.resumable = resumable;
@@ -388,7 +402,7 @@ export async function currentEntries(gameName: string): Promise<{ build: string;
   const g = await gameDir(gameName, false);
   const cur = g && (await readCurrent(g));
   if (!g || !cur) return null;
-  const m = await buildManifest(g, cur.build);
+  const m = await buildManifest(g, cur);
   try {
     return { build: cur.build, entries: m.entries() };
   } finally {
@@ -401,7 +415,7 @@ export async function readCurrentFile(gameName: string, path: string): Promise<U
   const g = await gameDir(gameName, false);
   const cur = g && (await readCurrent(g));
   if (!g || !cur) throw new StateError(`${gameName}: nothing is installed`);
-  const m = await buildManifest(g, cur.build);
+  const m = await buildManifest(g, cur);
   try {
     let p = path;
     for (let hops = 0; ; hops++) {
@@ -409,7 +423,7 @@ export async function readCurrentFile(gameName: string, path: string): Promise<U
       if (!e) throw new StateError(`${gameName} ${cur.build} has no ${p}`);
       if (e.kind === "directory") throw new StateError(`${gameName} ${cur.build}: ${p} is a directory`);
       if (e.kind === "file") {
-        const fh = await fileAt(await dirAt(g, `builds/${cur.build}/files`, false), p, false);
+        const fh = await fileAt(await dirAt(await buildDir(g, cur), "files", false), p, false);
         return new Uint8Array(await (await fh.getFile()).arrayBuffer());
       }
       if (hops >= 40) throw new StateError(`${path}: too many levels of symlinks`);
