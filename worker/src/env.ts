@@ -29,6 +29,8 @@ export interface Env {
   RETAIN_BUILDS?: string;
   UPLOAD_TTL_SECONDS?: string;
   GENERATION_STEP_SEGMENTS?: string;
+  /** JSON array of key rotations, oldest first, served in /v1/public-key (rotations.ts). */
+  KEY_ROTATIONS?: string;
   /** "development" (wrangler dev, tests), "staging" or "production" (unset: production). */
   ENVIRONMENT?: string;
 }

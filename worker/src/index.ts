@@ -13,6 +13,7 @@ import { base64, statementSigner } from "./signing";
 import { channelStatement, keyId } from "./statements";
 import { getJson, keys, PART_BYTES, type BuildRecord } from "./store";
 import { ConfigError, settings } from "./settings";
+import { rotations } from "./rotations";
 import { consumePairs, enqueueMove } from "./pregenerate";
 import { consumeSteps } from "./fanout";
 import { abortStaleUploads, applyRetention, deleteBuild, forgetPendingUpload, recordPendingUpload, sweepGenerationRuns } from "./operations";
@@ -81,8 +82,17 @@ route("GET", "/v1/public-key", "anyone", async ({ env }) => {
   const retired = settings(env)
     .previousPublicKeys.map((pk) => ({ keyId: keyId(pk), publicKey: base64(pk) }))
     .filter((k) => k.keyId !== current.keyId);
+  // The rotations (checked before the first request), oldest first: how a client that trusts an
+  // old key comes to trust the current one.
+  const rotated = await rotations(env);
   return json(
-    { algorithm: "ed25519", publicKey: current.publicKey, keyId: current.keyId, keys: [{ keyId: current.keyId, publicKey: current.publicKey }, ...retired] },
+    {
+      algorithm: "ed25519",
+      publicKey: current.publicKey,
+      keyId: current.keyId,
+      keys: [{ keyId: current.keyId, publicKey: current.publicKey }, ...retired],
+      ...(rotated.length ? { rotations: rotated } : {}),
+    },
     200,
     { "Cache-Control": "public, max-age=300" },
   );
@@ -434,10 +444,11 @@ async function handle(req: Request, env: Env, ctx: ExecutionContext): Promise<Re
   throw new HttpError(404, `no such endpoint: ${req.method} ${url.pathname}`);
 }
 
-/** The settings of `env`; a misconfiguration is logged, then thrown (queue and cron work is refused too). */
-function checkSettings(env: Env): void {
+/** The settings and key rotations of `env`; a misconfiguration is logged, then thrown (queue and cron work is refused too). */
+async function checkSettings(env: Env): Promise<void> {
   try {
     settings(env);
+    await rotations(env);
   } catch (e) {
     if (e instanceof ConfigError) console.error(`server misconfigured: ${e.message}`);
     throw e;
@@ -449,6 +460,7 @@ export default {
     try {
       // Before any answer, preflights included: a misconfigured Worker serves nothing.
       settings(env);
+      await rotations(env);
       if (req.method === "OPTIONS") {
         return new Response(null, {
           status: 204,
@@ -469,7 +481,7 @@ export default {
   },
 
   async queue(batch: MessageBatch<unknown>, env: Env): Promise<void> {
-    checkSettings(env);
+    await checkSettings(env);
     // Two queues (wrangler.toml): pairs to pre-generate, and the steps of fanned-out generations.
     if (batch.queue.startsWith("edgepatch-generation-steps")) await consumeSteps(batch, env);
     else await consumePairs(batch, env);
@@ -477,7 +489,7 @@ export default {
 
   /** The cron trigger (wrangler.toml [triggers]): aborts uploads in parts left incomplete. */
   async scheduled(controller: ScheduledController, env: Env, _ctx?: ExecutionContext): Promise<void> {
-    checkSettings(env);
+    await checkSettings(env);
     const r = await abortStaleUploads(env, controller.scheduledTime);
     console.log(`maintenance: ${r.aborted} stale uploads aborted, ${r.kept} in progress`);
     const g = await sweepGenerationRuns(env);
