@@ -637,6 +637,14 @@ fn run(cli: &Cli) -> Result<(), String> {
                 }
                 None => Vec::new(),
             };
+            if let Some(last) = list.last().and_then(|r| r["keyId"].as_str()) {
+                if last != old.key_id_hex() {
+                    return Err(format!(
+                        "the last rotation in --rotations is to key {last}, not to --old-key's key {}: rotations are listed oldest first, each from the key the one before it rotated to",
+                        old.key_id_hex()
+                    ));
+                }
+            }
             if list.len() >= edgepatch_core::trust::MAX_ROTATIONS {
                 return Err(format!("already {} rotations: clients follow at most {}", list.len(), edgepatch_core::trust::MAX_ROTATIONS));
             }

@@ -633,4 +633,7 @@ fn key_rotate_prints_the_rotation_signed_by_the_old_key() {
     assert_eq!(both.as_array().unwrap().len(), 2);
     assert_eq!(both[0], list[0]);
     assert_eq!(both[1]["from"], json!(trust::key_id_hex(&pb)));
+    // A rotation that does not continue the chain is refused.
+    let err = refused(edgepatch(&["key", "rotate", "--old-key", &s(&c), "--new-key", &s(&a), "--rotations", &s(&t.join("rotations.json"))], t));
+    assert!(err.contains("oldest first"), "{err}");
 }
