@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# scripts/check.sh — the fast check, for every change: formatting, lints, the unit tests and
+# the golden, hostile-input and tree-limit tests of the core, and the TypeScript type checks.
+# Minutes with a warm build cache; the full suite (browsers, workerd, other systems) is
+# scripts/test.sh. Assumes the toolchain is installed (scripts/setup.sh; scripts/test.sh runs it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+start=$SECONDS
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+
+echo "== cargo clippy -D warnings (native, every target)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+echo "== unit tests of every crate, and the core's golden, hostile-input and tree-limit tests"
+cargo test --workspace --lib --bins --quiet
+cargo test -p edgepatch-core --quiet --test golden_vectors --test hostile_vectors --test hostile_inputs --test tree_limits
+
+# Both import the wasm bindings' generated types (scripts/build-wasm.sh).
+if [ -x node_modules/.bin/tsc ] && [ -e crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.d.ts ] && [ -e crates/edgepatch-wasm/pkg/web/edgepatch_wasm.d.ts ]; then
+  echo "== TypeScript: web/ and worker/ type-check"
+  node_modules/.bin/tsc -p web/tsconfig.json
+  node_modules/.bin/tsc -p worker/tsconfig.json
+else
+  echo "== TypeScript skipped: node_modules or the wasm bindings are missing (scripts/setup.sh, scripts/build-wasm.sh)"
+fi
+
+echo "== check passed in $((SECONDS - start)) s"
