@@ -300,9 +300,11 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     await sink.close();
     old.close();
 
-    // The switch: one atomic replacement of the pointer.
+    // The switch: the build gets its name, then one atomic replacement of the pointer. The
+    // resume record goes first: a staging directory cut short while it is renamed is never resumed.
     progress.phase = "switching";
     report(true);
+    await removeIfPresent(g, RECORD);
     const pointer = await switchTo(g, current, to, desc.manifestBlake3, stagingName, entries);
     if (channel) await storeChannelHead(record.baseUrl, game, channel);
     await removeIfPresent(g, RECORD);
