@@ -28,6 +28,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
 
 use edgepatch_core::diff::DiffStats;
+
+use crate::cli_error::{CliError, IoResultExt, ResultExt};
 use edgepatch_core::generate::{drive, BuildReaders, ByteRange, FileForm, PatchGenerator, WasmTransform};
 use edgepatch_core::patch_format::MAX_WASM_TRANSFORM_BYTES;
 use edgepatch_core::renamed_files::renamed_paths;
@@ -98,7 +100,14 @@ struct NormalizedModule {
 /// The transforms of the changed wasm modules of `new` (each against the old file at its
 /// path, both at most `WASM_TRANSFORM_CAP` bytes), their normalized forms written to files
 /// in unnamed temporary files in `tmp_dir`. Modules are read whole, one at a time.
-fn normalize_modules(old: &Path, new: &Path, old_sig: &Signature, new_sig: &Signature, tmp_dir: &Path, made: &mut Vec<NormalizedModule>) -> Result<(), String> {
+fn normalize_modules(
+    old: &Path,
+    new: &Path,
+    old_sig: &Signature,
+    new_sig: &Signature,
+    tmp_dir: &Path,
+    made: &mut Vec<NormalizedModule>,
+) -> Result<(), CliError> {
     let files = |s: &Signature| -> HashMap<String, (u64, [u8; 32])> {
         s.entries
             .iter()
@@ -127,15 +136,13 @@ fn normalize_modules(old: &Path, new: &Path, old_sig: &Signature, new_sig: &Sign
             continue;
         }
         let (new_path, old_path) = (full(new, &e.path), full(old, old_at));
-        if !starts_wasm(&new_path).map_err(|e| format!("{}: {e}", new_path.display()))?
-            || !starts_wasm(&old_path).map_err(|e| format!("{}: {e}", old_path.display()))?
-        {
+        if !starts_wasm(&new_path).at_path(&new_path)? || !starts_wasm(&old_path).at_path(&old_path)? {
             continue;
         }
-        let read_checked = |path: &Path, signed: &[u8; 32]| -> Result<Vec<u8>, String> {
-            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let read_checked = |path: &Path, signed: &[u8; 32]| -> Result<Vec<u8>, CliError> {
+            let bytes = std::fs::read(path).at_path(path)?;
             if blake3::hash(&bytes).as_bytes() != signed {
-                return Err(format!("{}: changed during the diff (its BLAKE3 is not the signed one)", e.path));
+                return Err(CliError::other(format!("{}: changed during the diff (its BLAKE3 is not the signed one)", e.path)).at(path));
             }
             Ok(bytes)
         };
@@ -144,9 +151,9 @@ fn normalize_modules(old: &Path, new: &Path, old_sig: &Signature, new_sig: &Sign
         let (new_bytes, old_bytes) = (read_checked(&new_path, blake3)?, read_checked(&old_path, old_blake3)?);
         let Some(normalized) = WasmTransform::normalize_owned(&e.path, old_bytes, new_bytes) else { continue };
         let Some(prepared) = normalized.renamed(old_at).finish(read_checked(&old_path, old_blake3)?) else { continue };
-        let temporary = |bytes: &[u8], what: &str| -> Result<File, String> {
-            let mut file = tempfile::tempfile_in(tmp_dir).map_err(|e| format!("a temporary file in {}: {e}", tmp_dir.display()))?;
-            file.write_all(bytes).map_err(|err| format!("{what} of {}: {err}", e.path))?;
+        let temporary = |bytes: &[u8], what: &str| -> Result<File, CliError> {
+            let mut file = tempfile::tempfile_in(tmp_dir).context(format_args!("a temporary file in {}", tmp_dir.display()))?;
+            file.write_all(bytes).context(format_args!("{what} of {}", e.path))?;
             Ok(file)
         };
         let file = temporary(&prepared.normalized, "normalized form")?;
@@ -181,11 +188,11 @@ pub struct BoundedOptions {
 const SEGMENTS_PER_RUN: u64 = 4;
 
 /// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does.
-pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions, progress: &dyn Fn(u64)) -> Result<DiffStats, String> {
+pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions, progress: &dyn Fn(u64)) -> Result<DiffStats, CliError> {
     let BoundedOptions { level, wasm_transform, old_budget, deep_text_windows, lzma_windows, lzma_streams, threads } = *opts;
-    let old_sig = sign_path(old, DEFAULT_BLOCK_SIZE).map_err(|e| format!("old: {e}"))?;
-    let new_sig = sign_path(new, DEFAULT_BLOCK_SIZE).map_err(|e| format!("new: {e}"))?;
-    let name = patch.file_name().ok_or("patch path has no file name")?;
+    let old_sig = sign_path(old, DEFAULT_BLOCK_SIZE).context("old")?;
+    let new_sig = sign_path(new, DEFAULT_BLOCK_SIZE).context("new")?;
+    let name = patch.file_name().ok_or_else(|| CliError::usage("patch path has no file name"))?;
     let tmp = patch.with_file_name(format!(".{}.edgepatch-tmp-{}", name.to_string_lossy(), std::process::id()));
     let result = (|| {
         let mut modules = Vec::new();
@@ -193,7 +200,7 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
             let dir = patch.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
             normalize_modules(old, new, &old_sig, &new_sig, dir, &mut modules)?;
         }
-        let mut out = io::BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?);
+        let mut out = io::BufWriter::with_capacity(1 << 20, File::create(&tmp).at_path(&tmp)?);
         let mut old_split_files = HashMap::new();
         let (modules, normalized_files): (Vec<WasmTransform>, HashMap<String, File>) = modules
             .into_iter()
@@ -226,7 +233,7 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
             progress(written);
             out.write_all(bytes).map_err(|e| Error::Output { path: tmp.display().to_string(), source: e })
         };
-        let g = make().map_err(|e| e.to_string())?;
+        let g = make()?;
         let g = if threads <= 1 || g.segment_count() <= 1 {
             let (mut old_files, mut new_files) = builds.readers();
             let readers = BuildReaders {
@@ -238,11 +245,10 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
             drive(g, readers, &mut write)
         } else {
             drive_parallel(g, &make, &builds, threads, &mut write)
-        }
-        .map_err(|e| e.to_string())?;
-        let file = out.into_inner().map_err(|e| format!("{}: {e}", tmp.display()))?;
-        file.sync_all().map_err(|e| format!("{}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, patch).map_err(|e| format!("{}: {e}", patch.display()))?;
+        }?;
+        let file = out.into_inner().map_err(|e| CliError::io(&tmp, e.into_error()))?;
+        file.sync_all().at_path(&tmp)?;
+        std::fs::rename(&tmp, patch).at_path(patch)?;
         Ok(g.stats().clone())
     })();
     if result.is_err() {

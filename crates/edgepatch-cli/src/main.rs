@@ -8,6 +8,7 @@ mod build_dir;
 #[path = "build_dir_windows.rs"]
 mod build_dir;
 mod build_files;
+mod cli_error;
 mod large_file_writer;
 mod platform;
 mod portable_names;
@@ -29,11 +30,12 @@ use serde_json::json;
 
 use edgepatch_core::{apply_patch, diff_builds, DiffOptions};
 
-use build_files::{read_build, with_path, OldBuildFiles};
+use build_files::{read_build, OldBuildFiles};
+use cli_error::{CliError, IoResultExt, Refusal, ResultExt};
 use staged_output::StagedOutput;
 
 #[derive(Parser)]
-#[command(name = "edgepatch", version, about = "Block-hashed, zstd-compressed patches for game builds")]
+#[command(name = "edgepatch", version, about = "Block-hashed, zstd-compressed patches for game builds", after_help = EXIT_CODES_HELP)]
 struct Cli {
     /// Print a machine-readable JSON summary instead of text.
     #[arg(long, global = true)]
@@ -44,6 +46,21 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// The exit codes, as `edgepatch --help` lists them (docs/CLI.md has the JSON codes of each).
+const EXIT_CODES_HELP: &str = "\
+Exit codes (docs/CLI.md, \"Exit codes and JSON errors\"; with --json an error prints
+{\"ok\": false, \"code\", \"error\", \"exitCode\", \"path\" when a file is involved}):
+  0  success
+  1  any other failure (code: error, invalid)
+  2  usage: the command line is wrong (code: usage)
+  3  bad input: a patch, manifest, signature, key file or build the tool refuses
+     (magic, version, truncated, corrupt, limit, path, link, bad_input, not_portable)
+  4  verification failed (digest, unvouched, damaged, signature, untrusted_key, rollback, expired)
+  5  wrong old build: not the build the patch was made from (old_build)
+  6  I/O: reading or writing a local file failed (io, output)
+  7  network or server: unreachable, an HTTP error, an answer that breaks the protocol
+     (network, http, bad_response)";
 
 /// `diff --bounded`'s old data per segment (MiB) unless `--old-budget` says otherwise.
 const DEFAULT_OLD_BUDGET_MIB: u64 = 32;
@@ -294,7 +311,7 @@ struct SiteSigning {
 }
 
 impl SiteSigning {
-    fn open(&self) -> Result<(static_site::SiteKey, static_site::Site), String> {
+    fn open(&self) -> Result<(static_site::SiteKey, static_site::Site), CliError> {
         Ok((static_site::SiteKey::load(&self.key)?, static_site::Site::open(&self.site)?))
     }
 
@@ -303,7 +320,7 @@ impl SiteSigning {
     }
 }
 
-fn run_site(cli: &Cli, command: &SiteCommand) -> Result<(), String> {
+fn run_site(cli: &Cli, command: &SiteCommand) -> Result<(), CliError> {
     match command {
         SiteCommand::Add { signing, game, build, channel, history, level, dir } => {
             let started = Instant::now();
@@ -388,15 +405,27 @@ fn main() -> ExitCode {
     build_files::tune_allocator();
     staged_output::read_umask();
     build_files::raise_open_files_limit();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with exit 0; a usage error exits 2 (clap's own
+            // message on stderr), with the JSON error first under --json.
+            if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
+                let text = e.to_string();
+                let usage = CliError::usage(text.lines().next().unwrap_or_default().trim_start_matches("error: "));
+                println!("{}", usage.to_json());
+            }
+            e.exit()
+        }
+    };
     match run(&cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => ExitCode::from(cli_error::EXIT_OK),
         Err(e) => {
             if cli.json {
-                println!("{}", json!({ "ok": false, "error": e }));
+                println!("{}", e.to_json());
             }
             eprintln!("edgepatch: error: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -418,16 +447,16 @@ fn console_is_terminal() -> bool {
     io::stderr().is_terminal()
 }
 
-fn run(cli: &Cli) -> Result<(), String> {
+fn run(cli: &Cli) -> Result<(), CliError> {
     match &cli.command {
         Command::Diff { old, new, patch, level, threads, strict_portable, bounded, old_budget, worker_text_windows, no_wasm_transform } => {
             let started = Instant::now();
-            let automatic = !*bounded && bounded_diff::wanted(old).map_err(|e| format!("old: {e}"))?;
+            let automatic = !*bounded && bounded_diff::wanted(old).context("old")?;
             let stats = if *bounded || automatic {
                 if automatic {
                     eprintln!("edgepatch: old build over 1 GiB: diffing in bounded memory (as --bounded)");
                 }
-                let paths = build_files::list_paths(new).map_err(|e| format!("new: {e}"))?;
+                let paths = build_files::list_paths(new).context("new")?;
                 check_portable(paths.iter().map(String::as_str), *strict_portable)?;
                 let bar = progress_bar(cli, 0, "diff (patch bytes)");
                 let opts = bounded_diff::BoundedOptions {
@@ -451,8 +480,8 @@ fn run(cli: &Cli) -> Result<(), String> {
                 bar.finish_and_clear();
                 stats
             } else {
-                let old_build = read_build(old).map_err(|e| format!("old: {e}"))?;
-                let new_build = read_build(new).map_err(|e| format!("new: {e}"))?;
+                let old_build = read_build(old).context("old")?;
+                let new_build = read_build(new).context("new")?;
                 for (path, target) in new_build.links_leaving_build() {
                     eprintln!(
                         "edgepatch: warning: new: link {path} -> {target} points outside the build (kept as a link; what it points at is not in the patch)"
@@ -462,7 +491,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                 let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
                 let opts = DiffOptions { level: *level, threads, wasm_transform: !*no_wasm_transform, ..DiffOptions::default() };
                 let bar = progress_bar(cli, new_build.total_file_bytes(), "diff");
-                let (bytes, stats) = diff_builds(&old_build, &new_build, &opts, &|done, _total| bar.set_position(done)).map_err(|e| e.to_string())?;
+                let (bytes, stats) = diff_builds(&old_build, &new_build, &opts, &|done, _total| bar.set_position(done))?;
                 bar.finish_and_clear();
                 write_atomically(patch, &bytes)?;
                 stats
@@ -495,13 +524,14 @@ fn run(cli: &Cli) -> Result<(), String> {
         }
         Command::Apply { old, patch, out } => {
             let started = Instant::now();
-            let patch_file = File::open(patch).map_err(|e| with_path(patch, e).to_string())?;
+            let patch_file = File::open(patch).at_path(patch)?;
             let patch_len = patch_file.metadata().map(|m| m.len()).unwrap_or(0);
             let mut old_files = OldBuildFiles::new(old);
-            let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| e.to_string())?;
+            let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| CliError::from(e).at(out))?;
             let bar = progress_bar(cli, patch_len, "apply");
-            let summary = apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| bar.set_position(p.patch_bytes_read)).map_err(platform::apply_error)?;
-            staged.commit().map_err(|e| format!("{}: {e}", out.display()))?;
+            let summary = apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| bar.set_position(p.patch_bytes_read))
+                .map_err(|e| apply_failed(e, old, patch, out))?;
+            staged.commit().at_path(out)?;
             bar.finish_and_clear();
             let secs = started.elapsed().as_secs_f64();
             if cli.json {
@@ -517,9 +547,9 @@ fn run(cli: &Cli) -> Result<(), String> {
         }
         Command::Sign { dir, signature, block_size } => {
             if !(edgepatch_core::signature::MIN_BLOCK_SIZE..=edgepatch_core::signature::MAX_BLOCK_SIZE).contains(block_size) {
-                return Err(format!("block size {block_size} is not in 512..=16777216"));
+                return Err(CliError::usage(format!("block size {block_size} is not in 512..=16777216")));
             }
-            let sig = build_files::sign_path(dir, *block_size).map_err(|e| e.to_string())?;
+            let sig = build_files::sign_path(dir, *block_size)?;
             let bytes = sig.encode();
             write_atomically(signature, &bytes)?;
             if cli.json {
@@ -533,9 +563,9 @@ fn run(cli: &Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Verify { dir, signature } => {
-            let bytes = std::fs::read(signature).map_err(|e| with_path(signature, e).to_string())?;
-            let sig = edgepatch_core::signature::Signature::decode(&bytes).map_err(|e| e.to_string())?;
-            let problems = build_files::verify_path(dir, &sig).map_err(|e| e.to_string())?;
+            let bytes = std::fs::read(signature).at_path(signature)?;
+            let sig = edgepatch_core::signature::Signature::decode(&bytes).map_err(|e| CliError::core_at(signature, e))?;
+            let problems = build_files::verify_path(dir, &sig)?;
             if cli.json {
                 let list: Vec<_> = problems.iter().map(|(p, d)| json!({ "path": p, "problem": format!("{d:?}") })).collect();
                 println!("{}", json!({ "ok": problems.is_empty(), "command": "verify", "entries": sig.entries.len(), "problems": list }));
@@ -549,31 +579,34 @@ fn run(cli: &Cli) -> Result<(), String> {
             if problems.is_empty() {
                 Ok(())
             } else {
-                Err(format!("{} entries do not match the signature", problems.len()))
+                Err(CliError::refused(Refusal::Damaged, format!("{} entries do not match the signature", problems.len())).at(dir))
             }
         }
         Command::Manifest { patch, manifest, old, new, from, to } => {
-            let bytes = std::fs::read(patch).map_err(|e| with_path(patch, e).to_string())?;
-            let info = edgepatch_core::inspect::inspect_patch(bytes.as_slice()).map_err(|e| e.to_string())?;
+            let bytes = std::fs::read(patch).at_path(patch)?;
+            let info = edgepatch_core::inspect::inspect_patch(bytes.as_slice()).map_err(|e| CliError::core_at(patch, e))?;
             if info.tree.single_file {
-                return Err("manifests describe trees; this patch is for a single file".into());
+                return Err(CliError::bad_input("manifests describe trees; this patch is for a single file").at(patch));
             }
-            let listing = build_files::old_listing(old).map_err(|e| e.to_string())?;
-            let tree = info.resolve_modes(listing, platform::MODES_KNOWN).map_err(|e| e.to_string())?;
+            let listing = build_files::old_listing(old)?;
+            let tree = info.resolve_modes(listing, platform::MODES_KNOWN).map_err(|e| CliError::core_at(old, e))?;
             let mut hashes = vec![[0u8; 32]; tree.entries.len()];
             for (i, e) in tree.entries.iter().enumerate() {
                 if let edgepatch_core::patch_format::TreeEntryKind::File { .. } = e.kind {
                     let path = new.join(&e.path);
                     let mut hasher = edgepatch_core::blake3::Hasher::new();
-                    hasher
-                        .update_reader(std::fs::File::open(&path).map_err(|e| with_path(&path, e).to_string())?)
-                        .map_err(|e| with_path(&path, e).to_string())?;
+                    hasher.update_reader(std::fs::File::open(&path).at_path(&path)?).at_path(&path)?;
                     hashes[i] = *hasher.finalize().as_bytes();
                 }
             }
-            let m = edgepatch_core::inspect::patch_manifest(&tree, &info.layout, |i| hashes[i], *blake3_of(&bytes).as_bytes(), from, to)
-                .map_err(|_| format!("{}: not the build this patch produces (its files do not match the patch's files digest)", new.display()))?;
-            let encoded = m.encode().map_err(|e| e.to_string())?;
+            let m = edgepatch_core::inspect::patch_manifest(&tree, &info.layout, |i| hashes[i], *blake3_of(&bytes).as_bytes(), from, to).map_err(|_| {
+                CliError::refused(
+                    Refusal::Digest,
+                    format!("{}: not the build this patch produces (its files do not match the patch's files digest)", new.display()),
+                )
+                .at(new)
+            })?;
+            let encoded = m.encode()?;
             write_atomically(manifest, &encoded)?;
             if cli.json {
                 println!(
@@ -630,23 +663,24 @@ fn run(cli: &Cli) -> Result<(), String> {
             let (old, new) = (static_site::SiteKey::load(old_key)?, static_site::SiteKey::load(new_key)?);
             let mut list = match rotations {
                 Some(path) => {
-                    let text = std::fs::read_to_string(path).map_err(|e| with_path(path, e).to_string())?;
-                    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
-                    server_client::parse_rotations(&json!({ "rotations": v })).map_err(|e| format!("{}: {e}", path.display()))?;
+                    let text = std::fs::read_to_string(path).at_path(path)?;
+                    let v: serde_json::Value =
+                        serde_json::from_str(&text).map_err(|e| CliError::bad_input(format!("{}: not JSON: {e}", path.display())).at(path))?;
+                    server_client::parse_rotations(&json!({ "rotations": v })).map_err(|e| CliError::bad_input(format!("{}: {e}", path.display())).at(path))?;
                     v.as_array().cloned().unwrap_or_default()
                 }
                 None => Vec::new(),
             };
             if let Some(last) = list.last().and_then(|r| r["keyId"].as_str()) {
                 if last != old.key_id_hex() {
-                    return Err(format!(
+                    return Err(CliError::bad_input(format!(
                         "the last rotation in --rotations is to key {last}, not to --old-key's key {}: rotations are listed oldest first, each from the key the one before it rotated to",
                         old.key_id_hex()
-                    ));
+                    )));
                 }
             }
             if list.len() >= edgepatch_core::trust::MAX_ROTATIONS {
-                return Err(format!("already {} rotations: clients follow at most {}", list.len(), edgepatch_core::trust::MAX_ROTATIONS));
+                return Err(CliError::bad_input(format!("already {} rotations: clients follow at most {}", list.len(), edgepatch_core::trust::MAX_ROTATIONS)));
             }
             list.push(static_site::rotation_json(&old, &new)?);
             println!("{}", serde_json::Value::Array(list));
@@ -655,7 +689,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         Command::Update { server, game, from, to, channel, public_key, trust_on_first_use, allow_insecure_http, old_dir, out_dir } => {
             let started = Instant::now();
             if *trust_on_first_use && *allow_insecure_http {
-                return Err("--trust-on-first-use cannot be used with --allow-insecure-http: over plain http anyone on the network chooses the key that would be pinned; pass the server's key with --public-key (or EDGEPATCH_PUBLIC_KEY)".into());
+                return Err(CliError::usage("--trust-on-first-use cannot be used with --allow-insecure-http: over plain http anyone on the network chooses the key that would be pinned; pass the server's key with --public-key (or EDGEPATCH_PUBLIC_KEY)"));
             }
             let server = server_client::Server::new(server, *allow_insecure_http)?;
             let env_key = std::env::var("EDGEPATCH_PUBLIC_KEY").ok();
@@ -666,7 +700,7 @@ fn run(cli: &Cli) -> Result<(), String> {
             let target = match (to, channel) {
                 (Some(b), _) => server_client::UpdateTarget::Build(b),
                 (None, Some(c)) => server_client::UpdateTarget::Channel(c),
-                (None, None) => return Err("update needs --to BUILD or --channel NAME".into()),
+                (None, None) => return Err(CliError::usage("update needs --to BUILD or --channel NAME")),
             };
             let opts = server_client::UpdateOptions { game, from, to: target, keys, trust_on_first_use: *trust_on_first_use };
             let bar = progress_bar(cli, 0, "update");
@@ -694,11 +728,24 @@ fn run(cli: &Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Inspect { patch } => {
-            let f = File::open(patch).map_err(|e| with_path(patch, e).to_string())?;
-            let info = edgepatch_core::inspect::inspect_patch(BufReader::new(f)).map_err(|e| e.to_string())?;
+            let f = File::open(patch).at_path(patch)?;
+            let info = edgepatch_core::inspect::inspect_patch(BufReader::new(f)).map_err(|e| CliError::core_at(patch, e))?;
             print_patch_info(cli, &info);
             Ok(())
         }
+    }
+}
+
+/// An apply's error, naming the file it is about: the old build (OLD), the output (OUT) or
+/// the patch.
+fn apply_failed(e: edgepatch_core::Error, old: &Path, patch: &Path, out: &Path) -> CliError {
+    use edgepatch_core::error::ErrorKind as K;
+    let kind = e.kind();
+    let e = platform::apply_error(e, old);
+    match kind {
+        K::Output => e.at(out),
+        K::OldBuild | K::Digest | K::Unvouched | K::Invalid => e,
+        _ => e.at(patch),
     }
 }
 
@@ -707,34 +754,37 @@ fn blake3_of(bytes: &[u8]) -> edgepatch_core::blake3::Hash {
 }
 
 /// Creates `path` (refusing to replace one) readable by its owner only.
-fn write_secret(path: &Path, text: &str) -> Result<(), String> {
+fn write_secret(path: &Path, text: &str) -> Result<(), CliError> {
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create_new(true);
     platform::owner_only(&mut opts);
-    let mut f = opts.open(path).map_err(|e| with_path(path, e).to_string())?;
-    io::Write::write_all(&mut f, text.as_bytes()).and_then(|_| f.sync_all()).map_err(|e| with_path(path, e).to_string())
+    let mut f = opts.open(path).at_path(path)?;
+    io::Write::write_all(&mut f, text.as_bytes()).and_then(|_| f.sync_all()).at_path(path)
 }
 
 /// Reports the new build's paths that are not portable (portable_names.rs): warnings, or
 /// with `strict` errors and a refusal.
-fn check_portable<'a>(paths: impl Iterator<Item = &'a str>, strict: bool) -> Result<(), String> {
+fn check_portable<'a>(paths: impl Iterator<Item = &'a str>, strict: bool) -> Result<(), CliError> {
     let problems = portable_names::portability_problems(paths.filter(|p| !p.is_empty()));
     for p in &problems {
         eprintln!("edgepatch: {}: new: {p}", if strict { "error" } else { "warning" });
     }
     if strict && !problems.is_empty() {
-        return Err(format!("new: {} path(s) are not portable (see above); rename them or drop --strict-portable", problems.len()));
+        return Err(CliError::refused(
+            Refusal::NotPortable,
+            format!("new: {} path(s) are not portable (see above); rename them or drop --strict-portable", problems.len()),
+        ));
     }
     Ok(())
 }
 
 /// Writes via a temporary file and rename, so PATCH appears whole or not at all.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let name = path.file_name().ok_or("patch path has no file name")?;
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    let name = path.file_name().ok_or_else(|| CliError::usage("patch path has no file name"))?;
     let tmp = path.with_file_name(format!(".{}.edgepatch-tmp-{}", name.to_string_lossy(), std::process::id()));
     std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path)).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        with_path(path, e).to_string()
+        CliError::io(path, e)
     })
 }
 

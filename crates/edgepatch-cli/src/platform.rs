@@ -31,14 +31,28 @@ pub fn is_executable(meta: &Metadata) -> bool {
 /// An apply's error as the user reads it. Where files have no executable bit (Windows) every
 /// old file is listed as not executable; a patch whose writer predates the mode-blind digest
 /// (docs/FORMAT.md §2.1, flag bit 4) then cannot match an old build that has executable
-/// files elsewhere. Said plainly rather than only as "another build".
-pub fn apply_error(e: edgepatch_core::Error) -> String {
-    match e {
-        edgepatch_core::Error::WrongOldBuild { .. } if !MODES_KNOWN => format!(
-            "{e} (or the patch was made where files have executable bits by an edgepatch older \
-             than its mode-blind digest: this system has none; README.md, \"Platforms\")"
-        ),
-        e => e.to_string(),
+/// files elsewhere. Said plainly rather than only as "another build". An error about the old
+/// build names `old` (the OLD argument) as its file, in `path` and in the message:
+/// "old build OLD: not the build this patch was made from: ...".
+pub fn apply_error(e: edgepatch_core::Error, old: &Path) -> crate::cli_error::CliError {
+    let old_build = e.kind() == edgepatch_core::error::ErrorKind::OldBuild;
+    let e = match e {
+        e @ edgepatch_core::Error::WrongOldBuild { .. } if !MODES_KNOWN => crate::cli_error::CliError::from(e).reword(|m| {
+            format!(
+                "{m} (or the patch was made where files have executable bits by an edgepatch older \
+                 than its mode-blind digest: this system has none; README.md, \"Platforms\")"
+            )
+        }),
+        e => e.into(),
+    };
+    if old_build {
+        e.reword(|m| match m.strip_prefix("old build: ") {
+            Some(rest) => format!("old build {}: {rest}", old.display()),
+            None => format!("old build {}: {m}", old.display()),
+        })
+        .at(old)
+    } else {
+        e
     }
 }
 

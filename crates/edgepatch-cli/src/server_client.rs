@@ -14,6 +14,7 @@ use edgepatch_core::trust;
 use serde_json::Value;
 
 use crate::build_files::{with_path, OldBuildFiles};
+use crate::cli_error::{CliError, Refusal, ResultExt};
 use crate::staged_output::StagedOutput;
 use crate::trusted_keys::{self, ChannelState, KeySet, KnownKeys, TrustedKey};
 
@@ -36,36 +37,30 @@ fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::STANDARD
 }
 
-/// The `error` of a JSON error body, or the status line.
-fn describe(e: ureq::Error) -> String {
-    match e {
-        ureq::Error::Status(code, resp) => {
-            let url = resp.get_url().to_string();
-            let body = resp.into_string().unwrap_or_default();
-            let msg = serde_json::from_str::<Value>(&body)
-                .ok()
-                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
-                .unwrap_or_else(|| body.chars().take(200).collect());
-            format!("{url}: HTTP {code}: {msg}")
-        }
-        ureq::Error::Transport(t) => format!("{t}"),
-    }
+/// Reading a response's body from `url` failed: the connection, not the content.
+fn read_failed(url: &url::Url, e: io::Error) -> CliError {
+    CliError::Network { message: format!("{url}: {e}"), url: Some(url.to_string()) }
+}
+
+/// An answer from `url` that is not JSON.
+fn not_json(url: &url::Url, e: impl std::fmt::Display) -> CliError {
+    CliError::bad_response(format!("{url}: not JSON: {e}"))
 }
 
 impl Server {
     /// `allow_insecure_http`: plain http to a host that is not this machine (the network
     /// could then change every unsigned answer and read the publish token).
-    pub fn new(base: &str, allow_insecure_http: bool) -> Result<Server, String> {
+    pub fn new(base: &str, allow_insecure_http: bool) -> Result<Server, CliError> {
         let mut s = base.trim_end_matches('/').to_string();
         s.push('/');
-        let base = url::Url::parse(&s).map_err(|e| format!("--server {base}: {e}"))?;
+        let base = url::Url::parse(&s).map_err(|e| CliError::usage(format!("--server {base}: {e}")))?;
         if base.scheme() != "http" && base.scheme() != "https" {
-            return Err(format!("--server {base}: not an http(s) URL"));
+            return Err(CliError::usage(format!("--server {base}: not an http(s) URL")));
         }
         if base.scheme() == "http" && !allow_insecure_http && !is_loopback(&base) {
-            return Err(format!(
+            return Err(CliError::usage(format!(
                 "--server {base}: plain http is allowed only to this machine (127.0.0.1, ::1, localhost); use https, or --allow-insecure-http if you must"
-            ));
+            )));
         }
         // Under local `wrangler dev`, a request sent right after a long generation used to stall
         // until another connection arrived (fixed in the Worker, worker/README.md "Known
@@ -82,27 +77,28 @@ impl Server {
         self.base.origin().ascii_serialization()
     }
 
-    fn url(&self, path: &str) -> Result<url::Url, String> {
-        self.base.join(path).map_err(|e| format!("{path}: {e}"))
+    fn url(&self, path: &str) -> Result<url::Url, CliError> {
+        self.base.join(path).map_err(|e| CliError::other(format!("{path}: {e}")))
     }
 
     /// GET of an immutable object; a request that stalls before its answer (transport
     /// error, e.g. the read timeout) is sent again, up to FETCH_TRIES times.
-    fn get_immutable(&self, url: &url::Url) -> Result<ureq::Response, String> {
-        let mut last = String::new();
+    fn get_immutable(&self, url: &url::Url) -> Result<ureq::Response, CliError> {
+        let mut last = None;
         for _ in 0..FETCH_TRIES {
             match self.fetch_agent.request_url("GET", url).call() {
                 Ok(r) => return Ok(r),
-                Err(e @ ureq::Error::Status(..)) => return Err(describe(e)),
-                Err(e) => last = describe(e),
+                Err(e @ ureq::Error::Status(..)) => return Err(e.into()),
+                Err(e) => last = Some(CliError::from(e)),
             }
         }
-        Err(format!("{url}: {last} ({FETCH_TRIES} tries)"))
+        let last = last.unwrap_or_else(|| CliError::Network { message: String::new(), url: None });
+        Err(last.reword(|m| format!("{url}: {m} ({FETCH_TRIES} tries)")))
     }
 
-    fn get_json(&self, url: &url::Url) -> Result<Value, String> {
-        let resp = self.agent.request_url("GET", url).call().map_err(describe)?;
-        resp.into_json::<Value>().map_err(|e| format!("{url}: not JSON: {e}"))
+    fn get_json(&self, url: &url::Url) -> Result<Value, CliError> {
+        let resp = self.agent.request_url("GET", url).call()?;
+        resp.into_json::<Value>().map_err(|e| not_json(url, e))
     }
 }
 
@@ -115,13 +111,13 @@ fn is_loopback(u: &url::Url) -> bool {
     }
 }
 
-fn token() -> Result<String, String> {
-    std::env::var("EDGEPATCH_TOKEN").map_err(|_| "EDGEPATCH_TOKEN is not set (the server's publish token)".to_string())
+fn token() -> Result<String, CliError> {
+    std::env::var("EDGEPATCH_TOKEN").map_err(|_| CliError::usage("EDGEPATCH_TOKEN is not set (the server's publish token)"))
 }
 
 /// The protocol's name rule, from the core (the one definition every client and server shares).
-fn name_ok(what: &'static str, s: &str) -> Result<(), String> {
-    trust::check_name(what, s).map_err(|e| e.to_string())
+fn name_ok(what: &'static str, s: &str) -> Result<(), CliError> {
+    Ok(trust::check_name(what, s)?)
 }
 
 /// The executable bit (Unix); other systems have none, so a build made there has no executables.
@@ -185,19 +181,19 @@ pub struct PublishOptions<'a> {
 
 /// Publishes DIR: one PUT of the tar, or (larger than `part_bytes`) start, parts, complete.
 /// Returns the server's build record.
-pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value, String> {
+pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value, CliError> {
     name_ok("game", o.game)?;
     name_ok("build", o.build)?;
     if let Some(c) = o.channel {
         name_ok("channel", c)?;
     }
     if !dir.is_dir() {
-        return Err(format!("{}: publish takes a build directory", dir.display()));
+        return Err(CliError::bad_input(format!("{}: publish takes a build directory", dir.display())).at(dir));
     }
     let auth = format!("Bearer {}", token()?);
-    let mut tar = write_tar(dir, tempfile::tempfile().map_err(|e| format!("temporary file: {e}"))?).map_err(|e| e.to_string())?;
-    let size = tar.seek(SeekFrom::End(0)).map_err(|e| e.to_string())?;
-    tar.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
+    let mut tar = write_tar(dir, tempfile::tempfile().context("temporary file")?)?;
+    let size = tar.seek(SeekFrom::End(0))?;
+    tar.seek(SeekFrom::Start(0))?;
     let query = o.channel.map(|c| format!("?channel={c}")).unwrap_or_default();
     let build_path = format!("v1/games/{}/builds/{}", o.game, o.build);
     if size <= o.part_bytes {
@@ -208,37 +204,34 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
             .set("Authorization", &auth)
             .set("Content-Type", "application/x-tar")
             .set("Content-Length", &size.to_string())
-            .send(BufReader::new(tar))
-            .map_err(describe)?;
-        return resp.into_json().map_err(|e| e.to_string());
+            .send(BufReader::new(tar))?;
+        return resp.into_json().map_err(|e| CliError::bad_response(e.to_string()));
     }
     let part_bytes = o.part_bytes.max(5 << 20);
     let start = server
         .agent
         .request_url("POST", &server.url(&format!("{build_path}/uploads"))?)
         .set("Authorization", &auth)
-        .call()
-        .map_err(describe)?
+        .call()?
         .into_json::<Value>()
-        .map_err(|e| e.to_string())?;
-    let id = start["uploadId"].as_str().ok_or("server gave no uploadId")?.to_string();
+        .map_err(|e| CliError::bad_response(e.to_string()))?;
+    let id = start["uploadId"].as_str().ok_or_else(|| CliError::bad_response("server gave no uploadId"))?.to_string();
     let upload_path = format!("{build_path}/uploads/{id}");
-    let mut run = || -> Result<Value, String> {
+    let mut run = || -> Result<Value, CliError> {
         let mut parts = Vec::new();
         let (mut offset, mut n) = (0u64, 1u32);
         while offset < size {
             let len = part_bytes.min(size - offset);
-            tar.seek(SeekFrom::Start(offset)).map_err(|e| e.to_string())?;
+            tar.seek(SeekFrom::Start(offset))?;
             let body = (&tar).take(len);
             let part = server
                 .agent
                 .request_url("PUT", &server.url(&format!("{upload_path}/parts/{n}"))?)
                 .set("Authorization", &auth)
                 .set("Content-Length", &len.to_string())
-                .send(BufReader::new(body))
-                .map_err(describe)?
+                .send(BufReader::new(body))?
                 .into_json::<Value>()
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| CliError::bad_response(e.to_string()))?;
             parts.push(serde_json::json!({ "partNumber": n, "etag": part["etag"] }));
             offset += len;
             n += 1;
@@ -247,10 +240,9 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
             .agent
             .request_url("POST", &server.url(&format!("{upload_path}/complete{query}"))?)
             .set("Authorization", &auth)
-            .send_json(serde_json::json!({ "parts": parts }))
-            .map_err(describe)?
+            .send_json(serde_json::json!({ "parts": parts }))?
             .into_json()
-            .map_err(|e| e.to_string())
+            .map_err(|e| CliError::bad_response(e.to_string()))
     };
     run().inspect_err(|_| {
         if let Ok(u) = server.url(&upload_path) {
@@ -261,7 +253,7 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
 
 /// Points `channel` of `game` at `build` on the server (the owner's token); the server
 /// signs the new position and pre-generates the updates it releases. Returns its answer.
-pub fn set_channel(server: &Server, game: &str, channel: &str, build: &str) -> Result<Value, String> {
+pub fn set_channel(server: &Server, game: &str, channel: &str, build: &str) -> Result<Value, CliError> {
     name_ok("game", game)?;
     name_ok("channel", channel)?;
     name_ok("build", build)?;
@@ -271,10 +263,9 @@ pub fn set_channel(server: &Server, game: &str, channel: &str, build: &str) -> R
         .agent
         .request_url("PUT", &url)
         .set("Authorization", &auth)
-        .send_json(serde_json::json!({ "build": build }))
-        .map_err(describe)?
+        .send_json(serde_json::json!({ "build": build }))?
         .into_json()
-        .map_err(|e| format!("{url}: {e}"))
+        .map_err(|e| CliError::bad_response(format!("{url}: {e}")))
 }
 
 /// What to update to: a named build, or whichever build a channel points at when asked.
@@ -317,9 +308,9 @@ pub struct ChannelHead {
 /// Clock skew allowed when checking a channel document's `expires`.
 const CLOCK_SKEW_SECS: u64 = 300;
 
-fn b64_sig(what: &str, text: &str) -> Result<[u8; 64], String> {
-    let bytes = b64().decode(text).map_err(|e| format!("{what}: signature is not base64: {e}"))?;
-    bytes.as_slice().try_into().map_err(|_| format!("{what}: signature has {} bytes, not 64", bytes.len()))
+fn b64_sig(what: &str, text: &str) -> Result<[u8; 64], CliError> {
+    let bytes = b64().decode(text).map_err(|e| CliError::bad_response(format!("{what}: signature is not base64: {e}")))?;
+    bytes.as_slice().try_into().map_err(|_| CliError::bad_response(format!("{what}: signature has {} bytes, not 64", bytes.len())))
 }
 
 /// Largest `v1/public-key` document read.
@@ -328,35 +319,34 @@ const MAX_PUBLIC_KEY_DOC_BYTES: u64 = 1 << 20;
 /// The accepted key a document names by `keyId`. A key id that is not accepted is looked
 /// for in the server's key rotations (`follow_rotations`); else an error that says what is
 /// accepted.
-fn signing_key(server: &Server, keys: &mut KeySet, doc: &Value, what: &str) -> Result<TrustedKey, String> {
-    let id = doc
-        .get("keyId")
-        .and_then(|v| v.as_str())
-        .ok_or_else(|| format!("{what} has no keyId: the server does not sign (protocol v2), and updates must be signed"))?;
+fn signing_key(server: &Server, keys: &mut KeySet, doc: &Value, what: &str) -> Result<TrustedKey, CliError> {
+    let id = doc.get("keyId").and_then(|v| v.as_str()).ok_or_else(|| {
+        CliError::refused(Refusal::Signature, format!("{what} has no keyId: the server does not sign (protocol v2), and updates must be signed"))
+    })?;
     if let Some(k) = keys.find(id) {
         return Ok(k.clone());
     }
     let not_accepted = format!("{what} is signed by key {id}, which is not one of the accepted keys ({}) from {}", keys.ids(), keys.source);
-    let target = trust::parse_hex::<8>("key id", id).map_err(|e| format!("{not_accepted}: {e}"))?;
-    follow_rotations(server, keys, &target).map_err(|e| format!("{not_accepted}; {e}"))?;
-    keys.find(id).cloned().ok_or(not_accepted)
+    let target = trust::parse_hex::<8>("key id", id).map_err(|e| CliError::refused(Refusal::UntrustedKey, format!("{not_accepted}: {e}")))?;
+    follow_rotations(server, keys, &target).reword(|e| format!("{not_accepted}; {e}"))?;
+    keys.find(id).cloned().ok_or_else(|| CliError::refused(Refusal::UntrustedKey, not_accepted))
 }
 
 /// Reads the server's `v1/public-key` and follows its `rotations` from the accepted keys to
 /// the key `target` (edgepatch_core::trust::follow_rotations: every step signed by a key
 /// already trusted). The keys learned are added to `keys` and, when `keys` are the pinned
 /// ones, pinned beside them.
-fn follow_rotations(server: &Server, keys: &mut KeySet, target: &trust::KeyId) -> Result<(), String> {
+fn follow_rotations(server: &Server, keys: &mut KeySet, target: &trust::KeyId) -> Result<(), CliError> {
     let url = server.url("v1/public-key")?;
     let mut body = Vec::new();
-    server.get_immutable(&url)?.into_reader().take(MAX_PUBLIC_KEY_DOC_BYTES + 1).read_to_end(&mut body).map_err(|e| format!("{url}: {e}"))?;
+    server.get_immutable(&url)?.into_reader().take(MAX_PUBLIC_KEY_DOC_BYTES + 1).read_to_end(&mut body).map_err(|e| read_failed(&url, e))?;
     if body.len() as u64 > MAX_PUBLIC_KEY_DOC_BYTES {
-        return Err(format!("{url}: larger than {MAX_PUBLIC_KEY_DOC_BYTES} bytes"));
+        return Err(CliError::bad_response(format!("{url}: larger than {MAX_PUBLIC_KEY_DOC_BYTES} bytes")));
     }
-    let doc: Value = serde_json::from_slice(&body).map_err(|e| format!("{url}: not JSON: {e}"))?;
-    let rotations = parse_rotations(&doc).map_err(|e| format!("{url}: {e}"))?;
+    let doc: Value = serde_json::from_slice(&body).map_err(|e| not_json(&url, e))?;
+    let rotations = parse_rotations(&doc).context(&url)?;
     let trusted: Vec<[u8; 32]> = keys.keys.iter().map(|k| k.public_key).collect();
-    let learned = trust::follow_rotations(&trusted, &rotations, target).map_err(|e| e.to_string())?;
+    let learned = trust::follow_rotations(&trusted, &rotations, target)?;
     let learned: Vec<TrustedKey> = learned.into_iter().map(|pk| TrustedKey { public_key: pk, key_id: trust::key_id_hex(&pk) }).collect();
     for k in &learned {
         match &keys.pinned_for {
@@ -377,21 +367,21 @@ fn follow_rotations(server: &Server, keys: &mut KeySet, target: &trust::KeyId) -
 }
 
 /// The `rotations` of a `v1/public-key` document (none when it has no such field).
-pub fn parse_rotations(doc: &Value) -> Result<Vec<trust::Rotation>, String> {
+pub fn parse_rotations(doc: &Value) -> Result<Vec<trust::Rotation>, CliError> {
     let Some(list) = doc.get("rotations") else { return Ok(Vec::new()) };
-    let list = list.as_array().ok_or("rotations is not an array")?;
+    let list = list.as_array().ok_or_else(|| CliError::bad_response("rotations is not an array"))?;
     if list.len() > trust::MAX_ROTATIONS {
-        return Err(format!("{} rotations listed, more than the {} a client follows", list.len(), trust::MAX_ROTATIONS));
+        return Err(CliError::bad_response(format!("{} rotations listed, more than the {} a client follows", list.len(), trust::MAX_ROTATIONS)));
     }
     list.iter()
         .enumerate()
         .map(|(i, r)| {
             let what = format!("rotation {i}");
-            let s = |k: &str| r.get(k).and_then(|v| v.as_str()).ok_or_else(|| format!("{what} has no {k}"));
-            let from = trust::parse_hex::<8>("key id", s("from")?).map_err(|e| format!("{what}: from: {e}"))?;
-            let key = trusted_keys::parse_public_key(s("publicKey")?).map_err(|e| format!("{what}: {e}"))?;
+            let s = |k: &str| r.get(k).and_then(|v| v.as_str()).ok_or_else(|| CliError::bad_response(format!("{what} has no {k}")));
+            let from = trust::parse_hex::<8>("key id", s("from")?).map_err(|e| CliError::bad_response(format!("{what}: from: {e}")))?;
+            let key = trusted_keys::parse_public_key(s("publicKey")?).map_err(|e| CliError::bad_response(format!("{what}: {e}")))?;
             if s("keyId")? != key.key_id {
-                return Err(format!("{what}: keyId {} is not the key id of its publicKey ({})", s("keyId")?, key.key_id));
+                return Err(CliError::bad_response(format!("{what}: keyId {} is not the key id of its publicKey ({})", s("keyId")?, key.key_id)));
             }
             Ok(trust::Rotation { from, public_key: key.public_key, signature: b64_sig(&what, s("signature")?)? })
         })
@@ -401,7 +391,7 @@ pub fn parse_rotations(doc: &Value) -> Result<Vec<trust::Rotation>, String> {
 /// The accepted keys: given, else pinned for this server, else (with `trust_on_first_use`
 /// only) the server's current key, pinned now. With none of these, refused before anything
 /// is fetched.
-pub fn resolve_keys(server: &Server, given: Option<KeySet>, trust_on_first_use: bool) -> Result<KeySet, String> {
+pub fn resolve_keys(server: &Server, given: Option<KeySet>, trust_on_first_use: bool) -> Result<KeySet, CliError> {
     if let Some(k) = given {
         return Ok(k);
     }
@@ -412,14 +402,18 @@ pub fn resolve_keys(server: &Server, given: Option<KeySet>, trust_on_first_use: 
         return Ok(KeySet { keys: pinned, source: format!("pinned for {origin} in {}", known.path.display()), pinned_for: Some(origin) });
     }
     if !trust_on_first_use {
-        return Err(format!(
-            "no signing key for {origin}: pass the server's public key with --public-key KEY (or EDGEPATCH_PUBLIC_KEY), \
+        return Err(CliError::refused(
+            Refusal::UntrustedKey,
+            format!(
+                "no signing key for {origin}: pass the server's public key with --public-key KEY (or EDGEPATCH_PUBLIC_KEY), \
              or --trust-on-first-use to pin the key it presents now (check that key out of band); nothing was fetched"
+            ),
         ));
     }
     let url = server.url("v1/public-key")?;
-    let v: Value = server.get_immutable(&url)?.into_json().map_err(|e| format!("{url}: not JSON: {e}"))?;
-    let key = trusted_keys::parse_public_key(v["publicKey"].as_str().ok_or("v1/public-key has no publicKey")?)?;
+    let v: Value = server.get_immutable(&url)?.into_json().map_err(|e| not_json(&url, e))?;
+    let key = trusted_keys::parse_public_key(v["publicKey"].as_str().ok_or_else(|| CliError::bad_response("v1/public-key has no publicKey"))?)
+        .map_err(|e| CliError::bad_response(e.to_string()))?;
     known.pin(&origin, &key)?;
     eprintln!(
         "edgepatch: first use of {origin} (--trust-on-first-use): pinned its signing key {} in {} (check it out of band; another key later is accepted only through a rotation signed by this one)",
@@ -431,32 +425,38 @@ pub fn resolve_keys(server: &Server, given: Option<KeySet>, trust_on_first_use: 
 
 /// The build `channel` of `game` points at now, from its signed document: the signature
 /// under an accepted key, the names, not expired, not older than the newest one seen.
-pub fn channel_head(server: &Server, keys: &mut KeySet, game: &str, channel: &str) -> Result<ChannelHead, String> {
+pub fn channel_head(server: &Server, keys: &mut KeySet, game: &str, channel: &str) -> Result<ChannelHead, CliError> {
     name_ok("game", game)?;
     name_ok("channel", channel)?;
     let url = server.url(&format!("v1/games/{game}/channels/{channel}"))?;
     let v = server.get_json(&url)?;
     let what = format!("channel {game}/{channel}");
-    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).ok_or_else(|| format!("{what}: the document has no {k}"));
-    let n = |k: &str| v.get(k).and_then(|x| x.as_u64()).ok_or_else(|| format!("{what}: the document has no numeric {k}"));
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).ok_or_else(|| CliError::bad_response(format!("{what}: the document has no {k}")));
+    let n = |k: &str| v.get(k).and_then(|x| x.as_u64()).ok_or_else(|| CliError::bad_response(format!("{what}: the document has no numeric {k}")));
     let build = s("build")?.to_string();
-    name_ok("build", &build).map_err(|e| format!("{what}: {e}"))?;
+    name_ok("build", &build).map_err(|e| CliError::bad_response(format!("{what}: {e}")))?;
     let (sequence, expires) = (n("sequence")?, n("expires")?);
     if s("game")? != game || s("channel")? != channel {
-        return Err(format!("{what}: the document is for {}/{}", s("game")?, s("channel")?));
+        return Err(CliError::refused(Refusal::Unvouched, format!("{what}: the document is for {}/{}", s("game")?, s("channel")?)));
     }
     let key = signing_key(server, keys, &v, &what)?;
-    let kid = trust::parse_hex::<8>("key id", &key.key_id).map_err(|e| e.to_string())?;
-    let statement = trust::channel_statement(&kid, game, channel, &build, sequence, expires).map_err(|e| format!("{what}: {e}"))?;
-    trust::verify_ed25519(&key.public_key, &statement, &b64_sig(&what, s("signature")?)?).map_err(|e| format!("{what}: {e}"))?;
+    let kid = trust::parse_hex::<8>("key id", &key.key_id)?;
+    let statement = trust::channel_statement(&kid, game, channel, &build, sequence, expires).context(&what)?;
+    trust::verify_ed25519(&key.public_key, &statement, &b64_sig(&what, s("signature")?)?).context(&what)?;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     if expires.saturating_add(CLOCK_SKEW_SECS) < now {
-        return Err(format!("{what}: the signed document expired {} s ago (a frozen or stale channel); refusing to use it", now - expires));
+        return Err(CliError::refused(
+            Refusal::Expired,
+            format!("{what}: the signed document expired {} s ago (a frozen or stale channel); refusing to use it", now - expires),
+        ));
     }
     if let Some((seen, seen_build)) = ChannelState::open()?.last(&server.origin(), game, channel)? {
         if sequence < seen || (sequence == seen && build != seen_build) {
-            return Err(format!(
-                "{what}: the server offers position {sequence} ({build}), older than position {seen} ({seen_build}) already seen: a rollback; refusing it"
+            return Err(CliError::refused(
+                Refusal::Rollback,
+                format!(
+                    "{what}: the server offers position {sequence} ({build}), older than position {seen} ({seen_build}) already seen: a rollback; refusing it"
+                ),
             ));
         }
     }
@@ -482,7 +482,7 @@ impl<R: Read> Read for HashingReader<R> {
 /// Turns OLD into OUT = build `to`: the signed channel (if asked), the descriptor's signed
 /// update statement, the manifest it vouches for, then the patch streamed into the
 /// applier with every write bound to the manifest; OUT appears only when all of it verified.
-pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<UpdateSummary, String> {
+pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<UpdateSummary, CliError> {
     name_ok("game", o.game)?;
     name_ok("from build", o.from)?;
     let mut keys = resolve_keys(server, o.keys, o.trust_on_first_use)?;
@@ -500,71 +500,78 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
     let to = to.as_str();
     let descriptor_url = server.url(&format!("v1/games/{}/updates/{}/{to}", o.game, o.from))?;
     let d = server.get_json(&descriptor_url)?;
-    let field = |k: &str| d.get(k).ok_or_else(|| format!("update descriptor has no {k}"));
-    let str_field = |k: &str| field(k).and_then(|v| v.as_str().map(str::to_string).ok_or_else(|| format!("update descriptor: {k} is not a string")));
-    let num_field = |k: &str| field(k).and_then(|v| v.as_u64().ok_or_else(|| format!("update descriptor: {k} is not a byte count")));
-    let manifest_url = descriptor_url.join(&str_field("manifestUrl")?).map_err(|e| format!("manifestUrl: {e}"))?;
-    let patch_url = descriptor_url.join(&str_field("patchUrl")?).map_err(|e| format!("patchUrl: {e}"))?;
+    let field = |k: &str| d.get(k).ok_or_else(|| CliError::bad_response(format!("update descriptor has no {k}")));
+    let str_field = |k: &str| {
+        field(k).and_then(|v| v.as_str().map(str::to_string).ok_or_else(|| CliError::bad_response(format!("update descriptor: {k} is not a string"))))
+    };
+    let num_field = |k: &str| field(k).and_then(|v| v.as_u64().ok_or_else(|| CliError::bad_response(format!("update descriptor: {k} is not a byte count"))));
+    let manifest_url = descriptor_url.join(&str_field("manifestUrl")?).map_err(|e| CliError::bad_response(format!("manifestUrl: {e}")))?;
+    let patch_url = descriptor_url.join(&str_field("patchUrl")?).map_err(|e| CliError::bad_response(format!("patchUrl: {e}")))?;
     let manifest_size = num_field("manifestSize")?;
-    let manifest_blake3 = trust::parse_hex::<32>("manifestBlake3", &str_field("manifestBlake3")?).map_err(|e| format!("update descriptor: {e}"))?;
+    let manifest_blake3 =
+        trust::parse_hex::<32>("manifestBlake3", &str_field("manifestBlake3")?).map_err(|e| CliError::bad_response(format!("update descriptor: {e}")))?;
     let patch_size = num_field("patchSize")?;
 
     // The update statement, rebuilt from what was asked for: game, from and to are signed.
     let what = format!("update {} {} -> {to}", o.game, o.from);
     let key = signing_key(server, &mut keys, &d, &what)?;
-    let kid = trust::parse_hex::<8>("key id", &key.key_id).map_err(|e| e.to_string())?;
-    let statement = trust::update_statement(&kid, o.game, o.from, to, manifest_size, &manifest_blake3).map_err(|e| format!("{what}: {e}"))?;
+    let kid = trust::parse_hex::<8>("key id", &key.key_id)?;
+    let statement = trust::update_statement(&kid, o.game, o.from, to, manifest_size, &manifest_blake3).context(&what)?;
     trust::verify_ed25519(&key.public_key, &statement, &b64_sig(&what, &str_field("signature")?)?)
-        .map_err(|e| format!("{what}: {e} (not signed for this game and these builds, or not by this key)"))?;
+        .reword(|e| format!("{what}: {e} (not signed for this game and these builds, or not by this key)"))?;
 
     // Manifest: the signed size and BLAKE3, then what it says about the patch.
     if manifest_size > MAX_MANIFEST_BYTES {
-        return Err(format!("manifest of {manifest_size} bytes is larger than this client accepts ({MAX_MANIFEST_BYTES})"));
+        return Err(CliError::bad_response(format!("manifest of {manifest_size} bytes is larger than this client accepts ({MAX_MANIFEST_BYTES})")));
     }
     let resp = server.get_immutable(&manifest_url)?;
     let mut manifest = Vec::with_capacity(manifest_size as usize);
-    resp.into_reader().take(manifest_size + 1).read_to_end(&mut manifest).map_err(|e| format!("{manifest_url}: {e}"))?;
+    resp.into_reader().take(manifest_size + 1).read_to_end(&mut manifest).map_err(|e| read_failed(&manifest_url, e))?;
     if manifest.len() as u64 != manifest_size {
-        return Err(format!("manifest is {} bytes, the signed statement says {manifest_size}", manifest.len()));
+        return Err(CliError::refused(Refusal::Unvouched, format!("manifest is {} bytes, the signed statement says {manifest_size}", manifest.len())));
     }
     if edgepatch_core::blake3::hash(&manifest).as_bytes() != &manifest_blake3 {
-        return Err("manifest BLAKE3 differs from the signed statement's".into());
+        return Err(CliError::refused(Refusal::Unvouched, "manifest BLAKE3 differs from the signed statement's"));
     }
-    let view = ManifestView::open(&manifest).map_err(|e| format!("manifest: {e}"))?;
-    view.verify_checksum().map_err(|e| format!("manifest: {e}"))?;
+    let view = ManifestView::open(&manifest).context("manifest")?;
+    view.verify_checksum().context("manifest")?;
     if view.kind() != ManifestKind::Patch {
-        return Err("manifest is not a patch manifest".into());
+        return Err(CliError::bad_response("manifest is not a patch manifest"));
     }
     let from_ok = view.from_build() == Some(o.from) || (o.from == "_" && matches!(view.from_build(), None | Some("_")));
     if view.to_build() != to || !from_ok {
-        return Err(format!("manifest is for {:?} -> {}, not {} -> {to}", view.from_build(), view.to_build(), o.from));
+        return Err(CliError::refused(Refusal::Unvouched, format!("manifest is for {:?} -> {}, not {} -> {to}", view.from_build(), view.to_build(), o.from)));
     }
     if view.patch_size() != patch_size {
-        return Err(format!("manifest says the patch is {} bytes, the descriptor {patch_size}", view.patch_size()));
+        return Err(CliError::refused(Refusal::Unvouched, format!("manifest says the patch is {} bytes, the descriptor {patch_size}", view.patch_size())));
     }
     let patch_blake3 = view.patch_blake3();
-    let mut binding = ManifestBinding::new(&manifest).map_err(|e| format!("manifest: {e}"))?;
+    let mut binding = ManifestBinding::new(&manifest).context("manifest")?;
 
     // Patch: streamed from the response into the applier, every write checked against the
     // manifest; committed only if its BLAKE3 is the signed one too.
     let resp = server.get_immutable(&patch_url)?;
     let mut reader = HashingReader { inner: resp.into_reader().take(patch_size + 1), hasher: edgepatch_core::blake3::Hasher::new(), count: 0 };
     let mut old_files = OldBuildFiles::new(old);
-    let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| e.to_string())?;
+    let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| CliError::from(e).at(out))?;
     let apply = edgepatch_core::apply_patch(&mut reader, &mut old_files, &mut BoundSink { binding: &mut binding, inner: &mut staged }, &mut |p| {
         progress(p.patch_bytes_read, patch_size)
     })
-    .map_err(|e| format!("applying {patch_url}: {}", crate::platform::apply_error(e)))?;
-    binding.finish(false, &mut staged).map_err(|e| format!("applying {patch_url}: {e}"))?;
+    .map_err(|e| match e.kind() {
+        // The applier's reads of the patch are reads of the response: the network failed.
+        edgepatch_core::error::ErrorKind::Io => CliError::Network { message: format!("applying {patch_url}: {e}"), url: Some(patch_url.to_string()) },
+        _ => crate::platform::apply_error(e, old).context(format!("applying {patch_url}")),
+    })?;
+    binding.finish(false, &mut staged).map_err(|e| CliError::refused(Refusal::Unvouched, format!("applying {patch_url}: {e}")))?;
     // The applier stops at the checksum; anything after it would be a different patch.
     let mut rest = [0u8; 1];
-    if reader.read(&mut rest).map_err(|e| e.to_string())? != 0 || reader.count != patch_size {
-        return Err(format!("patch is not the {patch_size} bytes the manifest names"));
+    if reader.read(&mut rest).map_err(|e| read_failed(&patch_url, e))? != 0 || reader.count != patch_size {
+        return Err(CliError::refused(Refusal::Unvouched, format!("patch is not the {patch_size} bytes the manifest names")));
     }
     if reader.hasher.finalize().as_bytes() != &patch_blake3 {
-        return Err("patch BLAKE3 differs from the signed manifest's".into());
+        return Err(CliError::refused(Refusal::Unvouched, "patch BLAKE3 differs from the signed manifest's"));
     }
-    staged.commit().map_err(|e| format!("{}: {e}", out.display()))?;
+    staged.commit().map_err(|e| CliError::io(out, e))?;
     // Only now is the channel's position remembered: a refused update leaves it as it was.
     let channel_sequence = match channel {
         Some((c, head)) => {

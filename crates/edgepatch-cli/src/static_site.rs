@@ -32,6 +32,7 @@ use edgepatch_core::{diff_builds, Build, DiffOptions, DiffStats, EntryContent};
 use serde_json::{json, Value};
 
 use crate::build_files::read_build;
+use crate::cli_error::{CliError, IoResultExt, ResultExt};
 
 pub struct SiteKey {
     signing: SigningKey,
@@ -40,12 +41,15 @@ pub struct SiteKey {
 
 impl SiteKey {
     /// Reads a key file written by `edgepatch keygen` (base64 of the 32-byte seed).
-    pub fn load(path: &Path) -> Result<SiteKey, String> {
-        let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<SiteKey, CliError> {
+        let text = fs::read_to_string(path).at_path(path)?;
         let seed = base64::engine::general_purpose::STANDARD
             .decode(text.trim())
-            .map_err(|_| format!("{}: not a key file from `edgepatch keygen` (base64)", path.display()))?;
-        let seed: [u8; 32] = seed.as_slice().try_into().map_err(|_| format!("{}: holds {} bytes, not a 32-byte ed25519 seed", path.display(), seed.len()))?;
+            .map_err(|_| CliError::bad_input(format!("{}: not a key file from `edgepatch keygen` (base64)", path.display())).at(path))?;
+        let seed: [u8; 32] = seed
+            .as_slice()
+            .try_into()
+            .map_err(|_| CliError::bad_input(format!("{}: holds {} bytes, not a 32-byte ed25519 seed", path.display(), seed.len())).at(path))?;
         let signing = SigningKey::from_bytes(&seed);
         let key_id = trust::key_id(&signing.verifying_key().to_bytes());
         Ok(SiteKey { signing, key_id })
@@ -72,8 +76,8 @@ pub struct Site {
 }
 
 /// The rotation from `old` to `new` as a `v1/public-key` document lists it: signed by `old`.
-pub fn rotation_json(old: &SiteKey, new: &SiteKey) -> Result<Value, String> {
-    let statement = trust::rotation_statement(&old.key_id, &new.public_key()).map_err(|e| e.to_string())?;
+pub fn rotation_json(old: &SiteKey, new: &SiteKey) -> Result<Value, CliError> {
+    let statement = trust::rotation_statement(&old.key_id, &new.public_key())?;
     Ok(json!({
         "from": old.key_id_hex(), "keyId": new.key_id_hex(),
         "publicKey": base64::engine::general_purpose::STANDARD.encode(new.public_key()),
@@ -89,13 +93,13 @@ pub struct Rotated {
     pub rotation: Value,
 }
 
-fn io_err(path: &Path, e: std::io::Error) -> String {
-    format!("{}: {e}", path.display())
+fn io_err(path: &Path, e: std::io::Error) -> CliError {
+    CliError::io(path, e)
 }
 
 /// Writes through a temporary file and a rename: a reader (or an upload) never sees half a document.
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let dir = path.parent().ok_or("no parent directory")?;
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    let dir = path.parent().ok_or_else(|| CliError::other("no parent directory"))?;
     fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
     let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("x")));
     fs::write(&tmp, bytes).map_err(|e| io_err(&tmp, e))?;
@@ -107,7 +111,7 @@ fn now_secs() -> u64 {
 }
 
 /// Copies a build directory (files with their executable bit, directories, links as links).
-fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+fn copy_tree(from: &Path, to: &Path) -> Result<(), CliError> {
     fs::create_dir_all(to).map_err(|e| io_err(to, e))?;
     let mut names: Vec<_> = fs::read_dir(from).map_err(|e| io_err(from, e))?.collect::<Result<_, _>>().map_err(|e| io_err(from, e))?;
     names.sort_by_key(|e| e.file_name());
@@ -119,33 +123,35 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
             #[cfg(unix)]
             std::os::unix::fs::symlink(&target, &dst).map_err(|e| io_err(&dst, e))?;
             #[cfg(not(unix))]
-            return Err(format!("{}: a symlink (to {}): builds with links are published from Unix only", src.display(), target.display()));
+            return Err(
+                CliError::bad_input(format!("{}: a symlink (to {}): builds with links are published from Unix only", src.display(), target.display())).at(&src)
+            );
         } else if ft.is_dir() {
             copy_tree(&src, &dst)?;
         } else if ft.is_file() {
             fs::copy(&src, &dst).map_err(|e| io_err(&src, e))?;
         } else {
-            return Err(format!("{}: not a file, directory or symlink", src.display()));
+            return Err(CliError::bad_input(format!("{}: not a file, directory or symlink", src.display())).at(&src));
         }
     }
     Ok(())
 }
 
 /// The patch from `old` to `new`, its manifest (per-file BLAKE3 from `new` itself) and the diff's counts.
-fn make_pair(old: &Build, new: &Build, from: &str, to: &str, level: i32) -> Result<(Vec<u8>, Vec<u8>, DiffStats), String> {
+fn make_pair(old: &Build, new: &Build, from: &str, to: &str, level: i32) -> Result<(Vec<u8>, Vec<u8>, DiffStats), CliError> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let opts = DiffOptions { level, threads, ..DiffOptions::default() };
-    let (patch, stats) = diff_builds(old, new, &opts, &|_, _| {}).map_err(|e| format!("diff {from} -> {to}: {e}"))?;
-    let info = inspect_patch(patch.as_slice()).map_err(|e| e.to_string())?;
-    let tree = info.resolve(edgepatch_core::diff::build_listing(old)).map_err(|e| e.to_string())?;
+    let (patch, stats) = diff_builds(old, new, &opts, &|_, _| {}).context(format!("diff {from} -> {to}"))?;
+    let info = inspect_patch(patch.as_slice())?;
+    let tree = info.resolve(edgepatch_core::diff::build_listing(old))?;
     let by_path: std::collections::HashMap<&str, &[u8]> = new
         .entries
         .iter()
         .filter_map(|e| if let EntryContent::File { data, .. } = &e.content { Some((e.path.as_str(), data.as_slice())) } else { None })
         .collect();
     let hash_of = |i: usize| *blake3::hash(by_path.get(tree.entries[i].path.as_str()).copied().unwrap_or_default()).as_bytes();
-    let manifest = patch_manifest(&tree, &info.layout, hash_of, *blake3::hash(&patch).as_bytes(), from, to).map_err(|e| e.to_string())?;
-    Ok((patch, manifest.encode().map_err(|e| e.to_string())?, stats))
+    let manifest = patch_manifest(&tree, &info.layout, hash_of, *blake3::hash(&patch).as_bytes(), from, to)?;
+    Ok((patch, manifest.encode()?, stats))
 }
 
 pub struct AddOptions<'a> {
@@ -173,16 +179,16 @@ pub struct PublishedPair {
 }
 
 impl Site {
-    pub fn open(root: &Path) -> Result<Site, String> {
+    pub fn open(root: &Path) -> Result<Site, CliError> {
         let path = root.join("private/state.json");
         let state = match fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display()))?,
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| CliError::bad_input(format!("{}: {e}", path.display())).at(&path))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({ "version": 1, "games": {} }),
             Err(e) => return Err(io_err(&path, e)),
         };
         let key_path = root.join("public/v1/public-key");
         let keys = match fs::read(&key_path) {
-            Ok(b) => Some(serde_json::from_slice::<Value>(&b).map_err(|e| format!("{}: {e}", key_path.display()))?),
+            Ok(b) => Some(serde_json::from_slice::<Value>(&b).map_err(|e| CliError::bad_input(format!("{}: {e}", key_path.display())).at(&key_path))?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(io_err(&key_path, e)),
         };
@@ -196,20 +202,20 @@ impl Site {
 
     /// Refuses a signing key that is not the site's published key: clients that pinned the
     /// published key would refuse everything it signs.
-    fn check_key(&self, key: &SiteKey) -> Result<(), String> {
+    fn check_key(&self, key: &SiteKey) -> Result<(), CliError> {
         match self.published_key_id() {
-            Some(published) if published != key.key_id_hex() => Err(format!(
+            Some(published) if published != key.key_id_hex() => Err(CliError::bad_input(format!(
                 "signing key {} is not this site's key {} (its v1/public-key); clients that trust {published} would refuse what it signs. \
                  To move the site to the new key, run `edgepatch site rotate-key --site {} --key <the key of {published}> --new-key <new key file>`",
                 key.key_id_hex(),
                 published,
                 self.root.display()
-            )),
+            ))),
             _ => Ok(()),
         }
     }
 
-    fn save(&self) -> Result<(), String> {
+    fn save(&self) -> Result<(), CliError> {
         write_file(&self.root.join("private/state.json"), serde_json::to_string_pretty(&self.state).expect("JSON").as_bytes())
     }
 
@@ -228,7 +234,7 @@ impl Site {
 
     /// Writes `v1/public-key` with `key` as the current key, keeping the keys and rotations
     /// published before, and `rotation` appended to them.
-    fn write_public_key(&mut self, key: &SiteKey, rotation: Option<Value>) -> Result<(), String> {
+    fn write_public_key(&mut self, key: &SiteKey, rotation: Option<Value>) -> Result<(), CliError> {
         let pk = base64::engine::general_purpose::STANDARD.encode(key.public_key());
         let kid = key.key_id_hex();
         let old = self.keys.take().unwrap_or(Value::Null);
@@ -250,14 +256,14 @@ impl Site {
     /// rotation signed by `old` and `new` as its current key (`old` stays listed), then every
     /// update descriptor, checked under the key that signed it, and every channel document
     /// (same position, fresh expiry) is signed again with `new`.
-    pub fn rotate_key(&mut self, old: &SiteKey, new: &SiteKey, ttl_secs: u64) -> Result<Rotated, String> {
+    pub fn rotate_key(&mut self, old: &SiteKey, new: &SiteKey, ttl_secs: u64) -> Result<Rotated, CliError> {
         match self.published_key_id() {
-            None => return Err("the site has no v1/public-key yet: publish with `site add` and the new key instead".into()),
+            None => return Err(CliError::bad_input("the site has no v1/public-key yet: publish with `site add` and the new key instead")),
             Some(_) => self.check_key(old)?,
         }
         let rotations = self.keys.as_ref().and_then(|d| d["rotations"].as_array()).map_or(0, Vec::len);
         if rotations >= trust::MAX_ROTATIONS {
-            return Err(format!("the site lists {rotations} rotations already: clients follow at most {}", trust::MAX_ROTATIONS));
+            return Err(CliError::bad_input(format!("the site lists {rotations} rotations already: clients follow at most {}", trust::MAX_ROTATIONS)));
         }
         let rotation = rotation_json(old, new)?;
         let descriptors = self.descriptor_paths()?;
@@ -276,9 +282,9 @@ impl Site {
     }
 
     /// Every update descriptor under public/v1/games/*/updates/*/*.
-    fn descriptor_paths(&self) -> Result<Vec<PathBuf>, String> {
+    fn descriptor_paths(&self) -> Result<Vec<PathBuf>, CliError> {
         let mut out = Vec::new();
-        let list = |dir: &Path| -> Result<Vec<PathBuf>, String> {
+        let list = |dir: &Path| -> Result<Vec<PathBuf>, CliError> {
             match fs::read_dir(dir) {
                 Ok(rd) => {
                     let mut v = rd.map(|e| e.map(|e| e.path())).collect::<Result<Vec<_>, _>>().map_err(|e| io_err(dir, e))?;
@@ -303,8 +309,8 @@ impl Site {
 
     /// The descriptor at `path` signed with `key`, once its signature verified under the
     /// listed key that made it.
-    fn resign_descriptor(&self, path: &Path, key: &SiteKey) -> Result<Value, String> {
-        let bad = |why: String| format!("{}: {why}; not re-signing it", path.display());
+    fn resign_descriptor(&self, path: &Path, key: &SiteKey) -> Result<Value, CliError> {
+        let bad = |why: String| CliError::bad_input(format!("{}: {why}; not re-signing it", path.display())).at(path);
         let mut d: Value = serde_json::from_slice(&fs::read(path).map_err(|e| io_err(path, e))?).map_err(|e| bad(format!("not JSON: {e}")))?;
         let s = |k: &str| d[k].as_str().map(str::to_string).ok_or_else(|| bad(format!("no {k}")));
         let (game, from, to, kid) = (s("game")?, s("from")?, s("to")?, s("keyId")?);
@@ -312,18 +318,19 @@ impl Site {
         let mh = trust::parse_hex::<32>("manifestBlake3", &s("manifestBlake3")?).map_err(|e| bad(e.to_string()))?;
         let listed = self.keys.as_ref().and_then(|doc| doc["keys"].as_array()).and_then(|ks| ks.iter().find(|k| k["keyId"].as_str() == Some(&kid)));
         let signer = listed.and_then(|k| k["publicKey"].as_str()).ok_or_else(|| bad(format!("signed by key {kid}, which v1/public-key does not list")))?;
-        let signer = crate::trusted_keys::parse_public_key(signer).map_err(bad)?;
+        let signer = crate::trusted_keys::parse_public_key(signer).map_err(|e| bad(e.to_string()))?;
         let sig = base64::engine::general_purpose::STANDARD.decode(s("signature")?).map_err(|e| bad(format!("signature: {e}")))?;
         let sig: [u8; 64] = sig.as_slice().try_into().map_err(|_| bad("signature is not 64 bytes".into()))?;
         let old_statement = trust::update_statement(&trust::key_id(&signer.public_key), &game, &from, &to, size, &mh).map_err(|e| bad(e.to_string()))?;
-        trust::verify_ed25519(&signer.public_key, &old_statement, &sig).map_err(|e| bad(e.to_string()))?;
+        trust::verify_ed25519(&signer.public_key, &old_statement, &sig)
+            .map_err(|e| CliError::from(e).reword(|m| format!("{}: {m}; not re-signing it", path.display())).at(path))?;
         let statement = trust::update_statement(&key.key_id, &game, &from, &to, size, &mh).map_err(|e| bad(e.to_string()))?;
         d["keyId"] = json!(key.key_id_hex());
         d["signature"] = json!(key.sign(&statement));
         Ok(d)
     }
 
-    fn publish_pair(&self, key: &SiteKey, game: &str, from: &str, to: &str, pair: (Vec<u8>, Vec<u8>, DiffStats)) -> Result<PublishedPair, String> {
+    fn publish_pair(&self, key: &SiteKey, game: &str, from: &str, to: &str, pair: (Vec<u8>, Vec<u8>, DiffStats)) -> Result<PublishedPair, CliError> {
         let (patch, manifest, stats) = pair;
         let (mh, ph) = (*blake3::hash(&manifest).as_bytes(), blake3::hash(&patch).to_hex().to_string());
         let mhex = trust::hex(&mh);
@@ -339,7 +346,7 @@ impl Site {
         };
         write_file(&self.public(&published.manifest_path), &manifest)?;
         write_file(&self.public(&published.patch_path), &patch)?;
-        let statement = trust::update_statement(&key.key_id, game, from, to, manifest.len() as u64, &mh).map_err(|e| e.to_string())?;
+        let statement = trust::update_statement(&key.key_id, game, from, to, manifest.len() as u64, &mh)?;
         let descriptor = json!({
             "game": game, "from": from, "to": to,
             "manifestUrl": format!("../../manifests/{mhex}"), "manifestSize": manifest.len(), "manifestBlake3": mhex,
@@ -350,28 +357,28 @@ impl Site {
         Ok(published)
     }
 
-    fn write_channel(&self, key: &SiteKey, game: &str, channel: &str, build: &str, sequence: u64, ttl_secs: u64) -> Result<(), String> {
+    fn write_channel(&self, key: &SiteKey, game: &str, channel: &str, build: &str, sequence: u64, ttl_secs: u64) -> Result<(), CliError> {
         let expires = now_secs() + ttl_secs;
-        let statement = trust::channel_statement(&key.key_id, game, channel, build, sequence, expires).map_err(|e| e.to_string())?;
+        let statement = trust::channel_statement(&key.key_id, game, channel, build, sequence, expires)?;
         let doc = json!({ "game": game, "channel": channel, "build": build, "sequence": sequence, "expires": expires,
                           "keyId": key.key_id_hex(), "signature": key.sign(&statement) });
         write_file(&self.public(&format!("v1/games/{game}/channels/{channel}")), (doc.to_string() + "\n").as_bytes())
     }
 
     /// Publishes build DIR as `o.build` of `o.game`; returns the pairs it made.
-    pub fn add(&mut self, key: &SiteKey, dir: &Path, o: &AddOptions) -> Result<Vec<PublishedPair>, String> {
+    pub fn add(&mut self, key: &SiteKey, dir: &Path, o: &AddOptions) -> Result<Vec<PublishedPair>, CliError> {
         self.check_key(key)?;
         for (what, name) in [("game", o.game), ("build", o.build)].into_iter().chain(o.channel.map(|c| ("channel", c))) {
-            trust::check_name(what, name).map_err(|e| e.to_string())?;
+            trust::check_name(what, name)?;
         }
         if o.build == "_" {
-            return Err("build name `_` is reserved for the empty build".into());
+            return Err(CliError::bad_input("build name `_` is reserved for the empty build"));
         }
         let builds = self.builds(o.game);
         if builds.iter().any(|b| b == o.build) {
-            return Err(format!("build {}/{} is already on the site; builds are immutable (publish under a new name)", o.game, o.build));
+            return Err(CliError::bad_input(format!("build {}/{} is already on the site; builds are immutable (publish under a new name)", o.game, o.build)));
         }
-        let new = read_build(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let new = read_build(dir).map_err(|e| CliError::io(dir, e))?;
         let store = self.root.join("private/builds").join(o.game).join(o.build);
         if store.exists() {
             fs::remove_dir_all(&store).map_err(|e| io_err(&store, e))?;
@@ -383,7 +390,7 @@ impl Site {
         pairs.push(self.publish_pair(key, o.game, "_", o.build, make_pair(&empty, &new, "_", o.build, o.level)?)?);
         for from in builds.iter().rev().take(o.history) {
             let old_dir = self.root.join("private/builds").join(o.game).join(from);
-            let old = read_build(&old_dir).map_err(|e| format!("{}: {e}", old_dir.display()))?;
+            let old = read_build(&old_dir).map_err(|e| CliError::io(&old_dir, e))?;
             pairs.push(self.publish_pair(key, o.game, from, o.build, make_pair(&old, &new, from, o.build, o.level)?)?);
         }
         self.game(o.game)["builds"].as_array_mut().expect("builds is an array").push(json!(o.build));
@@ -396,11 +403,11 @@ impl Site {
 
     /// Points `channel` at `build` (an earlier build too: a rollback by the owner is a move
     /// forward in sequence). Returns the new sequence.
-    pub fn move_channel(&mut self, key: &SiteKey, game: &str, channel: &str, build: &str, ttl_secs: u64) -> Result<u64, String> {
+    pub fn move_channel(&mut self, key: &SiteKey, game: &str, channel: &str, build: &str, ttl_secs: u64) -> Result<u64, CliError> {
         self.check_key(key)?;
-        trust::check_name("channel", channel).map_err(|e| e.to_string())?;
+        trust::check_name("channel", channel)?;
         if !self.builds(game).iter().any(|b| b == build) {
-            return Err(format!("no build {game}/{build} on the site"));
+            return Err(CliError::bad_input(format!("no build {game}/{build} on the site")));
         }
         let g = self.game(game);
         let sequence = g["channels"][channel]["sequence"].as_u64().unwrap_or(0) + 1;
@@ -412,14 +419,14 @@ impl Site {
 
     /// Re-signs every channel document with a fresh expiry (same sequence, same build):
     /// run at least once per TTL, or clients refuse the channel as frozen.
-    pub fn refresh(&mut self, key: &SiteKey, ttl_secs: u64) -> Result<usize, String> {
+    pub fn refresh(&mut self, key: &SiteKey, ttl_secs: u64) -> Result<usize, CliError> {
         self.check_key(key)?;
         self.write_public_key(key, None)?;
         self.write_channels(key, ttl_secs)
     }
 
     /// Signs every channel document again with `key` (same position and build, fresh expiry).
-    fn write_channels(&self, key: &SiteKey, ttl_secs: u64) -> Result<usize, String> {
+    fn write_channels(&self, key: &SiteKey, ttl_secs: u64) -> Result<usize, CliError> {
         let mut n = 0;
         if let Some(games) = self.state["games"].as_object() {
             for (game, g) in games {

@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use edgepatch_core::trust::key_id_hex;
 
+use crate::cli_error::{CliError, IoResultExt};
+
 /// One accepted key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TrustedKey {
@@ -48,19 +50,21 @@ impl KeySet {
     }
 }
 
-pub fn parse_public_key(text: &str) -> Result<TrustedKey, String> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(|e| format!("public key {text:?} is not base64: {e}"))?;
-    let public_key: [u8; 32] = bytes.as_slice().try_into().map_err(|_| format!("public key {text:?} has {} bytes, not 32", bytes.len()))?;
+pub fn parse_public_key(text: &str) -> Result<TrustedKey, CliError> {
+    let bytes =
+        base64::engine::general_purpose::STANDARD.decode(text.trim()).map_err(|e| CliError::bad_input(format!("public key {text:?} is not base64: {e}")))?;
+    let public_key: [u8; 32] =
+        bytes.as_slice().try_into().map_err(|_| CliError::bad_input(format!("public key {text:?} has {} bytes, not 32", bytes.len())))?;
     Ok(TrustedKey { public_key, key_id: key_id_hex(&public_key) })
 }
 
 /// Keys given as one or more arguments, each possibly a comma-separated list.
-pub fn parse_key_list<'a>(texts: impl IntoIterator<Item = &'a str>, source: &str) -> Result<Option<KeySet>, String> {
+pub fn parse_key_list<'a>(texts: impl IntoIterator<Item = &'a str>, source: &str) -> Result<Option<KeySet>, CliError> {
     let keys = texts.into_iter().flat_map(|t| t.split(',')).map(str::trim).filter(|t| !t.is_empty()).map(parse_public_key).collect::<Result<Vec<_>, _>>()?;
     Ok(if keys.is_empty() { None } else { Some(KeySet { keys, source: source.to_string(), pinned_for: None }) })
 }
 
-pub fn config_dir() -> Result<PathBuf, String> {
+pub fn config_dir() -> Result<PathBuf, CliError> {
     if let Some(d) = std::env::var_os("EDGEPATCH_CONFIG_DIR").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(d));
     }
@@ -74,27 +78,27 @@ pub fn config_dir() -> Result<PathBuf, String> {
     }
     match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
         Some(h) => Ok(PathBuf::from(h).join(".config").join("edgepatch")),
-        None => Err("no config directory: set EDGEPATCH_CONFIG_DIR (or pass --public-key)".into()),
+        None => Err(CliError::other("no config directory: set EDGEPATCH_CONFIG_DIR (or pass --public-key)")),
     }
 }
 
-fn read_lines(path: &Path) -> Result<Vec<Vec<String>>, String> {
+fn read_lines(path: &Path) -> Result<Vec<Vec<String>>, CliError> {
     let text = match fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(e) => return Err(CliError::io(path, e)),
     };
     Ok(text.lines().map(|l| l.split('#').next().unwrap_or("").split_whitespace().map(str::to_string).collect::<Vec<_>>()).filter(|f| !f.is_empty()).collect())
 }
 
 /// Replaces `path` with `text` through a temporary file, fsync and rename.
-fn write_file(path: &Path, text: &str) -> Result<(), String> {
-    let dir = path.parent().ok_or("config path has no directory")?;
-    fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+fn write_file(path: &Path, text: &str) -> Result<(), CliError> {
+    let dir = path.parent().ok_or_else(|| CliError::other("config path has no directory"))?;
+    fs::create_dir_all(dir).at_path(dir)?;
     let tmp = path.with_extension("tmp");
-    let mut f = fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    f.write_all(text.as_bytes()).and_then(|_| f.sync_all()).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+    let mut f = fs::File::create(&tmp).at_path(&tmp)?;
+    f.write_all(text.as_bytes()).and_then(|_| f.sync_all()).at_path(&tmp)?;
+    fs::rename(&tmp, path).at_path(path)
 }
 
 /// `known_keys`: `ORIGIN KEY_ID PUBLIC_KEY_BASE64` per line.
@@ -103,18 +107,18 @@ pub struct KnownKeys {
 }
 
 impl KnownKeys {
-    pub fn open() -> Result<KnownKeys, String> {
+    pub fn open() -> Result<KnownKeys, CliError> {
         Ok(KnownKeys { path: config_dir()?.join("known_keys") })
     }
 
     /// The keys pinned for `origin` (none: never seen).
-    pub fn pinned(&self, origin: &str) -> Result<Vec<TrustedKey>, String> {
+    pub fn pinned(&self, origin: &str) -> Result<Vec<TrustedKey>, CliError> {
         let mut out = Vec::new();
         for f in read_lines(&self.path)? {
             if f.len() == 3 && f[0] == origin {
-                let k = parse_public_key(&f[2]).map_err(|e| format!("{}: {e}", self.path.display()))?;
+                let k = parse_public_key(&f[2]).map_err(|e| e.context(self.path.display()).at(&self.path))?;
                 if k.key_id != f[1] {
-                    return Err(format!("{}: key id {} does not match its key ({})", self.path.display(), f[1], k.key_id));
+                    return Err(CliError::bad_input(format!("{}: key id {} does not match its key ({})", self.path.display(), f[1], k.key_id)).at(&self.path));
                 }
                 out.push(k);
             }
@@ -123,7 +127,7 @@ impl KnownKeys {
     }
 
     /// Pins `key` for `origin` (a key already pinned for it is left as it is).
-    pub fn pin(&self, origin: &str, key: &TrustedKey) -> Result<(), String> {
+    pub fn pin(&self, origin: &str, key: &TrustedKey) -> Result<(), CliError> {
         if self.pinned(origin)?.contains(key) {
             return Ok(());
         }
@@ -147,21 +151,21 @@ pub struct ChannelState {
 }
 
 impl ChannelState {
-    pub fn open() -> Result<ChannelState, String> {
+    pub fn open() -> Result<ChannelState, CliError> {
         Ok(ChannelState { path: config_dir()?.join("channels") })
     }
 
-    pub fn last(&self, origin: &str, game: &str, channel: &str) -> Result<Option<(u64, String)>, String> {
+    pub fn last(&self, origin: &str, game: &str, channel: &str) -> Result<Option<(u64, String)>, CliError> {
         for f in read_lines(&self.path)? {
             if f.len() == 5 && f[0] == origin && f[1] == game && f[2] == channel {
-                let seq = f[3].parse::<u64>().map_err(|_| format!("{}: bad sequence {:?}", self.path.display(), f[3]))?;
+                let seq = f[3].parse::<u64>().map_err(|_| CliError::bad_input(format!("{}: bad sequence {:?}", self.path.display(), f[3])).at(&self.path))?;
                 return Ok(Some((seq, f[4].clone())));
             }
         }
         Ok(None)
     }
 
-    pub fn record(&self, origin: &str, game: &str, channel: &str, sequence: u64, build: &str) -> Result<(), String> {
+    pub fn record(&self, origin: &str, game: &str, channel: &str, sequence: u64, build: &str) -> Result<(), CliError> {
         let mut lines: Vec<String> =
             read_lines(&self.path)?.into_iter().filter(|f| !(f.len() == 5 && f[0] == origin && f[1] == game && f[2] == channel)).map(|f| f.join(" ")).collect();
         lines.push(format!("{origin} {game} {channel} {sequence} {build}"));
@@ -170,9 +174,9 @@ impl ChannelState {
 }
 
 /// A new signing key: 32 random bytes (the ed25519 seed) as base64, and its public key.
-pub fn generate_key() -> Result<(String, TrustedKey), String> {
+pub fn generate_key() -> Result<(String, TrustedKey), CliError> {
     let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed).map_err(|e| format!("no randomness from the OS: {e}"))?;
+    getrandom::fill(&mut seed).map_err(|e| CliError::other(format!("no randomness from the OS: {e}")))?;
     let signing = ed25519_dalek::SigningKey::from_bytes(&seed);
     let public_key = signing.verifying_key().to_bytes();
     Ok((base64::engine::general_purpose::STANDARD.encode(seed), TrustedKey { public_key, key_id: key_id_hex(&public_key) }))
