@@ -68,43 +68,7 @@ const DEFAULT_OLD_BUDGET_MIB: u64 = 32;
 #[derive(Subcommand)]
 enum Command {
     /// Make PATCH that turns OLD into NEW (both files, or both directories).
-    Diff {
-        old: PathBuf,
-        new: PathBuf,
-        patch: PathBuf,
-        /// zstd compression level, 1..=22.
-        #[arg(long, default_value_t = 19)]
-        level: i32,
-        /// Worker threads (default: all cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Refuse NEW when a path cannot be written as it is on every common file system
-        /// (names differing only in case or Unicode normalization, Windows device names or
-        /// characters, components over 255 bytes); without it they are warnings.
-        #[arg(long)]
-        strict_portable: bool,
-        /// Diff in memory that does not grow with the builds (the Worker's generator: 4 MiB
-        /// segments against planned old data, --old-budget each); automatic when OLD's
-        /// files exceed 1 GiB. Patches are a few percent larger on compiled code.
-        #[arg(long)]
-        bounded: bool,
-        /// With --bounded: MiB of old data planned per 4 MiB segment (8..=256). More finds
-        /// more of what the in-memory diff finds; memory grows by about 5x this.
-        #[arg(long, default_value_t = DEFAULT_OLD_BUDGET_MIB, value_parser = clap::value_parser!(u64).range(8..=256))]
-        old_budget: u64,
-        /// With --bounded: search text segments' windows as the Worker does (cheaper; about
-        /// 10% larger text windows) rather than as the in-memory diff does, and try LZMA as
-        /// the Worker does (in ops streams, and in split wasm parts of at most 4 MiB with their
-        /// window): the Worker's patch, byte for byte, at its level.
-        #[arg(long)]
-        worker_text_windows: bool,
-        /// Store every changed wasm module as it is (no wasm-aware transform): for
-        /// measurement. By default a module is stored in normalized form where that makes
-        /// the patch smaller (docs/FORMAT.md §2.8); with --bounded, wherever something in
-        /// it is renumbered (modules up to 64 MiB, read whole).
-        #[arg(long)]
-        no_wasm_transform: bool,
-    },
+    Diff(DiffArgs),
     /// Apply PATCH to OLD, creating OUT (OLD is never modified).
     Apply { old: PathBuf, patch: PathBuf, out: PathBuf },
     /// Describe a patch without applying it.
@@ -138,25 +102,7 @@ enum Command {
     /// Check DIR against SIGNATURE; names damaged, missing and unexpected files and blocks.
     Verify { dir: PathBuf, signature: PathBuf },
     /// Upload build DIR to an update server (token from EDGEPATCH_TOKEN).
-    Publish {
-        /// Base URL of the server, e.g. http://127.0.0.1:8787
-        #[arg(long)]
-        server: String,
-        #[arg(long)]
-        game: String,
-        #[arg(long)]
-        build: String,
-        /// Also make this channel point at the build.
-        #[arg(long)]
-        channel: Option<String>,
-        /// Larger tars upload in parts of this many bytes (at least 5 MiB).
-        #[arg(long, default_value_t = server_client::DEFAULT_PART_BYTES)]
-        part_size: u64,
-        /// Allow plain http to a server that is not this machine.
-        #[arg(long)]
-        allow_insecure_http: bool,
-        dir: PathBuf,
-    },
+    Publish(PublishArgs),
     /// Channels on an update server (token from EDGEPATCH_TOKEN).
     Channel {
         #[command(subcommand)]
@@ -173,41 +119,107 @@ enum Command {
     Keygen { keyfile: PathBuf },
     /// Turn OLD_DIR (build FROM, or `_` for none) into OUT_DIR = build TO, or the build CHANNEL
     /// points at now, from an update server.
-    #[command(group(clap::ArgGroup::new("target").required(true).args(["to", "channel"])))]
-    Update {
-        #[arg(long)]
-        server: String,
-        #[arg(long)]
-        game: String,
-        #[arg(long)]
-        from: String,
-        /// The build to update to.
-        #[arg(long)]
-        to: Option<String>,
-        /// Update to the build this channel points at now (instead of --to).
-        #[arg(long)]
-        channel: Option<String>,
-        /// base64 ed25519 public key the update must be signed with (repeatable, or comma
-        /// separated: any of them). Default: EDGEPATCH_PUBLIC_KEY, else the keys pinned for
-        /// the server in the config directory's known_keys. A key the server rotated to is
-        /// accepted through a rotation signed by one of these.
-        #[arg(long)]
-        public_key: Vec<String>,
-        /// With no key given or pinned for the server: pin the key it presents now (check it
-        /// out of band). Not with --allow-insecure-http.
-        #[arg(long)]
-        trust_on_first_use: bool,
-        /// Allow plain http to a server that is not this machine.
-        #[arg(long)]
-        allow_insecure_http: bool,
-        old_dir: PathBuf,
-        out_dir: PathBuf,
-    },
+    Update(UpdateArgs),
     /// Signing key tasks for servers that keep their own `v1/public-key` (the Worker).
     Key {
         #[command(subcommand)]
         command: KeyCommand,
     },
+}
+
+// `diff`'s arguments (a struct, so that its function takes one).
+#[derive(Args)]
+struct DiffArgs {
+    old: PathBuf,
+    new: PathBuf,
+    patch: PathBuf,
+    /// zstd compression level, 1..=22.
+    #[arg(long, default_value_t = 19)]
+    level: i32,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Refuse NEW when a path cannot be written as it is on every common file system
+    /// (names differing only in case or Unicode normalization, Windows device names or
+    /// characters, components over 255 bytes); without it they are warnings.
+    #[arg(long)]
+    strict_portable: bool,
+    /// Diff in memory that does not grow with the builds (the Worker's generator: 4 MiB
+    /// segments against planned old data, --old-budget each); automatic when OLD's
+    /// files exceed 1 GiB. Patches are a few percent larger on compiled code.
+    #[arg(long)]
+    bounded: bool,
+    /// With --bounded: MiB of old data planned per 4 MiB segment (8..=256). More finds
+    /// more of what the in-memory diff finds; memory grows by about 5x this.
+    #[arg(long, default_value_t = DEFAULT_OLD_BUDGET_MIB, value_parser = clap::value_parser!(u64).range(8..=256))]
+    old_budget: u64,
+    /// With --bounded: search text segments' windows as the Worker does (cheaper; about
+    /// 10% larger text windows) rather than as the in-memory diff does, and try LZMA as
+    /// the Worker does (in ops streams, and in split wasm parts of at most 4 MiB with their
+    /// window): the Worker's patch, byte for byte, at its level.
+    #[arg(long)]
+    worker_text_windows: bool,
+    /// Store every changed wasm module as it is (no wasm-aware transform): for
+    /// measurement. By default a module is stored in normalized form where that makes
+    /// the patch smaller (docs/FORMAT.md §2.8); with --bounded, wherever something in
+    /// it is renumbered (modules up to 64 MiB, read whole).
+    #[arg(long)]
+    no_wasm_transform: bool,
+}
+
+// `publish`'s arguments.
+#[derive(Args)]
+struct PublishArgs {
+    /// Base URL of the server, e.g. http://127.0.0.1:8787
+    #[arg(long)]
+    server: String,
+    #[arg(long)]
+    game: String,
+    #[arg(long)]
+    build: String,
+    /// Also make this channel point at the build.
+    #[arg(long)]
+    channel: Option<String>,
+    /// Larger tars upload in parts of this many bytes (at least 5 MiB).
+    #[arg(long, default_value_t = server_client::DEFAULT_PART_BYTES)]
+    part_size: u64,
+    /// Allow plain http to a server that is not this machine.
+    #[arg(long)]
+    allow_insecure_http: bool,
+    dir: PathBuf,
+}
+
+// `update`'s arguments.
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["to", "channel"])))]
+struct UpdateArgs {
+    #[arg(long)]
+    server: String,
+    #[arg(long)]
+    game: String,
+    #[arg(long)]
+    from: String,
+    /// The build to update to.
+    #[arg(long)]
+    to: Option<String>,
+    /// Update to the build this channel points at now (instead of --to).
+    #[arg(long)]
+    channel: Option<String>,
+    /// base64 ed25519 public key the update must be signed with (repeatable, or comma
+    /// separated: any of them). Default: EDGEPATCH_PUBLIC_KEY, else the keys pinned for
+    /// the server in the config directory's known_keys. A key the server rotated to is
+    /// accepted through a rotation signed by one of these.
+    #[arg(long)]
+    public_key: Vec<String>,
+    /// With no key given or pinned for the server: pin the key it presents now (check it
+    /// out of band). Not with --allow-insecure-http.
+    #[arg(long)]
+    trust_on_first_use: bool,
+    /// Allow plain http to a server that is not this machine.
+    #[arg(long)]
+    allow_insecure_http: bool,
+    old_dir: PathBuf,
+    out_dir: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -322,82 +334,99 @@ impl SiteSigning {
 
 fn run_site(cli: &Cli, command: &SiteCommand) -> Result<(), CliError> {
     match command {
-        SiteCommand::Add { signing, game, build, channel, history, level, dir } => {
-            let started = Instant::now();
-            let (key, mut s) = signing.open()?;
-            let o = static_site::AddOptions { game, build, channel: channel.as_deref(), history: *history, level: *level, ttl_secs: signing.ttl_secs() };
-            let pairs = s.add(&key, dir, &o)?;
-            let secs = started.elapsed().as_secs_f64();
-            if cli.json {
-                let list: Vec<_> = pairs
-                    .iter()
-                    .map(|p| {
-                        json!({ "from": p.from, "patch_bytes": p.patch_bytes, "manifest_bytes": p.manifest_bytes, "segments": p.segments, "new_bytes": p.new_bytes,
-                                "descriptor": p.descriptor_path, "manifest": p.manifest_path, "patch": p.patch_path })
-                    })
-                    .collect();
-                println!(
-                    "{}",
-                    json!({ "ok": true, "command": "site add", "game": game, "build": build, "channel": channel, "key_id": key.key_id_hex(), "pairs": list, "seconds": secs })
-                );
-            } else {
-                for p in &pairs {
-                    println!("site: {game} {} -> {build}: patch {} bytes", p.from, p.patch_bytes);
-                }
-                let via = channel.as_ref().map(|c| format!(", channel {c} -> {build}")).unwrap_or_default();
-                println!(
-                    "site: published {game}/{build} ({} patches{via}), signed by key {}; upload {}; {secs:.2}s",
-                    pairs.len(),
-                    key.key_id_hex(),
-                    signing.site.join("public").display()
-                );
-            }
-            Ok(())
-        }
-        SiteCommand::Channel { signing, game, channel, build } => {
-            let (key, mut s) = signing.open()?;
-            let sequence = s.move_channel(&key, game, channel, build, signing.ttl_secs())?;
-            if cli.json {
-                println!("{}", json!({ "ok": true, "command": "site channel", "game": game, "channel": channel, "build": build, "sequence": sequence }));
-            } else {
-                println!("site: channel {game}/{channel} -> {build} (position {sequence})");
-            }
-            Ok(())
-        }
-        SiteCommand::RotateKey { signing, new_key } => {
-            let (old, mut s) = signing.open()?;
-            let new = static_site::SiteKey::load(new_key)?;
-            let r = s.rotate_key(&old, &new, signing.ttl_secs())?;
-            if cli.json {
-                println!(
-                    "{}",
-                    json!({ "ok": true, "command": "site rotate-key", "from": old.key_id_hex(), "key_id": new.key_id_hex(),
-                            "descriptors": r.descriptors, "channels": r.channels, "rotation": r.rotation })
-                );
-            } else {
-                println!(
-                    "site: rotated the signing key {} -> {} (rotation signed by the old key in v1/public-key); re-signed {} descriptors and {} channel documents; upload {}",
-                    old.key_id_hex(),
-                    new.key_id_hex(),
-                    r.descriptors,
-                    r.channels,
-                    signing.site.join("public").display()
-                );
-            }
-            Ok(())
-        }
-        SiteCommand::Refresh { signing } => {
-            let (key, mut s) = signing.open()?;
-            let n = s.refresh(&key, signing.ttl_secs())?;
-            let ttl_days = signing.ttl_days;
-            if cli.json {
-                println!("{}", json!({ "ok": true, "command": "site refresh", "channels": n }));
-            } else {
-                println!("site: re-signed {n} channel documents, valid {ttl_days} days");
-            }
-            Ok(())
-        }
+        SiteCommand::Add { signing, game, build, channel, history, level, dir } => site_add(
+            cli,
+            signing,
+            &static_site::AddOptions { game, build, channel: channel.as_deref(), history: *history, level: *level, ttl_secs: signing.ttl_secs() },
+            dir,
+        ),
+        SiteCommand::Channel { signing, game, channel, build } => site_channel(cli, signing, game, channel, build),
+        SiteCommand::RotateKey { signing, new_key } => site_rotate_key(cli, signing, new_key),
+        SiteCommand::Refresh { signing } => site_refresh(cli, signing),
     }
+}
+
+/// Publish build DIR on the site.
+fn site_add(cli: &Cli, signing: &SiteSigning, o: &static_site::AddOptions, dir: &Path) -> Result<(), CliError> {
+    let (game, build, channel) = (o.game, o.build, o.channel);
+    let started = Instant::now();
+    let (key, mut s) = signing.open()?;
+    let pairs = s.add(&key, dir, o)?;
+    let secs = started.elapsed().as_secs_f64();
+    if cli.json {
+        let list: Vec<_> = pairs
+            .iter()
+            .map(|p| {
+                json!({ "from": p.from, "patch_bytes": p.patch_bytes, "manifest_bytes": p.manifest_bytes, "segments": p.segments, "new_bytes": p.new_bytes,
+                        "descriptor": p.descriptor_path, "manifest": p.manifest_path, "patch": p.patch_path })
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({ "ok": true, "command": "site add", "game": game, "build": build, "channel": channel, "key_id": key.key_id_hex(), "pairs": list, "seconds": secs })
+        );
+    } else {
+        for p in &pairs {
+            println!("site: {game} {} -> {build}: patch {} bytes", p.from, p.patch_bytes);
+        }
+        let via = channel.as_ref().map(|c| format!(", channel {c} -> {build}")).unwrap_or_default();
+        println!(
+            "site: published {game}/{build} ({} patches{via}), signed by key {}; upload {}; {secs:.2}s",
+            pairs.len(),
+            key.key_id_hex(),
+            signing.site.join("public").display()
+        );
+    }
+    Ok(())
+}
+
+/// Point a site's channel at one of its builds.
+fn site_channel(cli: &Cli, signing: &SiteSigning, game: &str, channel: &str, build: &str) -> Result<(), CliError> {
+    let (key, mut s) = signing.open()?;
+    let sequence = s.move_channel(&key, game, channel, build, signing.ttl_secs())?;
+    if cli.json {
+        println!("{}", json!({ "ok": true, "command": "site channel", "game": game, "channel": channel, "build": build, "sequence": sequence }));
+    } else {
+        println!("site: channel {game}/{channel} -> {build} (position {sequence})");
+    }
+    Ok(())
+}
+
+/// Move the site to a new signing key.
+fn site_rotate_key(cli: &Cli, signing: &SiteSigning, new_key: &Path) -> Result<(), CliError> {
+    let (old, mut s) = signing.open()?;
+    let new = static_site::SiteKey::load(new_key)?;
+    let r = s.rotate_key(&old, &new, signing.ttl_secs())?;
+    if cli.json {
+        println!(
+            "{}",
+            json!({ "ok": true, "command": "site rotate-key", "from": old.key_id_hex(), "key_id": new.key_id_hex(),
+                    "descriptors": r.descriptors, "channels": r.channels, "rotation": r.rotation })
+        );
+    } else {
+        println!(
+            "site: rotated the signing key {} -> {} (rotation signed by the old key in v1/public-key); re-signed {} descriptors and {} channel documents; upload {}",
+            old.key_id_hex(),
+            new.key_id_hex(),
+            r.descriptors,
+            r.channels,
+            signing.site.join("public").display()
+        );
+    }
+    Ok(())
+}
+
+/// Re-sign the site's channel documents with a fresh expiry.
+fn site_refresh(cli: &Cli, signing: &SiteSigning) -> Result<(), CliError> {
+    let (key, mut s) = signing.open()?;
+    let n = s.refresh(&key, signing.ttl_secs())?;
+    let ttl_days = signing.ttl_days;
+    if cli.json {
+        println!("{}", json!({ "ok": true, "command": "site refresh", "channels": n }));
+    } else {
+        println!("site: re-signed {n} channel documents, valid {ttl_days} days");
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -449,291 +478,317 @@ fn console_is_terminal() -> bool {
 
 fn run(cli: &Cli) -> Result<(), CliError> {
     match &cli.command {
-        Command::Diff { old, new, patch, level, threads, strict_portable, bounded, old_budget, worker_text_windows, no_wasm_transform } => {
-            let started = Instant::now();
-            let automatic = !*bounded && bounded_diff::wanted(old).context("old")?;
-            let stats = if *bounded || automatic {
-                if automatic {
-                    eprintln!("edgepatch: old build over 1 GiB: diffing in bounded memory (as --bounded)");
-                }
-                let paths = build_files::list_paths(new).context("new")?;
-                check_portable(paths.iter().map(String::as_str), *strict_portable)?;
-                let bar = progress_bar(cli, 0, "diff (patch bytes)");
-                let opts = bounded_diff::BoundedOptions {
-                    level: *level,
-                    wasm_transform: !*no_wasm_transform,
-                    old_budget: *old_budget << 20,
-                    deep_text_windows: !*worker_text_windows,
-                    // As the in-memory diff: at level 19 or above. The Worker tries LZMA at
-                    // its level, in window segments only up to what its isolate affords.
-                    lzma_windows: if *worker_text_windows {
-                        edgepatch_core::generate::ISOLATE_LZMA_WINDOW_LIMIT
-                    } else if *level >= 19 {
-                        edgepatch_core::patch_format::MAX_LZMA_DICTIONARY
-                    } else {
-                        0
-                    },
-                    lzma_streams: *worker_text_windows || *level >= 19,
-                    threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
-                };
-                let stats = bounded_diff::diff_bounded(old, new, patch, &opts, &|n| bar.set_position(n))?;
-                bar.finish_and_clear();
-                stats
-            } else {
-                let old_build = read_build(old).context("old")?;
-                let new_build = read_build(new).context("new")?;
-                for (path, target) in new_build.links_leaving_build() {
-                    eprintln!(
-                        "edgepatch: warning: new: link {path} -> {target} points outside the build (kept as a link; what it points at is not in the patch)"
-                    );
-                }
-                check_portable(new_build.entries.iter().map(|e| e.path.as_str()), *strict_portable)?;
-                let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-                let opts = DiffOptions { level: *level, threads, wasm_transform: !*no_wasm_transform, ..DiffOptions::default() };
-                let bar = progress_bar(cli, new_build.total_file_bytes(), "diff");
-                let (bytes, stats) = diff_builds(&old_build, &new_build, &opts, &|done, _total| bar.set_position(done))?;
-                bar.finish_and_clear();
-                write_atomically(patch, &bytes)?;
-                stats
-            };
-            let secs = started.elapsed().as_secs_f64();
-            let pct = 100.0 * stats.patch_bytes as f64 / stats.new_bytes.max(1) as f64;
-            if cli.json {
-                println!(
-                    "{}",
-                    json!({ "ok": true, "command": "diff", "patch_bytes": stats.patch_bytes, "new_bytes": stats.new_bytes,
-                        "patch_percent_of_new": pct, "files": stats.new_files, "unchanged": stats.unchanged, "renamed": stats.renamed,
-                        "delta_files": stats.delta_files, "removed": stats.removed, "delta_bytes": stats.delta_bytes,
-                        "segments": stats.segments, "wasm_transformed": stats.wasm_transformed, "seconds": secs })
-                );
-            } else {
-                println!(
-                    "patch {} bytes = {pct:.3}% of {} new bytes (saved {:.1}%); {} file{}: {} unchanged, {} renamed, {} diffed, {} removed; {secs:.2}s",
-                    stats.patch_bytes,
-                    stats.new_bytes,
-                    100.0 - pct,
-                    stats.new_files,
-                    if stats.new_files == 1 { "" } else { "s" },
-                    stats.unchanged,
-                    stats.renamed,
-                    stats.delta_files,
-                    stats.removed
-                );
-            }
-            Ok(())
-        }
-        Command::Apply { old, patch, out } => {
-            let started = Instant::now();
-            let patch_file = File::open(patch).at_path(patch)?;
-            let patch_len = patch_file.metadata().map(|m| m.len()).unwrap_or(0);
-            let mut old_files = OldBuildFiles::new(old);
-            let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| CliError::from(e).at(out))?;
-            let bar = progress_bar(cli, patch_len, "apply");
-            let summary = apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| bar.set_position(p.patch_bytes_read))
-                .map_err(|e| apply_failed(e, old, patch, out))?;
-            staged.commit().at_path(out)?;
-            bar.finish_and_clear();
-            let secs = started.elapsed().as_secs_f64();
-            if cli.json {
-                println!(
-                    "{}",
-                    json!({ "ok": true, "command": "apply", "entries": summary.entries, "files": summary.files,
-                    "bytes_written": summary.bytes_written, "patch_bytes": summary.patch_bytes, "seconds": secs })
-                );
-            } else {
-                println!("applied: {} entries, {} files, {} bytes written, all verified; {secs:.2}s", summary.entries, summary.files, summary.bytes_written);
-            }
-            Ok(())
-        }
-        Command::Sign { dir, signature, block_size } => {
-            if !(edgepatch_core::signature::MIN_BLOCK_SIZE..=edgepatch_core::signature::MAX_BLOCK_SIZE).contains(block_size) {
-                return Err(CliError::usage(format!("block size {block_size} is not in 512..=16777216")));
-            }
-            let sig = build_files::sign_path(dir, *block_size)?;
-            let bytes = sig.encode();
-            write_atomically(signature, &bytes)?;
-            if cli.json {
-                println!(
-                    "{}",
-                    json!({ "ok": true, "command": "sign", "entries": sig.entries.len(), "signature_bytes": bytes.len(), "block_size": block_size })
-                );
-            } else {
-                println!("signed {} entries, signature {} bytes", sig.entries.len(), bytes.len());
-            }
-            Ok(())
-        }
-        Command::Verify { dir, signature } => {
-            let bytes = std::fs::read(signature).at_path(signature)?;
-            let sig = edgepatch_core::signature::Signature::decode(&bytes).map_err(|e| CliError::core_at(signature, e))?;
-            let problems = build_files::verify_path(dir, &sig)?;
-            if cli.json {
-                let list: Vec<_> = problems.iter().map(|(p, d)| json!({ "path": p, "problem": format!("{d:?}") })).collect();
-                println!("{}", json!({ "ok": problems.is_empty(), "command": "verify", "entries": sig.entries.len(), "problems": list }));
-            } else if problems.is_empty() {
-                println!("verified: {} entries match the signature", sig.entries.len());
-            } else {
-                for (path, damage) in &problems {
-                    println!("{}: {}", if path.is_empty() { "(the file)" } else { path }, describe_damage(damage, sig.block_size));
-                }
-            }
-            if problems.is_empty() {
-                Ok(())
-            } else {
-                Err(CliError::refused(Refusal::Damaged, format!("{} entries do not match the signature", problems.len())).at(dir))
-            }
-        }
-        Command::Manifest { patch, manifest, old, new, from, to } => {
-            let bytes = std::fs::read(patch).at_path(patch)?;
-            let info = edgepatch_core::inspect::inspect_patch(bytes.as_slice()).map_err(|e| CliError::core_at(patch, e))?;
-            if info.tree.single_file {
-                return Err(CliError::bad_input("manifests describe trees; this patch is for a single file").at(patch));
-            }
-            let listing = build_files::old_listing(old)?;
-            let tree = info.resolve_modes(listing, platform::MODES_KNOWN).map_err(|e| CliError::core_at(old, e))?;
-            let mut hashes = vec![[0u8; 32]; tree.entries.len()];
-            for (i, e) in tree.entries.iter().enumerate() {
-                if let edgepatch_core::patch_format::TreeEntryKind::File { .. } = e.kind {
-                    let path = new.join(&e.path);
-                    let mut hasher = edgepatch_core::blake3::Hasher::new();
-                    hasher.update_reader(std::fs::File::open(&path).at_path(&path)?).at_path(&path)?;
-                    hashes[i] = *hasher.finalize().as_bytes();
-                }
-            }
-            let m = edgepatch_core::inspect::patch_manifest(&tree, &info.layout, |i| hashes[i], *blake3_of(&bytes).as_bytes(), from, to).map_err(|_| {
-                CliError::refused(
-                    Refusal::Digest,
-                    format!("{}: not the build this patch produces (its files do not match the patch's files digest)", new.display()),
-                )
-                .at(new)
-            })?;
-            let encoded = m.encode()?;
-            write_atomically(manifest, &encoded)?;
-            if cli.json {
-                println!(
-                    "{}",
-                    json!({ "ok": true, "command": "manifest", "entries": m.entries.len(), "segments": m.segments.len(), "manifest_bytes": encoded.len() })
-                );
-            } else {
-                println!("manifest: {} entries, {} segments, {} bytes", m.entries.len(), m.segments.len(), encoded.len());
-            }
-            Ok(())
-        }
+        Command::Diff(args) => diff(cli, args),
+        Command::Apply { old, patch, out } => apply(cli, old, patch, out),
+        Command::Sign { dir, signature, block_size } => sign(cli, dir, signature, *block_size),
+        Command::Verify { dir, signature } => verify(cli, dir, signature),
+        Command::Manifest { patch, manifest, old, new, from, to } => write_manifest(cli, patch, manifest, old, new, from, to),
         Command::Site { command } => run_site(cli, command),
         Command::Channel { command: ChannelCommand::Set { server, game, channel, build, allow_insecure_http } } => {
-            let server = server_client::Server::new(server, *allow_insecure_http)?;
-            let answer = server_client::set_channel(&server, game, channel, build)?;
-            if cli.json {
-                println!("{}", json!({ "ok": true, "command": "channel set", "answer": answer }));
+            channel_set(cli, server, game, channel, build, *allow_insecure_http)
+        }
+        Command::Keygen { keyfile } => keygen(cli, keyfile),
+        Command::Publish(args) => publish(cli, args),
+        Command::Key { command: KeyCommand::Rotate { old_key, new_key, rotations } } => key_rotate(old_key, new_key, rotations.as_deref()),
+        Command::Update(args) => update(cli, args),
+        Command::Inspect { patch } => inspect(cli, patch),
+    }
+}
+
+/// Make PATCH from OLD and NEW: in memory, or in bounded memory (`--bounded`, or OLD over 1 GiB).
+fn diff(cli: &Cli, args: &DiffArgs) -> Result<(), CliError> {
+    let DiffArgs { old, new, patch, level, threads, strict_portable, bounded, old_budget, worker_text_windows, no_wasm_transform } = args;
+    let started = Instant::now();
+    let automatic = !*bounded && bounded_diff::wanted(old).context("old")?;
+    let stats = if *bounded || automatic {
+        if automatic {
+            eprintln!("edgepatch: old build over 1 GiB: diffing in bounded memory (as --bounded)");
+        }
+        let paths = build_files::list_paths(new).context("new")?;
+        check_portable(paths.iter().map(String::as_str), *strict_portable)?;
+        let bar = progress_bar(cli, 0, "diff (patch bytes)");
+        let opts = bounded_diff::BoundedOptions {
+            level: *level,
+            wasm_transform: !*no_wasm_transform,
+            old_budget: *old_budget << 20,
+            deep_text_windows: !*worker_text_windows,
+            // As the in-memory diff: at level 19 or above. The Worker tries LZMA at
+            // its level, in window segments only up to what its isolate affords.
+            lzma_windows: if *worker_text_windows {
+                edgepatch_core::generate::ISOLATE_LZMA_WINDOW_LIMIT
+            } else if *level >= 19 {
+                edgepatch_core::patch_format::MAX_LZMA_DICTIONARY
             } else {
-                let seq = answer.get("sequence").map(|s| format!(" (position {s})")).unwrap_or_default();
-                println!("channel {game}/{channel} -> {build}{seq}");
-            }
-            Ok(())
+                0
+            },
+            lzma_streams: *worker_text_windows || *level >= 19,
+            threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        };
+        let stats = bounded_diff::diff_bounded(old, new, patch, &opts, &|n| bar.set_position(n))?;
+        bar.finish_and_clear();
+        stats
+    } else {
+        let old_build = read_build(old).context("old")?;
+        let new_build = read_build(new).context("new")?;
+        for (path, target) in new_build.links_leaving_build() {
+            eprintln!("edgepatch: warning: new: link {path} -> {target} points outside the build (kept as a link; what it points at is not in the patch)");
         }
-        Command::Keygen { keyfile } => {
-            let (seed, key) = trusted_keys::generate_key()?;
-            write_secret(keyfile, &(seed + "\n"))?;
-            let public_key = trusted_keys::encode_public_key(&key);
-            if cli.json {
-                println!("{}", json!({ "ok": true, "command": "keygen", "keyfile": keyfile, "public_key": public_key, "key_id": key.key_id }));
-            } else {
-                println!("signing key written to {} (secret; mode 0600)\npublic key: {public_key}\nkey id:     {}", keyfile.display(), key.key_id);
-            }
-            Ok(())
-        }
-        Command::Publish { server, game, build, channel, part_size, allow_insecure_http, dir } => {
-            let started = Instant::now();
-            let server = server_client::Server::new(server, *allow_insecure_http)?;
-            let opts = server_client::PublishOptions { game, build, channel: channel.as_deref(), part_bytes: *part_size };
-            let record = server_client::publish(&server, dir, &opts)?;
-            let secs = started.elapsed().as_secs_f64();
-            if cli.json {
-                println!("{}", json!({ "ok": true, "command": "publish", "build": record, "seconds": secs }));
-            } else {
-                println!(
-                    "published {game}/{build}: {} files, {} bytes of tar, signature {}; {secs:.2}s",
-                    record["files"],
-                    record["tarBytes"],
-                    record["signatureBlake3"].as_str().unwrap_or("?")
-                );
-            }
-            Ok(())
-        }
-        Command::Key { command: KeyCommand::Rotate { old_key, new_key, rotations } } => {
-            let (old, new) = (static_site::SiteKey::load(old_key)?, static_site::SiteKey::load(new_key)?);
-            let mut list = match rotations {
-                Some(path) => {
-                    let text = std::fs::read_to_string(path).at_path(path)?;
-                    let v: serde_json::Value =
-                        serde_json::from_str(&text).map_err(|e| CliError::bad_input(format!("{}: not JSON: {e}", path.display())).at(path))?;
-                    server_client::parse_rotations(&json!({ "rotations": v })).map_err(|e| CliError::bad_input(format!("{}: {e}", path.display())).at(path))?;
-                    v.as_array().cloned().unwrap_or_default()
-                }
-                None => Vec::new(),
-            };
-            if let Some(last) = list.last().and_then(|r| r["keyId"].as_str()) {
-                if last != old.key_id_hex() {
-                    return Err(CliError::bad_input(format!(
-                        "the last rotation in --rotations is to key {last}, not to --old-key's key {}: rotations are listed oldest first, each from the key the one before it rotated to",
-                        old.key_id_hex()
-                    )));
-                }
-            }
-            if list.len() >= edgepatch_core::trust::MAX_ROTATIONS {
-                return Err(CliError::bad_input(format!("already {} rotations: clients follow at most {}", list.len(), edgepatch_core::trust::MAX_ROTATIONS)));
-            }
-            list.push(static_site::rotation_json(&old, &new)?);
-            println!("{}", serde_json::Value::Array(list));
-            Ok(())
-        }
-        Command::Update { server, game, from, to, channel, public_key, trust_on_first_use, allow_insecure_http, old_dir, out_dir } => {
-            let started = Instant::now();
-            if *trust_on_first_use && *allow_insecure_http {
-                return Err(CliError::usage("--trust-on-first-use cannot be used with --allow-insecure-http: over plain http anyone on the network chooses the key that would be pinned; pass the server's key with --public-key (or EDGEPATCH_PUBLIC_KEY)"));
-            }
-            let server = server_client::Server::new(server, *allow_insecure_http)?;
-            let env_key = std::env::var("EDGEPATCH_PUBLIC_KEY").ok();
-            let keys = match trusted_keys::parse_key_list(public_key.iter().map(String::as_str), "--public-key")? {
-                Some(k) => Some(k),
-                None => trusted_keys::parse_key_list(env_key.as_deref(), "EDGEPATCH_PUBLIC_KEY")?,
-            };
-            let target = match (to, channel) {
-                (Some(b), _) => server_client::UpdateTarget::Build(b),
-                (None, Some(c)) => server_client::UpdateTarget::Channel(c),
-                (None, None) => return Err(CliError::usage("update needs --to BUILD or --channel NAME")),
-            };
-            let opts = server_client::UpdateOptions { game, from, to: target, keys, trust_on_first_use: *trust_on_first_use };
-            let bar = progress_bar(cli, 0, "update");
-            let s = server_client::update(&server, old_dir, out_dir, opts, &mut |done, total| {
-                bar.set_length(total);
-                bar.set_position(done)
-            })?;
-            bar.finish_and_clear();
-            let secs = started.elapsed().as_secs_f64();
-            if cli.json {
-                println!(
-                    "{}",
-                    json!({ "ok": true, "command": "update", "to": s.to, "channel": channel, "entries": s.apply.entries, "files": s.apply.files,
-                    "bytes_written": s.apply.bytes_written, "patch_bytes": s.patch_bytes, "manifest_bytes": s.manifest_bytes,
-                    "signature_verified": true, "key_id": s.key_id, "key_source": s.key_source, "channel_sequence": s.channel_sequence, "seconds": secs })
-                );
-            } else {
-                let via = match (channel, s.channel_sequence) {
-                    (Some(c), Some(n)) => format!(" (channel {c}, position {n})"),
-                    _ => String::new(),
-                };
-                println!("updated {game} {from} -> {}{via}: {} entries, {} bytes written from a {}-byte patch; signed by key {} (accepted keys: {}), every file checked against the signed manifest; {secs:.2}s",
-                    s.to, s.apply.entries, s.apply.bytes_written, s.patch_bytes, s.key_id, s.key_source);
-            }
-            Ok(())
-        }
-        Command::Inspect { patch } => {
-            let f = File::open(patch).at_path(patch)?;
-            let info = edgepatch_core::inspect::inspect_patch(BufReader::new(f)).map_err(|e| CliError::core_at(patch, e))?;
-            print_patch_info(cli, &info);
-            Ok(())
+        check_portable(new_build.entries.iter().map(|e| e.path.as_str()), *strict_portable)?;
+        let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+        let opts = DiffOptions { level: *level, threads, wasm_transform: !*no_wasm_transform, ..DiffOptions::default() };
+        let bar = progress_bar(cli, new_build.total_file_bytes(), "diff");
+        let (bytes, stats) = diff_builds(&old_build, &new_build, &opts, &|done, _total| bar.set_position(done))?;
+        bar.finish_and_clear();
+        write_atomically(patch, &bytes)?;
+        stats
+    };
+    let secs = started.elapsed().as_secs_f64();
+    let pct = 100.0 * stats.patch_bytes as f64 / stats.new_bytes.max(1) as f64;
+    if cli.json {
+        println!(
+            "{}",
+            json!({ "ok": true, "command": "diff", "patch_bytes": stats.patch_bytes, "new_bytes": stats.new_bytes,
+                "patch_percent_of_new": pct, "files": stats.new_files, "unchanged": stats.unchanged, "renamed": stats.renamed,
+                "delta_files": stats.delta_files, "removed": stats.removed, "delta_bytes": stats.delta_bytes,
+                "segments": stats.segments, "wasm_transformed": stats.wasm_transformed, "seconds": secs })
+        );
+    } else {
+        println!(
+            "patch {} bytes = {pct:.3}% of {} new bytes (saved {:.1}%); {} file{}: {} unchanged, {} renamed, {} diffed, {} removed; {secs:.2}s",
+            stats.patch_bytes,
+            stats.new_bytes,
+            100.0 - pct,
+            stats.new_files,
+            if stats.new_files == 1 { "" } else { "s" },
+            stats.unchanged,
+            stats.renamed,
+            stats.delta_files,
+            stats.removed
+        );
+    }
+    Ok(())
+}
+
+/// Apply PATCH to OLD into OUT, which appears only once every file verified.
+fn apply(cli: &Cli, old: &Path, patch: &Path, out: &Path) -> Result<(), CliError> {
+    let started = Instant::now();
+    let patch_file = File::open(patch).at_path(patch)?;
+    let patch_len = patch_file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut old_files = OldBuildFiles::new(old);
+    let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| CliError::from(e).at(out))?;
+    let bar = progress_bar(cli, patch_len, "apply");
+    let summary =
+        apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| bar.set_position(p.patch_bytes_read)).map_err(|e| apply_failed(e, old, patch, out))?;
+    staged.commit().at_path(out)?;
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    if cli.json {
+        println!(
+            "{}",
+            json!({ "ok": true, "command": "apply", "entries": summary.entries, "files": summary.files,
+            "bytes_written": summary.bytes_written, "patch_bytes": summary.patch_bytes, "seconds": secs })
+        );
+    } else {
+        println!("applied: {} entries, {} files, {} bytes written, all verified; {secs:.2}s", summary.entries, summary.files, summary.bytes_written);
+    }
+    Ok(())
+}
+
+/// Write DIR's signature.
+fn sign(cli: &Cli, dir: &Path, signature: &Path, block_size: u32) -> Result<(), CliError> {
+    if !(edgepatch_core::signature::MIN_BLOCK_SIZE..=edgepatch_core::signature::MAX_BLOCK_SIZE).contains(&block_size) {
+        return Err(CliError::usage(format!("block size {block_size} is not in 512..=16777216")));
+    }
+    let sig = build_files::sign_path(dir, block_size)?;
+    let bytes = sig.encode();
+    write_atomically(signature, &bytes)?;
+    if cli.json {
+        println!("{}", json!({ "ok": true, "command": "sign", "entries": sig.entries.len(), "signature_bytes": bytes.len(), "block_size": block_size }));
+    } else {
+        println!("signed {} entries, signature {} bytes", sig.entries.len(), bytes.len());
+    }
+    Ok(())
+}
+
+/// Check DIR against SIGNATURE: the damage found is printed, then refused.
+fn verify(cli: &Cli, dir: &Path, signature: &Path) -> Result<(), CliError> {
+    let bytes = std::fs::read(signature).at_path(signature)?;
+    let sig = edgepatch_core::signature::Signature::decode(&bytes).map_err(|e| CliError::core_at(signature, e))?;
+    let problems = build_files::verify_path(dir, &sig)?;
+    if cli.json {
+        let list: Vec<_> = problems.iter().map(|(p, d)| json!({ "path": p, "problem": format!("{d:?}") })).collect();
+        println!("{}", json!({ "ok": problems.is_empty(), "command": "verify", "entries": sig.entries.len(), "problems": list }));
+    } else if problems.is_empty() {
+        println!("verified: {} entries match the signature", sig.entries.len());
+    } else {
+        for (path, damage) in &problems {
+            println!("{}: {}", if path.is_empty() { "(the file)" } else { path }, describe_damage(damage, sig.block_size));
         }
     }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::refused(Refusal::Damaged, format!("{} entries do not match the signature", problems.len())).at(dir))
+    }
+}
+
+/// Write a tree patch's manifest, its files' hashes taken from NEW.
+fn write_manifest(cli: &Cli, patch: &Path, manifest: &Path, old: &Path, new: &Path, from: &str, to: &str) -> Result<(), CliError> {
+    let bytes = std::fs::read(patch).at_path(patch)?;
+    let info = edgepatch_core::inspect::inspect_patch(bytes.as_slice()).map_err(|e| CliError::core_at(patch, e))?;
+    if info.tree.single_file {
+        return Err(CliError::bad_input("manifests describe trees; this patch is for a single file").at(patch));
+    }
+    let listing = build_files::old_listing(old)?;
+    let tree = info.resolve_modes(listing, platform::MODES_KNOWN).map_err(|e| CliError::core_at(old, e))?;
+    let mut hashes = vec![[0u8; 32]; tree.entries.len()];
+    for (i, e) in tree.entries.iter().enumerate() {
+        if let edgepatch_core::patch_format::TreeEntryKind::File { .. } = e.kind {
+            let path = new.join(&e.path);
+            let mut hasher = edgepatch_core::blake3::Hasher::new();
+            hasher.update_reader(std::fs::File::open(&path).at_path(&path)?).at_path(&path)?;
+            hashes[i] = *hasher.finalize().as_bytes();
+        }
+    }
+    let m = edgepatch_core::inspect::patch_manifest(&tree, &info.layout, |i| hashes[i], *blake3_of(&bytes).as_bytes(), from, to).map_err(|_| {
+        CliError::refused(Refusal::Digest, format!("{}: not the build this patch produces (its files do not match the patch's files digest)", new.display()))
+            .at(new)
+    })?;
+    let encoded = m.encode()?;
+    write_atomically(manifest, &encoded)?;
+    if cli.json {
+        println!("{}", json!({ "ok": true, "command": "manifest", "entries": m.entries.len(), "segments": m.segments.len(), "manifest_bytes": encoded.len() }));
+    } else {
+        println!("manifest: {} entries, {} segments, {} bytes", m.entries.len(), m.segments.len(), encoded.len());
+    }
+    Ok(())
+}
+
+/// Point a channel on an update server at a build.
+fn channel_set(cli: &Cli, server: &str, game: &str, channel: &str, build: &str, allow_insecure_http: bool) -> Result<(), CliError> {
+    let server = server_client::Server::new(server, allow_insecure_http)?;
+    let answer = server_client::set_channel(&server, game, channel, build)?;
+    if cli.json {
+        println!("{}", json!({ "ok": true, "command": "channel set", "answer": answer }));
+    } else {
+        let seq = answer.get("sequence").map(|s| format!(" (position {s})")).unwrap_or_default();
+        println!("channel {game}/{channel} -> {build}{seq}");
+    }
+    Ok(())
+}
+
+/// Write a new signing key to KEYFILE and print its public key.
+fn keygen(cli: &Cli, keyfile: &Path) -> Result<(), CliError> {
+    let (seed, key) = trusted_keys::generate_key()?;
+    write_secret(keyfile, &(seed + "\n"))?;
+    let public_key = trusted_keys::encode_public_key(&key);
+    if cli.json {
+        println!("{}", json!({ "ok": true, "command": "keygen", "keyfile": keyfile, "public_key": public_key, "key_id": key.key_id }));
+    } else {
+        println!("signing key written to {} (secret; mode 0600)\npublic key: {public_key}\nkey id:     {}", keyfile.display(), key.key_id);
+    }
+    Ok(())
+}
+
+/// Upload a build directory to an update server.
+fn publish(cli: &Cli, args: &PublishArgs) -> Result<(), CliError> {
+    let PublishArgs { server, game, build, channel, part_size, allow_insecure_http, dir } = args;
+    let started = Instant::now();
+    let server = server_client::Server::new(server, *allow_insecure_http)?;
+    let opts = server_client::PublishOptions { game, build, channel: channel.as_deref(), part_bytes: *part_size };
+    let record = server_client::publish(&server, dir, &opts)?;
+    let secs = started.elapsed().as_secs_f64();
+    if cli.json {
+        println!("{}", json!({ "ok": true, "command": "publish", "build": record, "seconds": secs }));
+    } else {
+        println!(
+            "published {game}/{build}: {} files, {} bytes of tar, signature {}; {secs:.2}s",
+            record["files"],
+            record["tarBytes"],
+            record["signatureBlake3"].as_str().unwrap_or("?")
+        );
+    }
+    Ok(())
+}
+
+/// Print the rotations from --rotations and the new one, from OLD_KEY to NEW_KEY.
+fn key_rotate(old_key: &Path, new_key: &Path, rotations: Option<&Path>) -> Result<(), CliError> {
+    let (old, new) = (static_site::SiteKey::load(old_key)?, static_site::SiteKey::load(new_key)?);
+    let mut list = match rotations {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).at_path(path)?;
+            let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| CliError::bad_input(format!("{}: not JSON: {e}", path.display())).at(path))?;
+            server_client::parse_rotations(&json!({ "rotations": v })).map_err(|e| CliError::bad_input(format!("{}: {e}", path.display())).at(path))?;
+            v.as_array().cloned().unwrap_or_default()
+        }
+        None => Vec::new(),
+    };
+    if let Some(last) = list.last().and_then(|r| r["keyId"].as_str()) {
+        if last != old.key_id_hex() {
+            return Err(CliError::bad_input(format!(
+                "the last rotation in --rotations is to key {last}, not to --old-key's key {}: rotations are listed oldest first, each from the key the one before it rotated to",
+                old.key_id_hex()
+            )));
+        }
+    }
+    if list.len() >= edgepatch_core::trust::MAX_ROTATIONS {
+        return Err(CliError::bad_input(format!("already {} rotations: clients follow at most {}", list.len(), edgepatch_core::trust::MAX_ROTATIONS)));
+    }
+    list.push(static_site::rotation_json(&old, &new)?);
+    println!("{}", serde_json::Value::Array(list));
+    Ok(())
+}
+
+/// Update OLD_DIR into OUT_DIR from an update server, every byte checked against what was signed.
+fn update(cli: &Cli, args: &UpdateArgs) -> Result<(), CliError> {
+    let UpdateArgs { server, game, from, to, channel, public_key, trust_on_first_use, allow_insecure_http, old_dir, out_dir } = args;
+    let started = Instant::now();
+    if *trust_on_first_use && *allow_insecure_http {
+        return Err(CliError::usage("--trust-on-first-use cannot be used with --allow-insecure-http: over plain http anyone on the network chooses the key that would be pinned; pass the server's key with --public-key (or EDGEPATCH_PUBLIC_KEY)"));
+    }
+    let server = server_client::Server::new(server, *allow_insecure_http)?;
+    let env_key = std::env::var("EDGEPATCH_PUBLIC_KEY").ok();
+    let keys = match trusted_keys::parse_key_list(public_key.iter().map(String::as_str), "--public-key")? {
+        Some(k) => Some(k),
+        None => trusted_keys::parse_key_list(env_key.as_deref(), "EDGEPATCH_PUBLIC_KEY")?,
+    };
+    let target = match (to, channel) {
+        (Some(b), _) => server_client::UpdateTarget::Build(b),
+        (None, Some(c)) => server_client::UpdateTarget::Channel(c),
+        (None, None) => return Err(CliError::usage("update needs --to BUILD or --channel NAME")),
+    };
+    let opts = server_client::UpdateOptions { game, from, to: target, keys, trust_on_first_use: *trust_on_first_use };
+    let bar = progress_bar(cli, 0, "update");
+    let s = server_client::update(&server, old_dir, out_dir, opts, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done)
+    })?;
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    if cli.json {
+        println!(
+            "{}",
+            json!({ "ok": true, "command": "update", "to": s.to, "channel": channel, "entries": s.apply.entries, "files": s.apply.files,
+            "bytes_written": s.apply.bytes_written, "patch_bytes": s.patch_bytes, "manifest_bytes": s.manifest_bytes,
+            "signature_verified": true, "key_id": s.key_id, "key_source": s.key_source, "channel_sequence": s.channel_sequence, "seconds": secs })
+        );
+    } else {
+        let via = match (channel, s.channel_sequence) {
+            (Some(c), Some(n)) => format!(" (channel {c}, position {n})"),
+            _ => String::new(),
+        };
+        println!("updated {game} {from} -> {}{via}: {} entries, {} bytes written from a {}-byte patch; signed by key {} (accepted keys: {}), every file checked against the signed manifest; {secs:.2}s",
+            s.to, s.apply.entries, s.apply.bytes_written, s.patch_bytes, s.key_id, s.key_source);
+    }
+    Ok(())
+}
+
+/// Describe a patch without applying it.
+fn inspect(cli: &Cli, patch: &Path) -> Result<(), CliError> {
+    let f = File::open(patch).at_path(patch)?;
+    let info = edgepatch_core::inspect::inspect_patch(BufReader::new(f)).map_err(|e| CliError::core_at(patch, e))?;
+    print_patch_info(cli, &info);
+    Ok(())
 }
 
 /// An apply's error, naming the file it is about: the old build (OLD), the output (OUT) or
