@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 start=$SECONDS
 
+echo "== import cycles between modules (scripts/module_cycles.allow names the known ones)"
+python3 scripts/module_cycles.py --allow scripts/module_cycles.allow crates/*
+
 echo "== cargo fmt --check"
 cargo fmt --all --check
 
