@@ -13,5 +13,6 @@ cd "$repo"
 web/scripts/build-all.sh --big
 echo "[web] tsc --noEmit (web/tsconfig.json)" >&2
 node_modules/.bin/tsc -p web/tsconfig.json
+node_modules/.bin/tsc -p web/test-types/tsconfig.json --strict --noEmit # the public types as a user's code sees them
 echo "[web] browser e2e tests (tests/e2e)" >&2
 node --test --test-concurrency=1 --test-timeout=1200000 tests/e2e/*.test.mjs

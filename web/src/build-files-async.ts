@@ -110,6 +110,10 @@ export class AsyncNewBuild extends NewBuildEntries<FileSystemFileHandle> impleme
     super();
   }
 
+  get currentPath(): string | null {
+    return this.cur?.path ?? null;
+  }
+
   protected async openFile(fh: FileSystemFileHandle, path: string, resuming: boolean): Promise<FileSystemFileHandle> {
     if (resuming) this.snapshots.set(path, await fh.getFile());
     return fh;
@@ -217,6 +221,7 @@ export class AsyncNewBuild extends NewBuildEntries<FileSystemFileHandle> impleme
         const data = op.parts.length === 1 ? op.parts[0]! : joined(op.parts, op.length);
         await w.write({ type: "write", position: op.at, data: data as Uint8Array<ArrayBuffer> });
         this.stream!.end = Math.max(this.stream!.end, op.at + op.length);
+        this.wrote(op.length);
         return;
       }
       case "finish":
@@ -239,12 +244,13 @@ export class AsyncNewBuild extends NewBuildEntries<FileSystemFileHandle> impleme
         signer.update(chunk);
         await w.write(chunk);
         at += chunk.length;
+        this.wrote(chunk.length);
       }
       const got = signer.finishFile();
       if (got !== op.blake3) {
         this.stream = null;
         await w.abort();
-        throw new IntegrityError(`${op.path} (kept from the old build's ${op.from}) has BLAKE3 ${got}, the manifest says ${op.blake3}`);
+        throw new IntegrityError(`${op.path} (kept from the old build's ${op.from}) has BLAKE3 ${got}, the manifest says ${op.blake3}`, { path: op.path });
       }
     } finally {
       signer.free();

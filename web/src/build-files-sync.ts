@@ -74,6 +74,10 @@ export class SyncNewBuild extends NewBuildEntries<SyncHandle> implements NewBuil
   /** The applier's scratch space: a file of its own beside the build's files, removed at close. */
   private scratch: { dir: FileSystemDirectoryHandle; h: SyncHandle } | null = null;
 
+  get currentPath(): string | null {
+    return this.cur?.path ?? null;
+  }
+
   get hasScratch(): boolean {
     return this.scratch !== null;
   }
@@ -132,6 +136,7 @@ export class SyncNewBuild extends NewBuildEntries<SyncHandle> implements NewBuil
       if (n !== bytes.length) throw new Error(`${c.path}: wrote ${n} of ${bytes.length} bytes (storage full?)`);
       c.pos += n;
       this.dirty.add(c.h);
+      this.wrote(n);
     });
   }
   finishFile(): void {

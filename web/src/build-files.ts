@@ -31,6 +31,12 @@ export interface NewBuildFiles extends BuildSink {
   /** Files finished (content checked by the applier) in this session. */
   readonly finishedNow: Set<string>;
   filesDone: number;
+  /** Bytes of files written to storage in this session (copies included), as they are written. */
+  readonly bytesWritten: number;
+  /** Called as bytes are written, with `bytesWritten` (inside the applier's callbacks where writes are synchronous). */
+  onWrite: ((bytesWritten: number) => void) | null;
+  /** The file the applier is writing, or null between files: what an error while writing is about. */
+  readonly currentPath: string | null;
   /** Largest piece of patch to push at once: bounds what a push can queue (async writes). */
   readonly pushBytes: number;
   /**
@@ -76,6 +82,14 @@ export abstract class NewBuildEntries<Handle> {
   readonly finishedNow = new Set<string>();
   failure: unknown = null;
   filesDone = 0;
+  bytesWritten = 0;
+  onWrite: ((bytesWritten: number) => void) | null = null;
+
+  /** Counts `n` bytes written to storage and tells `onWrite`. */
+  protected wrote(n: number): void {
+    this.bytesWritten += n;
+    this.onWrite?.(this.bytesWritten);
+  }
 
   protected abstract openFile(fh: FileSystemFileHandle, path: string, resuming: boolean): Promise<Handle>;
 

@@ -216,9 +216,9 @@ async function checkStoredBuild(game: FileSystemDirectoryHandle, ref: BuildRef):
     try {
       size = (await (await fileAt(filesDir, e.path, false)).getFile()).size;
     } catch (err) {
-      throw new StorageError(`the previous build ${build} lost ${e.path}: ${messageOf(err)}`);
+      throw new StorageError(`the previous build ${build} lost ${e.path}: ${messageOf(err)}`, { path: e.path });
     }
-    if (size !== e.size) throw new IntegrityError(`the previous build ${build}: ${e.path} is ${size} bytes, its manifest says ${e.size}`);
+    if (size !== e.size) throw new IntegrityError(`the previous build ${build}: ${e.path} is ${size} bytes, its manifest says ${e.size}`, { path: e.path });
   }
 }
 

@@ -24,9 +24,19 @@ export interface SerializedError {
   resumable: boolean;
   status?: number;
   url?: string;
+  /** The one file the error is about (a path in the build, "/"-separated), when there is one. */
+  path?: string;
   /** QuotaError: bytes the update needs, and bytes the browser reported free. */
   needed?: number;
   available?: number;
+}
+
+/** What an error may carry besides its code and message. */
+export interface ErrorExtra {
+  resumable?: boolean;
+  status?: number;
+  url?: string;
+  path?: string;
 }
 
 export class EdgepatchError extends Error {
@@ -35,18 +45,26 @@ export class EdgepatchError extends Error {
   resumable: boolean;
   readonly status?: number;
   readonly url?: string;
-  constructor(code: ErrorCode, message: string, extra: { resumable?: boolean; status?: number; url?: string } = {}) {
+  /**
+   * The one file the error is about, as a path in the build ("/"-separated), when there is
+   * one: e.g. a file of the installed build that is not what the patch was made for, or a
+   * file whose size or BLAKE3 is not the manifest's. The message names it too.
+   */
+  readonly path?: string;
+  constructor(code: ErrorCode, message: string, extra: ErrorExtra = {}) {
     super(message);
     this.name = ERROR_NAMES[code];
     this.code = code;
     this.resumable = extra.resumable ?? false;
     if (extra.status !== undefined) this.status = extra.status;
     if (extra.url !== undefined) this.url = extra.url;
+    if (extra.path !== undefined) this.path = extra.path;
   }
   toJSON(): SerializedError {
     const out: SerializedError = { code: this.code, message: this.message, resumable: this.resumable };
     if (this.status !== undefined) out.status = this.status;
     if (this.url !== undefined) out.url = this.url;
+    if (this.path !== undefined) out.path = this.path;
     return out;
   }
 }
@@ -58,10 +76,10 @@ export class HttpError extends EdgepatchError {
   constructor(message: string, extra: { status: number; url: string; resumable?: boolean }) { super("http", message, extra); }
 }
 export class ProtocolError extends EdgepatchError {
-  constructor(message: string, extra: { url?: string } = {}) { super("protocol", message, extra); }
+  constructor(message: string, extra: { url?: string; path?: string } = {}) { super("protocol", message, extra); }
 }
 export class IntegrityError extends EdgepatchError {
-  constructor(message: string, extra: { url?: string } = {}) { super("integrity", message, extra); }
+  constructor(message: string, extra: { url?: string; path?: string } = {}) { super("integrity", message, extra); }
 }
 /** A signature is missing or does not verify under an accepted key, or no key is configured. */
 export class SignatureError extends EdgepatchError {
@@ -76,13 +94,13 @@ export class FrozenError extends EdgepatchError {
   constructor(message: string, extra: { url?: string } = {}) { super("frozen", message, extra); }
 }
 export class PatchError extends EdgepatchError {
-  constructor(message: string) { super("patch", message); }
+  constructor(message: string, extra: { path?: string } = {}) { super("patch", message, extra); }
 }
 export class StorageError extends EdgepatchError {
-  constructor(message: string, extra: { resumable?: boolean } = {}) { super("storage", message, extra); }
+  constructor(message: string, extra: { resumable?: boolean; path?: string } = {}) { super("storage", message, extra); }
 }
 export class StateError extends EdgepatchError {
-  constructor(message: string) { super("state", message); }
+  constructor(message: string, extra: { path?: string } = {}) { super("state", message, extra); }
 }
 export class BusyError extends EdgepatchError {
   constructor(message: string) { super("busy", message); }
@@ -122,7 +140,8 @@ const ERROR_NAMES: Record<ErrorCode, string> = {
 
 /** Rebuilds a typed error from its serialized form (the page side of the worker boundary). */
 export function deserializeError(e: SerializedError): EdgepatchError {
-  const extra = { resumable: e.resumable, ...(e.status !== undefined ? { status: e.status } : {}), ...(e.url !== undefined ? { url: e.url } : {}) };
+  const extra = { resumable: e.resumable, ...(e.status !== undefined ? { status: e.status } : {}), ...(e.url !== undefined ? { url: e.url } : {}), ...(e.path !== undefined ? { path: e.path } : {}) };
+  const path = e.path !== undefined ? { path: e.path } : {};
   switch (e.code) {
     case "network": return new NetworkError(e.message, extra);
     case "http": return new HttpError(e.message, { status: e.status ?? 0, url: e.url ?? "", resumable: e.resumable });
@@ -131,10 +150,10 @@ export function deserializeError(e: SerializedError): EdgepatchError {
     case "signature": return new SignatureError(e.message, extra);
     case "rollback": return new RollbackError(e.message, extra);
     case "frozen": return new FrozenError(e.message, extra);
-    case "patch": return new PatchError(e.message);
+    case "patch": return new PatchError(e.message, path);
     case "storage": return new StorageError(e.message, extra);
     case "quota": return new QuotaError(e.message, { needed: e.needed ?? 0, available: e.available ?? 0 });
-    case "state": return new StateError(e.message);
+    case "state": return new StateError(e.message, path);
     case "busy": return new BusyError(e.message);
     case "aborted": return new AbortedError(e.message, extra);
     default: return new EdgepatchError("protocol", `unknown error code ${String((e as SerializedError).code)}: ${e.message}`);

@@ -2,11 +2,11 @@
 // update it with edgepatch patches, in a dedicated worker.
 //
 //   const game = new GameUpdater({ baseUrl: "https://cdn.example/updates/", game: "demo", publicKeys: ["<base64 ed25519 key>"] });
-//   game.addEventListener("progress", (e) => bar.value = e.detail.patchBytesApplied / e.detail.patchSize);
+//   game.addEventListener("progress", (e) => bar.value = e.detail.bytesWritten / e.detail.bytesTotal);
 //   await game.updateToLatest("stable");
 //   const png = await game.readFile("assets/img/title.png");
 
-import { EdgepatchError, deserializeError } from "./errors.js";
+import { AbortedError, EdgepatchError, deserializeError } from "./errors.js";
 import { UNSIGNED_WARNING, acceptedKeys } from "./keys.js";
 import type { BuildEntry, ChannelHead, PendingUpdate, UpdateOptions, UpdatePlan, UpdateProgress, UpdateRequest, UpdateResult, WorkerInit, WorkerReply, WorkerRequest } from "./messages.js";
 import { EMPTY_BUILD } from "./messages.js";
@@ -52,6 +52,25 @@ type Distribute<T> = T extends unknown ? Omit<T, "id"> : never;
 /** The `progress` event: `detail` is an UpdateProgress. */
 export type ProgressEvent = CustomEvent<UpdateProgress>;
 
+/** The events a GameUpdater dispatches, by type: what `addEventListener` types `e` as. */
+export interface GameUpdaterEventMap {
+  progress: CustomEvent<UpdateProgress>;
+}
+
+/** Options of `update`, `updateToLatest` and `install`. */
+export interface UpdateCallOptions {
+  /**
+   * Aborting rejects with AbortedError (code "aborted"): at once when already aborted (nothing
+   * is fetched or written), else at the update's next step (resumable once a resume point is
+   * persisted).
+   */
+  signal?: AbortSignal;
+  /** Called with each progress event of this call (as the `progress` event is dispatched). */
+  onProgress?: (p: UpdateProgress) => void;
+}
+
+type Listener<E extends Event> = ((this: GameUpdater, ev: E) => unknown) | { handleEvent(ev: E): unknown };
+
 export class GameUpdater extends EventTarget {
   readonly game: string;
   readonly baseUrl: string;
@@ -83,6 +102,19 @@ export class GameUpdater extends EventTarget {
       for (const c of this.calls.values()) c.reject(err);
       this.calls.clear();
     });
+  }
+
+  /** Listens to a GameUpdater event, `e` typed by GameUpdaterEventMap ("progress": `e.detail` is an UpdateProgress). */
+  override addEventListener<K extends keyof GameUpdaterEventMap>(type: K, listener: Listener<GameUpdaterEventMap[K]> | null, options?: boolean | AddEventListenerOptions): void;
+  override addEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | AddEventListenerOptions): void;
+  override addEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | AddEventListenerOptions): void {
+    super.addEventListener(type, listener, options);
+  }
+
+  override removeEventListener<K extends keyof GameUpdaterEventMap>(type: K, listener: Listener<GameUpdaterEventMap[K]> | null, options?: boolean | EventListenerOptions): void;
+  override removeEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | EventListenerOptions): void;
+  override removeEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | EventListenerOptions): void {
+    super.removeEventListener(type, listener, options);
   }
 
   private onReply(m: WorkerReply): void {
@@ -136,7 +168,7 @@ export class GameUpdater extends EventTarget {
    * `from` current and intact. After an error with `resumable`, calling again
    * continues where it stopped.
    */
-  update(from: string, to: string, opts: { signal?: AbortSignal; onProgress?: (p: UpdateProgress) => void } = {}): Promise<UpdateResult> {
+  update(from: string, to: string, opts: UpdateCallOptions = {}): Promise<UpdateResult> {
     return this.start({ from, to }, opts);
   }
 
@@ -146,7 +178,7 @@ export class GameUpdater extends EventTarget {
    * than the newest one this browser followed from this server (RollbackError); once the
    * update is switched in (or the build was already current), it becomes the newest.
    */
-  updateToLatest(channel = "stable", opts: { signal?: AbortSignal; onProgress?: (p: UpdateProgress) => void } = {}): Promise<UpdateResult> {
+  updateToLatest(channel = "stable", opts: UpdateCallOptions = {}): Promise<UpdateResult> {
     return this.start({ channel }, opts);
   }
 
@@ -195,16 +227,25 @@ export class GameUpdater extends EventTarget {
     return this.call<{ from: string; to: string }>({ op: "rollback", game: this.game }).promise;
   }
 
-  private start(what: Pick<UpdateRequest, "from" | "to" | "channel">, opts: { signal?: AbortSignal; onProgress?: (p: UpdateProgress) => void }): Promise<UpdateResult> {
+  private start(what: Pick<UpdateRequest, "from" | "to" | "channel">, opts: UpdateCallOptions): Promise<UpdateResult> {
+    const signal = opts.signal;
+    // Already aborted: nothing reaches the worker, so nothing is fetched or written.
+    if (signal?.aborted) return Promise.reject(new AbortedError("update aborted before it started"));
     if (this.unsigned) console.warn(UNSIGNED_WARNING);
     this.askPersistence();
     const { id, promise } = this.call<UpdateResult>({ op: "update", request: { ...this.request(), ...what } }, opts.onProgress);
-    opts.signal?.addEventListener("abort", () => this.worker.postMessage({ id: this.nextId++, op: "abort", target: id } satisfies WorkerRequest), { once: true });
+    if (!signal) return promise;
+    // The worker stops at its next step and rejects (after closing its files and keeping
+    // what can be resumed), so a next call finds the game free.
+    const onAbort = () => this.worker.postMessage({ id: this.nextId++, op: "abort", target: id } satisfies WorkerRequest);
+    signal.addEventListener("abort", onAbort, { once: true });
+    const done = () => signal.removeEventListener("abort", onAbort);
+    promise.then(done, done);
     return promise;
   }
 
   /** Installs `to` from nothing (an update from the empty build "_"). */
-  install(to: string, opts: { signal?: AbortSignal; onProgress?: (p: UpdateProgress) => void } = {}): Promise<UpdateResult> {
+  install(to: string, opts: UpdateCallOptions = {}): Promise<UpdateResult> {
     return this.update(EMPTY_BUILD, to, opts);
   }
 

@@ -70,6 +70,17 @@ export interface UpdateProgress {
   game: string;
   from: string;
   to: string;
+  /**
+   * Bytes of the new build's files written to storage so far, counting those written before
+   * an interruption: rises steadily from 0 to `bytesTotal` (events at least every 2 MiB
+   * written or every 100 ms while writing), whatever the patch's size. The measure for a
+   * progress bar.
+   */
+  bytesWritten: number;
+  /** Bytes of the new build's files: `bytesWritten` at the end (the same as `newBytesTotal`). */
+  bytesTotal: number;
+  /** Write rate over the last 3 seconds, bytes of `bytesWritten` per second (0 until known). */
+  writeBytesPerSecond: number;
   /** Patch bytes received over the network in this session (the header and tree again when resuming). */
   downloadedBytes: number;
   /** Patch bytes applied so far, counting those applied before an interruption. */
@@ -77,6 +88,7 @@ export interface UpdateProgress {
   patchSize: number;
   /** Patch offset this session started at (0 unless resumed). */
   resumedFrom: number;
+  /** The same as `bytesWritten` (kept for compatibility). */
   newBytesWritten: number;
   /** Size of the new build (what a full download would cost, uncompressed). */
   newBytesTotal: number;
@@ -85,9 +97,9 @@ export interface UpdateProgress {
   /** Patch segments applied and persisted as a resume point: an interruption now loses none of them. */
   segmentsDone: number;
   segmentsTotal: number;
-  /** Download rate over the last seconds, bytes/s (0 until known). */
+  /** Download rate over the last 3 seconds, patch bytes/s (0 until known). */
   bytesPerSecond: number;
-  /** Seconds left at that rate, or null when unknown. */
+  /** Seconds left: bytes left to write at `writeBytesPerSecond`, or null when unknown. */
   etaSeconds: number | null;
   /** 100 * (1 - patchSize / newBytesTotal): what the patch saves against downloading the build. */
   savedPercent: number;

@@ -8,7 +8,7 @@ import { ManifestReader, PatchApplier } from "../../crates/edgepatch-wasm/pkg/we
 import type { ManifestEntry, ResumePoint } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import { type NewBuildFiles, type OldBuildFiles, accessMode } from "./build-files.js";
 import { AsyncNewBuild, AsyncOldBuild } from "./build-files-async.js";
-import { SyncNewBuild, SyncOldBuild } from "./build-files-sync.js";
+import { SyncNewBuild, SyncOldBuild, blake3Of } from "./build-files-sync.js";
 import {
   AbortedError,
   BusyError,
@@ -45,6 +45,11 @@ interface UpdateRecord {
 }
 
 export const RECORD = "update.json";
+
+/** Throws AbortedError once `signal` is aborted: checked after every step of an update. */
+function checkAborted(signal: AbortSignal, resumable = false): void {
+  if (signal.aborted) throw new AbortedError(undefined, { resumable });
+}
 
 function files(entries: ManifestEntry[]): ManifestEntry[] {
   return entries.filter((e) => e.kind === "file");
@@ -96,16 +101,20 @@ export async function runUpdate(req: UpdateRequest, onProgress: (p: UpdateProgre
     checkName("to", req.to ?? "");
     if (req.from === req.to) throw new StateError(`from and to are both ${req.to}`);
   }
+  checkAborted(signal);
   return withGameLock(req.game, async () => {
+    checkAborted(signal);
     let { from, to } = req;
     let channel: ChannelHead | undefined;
     if (req.channel !== undefined) {
       channel = await fetchVerifiedChannel(verifier, req.baseUrl, req.game, req.channel, signal);
+      checkAborted(signal);
       if (to !== undefined && to !== channel.build) throw new StateError(`channel ${req.game}/${req.channel} points at ${channel.build}, not ${to}`);
       to = channel.build;
       if (from === undefined) {
         const g = await gameDir(req.game, false);
         from = (g && (await readCurrent(g))?.build) ?? EMPTY_BUILD;
+        checkAborted(signal);
       }
       checkName("from", from, true);
     }
@@ -126,6 +135,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   const { game, from, to, tuning: req } = job;
   const g = (await gameDir(game, true))!;
   const current = await readCurrent(g);
+  checkAborted(signal);
   const base: Omit<UpdateResult, "alreadyCurrent"> = { game, from, to, resumed: false, resumedFrom: 0, downloadedBytes: 0, patchSize: 0, newBytesTotal: 0, files: 0, filesRehashed: 0, seconds: 0, savedPercent: 0, keyId: null, fullInstall: false, previous: current?.previous?.build ?? null, ...(channel ? { channel } : {}) };
   if (current?.build === to) {
     // The channel's build is current: it is switched in, so its sequence is now the newest.
@@ -140,6 +150,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   // Documents (steps 2-3 of "What a client checks"): the signed statement, then the manifest it names
   // (of the install patch "_" -> to when the server has no patch for the pair).
   const { verified, patchFrom } = await fetchUpdateOrInstall(verifier, job.baseUrl, game, from, to, signal);
+  checkAborted(signal);
   const { descriptor: desc, manifestBytes, segments } = verified;
   const entries = verified.entries;
   const patchSize = verified.patchSize;
@@ -160,6 +171,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   // A resumed update keeps the channel it was following (the page reloaded without one),
   // if it was checked against this same server.
   if (record?.baseUrl === job.baseUrl) channel ??= record.channel;
+  checkAborted(signal, record !== null);
   // The previous build by the very manifest it was installed with: switched back in once its files check.
   if (!point && current && (await reusePrevious(g, current, to, desc.manifestBlake3, entries))) {
     if (channel) await storeChannelHead(job.baseUrl, game, channel);
@@ -173,6 +185,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   await pruneBuilds(g, current, point ? stagingName : null);
   // Room for the new build before the first byte (QuotaError names the bytes).
   await checkSpace(bytesToWrite(verified) - (point?.newOffset ?? 0), `updating ${game} ${from} -> ${to}`);
+  checkAborted(signal, point !== null);
   record = { version: 2, from, patchFrom, to, manifestBlake3: desc.manifestBlake3, patchSize, point, baseUrl: job.baseUrl, ...(channel ? { channel } : {}), staging: stagingName };
   await writeAtomic(g, RECORD, JSON.stringify(record));
 
@@ -188,6 +201,8 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   let downloaded = 0;
   const resumedFrom = point?.patchOffset ?? 0;
   let keepForResume = false;
+  /** The old build's files are open: a patch or integrity failure from here on may be a wrong old build. */
+  let applying = false;
   try {
     // Old build: every regular file, read-only (none for an install).
     if (patchFrom !== EMPTY_BUILD) {
@@ -195,18 +210,26 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       const oldEntries = oldManifest.entries();
       oldManifest.free();
       await old.open(await dirAt(await buildDir(g, current!), "files", false), oldEntries);
+      applying = true;
     }
+    checkAborted(signal, true);
     // New build: directories created, every file opened, before any byte is applied.
     await sink.open(filesDir, entries, point !== null);
     await sink.openScratch?.(stagedDir);
+    checkAborted(signal, true);
 
     const filesBefore = point ? newFiles.filter((e) => e.source.type !== "delta" || e.source.newOffset + e.size <= point.newOffset).length : 0;
     const progress = new ProgressReporter(onProgress, { game, from, to, patchSize, resumedFrom, newBytesTotal, filesTotal: newFiles.length, segmentsTotal: segments.length, savedPercent });
     progress.segmentsDone = point?.segmentsDone ?? 0;
+    // Bytes of the new build written before this session: what the resume point says is done
+    // (the delta stream up to its offset), then exactly what the resumed applier counts.
+    let writtenBefore = point ? newFiles.reduce((a, e) => a + (e.source.type !== "delta" ? e.size : Math.min(e.size, Math.max(0, point.newOffset - e.source.newOffset))), 0) : 0;
     const report = (force: boolean) => {
-      const p = applier?.progress();
-      progress.report(force, { downloadedBytes: downloaded, newBytesWritten: p ? p.newBytesWritten : 0, filesDone: Math.min(newFiles.length, filesBefore + sink.filesDone) });
+      progress.report(force, { downloadedBytes: downloaded, bytesWritten: writtenBefore + sink.bytesWritten, filesDone: Math.min(newFiles.length, filesBefore + sink.filesDone) });
     };
+    // As bytes are written (inside a push where writes are synchronous): the reporter keeps
+    // events to every 100 ms or 2 MiB written.
+    sink.onWrite = () => report(false);
     report(true);
 
     const dl = { parallelism: req.parallelism ?? 3, retries: req.retries ?? 2, retryDelayMs: req.retryDelayMs ?? 300, signal, onBytes: (n: number) => { downloaded += n; } };
@@ -229,6 +252,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       // The header and tree again (the applier needs them), then the rest from the resume point.
       const headerAndTree = await download(new RangeDownload(desc.patchUrl, patchSize, [{ start: 0, end: segments[0]!.patchOffset }], dl));
       await callApplier(() => { applier = PatchApplier.resume(old, sink, headerAndTree, point, manifestBytes); });
+      writtenBefore = (applier as PatchApplier | null)?.progress().newBytesWritten ?? writtenBefore;
     } else {
       await callApplier(() => { applier = new PatchApplier(old, sink, manifestBytes); });
     }
@@ -256,9 +280,10 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     };
     const ranges = planRanges(resumedFrom, patchSize, segments.map((s) => s.patchOffset), req.minRangeBytes ?? 1 << 20);
     for await (const chunk of new RangeDownload(desc.patchUrl, patchSize, ranges, dl).chunks()) {
-      if (signal.aborted) throw new AbortedError(undefined, { resumable: true });
+      checkAborted(signal, true);
       // In pieces where writes are queued (sink.pushBytes), so one push queues little.
       for (let at = 0; at < chunk.length; at += sink.pushBytes) {
+        if (at > 0) checkAborted(signal, true);
         const piece = sink.pushBytes >= chunk.length ? chunk : chunk.subarray(at, at + sink.pushBytes);
         const cut = headerEnd - progress.applied;
         if (!scratchChecked && cut > 0 && cut < piece.length) {
@@ -289,16 +314,20 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     await sink.durable();
     let rehashed = 0;
     for (const e of newFiles) {
+      checkAborted(signal);
       const size = await sink.size(e.path);
-      if (size !== e.size) throw new IntegrityError(`${e.path} is ${size} bytes, the manifest says ${e.size}`);
+      if (size !== e.size) throw new IntegrityError(`${e.path} is ${size} bytes, the manifest says ${e.size}`, { path: e.path });
       if (!sink.finishedNow.has(e.path)) {
         const got = await sink.blake3(e.path, e.size);
         rehashed++;
-        if (got !== e.blake3) throw new IntegrityError(`${e.path} has BLAKE3 ${got}, the manifest says ${e.blake3}`);
+        if (got !== e.blake3) throw new IntegrityError(`${e.path} has BLAKE3 ${got}, the manifest says ${e.blake3}`, { path: e.path });
       }
     }
     await sink.close();
     old.close();
+    applying = false;
+    // The last point an abort stops the update: the switch is not interrupted.
+    checkAborted(signal);
 
     // The switch: the build gets its name, then one atomic replacement of the pointer. The
     // resume record goes first: a staging directory cut short while it is renamed is never resumed.
@@ -328,13 +357,15 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       savedPercent,
     };
   } catch (e) {
+    const writing = sink.currentPath;
     await sink.close().catch(() => undefined);
     old.close();
     (applier as PatchApplier | null)?.free();
     applier = null;
-    const err = e instanceof EdgepatchError ? e
+    let err = e instanceof EdgepatchError ? e
       : (e as { name?: string }).name === "AbortError" ? new AbortedError(undefined, { resumable: true })
       : new StorageError(`update ${game} ${from} -> ${to} failed: ${messageOf(e)}`, { resumable: true });
+    if (applying && (err.code === "patch" || err.code === "integrity")) err = await nameTheFile(err, g, current!, from, writing);
     const resumable = keepForResume && err.resumable;
     if (!resumable) {
       // Bad data or a refused patch: nothing of it is kept. The current build was never touched.
@@ -344,6 +375,55 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     err.resumable = resumable;
     throw err;
   }
+}
+
+/**
+ * A patch or integrity failure while applying, with the file it is about (`path`, and in the
+ * message): the first file of the installed build `from` that is not what its stored manifest
+ * lists (size or BLAKE3), which the patch, made for that build, cannot fit; else the new file
+ * being written (`writing`) when the message names it.
+ */
+async function nameTheFile(err: EdgepatchError, g: FileSystemDirectoryHandle, current: BuildRef, from: string, writing: string | null): Promise<EdgepatchError> {
+  const damaged = await damagedFile(g, current).catch(() => null);
+  const extra = { ...(err.url !== undefined ? { url: err.url } : {}) };
+  if (damaged) {
+    const message = `the installed build ${from} is not the one the patch was made for: ${damaged.why} (${err.message})`;
+    return err.code === "integrity" ? new IntegrityError(message, { ...extra, path: damaged.path }) : new PatchError(message, { path: damaged.path });
+  }
+  if (err.path === undefined && writing !== null && err.message.includes(writing)) {
+    return err.code === "integrity" ? new IntegrityError(err.message, { ...extra, path: writing }) : new PatchError(err.message, { path: writing });
+  }
+  return err;
+}
+
+/** The first file of a stored build whose size or BLAKE3 is not its manifest's (or that is missing), or null. */
+async function damagedFile(g: FileSystemDirectoryHandle, ref: BuildRef): Promise<{ path: string; why: string } | null> {
+  const m = await buildManifest(g, ref);
+  let entries: ManifestEntry[];
+  try {
+    entries = m.entries();
+  } finally {
+    m.free();
+  }
+  const dir = await dirAt(await buildDir(g, ref), "files", false);
+  for (const e of files(entries)) {
+    let f: File;
+    try {
+      f = await (await fileAt(dir, e.path, false)).getFile();
+    } catch (err) {
+      // Only a file that is not there; any other failure says nothing about the build.
+      if ((err as { name?: string } | null)?.name === "NotFoundError") return { path: e.path, why: `${e.path} is missing` };
+      throw err;
+    }
+    if (f.size !== e.size) return { path: e.path, why: `${e.path} is ${f.size} bytes, its manifest says ${e.size}` };
+    const got = await blake3Of(e.size, async (buf, at) => {
+      const part = new Uint8Array(await f.slice(at, at + buf.length).arrayBuffer());
+      buf.set(part);
+      return part.length;
+    });
+    if (got !== e.blake3) return { path: e.path, why: `${e.path} has BLAKE3 ${got}, its manifest says ${e.blake3}` };
+  }
+  return null;
 }
 
 /** Every byte of a download, in one array. */
@@ -364,37 +444,59 @@ async function download(d: RangeDownload): Promise<Uint8Array> {
 }
 
 type ProgressFixed = Pick<UpdateProgress, "game" | "from" | "to" | "patchSize" | "resumedFrom" | "newBytesTotal" | "filesTotal" | "segmentsTotal" | "savedPercent">;
-type ProgressNow = Pick<UpdateProgress, "downloadedBytes" | "newBytesWritten" | "filesDone">;
+type ProgressNow = Pick<UpdateProgress, "downloadedBytes" | "bytesWritten" | "filesDone">;
 
-/** Progress events at most every 100 ms (unless forced), with the rate over the last 3 seconds. */
+/** Unforced progress events come at least this far apart, unless STEP_BYTES were written since the last. */
+const INTERVAL_MS = 100;
+/** Bytes written that earn an event before INTERVAL_MS passed. */
+const STEP_BYTES = 2 << 20;
+/** Rates are measured over this window. */
+const RATE_WINDOW_MS = 3000;
+
+/**
+ * Progress events: forced ones, else once 100 ms passed or 2 MiB were written since the last;
+ * bytes written never go back and reach the total at "done"; rates over the last 3 seconds.
+ */
 class ProgressReporter {
   phase: UpdateProgress["phase"] = "downloading";
   /** Patch bytes applied, counting those applied before an interruption. */
   applied: number;
   segmentsDone = 0;
-  private samples: [number, number][] = [];
-  private lastSent = 0;
+  /** [time, patch bytes downloaded, bytes written] of the events sent in the window. */
+  private samples: [number, number, number][] = [];
+  private lastSent = -Infinity;
+  private lastWritten = 0;
+  private written = 0;
 
   constructor(private readonly send: (p: UpdateProgress) => void, private readonly fixed: ProgressFixed) {
     this.applied = fixed.resumedFrom;
   }
 
   report(force: boolean, now: ProgressNow): void {
+    const total = this.fixed.newBytesTotal;
+    this.written = Math.min(total, Math.max(this.written, this.phase === "done" ? total : now.bytesWritten));
     const t = performance.now();
-    if (!force && t - this.lastSent < 100) return;
+    if (!force && t - this.lastSent < INTERVAL_MS && this.written - this.lastWritten < STEP_BYTES) return;
     this.lastSent = t;
-    this.samples.push([t, now.downloadedBytes]);
-    while (this.samples.length > 2 && t - this.samples[0]![0] > 3000) this.samples.shift();
-    const [t1, b1] = this.samples[0]!;
-    const rate = t - t1 > 200 ? ((now.downloadedBytes - b1) * 1000) / (t - t1) : 0;
+    this.lastWritten = this.written;
+    this.samples.push([t, now.downloadedBytes, this.written]);
+    while (this.samples.length > 2 && t - this.samples[0]![0] > RATE_WINDOW_MS) this.samples.shift();
+    const [t1, d1, w1] = this.samples[0]!;
+    const known = t - t1 >= 50;
+    const rate = known ? ((now.downloadedBytes - d1) * 1000) / (t - t1) : 0;
+    const writeRate = known ? ((this.written - w1) * 1000) / (t - t1) : 0;
     this.send({
       ...this.fixed,
       ...now,
       phase: this.phase,
+      bytesWritten: this.written,
+      bytesTotal: total,
+      newBytesWritten: this.written,
+      writeBytesPerSecond: writeRate,
       patchBytesApplied: this.applied,
       segmentsDone: this.segmentsDone,
       bytesPerSecond: rate,
-      etaSeconds: rate > 0 ? (this.fixed.patchSize - this.applied) / rate : null,
+      etaSeconds: this.phase === "done" ? 0 : writeRate > 0 ? (total - this.written) / writeRate : null,
     });
   }
 }
@@ -422,8 +524,8 @@ export async function readCurrentFile(gameName: string, path: string): Promise<U
     let p = path;
     for (let hops = 0; ; hops++) {
       const e = m.lookup(p);
-      if (!e) throw new StateError(`${gameName} ${cur.build} has no ${p}`);
-      if (e.kind === "directory") throw new StateError(`${gameName} ${cur.build}: ${p} is a directory`);
+      if (!e) throw new StateError(`${gameName} ${cur.build} has no ${p}`, { path: p });
+      if (e.kind === "directory") throw new StateError(`${gameName} ${cur.build}: ${p} is a directory`, { path: p });
       if (e.kind === "file") {
         const fh = await fileAt(await dirAt(await buildDir(g, cur), "files", false), p, false);
         return new Uint8Array(await (await fh.getFile()).arrayBuffer());

@@ -2,7 +2,7 @@
 // patching never blocks the page. Requests and replies: messages.ts.
 
 import init from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import { EdgepatchError, StorageError, messageOf } from "./errors.js";
+import { AbortedError, EdgepatchError, StorageError, messageOf } from "./errors.js";
 import type { WorkerInit, WorkerReply, WorkerRequest } from "./messages.js";
 import { checkName } from "./protocol.js";
 import { Verifier, fetchVerifiedChannel } from "./trust.js";
@@ -18,6 +18,7 @@ function loadWasm(wasmUrl: string | null): Promise<unknown> {
     throw new StorageError(`could not load the edgepatch wasm module ${wasmUrl ?? "edgepatch_wasm_bg.wasm beside the worker"}: ${messageOf(e)}`);
   });
 }
+/** Each update's controller, set as its request arrives: an abort that follows it always finds it. */
 const running = new Map<number, AbortController>();
 
 function reply(m: WorkerReply, transfer: Transferable[] = []): void {
@@ -32,9 +33,10 @@ async function handle(m: WorkerRequest): Promise<void> {
     else if (m.op !== "abort") checkName("game", m.request.game);
     switch (m.op) {
       case "update": {
-        const ac = new AbortController();
+        const ac = running.get(m.id) ?? new AbortController();
         running.set(m.id, ac);
         try {
+          if (ac.signal.aborted) throw new AbortedError();
           const value = await runUpdate(m.request, (progress) => reply({ id: m.id, type: "progress", progress }), ac.signal);
           reply({ id: m.id, type: "result", value });
         } finally {
@@ -92,12 +94,22 @@ async function handle(m: WorkerRequest): Promise<void> {
         return;
     }
   } catch (e) {
-    const err = e instanceof EdgepatchError ? e : new StorageError(messageOf(e));
+    // A fetch or body read cut by the update's signal is the abort, not a storage failure.
+    const err = e instanceof EdgepatchError ? e : (e as { name?: string } | null)?.name === "AbortError" ? new AbortedError() : new StorageError(messageOf(e));
     reply({ id: m.id, type: "error", error: err.toJSON() });
   }
 }
 
 self.addEventListener("message", (ev: MessageEvent<WorkerRequest | WorkerInit>) => {
   if (ev.data.op === "init") ready ??= loadWasm(ev.data.wasmUrl);
-  else void handle(ev.data);
+  else {
+    const m = ev.data;
+    // An abort takes effect as it arrives, not after the worker's next await.
+    if (m.op === "abort") running.get(m.target)?.abort();
+    if (m.op !== "update") void handle(m);
+    else {
+      running.set(m.id, new AbortController());
+      void handle(m).finally(() => running.delete(m.id));
+    }
+  }
 });
