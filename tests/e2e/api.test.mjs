@@ -30,14 +30,24 @@ const descriptor = (game, from, to) => site[game].updates.find((u) => u.from ===
 const treeFile = (game, build, path) => readFileSync(join(dist, "trees", game, build, path));
 const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
 
-/** The engine the running test uses (tests run one at a time). */
+/** The engine the running test uses (tests run one at a time), and the `opfsAccess` it forces (null: "auto"). */
 let engine = ENGINES[0];
+let opfsAccess = null;
 
-function engineTest(name, body) {
-  engineTests(name, (t, e) => {
-    engine = e;
-    return body(t);
-  });
+/**
+ * Registers `body` as one test per engine; `{ accessModes: true }`: in Chromium and Firefox
+ * also with writable streams forced (the way WebKitGTK writes, web/src/build-files.ts).
+ */
+function engineTest(name, body, { accessModes = false } = {}) {
+  engineTests(
+    name,
+    (t, e, mode) => {
+      engine = e;
+      opfsAccess = mode;
+      return body(t);
+    },
+    { variants: (e) => [null, ...(accessModes && e !== "webkit" ? ["writable-streams"] : [])], label: (mode) => `opfsAccess ${mode}` },
+  );
 }
 
 /**
@@ -49,12 +59,13 @@ async function openPage(t, game) {
   t.after(() => browser.close());
   const { page } = browser;
   await page.goto(`${server.url}demo/`);
-  await page.evaluate(async ([key, game]) => {
+  await page.evaluate(async ([key, game, opfsAccess]) => {
     const lib = await import("/lib/edgepatch-web.js");
     window.lib = lib;
-    window.newUpdater = () => new lib.GameUpdater({ baseUrl: "/updates/", game, workerUrl: "/lib/edgepatch-worker.js", publicKeys: [key] });
+    const access = opfsAccess ? { opfsAccess } : {};
+    window.newUpdater = () => new lib.GameUpdater({ baseUrl: "/updates/", game, workerUrl: "/lib/edgepatch-worker.js", publicKeys: [key], ...access });
     window.game = window.newUpdater();
-  }, [publicKey, game]);
+  }, [publicKey, game, opfsAccess]);
   return page;
 }
 
@@ -189,7 +200,7 @@ engineTest("aborting mid-update rejects with \"aborted\", resumable; a later upd
   assert.equal(await currentSha(page, "data/big.bin"), sha256(treeFile("big", "v2", "data/big.bin")), "data/big.bin byte-exact");
   assert.equal(await currentSha(page, "version.txt"), sha256(treeFile("big", "v2", "version.txt")), "version.txt byte-exact");
   assert.equal((await opfs(page, "big")).update, null, "no resume record left");
-});
+}, { accessModes: true });
 
 engineTest("progress events rise steadily in bytes written to the build's total, with a write rate", async (t) => {
   const page = await openPage(t, "big");
@@ -230,7 +241,7 @@ engineTest("progress events rise steadily in bytes written to the build's total,
   assert.ok(events.some((p) => p.writeBytesPerSecond > 0), "a write rate is reported");
   t.diagnostic(`${events.length} events, ${between.size} values between 0 and ${d.newBytes}; largest step ${Math.max(...steps)} B`);
   assert.equal(await currentSha(page, "data/big.bin"), sha256(treeFile("big", "v2", "data/big.bin")));
-});
+}, { accessModes: true });
 
 engineTest("a wrong old build (a stored file altered) gives an error whose path names that file", async (t) => {
   const page = await openPage(t, "demo");
@@ -264,4 +275,4 @@ engineTest("a wrong old build (a stored file altered) gives an error whose path 
   await alterStored(page, "demo", "v1", "data/levels.json", { bytes: treeFile("demo", "v1", "data/levels.json") });
   assert.equal((await run(page, `return (await game.update("v1", "v2")).to;`)).value, "v2");
   assert.equal(await currentSha(page, "game.js"), sha256(treeFile("demo", "v2", "game.js")));
-});
+}, { accessModes: true });
