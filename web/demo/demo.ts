@@ -51,13 +51,14 @@ const fmtBytes = (n: number) => (n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(2)} M
 
 function showProgress(p: UpdateProgress): void {
   document.body.dataset.segmentsPersisted = String(p.segmentsDone);
-  bar.max = Math.max(1, p.patchSize);
-  bar.value = p.patchBytesApplied;
+  // The bar follows the bytes written: the patch is small, the writing is the work.
+  bar.max = Math.max(1, p.bytesTotal);
+  bar.value = p.bytesWritten;
   const eta = p.etaSeconds === null ? "" : `, ${p.etaSeconds.toFixed(1)} s left`;
   const rate = p.bytesPerSecond > 0 ? `, ${fmtBytes(p.bytesPerSecond)}/s` : "";
   $("progress-text").textContent =
     `downloaded ${fmtBytes(p.patchBytesApplied)} of ${fmtBytes(p.patchSize)}, saved ${p.savedPercent.toFixed(1)}% ` +
-    `(build ${fmtBytes(p.newBytesTotal)}; files ${p.filesDone}/${p.filesTotal}${rate}${eta})` +
+    `(written ${fmtBytes(p.bytesWritten)} of ${fmtBytes(p.bytesTotal)}; files ${p.filesDone}/${p.filesTotal}${rate}${eta})` +
     (p.resumedFrom > 0 ? ` — resumed at ${fmtBytes(p.resumedFrom)}` : "");
   $("phase").textContent = `${p.phase} ${p.from === "_" ? "install of" : p.from + " →"} ${p.to}`;
 }

@@ -37,9 +37,9 @@ const fail = (e: unknown) => setState("error", e instanceof EdgepatchError ? `${
 
 const mib = (n: number) => `${(n / 1048576).toFixed(2)} MiB`;
 function showProgress(p: UpdateProgress): void {
-  bar.max = Math.max(1, p.patchSize);
-  bar.value = p.patchBytesApplied;
-  status.textContent = `${p.phase}: ${mib(p.patchBytesApplied)} of ${mib(p.patchSize)} (files ${p.filesDone}/${p.filesTotal})`;
+  bar.max = Math.max(1, p.bytesTotal);
+  bar.value = p.bytesWritten;
+  status.textContent = `${p.phase}: ${mib(p.bytesWritten)} of ${mib(p.bytesTotal)} written, patch ${mib(p.patchBytesApplied)} of ${mib(p.patchSize)} (files ${p.filesDone}/${p.filesTotal})`;
   // What the example's e2e test reads: how many progress events arrived, and their phases.
   const seen = document.body.dataset.progressPhases?.split(" ") ?? [];
   if (seen.at(-1) !== p.phase) document.body.dataset.progressPhases = [...seen, p.phase].join(" ").trim();
