@@ -14,12 +14,13 @@ use std::sync::Mutex;
 
 use crate::build::{Build, EntryContent};
 use crate::error::{Error, Result};
-use crate::generate::is_text_segment;
 use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
 use crate::patch_format::*;
-use crate::wasm_transform::LayoutPart;
+pub use crate::tree_plan::DiffStats;
+use crate::tree_plan::{encode_header_and_tree, plan_tree, PlannedKind};
+use crate::window_plan::{is_text_segment, keep_densest, merge_weighted, split_old_paired, AlignedPart, Overflow, WHOLE_FILES_BUDGET};
 use crate::wire::put_varint;
-use crate::zstd_frame::{compress_frame, window_log, FrameSearch, LongDistance};
+use crate::zstd_frame::{compress, compress_frame, window_log, FrameSearch, LongDistance};
 
 /// How `diff_builds` makes a patch.
 #[derive(Debug, Clone)]
@@ -59,33 +60,6 @@ impl Default for DiffOptions {
             window_reach: DEFAULT_WINDOW_REACH,
         }
     }
-}
-
-/// What a diff produced, for summaries.
-#[derive(Debug, Clone, Default)]
-pub struct DiffStats {
-    /// Files in the new build.
-    pub new_files: u64,
-    /// New files identical to the old file at the same path (copied).
-    pub unchanged: u64,
-    /// New files identical to an old file at another path (copied).
-    pub renamed: u64,
-    /// New files whose bytes come from the delta stream.
-    pub delta_files: u64,
-    /// Old entries whose path the new build does not have.
-    pub removed: u64,
-    /// Bytes of all new files.
-    pub new_bytes: u64,
-    /// Bytes of the delta stream (the delta files, concatenated).
-    pub delta_bytes: u64,
-    /// Bytes of the reference stream (the old files a delta may read).
-    pub reference_bytes: u64,
-    /// Segments the delta stream was encoded in.
-    pub segments: u64,
-    /// Size of the patch.
-    pub patch_bytes: u64,
-    /// Delta files stored as normalized wasm modules.
-    pub wasm_transformed: u64,
 }
 
 /// Makes the patch from `old` to `new`. `progress(done, total)` reports new
@@ -331,98 +305,6 @@ pub fn build_listing(build: &Build) -> Vec<ListedEntry> {
         .collect()
 }
 
-/// A new build entry as the tree planner sees it: file content only by size and hash.
-pub(crate) enum PlannedKind<'a> {
-    Directory,
-    Symlink(&'a str),
-    File { executable: bool, size: u64, blake3: [u8; 32] },
-}
-
-/// Decides each new file's source from hashes alone (so it works from two
-/// signatures as well as from two builds in memory): unchanged (same path and
-/// hash) or renamed/moved (same hash elsewhere) files are copies, all others
-/// (except empty files, which are free either way) come from the delta stream.
-/// Every non-empty old file is in the reference stream when there is a delta.
-pub(crate) fn plan_tree(
-    single_file: bool,
-    old_listing: Vec<ListedEntry>,
-    old_files: &[(&str, u64, [u8; 32])],
-    new_entries: &[(&str, PlannedKind)],
-) -> (PatchTree, DiffStats) {
-    let mut by_hash: HashMap<[u8; 32], usize> = HashMap::new();
-    let mut by_path: HashMap<&str, usize> = HashMap::new();
-    for (i, (path, _, hash)) in old_files.iter().enumerate() {
-        by_hash.entry(*hash).or_insert(i);
-        by_path.insert(path, i);
-    }
-    let mut stats = DiffStats::default();
-    let mut any_delta = false;
-    let mut entries = Vec::with_capacity(new_entries.len());
-    for (path, kind) in new_entries {
-        let kind = match kind {
-            PlannedKind::Directory => TreeEntryKind::Directory,
-            PlannedKind::Symlink(target) => TreeEntryKind::Symlink { target: target.to_string() },
-            PlannedKind::File { executable, size, blake3 } => {
-                stats.new_files += 1;
-                let same_path = by_path.get(path).copied().filter(|&i| old_files[i].2 == *blake3);
-                let source = match same_path.or_else(|| by_hash.get(blake3).copied()).filter(|_| *size > 0) {
-                    Some(i) => {
-                        if old_files[i].0 == *path {
-                            stats.unchanged += 1;
-                        } else {
-                            stats.renamed += 1;
-                        }
-                        FileSource::Copy { old_index: i }
-                    }
-                    None => {
-                        stats.delta_files += 1;
-                        any_delta |= *size > 0;
-                        FileSource::Delta
-                    }
-                };
-                TreeEntryKind::File { executable: *executable, size: *size, source }
-            }
-        };
-        entries.push(TreeEntry { path: path.to_string(), kind });
-    }
-    // The same count for every writer (the in-memory diff and the generator).
-    let new_paths: std::collections::HashSet<&str> = new_entries.iter().map(|(p, _)| *p).collect();
-    stats.removed = old_listing.iter().filter(|e| !new_paths.contains(e.path.as_str())).count() as u64;
-    // Old files that are neither copied nor referenced need not be listed, but
-    // indexes must stay stable: keep the table whole (it is small).
-    let old_files = old_files.iter().map(|(path, size, _)| OldFile { path: path.to_string(), size: *size, in_reference: any_delta && *size > 0 }).collect();
-    let mut tree = PatchTree {
-        single_file,
-        old_listing,
-        old_files,
-        entries,
-        files_digest: [0; 32],
-        transforms: Vec::new(),
-        window_reach: None,
-        run_coded_diff: false,
-        lzma_segments: false,
-    };
-    tree.files_digest = tree.digest_of(|i| match new_entries[i].1 {
-        PlannedKind::File { blake3, .. } => blake3,
-        _ => unreachable!("the digest hashes files only"),
-    });
-    (tree, stats)
-}
-
-/// Magic, version, flags and the compressed tree: the patch up to its first segment.
-pub(crate) fn encode_header_and_tree(tree: &PatchTree, level: i32) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    out.extend_from_slice(&PATCH_MAGIC);
-    out.extend_from_slice(&PATCH_VERSION.to_le_bytes());
-    out.extend_from_slice(&tree.flags().to_le_bytes());
-    let tree_bytes = tree.encode()?;
-    let tree_comp = compress(&tree_bytes, level)?;
-    put_varint(&mut out, tree_bytes.len() as u64);
-    put_varint(&mut out, tree_comp.len() as u64);
-    out.extend_from_slice(&tree_comp);
-    Ok(out)
-}
-
 /// What the header's flags must allow for `segments`, read from their headers.
 struct SegmentsUse {
     /// The furthest any window segment reaches back into the delta stream.
@@ -487,36 +369,12 @@ fn parallel_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync
     slots.into_inner().unwrap().into_iter().map(|r| r.expect("every slot filled")).collect()
 }
 
-pub(crate) fn compress(data: &[u8], level: i32) -> Result<Vec<u8>> {
-    if data.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut c = zstd::bulk::Compressor::new(level).map_err(|e| Error::Invalid(format!("zstd: {e}")))?;
-    c.set_parameter(zstd::zstd_safe::CParameter::WindowLog(data.len().next_power_of_two().trailing_zeros().clamp(10, MAX_WINDOW_LOG)))
-        .map_err(|e| Error::Invalid(format!("zstd: {e}")))?;
-    c.compress(data).map_err(|e| Error::Invalid(format!("zstd: {e}")))
-}
-
 /// A delta file's place in the new stream and its old version's in the reference stream.
 #[derive(Debug, Clone, Copy)]
 struct FileHint {
     new_start: u64,
     new_end: u64,
     old: Option<(u64, u64)>,
-}
-
-/// A part of the delta stream diffed against one part of the reference only: a field stream or
-/// a section of a module in the field-split layout, and the old module's same part
-/// ([`stream_parts`]). Its segments' windows take that old part whole and reach back only
-/// within the part: each field has statistics of its own, and its old stream is where its
-/// matches are (wasm-vips: 242,459 bytes against 257,875 for the module's segments cut every 4
-/// MiB; BENCHMARKS.md, "wasm transform: stream-aligned segments").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct AlignedPart {
-    /// (start, end) in the new module, or in the delta stream.
-    pub(crate) new: (u64, u64),
-    /// (start, end) in the old module split, or in the reference stream.
-    pub(crate) old: (u64, u64),
 }
 
 /// `aligned`: ascending, disjoint parts of `new_stream` cut apart from the rest.
@@ -611,72 +469,6 @@ fn segment_bounds_cut(len: usize, seg: usize, cuts: &[u64]) -> Vec<(usize, usize
     bounds
 }
 
-/// A split module's parts shorter than this join the next (the last joins the one before):
-/// a segment of a few bytes costs its headers and three frames that learned nothing.
-const MIN_STREAM_SEGMENT: u64 = 4 << 10;
-
-/// A split module's parts, each with its old module's same part (`new_parts`, `old_parts`:
-/// [`layout_parts`] of each module; a part cuts where both modules have it, in order), short
-/// ones joined to the next (the first takes the module's header, the last what follows).
-///
-/// [`layout_parts`]: crate::wasm_transform::layout_parts
-pub(crate) fn stream_parts(new_len: u64, new_parts: &[(LayoutPart, u64)], old_len: u64, old_parts: &[(LayoutPart, u64)]) -> Vec<AlignedPart> {
-    // The places both have, in order (each new one found after the last found).
-    let mut cuts: Vec<(u64, u64)> = Vec::new();
-    let mut from = 0;
-    for (part, at) in new_parts {
-        if let Some(i) = old_parts[from..].iter().position(|(p, _)| p == part) {
-            cuts.push((*at, old_parts[from + i].1));
-            from += i + 1;
-        }
-    }
-    cuts.push((new_len, old_len));
-    let short = |p: &AlignedPart| p.new.1 - p.new.0 < MIN_STREAM_SEGMENT;
-    let mut parts: Vec<AlignedPart> = Vec::new();
-    let mut start = (0, 0);
-    for (ne, oe) in cuts {
-        if ne <= start.0 || oe < start.1 {
-            continue;
-        }
-        match parts.last_mut() {
-            Some(p) if short(p) => {
-                p.new.1 = ne;
-                p.old.1 = oe;
-            }
-            _ => parts.push(AlignedPart { new: (start.0, ne), old: (start.1, oe) }),
-        }
-        start = (ne, oe);
-    }
-    if parts.len() >= 2 && parts.last().is_some_and(short) {
-        let last = parts.pop().expect("two parts");
-        let p = parts.last_mut().expect("one part");
-        p.new.1 = last.new.1;
-        p.old.1 = last.old.1;
-    }
-    parts
-}
-
-/// `old` in the field-split layout of `split` (a module in that layout and its side info),
-/// and the parts of both paired as the patch's segments are cut ([`stream_parts`]). An owned
-/// `old` is split in place (the generator's, for a Worker's heap); a borrowed one into a
-/// buffer of its own.
-pub(crate) fn split_old_paired(
-    old: Cow<[u8]>,
-    split: &[u8],
-    side_info: &[u8],
-) -> std::result::Result<(Vec<u8>, Vec<AlignedPart>), crate::wasm_transform::TransformError> {
-    let old_len = old.len() as u64;
-    let (old_split, old_parts) = match old {
-        Cow::Owned(mut old) => {
-            let parts = crate::wasm_transform::split_code_layout_in_place(&mut old, side_info)?;
-            (old, parts)
-        }
-        Cow::Borrowed(old) => crate::wasm_transform::split_code_layout_parts(old, side_info)?,
-    };
-    let new_parts = crate::wasm_transform::layout_parts(split, side_info)?;
-    Ok((old_split, stream_parts(split.len() as u64, &new_parts, old_len, &old_parts)))
-}
-
 /// `before`: the new-stream bytes just before `part` that a window may reach back to.
 fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], aligned: bool, level: i32) -> Result<Vec<u8>> {
     let ctrl = encode_control(ops);
@@ -723,62 +515,6 @@ const LZMA_MIN_LEVEL: i32 = 19;
 /// short matches there that the ops did not use.
 const WINDOW_SPAN_PADDING: u64 = 4 << 10;
 const WINDOW_TRIAL_MIN: usize = 16 << 10;
-
-/// Old spans (start, end, weight) of the reference stream with overlapping or touching ones
-/// joined and their weights summed; ascending.
-pub(crate) fn merge_weighted(mut spans: Vec<(u64, u64, u64)>) -> Vec<(u64, u64, u64)> {
-    spans.sort_unstable();
-    let mut merged: Vec<(u64, u64, u64)> = Vec::with_capacity(spans.len());
-    for s in spans {
-        match merged.last_mut() {
-            Some(m) if s.0 <= m.1 => {
-                m.1 = m.1.max(s.1);
-                m.2 += s.2;
-            }
-            _ => merged.push(s),
-        }
-    }
-    merged
-}
-
-/// What [`keep_densest`] does with a span that does not fit in what is left of the budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Overflow {
-    /// Keep its first bytes, as many as are left, and stop (the generator's plan).
-    Cut,
-    /// Pass over it; a smaller, less dense one may still fit (the in-memory diff's window).
-    Skip,
-}
-
-/// The one span budget of the diff and the generator: of `spans` (start, end, weight; each
-/// non-empty, none overlapping), the densest (weight per byte) first, in the given order among
-/// equals, while they fit in `budget` bytes, `*used` of which are already taken (it grows by what
-/// is kept). Returns the kept spans as (start, end), in the order kept.
-pub(crate) fn keep_densest(mut spans: Vec<(u64, u64, u64)>, budget: u64, used: &mut u64, overflow: Overflow) -> Vec<(u64, u64)> {
-    spans.sort_by_key(|m| std::cmp::Reverse(m.2 * 1024 / (m.1 - m.0).max(1)));
-    let mut kept = Vec::new();
-    for (s, e, _) in spans {
-        let left = budget.saturating_sub(*used);
-        match overflow {
-            Overflow::Cut if left == 0 => break,
-            Overflow::Cut => {
-                let len = (e - s).min(left);
-                kept.push((s, s + len));
-                *used += len;
-            }
-            Overflow::Skip if e - s <= left => {
-                kept.push((s, e));
-                *used += e - s;
-            }
-            Overflow::Skip => {}
-        }
-    }
-    kept
-}
-
-/// The part of a window's `MAX_WINDOW_BYTES` that whole old files (or an aligned part's old
-/// part) may take; the rest is for the spans the ops copy from.
-pub(crate) const WHOLE_FILES_BUDGET: u64 = MAX_WINDOW_BYTES / 4 * 3;
 
 /// The reference spans a window segment's frame gets (sorted, disjoint, at most
 /// `MAX_WINDOW_BYTES` in total): first the whole old versions of the segment's
@@ -966,46 +702,6 @@ mod tests {
         assert_eq!(segment_bounds_cut(30, 8, &[3]), vec![(0, 3), (3, 11), (11, 19), (19, 27), (27, 30)]);
         // A cut at either end, or past it, cuts nothing.
         assert_eq!(segment_bounds_cut(10, 8, &[0, 10, 15]), vec![(0, 8), (8, 10)]);
-    }
-
-    #[test]
-    fn stream_parts_pair_what_both_modules_have_and_join_short_ones() {
-        use LayoutPart::{AfterCode, Section, Stream};
-        let k = MIN_STREAM_SEGMENT;
-        // New: a type section, the code (two streams), a custom section "a".
-        let new = [
-            (Section(1, vec![]), 8),
-            (Section(10, vec![]), 10 * k),
-            (Stream(0), 10 * k + 3),
-            (Stream(1), 20 * k),
-            (AfterCode, 30 * k),
-            (Section(0, b"a".to_vec()), 30 * k),
-        ];
-        // Old: an import section the new one lacks, no custom section.
-        let old = [
-            (Section(1, vec![]), 8),
-            (Section(2, vec![]), 5 * k),
-            (Section(10, vec![]), 9 * k),
-            (Stream(0), 9 * k + 3),
-            (Stream(1), 15 * k),
-            (AfterCode, 25 * k),
-        ];
-        let parts = stream_parts(31 * k, &new, 26 * k, &old);
-        let spans: Vec<_> = parts.iter().map(|p| (p.new, p.old)).collect();
-        assert_eq!(
-            spans,
-            vec![
-                // The header (8 bytes) joins the types; the code section's 3-byte start joins stream 0.
-                ((0, 10 * k), (0, 9 * k)),
-                ((10 * k, 20 * k), (9 * k, 15 * k)),
-                ((20 * k, 30 * k), (15 * k, 25 * k)),
-                // The custom section is the new module's only: what follows the code pairs with the old's rest.
-                ((30 * k, 31 * k), (25 * k, 26 * k)),
-            ]
-        );
-        // A short last part joins the one before.
-        let parts = stream_parts(30 * k + 5, &new[..5], 25 * k, &old);
-        assert_eq!(parts.last().map(|p| (p.new, p.old)), Some(((20 * k, 30 * k + 5), (15 * k, 25 * k))));
     }
 
     #[test]

@@ -277,18 +277,28 @@ impl Error {
     }
 }
 
-impl crate::manifest::ManifestError {
-    /// The [`ErrorKind`] a manifest error counts as.
-    pub fn kind(&self) -> ErrorKind {
-        use crate::manifest::ManifestError as M;
-        match self {
-            M::BadMagic => ErrorKind::Magic,
-            M::UnsupportedVersion(_) => ErrorKind::Version,
-            M::Truncated { .. } | M::LengthMismatch { .. } => ErrorKind::Truncated,
-            M::Invalid { .. } | M::ChecksumMismatch { .. } => ErrorKind::Corrupt,
-            M::IndexOutOfRange { .. } | M::Encode(_) | M::WrongKind { .. } => ErrorKind::Invalid,
-        }
+/// What a signed manifest's checks refuse ([`crate::manifest_binding::BoundSink`],
+/// [`crate::manifest_binding::ManifestBinding::finish`] and
+/// [`crate::manifest_binding::PatchStreamHash::check`]), carried inside their `io::Error` (kind
+/// `InvalidData`) so that a caller can tell it from a failing disk: the applier turns it into
+/// [`Error::NotInManifest`], and [`ManifestRefusal::of`] finds it in any `io::Error`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not in the signed manifest: {what}")]
+pub struct ManifestRefusal {
+    /// What the patch wrote that the manifest does not list.
+    pub what: String,
+}
+
+impl ManifestRefusal {
+    /// The refusal inside `e`, if `e` is one.
+    pub fn of(e: &io::Error) -> Option<&ManifestRefusal> {
+        e.get_ref()?.downcast_ref::<ManifestRefusal>()
     }
+}
+
+/// A zstd error code as text.
+pub(crate) fn zstd_error(code: usize) -> String {
+    format!("zstd: {}", zstd::zstd_safe::get_error_name(code))
 }
 
 /// The core's result type.

@@ -38,12 +38,13 @@ use std::collections::HashMap;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::apply::{read_segment_header, PatchInput};
-use crate::diff::{encode_header_and_tree, keep_densest, merge_weighted, plan_tree, AlignedPart, DiffStats, Overflow, PlannedKind, WHOLE_FILES_BUDGET};
 use crate::error::{Error, Result};
 use crate::inspect::{patch_manifest, PatchLayout};
 use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
 use crate::patch_format::*;
 use crate::signature::{find_block_matches, Signature, SignedKind};
+use crate::tree_plan::{encode_header_and_tree, plan_tree, DiffStats, PlannedKind};
+use crate::window_plan::{is_text_segment, keep_densest, merge_weighted, AlignedPart, Overflow, WHOLE_FILES_BUDGET};
 use crate::wire::put_varint;
 use crate::zstd_frame::{compress_frame, FrameSearch, LongDistance};
 
@@ -116,10 +117,7 @@ const DEEP_TEXT_WINDOW_CHAIN_LOG: u32 = 24;
 /// One position in 2^this enters the long-distance table (zstd's default at these window
 /// sizes is 1 in 2^7; 2^4 finds ~1% more for no measurable CPU).
 const TEXT_WINDOW_LDM_HASH_RATE_LOG: u32 = 4;
-/// A segment is text when at least this share (percent) of its new bytes are printable ASCII,
-/// tab, CR or LF...
-const TEXT_MIN_PRINTABLE_PERCENT: u64 = 90;
-/// ...and its ops form is control-heavy and over 1/this of its new bytes (where the ops form
+/// A text segment (`is_text_segment`) gets the text window form when its ops form is control-heavy and over 1/this of its new bytes (where the ops form
 /// is already small the window form cannot win much, and the text search costs ~1 s).
 const TEXT_MIN_OPS_SHARE: u64 = 256;
 /// Old bytes on each side of a copy's source kept in a text window (zstd finds short matches
@@ -1353,13 +1351,6 @@ type OpsForm = OpsEncoding;
 /// A piece of a window: (offset in the planned spans' concatenation, start in the reference
 /// stream, length).
 type CopiedSpan = (u64, u64, u64);
-
-/// Whether `new` is text: at least `TEXT_MIN_PRINTABLE_PERCENT` of its bytes printable ASCII,
-/// tab, CR or LF.
-pub(crate) fn is_text_segment(new: &[u8]) -> bool {
-    let printable = new.iter().filter(|&&b| matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e)).count() as u64;
-    !new.is_empty() && printable * 100 >= new.len() as u64 * TEXT_MIN_PRINTABLE_PERCENT
-}
 
 /// The old bytes `ops` copy from, each padded by `TEXT_WINDOW_SPAN_PADDING` and merged, cut at
 /// the planned spans' boundaries, ascending. None when the ops copy nothing or the pieces

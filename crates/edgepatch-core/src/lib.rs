@@ -20,10 +20,13 @@ pub mod memory;
 pub mod patch_format;
 mod perfect_hash;
 pub mod renamed_files;
+mod segment_codec;
 pub mod signature;
 pub mod signer;
+mod tree_plan;
 pub mod trust;
 pub mod wasm_transform;
+mod window_plan;
 mod wire;
 mod zstd_frame;
 

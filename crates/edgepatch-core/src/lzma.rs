@@ -15,7 +15,7 @@ use std::mem::MaybeUninit;
 
 use liblzma_sys as sys;
 
-use crate::patch_format::{WindowCodec, LZMA_STREAM_DICTIONARY, MAX_LZMA_DICTIONARY};
+use crate::segment_codec::{WindowCodec, LZMA_STREAM_DICTIONARY, MAX_LZMA_DICTIONARY};
 
 /// liblzma's `LZMA_FILTER_LZMA1EXT`: raw LZMA1 whose uncompressed size the decoder is told,
 /// so no end marker is written or needed.

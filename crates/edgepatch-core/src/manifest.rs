@@ -11,6 +11,7 @@
 //! header, one pilot, one slot and one record. [`decode`] reads and checks
 //! everything, including the checksum and the index.
 
+use crate::error::ErrorKind;
 use crate::perfect_hash;
 use std::fmt;
 use std::ops::Range;
@@ -215,6 +216,20 @@ pub enum ManifestError {
         /// The kind given.
         found: ManifestKind,
     },
+}
+
+impl ManifestError {
+    /// The [`ErrorKind`] a manifest error counts as.
+    pub fn kind(&self) -> ErrorKind {
+        use ManifestError as M;
+        match self {
+            M::BadMagic => ErrorKind::Magic,
+            M::UnsupportedVersion(_) => ErrorKind::Version,
+            M::Truncated { .. } | M::LengthMismatch { .. } => ErrorKind::Truncated,
+            M::Invalid { .. } | M::ChecksumMismatch { .. } => ErrorKind::Corrupt,
+            M::IndexOutOfRange { .. } | M::Encode(_) | M::WrongKind { .. } => ErrorKind::Invalid,
+        }
+    }
 }
 
 type Result<T, E = ManifestError> = std::result::Result<T, E>;

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::io;
 
 use crate::apply::BuildSink;
+pub use crate::error::ManifestRefusal;
 use crate::manifest::{self, EntryKind, ManifestKind, SegmentRef};
 use crate::patch_format::{PatchTree, TreeEntryKind};
 use crate::trust::{hex, PatchHasher};
@@ -61,25 +62,6 @@ pub struct ManifestBinding {
     patch_size: u64,
     patch_blake3: [u8; 32],
     segments: Vec<SegmentRef>,
-}
-
-/// What [`BoundSink`], [`ManifestBinding::finish`] and [`PatchStreamHash::check`]
-/// refuse, carried inside their `io::Error` (kind `InvalidData`) so that a
-/// caller can tell it from a failing disk: the applier turns it into
-/// [`crate::Error::NotInManifest`], and [`ManifestRefusal::of`] finds it in any
-/// `io::Error`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not in the signed manifest: {what}")]
-pub struct ManifestRefusal {
-    /// What the patch wrote that the manifest does not list.
-    pub what: String,
-}
-
-impl ManifestRefusal {
-    /// The refusal inside `e`, if `e` is one.
-    pub fn of(e: &io::Error) -> Option<&ManifestRefusal> {
-        e.get_ref()?.downcast_ref::<ManifestRefusal>()
-    }
 }
 
 fn refused(what: String) -> io::Error {
@@ -524,7 +506,7 @@ mod tests {
         // The forger's header: the same entries, the normalized form claimed at the cap.
         let head = info.layout.segment_spans[0].0 as usize;
         tree.transforms[0].normalized_size = crate::patch_format::MAX_WASM_TRANSFORM_BYTES;
-        let mut forged = crate::diff::encode_header_and_tree(&tree, 3).unwrap();
+        let mut forged = crate::tree_plan::encode_header_and_tree(&tree, 3).unwrap();
         forged.extend_from_slice(&patch[head..]);
         let claimed = tree.scratch_bytes();
         assert!(claimed >= crate::patch_format::MAX_WASM_TRANSFORM_BYTES, "{claimed}");

@@ -5,6 +5,7 @@
 use crate::build::{validate_path, validate_symlink_target, TreeChecker, MAX_PATH_LEN};
 use crate::error::{Error, Input, Result};
 use crate::matcher::Op;
+pub use crate::segment_codec::{WindowCodec, LZMA_STREAM_DICTIONARY, MAX_LZMA_DICTIONARY, MAX_WINDOW_LOG};
 use crate::wire::{put_str, put_varint, unzigzag, zigzag, SliceReader};
 
 /// First bytes of every patch.
@@ -66,13 +67,6 @@ pub const RUN_CODED_SEGMENT_TAG: u8 = b'R';
 pub const LZMA_WINDOW_SEGMENT_TAG: u8 = b'L';
 /// Tag byte of an ops segment some of whose streams are raw LZMA (§2.3).
 pub const LZMA_OPS_SEGMENT_TAG: u8 = b'M';
-/// An LZMA window segment's window plus its new bytes may not exceed this: the dictionary
-/// its decoder holds (a zstd frame refers to its window in place; LZMA's decoder copies it).
-pub const MAX_LZMA_DICTIONARY: u64 = 32 << 20;
-/// An LZMA ops stream's dictionary: its raw size, but at most this (§2.3). A match reaches
-/// back at most this far, so its decoder holds at most this much beside its output, and its
-/// encoder's match finder (about 12 bytes per dictionary byte) at most 12 MiB or so.
-pub const LZMA_STREAM_DICTIONARY: u64 = 1 << 20;
 /// Old bytes a window segment may take from the reference stream...
 pub const MAX_WINDOW_BYTES: u64 = 8 << 20;
 /// ...plus at most this many new bytes produced just before the segment, in a
@@ -169,8 +163,6 @@ pub const MAX_ENTRIES: u64 = 1 << 22;
 /// (measured), where 2^22 cost 456 MiB from a 1.3 KB patch. Kept entries are
 /// not named (they come from the old build's own listing).
 pub const MAX_NAMED_ENTRIES: u64 = 1 << 20;
-/// zstd frames in a patch may not ask for a window above 2^24.
-pub const MAX_WINDOW_LOG: u32 = 24;
 
 /// Entry kind byte of a regular file (listings and signatures).
 pub const KIND_FILE: u8 = 0;
@@ -1525,20 +1517,6 @@ pub struct WindowSegmentHeader {
     pub comp_len: u64,
     /// How the segment's data is compressed.
     pub codec: WindowCodec,
-}
-
-/// How a window segment's data is compressed against its window (§2.6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum WindowCodec {
-    /// One zstd frame with the window as its prefix (tag `W`).
-    #[default]
-    Zstd,
-    /// Raw LZMA with this properties byte, whose dictionary starts as the window (tag `L`,
-    /// `FLAG_LZMA_SEGMENTS`).
-    Lzma {
-        /// `(pb * 5 + lp) * 9 + lc`, each at most 4 and lc + lp at most 4.
-        props: u8,
-    },
 }
 
 impl WindowSegmentHeader {

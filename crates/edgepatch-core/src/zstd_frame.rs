@@ -5,8 +5,8 @@
 
 use zstd::zstd_safe::{CCtx, CParameter};
 
-use crate::error::{Error, Result};
-use crate::patch_format::MAX_WINDOW_LOG;
+use crate::error::{zstd_error, Error, Result};
+use crate::segment_codec::MAX_WINDOW_LOG;
 
 /// How zstd searches one frame; `None` leaves the level's own parameter.
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +60,7 @@ pub(crate) fn compressed_len(data: &[u8], prefix: &[u8], search: FrameSearch) ->
 }
 
 fn zerr(code: usize) -> Error {
-    Error::Invalid(crate::apply::zstd_error(code))
+    Error::Invalid(zstd_error(code))
 }
 
 /// Compresses `data` into `frame` (up to its capacity) as [`compress_frame`] says.
@@ -88,4 +88,16 @@ fn compress_into(frame: &mut Vec<u8>, data: &[u8], prefix: &[u8], search: FrameS
         cctx.ref_prefix(prefix)?;
     }
     cctx.compress2(frame, data)
+}
+
+/// `data` as one zstd frame at `level`, its window just large enough (within the format's
+/// limit); empty for empty data.
+pub(crate) fn compress(data: &[u8], level: i32) -> Result<Vec<u8>> {
+    if data.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut c = zstd::bulk::Compressor::new(level).map_err(|e| Error::Invalid(format!("zstd: {e}")))?;
+    c.set_parameter(zstd::zstd_safe::CParameter::WindowLog(data.len().next_power_of_two().trailing_zeros().clamp(10, MAX_WINDOW_LOG)))
+        .map_err(|e| Error::Invalid(format!("zstd: {e}")))?;
+    c.compress(data).map_err(|e| Error::Invalid(format!("zstd: {e}")))
 }

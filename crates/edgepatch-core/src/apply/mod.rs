@@ -22,7 +22,7 @@ use crate::error::{Error, Input, Result};
 use crate::patch_format::*;
 
 pub use applier::PatchApplier;
-pub(crate) use patch_reader::{read_header_and_tree, read_segment_header, zstd_error, PatchInput};
+pub(crate) use patch_reader::{read_header_and_tree, read_segment_header, PatchInput};
 
 /// Bytes moved per read or write of file content.
 const CHUNK: usize = 256 << 10;
@@ -195,7 +195,7 @@ pub(crate) fn display_path(path: &str) -> String {
 
 /// A sink's error: a manifest's refusal keeps its type, anything else is an output failure.
 pub(super) fn out_err(path: &str, e: io::Error) -> Error {
-    match crate::manifest_binding::ManifestRefusal::of(&e) {
+    match crate::error::ManifestRefusal::of(&e) {
         Some(r) => Error::NotInManifest { what: r.what.clone() },
         None => Error::Output { path: display_path(path), source: e },
     }

@@ -6,7 +6,7 @@
 use std::io::{self, Read};
 
 use super::{old_listing, resize_exact, OldBuild};
-use crate::error::{Error, Input, Result};
+use crate::error::{zstd_error, Error, Input, Result};
 use crate::patch_format::*;
 
 /// Counts and hashes every byte read, so errors carry offsets and the trailer
@@ -386,10 +386,6 @@ pub(crate) fn decompress_with_window(comp: &[u8], window: &[u8], w: &WindowSegme
         return Err(corrupt(format!("decompressed to {n} bytes, header says {new_len}")));
     }
     Ok(())
-}
-
-pub(crate) fn zstd_error(code: usize) -> String {
-    format!("zstd: {}", zstd::zstd_safe::get_error_name(code))
 }
 
 #[cfg(test)]

@@ -22,10 +22,10 @@
 
 use std::borrow::Cow;
 
-use crate::diff::AlignedPart;
 use crate::error::{Error, Result};
 use crate::patch_format::{MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
 use crate::wasm_transform::{self as wt, Normalized};
+use crate::window_plan::AlignedPart;
 use crate::zstd_frame::{compressed_len, FrameSearch, LongDistance};
 
 /// Bytes of the normalized form covered by one check hash. At most one segment, so that
@@ -67,7 +67,7 @@ pub struct WasmTransform {
     /// [`NormalizedNew::renamed`]): the old file read split.
     pub(super) old_path: Option<String>,
     /// In the field-split layout: the split module's sections and field streams, each with
-    /// the old module's same part (`crate::diff::stream_parts`): contiguous, from (0, 0) to
+    /// the old module's same part (`crate::window_plan::stream_parts`): contiguous, from (0, 0) to
     /// (`normalized_size`, the old module's size). Each part's segments are diffed against
     /// the old part (the in-memory diff's stream-aligned segments).
     pub(super) parts: Vec<AlignedPart>,
@@ -249,7 +249,7 @@ fn split_if_smaller(old: Cow<[u8]>, mut n: Normalized) -> Option<Layout> {
         parts.iter().map(part).sum()
     };
     let sections = wt::section_parts(&n.bytes).ok().zip(wt::section_parts(&old).ok());
-    let whole_parts = sections.map(|(new_parts, old_parts)| crate::diff::stream_parts(n.bytes.len() as u64, &new_parts, old.len() as u64, &old_parts));
+    let whole_parts = sections.map(|(new_parts, old_parts)| crate::window_plan::stream_parts(n.bytes.len() as u64, &new_parts, old.len() as u64, &old_parts));
     let Some(whole) = whole_parts.and_then(|parts| trial(&n.bytes, &old, &parts)) else { return Some(Layout::Whole(n)) };
     let (n_blake3, whole_side_info) = (blake3::hash(&n.bytes), n.side_info.clone());
     // On an error `n` is as it was.
@@ -257,7 +257,7 @@ fn split_if_smaller(old: Cow<[u8]>, mut n: Normalized) -> Option<Layout> {
         return Some(Layout::Whole(n));
     }
     let split = n;
-    let (old_split, parts) = crate::diff::split_old_paired(old, &split.bytes, &split.side_info).ok()?;
+    let (old_split, parts) = crate::window_plan::split_old_paired(old, &split.bytes, &split.side_info).ok()?;
     let split_size = trial(&split.bytes, &old_split, &parts)?;
     if wt::join_code_layout_hash(&split.bytes, &split.side_info).ok()? != n_blake3 {
         return None;
