@@ -34,6 +34,10 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy -p edgepatch-wasm --target wasm32-unknown-unknown --quiet -- -D warnings
 drop_build target/debug
 
+echo "== Fuzzing: the patch reader (patch_apply) and the wasm transform's inverse (wasm_inverse), 60 s each (scripts/fuzz.sh; fuzz/README.md)"
+bash scripts/fuzz.sh 60
+drop_build fuzz/target
+
 echo "== Other systems: the CLI's clippy -D warnings for Windows, static Linux and macOS (Apple silicon, Intel) (scripts/check-targets.sh; macOS through cargo-zigbuild)"
 bash scripts/check-targets.sh
 

@@ -1,6 +1,7 @@
 //! Writes seed corpora for the fuzz targets into fuzz/corpus/<target>/:
 //! valid patches from the fixed old builds (src/lib.rs) to several new builds,
-//! signatures of those builds, and build and patch manifests.
+//! signatures of those builds, build and patch manifests, and normalized wasm
+//! modules with their side info.
 //!
 //!     cd fuzz && cargo run --release --example make_seeds
 //!
@@ -12,7 +13,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use edgepatch_core::inspect::inspect_patch;
-use edgepatch_core::patch_format::{FileSource, Segment, TreeEntryKind, WindowSegmentHeader, END_TAG};
+use edgepatch_core::patch_format::{FileSource, Segment, TreeEntryKind, WindowCodec, WindowSegmentHeader, END_TAG};
 use edgepatch_core::manifest::{EntryKind, EntrySource, Manifest, ManifestEntry, ManifestKind, SegmentRef};
 use edgepatch_core::signature::Signature;
 use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
@@ -204,7 +205,7 @@ fn as_window_patch(patch: &[u8], old: &Build, new: &Build, segments: usize) -> O
         cctx.ref_prefix(&window).unwrap();
         let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(part.len()));
         cctx.compress2(&mut frame, part).unwrap();
-        WindowSegmentHeader { new_len: part.len() as u64, spans, back_len: 0, comp_len: frame.len() as u64 }.encode(&mut out);
+        WindowSegmentHeader { new_len: part.len() as u64, spans, back_len: 0, comp_len: frame.len() as u64, codec: WindowCodec::Zstd }.encode(&mut out);
         out.extend_from_slice(&frame);
     }
     out.push(END_TAG);
@@ -263,6 +264,20 @@ fn main() {
     let dir = corpus("manifest_decode");
     for (name, m) in manifests() {
         write(&dir, &format!("{name}.manifest"), &m.encode().unwrap());
+    }
+
+    // wasm_inverse: each real module's normalized form and side info as a raw input (those
+    // under the 64 KiB -max_len scripts/fuzz.sh runs with), and one structured input per
+    // form (its mode byte picks the form, no edits yet).
+    let dir = corpus("wasm_inverse");
+    for (k, (name, n)) in edgepatch_fuzz::wasm::normalized_forms().iter().enumerate() {
+        let back = edgepatch_core::wasm_transform::inverse(&n.bytes, &n.side_info).expect("a forward transform inverts");
+        assert!(!back.is_empty());
+        let raw = edgepatch_fuzz::wasm::raw_input(n);
+        if raw.len() <= 64 << 10 {
+            write(&dir, &format!("raw-{name}.bin"), &raw);
+        }
+        write(&dir, &format!("form-{name}.bin"), &[k as u8 + 1]);
     }
 }
 

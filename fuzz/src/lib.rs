@@ -5,6 +5,7 @@
 use std::io;
 
 pub mod hostile;
+pub mod wasm;
 
 /// The independent reference applier of the core's tests (written from
 /// docs/FORMAT.md alone), which every differential check compares against.
