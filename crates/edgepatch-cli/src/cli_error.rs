@@ -119,10 +119,12 @@ impl Refusal {
 pub enum CliError {
     /// An error of the core; its code is the core's `ErrorKind` name.
     #[error("{message}")]
-    Core { message: String, path: Option<PathBuf>, source: edgepatch_core::Error },
+    // The sources are boxed: kept inline, they make every `Result<_, CliError>` large
+    // (past clippy's `result_large_err` on Windows, where a `PathBuf` is bigger).
+    Core { message: String, path: Option<PathBuf>, source: Box<edgepatch_core::Error> },
     /// A manifest the core's reader or writer refused; coded by [`ManifestError::kind`].
     #[error("{message}")]
-    Manifest { message: String, path: Option<PathBuf>, source: ManifestError },
+    Manifest { message: String, path: Option<PathBuf>, source: Box<ManifestError> },
     /// A name, key, signature or rotation the core's trust rules refuse.
     #[error("{message}")]
     Trust { message: String, source: TrustError },
@@ -179,12 +181,12 @@ impl CliError {
 
     /// A core error about the file `path` (the message is the core's).
     pub fn core_at(path: &Path, e: edgepatch_core::Error) -> Self {
-        CliError::Core { message: e.to_string(), path: Some(path.to_path_buf()), source: e }
+        CliError::Core { message: e.to_string(), path: Some(path.to_path_buf()), source: Box::new(e) }
     }
 
     /// A manifest error about `path`, when there is a file.
     pub fn manifest(e: ManifestError) -> Self {
-        CliError::Manifest { message: e.to_string(), path: None, source: e }
+        CliError::Manifest { message: e.to_string(), path: None, source: Box::new(e) }
     }
 
     /// The same error with `path` as the file it is about (kept if it names one already).
@@ -281,7 +283,7 @@ impl CliError {
 
 impl From<edgepatch_core::Error> for CliError {
     fn from(e: edgepatch_core::Error) -> Self {
-        CliError::Core { message: e.to_string(), path: None, source: e }
+        CliError::Core { message: e.to_string(), path: None, source: Box::new(e) }
     }
 }
 
@@ -395,7 +397,7 @@ mod tests {
         for (code, exit, _) in CODES {
             assert!(documented.iter().any(|(c, e)| c == code && e == exit), "`{code}` (exit {exit}) is not in docs/CLI.md's table");
         }
-        let exits: Vec<u8> = section.lines().filter_map(|l| l.trim_matches('|').split('|').next()?.trim().parse().ok()).collect();
+        let exits: Vec<u8> = section.lines().filter_map(|l| l.trim_matches('|').split('|').next()?.trim().parse::<u8>().ok()).collect();
         assert!(exits.contains(&EXIT_OK), "docs/CLI.md's table lists exit 0");
     }
 
