@@ -6,6 +6,7 @@ import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloud
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import worker from "../src/index";
 import { initWasm } from "../src/wasm";
+import type { UpdateDescriptor } from "../src/generate";
 import { keyId, updateStatement } from "../src/statements";
 import { keys } from "../src/store";
 import { makeTar, type TarEntry } from "./tar";
@@ -17,19 +18,7 @@ const auth = { Authorization: `Bearer ${TEST_TOKEN}` };
 const ROTATED = { MANIFEST_SIGNING_KEY: "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=", PREVIOUS_PUBLIC_KEYS: PUBLIC_KEY };
 const b64 = (s: string) => Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
 
-interface Descriptor {
-  game: string;
-  from: string;
-  to: string;
-  manifestUrl: string;
-  manifestSize: number;
-  manifestBlake3: string;
-  patchUrl: string;
-  patchSize: number;
-  patchBlake3: string;
-  keyId?: string;
-  signature?: string;
-}
+type Descriptor = UpdateDescriptor;
 
 function build(v: number): TarEntry[] {
   return [
