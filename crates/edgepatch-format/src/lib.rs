@@ -1,0 +1,1 @@
+//! The edgepatch formats (being moved here from edgepatch-core).

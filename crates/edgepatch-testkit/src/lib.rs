@@ -1,0 +1,1 @@
+//! Test helpers shared by the edgepatch crates (being gathered here).

@@ -1,0 +1,1 @@
+//! The wasm transform (being moved here from edgepatch-core).
