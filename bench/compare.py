@@ -132,7 +132,7 @@ def build_large_pair(corpus: Path, work: Path) -> Pair:
 
 
 def deterministic_tar(directory: Path, out: Path) -> None:
-    """The corpus's own tar recipe (../shared/corpus/fetch.sh dtar), so peers see what they see there."""
+    """The corpus's own tar recipe (bench/corpus/fetch.sh dtar), so peers see what they see there."""
     subprocess.run(["tar", "--sort=name", "--owner=0", "--group=0", "--numeric-owner", "--mtime=@0",
                     "--format=gnu", "--exclude=.unpacked", "-C", str(directory), "-cf", str(out), "."], check=True)
 
@@ -705,7 +705,7 @@ def run_context(edgepatch: Path) -> dict:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, required=True, help="corpus dir made by ../shared/corpus/fetch.sh")
+    parser.add_argument("--corpus", type=Path, required=True, help="corpus dir made by bench/corpus/fetch.sh")
     parser.add_argument("--work", type=Path, required=True,
                         help="scratch dir for the large pair, patches and outputs (outside the repo)")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "out", help="where JSON and markdown go")

@@ -5,7 +5,7 @@
 #
 # Layout: DIR/dl/*.tgz (the packages), DIR/src/<package>-<version>/ (unpacked),
 #         DIR/pairs/<pair>/{old,new} (the two modules, hard links into src).
-# The two corpus pairs (havok-wasm, esbuild-wasm-adj) come from ../shared/corpus/fetch.sh.
+# The two corpus pairs (havok-wasm, esbuild-wasm-adj) come from bench/corpus/fetch.sh.
 # Then: bash bench/wasm_pairs.sh DIR/pairs/* CORPUS/pairs/{havok-wasm,esbuild-wasm-adj}
 set -euo pipefail
 DIR=${1:?usage: bench/fetch_wasm_pairs.sh DIR}

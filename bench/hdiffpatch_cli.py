@@ -13,7 +13,7 @@ import sys
 
 import hdiffpatch
 
-# "HDiffPatch (zstd 19)" in ../shared/corpus/README.md. The window is left to zstd's
+# "HDiffPatch (zstd 19)" in bench/corpus/README.md. The window is left to zstd's
 # level default: on the corpus a 2^27 window gives byte-identical patches.
 COMPRESSION = hdiffpatch.ZStdConfig(level=19)
 

@@ -4,7 +4,7 @@
 # Benchmarks edgepatch against xdelta3, bsdiff, zstd --patch-from, HDiffPatch and
 # rdiff+zstd on the real corpus, all measured in this run; see BENCHMARKS.md.
 #   1. installs the peers if missing (apt: xdelta3 bsdiff zstd rdiff time; PyPI: hdiffpatch)
-#   2. fetches the corpus with ../shared/corpus/fetch.sh (idempotent; verifies checksums)
+#   2. fetches the corpus with bench/corpus/fetch.sh (idempotent; verifies checksums)
 #   3. builds target/release/edgepatch (skipped with --no-build or when EDGEPATCH_BIN is set)
 #   4. runs bench/compare.py: markdown to stdout, raw JSON to bench/out/
 #
@@ -16,7 +16,6 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-SHARED=$REPO/../shared
 CORPUS=${EDGEPATCH_CORPUS:-$HOME/.cache/edgepatch-corpus}
 WORK=${EDGEPATCH_BENCH_WORK:-$HOME/.cache/edgepatch-bench}
 BUILD=1
@@ -63,7 +62,7 @@ if ! python3 -c 'import hdiffpatch' 2>/dev/null; then
 fi
 
 # ---- 2. corpus (fetch.sh skips what is present and checks SHA256SUMS; ~1 s when complete)
-bash "$SHARED/corpus/fetch.sh" "$CORPUS"
+bash "$REPO/bench/corpus/fetch.sh" "$CORPUS"
 
 # ---- 3. edgepatch
 if [ -n "${EDGEPATCH_BIN:-}" ]; then

@@ -12,7 +12,7 @@
 #   cargo build --release --bin edgepatch && bash scripts/build-wasm.sh web node
 #   bash bench/worker_one_run.sh --corpus DIR --fanout-data DIR --pair DIR [--pair DIR ...] [--steps 1,2,4] [--log FILE]
 #
-# --corpus: pairs/<name>/{old,new} and trees/<name>/{old,new} (e.g. ../shared/corpus's, plus
+# --corpus: pairs/<name>/{old,new} and trees/<name>/{old,new} (e.g. bench/corpus/fetch.sh's, plus
 # concat-101mib); --fanout-data: bench/synthetic_fanout.py's output (its wrangler-state is
 # reused when present: the old build is then published already); --pair: a directory holding a
 # single-file pair (old, new) for the parallel steps. Stops at the first part that fails; the log says which.

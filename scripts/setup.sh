@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/setup.sh — installs what building and testing edgepatch needs, idempotently:
 # anything already present is skipped. Sourced by demo.sh and test.sh.
-# Recipe measured on this machine kind: ../shared/TOOLCHAIN.md.
+# Recipe measured on this machine kind: docs/TOOLCHAIN.md.
 set -euo pipefail
 
 log() { echo "[setup] $*" >&2; }
@@ -25,7 +25,7 @@ fi
 log "toolchain ready: $(cargo --version)"
 
 # --- WebAssembly (crates/edgepatch-wasm) and the Node command (packages/edgepatch-js) ---
-# Measured recipe: ../shared/TOOLCHAIN.md. Each step is skipped when already done.
+# Measured recipe: docs/TOOLCHAIN.md. Each step is skipped when already done.
 SETUP_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export PATH="$HOME/.cargo/bin:$PATH"
 apt_updated=
@@ -92,6 +92,6 @@ fi
 log "wasm ready: $(wasm-pack --version), $(wasm-bindgen --version), node $(node --version)"
 
 # Node 22 for wrangler (the Worker: worker/), project-local in .tools/node22; wrangler
-# refuses the system Node 20 (../shared/TOOLCHAIN.md). Installed here, put on PATH only by
+# refuses the system Node 20 (docs/TOOLCHAIN.md). Installed here, put on PATH only by
 # the worker scripts that run wrangler (everything else keeps the system Node).
 "$SETUP_REPO/worker/scripts/node22.sh" >/dev/null

@@ -71,7 +71,7 @@ try {
     };
     rmSync(work, { recursive: true, force: true });
   } else {
-    results.memory = `skipped: ${pair} or ${BIN} missing (../shared/corpus/fetch.sh, cargo build --release)`;
+    results.memory = `skipped: ${pair} or ${BIN} missing (bench/corpus/fetch.sh, cargo build --release)`;
   }
 
   // --- 2. load: publish -------------------------------------------------------------------

