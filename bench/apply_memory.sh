@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/apply_memory.sh BASE NEW PAIR_DIR... : what `edgepatch apply` holds and takes for
-# transformed wasm modules (BENCHMARKS.md, "Apply without module-sized buffers").
+# transformed wasm modules (BENCHMARKS.md, "Transformed wasm modules").
 # For each PAIR_DIR/{old,new}: NEW makes the patch (and one with --no-wasm-transform, the
 # floor); BASE and NEW apply it, each three times: peak RSS (KB) and the fastest wall time.
 # Every output is compared with PAIR_DIR/new. Prints TSV. Pairs: bench/fetch_wasm_pairs.sh.

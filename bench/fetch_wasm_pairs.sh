@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/fetch_wasm_pairs.sh DIR : the real compiled-wasm version pairs that bench/wasm_pairs.sh
-# measures (BENCHMARKS.md, issue 14 item 1), fetched from the npm registry with `npm pack` and
+# measures (BENCHMARKS.md, "Compiled wasm against the peers"), fetched from the npm registry with `npm pack` and
 # checked against bench/wasm_pairs.sha256. Idempotent. Keep DIR outside the repository.
 #
 # Layout: DIR/dl/*.tgz (the packages), DIR/src/<package>-<version>/ (unpacked),

@@ -8,7 +8,7 @@
 //
 //   node bench/generator.mjs [--pairs a,b] [--pair-dirs DIR,DIR] [--level N (default 17, the
 //                            Worker's PATCH_LEVEL)] [--no-wasm-transform] [--zstd-only (no
-//                            LZMA ops streams: the Worker before session 32)] [--no-native (no
+//                            LZMA ops streams, the Worker's earlier form)] [--no-native (no
 //                            native diff to compare with)] [--lzma-windows-up-to MIB (split
 //                            parts as LZMA window segments where window and part take at most
 //                            MIB MiB; default: as the Worker)]

@@ -3,7 +3,7 @@
 // Node process with its own instance of the Worker's wasm module (what a Queues consumer gets on
 // Cloudflare: one isolate per step), then assembled as the Worker assembles (`absorbSegment`).
 // `wrangler dev` cannot show this: its local queue hands steps over one after another, in one
-// workerd thread (BENCHMARKS.md, "Generation fanned out"). Reports, per parallelism, the wall
+// workerd thread (BENCHMARKS.md, "Through `wrangler dev`"). Reports, per parallelism, the wall
 // time from the first step's start to the assembled patch, every step's CPU seconds and wasm
 // memory, and checks the patch is byte for byte the one-step patch and applies (native CLI).
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # bench/synthetic_fanout.py DIR — writes DIR/old and DIR/new (about 1.1 GB each) for the fanned-out
-# generation benchmark (bench/fanout.mjs, BENCHMARKS.md "Generation fanned out (issue 13 item 2)").
+# generation benchmark (bench/fanout.mjs, BENCHMARKS.md "Through `wrangler dev`").
 # Not part of the tests. Seeded pseudo-random bytes (incompressible, like packed game data):
 #   data/world.pak   560 MiB, one file over 500 MB: new = old with 300 scattered 16-byte edits,
 #                    1 MiB inserted in the middle and 512 KiB removed near the end;

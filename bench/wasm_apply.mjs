@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // bench/wasm_apply.mjs — apply throughput and peak wasm memory of the WebAssembly
 // build, in Node and in headless Chromium, next to the native CLI on the same
-// pairs in the same run (issue 3 item 7; results in BENCHMARKS.md).
+// pairs in the same run (results in BENCHMARKS.md, "WebAssembly apply next to the native CLI").
 //
 //   node bench/wasm_apply.mjs [--runs N] [--pairs a,b] [--no-browser]
 //

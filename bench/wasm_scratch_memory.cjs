@@ -1,6 +1,6 @@
 // node bench/wasm_scratch_memory.cjs OLD PATCH scratch|memory : the wasm module's linear memory
-// after applying the single-file PATCH to OLD (BENCHMARKS.md, "Apply without module-sized
-// buffers"), with the Node build (packages/edgepatch-js/wasm, scripts/setup.sh), the output
+// after applying the single-file PATCH to OLD (BENCHMARKS.md, "Transformed wasm
+// modules"), with the Node build (packages/edgepatch-js/wasm, scripts/setup.sh), the output
 // counted only, with or without scratch space (BuildSink.writeScratch: a nameless temp file).
 // Run once per process: a linear memory only grows.
 'use strict';

@@ -15,10 +15,10 @@
 // statistics), workerd's CPU seconds over the publishes and over the pair's generation alone
 // (asked for by the owner before the pair is released; summed per 100 MB of new builds at the
 // end), `edgepatch update` seconds once a channel released the pair (wall, process included:
-// download, verify, apply), the same update run again (checked too), OK or FAIL. Until session
-// 15 the generation's CPU was read from the new build's publish (on a channel) to the update's
+// download, verify, apply), the same update run again (checked too), OK or FAIL. Earlier
+// versions read the generation's CPU from the new build's publish (on a channel) to the update's
 // end, which also held the channel move's pre-generation of the whole new build from the empty
-// one (BENCHMARKS.md, "Generator CPU through the Worker, session 15"). Loopback only, fresh local
+// one (BENCHMARKS.md, "Through `wrangler dev`"). Loopback only, fresh local
 // state, bounded (25 minutes); the wrangler process group it starts is ended however it exits.
 import { spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync } from "node:fs";

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/worker_one_run.sh — issue 13's Worker figures measured in one run, one log:
+# bench/worker_one_run.sh — the Worker's figures measured in one run, one log:
 #   1. every corpus pair through `wrangler dev` (bench/worker_corpus.mjs): Worker patch / CLI
 #      patch, workerd CPU per 100 MB of new builds, byte-exact updates;
 #   2. the synthetic 1.1 GB build fanned out under `wrangler dev` (bench/fanout.mjs): wall time,

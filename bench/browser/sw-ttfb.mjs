@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // bench/browser/sw-ttfb.mjs — the game Service Worker's time to first byte and full read
-// for a 30 MB asset and a small file, per engine (issue 12, "Measure"; BENCHMARKS.md).
+// for a 30 MB asset and a small file, per engine (BENCHMARKS.md, "The game Service Worker's first byte").
 //
 //   node bench/browser/sw-ttfb.mjs [--engines chromium,firefox,webkit] [--runs 5]
 //

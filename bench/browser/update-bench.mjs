@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // bench/browser/update-bench.mjs — a browser update of a ~100 MB game build, per engine,
 // against a plain download of the whole new build from the same server into OPFS
-// (issue 12, "Measure"; results in BENCHMARKS.md, "Browser update per engine").
+// (results in BENCHMARKS.md, "Browsers", "Update per engine").
 //
 //   node bench/browser/update-bench.mjs [--engines chromium,firefox,webkit] [--runs 1] [--level 9]
 //        [--layout many|few] [--mbit N] [--opfs-access auto|access-handles|writable-streams|...]
