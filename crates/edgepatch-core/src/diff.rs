@@ -21,6 +21,7 @@ use crate::tree_plan::{encode_header_and_tree, plan_tree, PlannedKind};
 use crate::window_plan::{is_text_segment, keep_densest, merge_weighted, split_old_paired, AlignedPart, Overflow, WHOLE_FILES_BUDGET};
 use crate::wire::put_varint;
 use crate::zstd_frame::{compress, compress_frame, window_log, FrameSearch, LongDistance};
+use edgepatch_format::{Capabilities, Capability};
 
 /// How `diff_builds` makes a patch.
 #[derive(Debug, Clone)]
@@ -41,6 +42,9 @@ pub struct DiffOptions {
     /// windows use more declares its reach (docs/FORMAT.md §2.6), which an
     /// applier then keeps.
     pub window_reach: u64,
+    /// What the patch's reader understands: no feature outside it is used (a wasm module
+    /// whose transform would need more is diffed as it is). Default: this build's own set.
+    pub reader: Capabilities,
 }
 
 /// The diff's default window reach. 8 MiB: three-tree and typescript gain
@@ -58,6 +62,7 @@ impl Default for DiffOptions {
             match_params: MatchParams::default(),
             wasm_transform: true,
             window_reach: DEFAULT_WINDOW_REACH,
+            reader: Capabilities::current(),
         }
     }
 }
@@ -127,7 +132,9 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     let mut single_file_segments = None;
     // New files renamed from an old one (content-hashed names), by new path: that old file.
     let renamed = crate::renamed_files::renamed_paths(&old.files().map(|(p, _)| p).collect::<Vec<_>>(), &new.files().map(|(p, _)| p).collect::<Vec<_>>());
-    if opts.wasm_transform {
+    // A reader without the mode-blind digest (§2.1) gets none.
+    tree.omit_mode_blind_digest = !opts.reader.contains(Capability::ModeBlindDigest);
+    if opts.wasm_transform && opts.reader.contains(Capability::WasmTransform) {
         for &(i, data) in &delta_files {
             let path = tree.entries[i].path.as_str();
             // The old module: at the same path, or the one it was renamed from (whose index the
@@ -140,7 +147,10 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
                 },
                 (None, None) => continue,
             };
-            let Some(choice) = transform_if_smaller(old_data, data, opts, threads)? else { continue };
+            // A split module read against a renamed old file needs its row to name that file.
+            let renamed_split = old_path != path && !single_file;
+            let split_allowed = opts.reader.contains(Capability::WasmSplitLayout) && (!renamed_split || opts.reader.contains(Capability::WasmSplitReference));
+            let Some(choice) = transform_if_smaller(old_data, data, opts, split_allowed, threads)? else { continue };
             if let Some((bytes, side_info)) = choice.transformed {
                 let split_reference =
                     (choice.old_split.is_some() && old_path != path && !single_file).then(|| old_files.iter().position(|(p, _)| *p == old_path)).flatten();
@@ -248,11 +258,14 @@ struct WasmChoice {
 /// applier reads the old file as it is or split, so the old module must be
 /// its own normalized form (true for canonical LEB128s: every toolchain
 /// measured).
-fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usize) -> Result<Option<WasmChoice>> {
+/// Only forms the reader can apply are tried (`opts.reader`, and the split one only where
+/// `split_allowed`).
+fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, split_allowed: bool, threads: usize) -> Result<Option<WasmChoice>> {
     // The safety checks are the generator's too (one place: crate::generate).
     let Some(n) = crate::generate::normalize_even_unchanged(old, new) else { return Ok(None) };
     // Nothing renumbered: only the split layout can make the normalized form pay.
-    let renumbered = n.bytes != new;
+    let readable = |side_info: &[u8]| Capabilities::required_by_side_info(side_info).is_subset(opts.reader);
+    let renumbered = n.bytes != new && readable(&n.side_info);
     let quiet = |_: u64, _: u64| {};
     let size = |segments: &[Vec<u8>], side_info: &[u8]| -> Result<usize> {
         let side = if side_info.is_empty() { 0 } else { compress(side_info, opts.level)?.len() };
@@ -264,11 +277,12 @@ fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, threads: usi
     let mut best = (size(&plain, &[])?, WasmChoice { transformed: None, old_split: None, segments: plain });
     // The field-split layout of both modules (docs/FORMAT.md §2.8.7): smaller on
     // re-emitted code (a toolchain change), larger on some small changes.
-    let split = crate::wasm_transform::with_code_layout_against(&n, old).ok().and_then(|s| {
-        // Each part of the split module is diffed against the old module's same part.
-        let (old_split, parts) = split_old_paired(Cow::Borrowed(old), &s.bytes, &s.side_info).ok()?;
-        Some((old_split, s, parts))
-    });
+    let split =
+        split_allowed.then(|| crate::wasm_transform::with_code_layout_against(&n, old).ok()).flatten().filter(|s| readable(&s.side_info)).and_then(|s| {
+            // Each part of the split module is diffed against the old module's same part.
+            let (old_split, parts) = split_old_paired(Cow::Borrowed(old), &s.bytes, &s.side_info).ok()?;
+            Some((old_split, s, parts))
+        });
     if renumbered {
         let segments = encode_segments(old, &n.bytes, &whole(n.bytes.len()), &[], opts, threads, &quiet)?;
         let t_size = size(&segments, &n.side_info)?;
@@ -419,7 +433,8 @@ fn encode_segments(
         // changes megabytes apart (bundles and their sources), and a binary segment's extra
         // window trial doubled the diff's CPU on freedoom2-wad and concat-101mib for nothing
         // kept (BENCHMARKS.md, "Trees: window segments reaching further back").
-        let reach = if is_text_segment(part) { opts.window_reach } else { opts.window_reach.min(BASE_WINDOW_BACK) };
+        let far = is_text_segment(part) && opts.reader.contains(Capability::WindowReach);
+        let reach = if far { opts.window_reach } else { opts.window_reach.min(BASE_WINDOW_BACK) };
         // Segments never straddle a part (cut at both its ends), so the one part that may hold
         // this segment is the last starting at or before it.
         let within = aligned[..aligned.partition_point(|p| p.new.0 <= lo as u64)].last().filter(|p| hi as u64 <= p.new.1);
@@ -430,7 +445,7 @@ fn encode_segments(
             Some(p) => vec![p.old],
             None => hints.iter().filter(|h| h.new_start < hi && h.new_end > lo).filter_map(|h| h.old).collect(),
         };
-        let r = encode_segment(reference, part, before, &ops, &whole, within.is_some(), opts.level);
+        let r = encode_segment(reference, part, before, &ops, &whole, within.is_some(), SegmentForms::of(opts));
         if let Some(t) = t {
             let old = within.map_or(String::new(), |p| format!(" against old {}..{}", p.old.0, p.old.1));
             eprintln!("segment {i} (new {lo}..{hi}{old}): encoded in {:.2}s ({:?} bytes)", t.elapsed().as_secs_f64(), r.as_ref().map(Vec::len).ok());
@@ -470,13 +485,35 @@ fn segment_bounds_cut(len: usize, seg: usize, cuts: &[u64]) -> Vec<(usize, usize
 }
 
 /// `before`: the new-stream bytes just before `part` that a window may reach back to.
-fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], aligned: bool, level: i32) -> Result<Vec<u8>> {
+/// The forms a segment may take: its zstd level, and whether the reader takes LZMA segments
+/// and run-coded diff streams.
+#[derive(Clone, Copy)]
+struct SegmentForms {
+    level: i32,
+    lzma: bool,
+    run_coded: bool,
+}
+
+impl SegmentForms {
+    fn of(opts: &DiffOptions) -> SegmentForms {
+        SegmentForms {
+            level: opts.level,
+            lzma: opts.level >= LZMA_MIN_LEVEL && opts.reader.contains(Capability::LzmaSegments),
+            run_coded: opts.reader.contains(Capability::RunCodedOps),
+        }
+    }
+}
+
+fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], aligned: bool, forms: SegmentForms) -> Result<Vec<u8>> {
+    let level = forms.level;
     let ctrl = encode_control(ops);
     if ctrl.len() as u64 > MAX_SEGMENT_CTRL {
         return Err(Error::Invalid("control stream of a segment over its limit; use a smaller segment size".into()));
     }
     let (diff, extra) = split_streams(reference, part, ops);
-    let encoded = encode_ops_streams(part.len() as u64, &ctrl, &diff, &extra, level >= LZMA_MIN_LEVEL, |data, _| compress(data, level))?;
+    let encoded = encode_ops_streams(part.len() as u64, &ctrl, &diff, &extra, OpsForms { lzma: forms.lzma, run_coded: forms.run_coded }, |data, _| {
+        compress(data, level)
+    })?;
     // The rule reads the zstd streams' sizes, on which it was measured (`OpsEncoding`).
     let (out, h) = (encoded.bytes, encoded.zstd_header);
     // Where the control stream is a large share (text: many short matches), a
@@ -484,7 +521,7 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whol
     // (Tiny results are not worth the window's slow compression.)
     if aligned || (h.ctrl_comp * 5 > h.diff_comp + h.extra_comp && encoded.zstd_len > WINDOW_TRIAL_MIN as u64) {
         let t = std::env::var_os("EDGEPATCH_TIMING").map(|_| std::time::Instant::now());
-        let mut window = encode_window_segment(reference, part, before, ops, whole, aligned, level)?;
+        let mut window = encode_window_segment(reference, part, before, ops, whole, aligned, forms)?;
         // Reaching past the base (§2.6) moves the match finder's choices: on
         // freedoom2-wad it cost 66 bytes. The base reach is tried too, and the
         // longer one kept only where it saves a tenth: a patch that declares a
@@ -492,7 +529,7 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whol
         // bytes for 21 MB more wasm memory; three-tree's last segment, 80%).
         let base = before.len().saturating_sub(BASE_WINDOW_BACK as usize);
         if base > 0 {
-            let near = encode_window_segment(reference, part, &before[base..], ops, whole, aligned, level)?;
+            let near = encode_window_segment(reference, part, &before[base..], ops, whole, aligned, forms)?;
             if window.len() * 10 > near.len() * 9 {
                 window = near;
             }
@@ -582,7 +619,16 @@ fn window_spans(reference_len: u64, ops: &[Op], whole: &[(u64, u64)]) -> (Vec<(u
     (out, holds_whole_files)
 }
 
-fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], aligned: bool, level: i32) -> Result<Vec<u8>> {
+fn encode_window_segment(
+    reference: &[u8],
+    part: &[u8],
+    before: &[u8],
+    ops: &[Op],
+    whole: &[(u64, u64)],
+    aligned: bool,
+    forms: SegmentForms,
+) -> Result<Vec<u8>> {
+    let level = forms.level;
     let (merged, holds_whole_files) = if aligned && whole.iter().map(|w| w.1 - w.0).sum::<u64>() <= WHOLE_FILES_BUDGET {
         (whole.to_vec(), true)
     } else {
@@ -616,7 +662,7 @@ fn encode_window_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op
     // (literals after the byte before, repeated distances, a range coder) takes 5-9% fewer
     // bytes there than zstd's (BENCHMARKS.md, "LZMA segments"). Tried where the diff is at
     // its default level or above, on the parts it was measured on.
-    if aligned && level >= LZMA_MIN_LEVEL {
+    if aligned && forms.lzma {
         (frame, codec) = crate::lzma::smallest_window_form(part, &window, frame, crate::patch_format::MAX_LZMA_DICTIONARY);
     }
     let header = WindowSegmentHeader {

@@ -47,6 +47,7 @@ use crate::tree_plan::{encode_header_and_tree, plan_tree, DiffStats, PlannedKind
 use crate::window_plan::{is_text_segment, keep_densest, merge_weighted, AlignedPart, Overflow, WHOLE_FILES_BUDGET};
 use crate::wire::put_varint;
 use crate::zstd_frame::{compress_frame, FrameSearch, LongDistance};
+use edgepatch_format::{Capabilities, Capability};
 
 mod wasm;
 pub(crate) use wasm::normalize_even_unchanged;
@@ -204,6 +205,8 @@ pub struct PatchGenerator {
     lzma_windows: u64,
     /// Ops segments' streams tried as LZMA too (`set_lzma_segments`, `set_lzma_ops_streams`).
     lzma_streams: bool,
+    /// What the patch's reader understands (`set_reader`).
+    reader: Capabilities,
     /// Over the patch bytes handed out (what the trailer checksum covers).
     hasher: blake3::Hasher,
     out_len: u64,
@@ -321,6 +324,7 @@ impl PatchGenerator {
             deep_text_windows: false,
             lzma_windows: 0,
             lzma_streams: false,
+            reader: Capabilities::current(),
             hasher: blake3::Hasher::new(),
             out_len: 0,
             segments: Vec::new(),
@@ -353,11 +357,11 @@ impl PatchGenerator {
         self.aligned = self.split_module_parts();
         self.starts = segment_starts(new_total, &self.aligned);
         let text_bytes: u64 = self.delta.iter().zip(&self.delta_transform).filter(|(d, t)| t.is_none() && has_text_name(&d.0)).map(|(d, _)| d.2).sum();
-        let declares = self.segment_count() >= 3 && text_bytes >= GENERATOR_SEGMENT;
+        let declares = self.segment_count() >= 3 && text_bytes >= GENERATOR_SEGMENT && self.reader.contains(Capability::WindowReach);
         self.tree.window_reach = declares.then_some(GENERATOR_TEXT_REACH);
         // Any ops segment may store its diff run-coded; the header comes first, so every patch
         // with a delta stream declares it (an applier before the flag refuses these patches).
-        self.tree.run_coded_diff = new_total > 0;
+        self.tree.run_coded_diff = new_total > 0 && self.reader.contains(Capability::RunCodedOps);
         self.stats.delta_bytes = new_total;
         self.stats.wasm_transformed = self.wasm.len() as u64;
     }
@@ -408,6 +412,10 @@ impl PatchGenerator {
         }
         if self.tree.transform(i).is_some() {
             return Err(invalid(format!("wasm transform of {:?} added twice", t.path)));
+        }
+        let needs = t.required_capabilities();
+        if !needs.is_subset(self.reader) {
+            return Err(invalid(format!("wasm transform of {:?} needs {} that the reader does not declare", t.path, needs.difference(self.reader))));
         }
         let mut split_reference = None;
         if let Some(old_path) = t.split_old_path() {
@@ -467,6 +475,43 @@ impl PatchGenerator {
     /// ~60 MB more memory (BENCHMARKS.md, "Bounded diff at in-memory quality"). Off by default.
     pub fn set_deep_text_windows(&mut self, on: bool) {
         self.deep_text_windows = on;
+    }
+
+    /// Writes only what a reader with `reader` applies (docs/FORMAT.md §5): no LZMA segments,
+    /// run-coded diffs, far windows or mode-blind digest outside it, whatever else is set, and
+    /// [`PatchGenerator::add_wasm_transform`] refuses a transform it cannot read
+    /// ([`WasmTransform::required_capabilities`]). Default: this build's own set. Called before
+    /// the first transform and `header()`/`start_at()`, the same for every generator of one
+    /// patch (the steps and the assembler).
+    pub fn set_reader(&mut self, reader: Capabilities) -> Result<()> {
+        if self.header_done || self.next != 0 || !self.wasm.is_empty() {
+            return Err(invalid("set_reader() after a wasm transform or the generation began"));
+        }
+        self.reader = reader;
+        self.tree.omit_mode_blind_digest = !reader.contains(Capability::ModeBlindDigest);
+        self.lay_out_delta_stream();
+        Ok(())
+    }
+
+    /// What the patch's reader understands ([`PatchGenerator::set_reader`]).
+    pub fn reader(&self) -> Capabilities {
+        self.reader
+    }
+
+    fn lzma_windows(&self) -> u64 {
+        if self.reader.contains(Capability::LzmaSegments) {
+            self.lzma_windows
+        } else {
+            0
+        }
+    }
+
+    fn lzma_streams(&self) -> bool {
+        self.lzma_streams && self.reader.contains(Capability::LzmaSegments)
+    }
+
+    fn ops_forms(&self) -> OpsForms {
+        OpsForms { lzma: self.lzma_streams(), run_coded: self.tree.run_coded_diff }
     }
 
     /// Tries each segment of a split module's part (docs/FORMAT.md §2.8.7) as an LZMA window
@@ -550,7 +595,7 @@ impl PatchGenerator {
         if self.header_done {
             return Err(invalid("header() called twice"));
         }
-        self.tree.lzma_segments = (self.lzma_windows > 0 || self.lzma_streams) && self.new_total > 0;
+        self.tree.lzma_segments = (self.lzma_windows() > 0 || self.lzma_streams()) && self.new_total > 0;
         let bytes = encode_header_and_tree(&self.tree, self.level)?;
         self.reserve_history();
         self.header_done = true;
@@ -689,7 +734,7 @@ impl PatchGenerator {
         // window, whose many short matches the spaced search would hand to it.
         let search_step = if is_text { 1 } else { GENERATOR_SEARCH_STEP };
         let block = self.block_size as u64;
-        let (ops_form, copied) = encode_ops_segment(new, &old, &spans, (&matches, block), self.level, search_step, self.lzma_streams)?;
+        let (ops_form, copied) = encode_ops_segment(new, &old, &spans, (&matches, block), self.level, search_step, self.ops_forms())?;
         drop(matches);
         if let Some(t) = t {
             let of = part.map_or(String::new(), |p| format!(", part {}..{} against old {}..{}", p.new.0, p.new.1, p.old.0, p.old.1));
@@ -770,8 +815,8 @@ impl PatchGenerator {
                 );
             }
             let mut codec = WindowCodec::Zstd;
-            if self.lzma_windows > 0 && part.is_some() {
-                (frame, codec) = crate::lzma::smallest_window_form(new, &window, frame, self.lzma_windows);
+            if self.lzma_windows() > 0 && part.is_some() {
+                (frame, codec) = crate::lzma::smallest_window_form(new, &window, frame, self.lzma_windows());
             }
             drop(window);
             let header = WindowSegmentHeader { new_len: new.len() as u64, spans, back_len: back_len as u64, comp_len: frame.len() as u64, codec };
@@ -1129,8 +1174,8 @@ fn choose_spans(mut candidates: Vec<(u64, u64, u64)>, reference_len: u64, budget
 /// (start, len). Matching runs on the concatenation; a copy crossing from one span into the
 /// next is split there, and every copy is moved to the span's place in the reference. None
 /// when nothing in `old` matches (the window form is then all there is). Also returns the
-/// old bytes the copies read (`copied_spans`), for a text window. With `lzma`, the streams are
-/// tried as LZMA too (§2.3 `M`).
+/// old bytes the copies read (`copied_spans`), for a text window. `forms` says whether the
+/// streams are tried as LZMA too (§2.3 `M`) and the diff stream run-coded.
 fn encode_ops_segment(
     new: &[u8],
     old: &[u8],
@@ -1138,7 +1183,7 @@ fn encode_ops_segment(
     (block_matches, block): (&[(u64, u64)], u64),
     level: i32,
     search_step: usize,
-    lzma: bool,
+    forms: OpsForms,
 ) -> Result<(Option<OpsForm>, Option<Vec<CopiedSpan>>)> {
     if old.is_empty() || old.len() >= i32::MAX as usize {
         return Ok((None, None));
@@ -1212,7 +1257,7 @@ fn encode_ops_segment(
         return Ok((None, copied));
     }
     let t = timing.then(std::time::Instant::now);
-    let encoded = encode_ops_streams(new.len() as u64, &ctrl, &diff, &extra, lzma, |data, stream| compress_capped(data, level, stream))?;
+    let encoded = encode_ops_streams(new.len() as u64, &ctrl, &diff, &extra, forms, |data, stream| compress_capped(data, level, stream))?;
     let header = encoded.header;
     if let Some(t) = t {
         eprintln!(

@@ -7,6 +7,7 @@ use crate::apply::{read_header_and_tree, read_segment_header, PatchInput};
 use crate::error::Result;
 use crate::manifest::{EntryKind, EntrySource, Manifest, ManifestEntry, ManifestError, ManifestKind, SegmentRef};
 use crate::patch_format::{EncodedTree, FileSource, ListedEntry, PatchTree, Segment, TreeEntryKind, PATCH_VERSION};
+use edgepatch_format::{Capabilities, Capability};
 
 /// What [`inspect_patch`] read from a patch.
 #[derive(Debug, Clone)]
@@ -45,6 +46,24 @@ impl PatchInfo {
     /// is false ([`crate::apply::OldBuild::modes_known`]).
     pub fn resolve_modes(&self, old_listing: Vec<ListedEntry>, modes_known: bool) -> Result<PatchTree> {
         self.tree.resolve_modes(old_listing, self.tree_at, modes_known)
+    }
+
+    /// What a reader must understand to apply this patch: its header flags' capabilities
+    /// and each transformed file's side info's.
+    pub fn required_capabilities(&self) -> Capabilities {
+        let t = &self.tree;
+        let mut set = Capabilities::BASELINE;
+        let mut need = |on: bool, c: Capability| {
+            if on {
+                set = set.with(c);
+            }
+        };
+        need(t.window_reach.is_some(), Capability::WindowReach);
+        need(t.run_coded_diff, Capability::RunCodedOps);
+        need(t.lzma_segments, Capability::LzmaSegments);
+        need(t.mode_blind_digest.is_some(), Capability::ModeBlindDigest);
+        need(t.transforms.iter().any(|w| w.split_reference.is_some()), Capability::WasmSplitReference);
+        t.transforms.iter().fold(set, |set, w| set.union(Capabilities::required_by_side_info(&w.side_info)))
     }
 }
 

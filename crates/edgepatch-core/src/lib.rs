@@ -38,4 +38,5 @@ pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild, P
 pub use blake3;
 pub use build::{Build, BuildEntry, EntryContent};
 pub use diff::{diff_builds, DiffOptions, DiffStats};
+pub use edgepatch_format::{Capabilities, Capability};
 pub use error::{Error, Input, Result};

@@ -347,6 +347,9 @@ pub struct PatchTree {
     pub run_coded_diff: bool,
     /// Some window segment is an LZMA one (`FLAG_LZMA_SEGMENTS`).
     pub lzma_segments: bool,
+    /// Leave out the mode-blind digest (`FLAG_MODE_BLIND_DIGEST`) even where an old file is
+    /// executable: the reader does not know it.
+    pub omit_mode_blind_digest: bool,
 }
 
 /// [`PatchTree::split_old_file`], before the tree is put together.
@@ -407,7 +410,7 @@ impl PatchTree {
             | (if self.window_reach.is_some() { FLAG_WINDOW_REACH } else { 0 })
             | (if self.run_coded_diff { FLAG_RUN_CODED_DIFF } else { 0 })
             | (if self.lzma_segments { FLAG_LZMA_SEGMENTS } else { 0 })
-            | (if !self.single_file && has_executable(&self.old_listing) { FLAG_MODE_BLIND_DIGEST } else { 0 })
+            | (if !self.single_file && !self.omit_mode_blind_digest && has_executable(&self.old_listing) { FLAG_MODE_BLIND_DIGEST } else { 0 })
             | (if self.transforms.iter().any(|w| w.split_reference.is_some()) { FLAG_SPLIT_REFERENCE } else { 0 })
     }
 
@@ -1018,6 +1021,7 @@ impl EncodedTree {
             window_reach: self.window_reach,
             run_coded_diff: self.run_coded_diff,
             lzma_segments: self.lzma_segments,
+            omit_mode_blind_digest: self.mode_blind_digest.is_none(),
         })
     }
 }
@@ -1196,19 +1200,29 @@ pub(crate) struct OpsEncoding {
     pub zstd_len: u64,
 }
 
+/// Which optional forms an ops segment's streams may take (what the reader understands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OpsForms {
+    /// Raw LZMA streams (tag `M`, flags bit 6).
+    pub lzma: bool,
+    /// A run-coded diff stream (flags bit 3).
+    pub run_coded: bool,
+}
+
 /// An ops segment from its three raw streams, as both writers (the in-memory diff and the
 /// generator) make it: each stream compressed by `compress` (which returns no frame for an
 /// empty stream), the diff stream run-coded (tag `R`) where that frame is the smaller. With
-/// `lzma`, each stream is also tried as raw LZMA and the smaller kept (tag `M`, §2.3).
+/// `forms.lzma`, each stream is also tried as raw LZMA and the smaller kept (tag `M`, §2.3);
+/// without `forms.run_coded`, the diff stream is never run-coded (a reader without flag bit 3).
 pub(crate) fn encode_ops_streams(
     new_len: u64,
     ctrl: &[u8],
     diff: &[u8],
     extra: &[u8],
-    lzma: bool,
+    forms: OpsForms,
     mut compress: impl FnMut(&[u8], OpsStream) -> Result<Vec<u8>>,
 ) -> Result<OpsEncoding> {
-    let with_lzma = |data: &[u8], frame: Vec<u8>, stream: OpsStream| if lzma { smaller_with_lzma(data, frame, stream) } else { (frame, None) };
+    let with_lzma = |data: &[u8], frame: Vec<u8>, stream: OpsStream| if forms.lzma { smaller_with_lzma(data, frame, stream) } else { (frame, None) };
     let c = compress(ctrl, OpsStream::Ctrl)?;
     let c_zstd = c.len() as u64;
     let (c, c_lzma) = with_lzma(ctrl, c, OpsStream::Ctrl);
@@ -1218,7 +1232,7 @@ pub(crate) fn encode_ops_streams(
     // as LZMA if smaller still (one LZMA search per stream).
     let mut d_zstd = d.len() as u64;
     let mut d_lzma = None;
-    if !diff.is_empty() {
+    if forms.run_coded && !diff.is_empty() {
         let coded = encode_run_coded(diff);
         if coded.len() < diff.len() {
             let dc = compress(&coded, OpsStream::Diff)?;

@@ -106,6 +106,7 @@ pub(crate) fn plan_tree(
         window_reach: None,
         run_coded_diff: false,
         lzma_segments: false,
+        omit_mode_blind_digest: false,
     };
     tree.files_digest = tree.digest_of(|i| match new_entries[i].1 {
         PlannedKind::File { blake3, .. } => blake3,

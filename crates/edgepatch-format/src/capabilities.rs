@@ -124,6 +124,11 @@ impl Capabilities {
         self.0 & !other.0 == 0
     }
 
+    /// The capabilities in either set.
+    pub fn union(self, other: Capabilities) -> Capabilities {
+        Capabilities(self.0 | other.0)
+    }
+
     /// The capabilities in both sets.
     pub fn intersection(self, other: Capabilities) -> Capabilities {
         Capabilities(self.0 & other.0)

@@ -27,6 +27,7 @@ use crate::patch_format::{MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
 use crate::wasm_transform::{self as wt, Normalized};
 use crate::window_plan::AlignedPart;
 use crate::zstd_frame::{compressed_len, FrameSearch, LongDistance};
+use edgepatch_format::{Capabilities, Capability};
 
 /// Bytes of the normalized form covered by one check hash. At most one segment, so that
 /// every chunk lies within a segment and the one before it (the history).
@@ -317,6 +318,17 @@ impl WasmTransform {
     /// layout: the module's own, or the old module's where it was renamed.
     pub fn split_old_path(&self) -> Option<&str> {
         self.is_split().then(|| self.old_path.as_deref().unwrap_or(&self.path))
+    }
+
+    /// What a reader must understand to apply the file stored this way: its side info's
+    /// capabilities, and the transform row naming its old module when that module is read
+    /// split from another path (docs/FORMAT.md §5).
+    pub fn required_capabilities(&self) -> Capabilities {
+        let needs = Capabilities::required_by_side_info(&self.side_info);
+        match self.split_old_path() {
+            Some(old) if old != self.path => needs.with(Capability::WasmSplitReference),
+            _ => needs,
+        }
     }
 
     /// Bytes of the normalized form (the file's size in the delta stream).

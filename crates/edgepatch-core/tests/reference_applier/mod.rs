@@ -446,10 +446,11 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
     } else {
         BASE_BACK
     };
-    // §2.1: the mode-blind digest, exactly when an old file is executable. This applier
-    // knows the old build's modes, so it checks the digest against them.
+    // §2.1: the mode-blind digest, only when an old file is executable (and left out for a
+    // reader without it, §5). This applier knows the old build's modes, so it checks the
+    // digest against them.
     let has_executable = listing.iter().any(|(_, o)| matches!(o, Old::File { executable: true, .. }));
-    if mode_blind != (!single && has_executable) {
+    if mode_blind && (single || !has_executable) {
         return Err("mode-blind digest flag and the old build's executable files disagree".into());
     }
     if mode_blind {
