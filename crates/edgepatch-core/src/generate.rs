@@ -43,6 +43,7 @@ use crate::inspect::{patch_manifest, PatchLayout};
 use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
 use crate::patch_format::*;
 use crate::signature::{find_block_matches, Signature, SignedKind};
+use crate::trace::Trace;
 use crate::tree_plan::{encode_header_and_tree, plan_tree, DiffStats, PlannedKind};
 use crate::window_plan::{is_text_segment, keep_densest, merge_weighted, AlignedPart, Overflow, WHOLE_FILES_BUDGET};
 use crate::wire::put_varint;
@@ -204,6 +205,8 @@ pub struct PatchGenerator {
     lzma_windows: u64,
     /// Ops segments' streams tried as LZMA too (`set_lzma_segments`, `set_lzma_ops_streams`).
     lzma_streams: bool,
+    /// Where each segment's timing lines go (`set_trace`; off by default).
+    trace: Trace,
     /// Over the patch bytes handed out (what the trailer checksum covers).
     hasher: blake3::Hasher,
     out_len: u64,
@@ -321,6 +324,7 @@ impl PatchGenerator {
             deep_text_windows: false,
             lzma_windows: 0,
             lzma_streams: false,
+            trace: Trace::default(),
             hasher: blake3::Hasher::new(),
             out_len: 0,
             segments: Vec::new(),
@@ -512,6 +516,12 @@ impl PatchGenerator {
         Ok(())
     }
 
+    /// Reports what each segment's steps took to `trace` (off by default: nothing is
+    /// measured). No effect on the patch's bytes.
+    pub fn set_trace(&mut self, trace: Trace) {
+        self.trace = trace;
+    }
+
     /// Segments of the patch: 4 MiB of the new delta stream each, cut also where each part of a
     /// module stored in the field-split layout begins and ends.
     pub fn segment_count(&self) -> u64 {
@@ -677,9 +687,7 @@ impl PatchGenerator {
         // that the old spans lack but the new build's previous 4 MiB (8 MiB for text where the
         // patch declares it) may hold. It is tried only then (it costs most of a generation's
         // CPU at high levels), and the smaller kept.
-        // Timing only when asked: `Instant::now` panics on wasm32-unknown-unknown.
-        let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
-        let t = timing.then(std::time::Instant::now);
+        let t = self.trace.start();
         // A part of a split module: a field stream or a section, diffed against the old
         // module's same part, its window always tried (as the in-memory diff's).
         let (a, _) = self.segment_bounds(i)?;
@@ -689,16 +697,17 @@ impl PatchGenerator {
         // window, whose many short matches the spaced search would hand to it.
         let search_step = if is_text { 1 } else { GENERATOR_SEARCH_STEP };
         let block = self.block_size as u64;
-        let (ops_form, copied) = encode_ops_segment(new, &old, &spans, (&matches, block), self.level, search_step, self.lzma_streams)?;
+        let params = OpsParams { level: self.level, search_step, lzma: self.lzma_streams, trace: &self.trace };
+        let (ops_form, copied) = encode_ops_segment(new, &old, &spans, (&matches, block), params)?;
         drop(matches);
         if let Some(t) = t {
             let of = part.map_or(String::new(), |p| format!(", part {}..{} against old {}..{}", p.new.0, p.new.1, p.old.0, p.old.1));
-            eprintln!(
+            self.trace.line(&format!(
                 "segment {i} (new {a}..{}{of}): ops form {:.2}s ({:?} bytes)",
                 a + new.len() as u64,
                 t.elapsed().as_secs_f64(),
                 ops_form.as_ref().map(|f| f.bytes.len())
-            );
+            ));
         }
         // These rules read the zstd streams' sizes, on which they were measured (`OpsEncoding`).
         let control_heavy = ops_form.as_ref().is_some_and(|f| f.zstd_header.ctrl_comp * 5 > f.zstd_header.diff_comp + f.zstd_header.extra_comp);
@@ -729,7 +738,7 @@ impl PatchGenerator {
             let (far, near) = self.history.split_at(self.history.len().saturating_sub(back as usize));
             let far = if text { far } else { &[][..] };
             let (spans, window) = window_of(spans, old, copied.filter(|_| text), far, near);
-            let t = timing.then(std::time::Instant::now);
+            let t = self.trace.start();
             // Long-distance matching needs a prefix to reach into.
             let search = FrameSearch { long_distance: search.long_distance.filter(|_| window.len() > far.len()), ..search };
             // A text segment with history past the base reach searches all of it. The header
@@ -754,7 +763,7 @@ impl PatchGenerator {
             if !text && self.level > WINDOW_FORM_MAX_LEVEL && beats_ops(frame.len()) && self.holds_transformed_module(i)? {
                 let deep = compress_frame(new, &window, wasm_code_window(self.level))?;
                 if t.is_some() {
-                    eprintln!("segment {i}: wasm code window at level {} ({} bytes)", self.level, deep.len());
+                    self.trace.line(&format!("segment {i}: wasm code window at level {} ({} bytes)", self.level, deep.len()));
                 }
                 if deep.len() < frame.len() {
                     frame = deep;
@@ -762,12 +771,12 @@ impl PatchGenerator {
             }
             let back_len = far.len() + near.len();
             if let Some(t) = t {
-                eprintln!(
+                self.trace.line(&format!(
                     "segment {i}: window form {:.2}s ({} bytes; {} window bytes, back {back_len}, text {text})",
                     t.elapsed().as_secs_f64(),
                     frame.len(),
                     window.len()
-                );
+                ));
             }
             let mut codec = WindowCodec::Zstd;
             if self.lzma_windows > 0 && part.is_some() {
@@ -1129,17 +1138,15 @@ fn choose_spans(mut candidates: Vec<(u64, u64, u64)>, reference_len: u64, budget
 /// (start, len). Matching runs on the concatenation; a copy crossing from one span into the
 /// next is split there, and every copy is moved to the span's place in the reference. None
 /// when nothing in `old` matches (the window form is then all there is). Also returns the
-/// old bytes the copies read (`copied_spans`), for a text window. With `lzma`, the streams are
-/// tried as LZMA too (§2.3 `M`).
+/// old bytes the copies read (`copied_spans`), for a text window.
 fn encode_ops_segment(
     new: &[u8],
     old: &[u8],
     spans: &[(u64, u64)],
     (block_matches, block): (&[(u64, u64)], u64),
-    level: i32,
-    search_step: usize,
-    lzma: bool,
+    params: OpsParams,
 ) -> Result<(Option<OpsForm>, Option<Vec<CopiedSpan>>)> {
+    let OpsParams { level, search_step, lzma, trace } = params;
     if old.is_empty() || old.len() >= i32::MAX as usize {
         return Ok((None, None));
     }
@@ -1150,8 +1157,7 @@ fn encode_ops_segment(
         starts.push(at);
         at += len;
     }
-    let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
-    let t = timing.then(std::time::Instant::now);
+    let t = trace.start();
     let ops = match diagonal_ops(new, old, spans, &starts, block_matches, block) {
         Some(ops) => {
             // The suffix array's memory, taken and given back as its segments do, so that what
@@ -1160,18 +1166,18 @@ fn encode_ops_segment(
             // array no room (a 560 MiB game pack: 98.5 MB of wasm memory instead of 85.1 MB).
             drop(std::hint::black_box(Vec::<u8>::with_capacity(OldIndex::bytes_for(old.len()))));
             if let Some(t) = t {
-                eprintln!("  along the block matches' diagonals {:.2}s", t.elapsed().as_secs_f64());
+                trace.line(&format!("  along the block matches' diagonals {:.2}s", t.elapsed().as_secs_f64()));
             }
             ops
         }
         None => {
             let index = OldIndex::new(old);
             if let Some(t) = t {
-                eprintln!("  suffix array of {} bytes {:.2}s", old.len(), t.elapsed().as_secs_f64());
+                trace.line(&format!("  suffix array of {} bytes {:.2}s", old.len(), t.elapsed().as_secs_f64()));
             }
             let ops = match_new_data(&index, new, MatchParams { search_step, ..MatchParams::default() }, &|_| {});
             if let Some(t) = t {
-                eprintln!("  matched {:.2}s", t.elapsed().as_secs_f64());
+                trace.line(&format!("  matched {:.2}s", t.elapsed().as_secs_f64()));
             }
             ops
         }
@@ -1211,11 +1217,11 @@ fn encode_ops_segment(
     if ctrl.len() as u64 > MAX_SEGMENT_CTRL {
         return Ok((None, copied));
     }
-    let t = timing.then(std::time::Instant::now);
+    let t = trace.start();
     let encoded = encode_ops_streams(new.len() as u64, &ctrl, &diff, &extra, lzma, |data, stream| compress_capped(data, level, stream))?;
     let header = encoded.header;
     if let Some(t) = t {
-        eprintln!(
+        trace.line(&format!(
             "  ctrl {} -> {}, diff {} -> {}{}, extra {} -> {} ({:.2}s)",
             header.ctrl_raw,
             header.ctrl_comp,
@@ -1225,9 +1231,20 @@ fn encode_ops_segment(
             header.extra_raw,
             header.extra_comp,
             t.elapsed().as_secs_f64()
-        );
+        ));
     }
     Ok((Some(encoded), copied))
+}
+
+/// How `encode_ops_segment` searches and compresses: the zstd level, the matcher's search step
+/// (`MatchParams::search_step`), whether the streams are tried as LZMA too (§2.3 `M`), and
+/// where its timing lines go.
+#[derive(Clone, Copy)]
+struct OpsParams<'a> {
+    level: i32,
+    search_step: usize,
+    lzma: bool,
+    trace: &'a Trace,
 }
 
 /// A segment whose block matches leave at most 1/`DIAGONAL_MAX_UNCOVERED` of it uncovered is
