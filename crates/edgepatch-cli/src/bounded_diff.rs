@@ -34,6 +34,7 @@ use edgepatch_core::generate::{drive, BuildReaders, ByteRange, FileForm, PatchGe
 use edgepatch_core::patch_format::MAX_WASM_TRANSFORM_BYTES;
 use edgepatch_core::renamed_files::renamed_paths;
 use edgepatch_core::signature::{Signature, SignedKind, DEFAULT_BLOCK_SIZE};
+use edgepatch_core::trace::Trace;
 use edgepatch_core::{Error, Input};
 
 use crate::build_files::{sign_path, total_file_bytes};
@@ -164,7 +165,7 @@ fn normalize_modules(
 }
 
 /// How `diff_bounded` makes a patch.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct BoundedOptions {
     /// zstd level, 1..=22.
     pub level: i32,
@@ -181,6 +182,8 @@ pub struct BoundedOptions {
     pub lzma_streams: bool,
     /// Segments encoded at once (each thread holds one segment's memory).
     pub threads: usize,
+    /// Where every generator of the patch reports its segments' timing (`PatchGenerator::set_trace`).
+    pub trace: Trace,
 }
 
 /// Segments a thread takes at a time: one step generator started per run (`start_at`, which
@@ -189,7 +192,7 @@ const SEGMENTS_PER_RUN: u64 = 4;
 
 /// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does.
 pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions, progress: &dyn Fn(u64)) -> Result<DiffStats, CliError> {
-    let BoundedOptions { level, wasm_transform, old_budget, deep_text_windows, lzma_windows, lzma_streams, threads } = *opts;
+    let BoundedOptions { level, wasm_transform, old_budget, deep_text_windows, lzma_windows, lzma_streams, threads, ref trace } = *opts;
     let old_sig = sign_path(old, DEFAULT_BLOCK_SIZE).context("old")?;
     let new_sig = sign_path(new, DEFAULT_BLOCK_SIZE).context("new")?;
     let name = patch.file_name().ok_or_else(|| CliError::usage("patch path has no file name"))?;
@@ -224,6 +227,7 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
             g.set_deep_text_windows(deep_text_windows);
             g.set_lzma_windows_up_to(lzma_windows)?;
             g.set_lzma_ops_streams(lzma_streams)?;
+            g.set_trace(trace.clone());
             Ok(g)
         };
         let builds = Builds { old, new, normalized: &normalized_files, old_split: &old_split_files };

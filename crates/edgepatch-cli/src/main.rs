@@ -15,6 +15,7 @@ mod portable_names;
 mod server_client;
 mod staged_output;
 mod static_site;
+mod timing;
 mod trusted_keys;
 mod unchanged_copies;
 
@@ -523,6 +524,7 @@ fn diff(cli: &Cli, args: &DiffArgs) -> Result<(), CliError> {
             },
             lzma_streams: *worker_text_windows || *level >= 19,
             threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+            trace: timing::from_env(),
         };
         let stats = bounded_diff::diff_bounded(old, new, patch, &opts, &|n| bar.set_position(n))?;
         bar.finish_and_clear();
@@ -535,7 +537,7 @@ fn diff(cli: &Cli, args: &DiffArgs) -> Result<(), CliError> {
         }
         check_portable(new_build.entries.iter().map(|e| e.path.as_str()), *strict_portable)?;
         let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-        let opts = DiffOptions { level: *level, threads, wasm_transform: !*no_wasm_transform, ..DiffOptions::default() };
+        let opts = DiffOptions { level: *level, threads, wasm_transform: !*no_wasm_transform, trace: timing::from_env(), ..DiffOptions::default() };
         let bar = progress_bar(cli, new_build.total_file_bytes(), "diff");
         let (bytes, stats) = diff_builds(&old_build, &new_build, &opts, &|done, _total| bar.set_position(done))?;
         bar.finish_and_clear();

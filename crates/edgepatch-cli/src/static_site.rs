@@ -140,7 +140,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), CliError> {
 /// The patch from `old` to `new`, its manifest (per-file BLAKE3 from `new` itself) and the diff's counts.
 fn make_pair(old: &Build, new: &Build, from: &str, to: &str, level: i32) -> Result<(Vec<u8>, Vec<u8>, DiffStats), CliError> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let opts = DiffOptions { level, threads, ..DiffOptions::default() };
+    let opts = DiffOptions { level, threads, trace: crate::timing::from_env(), ..DiffOptions::default() };
     let (patch, stats) = diff_builds(old, new, &opts, &|_, _| {}).context(format!("diff {from} -> {to}"))?;
     let info = inspect_patch(patch.as_slice())?;
     let tree = info.resolve(edgepatch_core::diff::build_listing(old))?;

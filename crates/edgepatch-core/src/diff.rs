@@ -16,6 +16,7 @@ use crate::build::{Build, EntryContent};
 use crate::error::{Error, Result};
 use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
 use crate::patch_format::*;
+use crate::trace::Trace;
 pub use crate::tree_plan::DiffStats;
 use crate::tree_plan::{encode_header_and_tree, plan_tree, PlannedKind};
 use crate::window_plan::{is_text_segment, keep_densest, merge_weighted, split_old_paired, AlignedPart, Overflow, WHOLE_FILES_BUDGET};
@@ -45,6 +46,8 @@ pub struct DiffOptions {
     /// What the patch's reader understands: no feature outside it is used (a wasm module
     /// whose transform would need more is diffed as it is). Default: this build's own set.
     pub reader: Capabilities,
+    /// Where the diff reports what its steps took (off by default: nothing measured).
+    pub trace: Trace,
 }
 
 /// The diff's default window reach. 8 MiB: three-tree and typescript gain
@@ -63,6 +66,7 @@ impl Default for DiffOptions {
             wasm_transform: true,
             window_reach: DEFAULT_WINDOW_REACH,
             reader: Capabilities::current(),
+            trace: Trace::default(),
         }
     }
 }
@@ -407,12 +411,11 @@ fn encode_segments(
     if reference.len() >= i32::MAX as usize {
         return Err(Error::Invalid(format!("old data of {} bytes: the suffix array this diff uses holds at most 2 GiB of old data", reference.len())));
     }
-    // Timing only when asked: `Instant::now` panics on wasm32-unknown-unknown.
-    let timing = std::env::var_os("EDGEPATCH_TIMING").is_some();
-    let started = timing.then(std::time::Instant::now);
+    let trace = &opts.trace;
+    let started = trace.start();
     let index = OldIndex::new(reference);
     if let Some(started) = started {
-        eprintln!("suffix array of {} bytes: {:.2}s", reference.len(), started.elapsed().as_secs_f64());
+        trace.line(&format!("suffix array of {} bytes: {:.2}s", reference.len(), started.elapsed().as_secs_f64()));
     }
     let cuts: Vec<u64> = aligned.iter().flat_map(|p| [p.new.0, p.new.1]).collect();
     let bounds = segment_bounds_cut(new_stream.len(), opts.segment_size as usize, &cuts);
@@ -423,12 +426,12 @@ fn encode_segments(
     let results = parallel_map(count, threads, |i| {
         let (lo, hi) = bounds[i];
         let part = &new_stream[lo..hi];
-        let t = timing.then(std::time::Instant::now);
+        let t = trace.start();
         let ops = match_new_data(&index, part, opts.match_params, &report);
         if let Some(t) = t {
-            eprintln!("segment {i}: matched in {:.2}s", t.elapsed().as_secs_f64());
+            trace.line(&format!("segment {i}: matched in {:.2}s", t.elapsed().as_secs_f64()));
         }
-        let t = timing.then(std::time::Instant::now);
+        let t = trace.start();
         // Only text reaches past the base: that is where files of a build repeat each other's
         // changes megabytes apart (bundles and their sources), and a binary segment's extra
         // window trial doubled the diff's CPU on freedoom2-wad and concat-101mib for nothing
@@ -445,10 +448,10 @@ fn encode_segments(
             Some(p) => vec![p.old],
             None => hints.iter().filter(|h| h.new_start < hi && h.new_end > lo).filter_map(|h| h.old).collect(),
         };
-        let r = encode_segment(reference, part, before, &ops, &whole, within.is_some(), SegmentForms::of(opts));
+        let r = encode_segment(reference, part, before, &ops, &whole, within.is_some(), opts);
         if let Some(t) = t {
             let old = within.map_or(String::new(), |p| format!(" against old {}..{}", p.old.0, p.old.1));
-            eprintln!("segment {i} (new {lo}..{hi}{old}): encoded in {:.2}s ({:?} bytes)", t.elapsed().as_secs_f64(), r.as_ref().map(Vec::len).ok());
+            trace.line(&format!("segment {i} (new {lo}..{hi}{old}): encoded in {:.2}s ({:?} bytes)", t.elapsed().as_secs_f64(), r.as_ref().map(Vec::len).ok()));
         }
         r
     });
@@ -484,7 +487,6 @@ fn segment_bounds_cut(len: usize, seg: usize, cuts: &[u64]) -> Vec<(usize, usize
     bounds
 }
 
-/// `before`: the new-stream bytes just before `part` that a window may reach back to.
 /// The forms a segment may take: its zstd level, and whether the reader takes LZMA segments
 /// and run-coded diff streams.
 #[derive(Clone, Copy)]
@@ -504,7 +506,9 @@ impl SegmentForms {
     }
 }
 
-fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], aligned: bool, forms: SegmentForms) -> Result<Vec<u8>> {
+/// `before`: the new-stream bytes just before `part` that a window may reach back to.
+fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whole: &[(u64, u64)], aligned: bool, opts: &DiffOptions) -> Result<Vec<u8>> {
+    let forms = SegmentForms::of(opts);
     let level = forms.level;
     let ctrl = encode_control(ops);
     if ctrl.len() as u64 > MAX_SEGMENT_CTRL {
@@ -520,7 +524,7 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whol
     // zstd frame over the old spans the ops found often does better. Keep the smaller.
     // (Tiny results are not worth the window's slow compression.)
     if aligned || (h.ctrl_comp * 5 > h.diff_comp + h.extra_comp && encoded.zstd_len > WINDOW_TRIAL_MIN as u64) {
-        let t = std::env::var_os("EDGEPATCH_TIMING").map(|_| std::time::Instant::now());
+        let t = opts.trace.start();
         let mut window = encode_window_segment(reference, part, before, ops, whole, aligned, forms)?;
         // Reaching past the base (§2.6) moves the match finder's choices: on
         // freedoom2-wad it cost 66 bytes. The base reach is tried too, and the
@@ -535,7 +539,7 @@ fn encode_segment(reference: &[u8], part: &[u8], before: &[u8], ops: &[Op], whol
             }
         }
         if let Some(t) = t {
-            eprintln!("  window trial {:.2}s: {} vs ops {}", t.elapsed().as_secs_f64(), window.len(), out.len());
+            opts.trace.line(&format!("  window trial {:.2}s: {} vs ops {}", t.elapsed().as_secs_f64(), window.len(), out.len()));
         }
         if window.len() < out.len() {
             return Ok(window);

@@ -23,6 +23,7 @@ pub mod renamed_files;
 mod segment_codec;
 pub mod signature;
 pub mod signer;
+pub mod trace;
 mod tree_plan;
 pub mod trust;
 pub mod wasm_transform;
