@@ -35,7 +35,7 @@ use edgepatch_core::patch_format::MAX_WASM_TRANSFORM_BYTES;
 use edgepatch_core::renamed_files::renamed_paths;
 use edgepatch_core::signature::{Signature, SignedKind, DEFAULT_BLOCK_SIZE};
 use edgepatch_core::trace::Trace;
-use edgepatch_core::{Error, Input};
+use edgepatch_core::{Capabilities, Error, Input};
 
 use crate::build_files::{sign_path, total_file_bytes};
 use crate::platform;
@@ -184,6 +184,9 @@ pub struct BoundedOptions {
     pub threads: usize,
     /// Where every generator of the patch reports its segments' timing (`PatchGenerator::set_trace`).
     pub trace: Trace,
+    /// What the patch's reader understands (`PatchGenerator::set_reader`): modules whose
+    /// transform it cannot read are stored as they are.
+    pub reader: Capabilities,
 }
 
 /// Segments a thread takes at a time: one step generator started per run (`start_at`, which
@@ -192,7 +195,7 @@ const SEGMENTS_PER_RUN: u64 = 4;
 
 /// Makes PATCH from OLD to NEW in bounded memory; returns what the patch does.
 pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions, progress: &dyn Fn(u64)) -> Result<DiffStats, CliError> {
-    let BoundedOptions { level, wasm_transform, old_budget, deep_text_windows, lzma_windows, lzma_streams, threads, ref trace } = *opts;
+    let BoundedOptions { level, wasm_transform, old_budget, deep_text_windows, lzma_windows, lzma_streams, threads, ref trace, reader } = *opts;
     let old_sig = sign_path(old, DEFAULT_BLOCK_SIZE).context("old")?;
     let new_sig = sign_path(new, DEFAULT_BLOCK_SIZE).context("new")?;
     let name = patch.file_name().ok_or_else(|| CliError::usage("patch path has no file name"))?;
@@ -207,6 +210,7 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
         let mut old_split_files = HashMap::new();
         let (modules, normalized_files): (Vec<WasmTransform>, HashMap<String, File>) = modules
             .into_iter()
+            .filter(|m| m.transform.required_capabilities().is_subset(reader))
             .map(|m| {
                 let path = m.transform.path().to_string();
                 // Read by the old file's path (a renamed module's is not its own).
@@ -220,6 +224,7 @@ pub fn diff_bounded(old: &Path, new: &Path, patch: &Path, opts: &BoundedOptions,
         // is set up alike.
         let make = || -> edgepatch_core::Result<PatchGenerator> {
             let mut g = PatchGenerator::new(Some(&old_sig), &new_sig, level)?;
+            g.set_reader(reader)?;
             for t in &modules {
                 g.add_wasm_transform(t.clone())?;
             }

@@ -28,6 +28,7 @@ use clap::{Args, Parser, Subcommand};
 
 use cli_error::CliError;
 use commands::{apply, channel, diff, inspect, key, keygen, manifest, publish, sign, site, update, verify};
+use edgepatch_core::Capabilities;
 
 #[derive(Parser)]
 #[command(name = "edgepatch", version, about = "Block-hashed, zstd-compressed patches for game builds", after_help = EXIT_CODES_HELP)]
@@ -160,6 +161,11 @@ struct DiffArgs {
     /// it is renumbered (modules up to 64 MiB, read whole).
     #[arg(long)]
     no_wasm_transform: bool,
+    /// What the patch's readers understand (docs/FORMAT.md §5): a list of capability names,
+    /// or `current`, `v0.1`, `baseline`, `current,-lzma-segments`. No feature outside it is
+    /// used, so an older client can apply the patch.
+    #[arg(long, default_value = "current", value_parser = parse_reader)]
+    reader: Capabilities,
 }
 
 // `publish`'s arguments.
@@ -273,6 +279,10 @@ enum SiteCommand {
         /// zstd level, 1..=22.
         #[arg(long, default_value_t = 19)]
         level: i32,
+        /// What the site's clients understand (docs/FORMAT.md §5; a static site cannot ask
+        /// them): patches use nothing outside it. Default: every reader of release 0.1.
+        #[arg(long, default_value = "v0.1", value_parser = parse_reader)]
+        reader: Capabilities,
         dir: PathBuf,
     },
     /// Point CHANNEL at an existing build (signed, sequence + 1).
@@ -315,6 +325,11 @@ struct SiteSigning {
     /// Channel documents expire after this many days (re-sign with `site refresh`).
     #[arg(long, default_value_t = 7)]
     ttl_days: u64,
+}
+
+/// A `--reader` list (docs/FORMAT.md §5).
+fn parse_reader(list: &str) -> Result<Capabilities, String> {
+    Capabilities::parse_list(list).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {

@@ -498,7 +498,10 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
         }
     };
     let to = to.as_str();
-    let descriptor_url = server.url(&format!("v1/games/{}/updates/{}/{to}", o.game, o.from))?;
+    let mut descriptor_url = server.url(&format!("v1/games/{}/updates/{}/{to}", o.game, o.from))?;
+    // What this client applies (docs/FORMAT.md §5): a server that negotiates answers with a
+    // patch that needs no more; a static site ignores the query.
+    descriptor_url.query_pairs_mut().append_pair("reader", &edgepatch_core::Capabilities::current().to_hex());
     let d = server.get_json(&descriptor_url)?;
     let field = |k: &str| d.get(k).ok_or_else(|| CliError::bad_response(format!("update descriptor has no {k}")));
     let str_field = |k: &str| {

@@ -138,9 +138,9 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), CliError> {
 }
 
 /// The patch from `old` to `new`, its manifest (per-file BLAKE3 from `new` itself) and the diff's counts.
-fn make_pair(old: &Build, new: &Build, from: &str, to: &str, level: i32) -> Result<(Vec<u8>, Vec<u8>, DiffStats), CliError> {
+fn make_pair(old: &Build, new: &Build, from: &str, to: &str, o: &AddOptions) -> Result<(Vec<u8>, Vec<u8>, DiffStats), CliError> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let opts = DiffOptions { level, threads, trace: crate::timing::from_env(), ..DiffOptions::default() };
+    let opts = DiffOptions { level: o.level, threads, trace: crate::timing::from_env(), reader: o.reader, ..DiffOptions::default() };
     let (patch, stats) = diff_builds(old, new, &opts, &|_, _| {}).context(format!("diff {from} -> {to}"))?;
     let info = inspect_patch(patch.as_slice())?;
     let tree = info.resolve(edgepatch_core::diff::build_listing(old))?;
@@ -160,6 +160,8 @@ pub struct AddOptions<'a> {
     pub channel: Option<&'a str>,
     pub history: usize,
     pub level: i32,
+    /// What the site's clients understand: the patches use nothing outside it.
+    pub reader: edgepatch_core::Capabilities,
     pub ttl_secs: u64,
 }
 
@@ -387,11 +389,11 @@ impl Site {
         self.write_public_key(key, None)?;
         let mut pairs = Vec::new();
         let empty = Build { entries: Vec::new() };
-        pairs.push(self.publish_pair(key, o.game, "_", o.build, make_pair(&empty, &new, "_", o.build, o.level)?)?);
+        pairs.push(self.publish_pair(key, o.game, "_", o.build, make_pair(&empty, &new, "_", o.build, o)?)?);
         for from in builds.iter().rev().take(o.history) {
             let old_dir = self.root.join("private/builds").join(o.game).join(from);
             let old = read_build(&old_dir).map_err(|e| CliError::io(&old_dir, e))?;
-            pairs.push(self.publish_pair(key, o.game, from, o.build, make_pair(&old, &new, from, o.build, o.level)?)?);
+            pairs.push(self.publish_pair(key, o.game, from, o.build, make_pair(&old, &new, from, o.build, o)?)?);
         }
         self.game(o.game)["builds"].as_array_mut().expect("builds is an array").push(json!(o.build));
         if let Some(c) = o.channel {

@@ -99,6 +99,11 @@ impl Capabilities {
     /// at least this.
     pub const BASELINE: Capabilities = Capabilities(0);
 
+    /// What the readers of release 0.1 (the CLI, the browser library and edgepatch-js) read:
+    /// the first ten capabilities. Fixed forever, so that a static site publishing for it
+    /// keeps serving those readers when later releases add capabilities (`v0.1` in lists).
+    pub const RELEASE_0_1: Capabilities = Capabilities(0x3ff);
+
     /// Everything this build reads and writes.
     pub fn current() -> Capabilities {
         Capability::ALL.into_iter().collect()
@@ -165,7 +170,7 @@ impl Capabilities {
     }
 
     /// Reads a list of names separated by commas, or one of the words `baseline` (no
-    /// capability) and `current` (all of this build's). `current,-lzma-segments` names
+    /// capability), `current` (all of this build's) and `v0.1` (release 0.1's readers). `current,-lzma-segments` names
     /// this build's set without one capability.
     pub fn parse_list(list: &str) -> Result<Capabilities, CapabilitiesError> {
         let mut set = Capabilities::BASELINE;
@@ -177,11 +182,12 @@ impl Capabilities {
             let named = match name {
                 "baseline" => Capabilities::BASELINE,
                 "current" => Capabilities::current(),
+                "v0.1" => Capabilities::RELEASE_0_1,
                 _ => match Capability::from_name(name) {
                     Some(c) => Capabilities::BASELINE.with(c),
                     None => {
                         let known: Vec<&str> = Capability::ALL.iter().map(|c| c.name()).collect();
-                        return Err(CapabilitiesError(format!("unknown reader capability {name:?} (known: baseline, current, {})", known.join(", "))));
+                        return Err(CapabilitiesError(format!("unknown reader capability {name:?} (known: baseline, current, v0.1, {})", known.join(", "))));
                     }
                 },
             };
@@ -283,6 +289,14 @@ mod tests {
         let newer = Capabilities::from_hex("ffff").unwrap();
         assert_eq!(newer.known(), Capabilities::current());
         assert!(newer.to_string().contains("unknown bits"));
+    }
+
+    #[test]
+    fn release_sets_are_fixed() {
+        // A release's set never changes; this build reads at least every released reader's.
+        assert_eq!(Capabilities::RELEASE_0_1.to_hex(), "3ff");
+        assert!(Capabilities::RELEASE_0_1.is_subset(Capabilities::current()));
+        assert_eq!(Capabilities::parse_list("v0.1").unwrap(), Capabilities::RELEASE_0_1);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::{bounded_diff, portable_names, timing, Cli, DiffArgs};
 
 /// Make PATCH from OLD and NEW: in memory, or in bounded memory (`--bounded`, or OLD over 1 GiB).
 pub(crate) fn run(cli: &Cli, args: &DiffArgs) -> Result<(), CliError> {
-    let DiffArgs { old, new, patch, level, threads, strict_portable, bounded, old_budget, worker_text_windows, no_wasm_transform } = args;
+    let DiffArgs { old, new, patch, level, threads, strict_portable, bounded, old_budget, worker_text_windows, no_wasm_transform, reader } = args;
     let started = Instant::now();
     let automatic = !*bounded && bounded_diff::wanted(old).context("old")?;
     let stats = if *bounded || automatic {
@@ -40,6 +40,7 @@ pub(crate) fn run(cli: &Cli, args: &DiffArgs) -> Result<(), CliError> {
             lzma_streams: *worker_text_windows || *level >= 19,
             threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
             trace: timing::from_env(),
+            reader: *reader,
         };
         let stats = bounded_diff::diff_bounded(old, new, patch, &opts, &|n| bar.set_position(n))?;
         bar.finish_and_clear();
@@ -52,7 +53,8 @@ pub(crate) fn run(cli: &Cli, args: &DiffArgs) -> Result<(), CliError> {
         }
         check_portable(new_build.entries.iter().map(|e| e.path.as_str()), *strict_portable)?;
         let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-        let opts = DiffOptions { level: *level, threads, wasm_transform: !*no_wasm_transform, trace: timing::from_env(), ..DiffOptions::default() };
+        let opts =
+            DiffOptions { level: *level, threads, wasm_transform: !*no_wasm_transform, trace: timing::from_env(), reader: *reader, ..DiffOptions::default() };
         let bar = progress_bar(cli, new_build.total_file_bytes(), "diff");
         let (bytes, stats) = diff_builds(&old_build, &new_build, &opts, &|done, _total| bar.set_position(done))?;
         bar.finish_and_clear();

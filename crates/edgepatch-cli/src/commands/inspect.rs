@@ -44,6 +44,7 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
     let window: u64 = info.layout.segments.iter().map(|s| if let Segment::Window(w) = s { w.comp_len } else { 0 }).sum();
     let lzma_windows = info.layout.segments.iter().filter(|s| matches!(s, Segment::Window(w) if w.codec != WindowCodec::Zstd)).count();
     let lzma_ops = info.layout.segments.iter().filter(|s| matches!(s, Segment::Ops(h) if h.lzma.iter().any(Option::is_some))).count();
+    let needs = info.required_capabilities();
     if cli.json {
         let segments: Vec<_> = info
             .layout
@@ -64,10 +65,12 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
             "old_files": info.tree.old_table.len(), "reference_files": info.tree.old_table.iter().filter(|f| f.1).count(), "delta_bytes": info.tree.delta_bytes(),
             "wasm_transformed": info.tree.transforms.len(), "wasm_side_info_bytes": info.tree.transforms.iter().map(|t| t.side_info.len()).sum::<usize>(),
             "window_reach": info.tree.window_back(), "window_reach_declared": info.tree.window_reach.is_some(),
+            "reader_needs": needs.to_string(), "reader_needs_hex": needs.to_hex(),
             "compressed": { "control": ctrl, "diff": diff, "extra": extra, "window": window }, "segments": segments })
         );
     } else {
         println!("edgepatch patch, format version {}, {} bytes, checksum OK", info.version, info.layout.patch_bytes);
+        println!("a reader needs: {needs} (docs/FORMAT.md §5)");
         if !info.tree.single_file {
             println!("tree: {} entries of the old build kept as they are (not named)", info.tree.kept());
         }

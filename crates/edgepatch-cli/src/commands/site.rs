@@ -19,10 +19,18 @@ impl SiteSigning {
 }
 pub(crate) fn run(cli: &Cli, command: &SiteCommand) -> Result<(), CliError> {
     match command {
-        SiteCommand::Add { signing, game, build, channel, history, level, dir } => site_add(
+        SiteCommand::Add { signing, game, build, channel, history, level, reader, dir } => site_add(
             cli,
             signing,
-            &static_site::AddOptions { game, build, channel: channel.as_deref(), history: *history, level: *level, ttl_secs: signing.ttl_secs() },
+            &static_site::AddOptions {
+                game,
+                build,
+                channel: channel.as_deref(),
+                history: *history,
+                level: *level,
+                reader: *reader,
+                ttl_secs: signing.ttl_secs(),
+            },
             dir,
         ),
         SiteCommand::Channel { signing, game, channel, build } => site_channel(cli, signing, game, channel, build),
