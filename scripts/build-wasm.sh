@@ -24,6 +24,7 @@ done
 
 stale() {
   [ -z "$if_stale" ] || [ ! -e "$1" ] || [ -n "$(find crates/edgepatch-core/src crates/edgepatch-core/Cargo.toml \
+    crates/edgepatch-format crates/edgepatch-transform-wasm \
     crates/edgepatch-wasm/src crates/edgepatch-wasm/Cargo.toml Cargo.lock Cargo.toml .cargo/config.toml -newer "$1" -print -quit 2>/dev/null)" ]
 }
 

@@ -55,8 +55,15 @@ function baseOf(baseUrl: string | URL): URL {
   return u;
 }
 
-export function descriptorUrl(baseUrl: string | URL, game: string, from: string, to: string): URL {
-  return new URL(`v1/games/${game}/updates/${from}/${to}`, baseOf(baseUrl));
+/**
+ * The update descriptor's URL. `reader` is what this client applies (docs/FORMAT.md §5, the
+ * wasm core's `readerCapabilities()`): a server that negotiates answers with a patch that
+ * needs no more; a static site ignores the query.
+ */
+export function descriptorUrl(baseUrl: string | URL, game: string, from: string, to: string, reader?: string): URL {
+  const url = new URL(`v1/games/${game}/updates/${from}/${to}`, baseOf(baseUrl));
+  if (reader !== undefined) url.searchParams.set("reader", reader);
+  return url;
 }
 
 export function channelUrl(baseUrl: string | URL, game: string, channel: string): URL {
@@ -196,8 +203,8 @@ function field<T>(doc: Record<string, unknown>, name: string, type: "string" | "
   return v as T;
 }
 
-export async function fetchDescriptor(baseUrl: string | URL, game: string, from: string, to: string, signal?: AbortSignal): Promise<UpdateDescriptor> {
-  const url = descriptorUrl(baseUrl, game, from, to).href;
+export async function fetchDescriptor(baseUrl: string | URL, game: string, from: string, to: string, reader: string, signal?: AbortSignal): Promise<UpdateDescriptor> {
+  const url = descriptorUrl(baseUrl, game, from, to, reader).href;
   const doc = await fetchJson(url, signal);
   const d: UpdateDescriptor = {
     game: field(doc, "game", "string", url),

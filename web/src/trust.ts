@@ -236,13 +236,14 @@ export interface VerifiedUpdate {
  * manifest's size, BLAKE3, kind and builds.
  */
 export async function fetchVerifiedUpdate(verifier: Verifier | null, baseUrl: string, game: string, from: string, to: string, signal: AbortSignal): Promise<VerifiedUpdate> {
-  const desc = await fetchDescriptor(baseUrl, game, from, to, signal);
+  const reader = wasm.readerCapabilities();
+  const desc = await fetchDescriptor(baseUrl, game, from, to, reader, signal);
   const durl = desc.manifestUrl;
   let keyId: string | null = null;
   if (verifier) {
     // The statement is rebuilt from what was asked for, never from the descriptor's own game/from/to.
     const statementFor = (k: string) => wasm.updateStatement(k, game, from, to, desc.manifestSize, desc.manifestBlake3);
-    keyId = await verifier.verify(`update descriptor ${game} ${from} -> ${to}`, desc, statementFor, descriptorUrl(baseUrl, game, from, to).href);
+    keyId = await verifier.verify(`update descriptor ${game} ${from} -> ${to}`, desc, statementFor, descriptorUrl(baseUrl, game, from, to, reader).href);
   }
   const res = await fetchChecked(durl, { cache: "no-store", signal });
   // Never more than the (signed) size: a hostile answer cannot cost more memory than the real manifest.

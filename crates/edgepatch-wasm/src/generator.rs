@@ -113,9 +113,26 @@ impl PatchGenerator {
         self.inner.add_wasm_transform(t).map_err(core_err)
     }
 
+    /// What a reader must understand to apply a file stored by the transform `record`
+    /// (docs/FORMAT.md §5), as hex: a generator for a reader without it leaves the transform
+    /// out and stores the module as it is.
+    #[wasm_bindgen(js_name = wasmTransformNeeds)]
+    pub fn wasm_transform_needs(record: &[u8]) -> Result<String, JsError> {
+        Ok(edgepatch_core::generate::WasmTransform::decode(record).map_err(core_err)?.required_capabilities().to_hex())
+    }
+
     /// Tries each ops segment's streams as LZMA too (docs/FORMAT.md §2.3 `M`; an encoder of
     /// about 12 MiB while it runs), keeping whichever form is smaller: before `header()`, the
     /// same for every generator of one patch.
+    /// Writes only what a reader with the set `hex` applies (docs/FORMAT.md §5; `readerFor`'s
+    /// form): before any transform and `header()`, the same for every generator of one patch.
+    /// A transform the reader cannot read is refused (`wasmTransformNeeds`).
+    #[wasm_bindgen(js_name = setReader)]
+    pub fn set_reader(&mut self, hex: &str) -> Result<(), JsError> {
+        let reader = edgepatch_core::Capabilities::from_hex(hex).map_err(core_err)?.known();
+        self.inner.set_reader(reader).map_err(core_err)
+    }
+
     #[wasm_bindgen(js_name = setLzmaOpsStreams)]
     pub fn set_lzma_ops_streams(&mut self, on: bool) -> Result<(), JsError> {
         self.inner.set_lzma_ops_streams(on).map_err(core_err)

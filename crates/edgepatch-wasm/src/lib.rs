@@ -16,9 +16,11 @@
 //! build and the sink as JS objects), `diff`, `generator` and `wasm_transform` (the
 //! bounded-memory generator and its transformed wasm modules), `manifest`
 //! ([`ManifestReader`]), `signer` (signatures and BLAKE3), `trust` (names, key ids, signed
-//! statements), `memory` (the module's memory); `js` holds the conversions they share.
+//! statements), `memory` (the module's memory), `capabilities` (what a reader understands);
+//! `js` holds the conversions they share.
 
 mod apply;
+mod capabilities;
 #[cfg(feature = "diff")]
 mod diff;
 mod generator;
@@ -32,6 +34,7 @@ mod trust;
 mod wasm_transform;
 
 pub use apply::PatchApplier;
+pub use capabilities::{capability_names, patch_needs, reader_capabilities, reader_covers, reader_for};
 #[cfg(feature = "diff")]
 pub use diff::diff_files;
 pub use generator::{isolate_lzma_window_limit, ByteRanges};
