@@ -11,31 +11,35 @@
 //
 // A pair of more segments than GENERATION_STEP_SEGMENTS is not generated here in one go: this
 // object plans it, queues its steps and assembles their output (fanout.ts).
+//
+// Reading stored builds is in reads.ts, descriptors (signing, checking, storing a patch) in
+// descriptors.ts; both are re-exported here for the modules that import them from this one.
 import { DurableObject } from "cloudflare:workers";
 import * as wasm from "./wasm";
-import { decodeIndex, keys, getJson, putJson, R2PartWriter, R2RangeReader, PART_BYTES, type BuildRecord, type TarIndex } from "./store";
-import { statementSigner } from "./signing";
-import { updateStatement } from "./statements";
+import { keys, getJson, putJson, R2PartWriter, R2RangeReader, PART_BYTES } from "./store";
 import { settings } from "./settings";
 import type { Env } from "./env";
 import type { PairJob } from "./pregenerate";
 import { assembleRun, deleteStepObjects, pendingResult, runPrefix, runWriter, stallSeconds, stepJobs, sweepRunPrefix, type AssembleJob, type FanoutRun, type StepResult } from "./fanout";
 import { addTransforms, prepareTransforms, splitOldAt, storeTransforms, verifySplitOld, type ModuleAboveCap, type ModuleTransform, type StoredTransform, type TransformStats } from "./transform";
+import {
+  GenerationError,
+  groupReads,
+  loadBuild,
+  NewFileHasher,
+  readBuildRanges,
+  READ_CONCURRENCY,
+  verifyFiles,
+  wasmView,
+  yieldToEventLoop,
+  type BuildRange,
+  type BuildReads,
+  type StoredBuild,
+} from "./reads";
+import { signedByCurrentKey, storePatch, type UpdateDescriptor } from "./descriptors";
 
-export interface UpdateDescriptor {
-  game: string;
-  from: string;
-  to: string;
-  manifestUrl: string;
-  manifestSize: number;
-  manifestBlake3: string;
-  patchUrl: string;
-  patchSize: number;
-  patchBlake3: string;
-  /** The signing key's id and its signature over the update statement (signing servers). */
-  keyId?: string;
-  signature?: string;
-}
+export { GenerationError, loadBuild, readBuildRanges, READ_CONCURRENCY, verifyFiles, wasmView, yieldToEventLoop, type BuildReads, type StoredBuild } from "./reads";
+export { descriptorUrls, signDescriptor, storedMismatch, storePatch, type UpdateDescriptor } from "./descriptors";
 
 /** A generation that failed: kept in the pair's Durable Object, tried again after `retryAt`. */
 export interface GenerationFailure {
@@ -77,94 +81,6 @@ export type GenerateResult =
    */
   | { ok: false; status: number; error: string; retryAfter?: number; pending?: true };
 
-/** Bytes [offset, offset + length) of the file at `path` of a build (the generator's ranges). */
-type BuildRange = wasm.ByteRange;
-
-export class GenerationError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-/** A stored build as the generator reads it: its tar, and where each file's data is in it. */
-export interface StoredBuild {
-  record: BuildRecord;
-  tarKey: string;
-  index: TarIndex;
-  signature: Uint8Array;
-}
-
-/** A stored build, its signature and index checked against the BLAKE3s its record names. */
-export async function loadBuild(bucket: R2Bucket, game: string, build: string): Promise<StoredBuild> {
-  const record = await getJson<BuildRecord>(bucket, keys.build(game, build));
-  if (record === null) throw new GenerationError(404, `no build ${game}/${build}`);
-  const [indexObj, sig] = await Promise.all([bucket.get(keys.buildIndex(game, build, record.upload)), bucket.get(keys.buildSignature(game, build, record.upload))]);
-  if (indexObj === null || sig === null) throw new GenerationError(500, `build ${game}/${build}: stored data incomplete`);
-  const [indexBytes, signature] = await Promise.all([indexObj.arrayBuffer(), sig.arrayBuffer()]).then((b) => b.map((x) => new Uint8Array(x)));
-  if (wasm.blake3Hex(signature) !== record.signatureBlake3) throw new GenerationError(500, `build ${game}/${build}: stored signature does not match its record's BLAKE3`);
-  if (wasm.blake3Hex(indexBytes) !== record.indexBlake3) throw new GenerationError(500, `build ${game}/${build}: stored index does not match its record's BLAKE3`);
-  return { record, tarKey: keys.buildData(game, build, record.upload), index: decodeIndex(new TextDecoder().decode(indexBytes)), signature };
-}
-
-/** Gaps up to this size between wanted spans are read through rather than split into two R2 reads. */
-const READ_GAP = 256 << 10;
-const MAX_READ = 16 << 20;
-export const READ_CONCURRENCY = 4;
-
-/**
- * Groups spans of objects, sorted by key then start, into R2 reads: a span joins the read
- * before it (same object) across a gap of at most READ_GAP, while the read stays within
- * MAX_READ bytes. With `disjoint`, a span that overlaps the read before starts a read of its
- * own (a reader that walks each read's members in order needs them one after another).
- */
-function groupReads<T>(sorted: T[], at: (t: T) => [key: string, start: number, end: number], disjoint = false): { key: string; start: number; end: number; members: T[] }[] {
-  const groups: { key: string; start: number; end: number; members: T[] }[] = [];
-  for (const m of sorted) {
-    const [key, start, end] = at(m);
-    const g = groups[groups.length - 1];
-    if (g && g.key === key && start - g.end <= READ_GAP && (!disjoint || start >= g.end) && Math.max(g.end, end) - g.start <= MAX_READ) {
-      g.end = Math.max(g.end, end);
-      g.members.push(m);
-    } else {
-      groups.push({ key, start, end, members: [m] });
-    }
-  }
-  return groups;
-}
-
-/**
- * Lets the event loop go idle for a moment, so queued requests, timers and I/O run. Without it
- * (seen under local workerd, where R2 is simulated in the same process) a generation held the
- * thread from start to end: every other request to the Worker and the inspector waited for it,
- * and a connection reused right after it was dropped or stalled (worker/README.md, "Known
- * issues"). 5 ms rather than 0: with 0 some waiting requests did not get through and waited
- * for a later segment.
- */
-export function yieldToEventLoop(): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, 5));
-}
-
-/** Where one stored build's ranges are in an object (`src`) and in their concatenation (`dst`). */
-interface Span {
-  src: number;
-  len: number;
-  dst: number;
-}
-
-/** The R2 range reads of a stored build's tar that fetch the concatenation of some of its ranges. */
-export interface BuildReads {
-  /** Bytes of the concatenation. */
-  total: number;
-  /**
-   * One R2 read each: bytes [start, end) of the object at `key` (the build's tar, or the
-   * normalized form of a module), and the spans it holds, sorted by `src`.
-   */
-  groups: { key: string; start: number; end: number; spans: Span[] }[];
-}
-
 /**
  * Plans the reads of the concatenation of `ranges` of a stored build: spans sorted, merged
  * across small gaps (tar headers, neighbouring files) into reads of at most MAX_READ bytes.
@@ -202,238 +118,6 @@ export function planBuildReads(build: StoredBuild, ranges: BuildRange[], transfo
   const sorted = spans.filter((s) => s.len > 0).sort((a, b) => (a.key === b.key ? a.src - b.src : a.key < b.key ? -1 : 1));
   const groups = groupReads(sorted, (s) => [s.key, s.src, s.src + s.len]).map(({ key, start, end, members }) => ({ key, start, end, spans: members }));
   return { total, groups };
-}
-
-/**
- * Reads `plan` of a stored build into `target()`: a view of `plan.total` bytes, taken again
- * for every chunk (it may be a view of wasm memory, which a memory growth detaches). The
- * reads run a few at a time; each chunk is scattered into its spans as it arrives, so no
- * read is ever held whole.
- */
-export async function readBuildRanges(reader: R2RangeReader, plan: BuildReads, target: () => Uint8Array): Promise<void> {
-  if (target().length !== plan.total) throw new GenerationError(500, `read target is ${target().length} bytes, the ranges ${plan.total}`);
-  let next = 0;
-  const lane = async () => {
-    while (next < plan.groups.length) {
-      const g = plan.groups[next++];
-      // Chunks arrive in order: spans before `first` have all their bytes.
-      let first = 0;
-      await reader.read(g.key, g.start, g.end - g.start, (chunk, at) => {
-        const a = g.start + at;
-        const b = a + chunk.length;
-        const out = target();
-        while (first < g.spans.length && g.spans[first].src + g.spans[first].len <= a) first++;
-        for (let k = first; k < g.spans.length && g.spans[k].src < b; k++) {
-          const s = g.spans[k];
-          const from = Math.max(a, s.src);
-          const to = Math.min(b, s.src + s.len);
-          if (from < to) out.set(chunk.subarray(from - a, to - a), s.dst + (from - s.src));
-        }
-      });
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(reader.lanes, plan.groups.length) }, lane));
-}
-
-/**
- * A view of a buffer in the wasm module's memory: `take()` again once the view is detached
- * (a memory growth detaches every view of the old memory; a detached view has length 0).
- */
-export function wasmView(take: () => Uint8Array): () => Uint8Array {
-  let view = take();
-  return () => (view.byteLength === 0 ? (view = take()) : view);
-}
-
-/**
- * Hashes the new build's files from the bytes the generator reads, in the order it reads them
- * (segments cover the new files in order), so that every file read is checked against the new
- * signature's per-file BLAKE3 (through the manifest, which copies it) before the patch is signed.
- * The bytes are hashed where they are, in the generator's buffer in wasm memory
- * (`hashNewBytes`): no copy through JS. A module stored normalized is read as its normalized
- * form, which the core checks against its transform's record; the module itself was checked
- * whole by the transform phase (transform.ts), so its ranges are skipped here.
- */
-class NewFileHasher {
-  private readonly hasher = new wasm.FileHasher();
-  private current: { path: string; size: number; done: number } | null = null;
-  /** path -> BLAKE3 of every file read in full. */
-  readonly hashed = new Map<string, string>();
-
-  constructor(private readonly build: StoredBuild) {}
-
-  /** The bytes of `ranges` of the segment data the generator holds (`newBytesTarget`, filled). */
-  update(ranges: BuildRange[], gen: wasm.PatchGenerator): void {
-    let at = 0;
-    for (const r of ranges) {
-      if (r.length === 0) continue;
-      if (r.normalized) {
-        at += r.length;
-        continue;
-      }
-      const size = this.build.index.get(r.path)!.size;
-      if (this.current === null || this.current.path !== r.path) {
-        if (this.current !== null) throw new GenerationError(500, `integrity: ${this.current.path} was not read to its end before ${r.path}`);
-        if (r.offset !== 0) throw new GenerationError(500, `integrity: ${r.path} was not read from its start`);
-        this.current = { path: r.path, size, done: 0 };
-      }
-      if (r.offset !== this.current.done) throw new GenerationError(500, `integrity: ${r.path} was not read in order`);
-      gen.hashNewBytes(this.hasher, at, r.length);
-      at += r.length;
-      this.current.done += r.length;
-      if (this.current.done === size) {
-        this.hashed.set(r.path, this.hasher.finish());
-        this.current = null;
-      }
-    }
-  }
-
-  /** Throws unless every file read hashes to what `manifest` lists for it. */
-  check(manifest: wasm.ManifestReader): void {
-    if (this.current !== null) throw new GenerationError(500, `integrity: ${this.current.path} was not read to its end`);
-    for (const [path, blake3] of this.hashed) {
-      const listed = manifest.lookup(path);
-      if (listed === undefined || listed.blake3 !== blake3) {
-        throw new GenerationError(500, `integrity: stored bytes of ${this.build.record.build}/${path} do not match the build's signature (BLAKE3 ${blake3})`);
-      }
-    }
-  }
-
-  free(): void {
-    this.hasher.free();
-  }
-}
-
-/**
- * Checks each file of `ranges` (old files the generator reads from; in a fanned-out step new
- * files it reads only part of; in an assembly the old files its steps read), in full and once
- * per generation, against the BLAKE3 the upload's signer computed (kept in the build's index,
- * which is checked against its record): the ranges the generator reads are parts of files
- * known to be intact in R2. The reads go through `reader`, which pins the tar's ETag: the
- * object checked is the object the generator reads. Files that lie close together in the tar
- * are checked through one read (gaps of up to READ_GAP, reads of up to MAX_READ, as
- * `planBuildReads` groups): a tree with hundreds of changed files makes a few reads, not one
- * subrequest per file (three-tree: 948 R2 reads before, 25 after; BENCHMARKS.md "Generator CPU
- * through the Worker, session 15").
- */
-export async function verifyFiles(reader: R2RangeReader, build: StoredBuild, ranges: Iterable<{ path: string; length: number }>, verified: Set<string>): Promise<number> {
-  const files: { path: string; offset: number; size: number; blake3: string }[] = [];
-  const wanted = new Set<string>();
-  for (const r of ranges) {
-    // A range of no bytes needs no file: every file checked here has at least one byte.
-    if (r.length === 0 || verified.has(r.path) || wanted.has(r.path)) continue;
-    const entry = build.index.get(r.path);
-    if (entry === undefined) throw new GenerationError(500, `integrity: ${r.path} is not a file of ${build.record.build}`);
-    wanted.add(r.path);
-    files.push({ path: r.path, offset: entry.offset, size: entry.size, blake3: entry.blake3 });
-  }
-  // In tar order, grouped into reads whose files follow one another (each is its own tar member).
-  files.sort((a, b) => a.offset - b.offset);
-  const groups = groupReads(files, (f) => [build.tarKey, f.offset, f.offset + f.size], true);
-  let bytes = 0;
-  const hasher = new wasm.FileHasher();
-  try {
-    for (const g of groups) {
-      // Let waiting requests through between reads of up to MAX_READ (see yieldToEventLoop):
-      // an assembly checks gigabytes here.
-      await yieldToEventLoop();
-      // Chunks arrive in order: `k` is the file being hashed, `done` its bytes so far.
-      const members = g.members;
-      let k = 0;
-      let done = 0;
-      await reader.read(g.key, g.start, g.end - g.start, (chunk, at) => {
-        let a = g.start + at;
-        const b = a + chunk.length;
-        while (a < b && k < members.length) {
-          const f = members[k];
-          const from = Math.max(a, f.offset + done);
-          const to = Math.min(b, f.offset + f.size);
-          if (from < to) {
-            hasher.update(chunk.subarray(from - (g.start + at), to - (g.start + at)));
-            done += to - from;
-          }
-          if (done < f.size) {
-            a = b;
-            continue;
-          }
-          if (hasher.finish() !== f.blake3) throw new GenerationError(500, `integrity: stored bytes of ${build.record.build}/${f.path} do not match the BLAKE3 recorded at upload`);
-          verified.add(f.path);
-          bytes += f.size;
-          k++;
-          done = 0;
-        }
-      });
-      if (k !== members.length) throw new GenerationError(500, `integrity: stored bytes of ${build.record.build}/${members[k].path} ended early`);
-    }
-  } finally {
-    hasher.free();
-  }
-  return bytes;
-}
-
-export function descriptorUrls(game: string, from: string, to: string, manifestBlake3: string, patchBlake3: string) {
-  // Relative to the descriptor's own URL, /v1/games/{game}/updates/{from}/{to}.
-  return {
-    manifestUrl: `../../manifests/${from}/${to}/${manifestBlake3}`,
-    patchUrl: `../../patches/${from}/${to}/${patchBlake3}`,
-  };
-}
-
-/**
- * The descriptor signed by the current key (its update statement: game, from, to, manifest
- * size and BLAKE3), or unsigned when the server has no key. A descriptor signed by a key
- * that has since been rotated out is signed again with this.
- */
-export async function signDescriptor(env: Env, d: UpdateDescriptor): Promise<UpdateDescriptor> {
-  const { keyId: _k, signature: _s, ...unsigned } = d;
-  const signer = statementSigner(env.MANIFEST_SIGNING_KEY);
-  if (!signer) return unsigned;
-  const s = await signer;
-  return { ...unsigned, keyId: s.keyId, signature: await s.sign(updateStatement(s.keyId, d.game, d.from, d.to, d.manifestSize, d.manifestBlake3)) };
-}
-
-/** Whether the current key signed `d`'s update statement, and `d` is of the pair (game, from, to). */
-async function signedByCurrentKey(env: Env, game: string, from: string, to: string, d: UpdateDescriptor): Promise<boolean> {
-  const signer = statementSigner(env.MANIFEST_SIGNING_KEY);
-  if (!signer || typeof d.signature !== "string" || d.game !== game || d.from !== from || d.to !== to) return false;
-  if (!Number.isSafeInteger(d.manifestSize) || typeof d.manifestBlake3 !== "string" || !/^[0-9a-f]{64}$/.test(d.manifestBlake3)) return false;
-  const s = await signer;
-  if (d.keyId !== s.keyId) return false;
-  return s.verify(updateStatement(s.keyId, game, from, to, d.manifestSize, d.manifestBlake3), d.signature);
-}
-
-/** The fields of a descriptor besides its signature: what a re-signed descriptor must repeat. */
-const GENERATED_FIELDS = ["game", "from", "to", "manifestUrl", "manifestSize", "manifestBlake3", "patchUrl", "patchSize", "patchBlake3"] as const;
-
-/**
- * Why the pair's stored descriptor, manifest or patch is not what this Worker generated
- * (`generated`: the pair's PatchGeneration record, kept in Durable Object storage, which the
- * bucket cannot write), or null when they agree. The statement a re-signature covers (game,
- * from, to, manifest size and BLAKE3) is taken from `generated` and checked against the
- * descriptor; the stored manifest is read and hashed (it binds the patch's size and BLAKE3);
- * the stored patch's size is checked (its BLAKE3 is the manifest's, checked by every client as
- * it streams: hashing it here would read the whole patch).
- */
-export async function storedMismatch(env: Env, game: string, from: string, to: string, stored: UpdateDescriptor, generated: UpdateDescriptor): Promise<string | null> {
-  const pair = { game, from, to };
-  for (const f of ["game", "from", "to"] as const) {
-    if (generated[f] !== pair[f]) return `the generated record's ${f} is ${JSON.stringify(generated[f])}, not ${JSON.stringify(pair[f])}`;
-  }
-  for (const f of GENERATED_FIELDS) {
-    if (stored[f] !== generated[f]) return `the stored descriptor's ${f} is ${JSON.stringify(stored[f])}, the generated one's ${JSON.stringify(generated[f])}`;
-  }
-  const manifest = await env.BUCKET.get(keys.manifest(game, from, to));
-  if (manifest === null) return "the stored manifest is missing";
-  if (manifest.size !== generated.manifestSize) {
-    await manifest.body.cancel();
-    return `the stored manifest is ${manifest.size} bytes, the generated one ${generated.manifestSize}`;
-  }
-  wasm.initWasm();
-  const manifestBlake3 = wasm.blake3Hex(new Uint8Array(await manifest.arrayBuffer()));
-  if (manifestBlake3 !== generated.manifestBlake3) return `the stored manifest's BLAKE3 is ${manifestBlake3}, the generated one's ${generated.manifestBlake3}`;
-  const patch = await env.BUCKET.head(keys.patch(game, from, to));
-  if (patch === null) return "the stored patch is missing";
-  if (patch.size !== generated.patchSize) return `the stored patch is ${patch.size} bytes, the generated one ${generated.patchSize}`;
-  return null;
 }
 
 export function backoffResult(f: GenerationFailure): GenerateResult {
@@ -790,30 +474,4 @@ export class PatchGeneration extends DurableObject<Env> {
 /** The log: one object per generation run (the count is what "exactly once" is tested by). */
 export async function logGeneration(bucket: R2Bucket, game: string, from: string, to: string, started: number, stats: object): Promise<void> {
   await putJson(bucket, `${keys.generationLog(game, from, to)}${started}-${crypto.randomUUID()}`, stats);
-}
-
-/**
- * Completes the patch upload (checked against the size its manifest names), stores the manifest
- * and returns the signed descriptor, not yet stored (written last: it makes the pair exist).
- */
-export async function storePatch(env: Env, game: string, from: string, to: string, writer: R2PartWriter, manifest: Uint8Array): Promise<{ descriptor: UpdateDescriptor; patchSize: number }> {
-  const reader = new wasm.ManifestReader(manifest);
-  const patchBlake3 = reader.patchBlake3;
-  const patchSize = reader.patchSize;
-  reader.free();
-  await writer.finish();
-  if (writer.bytesWritten !== patchSize) throw new GenerationError(500, `patch is ${writer.bytesWritten} bytes, its manifest says ${patchSize}`);
-  const manifestBlake3 = wasm.blake3Hex(manifest);
-  await env.BUCKET.put(keys.manifest(game, from, to), manifest, { httpMetadata: { contentType: "application/octet-stream" }, customMetadata: { blake3: manifestBlake3 } });
-  const descriptor = await signDescriptor(env, {
-    game,
-    from,
-    to,
-    ...descriptorUrls(game, from, to, manifestBlake3, patchBlake3),
-    manifestSize: manifest.length,
-    manifestBlake3,
-    patchSize,
-    patchBlake3,
-  });
-  return { descriptor, patchSize };
 }
