@@ -26,10 +26,12 @@ pub mod signer;
 pub mod trace;
 mod tree_plan;
 pub mod trust;
-pub mod wasm_transform;
 mod window_plan;
 mod wire;
 mod zstd_frame;
+
+/// The wasm transform (its own crate): a compiled module's normalized form and its inverse.
+pub use edgepatch_transform_wasm as wasm_transform;
 
 #[doc(hidden)]
 pub use lzma::stream_with_dictionary as lzma_stream_with_dictionary;

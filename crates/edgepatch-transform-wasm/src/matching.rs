@@ -118,7 +118,7 @@ pub(crate) fn match_functions(old: &FunctionShapes, new: &FunctionShapes) -> Vec
     // first, then by position (a function edited in place).
     match_by_names(old, new, &mut new_match, &mut old_taken);
 
-    let ordered = super::longest_ascending(&anchors, |&(_, o)| o);
+    let ordered = longest_ascending(&anchors, |&(_, o)| o);
     let mut prev = (0usize, 0usize);
     let bounds = ordered.iter().map(|&(n, o)| (n, o)).chain(std::iter::once((new.bodies.len(), old.bodies.len())));
     for (next_new, next_old) in bounds {
@@ -248,6 +248,33 @@ fn match_by_calls(old: &FunctionShapes, new: &FunctionShapes, new_match: &mut [O
         }
     }
     made
+}
+
+/// The longest subsequence of `items` strictly ascending in `key` (patience
+/// sorting, O(n log n)).
+fn longest_ascending<T: Copy, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> Vec<T> {
+    let mut tails: Vec<usize> = Vec::new(); // per length, the index of the smallest tail
+    let mut parent = vec![usize::MAX; items.len()];
+    for (i, item) in items.iter().enumerate() {
+        let k = key(item);
+        let len = tails.partition_point(|&t| key(&items[t]) < k);
+        if len > 0 {
+            parent[i] = tails[len - 1];
+        }
+        if len == tails.len() {
+            tails.push(i);
+        } else {
+            tails[len] = i;
+        }
+    }
+    let mut out = Vec::with_capacity(tails.len());
+    let mut at = tails.last().copied().unwrap_or(usize::MAX);
+    while at != usize::MAX {
+        out.push(items[at]);
+        at = parent[at];
+    }
+    out.reverse();
+    out
 }
 
 #[cfg(test)]

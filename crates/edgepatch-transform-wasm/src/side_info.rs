@@ -2,9 +2,9 @@
 //! (docs/WASM_TRANSFORM.md §3 gives the layout).
 
 use super::addresses::Piece;
-use super::code_layout::{Coding, FIELDS};
 use super::leb::{read_unsigned, write_unsigned};
 use super::module::PcTable;
+use super::walker::{Coding, FIELDS};
 use super::TransformError;
 
 const MAGIC: &[u8; 4] = b"EPWT";
@@ -462,4 +462,21 @@ impl Reader<'_> {
         }
         Ok(out)
     }
+}
+
+/// Whether a side info (valid or not) says the normalized module and the old
+/// module it is diffed against are in the field-split layout: the applier
+/// must then read the old module in that layout.
+pub fn side_info_has_code_layout(side_info: &[u8]) -> bool {
+    match side_info.get(4) {
+        Some(&VERSION_CODE_LAYOUT) => true,
+        Some(&VERSION_ELEMENTS | &VERSION_INDEX_SECTIONS | &VERSION_DWARF_ADDRESSES) => side_info.get(6).is_some_and(|&layout| layout != 0),
+        _ => false,
+    }
+}
+
+/// Whether `side_info` (encoded) says the module's DWARF line programs' addresses are in the
+/// old module's code (version 6, docs/FORMAT.md §2.8.3 "Line addresses").
+pub fn side_info_has_dwarf_addresses(side_info: &[u8]) -> bool {
+    side_info.get(4) == Some(&VERSION_DWARF_ADDRESSES)
 }

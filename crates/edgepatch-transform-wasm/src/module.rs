@@ -1,10 +1,8 @@
 //! Just enough of a WebAssembly module parser for the transform: the section
-//! layout, function imports, the function table's element segment, and an
-//! instruction walker over function bodies that reports the immediates the
-//! transform rewrites. Every read is bounds-checked; hostile input gives an
-//! error, never a panic.
+//! layout, function imports, the function table's element segment and the
+//! function bodies (walked by `walker` and `immediates`). Every read is
+//! bounds-checked; hostile input gives an error, never a panic.
 
-use super::code_layout::{self, InPlace};
 use super::leb::{read_signed, read_unsigned, LebError};
 
 pub(crate) const MAGIC: &[u8; 8] = b"\0asm\x01\0\0\0";
@@ -372,38 +370,4 @@ fn parse_bodies(bytes: &[u8], at: usize) -> ParseResult<Vec<Body>> {
         return Err(c.err("bytes after the last function body"));
     }
     Ok(bodies)
-}
-
-/// The kind of a rewritten immediate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ImmediateKind {
-    /// `call`, `return_call`, `ref.func`: a function index (u32).
-    Function,
-    /// `i64.const`: a PC, a data address or a plain number.
-    I64Const,
-    /// `i32.const`: a data address or a plain number.
-    I32Const,
-    /// A load's or store's memarg offset (u64): a data address when the
-    /// base is `i32.const 0` (LLVM folds constant addresses into it), or a
-    /// field offset. Reported only when the walk asks for offsets (side info
-    /// version 2).
-    MemOffset,
-}
-
-/// An immediate the transform may rewrite: `bytes[start..end]` holds its LEB128.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Immediate {
-    pub start: usize,
-    pub end: usize,
-    pub kind: ImmediateKind,
-    pub value: i64,
-}
-
-/// Walks the body `bytes[start..end]` (locals, then instructions) and calls
-/// `on_immediate` for each rewritten immediate, in order (memarg offsets
-/// too when `offsets`). Fails on any instruction it does not know; the
-/// caller then keeps the body as it is.
-pub(crate) fn walk_body(bytes: &[u8], start: usize, end: usize, offsets: bool, on_immediate: &mut dyn FnMut(Immediate)) -> ParseResult<()> {
-    let mut walk = InPlace { c: Cursor::new(&bytes[..end], start), offsets, on_immediate };
-    code_layout::walk_body(&mut walk, end)
 }

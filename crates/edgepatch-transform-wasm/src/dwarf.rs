@@ -15,7 +15,9 @@
 //! format they use.
 
 use super::addresses::{AddressMap, Piece};
+use super::index_sections;
 use super::leb::read_unsigned;
+use super::module::Section;
 use super::TransformError;
 
 /// The custom sections' names.
@@ -395,6 +397,15 @@ pub(crate) fn read(contents: &[u8], at: usize) -> u32 {
 /// Writes the 4-byte address at `at`.
 pub(crate) fn write(contents: &mut [u8], at: usize, value: u32) {
     contents[at..at + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+/// What DWARF section `section` is (`Holds`), and where its contents after its name start.
+pub(crate) fn dwarf_holds(bytes: &[u8], section: &Section) -> Option<(Holds, usize)> {
+    if bytes[section.start] != 0 {
+        return None;
+    }
+    let (name, contents) = index_sections::custom_name(bytes, section)?;
+    Some((Holds::of(name)?, contents))
 }
 
 #[cfg(test)]

@@ -339,7 +339,7 @@ fn named_entries<'a>(bytes: &'a [u8], from: usize, to: usize, exports: bool, roo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wasm_transform::module::section_headers;
+    use crate::module::section_headers;
 
     fn module(sections: &[(u8, Vec<u8>)]) -> Vec<u8> {
         let mut m = b"\0asm\x01\0\0\0".to_vec();
