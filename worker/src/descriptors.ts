@@ -17,6 +17,11 @@ export interface UpdateDescriptor {
   patchUrl: string;
   patchSize: number;
   patchBlake3: string;
+  /**
+   * What a reader must understand to apply the patch (docs/FORMAT.md §5), as hex. Not signed:
+   * a forged value can only make a client refuse or try a patch its applier then refuses.
+   */
+  readerNeeds?: string;
   /** The signing key's id and its signature over the update statement (signing servers). */
   keyId?: string;
   signature?: string;
@@ -92,7 +97,7 @@ export async function storedMismatch(env: Env, game: string, from: string, to: s
  * Completes the patch upload (checked against the size its manifest names), stores the manifest
  * and returns the signed descriptor, not yet stored (written last: it makes the pair exist).
  */
-export async function storePatch(env: Env, game: string, from: string, to: string, writer: R2PartWriter, manifest: Uint8Array): Promise<{ descriptor: UpdateDescriptor; patchSize: number }> {
+export async function storePatch(env: Env, game: string, from: string, to: string, writer: R2PartWriter, manifest: Uint8Array, readerNeeds: string): Promise<{ descriptor: UpdateDescriptor; patchSize: number }> {
   const reader = new wasm.ManifestReader(manifest);
   const patchBlake3 = reader.patchBlake3;
   const patchSize = reader.patchSize;
@@ -110,6 +115,7 @@ export async function storePatch(env: Env, game: string, from: string, to: strin
     manifestBlake3,
     patchSize,
     patchBlake3,
+    readerNeeds,
   });
   return { descriptor, patchSize };
 }

@@ -31,6 +31,11 @@ export interface Env {
   GENERATION_STEP_SEGMENTS?: string;
   /** JSON array of key rotations, oldest first, served in /v1/public-key (rotations.ts). */
   KEY_ROTATIONS?: string;
+  /**
+   * The oldest reader this Worker serves (docs/FORMAT.md §5): a list of capability names, or
+   * `v0.1`, `current`, `baseline`, `current,-name` (unset: `v0.1`). Every patch is written for it.
+   */
+  READER_FLOOR?: string;
   /** "development" (wrangler dev, tests), "staging" or "production" (unset: production). */
   ENVIRONMENT?: string;
 }

@@ -41,6 +41,8 @@ export interface StepJob {
   first: number;
   end: number;
   level: number;
+  /** The reader the patch is written for (hex; the run's). */
+  reader: string;
   /** The run's wasm transforms (transform.ts), made before the run was planned. */
   transforms?: StoredTransform[];
 }
@@ -85,6 +87,8 @@ export interface FanoutRun {
   from: string;
   to: string;
   level: number;
+  /** The reader the patch is written for (hex, READER_FLOOR when the run began). */
+  reader: string;
   /** The changed wasm modules the patch stores normalized (the transform phase's run objects). */
   transforms?: StoredTransform[];
   /** The changed `.wasm` files above the transform's cap, diffed as they are (TransformStats.modulesAboveCap). */
@@ -112,6 +116,7 @@ export function stepJobs(run: FanoutRun): StepJob[] {
     first: step * run.stepSegments,
     end: Math.min(run.segments, (step + 1) * run.stepSegments),
     level: run.level,
+    reader: run.reader,
     transforms: run.transforms ?? [],
   }));
 }
@@ -313,7 +318,7 @@ export async function runStep(env: Env, job: StepJob): Promise<StepResult> {
     loadTransforms(bucket, job.transforms),
   ]);
   const normalized = new Map(transforms.map((t) => [t.path, t]));
-  const gen = wasm.newPatchGenerator(oldBuild?.signature ?? null, newBuild.signature, job.level);
+  const gen = wasm.newPatchGenerator(oldBuild?.signature ?? null, newBuild.signature, job.level, job.reader);
   // The generator holds its own copies of the signatures.
   newBuild.signature = new Uint8Array(0);
   if (oldBuild !== null) oldBuild.signature = new Uint8Array(0);
@@ -443,10 +448,11 @@ export async function assembleRun(env: Env, run: FanoutRun): Promise<{ descripto
   const oldBytesVerified = await verifyRunOldFiles(verifyReader, oldBuild, results);
   const verifySeconds = (Date.now() - assembleStarted) / 1000;
   const transforms = await loadTransforms(bucket, run.transforms);
-  const gen = wasm.newPatchGenerator(oldBuild?.signature ?? null, newBuild.signature, run.level);
+  const gen = wasm.newPatchGenerator(oldBuild?.signature ?? null, newBuild.signature, run.level, run.reader);
   const { writer, forget } = runWriter(bucket, runPrefix(run.game, run.from, run.to, run.run), "patch", keys.patch(run.game, run.from, run.to));
   const r2 = new R2RangeReader(bucket, 1);
   let manifest: Uint8Array;
+  let readerNeeds: string;
   try {
     addTransforms(gen, transforms);
     if (gen.segmentCount !== run.segments) throw new GenerationError(500, `assembly: the builds have ${gen.segmentCount} segments, the run ${run.segments}`);
@@ -469,6 +475,7 @@ export async function assembleRun(env: Env, run: FanoutRun): Promise<{ descripto
     }
     await writer.write(gen.finish());
     manifest = gen.manifest(run.from, run.to);
+    readerNeeds = gen.requiredCapabilities;
   } catch (e) {
     await writer.abort();
     await forget().catch(() => {});
@@ -477,7 +484,7 @@ export async function assembleRun(env: Env, run: FanoutRun): Promise<{ descripto
     gen.free();
   }
   const outputBufferBytes = writer.bufferBytes;
-  const { descriptor, patchSize } = await storePatch(env, run.game, run.from, run.to, writer, manifest);
+  const { descriptor, patchSize } = await storePatch(env, run.game, run.from, run.to, writer, manifest, readerNeeds);
   await forget();
   const sum = (f: (r: StepResult) => number) => results.reduce((n, r) => n + f(r), 0);
   const stats = {
@@ -514,7 +521,12 @@ function isJob(v: unknown): v is GenerationJob {
   const j = v as GenerationJob;
   if (typeof j !== "object" || j === null || typeof j.game !== "string" || typeof j.from !== "string" || typeof j.to !== "string" || typeof j.run !== "string") return false;
   if (j.kind === "assemble") return true;
-  return j.kind === "step" && [j.step, j.first, j.end, j.level].every((n) => Number.isSafeInteger(n) && n >= 0) && (j.transforms === undefined || Array.isArray(j.transforms));
+  return (
+    j.kind === "step" &&
+    [j.step, j.first, j.end, j.level].every((n) => Number.isSafeInteger(n) && n >= 0) &&
+    typeof j.reader === "string" &&
+    (j.transforms === undefined || Array.isArray(j.transforms))
+  );
 }
 
 /**

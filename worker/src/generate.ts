@@ -194,6 +194,7 @@ export class PatchGeneration extends DurableObject<Env> {
     from: string,
     to: string,
     level: number,
+    reader: string,
     segments: number,
     stepSegments: number,
     runId: string,
@@ -208,6 +209,7 @@ export class PatchGeneration extends DurableObject<Env> {
       from,
       to,
       level,
+      reader,
       segments,
       steps: Math.ceil(segments / stepSegments),
       stepSegments,
@@ -351,9 +353,10 @@ export class PatchGeneration extends DurableObject<Env> {
     let fannedOut = false;
     try {
       const phase = oldBuild === null ? null : await prepareTransforms(bucket, oldBuild, newBuild, prefix, (name, key) => runWriter(bucket, prefix, name, key));
-      const transforms = phase?.transforms ?? [];
-      const level = settings(this.env).patchLevel;
-      const gen = wasm.newPatchGenerator(oldBuild?.signature ?? null, newBuild.signature, level);
+      const { patchLevel: level, readerFloor: reader } = settings(this.env);
+      // Only the transforms the reader applies: the other modules are stored as they are.
+      const transforms = (phase?.transforms ?? []).filter((t) => wasm.readerCovers(reader, wasm.PatchGenerator.wasmTransformNeeds(t.record)));
+      const gen = wasm.newPatchGenerator(oldBuild?.signature ?? null, newBuild.signature, level, reader);
       try {
         addTransforms(gen, transforms);
       } catch (e) {
@@ -365,7 +368,7 @@ export class PatchGeneration extends DurableObject<Env> {
       if (segmentCount > stepSegments) {
         // Too large for one invocation: steps on the queue, then one assembly (fanout.ts).
         gen.free();
-        await this.startFanout(game, from, to, level, segmentCount, stepSegments, runId, await storeTransforms(bucket, transforms), phase?.stats.modulesAboveCap ?? []);
+        await this.startFanout(game, from, to, level, reader, segmentCount, stepSegments, runId, await storeTransforms(bucket, transforms), phase?.stats.modulesAboveCap ?? []);
         fannedOut = true;
         return null;
       }
@@ -408,6 +411,7 @@ export class PatchGeneration extends DurableObject<Env> {
     let newBytesRead = 0;
     let oldBytesRead = 0;
     let manifest: Uint8Array;
+    let readerNeeds: string;
     let segments = 0;
     try {
       await writer.write(gen.header());
@@ -437,6 +441,7 @@ export class PatchGeneration extends DurableObject<Env> {
       }
       await writer.write(gen.finish());
       manifest = gen.manifest(from, to);
+      readerNeeds = gen.requiredCapabilities;
       const reader = new wasm.ManifestReader(manifest);
       try {
         newHasher.check(reader);
@@ -450,7 +455,7 @@ export class PatchGeneration extends DurableObject<Env> {
       gen.free();
       newHasher.free();
     }
-    const { descriptor, patchSize } = await storePatch(this.env, game, from, to, writer, manifest);
+    const { descriptor, patchSize } = await storePatch(this.env, game, from, to, writer, manifest, readerNeeds);
     const stats: GenerationStats = {
       startedAt: new Date(started).toISOString(),
       seconds: (Date.now() - started) / 1000,

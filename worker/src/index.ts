@@ -19,6 +19,7 @@ import { consumeSteps } from "./fanout";
 import { abortStaleUploads, applyRetention, deleteBuild, forgetPendingUpload, recordPendingUpload, sweepGenerationRuns } from "./operations";
 import { signDescriptor, storedMismatch, type UpdateDescriptor } from "./generate";
 import type { Env } from "./env";
+import { capabilityNames, initWasm, readerCovers, readerFor } from "./wasm";
 
 export { PatchGeneration } from "./generate";
 export { GameRegistry } from "./registry";
@@ -338,8 +339,37 @@ async function generatedDescriptor(env: Env, game: string, from: string, to: str
   return result;
 }
 
+/**
+ * The reader a request names (`?reader=`, docs/FORMAT.md §5), as hex without the capabilities
+ * this Worker does not know; a request that names none is taken for READER_FLOOR's reader.
+ */
+function requestReader(url: URL, env: Env): string {
+  const raw = url.searchParams.get("reader");
+  if (raw === null) return settings(env).readerFloor;
+  initWasm();
+  try {
+    return readerFor(raw);
+  } catch (e) {
+    throw new HttpError(400, `reader=${JSON.stringify(raw.slice(0, 40))}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+/** Refuses a descriptor whose patch needs more than `reader` understands, naming both. */
+function checkReader(descriptor: UpdateDescriptor, reader: string): void {
+  // A descriptor stored before readers were recorded says nothing: it is served as it is.
+  if (descriptor.readerNeeds === undefined || readerCovers(reader, descriptor.readerNeeds)) return;
+  throw new HttpError(
+    406,
+    `this update's patch needs reader capabilities ${capabilityNames(descriptor.readerNeeds)}; the client reads ${capabilityNames(reader)}: update the client, or set the server's READER_FLOOR to what the client reads`,
+  );
+}
+
 route("GET", "/v1/games/:game/updates/:from/:to", "released", async ({ req, env, ctx, url }, [game, from, to]) => {
-  const cached = await cacheLookup(req, url);
+  // The reader is part of the cache key: a cached answer was checked for that reader.
+  const reader = requestReader(url, env);
+  const keyed = new URL(url.pathname, url.origin);
+  keyed.searchParams.set("reader", reader);
+  const cached = await cacheLookup(req, keyed);
   if (cached) return cached;
   let descriptor = await getJson<UpdateDescriptor>(env.BUCKET, keys.descriptor(game, from, to));
   let source = "r2";
@@ -363,8 +393,9 @@ route("GET", "/v1/games/:game/updates/:from/:to", "released", async ({ req, env,
     descriptor = await signDescriptor(env, generated);
     await env.BUCKET.put(keys.descriptor(game, from, to), JSON.stringify(descriptor), { httpMetadata: { contentType: "application/json" } });
   }
+  checkReader(descriptor, reader);
   const headers = { "Cache-Control": DESCRIPTOR_CACHE, ETag: `"u-${descriptor.manifestBlake3}"` };
-  ctx.waitUntil(caches.default.put(cacheKey(url), json(descriptor, 200, headers)).catch(() => {}));
+  ctx.waitUntil(caches.default.put(cacheKey(keyed), json(descriptor, 200, headers)).catch(() => {}));
   return json(descriptor, 200, { ...headers, "X-Edgepatch-Cache": "miss", "X-Edgepatch-Source": source });
 });
 

@@ -8,6 +8,7 @@ import { runPrefix, sweepRunPrefix } from "./fanout";
 import { deleteUpload } from "./ingest";
 import { getJson, keys, putJson, type BuildRecord } from "./store";
 import { settings } from "./settings";
+import { readerCapabilities } from "./wasm";
 import type { Env } from "./env";
 
 /** One upload in parts that was started: kept until it completes or is aborted. */
@@ -84,7 +85,13 @@ export async function deleteBuild(env: Env, origin: string, game: string, build:
   await Promise.all(
     pairs.map(async ({ from, to }) => {
       await env.GENERATIONS.get(env.GENERATIONS.idFromName(`${game}/${from}/${to}`)).forget();
-      await caches.default.delete(cacheKey(new URL(`/v1/games/${game}/updates/${from}/${to}`, origin))).catch(() => false);
+      // The descriptor's cache entries are per reader: the floor's and this build's own set are
+      // dropped here; an entry for another reader expires with its max-age.
+      for (const reader of new Set([settings(env).readerFloor, readerCapabilities()])) {
+        const url = new URL(`/v1/games/${game}/updates/${from}/${to}`, origin);
+        url.searchParams.set("reader", reader);
+        await caches.default.delete(cacheKey(url)).catch(() => false);
+      }
     }),
   );
   return { ok: true, deleted: { game, build, objectsDeleted: doomed.length + swept.objects, pairs } };

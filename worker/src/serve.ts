@@ -24,9 +24,13 @@ function etagMatches(request: Request, etag: string): boolean {
   return inm !== null && inm.split(",").some((t) => t.trim() === etag || t.trim() === `W/${etag}` || t.trim() === "*");
 }
 
-/** The URL without its query string: every query of one object shares one cache entry. */
+/**
+ * The URL without its query string but its `reader` (an update descriptor is checked for the
+ * reader a request names, docs/FORMAT.md §5): every other query of one object shares one entry.
+ */
 function keyUrl(url: URL): string {
-  return `${url.origin}${url.pathname}`;
+  const reader = url.searchParams.get("reader");
+  return `${url.origin}${url.pathname}${reader === null ? "" : `?reader=${encodeURIComponent(reader)}`}`;
 }
 
 /** The URL as a cache key: a plain GET of it (no query, no Range, no credentials). */

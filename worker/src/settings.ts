@@ -2,6 +2,7 @@
 // before the first request is served. A malformed value never becomes NaN or a default:
 // every route answers 500 "server misconfigured" until it is fixed (fail closed).
 import type { Env } from "./env";
+import { initWasm, readerFromList } from "./wasm";
 
 export interface Settings {
   /** Largest build accepted (tar bytes, all parts together). */
@@ -26,6 +27,11 @@ export interface Settings {
   uploadTtlSeconds: number;
   /** Segments (4 MiB of new data each) per step of a fanned-out generation; pairs with more are fanned out. */
   generationStepSegments: number;
+  /**
+   * The oldest reader served (READER_FLOOR, docs/FORMAT.md §5), as hex: every patch is written
+   * for it, so every client that reads at least this set applies every patch.
+   */
+  readerFloor: string;
   /**
    * Where this Worker runs (ENVIRONMENT): `development` (`wrangler dev`, the tests) accepts the
    * committed development key and token of .dev.vars.example; `staging` and `production`
@@ -110,6 +116,15 @@ function publicKeys(raw: string | undefined): Uint8Array[] {
   });
 }
 
+function readerFloor(raw: string | undefined): string {
+  initWasm();
+  try {
+    return readerFromList(raw === undefined || raw.trim() === "" ? "v0.1" : raw);
+  } catch (e) {
+    throw new ConfigError(`READER_FLOOR=${JSON.stringify(raw)}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
 export function parseSettings(env: Env): Settings {
   const settings: Settings = {
     maxBuildBytes: integer(env, "MAX_BUILD_BYTES", 2 ** 31, 1, Number.MAX_SAFE_INTEGER),
@@ -124,6 +139,7 @@ export function parseSettings(env: Env): Settings {
     uploadTtlSeconds: integer(env, "UPLOAD_TTL_SECONDS", 86400, 60, 30 * 86400),
     generationStepSegments: integer(env, "GENERATION_STEP_SEGMENTS", 32, 1, 4096),
     environment: environment(env.ENVIRONMENT),
+    readerFloor: readerFloor(env.READER_FLOOR),
   };
   if (settings.generationRetryMaxSeconds < settings.generationRetrySeconds) {
     throw new ConfigError(`GENERATION_RETRY_MAX_SECONDS=${settings.generationRetryMaxSeconds} is below GENERATION_RETRY_SECONDS=${settings.generationRetrySeconds}`);

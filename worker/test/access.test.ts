@@ -9,6 +9,7 @@ import worker from "../src/index";
 import { blake3Hex, initWasm, ManifestReader, Signer } from "../src/wasm";
 import { channelStatement, keyId, updateStatement } from "../src/statements";
 import { decodeIndex, keys, type BuildRecord } from "../src/store";
+import { settings } from "../src/settings";
 import { gameBuild, makeTar, type TarEntry } from "./tar";
 import { PUBLIC_KEY, TEST_TOKEN } from "./keys";
 
@@ -397,8 +398,10 @@ describe("key rotation", () => {
     const old = (await (await owner(path)).json()) as { keyId: string; signature: string; manifestSize: number; manifestBlake3: string };
     expect(old.keyId).toBe(keyId(b64(PUBLIC_KEY)));
     // The edge cache holds the old descriptor (up to an hour in production): drop it here.
-    await until("the descriptor cached", async () => (await caches.default.match(`${BASE}${path}`))?.text());
-    expect(await caches.default.delete(`${BASE}${path}`)).toBe(true);
+    // Keyed by the reader the request named (none: the floor's; docs/FORMAT.md §5).
+    const cachedAt = `${BASE}${path}?reader=${settings(env).readerFloor}`;
+    await until("the descriptor cached", async () => (await caches.default.match(cachedAt))?.text());
+    expect(await caches.default.delete(cachedAt)).toBe(true);
     // The owner rotates: a new MANIFEST_SIGNING_KEY, the old public key in PREVIOUS_PUBLIC_KEYS.
     const rotated = { MANIFEST_SIGNING_KEY: "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=", PREVIOUS_PUBLIC_KEYS: PUBLIC_KEY };
     const keysDoc = (await (await call(rotated, "/v1/public-key")).json()) as { publicKey: string; keyId: string; keys: { keyId: string; publicKey: string }[] };

@@ -6,6 +6,7 @@
 import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { initWasm } from "../src/wasm";
+import { settings } from "../src/settings";
 import { assembleRun, runStep, stepJobs, type FanoutRun } from "../src/fanout";
 import { bytes } from "./tar";
 import { apply, auth, BASE, corrupt, expectSameFiles, generations, publishInParts, servedPatch, stored, until, type Files } from "./generation";
@@ -96,7 +97,7 @@ describe("generation fanned out", () => {
   // assembly checks each of those once, in full, before it stores anything.
   describe("old bytes tampered with in R2", () => {
     /** A run of the pair as its object plans it (GENERATION_STEP_SEGMENTS 3: steps [0, 3) and [3, 4)). */
-    const plannedRun = (game: string, run: string): FanoutRun => ({ run, game, from: "v1", to: "v2", level: 3, segments: 4, steps: 2, stepSegments: 3, done: {}, stepFailures: 0, startedAt: Date.now(), progressAt: Date.now() });
+    const plannedRun = (game: string, run: string): FanoutRun => ({ run, game, from: "v1", to: "v2", level: 3, reader: settings(env).readerFloor, segments: 4, steps: 2, stepSegments: 3, done: {}, stepFailures: 0, startedAt: Date.now(), progressAt: Date.now() });
 
     it("a step's output made from tampered old bytes is refused by the assembly: no patch stored", async () => {
       await publishInParts("fantamper", "v1", v1);

@@ -9,6 +9,7 @@ import { initWasm } from "../src/wasm";
 import type { UpdateDescriptor } from "../src/generate";
 import { keyId, updateStatement } from "../src/statements";
 import { keys } from "../src/store";
+import { settings } from "../src/settings";
 import { makeTar, type TarEntry } from "./tar";
 import { PUBLIC_KEY, TEST_TOKEN } from "./keys";
 
@@ -42,10 +43,13 @@ async function generated(game: string, from: string, to: string): Promise<Descri
   return d;
 }
 
+/** The edge cache's key of a descriptor asked for without a reader (the floor's; docs/FORMAT.md §5). */
+const cachedAt = (path: string) => `${BASE}${path}?reader=${settings(env).readerFloor}`;
+
 async function dropCached(path: string): Promise<void> {
   // The route puts the descriptor into the edge cache after it answers (waitUntil).
-  for (let i = 0; i < 100 && !(await caches.default.match(`${BASE}${path}`)); i++) await new Promise((r) => setTimeout(r, 20));
-  await caches.default.delete(`${BASE}${path}`);
+  for (let i = 0; i < 100 && !(await caches.default.match(cachedAt(path))); i++) await new Promise((r) => setTimeout(r, 20));
+  await caches.default.delete(cachedAt(path));
 }
 
 /** The descriptor as the rotated Worker answers it (run in this isolate, so its log is seen). */
@@ -89,7 +93,7 @@ async function expectRefused(game: string, from: string, to: string, reason: Reg
   const lines = logged.mock.calls.map((c) => c.map(String).join(" "));
   expect(lines.some((l) => l.includes(`refusing to sign the update ${game} ${from} -> ${to} again`) && reason.test(l)), lines.join("\n")).toBe(true);
   expect(await storedDescriptor(game, from, to)).toEqual(before);
-  expect(await caches.default.match(`${BASE}/v1/games/${game}/updates/${from}/${to}`)).toBeUndefined();
+  expect(await caches.default.match(cachedAt(`/v1/games/${game}/updates/${from}/${to}`))).toBeUndefined();
 }
 
 afterEach(() => {

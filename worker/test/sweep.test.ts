@@ -5,6 +5,7 @@
 import { createScheduledController, env, runInDurableObject, SELF } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import worker from "../src/index";
+import { settings } from "../src/settings";
 import type { FanoutRun, RunUpload } from "../src/fanout";
 import type { PatchGeneration } from "../src/generate";
 import { gameBuild, makeTar } from "./tar";
@@ -37,7 +38,7 @@ async function stillOpen(u: RunUpload): Promise<boolean> {
 
 /** Makes `run` the pair's run in progress, as its object stores it when it plans one. */
 async function inProgress(game: string, from: string, to: string, run: string): Promise<void> {
-  const r: FanoutRun = { run, game, from, to, level: 3, segments: 4, steps: 2, stepSegments: 2, done: {}, stepFailures: 0, startedAt: Date.now(), progressAt: Date.now() };
+  const r: FanoutRun = { run, game, from, to, level: 3, reader: settings(env).readerFloor, segments: 4, steps: 2, stepSegments: 2, done: {}, stepFailures: 0, startedAt: Date.now(), progressAt: Date.now() };
   await runInDurableObject(pair(game, from, to), async (_instance, state) => {
     await state.storage.put("fanout", r);
   });

@@ -10,6 +10,7 @@ import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { initWasm, PatchGenerator } from "../src/wasm";
 import { loadBuild } from "../src/generate";
+import { settings } from "../src/settings";
 import { runPrefix, runStep, runWriter, type StepJob } from "../src/fanout";
 import { loadTransforms, prepareTransforms, storeTransforms } from "../src/transform";
 import { bytes } from "./tar";
@@ -108,7 +109,7 @@ async function transformRun(game: string, run: string) {
   for (const t of transforms) gen.addWasmTransform(t.record);
   const segments = gen.segmentCount;
   gen.free();
-  const job: StepJob = { kind: "step", game, from: "v1", to: "v2", run, step: 0, first: 0, end: segments, level: 3, transforms: await storeTransforms(bucket, transforms) };
+  const job: StepJob = { kind: "step", game, from: "v1", to: "v2", run, step: 0, first: 0, end: segments, level: 3, reader: settings(env).readerFloor, transforms: await storeTransforms(bucket, transforms) };
   return { transforms, job, stats };
 }
 

@@ -109,11 +109,12 @@ fn generate(old: &Build, new: &Build, reader_set: Capabilities) -> Vec<u8> {
     let (mut read_normalized, mut read_split) = (form(normalized), form(old_split));
     let readers = BuildReaders { old: &mut reader(old), new: &mut reader(new), normalized: Some(&mut read_normalized), old_split: Some(&mut read_split) };
     let mut patch = Vec::new();
-    drive(g, readers, &mut |b| {
+    let g = drive(g, readers, &mut |b| {
         patch.extend_from_slice(b);
         Ok(())
     })
     .expect("generate");
+    assert_eq!(g.required_capabilities(), required(&patch), "what the generator says its patch needs is what the patch needs");
     patch
 }
 

@@ -21,6 +21,13 @@ pub fn reader_for(hex: &str) -> Result<String, JsError> {
     Ok(Capabilities::from_hex(hex).map_err(core_err)?.known().to_hex())
 }
 
+/// A list of capability names, `current`, `v0.1`, `baseline` or `current,-name` (the CLI's
+/// `--reader`, a Worker's `READER_FLOOR`) as hex. Throws naming the known names.
+#[wasm_bindgen(js_name = readerFromList)]
+pub fn reader_from_list(list: &str) -> Result<String, JsError> {
+    Ok(Capabilities::parse_list(list).map_err(core_err)?.to_hex())
+}
+
 /// The names of a set (`baseline` for none), for messages.
 #[wasm_bindgen(js_name = capabilityNames)]
 pub fn capability_names(hex: &str) -> Result<String, JsError> {

@@ -133,6 +133,13 @@ impl PatchGenerator {
         self.inner.set_reader(reader).map_err(core_err)
     }
 
+    /// What a reader must understand to apply the patch (docs/FORMAT.md §5), as hex: final
+    /// once `header()` is written.
+    #[wasm_bindgen(getter, js_name = requiredCapabilities)]
+    pub fn required_capabilities(&self) -> String {
+        self.inner.required_capabilities().to_hex()
+    }
+
     #[wasm_bindgen(js_name = setLzmaOpsStreams)]
     pub fn set_lzma_ops_streams(&mut self, on: bool) -> Result<(), JsError> {
         self.inner.set_lzma_ops_streams(on).map_err(core_err)

@@ -34,7 +34,7 @@ mod trust;
 mod wasm_transform;
 
 pub use apply::PatchApplier;
-pub use capabilities::{capability_names, patch_needs, reader_capabilities, reader_covers, reader_for};
+pub use capabilities::{capability_names, patch_needs, reader_capabilities, reader_covers, reader_for, reader_from_list};
 #[cfg(feature = "diff")]
 pub use diff::diff_files;
 pub use generator::{isolate_lzma_window_limit, ByteRanges};

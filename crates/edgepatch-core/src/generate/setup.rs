@@ -283,6 +283,15 @@ impl PatchGenerator {
         self.reader
     }
 
+    /// What a reader must understand to apply the patch (docs/FORMAT.md §5): its header
+    /// flags' capabilities and its transforms'. Final once `header()` is written.
+    pub fn required_capabilities(&self) -> Capabilities {
+        self.tree
+            .transforms
+            .iter()
+            .fold(Capabilities::required_by_flags(self.tree.flags()), |set, w| set.union(Capabilities::required_by_side_info(&w.side_info)))
+    }
+
     /// The LZMA window limit the reader allows (0: none).
     pub(super) fn lzma_windows(&self) -> u64 {
         if self.reader.contains(Capability::LzmaSegments) {
