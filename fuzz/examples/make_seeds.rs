@@ -13,12 +13,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use edgepatch_core::inspect::inspect_patch;
-use edgepatch_core::patch_format::{FileSource, Segment, TreeEntryKind, WindowCodec, WindowSegmentHeader, END_TAG};
 use edgepatch_core::manifest::{EntryKind, EntrySource, Manifest, ManifestEntry, ManifestKind, SegmentRef};
+use edgepatch_core::patch_format::{FileSource, Segment, TreeEntryKind, WindowCodec, WindowSegmentHeader, END_TAG};
 use edgepatch_core::signature::Signature;
 use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
 use edgepatch_fuzz::reference_apply;
 use edgepatch_fuzz::*;
+use edgepatch_testkit::leb128;
 
 fn corpus(target: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(target);
@@ -149,14 +150,6 @@ fn varint(b: &[u8], at: &mut usize) -> u64 {
     v
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 /// The diff only tries window segments for segments whose ops encoding is over
 /// 16 KiB, far bigger than good fuzz seeds. This rewrites a small diff-made
 /// patch to carry its whole delta stream in `segments` window segments (zstd
@@ -175,12 +168,8 @@ fn as_window_patch(patch: &[u8], old: &Build, new: &Build, segments: usize) -> O
             .unwrap()
     };
     let reference: Vec<u8> = tree.old_files.iter().filter(|f| f.in_reference).flat_map(|f| data_of(old, &f.path)).collect();
-    let stream: Vec<u8> = tree
-        .entries
-        .iter()
-        .filter(|e| matches!(e.kind, TreeEntryKind::File { source: FileSource::Delta, .. }))
-        .flat_map(|e| data_of(new, &e.path))
-        .collect();
+    let stream: Vec<u8> =
+        tree.entries.iter().filter(|e| matches!(e.kind, TreeEntryKind::File { source: FileSource::Delta, .. })).flat_map(|e| data_of(new, &e.path)).collect();
     if stream.is_empty() {
         return None;
     }
@@ -193,7 +182,11 @@ fn as_window_patch(patch: &[u8], old: &Build, new: &Build, segments: usize) -> O
     for (i, part) in parts.iter().enumerate() {
         // Alternate between the whole reference and a few spans of it.
         let spans: Vec<(u64, u64)> = if i % 2 == 0 || reference.len() < 64 {
-            if reference.is_empty() { vec![] } else { vec![(0, reference.len() as u64)] }
+            if reference.is_empty() {
+                vec![]
+            } else {
+                vec![(0, reference.len() as u64)]
+            }
         } else {
             let r = reference.len() as u64;
             vec![(0, r / 4), (r / 3, r / 4), (r - r / 5, r / 5)]
@@ -209,8 +202,8 @@ fn as_window_patch(patch: &[u8], old: &Build, new: &Build, segments: usize) -> O
         out.extend_from_slice(&frame);
     }
     out.push(END_TAG);
-    put_varint(&mut out, parts.len() as u64);
-    put_varint(&mut out, stream.len() as u64);
+    leb128::write_u64(&mut out, parts.len() as u64);
+    leb128::write_u64(&mut out, stream.len() as u64);
     let hash = blake3::hash(&out);
     out.extend_from_slice(hash.as_bytes());
     let windows = inspect_patch(out.as_slice()).unwrap().layout.segments.iter().filter(|s| matches!(s, Segment::Window(_))).count();
@@ -312,8 +305,7 @@ fn manifests() -> Vec<(String, Manifest)> {
         entry("données/日本語.bin", EntryKind::File, 77, None, EntrySource::Delta { new_offset: 1200 }),
     ];
     let seg = |i: u64| SegmentRef { patch_offset: 100 + 500 * i, patch_len: 500, new_offset: 640 * i, new_len: 640 };
-    let many: Vec<ManifestEntry> =
-        (0..40).map(|i| entry(&format!("f{i:03}"), EntryKind::File, i, None, EntrySource::Delta { new_offset: i * i })).collect();
+    let many: Vec<ManifestEntry> = (0..40).map(|i| entry(&format!("f{i:03}"), EntryKind::File, i, None, EntrySource::Delta { new_offset: i * i })).collect();
     vec![
         (
             "build".into(),

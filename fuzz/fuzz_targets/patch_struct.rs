@@ -13,8 +13,8 @@
 use std::sync::OnceLock;
 
 use edgepatch_core::{apply_patch, Build, Error};
-use edgepatch_fuzz::reference_apply;
 use edgepatch_fuzz::hostile::{encode, encode_with_digest, PatchPlan};
+use edgepatch_fuzz::reference_apply;
 use edgepatch_fuzz::{old_single, old_tree, MemOld, MemSink};
 use libfuzzer_sys::fuzz_target;
 

@@ -95,14 +95,7 @@ impl Op {
                         break;
                     }
                 }
-                let mut leb = Vec::new();
-                let mut v = *value;
-                while v >= 0x80 {
-                    leb.push(v as u8 | 0x80);
-                    v >>= 7;
-                }
-                leb.push(v as u8);
-                b.splice(i..end, leb);
+                b.splice(i..end, edgepatch_testkit::leb128::u64(*value));
             }
         }
     }

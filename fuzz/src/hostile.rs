@@ -9,6 +9,7 @@
 use arbitrary::Arbitrary;
 use edgepatch_core::patch_format::{listing_digest, ListedKind};
 use edgepatch_core::Build;
+use edgepatch_testkit::leb128;
 
 #[derive(Arbitrary, Debug, Clone)]
 pub struct PatchPlan {
@@ -99,14 +100,6 @@ pub struct OpPlan {
 
 const WORDS: [&str; 12] = ["a", "x", "s", ".", "..", "x/..", "a/b", "bin/run", "latest", "assets", "../..", "assets/a.txt"];
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn path_bytes(p: &PathPlan) -> Vec<u8> {
     match p {
         PathPlan::Word(i) => WORDS[*i as usize % WORDS.len()].as_bytes().to_vec(),
@@ -146,18 +139,18 @@ pub fn encode_with_digest(plan: &PatchPlan, old: &Build, tree: bool, files_diges
             Some(ListedKind::File { size, .. }) => *size,
             _ => 0,
         };
-        put_varint(&mut t, size + plan.wrong_listing as u64);
+        leb128::write_u64(&mut t, size + plan.wrong_listing as u64);
     }
-    put_varint(&mut t, plan.run_count.unwrap_or(plan.runs.len() as u64));
+    leb128::write_u64(&mut t, plan.run_count.unwrap_or(plan.runs.len() as u64));
     for &(k, d) in &plan.runs {
-        put_varint(&mut t, k.into());
-        put_varint(&mut t, d.into());
+        leb128::write_u64(&mut t, k.into());
+        leb128::write_u64(&mut t, d.into());
     }
-    put_varint(&mut t, plan.entry_count.unwrap_or(plan.entries.len() as u64));
+    leb128::write_u64(&mut t, plan.entry_count.unwrap_or(plan.entries.len() as u64));
     for e in &plan.entries {
         let rest = if tree { path_bytes(&e.rest) } else { Vec::new() };
-        put_varint(&mut t, if tree { e.shared.into() } else { 0 });
-        put_varint(&mut t, rest.len() as u64);
+        leb128::write_u64(&mut t, if tree { e.shared.into() } else { 0 });
+        leb128::write_u64(&mut t, rest.len() as u64);
         t.extend_from_slice(&rest);
     }
     let code = |e: &NamedPlan| if tree { e.code % 7 } else { 2 + e.code % 4 };
@@ -166,18 +159,18 @@ pub fn encode_with_digest(plan: &PatchPlan, old: &Build, tree: bool, files_diges
     }
     for e in plan.entries.iter().filter(|e| code(e) == 1) {
         let target = path_bytes(&e.target);
-        put_varint(&mut t, target.len() as u64);
+        leb128::write_u64(&mut t, target.len() as u64);
         t.extend_from_slice(&target);
     }
     for e in plan.entries.iter().filter(|e| matches!(code(e), 2 | 3)) {
-        put_varint(&mut t, e.size.value());
+        leb128::write_u64(&mut t, e.size.value());
     }
     for e in plan.entries.iter().filter(|e| matches!(code(e), 4 | 5)) {
-        put_varint(&mut t, e.copy_index.into());
+        leb128::write_u64(&mut t, e.copy_index.into());
     }
-    put_varint(&mut t, plan.old_count.unwrap_or(plan.old_table.len() as u64));
+    leb128::write_u64(&mut t, plan.old_count.unwrap_or(plan.old_table.len() as u64));
     for &(gap, _) in &plan.old_table {
-        put_varint(&mut t, gap.into());
+        leb128::write_u64(&mut t, gap.into());
     }
     for &(_, flag) in &plan.old_table {
         t.push(if flag < 200 { flag & 1 } else { flag });
@@ -190,8 +183,8 @@ pub fn encode_with_digest(plan: &PatchPlan, old: &Build, tree: bool, files_diges
     p.extend_from_slice(&2u16.to_le_bytes());
     p.extend_from_slice(&(if tree { 0u16 } else { 1 }).to_le_bytes());
     let tree_comp = compress(&t);
-    put_varint(&mut p, plan.tree_size.unwrap_or(t.len() as u64));
-    put_varint(&mut p, plan.tree_comp.unwrap_or(tree_comp.len() as u64));
+    leb128::write_u64(&mut p, plan.tree_size.unwrap_or(t.len() as u64));
+    leb128::write_u64(&mut p, plan.tree_comp.unwrap_or(tree_comp.len() as u64));
     p.extend_from_slice(&tree_comp);
 
     let mut produced = 0u64;
@@ -199,15 +192,15 @@ pub fn encode_with_digest(plan: &PatchPlan, old: &Build, tree: bool, files_diges
         match s {
             SegmentPlan::Ops { ops, fill, header, op_count, ctrl_tail, second_frame } => {
                 let mut ctrl = Vec::new();
-                put_varint(&mut ctrl, op_count.unwrap_or(ops.len() as u64));
+                leb128::write_u64(&mut ctrl, op_count.unwrap_or(ops.len() as u64));
                 for op in ops {
-                    put_varint(&mut ctrl, op.diagonal_code.value());
+                    leb128::write_u64(&mut ctrl, op.diagonal_code.value());
                 }
                 for op in ops {
-                    put_varint(&mut ctrl, op.copy.value());
+                    leb128::write_u64(&mut ctrl, op.copy.value());
                 }
                 for op in ops {
-                    put_varint(&mut ctrl, op.extra.value());
+                    leb128::write_u64(&mut ctrl, op.extra.value());
                 }
                 ctrl.extend_from_slice(ctrl_tail);
                 let copied = ops.iter().fold(0u64, |t, o| t.saturating_add(o.copy.value()));
@@ -223,7 +216,7 @@ pub fn encode_with_digest(plan: &PatchPlan, old: &Build, tree: bool, files_diges
                 let f = [new_len, ctrl.len() as u64, cc.len() as u64, copied, dc.len() as u64, added, ec.len() as u64];
                 p.push(b'S');
                 for (v, o) in f.iter().zip(header) {
-                    put_varint(&mut p, o.unwrap_or(*v));
+                    leb128::write_u64(&mut p, o.unwrap_or(*v));
                 }
                 p.extend_from_slice(&cc);
                 p.extend_from_slice(&dc);
@@ -240,14 +233,14 @@ pub fn encode_with_digest(plan: &PatchPlan, old: &Build, tree: bool, files_diges
                 }
                 let frame = compress(&data);
                 p.push(b'W');
-                put_varint(&mut p, new_len.unwrap_or(data.len() as u64));
-                put_varint(&mut p, span_count.unwrap_or(spans.len() as u64));
+                leb128::write_u64(&mut p, new_len.unwrap_or(data.len() as u64));
+                leb128::write_u64(&mut p, span_count.unwrap_or(spans.len() as u64));
                 for &(gap, len) in spans {
-                    put_varint(&mut p, gap.into());
-                    put_varint(&mut p, len.into());
+                    leb128::write_u64(&mut p, gap.into());
+                    leb128::write_u64(&mut p, len.into());
                 }
-                put_varint(&mut p, back_len.value());
-                put_varint(&mut p, comp_len.unwrap_or(frame.len() as u64));
+                leb128::write_u64(&mut p, back_len.value());
+                leb128::write_u64(&mut p, comp_len.unwrap_or(frame.len() as u64));
                 p.extend_from_slice(&frame);
                 produced = produced.saturating_add(new_len.unwrap_or(data.len() as u64));
             }
@@ -255,8 +248,8 @@ pub fn encode_with_digest(plan: &PatchPlan, old: &Build, tree: bool, files_diges
         }
     }
     p.push(b'E');
-    put_varint(&mut p, plan.end_count.unwrap_or(plan.segments.len() as u64));
-    put_varint(&mut p, plan.end_total.unwrap_or(produced));
+    leb128::write_u64(&mut p, plan.end_count.unwrap_or(plan.segments.len() as u64));
+    leb128::write_u64(&mut p, plan.end_total.unwrap_or(produced));
     let sum = blake3::hash(&p);
     p.extend_from_slice(sum.as_bytes());
     p

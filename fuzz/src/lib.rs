@@ -30,17 +30,9 @@ pub fn with_fixed_trailer(data: &[u8]) -> Option<Vec<u8>> {
     Some(fixed)
 }
 
-/// Deterministic filler bytes (xorshift), so the old builds never change.
+/// Deterministic filler bytes (xorshift64, the low byte of each value), so the old builds never change.
 pub fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    edgepatch_testkit::Rng::xorshift64_seeded(seed).bytes_from_bit(len, 0)
 }
 
 /// Some text, some binary: what a small game file looks like.

@@ -5,20 +5,10 @@
 
 use std::fs;
 
+use edgepatch_testkit::noise;
+
 mod common;
 use common::{edgepatch, ok};
-
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 #[test]
 fn old_budget_reaches_further_and_is_checked() {

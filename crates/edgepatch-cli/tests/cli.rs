@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 #[cfg(unix)]
 use std::process::Command;
 
+use edgepatch_testkit::Rng;
+
 mod common;
 use common::{edgepatch, leftovers, ok, snapshot, unpack, FIXTURE_LINKS};
 
@@ -220,13 +222,7 @@ fn unchanged_files_are_copied_on_a_second_thread_and_checked() {
 fn large_file_round_trip_through_the_writing_thread() {
     // 3 MiB: written from the second thread in 256 KiB buffers, several times over.
     let tmp = tempfile::tempdir().unwrap();
-    let mut x = 7u32;
-    let old: Vec<u8> = (0..3 << 20)
-        .map(|_| {
-            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (x >> 24) as u8
-        })
-        .collect();
+    let old = Rng::new(7).bytes(3 << 20);
     let mut new = old.clone();
     for i in (0..new.len()).step_by(100_003) {
         new[i] ^= 0x55;

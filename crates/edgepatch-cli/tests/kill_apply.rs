@@ -17,32 +17,18 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use edgepatch_testkit::Rng;
+
 mod common;
 use common::{edgepatch, leftovers, ok, snapshot};
 
 const KILLS: usize = if cfg!(windows) { 40 } else { 200 };
 
-/// xorshift64*: reproducible from its seed, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| (self.next() >> 56) as u8).collect()
-    }
-}
-
 /// 480 small files in 12 directories (a third of them edited in version 2),
 /// three large ones (1, 2 and 3 MiB; version 2 changes a few spans of each
 /// and appends to one), an empty directory and, on Unix, executable bits and a few links.
 fn build(root: &Path, version: u32) {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::xorshift64_star(0x9e37_79b9_7f4a_7c15);
     fs::create_dir_all(root.join("empty")).unwrap();
     for i in 0..480usize {
         let dir = root.join(format!("d{:02}", i % 12));
@@ -118,11 +104,11 @@ fn sigkill_at_200_random_points_leaves_out_absent_or_complete() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::xorshift64_star(seed);
     let context = format!("seed {seed} (EDGEPATCH_KILL_SEED), apply takes {apply:?}");
     let (mut absent, mut complete, mut mid_write) = (0, 0, 0);
     for kill in 0..KILLS {
-        let delay = apply.mul_f64((rng.next() >> 11) as f64 / (1u64 << 53) as f64);
+        let delay = apply.mul_f64((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64);
         let mut child = Command::new(env!("CARGO_BIN_EXE_edgepatch"))
             .args([&"apply" as &dyn AsRef<std::ffi::OsStr>, &v1, &patch, &out].iter().map(|a| a.as_ref()))
             .stdout(Stdio::null())

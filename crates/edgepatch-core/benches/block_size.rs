@@ -4,21 +4,22 @@
 //!
 //!     EDGEPATCH_CORPUS=~/.cache/edgepatch-corpus cargo bench -p edgepatch-core --bench block_size
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use edgepatch_core::signature::{block_matched_bytes, sign_content};
+use edgepatch_testkit::corpus;
 
 fn main() {
-    let corpus = PathBuf::from(std::env::var("EDGEPATCH_CORPUS").unwrap_or_else(|_| format!("{}/.cache/edgepatch-corpus", std::env::var("HOME").unwrap())));
     let pairs = ["havok-wasm", "phaser-js", "esbuild-wasm-adj", "freedoom2-wad"];
     println!("| pair | block size | signature bytes per MB of old | new bytes found by block matching | sign + match time |");
     println!("|---|---:|---:|---:|---:|");
     for pair in pairs {
-        let dir = corpus.join("pairs").join(pair);
-        let (Ok(old), Ok(new)) = (std::fs::read(dir.join("old")), std::fs::read(dir.join("new"))) else {
-            eprintln!("skipping {pair}: not in {} (run ../shared/corpus/fetch.sh)", corpus.display());
-            continue;
+        let (old, new) = match corpus::pair(pair) {
+            Ok(p) => (p.old, p.new),
+            Err(skip) => {
+                eprintln!("skipping {pair}: {skip} (run ../shared/corpus/fetch.sh)");
+                continue;
+            }
         };
         for block in [1024u32, 4096, 16384, 65536, 262144] {
             let t = Instant::now();

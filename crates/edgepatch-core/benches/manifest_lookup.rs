@@ -10,6 +10,8 @@ use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use edgepatch_testkit::Rng;
+
 const N: usize = 100_000;
 
 // ---------------------------------------------------------------- JSON twin
@@ -92,30 +94,17 @@ fn to_json(m: &Manifest) -> Vec<u8> {
 
 // ---------------------------------------------------------------- data
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// A patch manifest for a game build of N files: 80% unchanged, 15% delta, 5% moved.
 fn game_manifest() -> Manifest {
     const DIRS: [(&str, &str, &str); 5] =
         [("textures", "tile", "png"), ("textures", "sprite", "webp"), ("audio", "sfx", "ogg"), ("meshes", "prop", "glb"), ("scripts", "logic", "js")];
-    let mut rng = Rng(0x9E37_79B9);
+    let mut rng = Rng::xorshift64_star(0x9E37_79B9);
     let mut delta_at = 0u64;
     let entries = (0..N)
         .map(|i| {
             let (dir, stem, ext) = DIRS[i % DIRS.len()];
             let path = format!("assets/level-{:03}/{dir}/{stem}_{:05}.{ext}", i / 1000, i);
-            let size = 200 + rng.below(400_000);
+            let size = 200 + rng.below(400_000) as u64;
             let source = match rng.below(100) {
                 0..=79 => EntrySource::Unchanged,
                 80..=94 => {
@@ -190,10 +179,10 @@ fn main() {
     let json = to_json(&m);
 
     // Probe paths: random entries, 1 in 8 absent.
-    let mut rng = Rng(12345);
+    let mut rng = Rng::xorshift64_star(12345);
     let probes: Vec<String> = (0..4096)
         .map(|k| {
-            let i = rng.below(N as u64) as usize;
+            let i = rng.below(N);
             if k % 8 == 7 {
                 format!("assets/level-{:03}/textures/missing_{i:05}.png", i / 1000)
             } else {

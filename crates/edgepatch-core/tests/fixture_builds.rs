@@ -1,5 +1,5 @@
 //! Shared by the integration tests: loads the fixture game builds
-//! (fixtures/game-v{1,2}.tar) into memory, and makes synthetic test data.
+//! (fixtures/game-v{1,2}.tar) into memory, and makes file entries.
 // Each test crate includes this module and uses part of it.
 #![allow(dead_code)]
 
@@ -35,19 +35,6 @@ pub fn load_tar(name: &str) -> Build {
         entries.push(BuildEntry { path, content });
     }
     Build::from_entries(entries).expect("fixture build is valid")
-}
-
-/// Deterministic pseudo-random bytes (xorshift), so tests need no extra crates.
-pub fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
 }
 
 /// A regular, non-executable file entry.

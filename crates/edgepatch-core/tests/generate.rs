@@ -16,7 +16,8 @@ mod fixture_builds;
 mod reference_applier;
 
 use appliers::{apply_both as apply, reader};
-use fixture_builds::{file, noise};
+use edgepatch_testkit::noise;
+use fixture_builds::file;
 
 fn generate(old: Option<&Build>, new: &Build, level: i32) -> (Vec<u8>, PatchGenerator) {
     let empty = Build::default();

@@ -7,9 +7,7 @@ use edgepatch_core::patch_format::MAX_WINDOW_BYTES;
 use edgepatch_core::signature::Signature;
 use edgepatch_core::{apply_patch, Build, Error};
 
-mod fixture_builds;
-
-use fixture_builds::noise;
+use edgepatch_testkit::{noise, Rng};
 
 fn reader(build: &Build) -> impl FnMut(&str, u64, &mut [u8]) -> edgepatch_core::Result<()> + '_ {
     move |path, offset, buf| {
@@ -75,19 +73,13 @@ fn old_budgets_out_of_range_or_late_are_errors() {
 /// About `len` bytes of code-like text lines, each naming something of its own.
 fn text_lines(seed: u64, len: usize) -> Vec<String> {
     const WORDS: [&str; 12] = ["const", "return", "function", "this", "value", "texture", "uniform", "=", "(", ")", "{", "};"];
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = Rng::xorshift64_seeded(seed);
     let (mut lines, mut size) = (Vec::new(), 0);
     while size < len {
-        let mut line = format!("n{} =", next() % 10_000_000);
-        for _ in 0..3 + next() % 8 {
+        let mut line = format!("n{} =", rng.below(10_000_000));
+        for _ in 0..3 + rng.below(8) {
             line.push(' ');
-            line.push_str(WORDS[(next() % WORDS.len() as u64) as usize]);
+            line.push_str(WORDS[rng.below(WORDS.len())]);
         }
         size += line.len() + 1;
         lines.push(line);

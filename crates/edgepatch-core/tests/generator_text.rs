@@ -14,19 +14,8 @@ mod fixture_builds;
 mod reference_applier;
 
 use appliers::{apply_both, reader};
+use edgepatch_testkit::Rng;
 use fixture_builds::file;
-
-/// Deterministic xorshift.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// About `len` bytes of JavaScript-like lines drawn from a small vocabulary.
 fn js_lines(seed: u64, len: usize) -> Vec<String> {
@@ -34,17 +23,17 @@ fn js_lines(seed: u64, len: usize) -> Vec<String> {
         "const", "let", "return", "function", "this", "value", "node", "texture", "uniform", "vec3", "matrix", "update", "=", "+", "(", ")", "{", "}", ";",
         "if", "else", "null", "true", "0.5",
     ];
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::xorshift64_seeded(seed);
     let (mut lines, mut size) = (Vec::new(), 0);
     while size < len {
-        let words = 3 + rng.next() % 9;
+        let words = 3 + rng.below(9);
         // Each line names something of its own, as code does: no line repeats another.
-        let mut line = format!("{}n{} =", "\t".repeat((rng.next() % 4) as usize), rng.next() % 10_000_000);
+        let mut line = format!("{}n{} =", "\t".repeat(rng.below(4)), rng.below(10_000_000));
         for _ in 0..words {
             line.push(' ');
-            line.push_str(WORDS[(rng.next() % WORDS.len() as u64) as usize]);
-            if rng.next().is_multiple_of(5) {
-                line.push_str(&format!("{}", rng.next() % 1000));
+            line.push_str(WORDS[rng.below(WORDS.len())]);
+            if rng.one_in(5) {
+                line.push_str(&format!("{}", rng.below(1000)));
             }
         }
         size += line.len() + 1;
@@ -58,28 +47,20 @@ fn js_lines(seed: u64, len: usize) -> Vec<String> {
 /// duplicated), and one in `every` new lines inserted from a pool of 1,500 that the old
 /// version lacks (a change a bundle repeats in each of its files).
 fn edited(lines: &[String], seed: u64, every: u64) -> Vec<String> {
-    let mut pool_rng = Rng(99);
+    let mut pool_rng = Rng::xorshift64(99);
     let pool: Vec<String> = (0..1500)
-        .map(|_| {
-            format!(
-                "\tconst v{} = mix( u{}, w{}.xyz ) * {};",
-                pool_rng.next() % 100_000,
-                pool_rng.next() % 100_000,
-                pool_rng.next() % 1000,
-                pool_rng.next() % 97
-            )
-        })
+        .map(|_| format!("\tconst v{} = mix( u{}, w{}.xyz ) * {};", pool_rng.below(100_000), pool_rng.below(100_000), pool_rng.below(1000), pool_rng.below(97)))
         .collect();
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::xorshift64(seed | 1);
     let mut out = Vec::with_capacity(lines.len() + lines.len() / 8);
     for line in lines {
-        match rng.next() % every {
-            0 => out.push(format!("{line} + {}", rng.next() % 100_000)),
-            1 => out.push(lines[(rng.next() % (lines.len() as u64 / 8)) as usize].clone()),
+        match rng.below(every as usize) {
+            0 => out.push(format!("{line} + {}", rng.below(100_000))),
+            1 => out.push(lines[rng.below(lines.len() / 8)].clone()),
             _ => out.push(line.clone()),
         }
-        if rng.next().is_multiple_of(every) {
-            out.push(pool[(rng.next() % pool.len() as u64) as usize].clone());
+        if rng.one_in(every) {
+            out.push(pool[rng.below(pool.len())].clone());
         }
     }
     out

@@ -15,7 +15,8 @@ use edgepatch_core::manifest::{EntrySource, ManifestView};
 use edgepatch_core::patch_format::{FLAG_RUN_CODED_DIFF, FLAG_SINGLE_FILE, FLAG_WASM_TRANSFORM};
 use edgepatch_core::signature::Signature;
 use edgepatch_core::{Build, Error};
-use fixture_builds::{file, noise};
+use edgepatch_testkit::{corpus, leb128, noise};
+use fixture_builds::file;
 
 /// The bytes a patch's transforms keep beside the builds, by path.
 #[derive(Clone, Default)]
@@ -91,14 +92,6 @@ fn form_reader(forms: &Forms, form: FileForm) -> impl FnMut(&str, u64, &mut [u8]
     }
 }
 
-fn leb128(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn generate(old: &Build, new: &Build, transform: bool, level: i32) -> (Vec<u8>, Option<Vec<u8>>) {
     let (os, ns) = signatures(old, new);
     let (transforms, forms) = if transform { prepare(old, new) } else { (Vec::new(), Forms::default()) };
@@ -136,12 +129,7 @@ fn single_modules_are_stored_normalized_smaller_and_apply_exactly() {
         ("Go-like, data in segments".to_string(), wasm_modules::go_like_segmented_versions(1500, 9)),
     ];
     // Real modules (Go, Emscripten, Rust), as the reference applier's test takes them.
-    if let Some(dir) = std::env::var_os("EDGEPATCH_WASM_PAIRS") {
-        for pair in std::fs::read_dir(dir).unwrap() {
-            let pair = pair.unwrap().path();
-            pairs.push((pair.display().to_string(), (std::fs::read(pair.join("old")).unwrap(), std::fs::read(pair.join("new")).unwrap())));
-        }
-    }
+    pairs.extend(corpus::wasm_pairs().into_iter().map(|p| (p.name, (p.old, p.new))));
     for (name, (v1, v2)) in pairs {
         let (old, new) = (Build::single_file(v1), Build::single_file(v2));
         let transformed = !prepare(&old, &new).0.is_empty();
@@ -427,7 +415,7 @@ fn re_emitted_code_is_generated_in_the_split_layout_and_applies_exactly() {
         let mut body = record[..flag_at + 33].to_vec();
         body[0] = version;
         for &v in parts {
-            leb128(&mut body, v);
+            leb128::write_u64(&mut body, v);
         }
         let check = *blake3::hash(&body).as_bytes();
         body.extend_from_slice(&check);

@@ -7,6 +7,7 @@ mod reference_applier;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::signature::Signature;
 use edgepatch_core::{apply_patch, Build, Error};
+use edgepatch_testkit::Rng;
 use fixture_builds::{fixtures_dir, load_tar};
 use reference_applier::apply as reference_apply;
 
@@ -53,15 +54,10 @@ fn garbage_empty_and_trailing_bytes() {
     let (old, patch) = golden_patch();
     assert!(matches!(must_fail(&old, b""), Error::Truncated { .. }));
     assert!(matches!(must_fail(&old, b"PK\x03\x04 this is a zip"), Error::BadMagic { .. }));
-    let mut x: u64 = 99;
+    let mut rng = Rng::new(99);
     for _ in 0..200 {
-        let len = (x % 4096) as usize;
-        let mut junk: Vec<u8> = (0..len)
-            .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                (x >> 33) as u8
-            })
-            .collect();
+        let len = rng.below(4096);
+        let mut junk = rng.bytes(len);
         must_fail(&old, &junk);
         // Garbage behind a valid header reaches the deeper decoders.
         junk.splice(0..0, patch[..12].iter().copied());

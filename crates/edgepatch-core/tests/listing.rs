@@ -7,7 +7,8 @@ mod fixture_builds;
 use edgepatch_core::diff::build_listing;
 use edgepatch_core::signature::{Signature, DEFAULT_BLOCK_SIZE};
 use edgepatch_core::Build;
-use fixture_builds::{load_tar, noise};
+use edgepatch_testkit::noise;
+use fixture_builds::load_tar;
 
 #[test]
 fn a_tree_and_a_single_file_list_the_same_from_the_build_and_from_its_signature() {

@@ -7,6 +7,8 @@ use edgepatch_core::manifest::{
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
+use edgepatch_testkit::Rng;
+
 // ------------------------------------------------------------ allocation probe
 
 /// Records the largest single allocation made by the current thread, so tests
@@ -54,20 +56,6 @@ fn largest_alloc_during<R>(f: impl FnOnce() -> R) -> (R, usize) {
 }
 
 // ------------------------------------------------------------ helpers
-
-/// xorshift64*: deterministic, no extra crates.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 fn hash_of(s: &str) -> [u8; 32] {
     *blake3::hash(s.as_bytes()).as_bytes()
@@ -228,7 +216,7 @@ fn hundred_thousand_keys() {
             assert_eq!(&v.entry_at(i).unwrap(), e);
         }
     }
-    let mut rng = Rng(7);
+    let mut rng = Rng::xorshift64_star(7);
     for _ in 0..10_000 {
         let p = format!("assets/level-{:03}/textures/tile_{:05}.png", rng.below(2000), 1000 + rng.below(1000));
         assert_eq!(v.lookup(&p).unwrap(), None);
@@ -419,7 +407,7 @@ fn random_bit_flips_never_panic() {
     let m = sample_patch();
     let bytes = m.encode().unwrap();
     let paths: Vec<String> = m.entries.iter().map(|e| e.path.clone()).collect();
-    let mut rng = Rng(0x5EED_1234_ABCD_0001);
+    let mut rng = Rng::xorshift64_star(0x5EED_1234_ABCD_0001);
     let mut decoded_after_reseal = 0;
     for round in 0..20_000 {
         let mut b = bytes.clone();
@@ -451,10 +439,10 @@ fn garbage_never_panics() {
     let m = sample_patch();
     let good = m.encode().unwrap();
     let paths: Vec<String> = m.entries.iter().map(|e| e.path.clone()).collect();
-    let mut rng = Rng(42);
+    let mut rng = Rng::xorshift64_star(42);
     for round in 0..5_000 {
         let len = rng.below(2 * good.len());
-        let mut b: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let mut b = rng.bytes_from_bit(len, 0);
         // Half the time keep a plausible header prefix so the garbage gets further.
         if round % 2 == 0 {
             let keep = rng.below(HEADER_LEN + 40).min(b.len());

@@ -9,7 +9,8 @@ use edgepatch_core::manifest::{self, Manifest};
 use edgepatch_core::manifest_binding::{BoundSink, ManifestBinding, PatchStreamHash};
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::{diff_builds, Build, DiffOptions, EntryContent, PatchApplier};
-use fixture_builds::{file, fixtures_dir, load_tar, noise};
+use edgepatch_testkit::noise;
+use fixture_builds::{file, fixtures_dir, load_tar};
 
 fn manifest_of(old: &Build, new: &Build, patch: &[u8]) -> Manifest {
     let info = inspect_patch(patch).unwrap();

@@ -4,8 +4,6 @@
 //! that knows modes still checks them; a patch of a build without executable files is
 //! unchanged.
 
-mod fixture_builds;
-
 use std::io;
 
 use edgepatch_core::apply::OldBuild;
@@ -13,7 +11,7 @@ use edgepatch_core::error::ErrorKind;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::patch_format::{ListedEntry, FLAG_MODE_BLIND_DIGEST};
 use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
-use fixture_builds::noise;
+use edgepatch_testkit::noise;
 
 fn build(executable: bool, tail: &[u8]) -> Build {
     let mut data = noise(7, 40_000);

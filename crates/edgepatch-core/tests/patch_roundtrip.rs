@@ -8,7 +8,8 @@ mod reference_applier;
 use appliers::apply_both;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::{apply_patch, diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
-use fixture_builds::{file, noise};
+use edgepatch_testkit::noise;
+use fixture_builds::file;
 
 fn dir(path: &str) -> BuildEntry {
     BuildEntry { path: path.into(), content: EntryContent::Directory }

@@ -13,7 +13,8 @@ use edgepatch_core::generate::{drive, BuildReaders, PatchGenerator, WasmTransfor
 use edgepatch_core::inspect::inspect_patch;
 use edgepatch_core::signature::Signature;
 use edgepatch_core::{diff_builds, Build, BuildEntry, Capabilities, Capability, DiffOptions, EntryContent, Error};
-use fixture_builds::{file, noise};
+use edgepatch_testkit::noise;
+use fixture_builds::file;
 
 /// Old and new builds with an executable file (mode-blind digest), sparse byte changes
 /// (run-coded diffs), re-emitted wasm code (field-split layout; LZMA at level 19), a module with

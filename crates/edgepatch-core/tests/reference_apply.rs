@@ -10,7 +10,8 @@ mod reference_applier;
 
 use appliers::fast_apply as fast;
 use edgepatch_core::{diff_builds, Build, BuildEntry, DiffOptions, EntryContent};
-use fixture_builds::{fixtures_dir, load_tar, noise};
+use edgepatch_testkit::{corpus, leb128, noise};
+use fixture_builds::{fixtures_dir, load_tar};
 
 fn sorted(mut b: Build) -> Build {
     b.entries.sort_by(|x, y| x.path.as_bytes().cmp(y.path.as_bytes()));
@@ -148,14 +149,6 @@ fn damaged_golden_patches_are_refused_by_both_or_neither_differs() {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn compress_with_prefix(data: &[u8], prefix: &[u8]) -> Vec<u8> {
     use zstd::zstd_safe::{CCtx, CParameter};
     let mut cctx = CCtx::create();
@@ -171,17 +164,17 @@ fn compress_with_prefix(data: &[u8], prefix: &[u8]) -> Vec<u8> {
 /// reach back into the bytes produced before them.
 fn window_patch(old: &[u8], new: &[u8], cuts: &[usize], spans: &[(u64, u64)]) -> Vec<u8> {
     let mut tree = Vec::new();
-    put_varint(&mut tree, old.len() as u64);
+    leb128::write_u64(&mut tree, old.len() as u64);
     tree.extend_from_slice(&[0, 1, 0, 0, 2]); // no runs; one entry, path "" (shared 0, length 0), code 2
-    put_varint(&mut tree, new.len() as u64);
+    leb128::write_u64(&mut tree, new.len() as u64);
     tree.extend_from_slice(&[1, 0, 1]); // one old file, the first, in the reference
     tree.extend_from_slice(blake3::hash(blake3::hash(new).as_bytes()).as_bytes());
     let frame = zstd::bulk::compress(&tree, 3).unwrap();
     let mut p = b"EDGEPTCH".to_vec();
     p.extend_from_slice(&2u16.to_le_bytes());
     p.extend_from_slice(&1u16.to_le_bytes());
-    put_varint(&mut p, tree.len() as u64);
-    put_varint(&mut p, frame.len() as u64);
+    leb128::write_u64(&mut p, tree.len() as u64);
+    leb128::write_u64(&mut p, frame.len() as u64);
     p.extend_from_slice(&frame);
     let mut window_of_spans = Vec::new();
     for &(start, len) in spans {
@@ -197,21 +190,21 @@ fn window_patch(old: &[u8], new: &[u8], cuts: &[usize], spans: &[(u64, u64)]) ->
         window.extend_from_slice(&new[from - back..from]);
         let comp = compress_with_prefix(&new[from..to], &window);
         p.push(b'W');
-        put_varint(&mut p, (to - from) as u64);
-        put_varint(&mut p, spans.len() as u64);
+        leb128::write_u64(&mut p, (to - from) as u64);
+        leb128::write_u64(&mut p, spans.len() as u64);
         let mut end = 0;
         for &(start, len) in spans {
-            put_varint(&mut p, start - end);
-            put_varint(&mut p, len);
+            leb128::write_u64(&mut p, start - end);
+            leb128::write_u64(&mut p, len);
             end = start + len;
         }
-        put_varint(&mut p, back as u64);
-        put_varint(&mut p, comp.len() as u64);
+        leb128::write_u64(&mut p, back as u64);
+        leb128::write_u64(&mut p, comp.len() as u64);
         p.extend_from_slice(&comp);
     }
     p.push(b'E');
-    put_varint(&mut p, (bounds.len() - 1) as u64);
-    put_varint(&mut p, new.len() as u64);
+    leb128::write_u64(&mut p, (bounds.len() - 1) as u64);
+    leb128::write_u64(&mut p, new.len() as u64);
     let sum = blake3::hash(&p);
     p.extend_from_slice(sum.as_bytes());
     p
@@ -264,20 +257,8 @@ fn a_large_regular_tree_compressing_1000x_applies() {
     let new = Build::from_entries(entries).unwrap();
     let empty = Build::from_entries(Vec::new()).unwrap();
     let (patch, _) = diff_builds(&empty, &new, &DiffOptions { threads: 1, level: 19, ..DiffOptions::default() }, &|_, _| {}).unwrap();
-    let mut r = &patch[12..];
-    let varint = |r: &mut &[u8]| {
-        let (mut v, mut shift) = (0u64, 0);
-        loop {
-            let b = r[0];
-            *r = &r[1..];
-            v |= u64::from(b & 0x7f) << shift;
-            shift += 7;
-            if b < 0x80 {
-                return v;
-            }
-        }
-    };
-    let (decoded, compressed) = (varint(&mut r), varint(&mut r));
+    let mut at = 12;
+    let (decoded, compressed) = (leb128::read_u64(&patch, &mut at), leb128::read_u64(&patch, &mut at));
     println!("tree: {decoded} bytes decoded from {compressed} ({:.1}x)", decoded as f64 / compressed as f64);
     assert!(decoded > 300 * compressed, "the tree compresses as this test means it to ({decoded} / {compressed})");
     both_give(&patch, &empty, &new, "40,000-file tree");
@@ -304,12 +285,7 @@ fn transformed_wasm_patches_apply_identically() {
     pairs.push(("made-up, exports and names".into(), n1, n2));
     let (d1, d2) = wasm_modules::versions_with_debug_line(3000, 20);
     pairs.push(("made-up, DWARF line addresses".into(), d1, d2));
-    if let Some(dir) = std::env::var_os("EDGEPATCH_WASM_PAIRS") {
-        for pair in std::fs::read_dir(dir).unwrap() {
-            let pair = pair.unwrap().path();
-            pairs.push((pair.display().to_string(), std::fs::read(pair.join("old")).unwrap(), std::fs::read(pair.join("new")).unwrap()));
-        }
-    }
+    pairs.extend(corpus::wasm_pairs().into_iter().map(|p| (p.name, p.old, p.new)));
     let mut transformed = 0;
     for (name, old, new) in pairs {
         let (a, b) = (Build::single_file(old.clone()), Build::single_file(new.clone()));

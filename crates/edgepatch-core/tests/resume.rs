@@ -7,7 +7,8 @@ use std::io;
 
 mod fixture_builds;
 
-use fixture_builds::{file, noise};
+use edgepatch_testkit::noise;
+use fixture_builds::file;
 
 use edgepatch_core::inspect::inspect_patch;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};

@@ -8,7 +8,8 @@ mod reference_applier;
 
 use appliers::apply_both;
 use edgepatch_core::{diff_builds, Build, DiffOptions};
-use fixture_builds::{file, noise};
+use edgepatch_testkit::noise;
+use fixture_builds::file;
 
 /// `count` lines of JavaScript-like text, each from `seed` and its line number.
 fn lines(seed: u64, count: usize) -> Vec<String> {

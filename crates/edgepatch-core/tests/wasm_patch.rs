@@ -17,7 +17,8 @@ use edgepatch_core::patch_format::{
     FLAG_RUN_CODED_DIFF, FLAG_SINGLE_FILE, FLAG_SPLIT_REFERENCE, FLAG_WASM_TRANSFORM, MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES,
 };
 use edgepatch_core::{diff_builds, Build, DiffOptions, PatchApplier, ResumePoint};
-use fixture_builds::{file, noise};
+use edgepatch_testkit::{leb128, noise};
+use fixture_builds::file;
 
 fn diff(old: &Build, new: &Build, wasm_transform: bool, segment_size: u64) -> (Vec<u8>, edgepatch_core::DiffStats) {
     let opts = DiffOptions { level: 9, threads: 2, segment_size, wasm_transform, ..DiffOptions::default() };
@@ -316,27 +317,6 @@ fn resume_refuses_a_point_inside_the_transformed_module() {
 
 // ---- refusals: a valid transformed single-file patch, its tree rewritten ----
 
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn read_varint(b: &[u8], at: &mut usize) -> u64 {
-    let (mut v, mut shift) = (0u64, 0);
-    loop {
-        let byte = b[*at];
-        *at += 1;
-        v |= u64::from(byte & 0x7f) << shift;
-        shift += 7;
-        if byte & 0x80 == 0 {
-            return v;
-        }
-    }
-}
-
 /// A transformed single-file patch split into: the tree before its transform
 /// table, the table's one row (size, side info), and the bytes after the tree.
 struct Parts {
@@ -355,12 +335,12 @@ fn parts() -> Parts {
     let info = inspect_patch(patch.as_slice()).unwrap();
     let t = &info.tree.transforms[0];
     let mut at = 12;
-    let raw = read_varint(&patch, &mut at) as usize;
-    let comp = read_varint(&patch, &mut at) as usize;
+    let raw = leb128::read_u64(&patch, &mut at) as usize;
+    let comp = leb128::read_u64(&patch, &mut at) as usize;
     let tree = zstd::bulk::decompress(&patch[at..at + comp], raw).unwrap();
     let mut table = Vec::new();
     for v in [1, 0, t.size, t.side_info.len() as u64] {
-        varint(&mut table, v);
+        leb128::write_u64(&mut table, v);
     }
     table.extend_from_slice(&t.side_info);
     assert!(tree.ends_with(&table));
@@ -382,8 +362,8 @@ impl Parts {
         let mut p = b"EDGEPTCH".to_vec();
         p.extend_from_slice(&2u16.to_le_bytes());
         p.extend_from_slice(&flags.to_le_bytes());
-        varint(&mut p, tree.len() as u64);
-        varint(&mut p, frame.len() as u64);
+        leb128::write_u64(&mut p, tree.len() as u64);
+        leb128::write_u64(&mut p, frame.len() as u64);
         p.extend_from_slice(&frame);
         p.extend_from_slice(&self.rest);
         let sum = blake3::hash(&p);
@@ -394,7 +374,7 @@ impl Parts {
     fn row(&self, count: u64, gap: u64, size: u64, side_len: u64, side: &[u8]) -> Vec<u8> {
         let mut t = Vec::new();
         for v in [count, gap, size, side_len] {
-            varint(&mut t, v);
+            leb128::write_u64(&mut t, v);
         }
         t.extend_from_slice(side);
         t
@@ -511,18 +491,18 @@ fn refuses_a_normalized_form_that_is_not_wasm() {
     let info = inspect_patch(patch.as_slice()).unwrap();
     let t = &info.tree.transforms[0];
     let mut at = 12;
-    let raw = read_varint(&patch, &mut at) as usize;
-    let comp = read_varint(&patch, &mut at) as usize;
+    let raw = leb128::read_u64(&patch, &mut at) as usize;
+    let comp = leb128::read_u64(&patch, &mut at) as usize;
     let tree = zstd::bulk::decompress(&patch[at..at + comp], raw).unwrap();
     let mut table = Vec::new();
     for v in [1, 0, t.size, t.side_info.len() as u64] {
-        varint(&mut table, v);
+        leb128::write_u64(&mut table, v);
     }
     table.extend_from_slice(&t.side_info);
     let head = &tree[..tree.len() - table.len()];
     let mut moved = Vec::new();
     for v in [1, 1, 5000, t.side_info.len() as u64] {
-        varint(&mut moved, v);
+        leb128::write_u64(&mut moved, v);
     }
     moved.extend_from_slice(&t.side_info);
     let parts = Parts { old: old.clone(), tree_head: head.to_vec(), size: 0, side: Vec::new(), rest: patch[at + comp..patch.len() - 32].to_vec() };
@@ -568,7 +548,7 @@ fn with_tree(patch: &[u8], tree: &edgepatch_core::patch_format::PatchTree) -> Ve
     let mut out = patch[..10].to_vec();
     out.extend_from_slice(&tree.flags().to_le_bytes());
     for v in [raw.len() as u64, frame.len() as u64] {
-        varint(&mut out, v);
+        leb128::write_u64(&mut out, v);
     }
     out.extend_from_slice(&frame);
     let segments_at = inspect_patch(patch).unwrap().layout.segment_spans[0].0 as usize;

@@ -12,7 +12,8 @@ use edgepatch_core::inspect::inspect_patch;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::patch_format::{Segment, BASE_WINDOW_BACK, FLAG_WINDOW_REACH, MAX_WINDOW_BACK};
 use edgepatch_core::{diff_builds, Build, DiffOptions, PatchApplier};
-use fixture_builds::{file, noise};
+use edgepatch_testkit::noise;
+use fixture_builds::file;
 
 /// Text-like bytes: `len` bytes of lines made of words picked by `seed`.
 fn text(seed: u64, len: usize) -> Vec<u8> {

@@ -5,76 +5,39 @@
 // Each test crate that includes this module uses part of it.
 #![allow(dead_code)]
 
-fn uleb(mut v: u64, out: &mut Vec<u8>) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
-}
-
-fn sleb(mut v: i64, out: &mut Vec<u8>) {
-    loop {
-        let b = (v as u8) & 0x7f;
-        v >>= 7;
-        if (v == 0 && b & 0x40 == 0) || (v == -1 && b & 0x40 != 0) {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
-}
-
-fn section(id: u8, contents: &[u8], out: &mut Vec<u8>) {
-    out.push(id);
-    uleb(contents.len() as u64, out);
-    out.extend_from_slice(contents);
-}
-
-/// splitmix64: the same bytes on every machine.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+use edgepatch_testkit::leb128;
+use edgepatch_testkit::rng::mix64;
+use edgepatch_testkit::wasm::{body, id, section, WasmModuleBuilder};
 
 /// A module whose functions are the logical functions `ids`, in that order:
 /// a function's body depends only on its id (constants, and calls to other
 /// ids), so two versions differ where ids were inserted and in the index of
 /// every call to a function that moved.
 pub fn module_of(ids: &[u64], all: u64) -> Vec<u8> {
+    module_with(ids, all, &[])
+}
+
+/// [`module_of`] with `before_code` (encoded sections) before its code section.
+fn module_with(ids: &[u64], all: u64, before_code: &[u8]) -> Vec<u8> {
     let index_of = |id: u64| ids.iter().position(|&x| x == id);
-    let mut out = b"\0asm\x01\0\0\0".to_vec();
-    section(1, &[1, 0x60, 0, 0], &mut out);
-    let mut funcs = Vec::new();
-    uleb(ids.len() as u64, &mut funcs);
-    funcs.extend(std::iter::repeat_n(0u8, ids.len()));
-    section(3, &funcs, &mut out);
-    let mut code = Vec::new();
-    uleb(ids.len() as u64, &mut code);
-    for &id in ids {
-        let mut body = vec![0u8]; // no locals
-        for k in 0..10u64 {
-            let r = mix(id * 64 + k);
-            body.push(0x41); // i32.const
-            sleb((r % 5000) as i64, &mut body);
-            body.push(0x1a); // drop
-            if let Some(callee) = index_of(mix(r) % all) {
-                body.push(0x10); // call
-                uleb(callee as u64, &mut body);
+    let bodies: Vec<Vec<u8>> = ids
+        .iter()
+        .map(|&id| {
+            let mut code = Vec::new();
+            for k in 0..10u64 {
+                let r = mix64(id * 64 + k);
+                code.push(0x41); // i32.const
+                leb128::write_i64(&mut code, (r % 5000) as i64);
+                code.push(0x1a); // drop
+                if let Some(callee) = index_of(mix64(r) % all) {
+                    code.push(0x10); // call
+                    leb128::write_u64(&mut code, callee as u64);
+                }
             }
-        }
-        body.push(0x0b);
-        uleb(body.len() as u64, &mut code);
-        code.extend(body);
-    }
-    section(10, &code, &mut out);
-    out
+            body(&[0], &code) // no locals
+        })
+        .collect();
+    WasmModuleBuilder::new().void_type().functions(ids.len()).raw(before_code).code(&bodies).finish()
 }
 
 /// Version 1 and version 2 of a module of `n` functions: version 2 inserts
@@ -101,17 +64,12 @@ pub fn versions_with_table(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
     let (v1, v2, all) = version_ids(n, inserted);
     let table: Vec<u64> = (0..n).filter(|id| id % 3 == 0).map(|id| (id * 7) % n).collect();
     let with_table = |ids: &[u64]| {
-        let m = module_of(ids, all);
         let mut elem = vec![1u8, 0x00, 0x41, 0x01, 0x0b];
-        uleb(table.len() as u64, &mut elem);
+        leb128::write_u64(&mut elem, table.len() as u64);
         for id in &table {
-            uleb(ids.iter().position(|x| x == id).expect("every table id is defined") as u64, &mut elem);
+            leb128::write_u64(&mut elem, ids.iter().position(|x| x == id).expect("every table id is defined") as u64);
         }
-        let mut section_bytes = Vec::new();
-        section(9, &elem, &mut section_bytes);
-        // Before the code section, which follows the type (4 bytes) and function sections.
-        let code_at = m.len() - code_section_len(&m);
-        [&m[..code_at], &section_bytes, &m[code_at..]].concat()
+        module_with(ids, all, &section(id::ELEMENT, &elem))
     };
     (with_table(&v1), with_table(&v2))
 }
@@ -123,50 +81,46 @@ pub fn versions_with_table(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
 pub fn versions_with_names(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
     let (v1, v2, all) = version_ids(n, inserted);
     let named = |ids: &[u64]| {
-        let m = module_of(ids, all);
         let index = |id: u64| ids.iter().position(|&x| x == id).expect("a defined id") as u64;
         let name = |id: u64, out: &mut Vec<u8>| {
             let text = format!("f{id}");
-            uleb(text.len() as u64, out);
+            leb128::write_u64(out, text.len() as u64);
             out.extend_from_slice(text.as_bytes());
         };
         let exported: Vec<u64> = (0..n).filter(|id| id % 5 == 0).collect();
         let mut exports = Vec::new();
-        uleb(exported.len() as u64, &mut exports);
+        leb128::write_u64(&mut exports, exported.len() as u64);
         for &id in &exported {
             name(id, &mut exports);
             exports.push(0);
-            uleb(index(id), &mut exports);
+            leb128::write_u64(&mut exports, index(id));
         }
         let mut start = Vec::new();
-        uleb(index(ids[0]), &mut start);
-        let mut before_code = Vec::new();
-        section(7, &exports, &mut before_code);
-        section(8, &start, &mut before_code);
+        leb128::write_u64(&mut start, index(ids[0]));
+        let before_code = [section(id::EXPORT, &exports), section(id::START, &start)].concat();
         // The name section: its name, function names (1) by index, local names (2).
         let mut names = vec![4, b'n', b'a', b'm', b'e'];
         let mut functions = Vec::new();
-        uleb(ids.len() as u64, &mut functions);
+        leb128::write_u64(&mut functions, ids.len() as u64);
         for (i, &id) in ids.iter().enumerate() {
-            uleb(i as u64, &mut functions);
+            leb128::write_u64(&mut functions, i as u64);
             name(id, &mut functions);
         }
         let mut locals = Vec::new();
         let with_locals: Vec<(usize, u64)> = ids.iter().copied().enumerate().filter(|(_, id)| id % 7 == 0).collect();
-        uleb(with_locals.len() as u64, &mut locals);
+        leb128::write_u64(&mut locals, with_locals.len() as u64);
         for (i, id) in with_locals {
-            uleb(i as u64, &mut locals);
+            leb128::write_u64(&mut locals, i as u64);
             locals.extend_from_slice(&[1, 0]);
             name(id, &mut locals);
         }
         for (id, sub) in [(1u8, functions), (2, locals)] {
             names.push(id);
-            uleb(sub.len() as u64, &mut names);
+            leb128::write_u64(&mut names, sub.len() as u64);
             names.extend_from_slice(&sub);
         }
-        let code_at = m.len() - code_section_len(&m);
-        let mut out = [&m[..code_at], &before_code, &m[code_at..]].concat();
-        section(0, &names, &mut out);
+        let mut out = module_with(ids, all, &before_code);
+        out.extend(section(id::CUSTOM, &names));
         out
     };
     (named(&v1), named(&v2))
@@ -178,16 +132,7 @@ fn code_section_len(m: &[u8]) -> usize {
     loop {
         let start = at;
         at += 1;
-        let (mut size, mut shift) = (0usize, 0);
-        loop {
-            let b = m[at];
-            at += 1;
-            size |= usize::from(b & 0x7f) << shift;
-            shift += 7;
-            if b & 0x80 == 0 {
-                break;
-            }
-        }
+        let size = leb128::read_u64(m, &mut at) as usize;
         at += size;
         if at == m.len() {
             return m.len() - start;
@@ -219,88 +164,83 @@ fn go_like_of(ids: &[u64], all: u64, segmented: bool) -> Vec<u8> {
     const BASE: u64 = 4;
     let index_of = |id: u64| ids.iter().position(|&x| x == id).map(|p| p as u64);
     let pc_of = |id: u64| index_of(id).map(|p| ((BASE + p) << 16) | (id % 7));
-    let mut out = b"\0asm\x01\0\0\0".to_vec();
-    section(1, &[1, 0x60, 0, 0], &mut out);
+    let mut m = WasmModuleBuilder::new();
+    m.void_type();
     let mut imports = Vec::new();
-    uleb(IMPORTS, &mut imports);
+    leb128::write_u64(&mut imports, IMPORTS);
     for name in [&b"a"[..], b"b"] {
         imports.extend_from_slice(&[2, b'g', b'o']);
         imports.push(1);
         imports.extend_from_slice(name);
         imports.extend_from_slice(&[0, 0]);
     }
-    section(2, &imports, &mut out);
-    let mut funcs = Vec::new();
-    uleb(ids.len() as u64, &mut funcs);
-    funcs.extend(std::iter::repeat_n(0u8, ids.len()));
-    section(3, &funcs, &mut out);
+    m.section(id::IMPORT, &imports);
+    m.functions(ids.len());
     let mut table = vec![1u8, 0x70, 0x00];
-    uleb(BASE + ids.len() as u64, &mut table);
-    section(4, &table, &mut out);
-    section(5, &[1, 0, 2], &mut out); // one memory of 2 pages
+    leb128::write_u64(&mut table, BASE + ids.len() as u64);
+    m.section(id::TABLE, &table);
+    m.section(id::MEMORY, &[1, 0, 2]); // one memory of 2 pages
     let mut elem = vec![1u8, 0x00, 0x41];
-    sleb(BASE as i64, &mut elem);
+    leb128::write_i64(&mut elem, BASE as i64);
     elem.push(0x0b);
-    uleb(ids.len() as u64, &mut elem);
+    leb128::write_u64(&mut elem, ids.len() as u64);
     for p in 0..ids.len() as u64 {
-        uleb(IMPORTS + p, &mut elem);
+        leb128::write_u64(&mut elem, IMPORTS + p);
     }
-    section(9, &elem, &mut out);
-    let mut code = Vec::new();
-    uleb(ids.len() as u64, &mut code);
+    m.section(id::ELEMENT, &elem);
+    let mut bodies = Vec::new();
     for &id in ids {
         let mut body = vec![0u8];
         for k in 0..6u64 {
-            let r = mix(id * 64 + k);
-            let target = mix(r) % all;
+            let r = mix64(id * 64 + k);
+            let target = mix64(r) % all;
             if let Some(pc) = pc_of(target) {
                 body.push(0x42); // i64.const PC
-                sleb(pc as i64, &mut body);
+                leb128::write_i64(&mut body, pc as i64);
                 body.push(0x1a);
             }
             body.push(0x41);
-            sleb((r % 300) as i64, &mut body);
+            leb128::write_i64(&mut body, (r % 300) as i64);
             body.push(0x1a);
             if let Some(callee) = index_of(target) {
                 body.push(0x10);
-                uleb(IMPORTS + callee, &mut body);
+                leb128::write_u64(&mut body, IMPORTS + callee);
             }
         }
         body.push(0x0b);
-        uleb(body.len() as u64, &mut code);
-        code.extend(body);
+        bodies.push(body);
     }
-    section(10, &code, &mut out);
+    m.code(&bodies);
     // 8-byte words at address 1024: a PC of every function, then a number.
     let mut words = Vec::new();
     for id in 0..all {
         if let Some(pc) = pc_of(id) {
             words.extend_from_slice(&pc.to_le_bytes());
-            words.extend_from_slice(&mix(id).to_le_bytes()[..4]);
+            words.extend_from_slice(&mix64(id).to_le_bytes()[..4]);
             words.extend_from_slice(&[0; 4]);
         }
     }
     let mut data = Vec::new();
     if segmented {
         // In the functions' order: the inserted ones' segments come early, and move the rest.
-        uleb(ids.len() as u64, &mut data);
+        leb128::write_u64(&mut data, ids.len() as u64);
         for (k, &id) in ids.iter().enumerate() {
             data.extend_from_slice(&[0x00, 0x41]);
-            sleb(1024 + 16 * k as i64, &mut data);
+            leb128::write_i64(&mut data, 1024 + 16 * k as i64);
             data.push(0x0b);
-            uleb(12, &mut data);
+            leb128::write_u64(&mut data, 12);
             data.extend_from_slice(&pc_of(id).expect("in this version").to_le_bytes());
-            data.extend_from_slice(&mix(id).to_le_bytes()[..4]);
+            data.extend_from_slice(&mix64(id).to_le_bytes()[..4]);
         }
     } else {
         data.extend_from_slice(&[1u8, 0x00, 0x41]);
-        sleb(1024, &mut data);
+        leb128::write_i64(&mut data, 1024);
         data.push(0x0b);
-        uleb(words.len() as u64, &mut data);
+        leb128::write_u64(&mut data, words.len() as u64);
         data.extend(words);
     }
-    section(11, &data, &mut out);
-    out
+    m.section(id::DATA, &data);
+    m.finish()
 }
 
 /// LLVM's layout (Rust, C), made up: one memory, one data segment at 1 MiB
@@ -316,37 +256,31 @@ fn llvm_like_of(n: u64, grown: usize) -> Vec<u8> {
     const BASE: u64 = 1 << 20;
     const LEN: u64 = 1 << 16;
     let address = |a: u64| if a < LEN / 2 { BASE + a } else { BASE + a + grown as u64 };
-    let mut out = b"\0asm\x01\0\0\0".to_vec();
-    section(1, &[1, 0x60, 0, 0], &mut out);
-    let mut funcs = Vec::new();
-    uleb(n, &mut funcs);
-    funcs.extend(std::iter::repeat_n(0u8, n as usize));
-    section(3, &funcs, &mut out);
-    section(5, &[1, 0, 32], &mut out); // one memory of 32 pages (2 MiB)
-    let mut code = Vec::new();
-    uleb(n, &mut code);
+    let mut m = WasmModuleBuilder::new();
+    m.void_type().functions(n as usize);
+    m.section(id::MEMORY, &[1, 0, 32]); // one memory of 32 pages (2 MiB)
+    let mut bodies = Vec::new();
     for id in 0..n {
         let mut body = vec![0u8];
         for k in 0..8u64 {
             body.extend_from_slice(&[0x41, 0x00, 0x28, 0x02]); // i32.const 0; i32.load align=4
-            uleb(address((mix(id * 8 + k) % (LEN - 4)) & !3), &mut body);
+            leb128::write_u64(&mut body, address((mix64(id * 8 + k) % (LEN - 4)) & !3));
             body.push(0x1a); // drop
         }
         body.push(0x0b);
-        uleb(body.len() as u64, &mut code);
-        code.extend(body);
+        bodies.push(body);
     }
-    section(10, &code, &mut out);
-    let bytes: Vec<u8> = (0..LEN).map(|i| mix(i) as u8).collect();
-    let grown_bytes: Vec<u8> = (0..grown as u64).map(|i| mix(i + (1 << 40)) as u8).collect();
+    m.code(&bodies);
+    let bytes: Vec<u8> = (0..LEN).map(|i| mix64(i) as u8).collect();
+    let grown_bytes: Vec<u8> = (0..grown as u64).map(|i| mix64(i + (1 << 40)) as u8).collect();
     let data = [&bytes[..LEN as usize / 2], &grown_bytes, &bytes[LEN as usize / 2..]].concat();
     let mut seg = vec![1u8, 0x00, 0x41];
-    sleb(BASE as i64, &mut seg);
+    leb128::write_i64(&mut seg, BASE as i64);
     seg.push(0x0b);
-    uleb(data.len() as u64, &mut seg);
+    leb128::write_u64(&mut seg, data.len() as u64);
     seg.extend(data);
-    section(11, &seg, &mut out);
-    out
+    m.section(id::DATA, &seg);
+    m.finish()
 }
 
 /// Code a toolchain change re-emitted, made up: version 2 inserts a function
@@ -361,81 +295,69 @@ pub fn recompiled_versions(n: u64) -> (Vec<u8>, Vec<u8>) {
 fn recompiled_of(n: u64, recompiled: bool) -> Vec<u8> {
     let first = u64::from(recompiled);
     let count = n + first;
-    let mut out = b"\0asm\x01\0\0\0".to_vec();
-    section(1, &[1, 0x60, 0, 0], &mut out);
-    let mut funcs = Vec::new();
-    uleb(count, &mut funcs);
-    funcs.extend(std::iter::repeat_n(0u8, count as usize));
-    section(3, &funcs, &mut out);
-    let mut code = Vec::new();
-    uleb(count, &mut code);
+    let mut m = WasmModuleBuilder::new();
+    m.void_type().functions(count as usize);
+    let mut bodies = Vec::new();
     for f in 0..count {
         let id = if recompiled && f == 0 { n + 1 } else { f - first };
         // Locals 0..16 renamed by a permutation that depends on the function.
         let mut perm: Vec<u64> = (0..16).collect();
         if recompiled && id % 3 != 0 {
             for i in (1..16).rev() {
-                perm.swap(i, (mix(id * 16 + i as u64) % (i as u64 + 1)) as usize);
+                perm.swap(i, (mix64(id * 16 + i as u64) % (i as u64 + 1)) as usize);
             }
         }
         let local = |l: u64| perm[l as usize];
         let mut body = vec![1u8, 16, 0x7f]; // 16 i32 locals
         for k in 0..24u64 {
-            let r = mix(id * 64 + k);
+            let r = mix64(id * 64 + k);
             for (op, l) in [(0x20u8, k % 3), (0x20, 3 + k % 2), (0x6a, 0), (0x21, 5 + (r >> 16) % 2)] {
                 body.push(op);
                 if op != 0x6a {
-                    uleb(local(l), &mut body);
+                    leb128::write_u64(&mut body, local(l));
                 }
             }
-            if recompiled && id % 3 != 0 && mix(r).is_multiple_of(3) {
+            if recompiled && id % 3 != 0 && mix64(r).is_multiple_of(3) {
                 // An instruction the new compiler adds here and there.
                 body.extend([0x20, local(7) as u8, 0x1a]);
             }
             if k % 4 == 0 {
                 body.push(0x41); // i32.const
-                sleb(((r >> 24) % 100_000) as i64, &mut body);
+                leb128::write_i64(&mut body, ((r >> 24) % 100_000) as i64);
                 body.push(0x1a);
                 body.push(0x10); // call
-                uleb(first + (r >> 40) % n, &mut body);
+                leb128::write_u64(&mut body, first + (r >> 40) % n);
             }
         }
         body.push(0x0b);
-        uleb(body.len() as u64, &mut code);
-        code.extend(body);
+        bodies.push(body);
     }
-    section(10, &code, &mut out);
-    out
+    m.code(&bodies);
+    m.finish()
 }
 
 /// A module of `functions` small functions (each calls the next, so a renumbering changes
 /// them) that exports `exports` of them under distinct names of 3 bytes, `first` the first
 /// function's body constant (versions differ in it, so one body changes).
 pub fn many_exports(functions: u64, exports: u64, first: u8) -> Vec<u8> {
-    let mut out = b"\0asm\x01\0\0\0".to_vec();
-    section(1, &[1, 0x60, 0, 0], &mut out);
-    let mut funcs = Vec::new();
-    uleb(functions, &mut funcs);
-    funcs.extend(std::iter::repeat_n(0u8, functions as usize));
-    section(3, &funcs, &mut out);
+    let mut m = WasmModuleBuilder::new();
+    m.void_type().functions(functions as usize);
     let mut table = Vec::new();
-    uleb(exports, &mut table);
+    leb128::write_u64(&mut table, exports);
     for e in 0..exports {
         table.extend_from_slice(&[3, (e & 0x7f) as u8, ((e >> 7) & 0x7f) as u8, ((e >> 14) & 0x7f) as u8, 0]);
-        uleb(e % functions, &mut table);
+        leb128::write_u64(&mut table, e % functions);
     }
-    section(7, &table, &mut out);
-    let mut code = Vec::new();
-    uleb(functions, &mut code);
+    m.section(id::EXPORT, &table);
+    let mut bodies = Vec::new();
     for f in 0..functions {
         let mut body = vec![0u8, 0x41, if f == 0 { first } else { 1 }, 0x1a, 0x10];
-        uleb((f + 1) % functions, &mut body);
+        leb128::write_u64(&mut body, (f + 1) % functions);
         body.push(0x0b);
-        uleb(body.len() as u64, &mut code);
-        code.extend(body);
+        bodies.push(body);
     }
-    section(10, &code, &mut out);
-    out
+    m.code(&bodies);
+    m.finish()
 }
 
 /// [`versions`] as a debug build: each module ends with a `.debug_line` custom section
@@ -454,18 +376,7 @@ pub fn versions_with_debug_line(n: u64, inserted: u64) -> (Vec<u8>, Vec<u8>) {
 fn with_debug_line(mut m: Vec<u8>, ids: &[u64]) -> Vec<u8> {
     let code_len = code_section_len(&m);
     let code = &m[m.len() - code_len..];
-    let read = |at: &mut usize| {
-        let (mut v, mut shift) = (0u64, 0);
-        loop {
-            let b = code[*at];
-            *at += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            shift += 7;
-            if b & 0x80 == 0 {
-                return v;
-            }
-        }
-    };
+    let read = |at: &mut usize| leb128::read_u64(code, at);
     let mut at = 1;
     read(&mut at); // the section's size
     let contents = at;
@@ -490,11 +401,11 @@ fn with_debug_line(mut m: Vec<u8>, ids: &[u64]) -> Vec<u8> {
             program.extend_from_slice(&[0, 5, 2]); // DW_LNE_set_address
             program.extend_from_slice(&(if id % 13 == 5 { 0 } else { address }).to_le_bytes());
             program.push(3); // DW_LNS_advance_line
-            sleb(id as i64 % 7 - 3, &mut program);
+            leb128::write_i64(&mut program, id as i64 % 7 - 3);
             program.push(0x20 + (id % 16) as u8); // a special opcode
             program.extend_from_slice(&[9, 2, 0]); // DW_LNS_fixed_advance_pc 2
             program.push(2); // DW_LNS_advance_pc
-            uleb(len.saturating_sub(2), &mut program);
+            leb128::write_u64(&mut program, len.saturating_sub(2));
             program.extend_from_slice(&[0, 1, 1]); // DW_LNE_end_sequence
         }
         let mut header = vec![1];
@@ -536,10 +447,10 @@ fn with_debug_line(mut m: Vec<u8>, ids: &[u64]) -> Vec<u8> {
     }
     for (name, contents) in [(&b".debug_line"[..], &units), (b".debug_ranges", &ranges), (b".debug_loc", &locations)] {
         let mut custom = Vec::new();
-        uleb(name.len() as u64, &mut custom);
+        leb128::write_u64(&mut custom, name.len() as u64);
         custom.extend_from_slice(name);
         custom.extend_from_slice(contents);
-        section(0, &custom, &mut m);
+        m.extend(section(0, &custom));
     }
     m
 }
