@@ -1,1 +1,18 @@
-//! The edgepatch formats (being moved here from edgepatch-core).
+//! The edgepatch formats (docs/FORMAT.md): the patch container (§2) and the manifest (§4),
+//! with the encoder and the decoder of each structure side by side, the wire primitives
+//! and codecs they share, the path and tree rules every decoder enforces, and the error
+//! type all of them report with. No I/O: every decoder reads bytes it is given.
+
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod lzma;
+pub mod manifest;
+pub mod patch_format;
+pub mod path_rules;
+mod perfect_hash;
+pub mod segment_codec;
+pub mod wasm_side_info;
+pub mod wire;
+
+pub use error::{Error, ErrorKind, Input, Result};
