@@ -1,7 +1,8 @@
-//! The edgepatch formats (docs/FORMAT.md): the patch container (§2) and the manifest (§4),
-//! with the encoder and the decoder of each structure side by side, the wire primitives
-//! and codecs they share, the path and tree rules every decoder enforces, and the error
-//! type all of them report with. No I/O: every decoder reads bytes it is given.
+//! The edgepatch formats (docs/FORMAT.md): the patch container (§2), the manifest (§4) and
+//! the signed statements (docs/UPDATE_PROTOCOL.md), with the encoder and the decoder of each
+//! structure side by side, the wire primitives and codecs they share, the path and tree
+//! rules every decoder enforces, and the error type all of them report with. No I/O: every
+//! decoder reads bytes it is given.
 
 #![warn(missing_docs)]
 
@@ -12,6 +13,7 @@ pub mod patch_format;
 pub mod path_rules;
 mod perfect_hash;
 pub mod segment_codec;
+pub mod statement;
 pub mod wasm_side_info;
 pub mod wire;
 
