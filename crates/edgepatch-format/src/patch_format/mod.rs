@@ -32,6 +32,7 @@ pub use unit_source::UnitSource;
 pub const MAX_WASM_TRANSFORM_BYTES: u64 = 64 << 20;
 /// A transformed file's side info, decoded, is at most this large.
 pub const MAX_WASM_SIDE_INFO: u64 = 4 << 20;
+
 /// Tag byte of an ops segment.
 pub const SEGMENT_TAG: u8 = b'S';
 /// Tag byte of a window segment.
