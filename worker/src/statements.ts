@@ -1,5 +1,5 @@
-// The signed statements of docs/UPDATE_PROTOCOL.md "Signed statements", encoded by the core
-// (crates/edgepatch-core/src/trust.rs through the wasm bindings): the one encoding.
+// The signed statements of docs/UPDATE_PROTOCOL.md "Signed statements", encoded by
+// edgepatch-format (crates/edgepatch-format/src/statement.rs through the wasm bindings): the one encoding.
 import * as wasm from "./wasm";
 
 /** 16 hex digits: the first 8 bytes of BLAKE3(public key). */

@@ -1,5 +1,6 @@
-//! edgepatch-core: the patch, signature and manifest formats, the diff and the
-//! streaming apply. It does no I/O of its own: old data comes through
+//! edgepatch-core: the signature format, the diff and the streaming apply, over the patch
+//! and manifest formats of edgepatch-format (re-exported as [`patch_format`] and
+//! [`manifest`]). It does no I/O of its own: old data comes through
 //! [`apply::OldBuild`], output goes to [`apply::BuildSink`], builds are passed
 //! in memory to the diff. Native files, OPFS, R2 and memory are adapters
 //! elsewhere.
@@ -12,29 +13,27 @@ pub mod diff;
 pub mod error;
 pub mod generate;
 pub mod inspect;
-mod lzma;
-pub mod manifest;
 pub mod manifest_binding;
 pub mod matcher;
 pub mod memory;
-pub mod patch_format;
-mod perfect_hash;
 pub mod renamed_files;
-mod segment_codec;
 pub mod signature;
 pub mod signer;
 pub mod trace;
 mod tree_plan;
 pub mod trust;
 mod window_plan;
-mod wire;
 mod zstd_frame;
 
+/// The patch and manifest formats, defined by edgepatch-format.
+pub use edgepatch_format::{manifest, patch_format};
 /// The wasm transform (its own crate): a compiled module's normalized form and its inverse.
 pub use edgepatch_transform_wasm as wasm_transform;
+// The wire primitives and codecs the diff, the generator and the apply share with the formats.
+pub(crate) use edgepatch_format::{lzma, segment_codec, wire};
 
 #[doc(hidden)]
-pub use lzma::stream_with_dictionary as lzma_stream_with_dictionary;
+pub use edgepatch_format::lzma::stream_with_dictionary as lzma_stream_with_dictionary;
 
 pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild, PatchApplier, ResumePoint};
 /// Re-exported so adapters hash exactly as the core does.

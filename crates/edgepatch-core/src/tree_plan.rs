@@ -6,7 +6,6 @@ use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::patch_format::*;
-use crate::wire::put_varint;
 use crate::zstd_frame::compress;
 
 /// What a diff produced, for summaries.
@@ -117,14 +116,10 @@ pub(crate) fn plan_tree(
 
 /// Magic, version, flags and the compressed tree: the patch up to its first segment.
 pub(crate) fn encode_header_and_tree(tree: &PatchTree, level: i32) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    out.extend_from_slice(&PATCH_MAGIC);
-    out.extend_from_slice(&PATCH_VERSION.to_le_bytes());
-    out.extend_from_slice(&tree.flags().to_le_bytes());
     let tree_bytes = tree.encode()?;
     let tree_comp = compress(&tree_bytes, level)?;
-    put_varint(&mut out, tree_bytes.len() as u64);
-    put_varint(&mut out, tree_comp.len() as u64);
+    let mut out = Vec::with_capacity(32 + tree_comp.len());
+    FixedHeader { flags: tree.flags(), tree_len: tree_bytes.len() as u64, tree_comp_len: tree_comp.len() as u64 }.encode(&mut out);
     out.extend_from_slice(&tree_comp);
     Ok(out)
 }

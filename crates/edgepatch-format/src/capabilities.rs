@@ -214,19 +214,22 @@ impl Capabilities {
     /// and in versions 4 to 6 its layout byte). Side info too short to say is read as the
     /// transform alone (the reader refuses it as corrupt anyway).
     pub fn required_by_side_info(side_info: &[u8]) -> Capabilities {
-        let base = Capabilities::BASELINE.with(Capability::WasmTransform);
-        let split = base.with(Capability::WasmSplitLayout);
-        let layout = |set: Capabilities| match side_info.get(6) {
-            Some(&l) if l != 0 => set.with(Capability::WasmSplitLayout),
-            _ => set,
-        };
-        match side_info.get(4) {
-            Some(3) => split,
-            Some(4) => layout(base.with(Capability::WasmElements)),
-            Some(5) => layout(base.with(Capability::WasmElements).with(Capability::WasmFunctionKeys)),
-            Some(6) => layout(base.with(Capability::WasmElements).with(Capability::WasmFunctionKeys).with(Capability::WasmDwarfAddresses)),
-            _ => base,
+        use crate::wasm_side_info::{side_info_has_code_layout, VERSION_DWARF_ADDRESSES, VERSION_ELEMENTS, VERSION_INDEX_SECTIONS};
+        let mut set = Capabilities::BASELINE.with(Capability::WasmTransform);
+        let version = side_info.get(4).copied().unwrap_or(0);
+        for (since, c) in [
+            (VERSION_ELEMENTS, Capability::WasmElements),
+            (VERSION_INDEX_SECTIONS, Capability::WasmFunctionKeys),
+            (VERSION_DWARF_ADDRESSES, Capability::WasmDwarfAddresses),
+        ] {
+            if (since..=VERSION_DWARF_ADDRESSES).contains(&version) {
+                set = set.with(c);
+            }
         }
+        if side_info_has_code_layout(side_info) {
+            set = set.with(Capability::WasmSplitLayout);
+        }
+        set
     }
 }
 

@@ -1,8 +1,23 @@
-//! edgepatch-format: the patch, manifest and descriptor formats (docs/FORMAT.md), and the
-//! capabilities a reader declares so that a writer uses only what it can apply.
+//! The edgepatch formats (docs/FORMAT.md): the patch container (§2), the manifest (§4) and
+//! the signed statements (docs/UPDATE_PROTOCOL.md), with the encoder and the decoder of each
+//! structure side by side, the wire primitives and codecs they share, the path and tree
+//! rules every decoder enforces, the error type all of them report with, and the capabilities
+//! a reader declares so that a writer uses only what it can apply (§5). No I/O: every decoder
+//! reads bytes it is given.
 
 #![warn(missing_docs)]
 
 pub mod capabilities;
+pub mod error;
+pub mod lzma;
+pub mod manifest;
+pub mod patch_format;
+pub mod path_rules;
+mod perfect_hash;
+pub mod segment_codec;
+pub mod statement;
+pub mod wasm_side_info;
+pub mod wire;
 
 pub use capabilities::{Capabilities, CapabilitiesError, Capability};
+pub use error::{Error, ErrorKind, Input, Result};

@@ -14,21 +14,21 @@ const VERSION_CONSTANTS: u8 = 1;
 const VERSION_MEMARG_OFFSETS: u8 = 2;
 /// Version 2's fields with a byte saying whether memarg offsets are rewritten
 /// after the version, and the code section's field-split layout at the end.
-pub(super) const VERSION_CODE_LAYOUT: u8 = 3;
+pub(super) const VERSION_CODE_LAYOUT: u8 = edgepatch_format::wasm_side_info::VERSION_CODE_LAYOUT;
 /// Version 3's fields with one layout byte (0 interleaved, 1 split, 2 split
 /// with locals as move-to-front ranks, 3 and 4 as 1 and 2 with alignments coded, 5 to 8 as 1
 /// to 4 with data gaps), and
 /// element entries as immediates:
 /// their exceptions at the end.
-pub(super) const VERSION_ELEMENTS: u8 = 4;
+pub(super) const VERSION_ELEMENTS: u8 = edgepatch_format::wasm_side_info::VERSION_ELEMENTS;
 /// Version 4's fields with a byte of which sections outside the code name functions in the
 /// old numbering (bit 0 the element sections, then [`super::index_sections`]' kinds), the
 /// element exceptions after it if bit 0 is set.
-pub(super) const VERSION_INDEX_SECTIONS: u8 = 5;
+pub(super) const VERSION_INDEX_SECTIONS: u8 = edgepatch_format::wasm_side_info::VERSION_INDEX_SECTIONS;
 /// Version 5's fields with DWARF's code addresses rewritten: bit 4 (line programs) or 5
 /// (ranges and locations) of the `sections` byte set, and the code address map and their
 /// exceptions at the end.
-pub(super) const VERSION_DWARF_ADDRESSES: u8 = 6;
+pub(super) const VERSION_DWARF_ADDRESSES: u8 = edgepatch_format::wasm_side_info::VERSION_DWARF_ADDRESSES;
 /// Bit 0 of version 5's `sections` byte: the element sections (version 4's).
 const ELEMENTS_BIT: u8 = 1;
 /// Every bit version 5's `sections` byte may have.
@@ -464,16 +464,9 @@ impl Reader<'_> {
     }
 }
 
-/// Whether a side info (valid or not) says the normalized module and the old
-/// module it is diffed against are in the field-split layout: the applier
-/// must then read the old module in that layout.
-pub fn side_info_has_code_layout(side_info: &[u8]) -> bool {
-    match side_info.get(4) {
-        Some(&VERSION_CODE_LAYOUT) => true,
-        Some(&VERSION_ELEMENTS | &VERSION_INDEX_SECTIONS | &VERSION_DWARF_ADDRESSES) => side_info.get(6).is_some_and(|&layout| layout != 0),
-        _ => false,
-    }
-}
+/// Whether a side info says the modules are in the field-split layout: a fact of the patch
+/// format's (its header bytes), defined there once.
+pub use edgepatch_format::wasm_side_info::side_info_has_code_layout;
 
 /// Whether `side_info` (encoded) says the module's DWARF line programs' addresses are in the
 /// old module's code (version 6, docs/FORMAT.md §2.8.3 "Line addresses").

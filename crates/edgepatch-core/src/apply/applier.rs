@@ -306,7 +306,7 @@ impl PatchApplier {
         let body = match self.expect {
             Expect::Done => return Ok(None),
             Expect::Checksum => return Ok((self.pending.len() >= 32).then_some(32)),
-            Expect::HeaderAndTree => read_fixed_header(&mut peek).map(|(_, _, comp)| comp),
+            Expect::HeaderAndTree => FixedHeader::read(&mut peek).map(|h| h.tree_comp_len),
             Expect::SegmentOrEnd => {
                 let delta = self.delta.as_ref().expect("delta stream after the tree");
                 read_segment_header(&mut peek, delta.segments, delta.produced, delta.reference_len, delta.reach).map(|s| s.map_or(0, |s| s.compressed_len()))

@@ -21,8 +21,9 @@ use std::io::{self, Read};
 use crate::error::{Error, Input, Result};
 use crate::patch_format::*;
 
+pub(crate) use crate::patch_format::read_segment_header;
 pub use applier::PatchApplier;
-pub(crate) use patch_reader::{read_header_and_tree, read_segment_header, PatchInput};
+pub(crate) use patch_reader::{read_header_and_tree, PatchInput};
 
 /// Bytes moved per read or write of file content.
 const CHUNK: usize = 256 << 10;

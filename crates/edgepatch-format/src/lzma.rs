@@ -26,9 +26,12 @@ const DICTIONARY_MIN: u64 = 4096;
 /// LZMA's literal and position parameters, as one properties byte `(pb * 5 + lp) * 9 + lc`
 /// (the .lzma header's first byte), with lc, lp and pb each at most 4 and lc + lp at most 4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LzmaProps {
+pub struct LzmaProps {
+    /// Literal context bits.
     pub lc: u32,
+    /// Literal position bits.
     pub lp: u32,
+    /// Position bits.
     pub pb: u32,
 }
 
@@ -48,7 +51,7 @@ impl LzmaProps {
 
 /// The parameters a writer tries: literals in the context of one bit of the byte before, or
 /// none (measured on split wasm modules' field streams, whose bytes are not 4-aligned words).
-pub(crate) const TRIED_PROPS: [LzmaProps; 2] = [LzmaProps { lc: 1, lp: 0, pb: 0 }, LzmaProps { lc: 0, lp: 0, pb: 0 }];
+pub const TRIED_PROPS: [LzmaProps; 2] = [LzmaProps { lc: 1, lp: 0, pb: 0 }, LzmaProps { lc: 0, lp: 0, pb: 0 }];
 
 /// A field-split part's window segment data (§2.8.7), by the one rule of both writers that try
 /// LZMA there (the in-memory diff and `diff --bounded`): `frame`, zstd's of `data` against
@@ -58,7 +61,7 @@ pub(crate) const TRIED_PROPS: [LzmaProps; 2] = [LzmaProps { lc: 1, lp: 0, pb: 0 
 /// codes no better and searches slowly: tiktoken's 4.9 MB data section) and where window and
 /// data fit `dictionary_limit` (at most `MAX_LZMA_DICTIONARY`; the encoder takes about 12 bytes
 /// per byte of it).
-pub(crate) fn smallest_window_form(data: &[u8], window: &[u8], frame: Vec<u8>, dictionary_limit: u64) -> (Vec<u8>, WindowCodec) {
+pub fn smallest_window_form(data: &[u8], window: &[u8], frame: Vec<u8>, dictionary_limit: u64) -> (Vec<u8>, WindowCodec) {
     let mut best = (frame, WindowCodec::Zstd);
     if best.0.len() * 64 < data.len() || (window.len() + data.len()) as u64 > dictionary_limit.min(MAX_LZMA_DICTIONARY) {
         return best;
@@ -126,12 +129,12 @@ fn filters(o: &mut sys::lzma_options_lzma) -> [sys::lzma_filter; 2] {
 
 /// A window segment's `data` as raw LZMA with `props`, its dictionary primed with `window`;
 /// None where liblzma refuses (sizes over 4 GiB, out of memory).
-pub(crate) fn compress(data: &[u8], window: &[u8], props: LzmaProps) -> Option<Vec<u8>> {
+pub fn compress(data: &[u8], window: &[u8], props: LzmaProps) -> Option<Vec<u8>> {
     encode(data, window, props, window_dictionary(window, data.len()))
 }
 
 /// An ops stream's `data` as raw LZMA with `props` (no window, §2.3's dictionary).
-pub(crate) fn compress_stream(data: &[u8], props: LzmaProps) -> Option<Vec<u8>> {
+pub fn compress_stream(data: &[u8], props: LzmaProps) -> Option<Vec<u8>> {
     encode(data, &[], props, stream_dictionary(data.len()))
 }
 
@@ -176,14 +179,14 @@ fn encode(data: &[u8], window: &[u8], props: LzmaProps, dictionary: u64) -> Opti
 /// dictionary primed with `window`, into `out`, which must come out exactly `out.len()` bytes
 /// with every byte of `comp` used. The decoder holds a dictionary of `window.len() +
 /// out.len()` bytes, which the caller bounds (`MAX_LZMA_DICTIONARY`).
-pub(crate) fn decompress_into(comp: &[u8], window: &[u8], props: u8, out: &mut [u8]) -> std::result::Result<(), String> {
+pub fn decompress_into(comp: &[u8], window: &[u8], props: u8, out: &mut [u8]) -> std::result::Result<(), String> {
     decode(comp, window, props, window_dictionary(window, out.len()), out)
 }
 
 /// Decodes an ops stream's `comp` into `out` as [`decompress_into`] does, with no window and
 /// §2.3's dictionary (at most `LZMA_STREAM_DICTIONARY`): a match reaching further back is
 /// corrupt data.
-pub(crate) fn decompress_stream_into(comp: &[u8], props: u8, out: &mut [u8]) -> std::result::Result<(), String> {
+pub fn decompress_stream_into(comp: &[u8], props: u8, out: &mut [u8]) -> std::result::Result<(), String> {
     decode(comp, &[], props, stream_dictionary(out.len()), out)
 }
 
