@@ -1,7 +1,8 @@
 //! A seeded pseudo-random generator: the same values on every machine, no
-//! dependency. [`Rng::new`] is the default (splitmix64); the other
-//! constructors keep the exact streams that data already made with them
-//! depends on (the committed hostile vectors, the shared [`noise`]).
+//! dependency. [`Rng::new`] is the default (splitmix64). The other
+//! constructors give the exact streams that existing data was made with: the
+//! committed hostile vectors, the shared [`noise`], and tests whose
+//! expectations were tuned on their data.
 
 /// splitmix64's increment (2^64 / φ); also scrambles small seeds.
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
