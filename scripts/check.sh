@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scripts/check.sh — the fast check, for every change: formatting, lints, the unit tests and
-# the golden, hostile-input and tree-limit tests of the core, and the TypeScript type checks.
+# scripts/check.sh — the fast check, for every change: import cycles and source rules,
+# formatting, lints, the unit tests and the golden, hostile-input, tree-limit and
+# reader-capability tests of the core, and the TypeScript type checks.
 # Minutes with a warm build cache; the full suite (browsers, workerd, other systems) is
 # scripts/test.sh. Assumes the toolchain is installed (scripts/setup.sh; scripts/test.sh runs it).
 set -euo pipefail
@@ -11,6 +12,9 @@ start=$SECONDS
 echo "== import cycles between modules (scripts/module_cycles.allow names the known ones)"
 python3 scripts/module_cycles.py --allow scripts/module_cycles.allow crates/*
 
+echo "== source rules: no file over 800 lines, no environment reads or printing in library crates"
+python3 scripts/source_rules.py
+
 echo "== cargo fmt --check"
 cargo fmt --all --check
 
@@ -19,7 +23,7 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 echo "== unit tests of every crate, and the core's golden, hostile-input and tree-limit tests"
 cargo test --workspace --lib --bins --quiet
-cargo test -p edgepatch-core --quiet --test golden_vectors --test hostile_vectors --test hostile_inputs --test tree_limits
+cargo test -p edgepatch-core --quiet --test golden_vectors --test hostile_vectors --test hostile_inputs --test tree_limits --test reader_capabilities
 
 # Both import the wasm bindings' generated types (scripts/build-wasm.sh).
 if [ -x node_modules/.bin/tsc ] && [ -e crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.d.ts ] && [ -e crates/edgepatch-wasm/pkg/web/edgepatch_wasm.d.ts ]; then

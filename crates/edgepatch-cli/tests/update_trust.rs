@@ -50,7 +50,9 @@ fn serve_logged(site: Site) -> (String, Requests) {
             let line = String::from_utf8_lossy(&req).lines().next().unwrap_or("").to_string();
             let path = line.split(' ').nth(1).unwrap_or("/").to_string();
             log.lock().unwrap().push(path.clone());
-            let body = site.lock().unwrap().get(&path).cloned();
+            // As a static host: the file is the path's, whatever the query (`?reader=`).
+            let file = path.split('?').next().unwrap_or("/");
+            let body = site.lock().unwrap().get(file).cloned();
             let (status, body) = match body {
                 Some(b) => ("200 OK", b),
                 None => ("404 Not Found", br#"{"error":"not found","status":404}"#.to_vec()),
