@@ -17,7 +17,7 @@ fn main() {
         let (old, new) = match corpus::pair(pair) {
             Ok(p) => (p.old, p.new),
             Err(skip) => {
-                eprintln!("skipping {pair}: {skip} (run ../shared/corpus/fetch.sh)");
+                eprintln!("skipping {pair}: {skip} (run bench/corpus/fetch.sh)");
                 continue;
             }
         };
