@@ -42,7 +42,7 @@ export function errorResponse(status: number, message: string, headers: Record<s
  * "_" (the empty build) only where `allowEmptyBuild`. Returns the name. The error repeats at most
  * the name's first 80 characters (the core cuts it). Routes that otherwise need no wasm pay its
  * instantiation once per isolate: 1.9 ms and 1.2 MB of linear memory for the 1.4 MB module,
- * measured in Node with the module precompiled, as workerd has it (session 10).
+ * measured in Node with the module precompiled, as workerd has it.
  */
 export function checkName(what: "game" | "build" | "channel", value: string, allowEmptyBuild = false): string {
   initWasm();

@@ -122,8 +122,8 @@ const WASM_MAGIC = [0x00, 0x61, 0x73, 0x6d];
  * any region they left and the memory grew again. Measured on esbuild-wasm-adj's 13.3 MiB
  * module (Node, this module, the Worker's order of allocations): generation after the phase
  * 88.7 MiB of wasm memory without this, 65.2 MiB with it (generation alone: 72.3 MiB);
- * reserving 56 or 60 MiB gave 89.2 / 93.9 MiB, 62 MiB 63.2 MiB (BENCHMARKS.md, "Worker: the
- * wasm transform (issue 13 item 1, session 11)"). An empirical fit to this allocator and
+ * reserving 56 or 60 MiB gave 89.2 / 93.9 MiB, 62 MiB 63.2 MiB (measured when this was
+ * chosen; BENCHMARKS.md's history in git). An empirical fit to this allocator and
  * this generator, not a bound: re-measure when either changes.
  */
 export const TRANSFORM_ARENA_BYTES = 64 << 20;

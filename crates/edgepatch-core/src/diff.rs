@@ -52,8 +52,8 @@ pub struct DiffOptions {
 
 /// The diff's default window reach. 8 MiB: three-tree and typescript gain
 /// nearly as much as with 16 MiB, and applying the 101 MiB pair in wasm stays
-/// under 64 MB (16 MiB: 75 MB). See BENCHMARKS.md, "Trees: window segments
-/// reaching further back (issue 14 item 3, session 12)".
+/// under 64 MB (16 MiB: 75 MB), as measured when the reach was chosen (BENCHMARKS.md's
+/// history in git).
 pub const DEFAULT_WINDOW_REACH: u64 = 8 << 20;
 
 impl Default for DiffOptions {

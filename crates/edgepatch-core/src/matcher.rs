@@ -481,7 +481,7 @@ mod tests {
         }
     }
 
-    /// The search before it skipped known-equal prefixes (session 10), kept as the reference
+    /// The search before it skipped known-equal prefixes, kept as the reference
     /// the faster one must agree with exactly.
     fn longest_match_reference(index: &OldIndex, needle: &[u8], expected: usize) -> (usize, usize) {
         let (old, sa) = (index.old, &index.sa);

@@ -178,7 +178,7 @@ fn normalize_checked(old: Cow<[u8]>, new: Cow<[u8]>, renumbered_only: bool) -> O
     // The peak is the new module's forward transform, with the old module freed by then:
     // for esbuild's 14 MB module, natively, 43 MB of allocations at most (the new module,
     // the reference's copy of the old data, the forward's output and window lists; 60 MB of
-    // wasm memory), BENCHMARKS.md, "wasm transform memory (session 10)".
+    // wasm memory; measured when this was written; BENCHMARKS.md's history in git).
     let reference = wt::reference(&old).ok()?;
     // forward(None, old).bytes == old, checked body by body, without building that copy.
     if wt::is_own_normalized_form(&old) != Ok(true) {
