@@ -91,6 +91,8 @@ pub enum Refusal {
     Expired,
     /// A server answer that breaks the protocol.
     BadResponse,
+    /// An update whose patch needs format features this edgepatch does not read.
+    Version,
 }
 
 impl Refusal {
@@ -107,6 +109,7 @@ impl Refusal {
             Refusal::Rollback => "rollback",
             Refusal::Expired => "expired",
             Refusal::BadResponse => "bad_response",
+            Refusal::Version => "version",
         }
     }
 }

@@ -503,6 +503,7 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
     // patch that needs no more; a static site ignores the query.
     descriptor_url.query_pairs_mut().append_pair("reader", &edgepatch_core::Capabilities::current().to_hex());
     let d = server.get_json(&descriptor_url)?;
+    check_reader_needs(&d)?;
     let field = |k: &str| d.get(k).ok_or_else(|| CliError::bad_response(format!("update descriptor has no {k}")));
     let str_field = |k: &str| {
         field(k).and_then(|v| v.as_str().map(str::to_string).ok_or_else(|| CliError::bad_response(format!("update descriptor: {k} is not a string"))))
@@ -597,3 +598,22 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
 
 /// Largest manifest `update` fetches (about 100 bytes an entry: a million-entry build fits).
 pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
+
+/// Refuses, before anything else is fetched, an update whose descriptor says its patch needs
+/// reader capabilities (docs/FORMAT.md §5) this edgepatch does not read: a site that publishes
+/// for newer clients. `readerNeeds` is unsigned: a forged value can only make this refusal.
+fn check_reader_needs(d: &serde_json::Value) -> Result<(), CliError> {
+    let Some(needs) = d.get("readerNeeds") else { return Ok(()) };
+    let needs = needs
+        .as_str()
+        .and_then(|h| edgepatch_core::Capabilities::from_hex(h).ok())
+        .ok_or_else(|| CliError::bad_response("update descriptor: readerNeeds is not a set of reader capabilities (1 to 16 hex digits)"))?;
+    let reads = edgepatch_core::Capabilities::current();
+    if needs.is_subset(reads) {
+        return Ok(());
+    }
+    Err(CliError::refused(
+        Refusal::Version,
+        format!("this update's patch needs format features this edgepatch does not read ({}): install a newer edgepatch", needs.difference(reads)),
+    ))
+}

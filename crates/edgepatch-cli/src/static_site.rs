@@ -349,10 +349,13 @@ impl Site {
         write_file(&self.public(&published.manifest_path), &manifest)?;
         write_file(&self.public(&published.patch_path), &patch)?;
         let statement = trust::update_statement(&key.key_id, game, from, to, manifest.len() as u64, &mh)?;
+        // What a client must read to apply the patch (docs/FORMAT.md §5): a client that reads
+        // less refuses before it downloads the patch.
+        let reader_needs = inspect_patch(patch.as_slice())?.required_capabilities().to_hex();
         let descriptor = json!({
             "game": game, "from": from, "to": to,
             "manifestUrl": format!("../../manifests/{mhex}"), "manifestSize": manifest.len(), "manifestBlake3": mhex,
-            "patchUrl": format!("../../patches/{ph}"), "patchSize": patch.len(),
+            "patchUrl": format!("../../patches/{ph}"), "patchSize": patch.len(), "readerNeeds": reader_needs,
             "keyId": key.key_id_hex(), "signature": key.sign(&statement),
         });
         write_file(&self.public(&published.descriptor_path), (serde_json::to_string_pretty(&descriptor).expect("JSON") + "\n").as_bytes())?;

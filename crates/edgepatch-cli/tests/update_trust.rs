@@ -229,6 +229,24 @@ fn update_accepts_only_what_the_pinned_key_signed_for_this_game_pair_and_channel
     untouched("forged patch");
     site.lock().unwrap().insert(real_patch_url, real.patch.clone());
 
+    // A descriptor saying its patch needs a format feature this edgepatch does not know (a site
+    // publishing for newer clients): refused before the patch is fetched, naming what to do.
+    let descriptor_path = "/v1/games/demo/updates/v1/v2".to_string();
+    let honest = site.lock().unwrap()[&descriptor_path].clone();
+    let mut newer: serde_json::Value = serde_json::from_slice(&honest).unwrap();
+    newer["readerNeeds"] = json!("8000000000000001");
+    site.lock().unwrap().insert(descriptor_path.clone(), newer.to_string().into_bytes());
+    let out_json = {
+        let mut args = vec!["--json", "update", "--server", &base, "--game", "demo", "--from", "v1", "--to", "v2", "--public-key", &pk];
+        args.extend_from_slice(&[v1.to_str().unwrap(), out_s]);
+        edgepatch(&args, &config)
+    };
+    assert_eq!(out_json.status.code(), Some(3), "a format this edgepatch does not read: exit 3");
+    let line = String::from_utf8_lossy(&out_json.stdout).lines().last().unwrap_or("").to_string();
+    assert!(line.contains("\"code\":\"version\"") && line.contains("newer edgepatch"), "{line}");
+    untouched("a patch for newer readers");
+    site.lock().unwrap().insert(descriptor_path, honest);
+
     // A descriptor and manifest signed for another game, replayed under this one.
     publish(&site, &key, "demo", "other-game", "v1", "v2", &real);
     let err = refused(update(&["--to", "v2", "--public-key", &pk]));
