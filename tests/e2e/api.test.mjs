@@ -7,7 +7,8 @@
 import { after, before } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ENGINES, engineTests, launch } from "./engines.mjs";
@@ -242,6 +243,25 @@ engineTest("progress events rise steadily in bytes written to the build's total,
   t.diagnostic(`${events.length} events, ${between.size} values between 0 and ${d.newBytes}; largest step ${Math.max(...steps)} B`);
   assert.equal(await currentSha(page, "data/big.bin"), sha256(treeFile("big", "v2", "data/big.bin")));
 }, { accessModes: true });
+
+engineTest("an update whose patch needs format features the library does not read is refused before the patch is fetched", async (t) => {
+  const page = await openPage(t, "demo");
+  assert.equal((await run(page, `return (await game.install("v1")).to;`)).value, "v1");
+  // The descriptor as a site for newer clients would serve it (readerNeeds is unsigned).
+  const path = "/updates/v1/games/demo/updates/v1/v2";
+  const doc = JSON.parse(readFileSync(join(dist, path), "utf8"));
+  doc.readerNeeds = "8000000000000001";
+  const file = join(tmpdir(), `edgepatch-newer-reader-${process.pid}.json`);
+  writeFileSync(file, JSON.stringify(doc));
+  server.faults.replace.set(path, file);
+  t.after(() => server.faults.replace.delete(path));
+  server.resetStats();
+  const u = await run(page, `return await game.update("v1", "v2");`);
+  assert.equal(u.error?.code, "protocol", JSON.stringify(u));
+  assert.match(u.error.message, /does not read .*newer version/, u.error.message);
+  assert.equal(server.stats.requests.filter((q) => q.path.includes("/patches/")).length, 0, "no patch request");
+  assert.equal((await run(page, `return await game.current();`)).value, "v1");
+});
 
 engineTest("a wrong old build (a stored file altered) gives an error whose path names that file", async (t) => {
   const page = await openPage(t, "demo");

@@ -35,6 +35,11 @@ export interface UpdateDescriptor {
   /** The signing key's id (16 hex) and the base64 ed25519 signature over the update statement. */
   keyId?: string;
   signature?: string;
+  /**
+   * Unsigned: the reader capabilities the patch needs (docs/FORMAT.md §5, hex), when the server
+   * says. A forged value can only make the client refuse the update.
+   */
+  readerNeeds?: string;
 }
 
 export interface ChannelDocument {
@@ -219,6 +224,10 @@ export async function fetchDescriptor(baseUrl: string | URL, game: string, from:
   signedFields(doc, d, url);
   if (d.game !== game || d.from !== from || d.to !== to) {
     throw new ProtocolError(`${url} describes ${d.game} ${d.from} -> ${d.to}, not ${game} ${from} -> ${to}`, { url });
+  }
+  if (doc.readerNeeds !== undefined) {
+    if (typeof doc.readerNeeds !== "string" || !/^[0-9a-f]{1,16}$/.test(doc.readerNeeds)) throw new ProtocolError(`${url}: readerNeeds is not 1 to 16 hex digits`, { url });
+    d.readerNeeds = doc.readerNeeds;
   }
   if (!/^[0-9a-f]{64}$/.test(d.manifestBlake3)) throw new ProtocolError(`${url}: manifestBlake3 is not 64 hex digits`, { url });
   return d;

@@ -238,6 +238,14 @@ export interface VerifiedUpdate {
 export async function fetchVerifiedUpdate(verifier: Verifier | null, baseUrl: string, game: string, from: string, to: string, signal: AbortSignal): Promise<VerifiedUpdate> {
   const reader = wasm.readerCapabilities();
   const desc = await fetchDescriptor(baseUrl, game, from, to, reader, signal);
+  // Before anything else is fetched: a patch made for newer readers than this library.
+  if (desc.readerNeeds !== undefined && !wasm.readerCovers(reader, desc.readerNeeds)) {
+    const url = descriptorUrl(baseUrl, game, from, to, reader).href;
+    throw new ProtocolError(
+      `${url}: this update's patch needs format features this library does not read (${wasm.capabilityNames(desc.readerNeeds)}; it reads ${wasm.capabilityNames(reader)}): update @edgepatch/web to a newer version`,
+      { url },
+    );
+  }
   const durl = desc.manifestUrl;
   let keyId: string | null = null;
   if (verifier) {
