@@ -67,8 +67,8 @@ def strip_comments_and_strings(text):
                     j += 1
             out.append(blank(text[i:j]))
             i = j
-        elif c == "r" and re.match(r'r#*"', text[i:i + 300]) and (i == 0 or not re.match(r"\w", text[i - 1])):
-            m = re.match(r'r(#*)"', text[i:])
+        elif c in "rb" and re.match(r'b?r#*"', text[i:i + 300]) and (i == 0 or not re.match(r"\w", text[i - 1])):
+            m = re.match(r'b?r(#*)"', text[i:])
             hashes = m.group(1)
             end = text.find('"' + hashes, i + len(m.group(0)))
             end = n if end < 0 else end + 1 + len(hashes)

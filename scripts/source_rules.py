@@ -51,59 +51,9 @@ IO_PATTERNS = [
 TEST_ONLY = re.compile(r"#\s*\[\s*cfg\s*\(\s*test\s*\)\s*\]")
 
 
-def blank(s):
-    return "".join(c if c == "\n" else " " for c in s)
-
-
-def strip_comments_and_strings(text):
-    """Replaces Rust comments, string and char literals with spaces, keeping newlines."""
-    out, i, n = [], 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(blank(text[i:j]))
-            i = j
-        elif text.startswith("/*", i):
-            depth, j = 0, i
-            while j < n:
-                if text.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif text.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                    if depth == 0:
-                        break
-                else:
-                    j += 1
-            out.append(blank(text[i:j]))
-            i = j
-        elif c in "rb" and re.match(r'b?r#*"', text[i:i + 300]) and (i == 0 or not re.match(r"\w", text[i - 1])):
-            m = re.match(r'b?r(#*)"', text[i:])
-            hashes = m.group(1)
-            end = text.find('"' + hashes, i + len(m.group(0)))
-            end = n if end < 0 else end + 1 + len(hashes)
-            out.append(blank(text[i:end]))
-            i = end
-        elif c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append(blank(text[i:j + 1]))
-            i = j + 1
-        elif c == "'":
-            # A char literal ('a', '\n', '\u{1F600}'), otherwise a lifetime or label.
-            m = re.match(r"'(\\(u\{[0-9a-fA-F]+\}|x[0-9a-fA-F]{2}|.)|[^\\'])'", text[i:i + 16])
-            if m:
-                out.append(blank(m.group(0)))
-                i += len(m.group(0))
-            else:
-                out.append(c)
-                i += 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+# One Rust lexer for both checks: comments and literals blanked, offsets and newlines kept.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from module_cycles import strip_comments_and_strings  # noqa: E402
 
 
 def test_only_spans(code):
