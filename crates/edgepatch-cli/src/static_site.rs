@@ -137,8 +137,9 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The patch from `old` to `new`, its manifest (per-file BLAKE3 from `new` itself) and the diff's counts.
-fn make_pair(old: &Build, new: &Build, from: &str, to: &str, o: &AddOptions) -> Result<(Vec<u8>, Vec<u8>, DiffStats), CliError> {
+/// The patch from `old` to `new`, its manifest, the diff's counts and what a reader must
+/// understand to apply the patch (hex, docs/FORMAT.md §5).
+fn make_pair(old: &Build, new: &Build, from: &str, to: &str, o: &AddOptions) -> Result<(Vec<u8>, Vec<u8>, DiffStats, String), CliError> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let opts = DiffOptions { level: o.level, threads, trace: crate::timing::from_env(), reader: o.reader, ..DiffOptions::default() };
     let (patch, stats) = diff_builds(old, new, &opts, &|_, _| {}).context(format!("diff {from} -> {to}"))?;
@@ -151,7 +152,7 @@ fn make_pair(old: &Build, new: &Build, from: &str, to: &str, o: &AddOptions) -> 
         .collect();
     let hash_of = |i: usize| *blake3::hash(by_path.get(tree.entries[i].path.as_str()).copied().unwrap_or_default()).as_bytes();
     let manifest = patch_manifest(&tree, &info.layout, hash_of, *blake3::hash(&patch).as_bytes(), from, to)?;
-    Ok((patch, manifest.encode()?, stats))
+    Ok((patch, manifest.encode()?, stats, info.required_capabilities().to_hex()))
 }
 
 pub struct AddOptions<'a> {
@@ -332,8 +333,8 @@ impl Site {
         Ok(d)
     }
 
-    fn publish_pair(&self, key: &SiteKey, game: &str, from: &str, to: &str, pair: (Vec<u8>, Vec<u8>, DiffStats)) -> Result<PublishedPair, CliError> {
-        let (patch, manifest, stats) = pair;
+    fn publish_pair(&self, key: &SiteKey, game: &str, from: &str, to: &str, pair: (Vec<u8>, Vec<u8>, DiffStats, String)) -> Result<PublishedPair, CliError> {
+        let (patch, manifest, stats, reader_needs) = pair;
         let (mh, ph) = (*blake3::hash(&manifest).as_bytes(), blake3::hash(&patch).to_hex().to_string());
         let mhex = trust::hex(&mh);
         let published = PublishedPair {
@@ -349,9 +350,6 @@ impl Site {
         write_file(&self.public(&published.manifest_path), &manifest)?;
         write_file(&self.public(&published.patch_path), &patch)?;
         let statement = trust::update_statement(&key.key_id, game, from, to, manifest.len() as u64, &mh)?;
-        // What a client must read to apply the patch (docs/FORMAT.md §5): a client that reads
-        // less refuses before it downloads the patch.
-        let reader_needs = inspect_patch(patch.as_slice())?.required_capabilities().to_hex();
         let descriptor = json!({
             "game": game, "from": from, "to": to,
             "manifestUrl": format!("../../manifests/{mhex}"), "manifestSize": manifest.len(), "manifestBlake3": mhex,
