@@ -17,44 +17,63 @@ if [ "${free_mb:-0}" -lt 8000 ] && [ -z "${EDGEPATCH_LEAN_DISK:-}" ]; then
 fi
 source scripts/lean_disk.sh
 
+# Each stage's wall time, printed when the run ends (passed or not): where the minutes go.
+stage_names=() stage_starts=()
+stage() {
+  echo "== $*"
+  stage_names+=("$1") stage_starts+=("$SECONDS")
+}
+stage_times() {
+  local rc=$? i n=${#stage_names[@]} end
+  [ "$n" -gt 0 ] || return "$rc"
+  echo "== stage times (s), $SECONDS s in all$([ "$rc" = 0 ] || echo ", stopped by a failure"):"
+  for ((i = 0; i < n; i++)); do
+    end=$([ $((i + 1)) -lt "$n" ] && echo "${stage_starts[i + 1]}" || echo "$SECONDS")
+    printf '%6d  %s\n' $((end - stage_starts[i])) "${stage_names[i]:0:100}"
+  done
+  return "$rc"
+}
+trap stage_times EXIT
+
+stage "setup (scripts/setup.sh: toolchains, browsers, packages; idempotent)"
 source scripts/setup.sh
 
-echo "== fixtures are what make_fixtures.py generates"
+stage "fixtures are what make_fixtures.py generates"
 python3 fixtures/make_fixtures.py --check
 node fixtures/arcade/make_arcade.mjs --check
 
-echo "== Rust style: cargo fmt --check (rustfmt.toml)"
+stage "Rust style: cargo fmt --check (rustfmt.toml)"
 cargo fmt --all --check
 
-echo "== Rust workspace: unit, integration, golden-vector and hostile-input tests"
+stage "Rust workspace: unit, integration, golden-vector and hostile-input tests"
 cargo test --workspace --quiet 2>&1 | tee "${TMPDIR:-/tmp}/edgepatch-cargo-test.log"
 
-echo "== Rust lints: cargo clippy -D warnings (native, and the wasm crate for wasm32)"
+stage "Rust lints: cargo clippy -D warnings (native, and the wasm crate for wasm32)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy -p edgepatch-wasm --target wasm32-unknown-unknown --quiet -- -D warnings
 drop_build target/debug
 
-echo "== Fuzzing: the patch reader (patch_apply) and the wasm transform's inverse (wasm_inverse), 60 s each (scripts/fuzz.sh; fuzz/README.md)"
+stage "Fuzzing: the patch reader (patch_apply) and the wasm transform's inverse (wasm_inverse), 60 s each (scripts/fuzz.sh; fuzz/README.md)"
 bash scripts/fuzz.sh 60
 drop_build fuzz/target
 
-echo "== Other systems: the CLI's clippy -D warnings for Windows, static Linux and macOS (Apple silicon, Intel) (scripts/check-targets.sh; macOS through cargo-zigbuild)"
+stage "Other systems: the CLI's clippy -D warnings for Windows, static Linux and macOS (Apple silicon, Intel) (scripts/check-targets.sh; macOS through cargo-zigbuild)"
 bash scripts/check-targets.sh
 
-echo "== Other systems: the CLI's tests as the static musl binary (natively) and as the Windows build (under Wine) (scripts/test-other-systems.sh)"
+stage "Other systems: the CLI's tests as the static musl binary (natively) and as the Windows build (under Wine) (scripts/test-other-systems.sh)"
 bash scripts/test-other-systems.sh
 drop_build target/cross target/zig-venv "$HOME/.cache/edgepatch-wine"
 
-echo "== WebAssembly: every variant (scripts/build-wasm.sh: web for Workers, web-apply for browsers, node for edgepatch-js)"
+stage "WebAssembly: every variant (scripts/build-wasm.sh: web for Workers, web-apply for browsers, node for edgepatch-js)"
 scripts/build-wasm.sh
 for w in crates/edgepatch-wasm/pkg/web/edgepatch_wasm_bg.wasm crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm_bg.wasm packages/edgepatch-js/wasm/edgepatch_wasm_bg.wasm; do
   echo "$w: $(stat -c %s "$w") bytes, $(gzip -9c "$w" | wc -c) gzip -9"
 done
 
-echo "== WebAssembly: wasm-pack test --node (golden fixtures through the JS bindings)"
+stage "WebAssembly: wasm-pack test --node (golden fixtures through the JS bindings)"
 wasm-pack test --node --mode no-install crates/edgepatch-wasm --test node 2>&1 | grep -v '^\s*Compiling\|failed to get wasm-pack version'
 
-echo "== WebAssembly: the same cases in headless Chromium (wasm-pack test --headless --chrome)"
+stage "WebAssembly: the same cases in headless Chromium (wasm-pack test --headless --chrome)"
 # Chromium leaves a ~30 MB scoped_dir in TMPDIR after a run: it gets a directory of its own.
 chromium_tmp=$(mktemp -d)
 TMPDIR="$chromium_tmp" wasm-pack test --headless --chrome --chromedriver "$(command -v chromedriver)" --mode no-install crates/edgepatch-wasm --test browser 2>&1 \
@@ -62,16 +81,16 @@ TMPDIR="$chromium_tmp" wasm-pack test --headless --chrome --chromedriver "$(comm
 rm -rf "$chromium_tmp"
 drop_build target/wasm32-unknown-unknown/debug
 
-echo "== edgepatch-js (Node, over the wasm build): same bytes as the native CLI, byte-exact apply"
+stage "edgepatch-js (Node, over the wasm build): same bytes as the native CLI, byte-exact apply"
 cargo build --release --quiet --bin edgepatch
 EDGEPATCH_BIN="$REPO/target/release/edgepatch" node --test packages/edgepatch-js/test/*.test.js
 npx --no-install edgepatch-js --help >/dev/null
 
-echo "== web/: type-check and browser end-to-end tests in Chromium, Firefox and WebKit (install, update, resume, hostile input, storage, site headers, the game through the Service Worker, the packed example)"
+stage "web/: type-check and browser end-to-end tests in Chromium, Firefox and WebKit (install, update, resume, hostile input, storage, site headers, the game through the Service Worker, the packed example)"
 web/scripts/test.sh
 
-echo "== Worker: typecheck, vitest in workerd (real R2/DO/Cache), dry-run bundle size, edgepatch publish/update against wrangler dev"
+stage "Worker: typecheck, vitest in workerd (real R2/DO/Cache), dry-run bundle size, edgepatch publish/update against wrangler dev"
 worker/scripts/test.sh
 
-echo "== the README's main command, non-interactively (EDGEPATCH_DEMO_CHECK=1 scripts/demo.sh --port 0)"
+stage "the README's main command, non-interactively (EDGEPATCH_DEMO_CHECK=1 scripts/demo.sh --port 0)"
 EDGEPATCH_DEMO_CHECK=1 bash scripts/demo.sh --port 0
