@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/check.sh — the fast check, for every change: import cycles and source rules,
+# scripts/check.sh — the fast check, for every change: import cycles (Rust and TypeScript)
+# and source rules,
 # formatting, lints, the unit tests and the golden, hostile-input, tree-limit and
 # reader-capability tests of the core, and the TypeScript type checks.
 # Minutes with a warm build cache; the full suite (browsers, workerd, other systems) is
@@ -11,6 +12,14 @@ start=$SECONDS
 
 echo "== import cycles between modules (scripts/module_cycles.allow names the known ones)"
 python3 scripts/module_cycles.py --allow scripts/module_cycles.allow crates/*
+
+# Runtime imports only (-T drops type-only ones, which are erased when built).
+if [ -x node_modules/.bin/dpdm ]; then
+  echo "== import cycles between TypeScript modules (web/, worker/; dpdm)"
+  node_modules/.bin/dpdm -T --no-tree --no-warning --no-progress --circular --exit-code circular:1 'web/src/**/*.ts' 'worker/src/**/*.ts'
+else
+  echo "== TypeScript import cycles skipped: node_modules is missing (scripts/setup.sh)"
+fi
 
 echo "== source rules: no file over 800 lines, no environment reads or printing in library crates"
 python3 scripts/source_rules.py

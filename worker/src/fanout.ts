@@ -9,21 +9,10 @@
 // Every step and the assembly is idempotent (same run, same temporary key, overwritten), so a
 // queue retry runs it again.
 import * as wasm from "./wasm";
-import {
-  GenerationError,
-  loadBuild,
-  planBuildReads,
-  readBuildRanges,
-  READ_CONCURRENCY,
-  storePatch,
-  verifyFiles,
-  wasmView,
-  yieldToEventLoop,
-  type StoredBuild as Build,
-  type GenerateResult,
-  type StoredBuild,
-  type UpdateDescriptor,
-} from "./generate";
+import { GenerationError, loadBuild, readBuildRanges, READ_CONCURRENCY, verifyFiles, wasmView, yieldToEventLoop, type StoredBuild as Build, type StoredBuild } from "./reads";
+import { storePatch, type UpdateDescriptor } from "./descriptors";
+import { planBuildReads } from "./read-plan";
+import type { GenerateResult } from "./generate";
 import { getJson, keys, putJson, R2PartWriter, R2RangeReader } from "./store";
 import { settings } from "./settings";
 import { addTransforms, loadTransforms, verifySplitOld, type ModuleAboveCap, type StoredTransform } from "./transform";

@@ -17,7 +17,7 @@ import { rotations } from "./rotations";
 import { consumePairs, enqueueMove } from "./pregenerate";
 import { consumeSteps } from "./fanout";
 import { abortStaleUploads, applyRetention, deleteBuild, forgetPendingUpload, recordPendingUpload, sweepGenerationRuns } from "./operations";
-import { signDescriptor, storedMismatch, type UpdateDescriptor } from "./generate";
+import { signDescriptor, storedMismatch, type UpdateDescriptor } from "./descriptors";
 import type { Env } from "./env";
 import { capabilityNames, initWasm, readerCovers, readerFor } from "./wasm";
 

@@ -16,7 +16,7 @@
 // (`oldSplit`), and it is checked whole against the BLAKE3 the core computed from the checked
 // old module before any of its ranges is read (`verifySplitOld`).
 import * as wasm from "./wasm";
-import { GenerationError, wasmView, yieldToEventLoop, type StoredBuild } from "./generate";
+import { GenerationError, wasmView, yieldToEventLoop, type StoredBuild } from "./reads";
 import { R2PartWriter, R2RangeReader } from "./store";
 
 /**

@@ -6,7 +6,7 @@ import { createExecutionContext, env, SELF, waitOnExecutionContext } from "cloud
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import worker from "../src/index";
 import { initWasm } from "../src/wasm";
-import type { UpdateDescriptor } from "../src/generate";
+import type { UpdateDescriptor } from "../src/descriptors";
 import { keyId, updateStatement } from "../src/statements";
 import { keys } from "../src/store";
 import { settings } from "../src/settings";

@@ -9,7 +9,7 @@
 import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { initWasm, PatchGenerator } from "../src/wasm";
-import { loadBuild } from "../src/generate";
+import { loadBuild } from "../src/reads";
 import { settings } from "../src/settings";
 import { runPrefix, runStep, runWriter, type StepJob } from "../src/fanout";
 import { loadTransforms, prepareTransforms, storeTransforms } from "../src/transform";

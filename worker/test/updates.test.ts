@@ -5,7 +5,9 @@ import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { blake3Hex, initWasm, ManifestReader, PatchApplier, PatchGenerator, Signer } from "../src/wasm";
 import { bytes, gameBuild, makeTar, type TarEntry } from "./tar";
-import { planBuildReads, readBuildRanges, type StoredBuild, type UpdateDescriptor } from "../src/generate";
+import { planBuildReads } from "../src/read-plan";
+import { readBuildRanges, type StoredBuild } from "../src/reads";
+import type { UpdateDescriptor } from "../src/descriptors";
 import { R2RangeReader, type BuildRecord } from "../src/store";
 import { keyId, updateStatement } from "../src/statements";
 
