@@ -268,7 +268,7 @@ fn transform_if_smaller(old: &[u8], new: &[u8], opts: &DiffOptions, split_allowe
     // The safety checks are the generator's too (one place: crate::generate).
     let Some(n) = crate::generate::normalize_even_unchanged(old, new) else { return Ok(None) };
     // Nothing renumbered: only the split layout can make the normalized form pay.
-    let readable = |side_info: &[u8]| Capabilities::required_by_side_info(side_info).is_subset(opts.reader);
+    let readable = |side_info: &[u8]| crate::transforms::required_by_side_info(side_info).is_subset(opts.reader);
     let renumbered = n.bytes != new && readable(&n.side_info);
     let quiet = |_: u64, _: u64| {};
     let size = |segments: &[Vec<u8>], side_info: &[u8]| -> Result<usize> {

@@ -63,7 +63,7 @@ impl PatchInfo {
         need(t.lzma_segments, Capability::LzmaSegments);
         need(t.mode_blind_digest.is_some(), Capability::ModeBlindDigest);
         need(t.transforms.iter().any(|w| w.split_reference.is_some()), Capability::WasmSplitReference);
-        t.transforms.iter().fold(set, |set, w| set.union(Capabilities::required_by_side_info(&w.side_info)))
+        t.transforms.iter().fold(set, |set, w| set.union(crate::transforms::required_by_side_info(&w.side_info)))
     }
 }
 

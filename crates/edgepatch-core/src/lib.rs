@@ -20,6 +20,7 @@ pub mod renamed_files;
 pub mod signature;
 pub mod signer;
 pub mod trace;
+pub mod transforms;
 mod tree_plan;
 pub mod trust;
 mod window_plan;
@@ -27,7 +28,8 @@ mod zstd_frame;
 
 /// The patch and manifest formats, defined by edgepatch-format.
 pub use edgepatch_format::{manifest, patch_format};
-/// The wasm transform (its own crate): a compiled module's normalized form and its inverse.
+/// The wasm transform (its own crate): a compiled module's normalized form and its inverse,
+/// reached through [`transforms`] where the core needs only what every transform does.
 pub use edgepatch_transform_wasm as wasm_transform;
 // The wire primitives and codecs the diff, the generator and the apply share with the formats.
 pub(crate) use edgepatch_format::{lzma, segment_codec, wire};

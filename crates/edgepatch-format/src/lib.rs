@@ -2,8 +2,8 @@
 //! the signed statements (docs/UPDATE_PROTOCOL.md), with the encoder and the decoder of each
 //! structure side by side, the wire primitives and codecs they share, the path and tree
 //! rules every decoder enforces, the error type all of them report with, and the capabilities
-//! a reader declares so that a writer uses only what it can apply (§5). No I/O: every decoder
-//! reads bytes it is given.
+//! a reader declares so that a writer uses only what it can apply (§5), and the interface every
+//! file transform implements (§2.8, [`transform`]). No I/O: every decoder reads bytes it is given.
 
 #![warn(missing_docs)]
 
@@ -16,6 +16,7 @@ pub mod path_rules;
 mod perfect_hash;
 pub mod segment_codec;
 pub mod statement;
+pub mod transform;
 pub mod wasm_side_info;
 pub mod wire;
 

@@ -30,14 +30,9 @@ pub struct WasmReference {
     imported_functions: u64,
 }
 
-/// The normalized bytes and what [`inverse`](fn@crate::inverse) needs besides them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Normalized {
-    /// The normalized module.
-    pub bytes: Vec<u8>,
-    /// What the inverse needs to restore the module (encoded side info).
-    pub side_info: Vec<u8>,
-}
+/// The normalized bytes and what [`inverse`](fn@crate::inverse) needs besides them: the form
+/// every transform makes (edgepatch-format's `transform`).
+pub use edgepatch_format::transform::Normalized;
 
 /// Counters of one forward run, for benchmarks and tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -21,7 +21,8 @@
 //! `matching`, `addresses`), the [`inverse`](fn@inverse) (bounded memory where the normalized form is read
 //! through a callback: `read_at`), the side info (`side_info`), and the code section's
 //! field-split layout (`split_layout`, on the instruction walker: `walker`, `field_split`,
-//! `field_join`).
+//! `field_join`). [`Wasm`] is the transform behind the interface every transform implements
+//! (edgepatch-format's `Transform`), which is how the core reaches it (`transform`).
 
 #![warn(missing_docs)]
 
@@ -44,6 +45,7 @@ mod references;
 mod side_info;
 mod split_layout;
 mod survey;
+mod transform;
 mod walker;
 mod window;
 
@@ -57,3 +59,4 @@ pub use split_layout::{
     into_code_layout, join_code_layout, join_code_layout_hash, layout_parts, section_parts, split_code_layout, split_code_layout_in_place,
     split_code_layout_parts, split_code_layout_read, with_code_layout, with_code_layout_against, with_code_layout_as, LayoutPart, LayoutParts,
 };
+pub use transform::Wasm;

@@ -9,14 +9,12 @@ use crate::leb;
 use crate::module::{self, CODE_SECTION};
 use crate::window;
 
-/// Reads bytes of a module that is not in memory: fills the buffer from the offset.
-pub type ReadAt<'a, E> = dyn FnMut(u64, &mut [u8]) -> Result<(), E> + 'a;
+/// Reads bytes of a module that is not in memory, and takes bytes of one at an offset: the
+/// callbacks of every transform (edgepatch-format's `transform`).
+pub use edgepatch_format::transform::{ReadAt, WriteAt};
 
 /// A byte range of a module: (start, end).
 pub(crate) type Span = (usize, usize);
-
-/// Takes bytes of a module at an offset.
-pub type WriteAt<'a, E> = dyn FnMut(u64, &[u8]) -> Result<(), E> + 'a;
 
 /// Bytes of a normalized form read at once where it is not in memory (section headers,
 /// sections, bodies), outside the field streams' own windows.

@@ -7,7 +7,7 @@ use super::module::PcTable;
 use super::walker::{Coding, FIELDS};
 use super::TransformError;
 
-const MAGIC: &[u8; 4] = b"EPWT";
+pub(crate) const MAGIC: &[u8; 4] = b"EPWT";
 /// Version 1: immediates are function indices and `i32`/`i64` constants.
 const VERSION_CONSTANTS: u8 = 1;
 /// Version 2: memarg offsets are immediates too (docs/FORMAT.md §2.8.3).

@@ -24,6 +24,7 @@ fn lzma_streams(s: &edgepatch_core::patch_format::SegmentHeader) -> Vec<&'static
 
 fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
     use edgepatch_core::patch_format::{FileSource, Segment, SegmentHeader, TreeEntryKind, WindowCodec};
+    use edgepatch_core::Capability;
     let (mut files, mut copies, mut deltas, mut links, mut dirs) = (0, 0, 0, 0, 0);
     for e in &info.tree.named {
         match &e.kind {
@@ -97,11 +98,14 @@ fn print_patch_info(cli: &Cli, info: &edgepatch_core::inspect::PatchInfo) {
             None => println!("window segments reach back at most {} bytes (the base reach)", info.tree.window_back()),
         }
         if !info.tree.transforms.is_empty() {
+            // What each file's side info needs a reader to understand says how it is stored.
+            let needing =
+                |c: Capability| info.tree.transforms.iter().filter(|t| edgepatch_core::transforms::required_by_side_info(&t.side_info).contains(c)).count();
             println!(
                 "wasm modules stored normalized: {}, {} of them in the field-split layout, {} with DWARF addresses rewritten (side info {} bytes before compression; docs/FORMAT.md §2.8)",
                 info.tree.transforms.len(),
-                info.tree.transforms.iter().filter(|t| edgepatch_core::wasm_transform::side_info_has_code_layout(&t.side_info)).count(),
-                info.tree.transforms.iter().filter(|t| edgepatch_core::wasm_transform::side_info_has_dwarf_addresses(&t.side_info)).count(),
+                needing(Capability::WasmSplitLayout),
+                needing(Capability::WasmDwarfAddresses),
                 info.tree.transforms.iter().map(|t| t.side_info.len()).sum::<usize>()
             );
         }

@@ -3,11 +3,12 @@
 
 use std::io;
 
-use super::delta_stream::{scratch_err, DeltaStream, OldReads, ScratchSpace, SplitOld, TransformStop};
+use super::delta_stream::{scratch_err, DeltaStream, OldReads, ScratchSpace, SplitOld};
 use super::patch_reader::*;
 use super::{display_path, out_err, ApplyProgress, ApplySummary, BuildSink, OldBuild, ResumePoint, CHUNK};
 use crate::error::{Error, Input, Result};
 use crate::patch_format::*;
+use edgepatch_format::transform::{NormalizedBytes, TransformStop};
 
 fn hex(h: &[u8]) -> String {
     h.iter().map(|b| format!("{b:02x}")).collect()
@@ -580,7 +581,7 @@ impl PatchApplier {
     }
 
     /// Writes transformed entry `i` from its complete normalized form: the
-    /// inverse of the wasm transform (docs/FORMAT.md §2.8), streamed to the
+    /// inverse of its transform (docs/FORMAT.md §2.8), streamed to the
     /// sink in pieces; returns the file's BLAKE3. The file must come out at
     /// exactly its size; its hash goes into the files digest like any other.
     fn invert<S: BuildSink>(&mut self, i: usize, sink: &mut S) -> Result<blake3::Hasher> {
@@ -604,24 +605,23 @@ impl PatchApplier {
         let sink = std::cell::RefCell::new(sink);
         let mut emit = |piece: &[u8]| {
             if written + piece.len() as u64 > size {
-                return Err(TransformStop::Apply(too_long()));
+                return Err(TransformStop::Caller(too_long()));
             }
             for chunk in piece.chunks(CHUNK) {
                 hasher.update(chunk);
-                sink.borrow_mut().write_file(chunk).map_err(|e| TransformStop::Apply(out_err(path, e)))?;
+                sink.borrow_mut().write_file(chunk).map_err(|e| TransformStop::Caller(out_err(path, e)))?;
             }
             written += piece.len() as u64;
             progress.new_bytes_written += piece.len() as u64;
             Ok(())
         };
+        let transform = crate::transforms::transform_for(side);
         let result = match self.files.normalized_scratch.take() {
-            Some(at) => crate::wasm_transform::inverse_read(
-                self.tree.delta_len(i),
-                &mut |offset, buf| sink.borrow_mut().read_scratch(at + offset, buf).map_err(|e| TransformStop::Apply(scratch_err(e))),
-                side,
-                &mut emit,
-            ),
-            None => crate::wasm_transform::inverse_to(&mut normalized, side, &mut emit),
+            Some(from) => {
+                let mut read = |offset, buf: &mut [u8]| sink.borrow_mut().read_scratch(from + offset, buf).map_err(|e| TransformStop::Caller(scratch_err(e)));
+                transform.inverse(NormalizedBytes::Read { len: self.tree.delta_len(i), read: &mut read }, side, &mut emit)
+            }
+            None => transform.inverse(NormalizedBytes::InPlace(&mut normalized), side, &mut emit),
         };
         // The buffer is kept for the next transformed file (steady memory in wasm).
         normalized.clear();
@@ -634,8 +634,10 @@ impl PatchApplier {
                 offset: at,
                 what: format!("{}: the inverted wasm module has {written} bytes, the tree says {size}", display_path(path)),
             }),
-            Err(TransformStop::Apply(e)) => Err(e),
-            Err(TransformStop::Transform(e)) => Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("{}: {e}", display_path(path)) }),
+            Err(TransformStop::Caller(e)) => Err(e),
+            Err(TransformStop::NotInput(e) | TransformStop::Corrupt(e)) => {
+                Err(Error::Corrupt { input: Input::Patch, offset: at, what: format!("{}: {e}", display_path(path)) })
+            }
         }
     }
 }

@@ -9,6 +9,7 @@ use super::{display_path, patch_reader::*, release, resize_exact, shrink, BuildS
 use crate::error::{Error, Input, Result};
 use crate::matcher::Op;
 use crate::patch_format::*;
+use edgepatch_format::transform::TransformStop;
 
 /// Old data an ops segment prefetches for its copies, at most (see `prefetch_copies`).
 const PREFETCH_BUDGET: u64 = 8 << 20;
@@ -498,39 +499,28 @@ impl DeltaStream {
         let Some(at) = self.scratch.take(old.sink, size)? else {
             return Ok(SplitOld::Memory(read_split(old.old, path, size, side_info)?));
         };
-        crate::wasm_transform::split_code_layout_read(
-            size,
-            &mut |offset, buf| old.old.read_at(path, offset, buf).map_err(|e| TransformStop::Apply(Error::OldRead { path: display_path(path), source: e })),
-            side_info,
-            &mut |offset, bytes| ScratchSpace::write(old.sink, at + offset, bytes).map_err(TransformStop::Apply),
-        )
-        .map_err(|e| match e {
-            TransformStop::Apply(e) => e,
-            TransformStop::Transform(e) => split_error(path, e),
-        })?;
+        crate::transforms::transform_for(side_info)
+            .split_old_read(
+                size,
+                &mut |offset, buf| {
+                    old.old.read_at(path, offset, buf).map_err(|e| TransformStop::Caller(Error::OldRead { path: display_path(path), source: e }))
+                },
+                side_info,
+                &mut |offset, bytes| ScratchSpace::write(old.sink, at + offset, bytes).map_err(TransformStop::Caller),
+            )
+            .map_err(|e| split_error(path, e))?;
         Ok(SplitOld::Scratch(at))
     }
 }
 
-/// A transform's walk (a split into the scratch space, an inverse) stopped by the transform,
-/// or by the applier's reads or writes.
-pub(super) enum TransformStop {
-    Transform(crate::wasm_transform::TransformError),
-    Apply(Error),
-}
-
-impl From<crate::wasm_transform::TransformError> for TransformStop {
-    fn from(e: crate::wasm_transform::TransformError) -> Self {
-        TransformStop::Transform(e)
-    }
-}
-
 /// A module that does not split is not the old module the patch was made from; a side info
-/// that does not say how to split is a corrupt patch.
-fn split_error(path: &str, e: crate::wasm_transform::TransformError) -> Error {
+/// that does not say how to split is a corrupt patch; the applier's own reads and writes fail
+/// with their errors.
+fn split_error(path: &str, e: TransformStop) -> Error {
     match e {
-        crate::wasm_transform::TransformError::NotWasm { .. } => Error::WrongOldBuild { what: format!("{}: {e}", display_path(path)) },
-        e => Error::Corrupt { input: Input::Patch, offset: 0, what: format!("{}: {e}", display_path(path)) },
+        TransformStop::Caller(e) => e,
+        TransformStop::NotInput(e) => Error::WrongOldBuild { what: format!("{}: {e}", display_path(path)) },
+        TransformStop::Corrupt(e) => Error::Corrupt { input: Input::Patch, offset: 0, what: format!("{}: {e}", display_path(path)) },
     }
 }
 
@@ -613,7 +603,7 @@ fn read_split<O: OldBuild>(old: &mut O, path: &str, size: u64, side_info: &[u8])
     let mut module = vec![0u8; size as usize];
     old.read_at(path, 0, &mut module).map_err(|e| Error::OldRead { path: display_path(path), source: e })?;
     // In place: one module-sized buffer, not two.
-    crate::wasm_transform::split_code_layout_in_place(&mut module, side_info).map_err(|e| split_error(path, e))?;
+    crate::transforms::transform_for(side_info).split_old_in_place(&mut module, side_info).map_err(|e| split_error(path, e))?;
     Ok(module)
 }
 

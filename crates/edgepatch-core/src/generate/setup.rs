@@ -289,7 +289,7 @@ impl PatchGenerator {
         self.tree
             .transforms
             .iter()
-            .fold(Capabilities::required_by_flags(self.tree.flags()), |set, w| set.union(Capabilities::required_by_side_info(&w.side_info)))
+            .fold(Capabilities::required_by_flags(self.tree.flags()), |set, w| set.union(crate::transforms::required_by_side_info(&w.side_info)))
     }
 
     /// The LZMA window limit the reader allows (0: none).

@@ -27,6 +27,7 @@ use crate::patch_format::{MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
 use crate::wasm_transform::{self as wt, Normalized};
 use crate::window_plan::AlignedPart;
 use crate::zstd_frame::{compressed_len, FrameSearch, LongDistance};
+use edgepatch_format::transform::{NormalizedBytes, Transform, TransformStop};
 use edgepatch_format::{Capabilities, Capability};
 
 /// Bytes of the normalized form covered by one check hash. At most one segment, so that
@@ -172,21 +173,15 @@ pub(crate) fn normalize_even_unchanged(old: &[u8], new: &[u8]) -> Option<Normali
 /// output is compared by BLAKE3).
 fn normalize_checked(old: Cow<[u8]>, new: Cow<[u8]>, renumbered_only: bool) -> Option<(Normalized, [u8; 32], bool)> {
     let cap = MAX_WASM_TRANSFORM_BYTES as usize;
-    if !new.starts_with(b"\0asm") || !old.starts_with(b"\0asm") || new.len() > cap || old.len() >= i32::MAX as usize {
+    let transform = crate::transforms::detect(&old, &new)?;
+    if new.len() > cap || old.len() >= i32::MAX as usize {
         return None;
     }
     // The peak is the new module's forward transform, with the old module freed by then:
     // for esbuild's 14 MB module, natively, 43 MB of allocations at most (the new module,
     // the reference's copy of the old data, the forward's output and window lists; 60 MB of
     // wasm memory; measured when this was written; BENCHMARKS.md's history in git).
-    let reference = wt::reference(&old).ok()?;
-    // forward(None, old).bytes == old, checked body by body, without building that copy.
-    if wt::is_own_normalized_form(&old) != Ok(true) {
-        return None;
-    }
-    drop(old);
-    let n = wt::forward(Some(&reference), &new).ok()?;
-    drop(reference);
+    let n = transform.forward(old, &new).ok()?;
     let renumbered = n.bytes != *new;
     if (renumbered_only && !renumbered) || n.bytes.len() > cap || n.side_info.is_empty() || n.side_info.len() as u64 > MAX_WASM_SIDE_INFO || n.bytes.len() < 8 {
         return None;
@@ -194,18 +189,18 @@ fn normalize_checked(old: Cow<[u8]>, new: Cow<[u8]>, renumbered_only: bool) -> O
     let (new_len, new_blake3) = (new.len(), *blake3::hash(&new).as_bytes());
     drop(new);
     // The writer's own check that the applier will get the file back.
-    gives_back(&n, new_len, &new_blake3).then_some((n, new_blake3, renumbered))
+    gives_back(transform, &n, new_len, &new_blake3).then_some((n, new_blake3, renumbered))
 }
 
 /// Whether the inverse of `n` is the module of `len` bytes and BLAKE3 `blake3`.
 /// Hashed as the inverse hands it over, not rebuilt into a second module-sized buffer (which
 /// was the peak of the Worker's transform phase: BENCHMARKS.md, "Worker: modules up to 20 MiB").
-fn gives_back(n: &Normalized, len: usize, blake3: &[u8; 32]) -> bool {
+fn gives_back(transform: &dyn Transform, n: &Normalized, len: usize, blake3: &[u8; 32]) -> bool {
     let (mut hasher, mut total) = (blake3::Hasher::new(), 0usize);
-    let rebuilt = wt::inverse_emit(&n.bytes, &n.side_info, &mut |piece: &[u8]| {
+    let rebuilt = transform.inverse(NormalizedBytes::Shared(&n.bytes), &n.side_info, &mut |piece: &[u8]| {
         total += piece.len();
         if total > len {
-            return Err(wt::TransformError::Normalized { offset: 0, what: "rebuilds more bytes than the module has" });
+            return Err(TransformStop::Caller(invalid("rebuilds more bytes than the module has")));
         }
         hasher.update(piece);
         Ok(())
@@ -324,7 +319,7 @@ impl WasmTransform {
     /// capabilities, and the transform row naming its old module when that module is read
     /// split from another path (docs/FORMAT.md §5).
     pub fn required_capabilities(&self) -> Capabilities {
-        let needs = Capabilities::required_by_side_info(&self.side_info);
+        let needs = crate::transforms::required_by_side_info(&self.side_info);
         match self.split_old_path() {
             Some(old) if old != self.path => needs.with(Capability::WasmSplitReference),
             _ => needs,
