@@ -1,5 +1,6 @@
-//! The edgepatch formats (docs/FORMAT.md): the patch container (§2), the manifest (§4) and
-//! the signed statements (docs/UPDATE_PROTOCOL.md), with the encoder and the decoder of each
+//! The edgepatch formats (docs/FORMAT.md): the patch container (§2), the manifest (§4), the
+//! signed statements and the JSON documents of the update protocol with the rules a client
+//! applies to them (docs/UPDATE_PROTOCOL.md), with the encoder and the decoder of each
 //! structure side by side, the wire primitives and codecs they share, the path and tree
 //! rules every decoder enforces, the error type all of them report with, and the capabilities
 //! a reader declares so that a writer uses only what it can apply (§5). No I/O: every decoder
@@ -8,6 +9,9 @@
 #![warn(missing_docs)]
 
 pub mod capabilities;
+pub mod channel;
+pub mod descriptor;
+pub mod document_rules;
 pub mod error;
 pub mod lzma;
 pub mod manifest;
@@ -16,6 +20,8 @@ pub mod path_rules;
 mod perfect_hash;
 pub mod segment_codec;
 pub mod statement;
+#[cfg(test)]
+mod typescript;
 pub mod wasm_side_info;
 pub mod wire;
 
