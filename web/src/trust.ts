@@ -1,8 +1,9 @@
 // What makes the bytes of an update trustworthy (docs/UPDATE_PROTOCOL.md, "Signed
-// statements" and "What a client checks"), run in the worker: signatures over the
-// statements the core encodes (wasm `updateStatement`, `channelStatement`), the
-// manifest against the signed statement, and channel documents against rollback
-// and freeze. Steps 4-5 (the patch and every installed byte against the manifest)
+// statements" and "What a client checks"), run in the worker: the descriptor's signature
+// over its update statement and the channel rules (signature, freeze, rollback), both the
+// core's (wasm `checkUpdateDescriptor`, `acceptChannel`) given the accepted key and the
+// newest channel position stored here, then the manifest against the signed statement.
+// Steps 4-5 (the patch and every installed byte against the manifest)
 // are the wasm PatchApplier's, given the manifest these checks let through.
 //
 // Key rotation: a document signed by a key id that is not accepted sends the Verifier to
@@ -12,7 +13,7 @@
 
 import type { ManifestEntry, ManifestSegment } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import * as wasm from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import { FrozenError, IntegrityError, ProtocolError, RollbackError, SignatureError, messageOf } from "./errors.js";
+import { IntegrityError, ProtocolError, SignatureError, messageOf } from "./errors.js";
 import { type TrustOptions, acceptedKeys, base64Bytes } from "./keys.js";
 import { ROOT_DIR, dirAt, opfsRoot, readJson, writeAtomic } from "./layout.js";
 import type { ChannelHead } from "./messages.js";
@@ -21,8 +22,7 @@ import {
   type KeyRotation,
   MAX_ROTATIONS,
   type UpdateDescriptor,
-  channelUrl,
-  descriptorUrl,
+  byCoreRule,
   fetchChannel,
   fetchChecked,
   fetchDescriptor,
@@ -31,9 +31,6 @@ import {
   readBounded,
   serverKey,
 } from "./protocol.js";
-
-/** Clock skew allowed when judging a channel document's `expires`. */
-export const EXPIRY_SKEW_SECONDS = 300;
 
 interface AcceptedKey {
   raw: Uint8Array;
@@ -75,30 +72,14 @@ export class Verifier {
   }
 
   /**
-   * Checks a signed document: its base64 `signature` over the statement `statementFor`
-   * builds for its `keyId`, under that accepted key (or one reached by the server's key
-   * rotations, see `followRotations`). Returns the key id. `what` names the document in errors.
+   * The accepted public key (32 bytes) a signed document names by `keyId`, or one reached
+   * by the server's key rotations (see `followRotations`); the signature itself is the core's
+   * to check. `what` names the document in errors.
    */
-  async verify(what: string, doc: { keyId?: string; signature?: string }, statementFor: (keyId: string) => Uint8Array, url: string): Promise<string> {
-    const { keyId, signature } = doc;
-    if (keyId === undefined || signature === undefined) throw new SignatureError(`${what} (${url}) is not signed (no keyId/signature), and this client accepts only signed updates`, { url });
+  async keyFor(what: string, keyId: string | undefined, url: string): Promise<Uint8Array> {
+    if (keyId === undefined) throw new SignatureError(`${what} (${url}) is not signed (no keyId/signature), and this client accepts only signed updates`, { url });
     const key = this.keys.get(keyId) ?? (await this.followRotations(what, keyId, url));
-    const sig = base64Bytes(signature);
-    if (!sig || sig.length !== 64) throw new SignatureError(`${what} (${url}): the signature is not the base64 of 64 bytes`, { url });
-    let statement: Uint8Array;
-    try {
-      statement = statementFor(keyId);
-    } catch (e) {
-      throw new ProtocolError(`${what} (${url}): ${messageOf(e)}`, { url });
-    }
-    let ok: boolean;
-    try {
-      ok = await verifyUnder(key, statement, sig);
-    } catch (e) {
-      throw new SignatureError(`${what} (${url}): checking the signature failed: ${messageOf(e)}`, { url });
-    }
-    if (!ok) throw new SignatureError(`${what} (${url}): the ed25519 signature does not verify under key ${keyId}`, { url });
-    return keyId;
+    return key.raw;
   }
 
   /**
@@ -237,10 +218,9 @@ export interface VerifiedUpdate {
  */
 export async function fetchVerifiedUpdate(verifier: Verifier | null, baseUrl: string, game: string, from: string, to: string, signal: AbortSignal): Promise<VerifiedUpdate> {
   const reader = wasm.readerCapabilities();
-  const desc = await fetchDescriptor(baseUrl, game, from, to, reader, signal);
+  const { doc: desc, url } = await fetchDescriptor(baseUrl, game, from, to, reader, signal);
   // Before anything else is fetched: a patch made for newer readers than this library.
   if (desc.readerNeeds !== undefined && !wasm.readerCovers(reader, desc.readerNeeds)) {
-    const url = descriptorUrl(baseUrl, game, from, to, reader).href;
     throw new ProtocolError(
       `${url}: this update's patch needs format features this library does not read (${wasm.capabilityNames(desc.readerNeeds)}; it reads ${wasm.capabilityNames(reader)}): update @edgepatch/web to a newer version`,
       { url },
@@ -249,9 +229,11 @@ export async function fetchVerifiedUpdate(verifier: Verifier | null, baseUrl: st
   const durl = desc.manifestUrl;
   let keyId: string | null = null;
   if (verifier) {
-    // The statement is rebuilt from what was asked for, never from the descriptor's own game/from/to.
-    const statementFor = (k: string) => wasm.updateStatement(k, game, from, to, desc.manifestSize, desc.manifestBlake3);
-    keyId = await verifier.verify(`update descriptor ${game} ${from} -> ${to}`, desc, statementFor, descriptorUrl(baseUrl, game, from, to, reader).href);
+    // The core rebuilds the statement from what was asked for, never from the descriptor's own game/from/to.
+    const what = `update descriptor ${game} ${from} -> ${to}`;
+    const key = await verifier.keyFor(what, desc.keyId, url);
+    byCoreRule(what, url, () => wasm.checkUpdateDescriptor(desc, game, from, to, key));
+    keyId = wasm.keyId(key);
   }
   const res = await fetchChecked(durl, { cache: "no-store", signal });
   // Never more than the (signed) size: a hostile answer cannot cost more memory than the real manifest.
@@ -316,37 +298,17 @@ export async function storeChannelHead(baseUrl: string, game: string, head: Chan
 }
 
 /**
- * Fetches and checks a channel document: its signature (statement rebuilt with the
- * requested game and channel), its expiry (frozen) and its sequence against the newest
- * one stored (rolled back). Stores nothing.
+ * Fetches a channel document and applies the channel rules (the core's `acceptChannel`): its
+ * signature (statement rebuilt with the requested game and channel), its expiry (frozen) and
+ * its sequence against the newest one stored (rolled back). Stores nothing.
  */
 export async function fetchVerifiedChannel(verifier: Verifier | null, baseUrl: string, game: string, channel: string, signal?: AbortSignal, nowMs = Date.now()): Promise<ChannelHead> {
-  const doc = await fetchChannel(baseUrl, game, channel, signal);
-  const url = channelUrl(baseUrl, game, channel).href;
+  const { doc, url } = await fetchChannel(baseUrl, game, channel, signal);
   const what = `channel ${game}/${channel}`;
-  let keyId: string | null = null;
-  if (verifier) {
-    const { sequence, expires } = doc;
-    if (sequence === undefined || expires === undefined) throw new SignatureError(`${what} (${url}) has no sequence or expires, so it is not a signed channel document`, { url });
-    keyId = await verifier.verify(what, doc, (k) => wasm.channelStatement(k, game, channel, doc.build, sequence, expires), url);
-  }
-  if (doc.expires !== undefined && doc.expires + EXPIRY_SKEW_SECONDS < nowMs / 1000) {
-    throw new FrozenError(
-      `${what} (${url}) expired at ${new Date(doc.expires * 1000).toISOString()} (now ${new Date(nowMs).toISOString()}): ` +
-        "the server should re-sign it; an old one may be replayed to keep this browser on an old build",
-      { url },
-    );
-  }
-  if (doc.sequence !== undefined) {
-    const seen = (await readHeads(game)).heads[headKey(baseUrl, channel)];
-    if (seen && (doc.sequence < seen.sequence || (doc.sequence === seen.sequence && doc.build !== seen.build))) {
-      throw new RollbackError(
-        `${what} (${url}) is sequence ${doc.sequence} (build ${doc.build}), but this browser already followed sequence ${seen.sequence} (build ${seen.build}): an older channel document was replayed`,
-        { url },
-      );
-    }
-  }
-  const head: ChannelHead = { channel, build: doc.build, keyId };
+  const key = verifier ? await verifier.keyFor(what, doc.keyId, url) : undefined;
+  const seen = (await readHeads(game)).heads[headKey(baseUrl, channel)];
+  byCoreRule(what, url, () => wasm.acceptChannel(doc, game, channel, key, seen?.sequence, seen?.build, nowMs / 1000));
+  const head: ChannelHead = { channel, build: doc.build, keyId: key ? wasm.keyId(key) : null };
   if (doc.sequence !== undefined) head.sequence = doc.sequence;
   if (doc.expires !== undefined) head.expires = doc.expires;
   return head;
