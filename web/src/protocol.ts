@@ -3,7 +3,7 @@
 // typescript/update_protocol.d.ts), and their checks and the channel rules are the core's,
 // through wasm; this file fetches them.
 
-import type { ChannelDocument, UpdateDescriptor } from "../../crates/edgepatch-format/typescript/update_protocol.js";
+import type { ChannelDocument, KeyRotation, UpdateDescriptor } from "../../crates/edgepatch-format/typescript/update_protocol.js";
 import {
   checkChannelDocument as coreCheckChannelDocument,
   checkName as coreCheckName,
@@ -13,7 +13,7 @@ import { FrozenError, HttpError, IntegrityError, NetworkError, ProtocolError, Ro
 import { EMPTY_BUILD } from "./messages.js";
 
 export { EMPTY_BUILD };
-export type { ChannelDocument, UpdateDescriptor };
+export type { ChannelDocument, KeyRotation, UpdateDescriptor };
 
 /**
  * Checks a game, build or channel name by the core's rule (1-64 bytes of [A-Za-z0-9._-],
@@ -33,14 +33,16 @@ export function checkName(what: string, name: string, allowEmptyBuild = false): 
 /**
  * Runs one of the core's document checks or rules on `what` (fetched from `url`), its refusal
  * rethrown as this library's error of the same code: `signature`, `frozen`, `rollback`, else
- * `protocol`.
+ * `protocol`. `say` words the refusal of a code in this library's terms instead of the core's.
  */
-export function byCoreRule<T>(what: string, url: string, rule: () => T): T {
+export function byCoreRule<T>(what: string, url: string, rule: () => T, say: { [code: string]: () => string } = {}): T {
   try {
     return rule();
   } catch (e) {
-    const message = `${what} (${url}): ${messageOf(e)}`;
-    switch ((e as { code?: unknown }).code) {
+    const code = (e as { code?: unknown }).code;
+    const own = typeof code === "string" ? say[code] : undefined;
+    const message = own ? `${what} (${url}) ${own()}` : `${what} (${url}): ${messageOf(e)}`;
+    switch (code) {
       case "signature":
         throw new SignatureError(message, { url });
       case "frozen":
@@ -83,41 +85,21 @@ export function serverKey(baseUrl: string | URL): string {
   return baseOf(baseUrl).href;
 }
 
-/**
- * One entry of `v1/public-key`'s `rotations` (docs/UPDATE_PROTOCOL.md): the key `from`
- * (16 hex) hands over to `publicKey` (base64 of 32 bytes, key id `keyId`), signed by `from`.
- */
-export interface KeyRotation {
-  from: string;
-  keyId: string;
-  publicKey: string;
-  signature: string;
-}
-
 /** Most rotations a client reads from `v1/public-key` (the core's MAX_ROTATIONS). */
 export const MAX_ROTATIONS = 32;
 
 /**
- * Checks the shape of a list of rotations (`what` names it in errors): each entry's `from`
- * and `keyId` 16 hex digits, `publicKey` and `signature` strings; at most MAX_ROTATIONS.
- * Whether they are signed by a trusted key is trust.ts's question.
+ * A list of rotations (`what` names it in errors): an array of at most MAX_ROTATIONS objects.
+ * Their fields, and whether they are signed by a trusted key, are the core's to check
+ * (`followRotations`).
  */
 export function parseRotations(list: unknown, what: string, url?: string): KeyRotation[] {
   const extra = url ? { url } : {};
   if (list === undefined) return [];
   if (!Array.isArray(list)) throw new ProtocolError(`${what}: rotations is not an array`, extra);
   if (list.length > MAX_ROTATIONS) throw new ProtocolError(`${what}: ${list.length} rotations listed, more than the ${MAX_ROTATIONS} a client follows`, extra);
-  return list.map((r: unknown, i) => {
-    const o = (r && typeof r === "object" ? r : {}) as Record<string, unknown>;
-    const s = (k: string): string => {
-      if (typeof o[k] !== "string") throw new ProtocolError(`${what}: rotation ${i} has no ${k}`, extra);
-      return o[k] as string;
-    };
-    const from = s("from").toLowerCase();
-    const keyId = s("keyId").toLowerCase();
-    if (!/^[0-9a-f]{16}$/.test(from) || !/^[0-9a-f]{16}$/.test(keyId)) throw new ProtocolError(`${what}: rotation ${i}: from and keyId must be 16 hex digits`, extra);
-    return { from, keyId, publicKey: s("publicKey"), signature: s("signature") };
-  });
+  if (!list.every((r) => r && typeof r === "object")) throw new ProtocolError(`${what}: a rotation is not an object`, extra);
+  return list as KeyRotation[];
 }
 
 /** The server's `v1/public-key` document: its `rotations`, shape-checked. */

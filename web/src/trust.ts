@@ -14,7 +14,7 @@
 import type { ManifestEntry, ManifestSegment } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import * as wasm from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import { IntegrityError, ProtocolError, SignatureError, messageOf } from "./errors.js";
-import { type TrustOptions, acceptedKeys, base64Bytes } from "./keys.js";
+import { type TrustOptions, acceptedKeys } from "./keys.js";
 import { ROOT_DIR, dirAt, opfsRoot, readJson, writeAtomic } from "./layout.js";
 import type { ChannelHead } from "./messages.js";
 import {
@@ -32,33 +32,17 @@ import {
   serverKey,
 } from "./protocol.js";
 
-interface AcceptedKey {
-  raw: Uint8Array;
-  /** The WebCrypto key, or null where WebCrypto has no Ed25519 (then the core verifies). */
-  webCrypto: Promise<CryptoKey | null>;
-}
-
-function acceptedKey(raw: Uint8Array): AcceptedKey {
-  const webCrypto = crypto.subtle.importKey("raw", raw as BufferSource, { name: "Ed25519" }, false, ["verify"]).catch(() => null);
-  return { raw, webCrypto };
-}
-
-/** Whether `sig` is `key`'s ed25519 signature of `statement` (WebCrypto, else the core). */
-async function verifyUnder(key: AcceptedKey, statement: Uint8Array, sig: Uint8Array): Promise<boolean> {
-  const webKey = await key.webCrypto;
-  return webKey ? crypto.subtle.verify({ name: "Ed25519" }, webKey, sig as BufferSource, statement as BufferSource) : wasm.verifyEd25519(key.raw, statement, sig);
-}
-
-/** The keys a client accepts, by key id; verifies statements signed by them. */
+/** The keys a client accepts, by key id; finds the key a signed document names. */
 export class Verifier {
-  private readonly keys = new Map<string, AcceptedKey>();
+  /** Accepted ed25519 public keys (32 bytes), by key id. */
+  private readonly keys = new Map<string, Uint8Array>();
   /** Rotations this verifier followed (stored ones and fetched ones), in order. */
   private readonly followed: KeyRotation[] = [];
   private storedTried = false;
 
   /** `baseUrl`: the server, where rotations are looked up (none: only the given keys). */
   constructor(raw: Uint8Array[], private readonly baseUrl: string | null = null) {
-    for (const k of raw) this.keys.set(wasm.keyId(k), acceptedKey(k));
+    for (const k of raw) this.keys.set(wasm.keyId(k), k);
   }
 
   /** The verifier for a request's options, or null when unsigned updates are allowed (see `acceptedKeys`). */
@@ -78,29 +62,26 @@ export class Verifier {
    */
   async keyFor(what: string, keyId: string | undefined, url: string): Promise<Uint8Array> {
     if (keyId === undefined) throw new SignatureError(`${what} (${url}) is not signed (no keyId/signature), and this client accepts only signed updates`, { url });
-    const key = this.keys.get(keyId) ?? (await this.followRotations(what, keyId, url));
-    return key.raw;
+    return this.keys.get(keyId) ?? (await this.followRotations(what, keyId, url));
   }
 
   /**
-   * The key `target` names, reached from the accepted keys by key rotations: first those
-   * stored for this server, then the server's `v1/public-key`. Each rotation whose signer
-   * is trusted (at the start or through an earlier rotation) must verify, and its new key
-   * becomes trusted; rotations from other keys are passed over. Throws SignatureError when
-   * `target` is not reached, saying whether a rotation to it exists and who signed it.
+   * The key `target` names, reached from the accepted keys by key rotations (the core's
+   * `followRotations`): first those stored for this server, then the server's
+   * `v1/public-key`. Each rotation whose signer is trusted (at the start or through an
+   * earlier rotation) must verify, and its new key becomes trusted; rotations from other keys
+   * are passed over. Throws SignatureError when `target` is not reached, saying why.
    */
-  private async followRotations(what: string, target: string, url: string): Promise<AcceptedKey> {
+  private async followRotations(what: string, target: string, url: string): Promise<Uint8Array> {
     const notAccepted = `${what} (${url}) is signed by key ${target}, which is not an accepted key (accepted: ${this.keyIds.join(", ")})`;
     if (this.baseUrl === null) throw new SignatureError(notAccepted, { url });
     if (!this.storedTried) {
       this.storedTried = true;
       // Stored rotations were verified when learned; they count only from the keys configured now.
-      for (const r of await readStoredRotations(this.baseUrl)) {
-        try {
-          await this.apply(r, "stored rotations");
-        } catch {
-          /* a stored entry that no longer verifies is ignored: the server's document decides */
-        }
+      try {
+        this.learn(await readStoredRotations(this.baseUrl), target);
+      } catch {
+        /* stored entries that no longer lead to it: the server's document decides */
       }
       const k = this.keys.get(target);
       if (k) return k;
@@ -113,41 +94,28 @@ export class Verifier {
       throw new SignatureError(`${notAccepted}; no key rotation to it could be read: ${messageOf(e)}`, { url });
     }
     const { url: pkUrl, rotations } = fetched;
-    for (const r of rotations) await this.apply(r, pkUrl, `${notAccepted}; `);
-    const key = this.keys.get(target);
-    if (key) {
-      await storeRotations(this.baseUrl, this.followed).catch(() => {});
-      return key;
+    try {
+      this.learn(rotations, target);
+    } catch (e) {
+      const message = `${notAccepted}; ${messageOf(e)} (${pkUrl})`;
+      throw (e as { code?: unknown }).code === "signature" ? new SignatureError(message, { url }) : new ProtocolError(message, { url });
     }
-    const to = rotations.find((r) => r.keyId === target);
-    throw new SignatureError(
-      `${notAccepted}; ` +
-        (to
-          ? `the key rotation to it in ${pkUrl} is signed by key ${to.from}, and that signer is not trusted (no chain of signed rotations leads to it from an accepted key)`
-          : `${pkUrl} lists no key rotation to it from an accepted key`),
-      { url },
-    );
+    await storeRotations(this.baseUrl, this.followed).catch(() => {});
+    return this.keys.get(target) as Uint8Array;
   }
 
-  /** Follows one rotation if its signer is trusted: verified, then its key trusted. */
-  private async apply(r: KeyRotation, where: string, context = ""): Promise<void> {
-    const signer = this.keys.get(r.from);
-    if (!signer || this.keys.has(r.keyId)) return;
-    const raw = base64Bytes(r.publicKey);
-    const sig = base64Bytes(r.signature);
-    const name = `${context}the key rotation ${r.from} -> ${r.keyId} (${where})`;
-    if (!raw || raw.length !== 32) throw new ProtocolError(`${name}: publicKey is not the base64 of 32 bytes`);
-    if (wasm.keyId(raw) !== r.keyId) throw new ProtocolError(`${name}: keyId is not the key id of its publicKey (${wasm.keyId(raw)})`);
-    if (!sig || sig.length !== 64) throw new SignatureError(`${name}: the signature is not the base64 of 64 bytes`);
-    let statement: Uint8Array;
-    try {
-      statement = wasm.rotationStatement(r.from, raw);
-    } catch (e) {
-      throw new SignatureError(`${name}: ${messageOf(e)}`);
+  /** Follows `rotations` from the keys trusted now to `target` (the core's rule); trusts the keys learned. */
+  private learn(rotations: KeyRotation[], target: string): void {
+    const trusted = new Uint8Array(32 * this.keys.size);
+    [...this.keys.values()].forEach((k, i) => trusted.set(k, 32 * i));
+    const learned = wasm.followRotations(trusted, rotations, target);
+    for (let i = 0; i < learned.length; i += 32) {
+      const key = learned.slice(i, i + 32);
+      const id = wasm.keyId(key);
+      this.keys.set(id, key);
+      const r = rotations.find((x) => x.keyId.toLowerCase() === id);
+      if (r) this.followed.push(r);
     }
-    if (!(await verifyUnder(signer, statement, sig))) throw new SignatureError(`${name} does not verify under key ${r.from}: forged or damaged; refusing it`);
-    this.keys.set(r.keyId, acceptedKey(raw));
-    this.followed.push(r);
   }
 }
 
@@ -307,7 +275,10 @@ export async function fetchVerifiedChannel(verifier: Verifier | null, baseUrl: s
   const what = `channel ${game}/${channel}`;
   const key = verifier ? await verifier.keyFor(what, doc.keyId, url) : undefined;
   const seen = (await readHeads(game)).heads[headKey(baseUrl, channel)];
-  byCoreRule(what, url, () => wasm.acceptChannel(doc, game, channel, key, seen?.sequence, seen?.build, nowMs / 1000));
+  byCoreRule(what, url, () => wasm.acceptChannel(doc, game, channel, key, seen?.sequence, seen?.build, nowMs / 1000), {
+    rollback: () =>
+      `is sequence ${doc.sequence} (build ${doc.build}), but this browser already followed sequence ${seen?.sequence} (build ${seen?.build}): an older channel document was replayed`,
+  });
   const head: ChannelHead = { channel, build: doc.build, keyId: key ? wasm.keyId(key) : null };
   if (doc.sequence !== undefined) head.sequence = doc.sequence;
   if (doc.expires !== undefined) head.expires = doc.expires;

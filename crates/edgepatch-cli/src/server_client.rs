@@ -7,9 +7,9 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use base64::Engine;
 use edgepatch_core::channel::{self, ChannelDocument, SeenHead};
 use edgepatch_core::descriptor::UpdateDescriptor;
+use edgepatch_core::key_rotations::{self, KeyRotation};
 use edgepatch_core::manifest::{ManifestKind, ManifestView};
 use edgepatch_core::manifest_binding::{BoundSink, ManifestBinding};
 use edgepatch_core::trust;
@@ -34,10 +34,6 @@ pub struct Server {
 /// Read timeout of `fetch_agent`, and how many times an immutable object is asked for.
 const FETCH_STALL: std::time::Duration = std::time::Duration::from_secs(10);
 const FETCH_TRIES: u32 = 3;
-
-fn b64() -> base64::engine::GeneralPurpose {
-    base64::engine::general_purpose::STANDARD
-}
 
 /// Reading a response's body from `url` failed: the connection, not the content.
 fn read_failed(url: &url::Url, e: io::Error) -> CliError {
@@ -312,11 +308,6 @@ pub struct ChannelHead {
     pub sequence: u64,
 }
 
-fn b64_sig(what: &str, text: &str) -> Result<[u8; 64], CliError> {
-    let bytes = b64().decode(text).map_err(|e| CliError::bad_response(format!("{what}: signature is not base64: {e}")))?;
-    bytes.as_slice().try_into().map_err(|_| CliError::bad_response(format!("{what}: signature has {} bytes, not 64", bytes.len())))
-}
-
 /// Largest `v1/public-key` document read.
 const MAX_PUBLIC_KEY_DOC_BYTES: u64 = 1 << 20;
 
@@ -370,26 +361,12 @@ fn follow_rotations(server: &Server, keys: &mut KeySet, target: &trust::KeyId) -
     Ok(())
 }
 
-/// The `rotations` of a `v1/public-key` document (none when it has no such field).
+/// The `rotations` of a `v1/public-key` document (none when it has no such field), read by
+/// the format's rules (edgepatch_core::key_rotations).
 pub fn parse_rotations(doc: &Value) -> Result<Vec<trust::Rotation>, CliError> {
     let Some(list) = doc.get("rotations") else { return Ok(Vec::new()) };
-    let list = list.as_array().ok_or_else(|| CliError::bad_response("rotations is not an array"))?;
-    if list.len() > trust::MAX_ROTATIONS {
-        return Err(CliError::bad_response(format!("{} rotations listed, more than the {} a client follows", list.len(), trust::MAX_ROTATIONS)));
-    }
-    list.iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let what = format!("rotation {i}");
-            let s = |k: &str| r.get(k).and_then(|v| v.as_str()).ok_or_else(|| CliError::bad_response(format!("{what} has no {k}")));
-            let from = trust::parse_hex::<8>("key id", s("from")?).map_err(|e| CliError::bad_response(format!("{what}: from: {e}")))?;
-            let key = trusted_keys::parse_public_key(s("publicKey")?).map_err(|e| CliError::bad_response(format!("{what}: {e}")))?;
-            if s("keyId")? != key.key_id {
-                return Err(CliError::bad_response(format!("{what}: keyId {} is not the key id of its publicKey ({})", s("keyId")?, key.key_id)));
-            }
-            Ok(trust::Rotation { from, public_key: key.public_key, signature: b64_sig(&what, s("signature")?)? })
-        })
-        .collect()
+    let list: Vec<KeyRotation> = serde_json::from_value(list.clone()).map_err(|e| CliError::bad_response(format!("rotations: {e}")))?;
+    Ok(key_rotations::parse_rotations(&list)?)
 }
 
 /// The accepted keys: given, else pinned for this server, else (with `trust_on_first_use`

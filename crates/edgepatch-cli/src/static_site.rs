@@ -29,6 +29,7 @@ use ed25519_dalek::{Signer, SigningKey};
 use edgepatch_core::channel::ChannelDocument;
 use edgepatch_core::descriptor::UpdateDescriptor;
 use edgepatch_core::inspect::{inspect_patch, patch_manifest};
+use edgepatch_core::key_rotations::KeyRotation;
 use edgepatch_core::trust;
 use edgepatch_core::{diff_builds, Build, DiffOptions, DiffStats, EntryContent};
 use serde_json::{json, Value};
@@ -80,11 +81,13 @@ pub struct Site {
 /// The rotation from `old` to `new` as a `v1/public-key` document lists it: signed by `old`.
 pub fn rotation_json(old: &SiteKey, new: &SiteKey) -> Result<Value, CliError> {
     let statement = trust::rotation_statement(&old.key_id, &new.public_key())?;
-    Ok(json!({
-        "from": old.key_id_hex(), "keyId": new.key_id_hex(),
-        "publicKey": base64::engine::general_purpose::STANDARD.encode(new.public_key()),
-        "signature": old.sign(&statement),
-    }))
+    let rotation = KeyRotation {
+        from: old.key_id_hex(),
+        key_id: new.key_id_hex(),
+        public_key: base64::engine::general_purpose::STANDARD.encode(new.public_key()),
+        signature: old.sign(&statement),
+    };
+    Ok(serde_json::to_value(rotation).expect("JSON"))
 }
 
 /// What `rotate_key` did.

@@ -105,16 +105,17 @@ pub struct Signed {
     pub signature: Option<[u8; 64]>,
 }
 
+/// The `N` bytes the base64 field `field` holds.
+pub(crate) fn base64_bytes<const N: usize>(field: &str, text: &str) -> Result<[u8; N], DocumentError> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(text).map_err(|e| malformed(field, format_args!("is not base64: {e}")))?;
+    <[u8; N]>::try_from(bytes.as_slice()).map_err(|_| malformed(field, format_args!("has {} bytes, not {N}", bytes.len())))
+}
+
 impl Signed {
     /// Reads `keyId` and `signature` as a document carries them.
     pub(crate) fn parse(key_id: Option<&str>, signature: Option<&str>) -> Result<Signed, DocumentError> {
         let key_id = key_id.map(|k| statement::parse_hex::<8>("key id", k).map_err(|_| malformed("keyId", "is not 16 hex digits"))).transpose()?;
-        let signature = signature
-            .map(|s| {
-                let bytes = base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| malformed("signature", format_args!("is not base64: {e}")))?;
-                <[u8; 64]>::try_from(bytes.as_slice()).map_err(|_| malformed("signature", format_args!("has {} bytes, not 64", bytes.len())))
-            })
-            .transpose()?;
+        let signature = signature.map(|s| base64_bytes::<64>("signature", s)).transpose()?;
         Ok(Signed { key_id, signature })
     }
 

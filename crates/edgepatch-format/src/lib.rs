@@ -13,6 +13,7 @@ pub mod channel;
 pub mod descriptor;
 pub mod document_rules;
 pub mod error;
+pub mod key_rotations;
 pub mod lzma;
 pub mod manifest;
 pub mod patch_format;

@@ -1,6 +1,7 @@
 //! The update protocol's JSON documents for JS (docs/UPDATE_PROTOCOL.md): an update
-//! descriptor's and a channel document's checks and the channel rules, the core's
-//! (edgepatch_core::descriptor, edgepatch_core::channel), given the document as JSON.parse
+//! descriptor's and a channel document's checks, the channel rules and the walk of a server's
+//! key rotations, the core's (edgepatch_core::descriptor, edgepatch_core::channel,
+//! edgepatch_core::key_rotations), given the document as JSON.parse
 //! read it (serde-wasm-bindgen reads it into the core's type: no JSON parser in the module).
 //! The caller keeps the I/O: fetching, the newest channel position it stored, the key
 //! rotations it follows. A refusal throws an `Error` whose `code` is the refusal's stable
@@ -9,6 +10,8 @@
 use edgepatch_core::channel::{self, ChannelDocument, SeenHead};
 use edgepatch_core::descriptor::UpdateDescriptor;
 use edgepatch_core::document_rules::DocumentError;
+use edgepatch_core::key_rotations::{self, KeyRotation};
+use edgepatch_core::trust::{self, TrustError};
 use wasm_bindgen::prelude::*;
 
 use crate::js::{js_u64, set};
@@ -77,4 +80,22 @@ pub fn accept_channel(
     };
     channel::accept_channel(&doc, game, channel, keys.as_deref(), seen, js_u64("now", now.floor())?).map_err(refusal)?;
     Ok(())
+}
+
+/// Walks `rotations` (a `v1/public-key` document's, oldest first) from the accepted keys
+/// `trusted` (32 bytes each, end to end) towards the key `target` (16 hex digits), each step
+/// signed by a key already trusted (edgepatch_core::trust::follow_rotations). Returns the
+/// keys learned, 32 bytes each, end to end. Throws with code `protocol` for a malformed
+/// entry, `signature` (the message says why) when a rotation from a trusted key does not
+/// verify or `target` is not reached.
+#[wasm_bindgen(js_name = followRotations)]
+pub fn follow_rotations(trusted: &[u8], rotations: JsValue, target: &str) -> Result<Vec<u8>, JsValue> {
+    let list = parse::<Vec<KeyRotation>>("a list of key rotations", rotations)?;
+    let list = key_rotations::parse_rotations(&list).map_err(refusal)?;
+    let target = trust::parse_hex::<8>("key id", target).map_err(|e| coded("protocol", &e.to_string()))?;
+    let learned = trust::follow_rotations(&keys_arg(trusted)?, &list, &target).map_err(|e| match e {
+        TrustError::Rotation { why } => coded("signature", &why),
+        e => coded("signature", &e.to_string()),
+    })?;
+    Ok(learned.concat())
 }
