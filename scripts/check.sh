@@ -32,6 +32,8 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 echo "== unit tests of every crate, and the core's golden, hostile-input and tree-limit tests"
 cargo test --workspace --lib --bins --quiet
+echo "== TypeScript declarations of the protocol's documents: the committed file is what ts-rs writes (scripts/typescript-types.sh)"
+cargo test -p edgepatch-format --lib --quiet typescript::typescript_declarations_are_current
 cargo test -p edgepatch-core --quiet --test golden_vectors --test hostile_vectors --test hostile_inputs --test tree_limits --test reader_capabilities
 
 # Both import the wasm bindings' generated types (scripts/build-wasm.sh).

@@ -1,11 +1,19 @@
-// The client side of docs/UPDATE_PROTOCOL.md: names, URLs and the JSON documents.
-// Worker side (the name rule is the core's, through wasm).
+// The client side of docs/UPDATE_PROTOCOL.md: names, URLs and the JSON documents. The
+// documents' types are generated from their Rust definitions (crates/edgepatch-format,
+// typescript/update_protocol.d.ts), and their checks and the channel rules are the core's,
+// through wasm; this file fetches them.
 
-import { checkName as coreCheckName } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import { HttpError, IntegrityError, NetworkError, ProtocolError, messageOf } from "./errors.js";
+import type { ChannelDocument, KeyRotation, UpdateDescriptor } from "../../crates/edgepatch-format/typescript/update_protocol.js";
+import {
+  checkChannelDocument as coreCheckChannelDocument,
+  checkName as coreCheckName,
+  checkUpdateDescriptor as coreCheckUpdateDescriptor,
+} from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
+import { FrozenError, HttpError, IntegrityError, NetworkError, ProtocolError, RollbackError, SignatureError, messageOf } from "./errors.js";
 import { EMPTY_BUILD } from "./messages.js";
 
 export { EMPTY_BUILD };
+export type { ChannelDocument, KeyRotation, UpdateDescriptor };
 
 /**
  * Checks a game, build or channel name by the core's rule (1-64 bytes of [A-Za-z0-9._-],
@@ -22,36 +30,29 @@ export function checkName(what: string, name: string, allowEmptyBuild = false): 
   }
 }
 
-export interface UpdateDescriptor {
-  game: string;
-  from: string;
-  to: string;
-  manifestUrl: string; // resolved (absolute)
-  manifestSize: number;
-  manifestBlake3: string;
-  patchUrl: string; // resolved (absolute)
-  /** Unsigned: only the manifest (bound by the signed statement) says how big the patch is. */
-  patchSize: number;
-  /** The signing key's id (16 hex) and the base64 ed25519 signature over the update statement. */
-  keyId?: string;
-  signature?: string;
-  /**
-   * Unsigned: the reader capabilities the patch needs (docs/FORMAT.md §5, hex), when the server
-   * says. A forged value can only make the client refuse the update.
-   */
-  readerNeeds?: string;
-}
-
-export interface ChannelDocument {
-  game: string;
-  channel: string;
-  build: string;
-  /** Increases every time the channel moves (rollback protection). */
-  sequence?: number;
-  /** Unix seconds after which the document is stale (freeze protection). */
-  expires?: number;
-  keyId?: string;
-  signature?: string;
+/**
+ * Runs one of the core's document checks or rules on `what` (fetched from `url`), its refusal
+ * rethrown as this library's error of the same code: `signature`, `frozen`, `rollback`, else
+ * `protocol`. `say` words the refusal of a code in this library's terms instead of the core's.
+ */
+export function byCoreRule<T>(what: string, url: string, rule: () => T, say: { [code: string]: () => string } = {}): T {
+  try {
+    return rule();
+  } catch (e) {
+    const code = (e as { code?: unknown }).code;
+    const own = typeof code === "string" ? say[code] : undefined;
+    const message = own ? `${what} (${url}) ${own()}` : `${what} (${url}): ${messageOf(e)}`;
+    switch (code) {
+      case "signature":
+        throw new SignatureError(message, { url });
+      case "frozen":
+        throw new FrozenError(message, { url });
+      case "rollback":
+        throw new RollbackError(message, { url });
+      default:
+        throw new ProtocolError(message, { url });
+    }
+  }
 }
 
 function baseOf(baseUrl: string | URL): URL {
@@ -84,41 +85,21 @@ export function serverKey(baseUrl: string | URL): string {
   return baseOf(baseUrl).href;
 }
 
-/**
- * One entry of `v1/public-key`'s `rotations` (docs/UPDATE_PROTOCOL.md): the key `from`
- * (16 hex) hands over to `publicKey` (base64 of 32 bytes, key id `keyId`), signed by `from`.
- */
-export interface KeyRotation {
-  from: string;
-  keyId: string;
-  publicKey: string;
-  signature: string;
-}
-
 /** Most rotations a client reads from `v1/public-key` (the core's MAX_ROTATIONS). */
 export const MAX_ROTATIONS = 32;
 
 /**
- * Checks the shape of a list of rotations (`what` names it in errors): each entry's `from`
- * and `keyId` 16 hex digits, `publicKey` and `signature` strings; at most MAX_ROTATIONS.
- * Whether they are signed by a trusted key is trust.ts's question.
+ * A list of rotations (`what` names it in errors): an array of at most MAX_ROTATIONS objects.
+ * Their fields, and whether they are signed by a trusted key, are the core's to check
+ * (`followRotations`).
  */
 export function parseRotations(list: unknown, what: string, url?: string): KeyRotation[] {
   const extra = url ? { url } : {};
   if (list === undefined) return [];
   if (!Array.isArray(list)) throw new ProtocolError(`${what}: rotations is not an array`, extra);
   if (list.length > MAX_ROTATIONS) throw new ProtocolError(`${what}: ${list.length} rotations listed, more than the ${MAX_ROTATIONS} a client follows`, extra);
-  return list.map((r: unknown, i) => {
-    const o = (r && typeof r === "object" ? r : {}) as Record<string, unknown>;
-    const s = (k: string): string => {
-      if (typeof o[k] !== "string") throw new ProtocolError(`${what}: rotation ${i} has no ${k}`, extra);
-      return o[k] as string;
-    };
-    const from = s("from").toLowerCase();
-    const keyId = s("keyId").toLowerCase();
-    if (!/^[0-9a-f]{16}$/.test(from) || !/^[0-9a-f]{16}$/.test(keyId)) throw new ProtocolError(`${what}: rotation ${i}: from and keyId must be 16 hex digits`, extra);
-    return { from, keyId, publicKey: s("publicKey"), signature: s("signature") };
-  });
+  if (!list.every((r) => r && typeof r === "object")) throw new ProtocolError(`${what}: a rotation is not an object`, extra);
+  return list as KeyRotation[];
 }
 
 /** The server's `v1/public-key` document: its `rotations`, shape-checked. */
@@ -200,58 +181,34 @@ async function fetchJson(url: string, signal?: AbortSignal): Promise<Record<stri
   return body as Record<string, unknown>;
 }
 
-function field<T>(doc: Record<string, unknown>, name: string, type: "string" | "number", url: string): T {
-  const v = doc[name];
-  if (typeof v !== type || (type === "number" && !(Number.isSafeInteger(v) && (v as number) >= 0))) {
-    throw new ProtocolError(`${url}: field "${name}" is missing or not a ${type === "number" ? "byte count" : type}`, { url });
-  }
-  return v as T;
-}
-
-export async function fetchDescriptor(baseUrl: string | URL, game: string, from: string, to: string, reader: string, signal?: AbortSignal): Promise<UpdateDescriptor> {
+/**
+ * The descriptor of `game` `from` -> `to` (from `url`), its fields checked by the core (and that
+ * it is of that update), its URLs resolved against its own, its hex in lowercase. Its signature
+ * is the caller's to check (the core's `checkUpdateDescriptor` with the accepted key).
+ */
+export async function fetchDescriptor(baseUrl: string | URL, game: string, from: string, to: string, reader: string, signal?: AbortSignal): Promise<{ doc: UpdateDescriptor; url: string }> {
   const url = descriptorUrl(baseUrl, game, from, to, reader).href;
-  const doc = await fetchJson(url, signal);
-  const d: UpdateDescriptor = {
-    game: field(doc, "game", "string", url),
-    from: field(doc, "from", "string", url),
-    to: field(doc, "to", "string", url),
-    manifestUrl: new URL(field<string>(doc, "manifestUrl", "string", url), url).href,
-    manifestSize: field(doc, "manifestSize", "number", url),
-    manifestBlake3: field<string>(doc, "manifestBlake3", "string", url).toLowerCase(),
-    patchUrl: new URL(field<string>(doc, "patchUrl", "string", url), url).href,
-    patchSize: field(doc, "patchSize", "number", url),
-  };
-  signedFields(doc, d, url);
-  if (d.game !== game || d.from !== from || d.to !== to) {
-    throw new ProtocolError(`${url} describes ${d.game} ${d.from} -> ${d.to}, not ${game} ${from} -> ${to}`, { url });
-  }
-  if (doc.readerNeeds !== undefined) {
-    if (typeof doc.readerNeeds !== "string" || !/^[0-9a-f]{1,16}$/.test(doc.readerNeeds)) throw new ProtocolError(`${url}: readerNeeds is not 1 to 16 hex digits`, { url });
-    d.readerNeeds = doc.readerNeeds;
-  }
-  if (!/^[0-9a-f]{64}$/.test(d.manifestBlake3)) throw new ProtocolError(`${url}: manifestBlake3 is not 64 hex digits`, { url });
-  return d;
+  const body = await fetchJson(url, signal);
+  byCoreRule(`update descriptor ${game} ${from} -> ${to}`, url, () => coreCheckUpdateDescriptor(body, game, from, to));
+  const doc = body as unknown as UpdateDescriptor;
+  doc.manifestUrl = new URL(doc.manifestUrl, url).href;
+  doc.patchUrl = new URL(doc.patchUrl, url).href;
+  doc.manifestBlake3 = doc.manifestBlake3.toLowerCase();
+  if (doc.keyId !== undefined) doc.keyId = doc.keyId.toLowerCase();
+  return { doc, url };
 }
 
-export async function fetchChannel(baseUrl: string | URL, game: string, channel: string, signal?: AbortSignal): Promise<ChannelDocument> {
+/**
+ * The channel document of `channel` of `game` (from `url`), its fields checked by the core. The
+ * channel rules are the caller's to apply (the core's `acceptChannel`).
+ */
+export async function fetchChannel(baseUrl: string | URL, game: string, channel: string, signal?: AbortSignal): Promise<{ doc: ChannelDocument; url: string }> {
   checkName("game", game);
   checkName("channel", channel);
   const url = channelUrl(baseUrl, game, channel).href;
-  const doc = await fetchJson(url, signal);
-  const c: ChannelDocument = { game: field(doc, "game", "string", url), channel: field(doc, "channel", "string", url), build: field(doc, "build", "string", url) };
-  if (c.game !== game || c.channel !== channel) throw new ProtocolError(`${url} is the channel ${c.game}/${c.channel}, not ${game}/${channel}`, { url });
-  checkName("build", c.build);
-  for (const name of ["sequence", "expires"] as const) if (doc[name] !== undefined) c[name] = field<number>(doc, name, "number", url);
-  signedFields(doc, c, url);
-  return c;
-}
-
-/** `keyId` and `signature`, when present (whether they must be is the caller's decision). */
-function signedFields(doc: Record<string, unknown>, out: { keyId?: string; signature?: string }, url: string): void {
-  if (doc.keyId !== undefined) {
-    const k = field<string>(doc, "keyId", "string", url).toLowerCase();
-    if (!/^[0-9a-f]{16}$/.test(k)) throw new ProtocolError(`${url}: keyId is not 16 hex digits`, { url });
-    out.keyId = k;
-  }
-  if (doc.signature !== undefined) out.signature = field<string>(doc, "signature", "string", url);
+  const body = await fetchJson(url, signal);
+  byCoreRule(`channel ${game}/${channel}`, url, () => coreCheckChannelDocument(body, game, channel));
+  const doc = body as unknown as ChannelDocument;
+  if (doc.keyId !== undefined) doc.keyId = doc.keyId.toLowerCase();
+  return { doc, url };
 }

@@ -1,8 +1,9 @@
 // What makes the bytes of an update trustworthy (docs/UPDATE_PROTOCOL.md, "Signed
-// statements" and "What a client checks"), run in the worker: signatures over the
-// statements the core encodes (wasm `updateStatement`, `channelStatement`), the
-// manifest against the signed statement, and channel documents against rollback
-// and freeze. Steps 4-5 (the patch and every installed byte against the manifest)
+// statements" and "What a client checks"), run in the worker: the descriptor's signature
+// over its update statement and the channel rules (signature, freeze, rollback), both the
+// core's (wasm `checkUpdateDescriptor`, `acceptChannel`) given the accepted key and the
+// newest channel position stored here, then the manifest against the signed statement.
+// Steps 4-5 (the patch and every installed byte against the manifest)
 // are the wasm PatchApplier's, given the manifest these checks let through.
 //
 // Key rotation: a document signed by a key id that is not accepted sends the Verifier to
@@ -12,8 +13,8 @@
 
 import type { ManifestEntry, ManifestSegment } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import * as wasm from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import { FrozenError, IntegrityError, ProtocolError, RollbackError, SignatureError, messageOf } from "./errors.js";
-import { type TrustOptions, acceptedKeys, base64Bytes } from "./keys.js";
+import { IntegrityError, ProtocolError, SignatureError, messageOf } from "./errors.js";
+import { type TrustOptions, acceptedKeys } from "./keys.js";
 import { ROOT_DIR, dirAt, opfsRoot, readJson, writeAtomic } from "./layout.js";
 import type { ChannelHead } from "./messages.js";
 import {
@@ -21,8 +22,7 @@ import {
   type KeyRotation,
   MAX_ROTATIONS,
   type UpdateDescriptor,
-  channelUrl,
-  descriptorUrl,
+  byCoreRule,
   fetchChannel,
   fetchChecked,
   fetchDescriptor,
@@ -32,36 +32,17 @@ import {
   serverKey,
 } from "./protocol.js";
 
-/** Clock skew allowed when judging a channel document's `expires`. */
-export const EXPIRY_SKEW_SECONDS = 300;
-
-interface AcceptedKey {
-  raw: Uint8Array;
-  /** The WebCrypto key, or null where WebCrypto has no Ed25519 (then the core verifies). */
-  webCrypto: Promise<CryptoKey | null>;
-}
-
-function acceptedKey(raw: Uint8Array): AcceptedKey {
-  const webCrypto = crypto.subtle.importKey("raw", raw as BufferSource, { name: "Ed25519" }, false, ["verify"]).catch(() => null);
-  return { raw, webCrypto };
-}
-
-/** Whether `sig` is `key`'s ed25519 signature of `statement` (WebCrypto, else the core). */
-async function verifyUnder(key: AcceptedKey, statement: Uint8Array, sig: Uint8Array): Promise<boolean> {
-  const webKey = await key.webCrypto;
-  return webKey ? crypto.subtle.verify({ name: "Ed25519" }, webKey, sig as BufferSource, statement as BufferSource) : wasm.verifyEd25519(key.raw, statement, sig);
-}
-
-/** The keys a client accepts, by key id; verifies statements signed by them. */
+/** The keys a client accepts, by key id; finds the key a signed document names. */
 export class Verifier {
-  private readonly keys = new Map<string, AcceptedKey>();
+  /** Accepted ed25519 public keys (32 bytes), by key id. */
+  private readonly keys = new Map<string, Uint8Array>();
   /** Rotations this verifier followed (stored ones and fetched ones), in order. */
   private readonly followed: KeyRotation[] = [];
   private storedTried = false;
 
   /** `baseUrl`: the server, where rotations are looked up (none: only the given keys). */
   constructor(raw: Uint8Array[], private readonly baseUrl: string | null = null) {
-    for (const k of raw) this.keys.set(wasm.keyId(k), acceptedKey(k));
+    for (const k of raw) this.keys.set(wasm.keyId(k), k);
   }
 
   /** The verifier for a request's options, or null when unsigned updates are allowed (see `acceptedKeys`). */
@@ -75,51 +56,32 @@ export class Verifier {
   }
 
   /**
-   * Checks a signed document: its base64 `signature` over the statement `statementFor`
-   * builds for its `keyId`, under that accepted key (or one reached by the server's key
-   * rotations, see `followRotations`). Returns the key id. `what` names the document in errors.
+   * The accepted public key (32 bytes) a signed document names by `keyId`, or one reached
+   * by the server's key rotations (see `followRotations`); the signature itself is the core's
+   * to check. `what` names the document in errors.
    */
-  async verify(what: string, doc: { keyId?: string; signature?: string }, statementFor: (keyId: string) => Uint8Array, url: string): Promise<string> {
-    const { keyId, signature } = doc;
-    if (keyId === undefined || signature === undefined) throw new SignatureError(`${what} (${url}) is not signed (no keyId/signature), and this client accepts only signed updates`, { url });
-    const key = this.keys.get(keyId) ?? (await this.followRotations(what, keyId, url));
-    const sig = base64Bytes(signature);
-    if (!sig || sig.length !== 64) throw new SignatureError(`${what} (${url}): the signature is not the base64 of 64 bytes`, { url });
-    let statement: Uint8Array;
-    try {
-      statement = statementFor(keyId);
-    } catch (e) {
-      throw new ProtocolError(`${what} (${url}): ${messageOf(e)}`, { url });
-    }
-    let ok: boolean;
-    try {
-      ok = await verifyUnder(key, statement, sig);
-    } catch (e) {
-      throw new SignatureError(`${what} (${url}): checking the signature failed: ${messageOf(e)}`, { url });
-    }
-    if (!ok) throw new SignatureError(`${what} (${url}): the ed25519 signature does not verify under key ${keyId}`, { url });
-    return keyId;
+  async keyFor(what: string, keyId: string | undefined, url: string): Promise<Uint8Array> {
+    if (keyId === undefined) throw new SignatureError(`${what} (${url}) is not signed (no keyId/signature), and this client accepts only signed updates`, { url });
+    return this.keys.get(keyId) ?? (await this.followRotations(what, keyId, url));
   }
 
   /**
-   * The key `target` names, reached from the accepted keys by key rotations: first those
-   * stored for this server, then the server's `v1/public-key`. Each rotation whose signer
-   * is trusted (at the start or through an earlier rotation) must verify, and its new key
-   * becomes trusted; rotations from other keys are passed over. Throws SignatureError when
-   * `target` is not reached, saying whether a rotation to it exists and who signed it.
+   * The key `target` names, reached from the accepted keys by key rotations (the core's
+   * `followRotations`): first those stored for this server, then the server's
+   * `v1/public-key`. Each rotation whose signer is trusted (at the start or through an
+   * earlier rotation) must verify, and its new key becomes trusted; rotations from other keys
+   * are passed over. Throws SignatureError when `target` is not reached, saying why.
    */
-  private async followRotations(what: string, target: string, url: string): Promise<AcceptedKey> {
+  private async followRotations(what: string, target: string, url: string): Promise<Uint8Array> {
     const notAccepted = `${what} (${url}) is signed by key ${target}, which is not an accepted key (accepted: ${this.keyIds.join(", ")})`;
     if (this.baseUrl === null) throw new SignatureError(notAccepted, { url });
     if (!this.storedTried) {
       this.storedTried = true;
       // Stored rotations were verified when learned; they count only from the keys configured now.
-      for (const r of await readStoredRotations(this.baseUrl)) {
-        try {
-          await this.apply(r, "stored rotations");
-        } catch {
-          /* a stored entry that no longer verifies is ignored: the server's document decides */
-        }
+      try {
+        this.learn(await readStoredRotations(this.baseUrl), target);
+      } catch {
+        /* stored entries that no longer lead to it: the server's document decides */
       }
       const k = this.keys.get(target);
       if (k) return k;
@@ -132,41 +94,28 @@ export class Verifier {
       throw new SignatureError(`${notAccepted}; no key rotation to it could be read: ${messageOf(e)}`, { url });
     }
     const { url: pkUrl, rotations } = fetched;
-    for (const r of rotations) await this.apply(r, pkUrl, `${notAccepted}; `);
-    const key = this.keys.get(target);
-    if (key) {
-      await storeRotations(this.baseUrl, this.followed).catch(() => {});
-      return key;
+    try {
+      this.learn(rotations, target);
+    } catch (e) {
+      const message = `${notAccepted}; ${messageOf(e)} (${pkUrl})`;
+      throw (e as { code?: unknown }).code === "signature" ? new SignatureError(message, { url }) : new ProtocolError(message, { url });
     }
-    const to = rotations.find((r) => r.keyId === target);
-    throw new SignatureError(
-      `${notAccepted}; ` +
-        (to
-          ? `the key rotation to it in ${pkUrl} is signed by key ${to.from}, and that signer is not trusted (no chain of signed rotations leads to it from an accepted key)`
-          : `${pkUrl} lists no key rotation to it from an accepted key`),
-      { url },
-    );
+    await storeRotations(this.baseUrl, this.followed).catch(() => {});
+    return this.keys.get(target) as Uint8Array;
   }
 
-  /** Follows one rotation if its signer is trusted: verified, then its key trusted. */
-  private async apply(r: KeyRotation, where: string, context = ""): Promise<void> {
-    const signer = this.keys.get(r.from);
-    if (!signer || this.keys.has(r.keyId)) return;
-    const raw = base64Bytes(r.publicKey);
-    const sig = base64Bytes(r.signature);
-    const name = `${context}the key rotation ${r.from} -> ${r.keyId} (${where})`;
-    if (!raw || raw.length !== 32) throw new ProtocolError(`${name}: publicKey is not the base64 of 32 bytes`);
-    if (wasm.keyId(raw) !== r.keyId) throw new ProtocolError(`${name}: keyId is not the key id of its publicKey (${wasm.keyId(raw)})`);
-    if (!sig || sig.length !== 64) throw new SignatureError(`${name}: the signature is not the base64 of 64 bytes`);
-    let statement: Uint8Array;
-    try {
-      statement = wasm.rotationStatement(r.from, raw);
-    } catch (e) {
-      throw new SignatureError(`${name}: ${messageOf(e)}`);
+  /** Follows `rotations` from the keys trusted now to `target` (the core's rule); trusts the keys learned. */
+  private learn(rotations: KeyRotation[], target: string): void {
+    const trusted = new Uint8Array(32 * this.keys.size);
+    [...this.keys.values()].forEach((k, i) => trusted.set(k, 32 * i));
+    const learned = wasm.followRotations(trusted, rotations, target);
+    for (let i = 0; i < learned.length; i += 32) {
+      const key = learned.slice(i, i + 32);
+      const id = wasm.keyId(key);
+      this.keys.set(id, key);
+      const r = rotations.find((x) => x.keyId.toLowerCase() === id);
+      if (r) this.followed.push(r);
     }
-    if (!(await verifyUnder(signer, statement, sig))) throw new SignatureError(`${name} does not verify under key ${r.from}: forged or damaged; refusing it`);
-    this.keys.set(r.keyId, acceptedKey(raw));
-    this.followed.push(r);
   }
 }
 
@@ -237,10 +186,9 @@ export interface VerifiedUpdate {
  */
 export async function fetchVerifiedUpdate(verifier: Verifier | null, baseUrl: string, game: string, from: string, to: string, signal: AbortSignal): Promise<VerifiedUpdate> {
   const reader = wasm.readerCapabilities();
-  const desc = await fetchDescriptor(baseUrl, game, from, to, reader, signal);
+  const { doc: desc, url } = await fetchDescriptor(baseUrl, game, from, to, reader, signal);
   // Before anything else is fetched: a patch made for newer readers than this library.
   if (desc.readerNeeds !== undefined && !wasm.readerCovers(reader, desc.readerNeeds)) {
-    const url = descriptorUrl(baseUrl, game, from, to, reader).href;
     throw new ProtocolError(
       `${url}: this update's patch needs format features this library does not read (${wasm.capabilityNames(desc.readerNeeds)}; it reads ${wasm.capabilityNames(reader)}): update @edgepatch/web to a newer version`,
       { url },
@@ -249,9 +197,11 @@ export async function fetchVerifiedUpdate(verifier: Verifier | null, baseUrl: st
   const durl = desc.manifestUrl;
   let keyId: string | null = null;
   if (verifier) {
-    // The statement is rebuilt from what was asked for, never from the descriptor's own game/from/to.
-    const statementFor = (k: string) => wasm.updateStatement(k, game, from, to, desc.manifestSize, desc.manifestBlake3);
-    keyId = await verifier.verify(`update descriptor ${game} ${from} -> ${to}`, desc, statementFor, descriptorUrl(baseUrl, game, from, to, reader).href);
+    // The core rebuilds the statement from what was asked for, never from the descriptor's own game/from/to.
+    const what = `update descriptor ${game} ${from} -> ${to}`;
+    const key = await verifier.keyFor(what, desc.keyId, url);
+    byCoreRule(what, url, () => wasm.checkUpdateDescriptor(desc, game, from, to, key));
+    keyId = wasm.keyId(key);
   }
   const res = await fetchChecked(durl, { cache: "no-store", signal });
   // Never more than the (signed) size: a hostile answer cannot cost more memory than the real manifest.
@@ -316,37 +266,20 @@ export async function storeChannelHead(baseUrl: string, game: string, head: Chan
 }
 
 /**
- * Fetches and checks a channel document: its signature (statement rebuilt with the
- * requested game and channel), its expiry (frozen) and its sequence against the newest
- * one stored (rolled back). Stores nothing.
+ * Fetches a channel document and applies the channel rules (the core's `acceptChannel`): its
+ * signature (statement rebuilt with the requested game and channel), its expiry (frozen) and
+ * its sequence against the newest one stored (rolled back). Stores nothing.
  */
 export async function fetchVerifiedChannel(verifier: Verifier | null, baseUrl: string, game: string, channel: string, signal?: AbortSignal, nowMs = Date.now()): Promise<ChannelHead> {
-  const doc = await fetchChannel(baseUrl, game, channel, signal);
-  const url = channelUrl(baseUrl, game, channel).href;
+  const { doc, url } = await fetchChannel(baseUrl, game, channel, signal);
   const what = `channel ${game}/${channel}`;
-  let keyId: string | null = null;
-  if (verifier) {
-    const { sequence, expires } = doc;
-    if (sequence === undefined || expires === undefined) throw new SignatureError(`${what} (${url}) has no sequence or expires, so it is not a signed channel document`, { url });
-    keyId = await verifier.verify(what, doc, (k) => wasm.channelStatement(k, game, channel, doc.build, sequence, expires), url);
-  }
-  if (doc.expires !== undefined && doc.expires + EXPIRY_SKEW_SECONDS < nowMs / 1000) {
-    throw new FrozenError(
-      `${what} (${url}) expired at ${new Date(doc.expires * 1000).toISOString()} (now ${new Date(nowMs).toISOString()}): ` +
-        "the server should re-sign it; an old one may be replayed to keep this browser on an old build",
-      { url },
-    );
-  }
-  if (doc.sequence !== undefined) {
-    const seen = (await readHeads(game)).heads[headKey(baseUrl, channel)];
-    if (seen && (doc.sequence < seen.sequence || (doc.sequence === seen.sequence && doc.build !== seen.build))) {
-      throw new RollbackError(
-        `${what} (${url}) is sequence ${doc.sequence} (build ${doc.build}), but this browser already followed sequence ${seen.sequence} (build ${seen.build}): an older channel document was replayed`,
-        { url },
-      );
-    }
-  }
-  const head: ChannelHead = { channel, build: doc.build, keyId };
+  const key = verifier ? await verifier.keyFor(what, doc.keyId, url) : undefined;
+  const seen = (await readHeads(game)).heads[headKey(baseUrl, channel)];
+  byCoreRule(what, url, () => wasm.acceptChannel(doc, game, channel, key, seen?.sequence, seen?.build, nowMs / 1000), {
+    rollback: () =>
+      `is sequence ${doc.sequence} (build ${doc.build}), but this browser already followed sequence ${seen?.sequence} (build ${seen?.build}): an older channel document was replayed`,
+  });
+  const head: ChannelHead = { channel, build: doc.build, keyId: key ? wasm.keyId(key) : null };
   if (doc.sequence !== undefined) head.sequence = doc.sequence;
   if (doc.expires !== undefined) head.expires = doc.expires;
   return head;

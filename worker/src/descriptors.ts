@@ -1,5 +1,6 @@
 // Update descriptors: where a pair's manifest and patch are, signed by the server's key (its
 // update statement), and checked against what this Worker generated before a re-signature.
+import type { UpdateDescriptor } from "../../crates/edgepatch-format/typescript/update_protocol.js";
 import * as wasm from "./wasm";
 import { keys, type R2PartWriter } from "./store";
 import { statementSigner } from "./signing";
@@ -7,25 +8,9 @@ import { updateStatement } from "./statements";
 import type { Env } from "./env";
 import { GenerationError } from "./reads";
 
-export interface UpdateDescriptor {
-  game: string;
-  from: string;
-  to: string;
-  manifestUrl: string;
-  manifestSize: number;
-  manifestBlake3: string;
-  patchUrl: string;
-  patchSize: number;
-  patchBlake3: string;
-  /**
-   * What a reader must understand to apply the patch (docs/FORMAT.md §5), as hex. Not signed:
-   * a forged value can only make a client refuse or try a patch its applier then refuses.
-   */
-  readerNeeds?: string;
-  /** The signing key's id and its signature over the update statement (signing servers). */
-  keyId?: string;
-  signature?: string;
-}
+// The descriptor's type is generated from its Rust definition (crates/edgepatch-format,
+// src/descriptor.rs), the one every client reads.
+export type { UpdateDescriptor };
 
 export function descriptorUrls(game: string, from: string, to: string, manifestBlake3: string, patchBlake3: string) {
   // Relative to the descriptor's own URL, /v1/games/{game}/updates/{from}/{to}.

@@ -19,6 +19,7 @@ import { consumeSteps } from "./fanout";
 import { abortStaleUploads, applyRetention, deleteBuild, forgetPendingUpload, recordPendingUpload, sweepGenerationRuns } from "./operations";
 import { signDescriptor, storedMismatch, type UpdateDescriptor } from "./descriptors";
 import type { Env } from "./env";
+import type { ChannelDocument } from "../../crates/edgepatch-format/typescript/update_protocol.js";
 import { capabilityNames, initWasm, readerCovers, readerFor } from "./wasm";
 
 export { PatchGeneration } from "./generate";
@@ -303,12 +304,13 @@ route("GET", "/v1/games/:game/channels/:channel", "anyone", async ({ env }, [gam
   const state = await registry(env, game).channel(channel);
   if (state === null) throw new HttpError(404, `no channel ${game}/${channel}`);
   const expires = Math.floor(Date.now() / 1000) + settings(env).channelTtlSeconds;
-  const doc = { game, channel, build: state.build, sequence: state.sequence, expires };
+  const doc: ChannelDocument = { game, channel, build: state.build, sequence: state.sequence, expires };
   const signer = statementSigner(env.MANIFEST_SIGNING_KEY);
   if (!signer) return json(doc, 200, { "Cache-Control": CHANNEL_CACHE });
   const s = await signer;
   const signature = await s.sign(channelStatement(s.keyId, game, channel, state.build, state.sequence, expires));
-  return json({ ...doc, keyId: s.keyId, signature }, 200, { "Cache-Control": CHANNEL_CACHE });
+  const signed: ChannelDocument = { ...doc, keyId: s.keyId, signature };
+  return json(signed, 200, { "Cache-Control": CHANNEL_CACHE });
 });
 
 route("PUT", "/v1/games/:game/channels/:channel", "owner", async ({ req, env }, [game, channel]) => {

@@ -11,13 +11,10 @@ import { ConfigError, decodeBase64, settings } from "./settings";
 import { base64, statementSigner } from "./signing";
 import * as wasm from "./wasm";
 import type { Env } from "./env";
+import type { KeyRotation } from "../../crates/edgepatch-format/typescript/update_protocol.js";
 
-export interface Rotation {
-  from: string;
-  keyId: string;
-  publicKey: string;
-  signature: string;
-}
+/** One entry of KEY_ROTATIONS; its type is generated from the Rust one (crates/edgepatch-format, src/key_rotations.rs). */
+export type Rotation = KeyRotation;
 
 /** The most rotations listed (the clients follow at most this many: the core's MAX_ROTATIONS). */
 export const MAX_ROTATIONS = 32;

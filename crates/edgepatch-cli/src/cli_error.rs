@@ -10,6 +10,7 @@ use std::fmt::Display;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use edgepatch_core::document_rules::DocumentError;
 use edgepatch_core::manifest::ManifestError;
 use edgepatch_core::trust::TrustError;
 use serde_json::{json, Value};
@@ -299,6 +300,28 @@ impl From<ManifestError> for CliError {
 impl From<TrustError> for CliError {
     fn from(e: TrustError) -> Self {
         CliError::Trust { message: e.to_string(), source: e }
+    }
+}
+
+/// A refused update descriptor or channel document (edgepatch_core::document_rules), by the
+/// refusal its code names.
+impl From<DocumentError> for CliError {
+    fn from(e: DocumentError) -> Self {
+        let refusal = match &e {
+            DocumentError::BadSignature(t) => return t.clone().into(),
+            DocumentError::NotSigned(_) => Refusal::Signature,
+            DocumentError::UnknownKey { .. } => Refusal::UntrustedKey,
+            DocumentError::Expired { .. } => Refusal::Expired,
+            DocumentError::Rollback { .. } => Refusal::Rollback,
+            DocumentError::ReaderNeeds { needs, reads } => {
+                return CliError::refused(
+                    Refusal::Version,
+                    format!("this update's patch needs format features this edgepatch does not read ({}): install a newer edgepatch", needs.difference(*reads)),
+                )
+            }
+            _ => Refusal::BadResponse,
+        };
+        CliError::refused(refusal, e.to_string())
     }
 }
 

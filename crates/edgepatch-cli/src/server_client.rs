@@ -7,7 +7,9 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use base64::Engine;
+use edgepatch_core::channel::{self, ChannelDocument, SeenHead};
+use edgepatch_core::descriptor::UpdateDescriptor;
+use edgepatch_core::key_rotations::{self, KeyRotation};
 use edgepatch_core::manifest::{ManifestKind, ManifestView};
 use edgepatch_core::manifest_binding::{BoundSink, ManifestBinding};
 use edgepatch_core::trust;
@@ -32,10 +34,6 @@ pub struct Server {
 /// Read timeout of `fetch_agent`, and how many times an immutable object is asked for.
 const FETCH_STALL: std::time::Duration = std::time::Duration::from_secs(10);
 const FETCH_TRIES: u32 = 3;
-
-fn b64() -> base64::engine::GeneralPurpose {
-    base64::engine::general_purpose::STANDARD
-}
 
 /// Reading a response's body from `url` failed: the connection, not the content.
 fn read_failed(url: &url::Url, e: io::Error) -> CliError {
@@ -99,6 +97,11 @@ impl Server {
     fn get_json(&self, url: &url::Url) -> Result<Value, CliError> {
         let resp = self.agent.request_url("GET", url).call()?;
         resp.into_json::<Value>().map_err(|e| not_json(url, e))
+    }
+
+    /// One of the protocol's JSON documents (`what` names it in errors), by its Rust type.
+    fn get_document<T: serde::de::DeserializeOwned>(&self, url: &url::Url, what: &str) -> Result<T, CliError> {
+        serde_json::from_value(self.get_json(url)?).map_err(|e| CliError::bad_response(format!("{what}: {e}")))
     }
 }
 
@@ -305,22 +308,14 @@ pub struct ChannelHead {
     pub sequence: u64,
 }
 
-/// Clock skew allowed when checking a channel document's `expires`.
-const CLOCK_SKEW_SECS: u64 = 300;
-
-fn b64_sig(what: &str, text: &str) -> Result<[u8; 64], CliError> {
-    let bytes = b64().decode(text).map_err(|e| CliError::bad_response(format!("{what}: signature is not base64: {e}")))?;
-    bytes.as_slice().try_into().map_err(|_| CliError::bad_response(format!("{what}: signature has {} bytes, not 64", bytes.len())))
-}
-
 /// Largest `v1/public-key` document read.
 const MAX_PUBLIC_KEY_DOC_BYTES: u64 = 1 << 20;
 
-/// The accepted key a document names by `keyId`. A key id that is not accepted is looked
-/// for in the server's key rotations (`follow_rotations`); else an error that says what is
-/// accepted.
-fn signing_key(server: &Server, keys: &mut KeySet, doc: &Value, what: &str) -> Result<TrustedKey, CliError> {
-    let id = doc.get("keyId").and_then(|v| v.as_str()).ok_or_else(|| {
+/// The accepted key a document names by `keyId` (`id`, checked: 16 hex digits). A key id
+/// that is not accepted is looked for in the server's key rotations (`follow_rotations`);
+/// else an error that says what is accepted.
+fn signing_key(server: &Server, keys: &mut KeySet, id: Option<&str>, what: &str) -> Result<TrustedKey, CliError> {
+    let id = id.ok_or_else(|| {
         CliError::refused(Refusal::Signature, format!("{what} has no keyId: the server does not sign (protocol v2), and updates must be signed"))
     })?;
     if let Some(k) = keys.find(id) {
@@ -366,26 +361,12 @@ fn follow_rotations(server: &Server, keys: &mut KeySet, target: &trust::KeyId) -
     Ok(())
 }
 
-/// The `rotations` of a `v1/public-key` document (none when it has no such field).
+/// The `rotations` of a `v1/public-key` document (none when it has no such field), read by
+/// the format's rules (edgepatch_core::key_rotations).
 pub fn parse_rotations(doc: &Value) -> Result<Vec<trust::Rotation>, CliError> {
     let Some(list) = doc.get("rotations") else { return Ok(Vec::new()) };
-    let list = list.as_array().ok_or_else(|| CliError::bad_response("rotations is not an array"))?;
-    if list.len() > trust::MAX_ROTATIONS {
-        return Err(CliError::bad_response(format!("{} rotations listed, more than the {} a client follows", list.len(), trust::MAX_ROTATIONS)));
-    }
-    list.iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let what = format!("rotation {i}");
-            let s = |k: &str| r.get(k).and_then(|v| v.as_str()).ok_or_else(|| CliError::bad_response(format!("{what} has no {k}")));
-            let from = trust::parse_hex::<8>("key id", s("from")?).map_err(|e| CliError::bad_response(format!("{what}: from: {e}")))?;
-            let key = trusted_keys::parse_public_key(s("publicKey")?).map_err(|e| CliError::bad_response(format!("{what}: {e}")))?;
-            if s("keyId")? != key.key_id {
-                return Err(CliError::bad_response(format!("{what}: keyId {} is not the key id of its publicKey ({})", s("keyId")?, key.key_id)));
-            }
-            Ok(trust::Rotation { from, public_key: key.public_key, signature: b64_sig(&what, s("signature")?)? })
-        })
-        .collect()
+    let list: Vec<KeyRotation> = serde_json::from_value(list.clone()).map_err(|e| CliError::bad_response(format!("rotations: {e}")))?;
+    Ok(key_rotations::parse_rotations(&list)?)
 }
 
 /// The accepted keys: given, else pinned for this server, else (with `trust_on_first_use`
@@ -423,44 +404,23 @@ pub fn resolve_keys(server: &Server, given: Option<KeySet>, trust_on_first_use: 
     Ok(KeySet { keys: vec![key], source: format!("pinned on first use for {origin} in {}", known.path.display()), pinned_for: Some(origin) })
 }
 
-/// The build `channel` of `game` points at now, from its signed document: the signature
-/// under an accepted key, the names, not expired, not older than the newest one seen.
+/// The build `channel` of `game` points at now, from its signed document, by the channel
+/// rules (edgepatch_core::channel::accept_channel): the signature under an accepted key, the
+/// names, not expired, not older than the newest position followed.
 pub fn channel_head(server: &Server, keys: &mut KeySet, game: &str, channel: &str) -> Result<ChannelHead, CliError> {
     name_ok("game", game)?;
     name_ok("channel", channel)?;
     let url = server.url(&format!("v1/games/{game}/channels/{channel}"))?;
-    let v = server.get_json(&url)?;
     let what = format!("channel {game}/{channel}");
-    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).ok_or_else(|| CliError::bad_response(format!("{what}: the document has no {k}")));
-    let n = |k: &str| v.get(k).and_then(|x| x.as_u64()).ok_or_else(|| CliError::bad_response(format!("{what}: the document has no numeric {k}")));
-    let build = s("build")?.to_string();
-    name_ok("build", &build).map_err(|e| CliError::bad_response(format!("{what}: {e}")))?;
-    let (sequence, expires) = (n("sequence")?, n("expires")?);
-    if s("game")? != game || s("channel")? != channel {
-        return Err(CliError::refused(Refusal::Unvouched, format!("{what}: the document is for {}/{}", s("game")?, s("channel")?)));
-    }
-    let key = signing_key(server, keys, &v, &what)?;
-    let kid = trust::parse_hex::<8>("key id", &key.key_id)?;
-    let statement = trust::channel_statement(&kid, game, channel, &build, sequence, expires).context(&what)?;
-    trust::verify_ed25519(&key.public_key, &statement, &b64_sig(&what, s("signature")?)?).context(&what)?;
+    let doc: ChannelDocument = server.get_document(&url, &what)?;
+    let key_id = doc.check(game, channel).context(&what)?.signed.key_id_hex();
+    let key = signing_key(server, keys, key_id.as_deref(), &what)?;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    if expires.saturating_add(CLOCK_SKEW_SECS) < now {
-        return Err(CliError::refused(
-            Refusal::Expired,
-            format!("{what}: the signed document expired {} s ago (a frozen or stale channel); refusing to use it", now - expires),
-        ));
-    }
-    if let Some((seen, seen_build)) = ChannelState::open()?.last(&server.origin(), game, channel)? {
-        if sequence < seen || (sequence == seen && build != seen_build) {
-            return Err(CliError::refused(
-                Refusal::Rollback,
-                format!(
-                    "{what}: the server offers position {sequence} ({build}), older than position {seen} ({seen_build}) already seen: a rollback; refusing it"
-                ),
-            ));
-        }
-    }
-    Ok(ChannelHead { build, sequence })
+    let seen = ChannelState::open()?.last(&server.origin(), game, channel)?;
+    let seen = seen.as_ref().map(|(sequence, build)| SeenHead { sequence: *sequence, build });
+    let head = channel::accept_channel(&doc, game, channel, Some(&[key.public_key]), seen, now).context(&what)?;
+    let sequence = head.sequence.ok_or_else(|| CliError::bad_response(format!("{what}: the document has no sequence")))?;
+    Ok(ChannelHead { build: head.build, sequence })
 }
 
 /// Hashes what it reads, so the patch can be tied to the signed manifest.
@@ -502,27 +462,18 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
     // What this client applies (docs/FORMAT.md §5): a server that negotiates answers with a
     // patch that needs no more; a static site ignores the query.
     descriptor_url.query_pairs_mut().append_pair("reader", &edgepatch_core::Capabilities::current().to_hex());
-    let d = server.get_json(&descriptor_url)?;
-    check_reader_needs(&d)?;
-    let field = |k: &str| d.get(k).ok_or_else(|| CliError::bad_response(format!("update descriptor has no {k}")));
-    let str_field = |k: &str| {
-        field(k).and_then(|v| v.as_str().map(str::to_string).ok_or_else(|| CliError::bad_response(format!("update descriptor: {k} is not a string"))))
-    };
-    let num_field = |k: &str| field(k).and_then(|v| v.as_u64().ok_or_else(|| CliError::bad_response(format!("update descriptor: {k} is not a byte count"))));
-    let manifest_url = descriptor_url.join(&str_field("manifestUrl")?).map_err(|e| CliError::bad_response(format!("manifestUrl: {e}")))?;
-    let patch_url = descriptor_url.join(&str_field("patchUrl")?).map_err(|e| CliError::bad_response(format!("patchUrl: {e}")))?;
-    let manifest_size = num_field("manifestSize")?;
-    let manifest_blake3 =
-        trust::parse_hex::<32>("manifestBlake3", &str_field("manifestBlake3")?).map_err(|e| CliError::bad_response(format!("update descriptor: {e}")))?;
-    let patch_size = num_field("patchSize")?;
+    let desc: UpdateDescriptor = server.get_document(&descriptor_url, "update descriptor")?;
+    let d = desc.check(o.game, o.from, to).context("update descriptor")?;
+    // Before anything else is fetched: a patch made for newer readers than this edgepatch.
+    d.check_reader(edgepatch_core::Capabilities::current())?;
+    let raw = |u: &str, field: &str| descriptor_url.join(u).map_err(|e| CliError::bad_response(format!("{field}: {e}")));
+    let (manifest_url, patch_url) = (raw(&desc.manifest_url, "manifestUrl")?, raw(&desc.patch_url, "patchUrl")?);
+    let (manifest_size, manifest_blake3, patch_size) = (d.manifest_size, d.manifest_blake3, d.patch_size);
 
     // The update statement, rebuilt from what was asked for: game, from and to are signed.
     let what = format!("update {} {} -> {to}", o.game, o.from);
-    let key = signing_key(server, &mut keys, &d, &what)?;
-    let kid = trust::parse_hex::<8>("key id", &key.key_id)?;
-    let statement = trust::update_statement(&kid, o.game, o.from, to, manifest_size, &manifest_blake3).context(&what)?;
-    trust::verify_ed25519(&key.public_key, &statement, &b64_sig(&what, &str_field("signature")?)?)
-        .reword(|e| format!("{what}: {e} (not signed for this game and these builds, or not by this key)"))?;
+    let key = signing_key(server, &mut keys, d.signed.key_id_hex().as_deref(), &what)?;
+    d.verify(&[key.public_key]).context(&what).reword(|e| format!("{e} (not signed for this game and these builds, or not by this key)"))?;
 
     // Manifest: the signed size and BLAKE3, then what it says about the patch.
     if manifest_size > MAX_MANIFEST_BYTES {
@@ -598,22 +549,3 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
 
 /// Largest manifest `update` fetches (about 100 bytes an entry: a million-entry build fits).
 pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
-
-/// Refuses, before anything else is fetched, an update whose descriptor says its patch needs
-/// reader capabilities (docs/FORMAT.md §5) this edgepatch does not read: a site that publishes
-/// for newer clients. `readerNeeds` is unsigned: a forged value can only make this refusal.
-fn check_reader_needs(d: &serde_json::Value) -> Result<(), CliError> {
-    let Some(needs) = d.get("readerNeeds") else { return Ok(()) };
-    let needs = needs
-        .as_str()
-        .and_then(|h| edgepatch_core::Capabilities::from_hex(h).ok())
-        .ok_or_else(|| CliError::bad_response("update descriptor: readerNeeds is not a set of reader capabilities (1 to 16 hex digits)"))?;
-    let reads = edgepatch_core::Capabilities::current();
-    if needs.is_subset(reads) {
-        return Ok(());
-    }
-    Err(CliError::refused(
-        Refusal::Version,
-        format!("this update's patch needs format features this edgepatch does not read ({}): install a newer edgepatch", needs.difference(reads)),
-    ))
-}

@@ -26,7 +26,10 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use ed25519_dalek::{Signer, SigningKey};
+use edgepatch_core::channel::ChannelDocument;
+use edgepatch_core::descriptor::UpdateDescriptor;
 use edgepatch_core::inspect::{inspect_patch, patch_manifest};
+use edgepatch_core::key_rotations::KeyRotation;
 use edgepatch_core::trust;
 use edgepatch_core::{diff_builds, Build, DiffOptions, DiffStats, EntryContent};
 use serde_json::{json, Value};
@@ -78,11 +81,13 @@ pub struct Site {
 /// The rotation from `old` to `new` as a `v1/public-key` document lists it: signed by `old`.
 pub fn rotation_json(old: &SiteKey, new: &SiteKey) -> Result<Value, CliError> {
     let statement = trust::rotation_statement(&old.key_id, &new.public_key())?;
-    Ok(json!({
-        "from": old.key_id_hex(), "keyId": new.key_id_hex(),
-        "publicKey": base64::engine::general_purpose::STANDARD.encode(new.public_key()),
-        "signature": old.sign(&statement),
-    }))
+    let rotation = KeyRotation {
+        from: old.key_id_hex(),
+        key_id: new.key_id_hex(),
+        public_key: base64::engine::general_purpose::STANDARD.encode(new.public_key()),
+        signature: old.sign(&statement),
+    };
+    Ok(serde_json::to_value(rotation).expect("JSON"))
 }
 
 /// What `rotate_key` did.
@@ -312,24 +317,19 @@ impl Site {
 
     /// The descriptor at `path` signed with `key`, once its signature verified under the
     /// listed key that made it.
-    fn resign_descriptor(&self, path: &Path, key: &SiteKey) -> Result<Value, CliError> {
+    fn resign_descriptor(&self, path: &Path, key: &SiteKey) -> Result<UpdateDescriptor, CliError> {
         let bad = |why: String| CliError::bad_input(format!("{}: {why}; not re-signing it", path.display())).at(path);
-        let mut d: Value = serde_json::from_slice(&fs::read(path).map_err(|e| io_err(path, e))?).map_err(|e| bad(format!("not JSON: {e}")))?;
-        let s = |k: &str| d[k].as_str().map(str::to_string).ok_or_else(|| bad(format!("no {k}")));
-        let (game, from, to, kid) = (s("game")?, s("from")?, s("to")?, s("keyId")?);
-        let size = d["manifestSize"].as_u64().ok_or_else(|| bad("no manifestSize".into()))?;
-        let mh = trust::parse_hex::<32>("manifestBlake3", &s("manifestBlake3")?).map_err(|e| bad(e.to_string()))?;
+        let mut d: UpdateDescriptor =
+            serde_json::from_slice(&fs::read(path).map_err(|e| io_err(path, e))?).map_err(|e| bad(format!("not an update descriptor: {e}")))?;
+        let checked = d.check(&d.game, &d.from, &d.to).map_err(|e| bad(e.to_string()))?;
+        let kid = checked.signed.key_id_hex().ok_or_else(|| bad("no keyId".into()))?;
         let listed = self.keys.as_ref().and_then(|doc| doc["keys"].as_array()).and_then(|ks| ks.iter().find(|k| k["keyId"].as_str() == Some(&kid)));
         let signer = listed.and_then(|k| k["publicKey"].as_str()).ok_or_else(|| bad(format!("signed by key {kid}, which v1/public-key does not list")))?;
         let signer = crate::trusted_keys::parse_public_key(signer).map_err(|e| bad(e.to_string()))?;
-        let sig = base64::engine::general_purpose::STANDARD.decode(s("signature")?).map_err(|e| bad(format!("signature: {e}")))?;
-        let sig: [u8; 64] = sig.as_slice().try_into().map_err(|_| bad("signature is not 64 bytes".into()))?;
-        let old_statement = trust::update_statement(&trust::key_id(&signer.public_key), &game, &from, &to, size, &mh).map_err(|e| bad(e.to_string()))?;
-        trust::verify_ed25519(&signer.public_key, &old_statement, &sig)
-            .map_err(|e| CliError::from(e).reword(|m| format!("{}: {m}; not re-signing it", path.display())).at(path))?;
-        let statement = trust::update_statement(&key.key_id, &game, &from, &to, size, &mh).map_err(|e| bad(e.to_string()))?;
-        d["keyId"] = json!(key.key_id_hex());
-        d["signature"] = json!(key.sign(&statement));
+        checked.verify(&[signer.public_key]).map_err(|e| CliError::from(e).reword(|m| format!("{}: {m}; not re-signing it", path.display())).at(path))?;
+        let statement = checked.statement(&key.key_id).map_err(|e| bad(e.to_string()))?;
+        d.key_id = Some(key.key_id_hex());
+        d.signature = Some(key.sign(&statement));
         Ok(d)
     }
 
@@ -350,12 +350,20 @@ impl Site {
         write_file(&self.public(&published.manifest_path), &manifest)?;
         write_file(&self.public(&published.patch_path), &patch)?;
         let statement = trust::update_statement(&key.key_id, game, from, to, manifest.len() as u64, &mh)?;
-        let descriptor = json!({
-            "game": game, "from": from, "to": to,
-            "manifestUrl": format!("../../manifests/{mhex}"), "manifestSize": manifest.len(), "manifestBlake3": mhex,
-            "patchUrl": format!("../../patches/{ph}"), "patchSize": patch.len(), "readerNeeds": reader_needs,
-            "keyId": key.key_id_hex(), "signature": key.sign(&statement),
-        });
+        let descriptor = UpdateDescriptor {
+            game: game.to_string(),
+            from: from.to_string(),
+            to: to.to_string(),
+            manifest_url: format!("../../manifests/{mhex}"),
+            manifest_size: manifest.len() as u64,
+            manifest_blake3: mhex,
+            patch_url: format!("../../patches/{ph}"),
+            patch_size: patch.len() as u64,
+            patch_blake3: None,
+            reader_needs: Some(reader_needs),
+            key_id: Some(key.key_id_hex()),
+            signature: Some(key.sign(&statement)),
+        };
         write_file(&self.public(&published.descriptor_path), (serde_json::to_string_pretty(&descriptor).expect("JSON") + "\n").as_bytes())?;
         Ok(published)
     }
@@ -363,9 +371,17 @@ impl Site {
     fn write_channel(&self, key: &SiteKey, game: &str, channel: &str, build: &str, sequence: u64, ttl_secs: u64) -> Result<(), CliError> {
         let expires = now_secs() + ttl_secs;
         let statement = trust::channel_statement(&key.key_id, game, channel, build, sequence, expires)?;
-        let doc = json!({ "game": game, "channel": channel, "build": build, "sequence": sequence, "expires": expires,
-                          "keyId": key.key_id_hex(), "signature": key.sign(&statement) });
-        write_file(&self.public(&format!("v1/games/{game}/channels/{channel}")), (doc.to_string() + "\n").as_bytes())
+        let doc = ChannelDocument {
+            game: game.to_string(),
+            channel: channel.to_string(),
+            build: build.to_string(),
+            sequence: Some(sequence),
+            expires: Some(expires),
+            key_id: Some(key.key_id_hex()),
+            signature: Some(key.sign(&statement)),
+        };
+        let text = serde_json::to_string(&doc).expect("JSON") + "\n";
+        write_file(&self.public(&format!("v1/games/{game}/channels/{channel}")), text.as_bytes())
     }
 
     /// Publishes build DIR as `o.build` of `o.game`; returns the pairs it made.

@@ -26,6 +26,9 @@ pub mod trust;
 mod window_plan;
 mod zstd_frame;
 
+/// The update protocol's JSON documents and the rules a client applies to them, defined by
+/// edgepatch-format.
+pub use edgepatch_format::{channel, descriptor, document_rules, key_rotations};
 /// The patch and manifest formats, defined by edgepatch-format.
 pub use edgepatch_format::{manifest, patch_format};
 /// The wasm transform (its own crate): a compiled module's normalized form and its inverse,

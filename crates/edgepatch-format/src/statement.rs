@@ -197,9 +197,9 @@ pub fn follow_rotations(trusted: &[[u8; 32]], rotations: &[Rotation], target: &K
         let Some(signer) = is_trusted(&known, &r.from) else { continue };
         let new_id = key_id(&r.public_key);
         let statement = rotation_statement(&r.from, &r.public_key)
-            .map_err(|e| TrustError::Rotation { why: format!("the rotation from key {} to key {}: {e}", hex(&r.from), hex(&new_id)) })?;
+            .map_err(|e| TrustError::Rotation { why: format!("the key rotation {} -> {}: {e}", hex(&r.from), hex(&new_id)) })?;
         verify_ed25519(&signer, &statement, &r.signature).map_err(|_| TrustError::Rotation {
-            why: format!("the rotation from key {} to key {} does not verify under key {}: forged or damaged", hex(&r.from), hex(&new_id), hex(&r.from)),
+            why: format!("the key rotation {} -> {} does not verify under key {}: forged or damaged", hex(&r.from), hex(&new_id), hex(&r.from)),
         })?;
         if is_trusted(&known, &new_id).is_none() {
             known.push(r.public_key);

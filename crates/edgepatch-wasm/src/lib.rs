@@ -16,13 +16,15 @@
 //! build and the sink as JS objects), `diff`, `generator` and `wasm_transform` (the
 //! bounded-memory generator and its transformed wasm modules), `manifest`
 //! ([`ManifestReader`]), `signer` (signatures and BLAKE3), `trust` (names, key ids, signed
-//! statements), `memory` (the module's memory), `capabilities` (what a reader understands);
+//! statements), `documents` (update descriptors, channel documents, the channel rules, key rotations),
+//! `memory` (the module's memory), `capabilities` (what a reader understands);
 //! `js` holds the conversions they share.
 
 mod apply;
 mod capabilities;
 #[cfg(feature = "diff")]
 mod diff;
+mod documents;
 mod generator;
 mod js;
 mod js_build;
@@ -37,6 +39,7 @@ pub use apply::PatchApplier;
 pub use capabilities::{capability_names, patch_needs, reader_capabilities, reader_covers, reader_for, reader_from_list};
 #[cfg(feature = "diff")]
 pub use diff::diff_files;
+pub use documents::{accept_channel, check_channel_document, check_update_descriptor, follow_rotations};
 pub use generator::{isolate_lzma_window_limit, ByteRanges};
 #[cfg(feature = "diff")]
 pub use generator::{renamed_counterparts, PatchGenerator};
