@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh [SECONDS] — fuzzes the patch reader (fuzz target patch_apply) and the wasm
-# transform's inverse (wasm_inverse) for SECONDS each (default 60), one after the other, one
+# transform's inverse (wasm_inverse) for SECONDS each (default 60), both at once, one
 # process each, from seeds made by fuzz/examples/make_seeds.rs. Installs what it needs if missing
 # (the nightly toolchain, minimal profile; cargo-fuzz). Fails on a crash, a timeout or an
 # out-of-memory, and prints the reproducer's path (fuzz/README.md: minimize, keep in
@@ -34,16 +34,23 @@ for target in "${TARGETS[@]}"; do
   cargo +nightly fuzz build "$target"
 done
 
-status=0
+# Both targets at once, a process each (the machine's two cores): SECONDS each, in SECONDS.
+declare -A LOGS PIDS
 for target in "${TARGETS[@]}"; do
-  log=$(mktemp)
+  LOGS[$target]=$(mktemp)
   echo "fuzz: $target for ${SECONDS_EACH} s"
-  set +e
   cargo +nightly fuzz run "$target" "corpus/$target" -- \
     -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -malloc_limit_mb="${MALLOC_LIMIT_MB[$target]}" \
-    -max_len=65536 -timeout=30 -print_final_stats=1 >"$log" 2>&1
-  rc=$?
-  set -e
+    -max_len=65536 -timeout=30 -print_final_stats=1 >"${LOGS[$target]}" 2>&1 &
+  PIDS[$target]=$!
+done
+
+status=0
+for target in "${TARGETS[@]}"; do
+  log=${LOGS[$target]}
+  rc=0
+  wait "${PIDS[$target]}" || rc=$?
+  echo "fuzz: $target"
   if [ "$rc" -eq 0 ]; then
     # The last status line (execs, cov, ft, corpus) and the final stats.
     grep -E '^#[0-9]+' "$log" | tail -n 1

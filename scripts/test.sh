@@ -25,6 +25,10 @@ stage() {
 }
 stage_times() {
   local rc=$? i n=${#stage_names[@]} end
+  if [ -n "${e2e_pid:-}" ]; then
+    kill -- -"$e2e_pid" 2>/dev/null || true
+    echo "== the background browser tests were stopped; their output so far:" && tail -n 40 "$e2e_log"
+  fi
   [ "$n" -gt 0 ] || return "$rc"
   echo "== stage times (s), $SECONDS s in all$([ "$rc" = 0 ] || echo ", stopped by a failure"):"
   for ((i = 0; i < n; i++)); do
@@ -53,17 +57,6 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy -p edgepatch-wasm --target wasm32-unknown-unknown --quiet -- -D warnings
 drop_build target/debug
 
-stage "Fuzzing: the patch reader (patch_apply) and the wasm transform's inverse (wasm_inverse), 60 s each (scripts/fuzz.sh; fuzz/README.md)"
-bash scripts/fuzz.sh 60
-drop_build fuzz/target
-
-stage "Other systems: the CLI's clippy -D warnings for Windows, static Linux and macOS (Apple silicon, Intel) (scripts/check-targets.sh; macOS through cargo-zigbuild)"
-bash scripts/check-targets.sh
-
-stage "Other systems: the CLI's tests as the static musl binary (natively) and as the Windows build (under Wine) (scripts/test-other-systems.sh)"
-bash scripts/test-other-systems.sh
-drop_build target/cross target/zig-venv "$HOME/.cache/edgepatch-wine"
-
 stage "WebAssembly: every variant (scripts/build-wasm.sh: web for Workers, web-apply for browsers, node for edgepatch-js)"
 scripts/build-wasm.sh
 for w in crates/edgepatch-wasm/pkg/web/edgepatch_wasm_bg.wasm crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm_bg.wasm packages/edgepatch-js/wasm/edgepatch_wasm_bg.wasm; do
@@ -86,8 +79,34 @@ cargo build --release --quiet --bin edgepatch
 EDGEPATCH_BIN="$REPO/target/release/edgepatch" node --test packages/edgepatch-js/test/*.test.js
 npx --no-install edgepatch-js --help >/dev/null
 
-stage "web/: type-check and browser end-to-end tests in Chromium, Firefox and WebKit (install, update, resume, hostile input, storage, site headers, the game through the Service Worker, the packed example)"
-web/scripts/test.sh
+# The browser tests use about one core (one browser at a time, mostly waiting on it), so they
+# run in the background beside the next stages, which build and lint on the other core; their
+# output follows when they end. A failure anywhere else stops them (stage_times).
+stage "web/: type-check and browser end-to-end tests in Chromium, Firefox and WebKit (install, update, resume, hostile input, storage, site headers, the game through the Service Worker, the packed example), started in the background"
+e2e_log=$(mktemp)
+e2e_start=$SECONDS
+setsid bash web/scripts/test.sh >"$e2e_log" 2>&1 &
+e2e_pid=$!
+
+stage "Fuzzing: the patch reader (patch_apply) and the wasm transform's inverse (wasm_inverse), 60 s each (scripts/fuzz.sh; fuzz/README.md)"
+bash scripts/fuzz.sh 60
+drop_build fuzz/target
+
+stage "Other systems: the CLI's clippy -D warnings for Windows, static Linux and macOS (Apple silicon, Intel) (scripts/check-targets.sh; macOS through cargo-zigbuild)"
+bash scripts/check-targets.sh
+
+stage "Other systems: the CLI's tests as the static musl binary (natively) and as the Windows build (under Wine) (scripts/test-other-systems.sh)"
+bash scripts/test-other-systems.sh
+drop_build target/cross target/zig-venv "$HOME/.cache/edgepatch-wine"
+
+stage "web/: the browser end-to-end tests' output (started above)"
+e2e_rc=0
+wait "$e2e_pid" || e2e_rc=$?
+e2e_pid=
+cat "$e2e_log"
+rm -f "$e2e_log"
+echo "web/scripts/test.sh: exit $e2e_rc after $((SECONDS - e2e_start)) s"
+[ "$e2e_rc" = 0 ]
 
 stage "Worker: typecheck, vitest in workerd (real R2/DO/Cache), dry-run bundle size, edgepatch publish/update against wrangler dev"
 worker/scripts/test.sh
