@@ -445,6 +445,8 @@ describe("settings", () => {
     { PREVIOUS_PUBLIC_KEYS: "AAAA" },
     { MANIFEST_SIGNING_KEY: "c2hvcnQ=" },
     { GENERATION_STEP_SEGMENTS: "0" },
+    { READER_FLOOR: "lzma" },
+    { READER_FLOOR: "current,-no-such-capability" },
   ];
   for (const overrides of malformed) {
     it(`fail closed on ${JSON.stringify(overrides)}`, async () => {
