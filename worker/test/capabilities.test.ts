@@ -6,6 +6,7 @@ import { env, SELF } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { capabilityNames, initWasm, patchNeeds, readerCapabilities, readerCovers, readerFromList } from "../src/wasm";
 import { settings } from "../src/settings";
+import { keys } from "../src/store";
 import { apply, auth, BASE, expectSameFiles, publishInParts, servedPatch, type Files } from "./generation";
 import { bytes } from "./tar";
 import { moduleVersions } from "./wasm_modules";
@@ -80,6 +81,22 @@ describe("reader capabilities", () => {
       const res = await SELF.fetch(descriptorUrl("caps", encodeURIComponent(bad)), { headers: auth });
       expect(res.status, bad).toBe(400);
       await res.arrayBuffer();
+    }
+  });
+
+  it("answers an error, never the descriptor, when the bucket's descriptor has a malformed readerNeeds", async () => {
+    const key = keys.descriptor("caps", "v1", "v2");
+    const stored = await env.BUCKET.get(key);
+    const good = await stored!.text();
+    await env.BUCKET.put(key, JSON.stringify({ ...JSON.parse(good), readerNeeds: "not hex" }));
+    try {
+      // A reader not asked for above: no cached answer stands in front of the bucket.
+      const res = await SELF.fetch(descriptorUrl("caps", readerFromList("current,-wasm-dwarf-addresses")), { headers: auth });
+      const body = await res.text();
+      expect(res.status, body).toBe(500);
+      expect(body).not.toContain("patchUrl");
+    } finally {
+      await env.BUCKET.put(key, good);
     }
   });
 
