@@ -2,7 +2,8 @@
 # scripts/check.sh — the fast check, for every change: import cycles (Rust and TypeScript)
 # and source rules,
 # formatting, lints, the unit tests and the golden, hostile-input, tree-limit and
-# reader-capability tests of the core, and the TypeScript type checks.
+# reader-capability tests of the core (and FORMAT.md's reject rules against the hostile
+# vectors), and the TypeScript type checks.
 # Minutes with a warm build cache; the full suite (browsers, workerd, other systems) is
 # scripts/test.sh. Assumes the toolchain is installed (scripts/setup.sh; scripts/test.sh runs it).
 set -euo pipefail
@@ -34,7 +35,7 @@ echo "== unit tests of every crate, and the core's golden, hostile-input and tre
 cargo test --workspace --lib --bins --quiet
 echo "== TypeScript declarations of the protocol's documents: the committed file is what ts-rs writes (scripts/typescript-types.sh)"
 cargo test -p edgepatch-format --lib --quiet typescript::typescript_declarations_are_current
-cargo test -p edgepatch-core --quiet --test golden_vectors --test hostile_vectors --test hostile_inputs --test tree_limits --test reader_capabilities
+cargo test -p edgepatch-core --quiet --test golden_vectors --test hostile_vectors --test format_rules --test hostile_inputs --test tree_limits --test reader_capabilities
 
 # Both import the wasm bindings' generated types (scripts/build-wasm.sh).
 if [ -x node_modules/.bin/tsc ] && [ -e crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.d.ts ] && [ -e crates/edgepatch-wasm/pkg/web/edgepatch_wasm.d.ts ]; then

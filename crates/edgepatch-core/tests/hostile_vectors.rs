@@ -3,8 +3,9 @@
 //! (fixtures/hostile/vectors.json), read by the Rust, wasm, Worker and browser
 //! tests alike. This test also makes them (the patches in
 //! hostile_vectors/patch.rs, the wasm transform's in hostile_vectors/wasm.rs,
-//! the manifests in hostile_vectors/manifest.rs): byte for byte, and it fails
-//! if the committed files differ (regenerate
+//! the manifests in hostile_vectors/manifest.rs, and which reject rules of
+//! docs/FORMAT.md each exercises in hostile_vectors/rules.rs): byte for byte,
+//! and it fails if the committed files differ (regenerate
 //! with `EDGEPATCH_UPDATE_HOSTILE=1 cargo test -p edgepatch-core --test
 //! hostile_vectors`, see fixtures/README.md).
 //!
@@ -26,6 +27,8 @@ mod encoding;
 mod manifest;
 #[path = "hostile_vectors/patch.rs"]
 mod patch;
+#[path = "hostile_vectors/rules.rs"]
+mod rules;
 #[path = "hostile_vectors/wasm.rs"]
 mod wasm;
 
@@ -51,10 +54,12 @@ struct Vector {
     attacks: &'static str,
     kind: ErrorKind,
     bytes: Vec<u8>,
+    /// The reject rules of docs/FORMAT.md it exercises (set from hostile_vectors/rules.rs).
+    rules: &'static [&'static str],
 }
 
 fn patch_vector(name: &'static str, attacks: &'static str, kind: ErrorKind, bytes: Vec<u8>) -> Vector {
-    Vector { name, input: "patch", attacks, kind, bytes }
+    Vector { name, input: "patch", attacks, kind, bytes, rules: &[] }
 }
 
 /// Every vector, in the order of the committed index.
@@ -64,6 +69,12 @@ fn make_vectors() -> Vec<Vector> {
     wasm::push(&mut v);
     let garbage = v[0].bytes.clone();
     manifest::push(&mut v, &garbage);
+    for x in &mut v {
+        x.rules = rules::of(x.name);
+    }
+    let names: std::collections::HashSet<&str> = v.iter().map(|x| x.name).collect();
+    assert_eq!(names.len(), v.len(), "two vectors share a name");
+    assert_eq!(rules::count(), v.len(), "hostile_vectors/rules.rs lists a vector that is not made");
     v
 }
 
@@ -78,13 +89,14 @@ fn index_json(vectors: &[Vector]) -> serde_json::Value {
                 "old": if v.input == "patch" { "empty-tree" } else { "" },
                 "attacks": v.attacks,
                 "kind": v.kind.as_str(),
+                "rules": v.rules,
                 "size": v.bytes.len(),
                 "blake3": blake3::hash(&v.bytes).to_hex().to_string(),
             })
         })
         .collect();
     serde_json::json!({
-        "comment": "Made by crates/edgepatch-core/tests/hostile_vectors.rs (EDGEPATCH_UPDATE_HOSTILE=1 regenerates). Every input must be refused with the error kind named here (docs/FORMAT.md §2.7). old: the old build a patch is applied to; empty-tree = a directory build with no entries.",
+        "comment": "Made by crates/edgepatch-core/tests/hostile_vectors.rs (EDGEPATCH_UPDATE_HOSTILE=1 regenerates). Every input must be refused with the error kind named here (docs/FORMAT.md §2.7); rules: the ids of the FORMAT.md reject rules it exercises ([reject: id]). old: the old build a patch is applied to; empty-tree = a directory build with no entries.",
         "vectors": list,
     })
 }
@@ -142,7 +154,17 @@ fn hostile_vectors_are_current_and_each_is_refused_with_its_kind_within_budget()
             assert_eq!(apply_kind_with_scratch(&bytes), Some(expected), "{name}: another outcome with scratch space");
         }
     }
-    for kind in [ErrorKind::Magic, ErrorKind::Truncated, ErrorKind::Corrupt, ErrorKind::Limit, ErrorKind::Link, ErrorKind::OldBuild] {
+    for kind in [
+        ErrorKind::Magic,
+        ErrorKind::Version,
+        ErrorKind::Truncated,
+        ErrorKind::Corrupt,
+        ErrorKind::Limit,
+        ErrorKind::Path,
+        ErrorKind::Link,
+        ErrorKind::Digest,
+        ErrorKind::OldBuild,
+    ] {
         assert!(seen.contains(&kind), "no vector of kind {kind}");
     }
     // In this same test: the counters are global, and tests run in parallel.

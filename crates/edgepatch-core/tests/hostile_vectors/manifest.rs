@@ -18,7 +18,7 @@ fn with_manifest_field(base: &[u8], at: usize, value: &[u8]) -> Vec<u8> {
 /// Appends the manifest vectors; `garbage` is random bytes, not a manifest.
 pub fn push(v: &mut Vec<Vector>, garbage: &[u8]) {
     let golden = std::fs::read(hostile_dir().parent().unwrap().join("golden/game-v1-to-v2.manifest")).unwrap();
-    let manifest_vector = |name, attacks, kind, bytes| Vector { name, input: "manifest", attacks, kind, bytes };
+    let manifest_vector = |name, attacks, kind, bytes| Vector { name, input: "manifest", attacks, kind, bytes, rules: &[] };
     v.push(manifest_vector(
         "manifest-oversized",
         "a manifest header claiming 4 GiB (total_len u32::MAX)",
@@ -44,4 +44,24 @@ pub fn push(v: &mut Vec<Vector>, garbage: &[u8]) {
         with_manifest_field(&golden, 44, &u32::MAX.to_le_bytes()),
     ));
     v.push(manifest_vector("manifest-garbage", "random bytes, not a manifest", ErrorKind::Magic, garbage.to_vec()));
+    v.push(manifest_vector(
+        "manifest-version",
+        "a format_version of 2 (only 1 exists)",
+        ErrorKind::Version,
+        with_manifest_field(&golden, 8, &2u16.to_le_bytes()),
+    ));
+    v.push(manifest_vector(
+        "manifest-build-id-not-utf8",
+        "a to_build id whose first byte is 0xFF (not UTF-8)",
+        ErrorKind::Corrupt,
+        with_manifest_field(&golden, 98, &[0xFF]),
+    ));
+    v.push(manifest_vector("manifest-kind", "a manifest kind of 3 (only 1 and 2 exist)", ErrorKind::Corrupt, with_manifest_field(&golden, 10, &[3])));
+    // The header and 4 bytes, total_len saying so: no room for the build id and the trailer.
+    let mut short = golden[..100].to_vec();
+    short[12..16].copy_from_slice(&100u32.to_le_bytes());
+    v.push(manifest_vector("manifest-short", "a 100-byte manifest whose total_len says 100 (fewer than 96 + 32 bytes)", ErrorKind::Truncated, short));
+    let mut flipped = golden.clone();
+    *flipped.last_mut().unwrap() ^= 1;
+    v.push(manifest_vector("manifest-trailer", "the golden manifest with one bit of its BLAKE3 trailer flipped", ErrorKind::Corrupt, flipped));
 }

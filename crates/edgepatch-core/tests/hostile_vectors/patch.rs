@@ -354,4 +354,106 @@ pub fn push(v: &mut Vec<Vector>) {
         p.tree[0] ^= 1;
         v.push(patch_vector("wrong-old-build", "a patch made for another old build (listing digest differs)", ErrorKind::OldBuild, p.encode()));
     }
+    push_rules(v, &valid);
+}
+
+/// One vector each for reject rules of docs/FORMAT.md §2.7 the vectors above leave out:
+/// the header, the tree's rules, the ops' use of their streams and the patch's end.
+fn push_rules(v: &mut Vec<Vector>, valid: &[u8]) {
+    let dir = || PatchBytes::new(&links_tree(&[("d", None)]));
+
+    // The header.
+    let mut p = dir();
+    p.flags = 128;
+    v.push(patch_vector("unknown-flag", "header flag bit 7, which no version-2 patch has", ErrorKind::Corrupt, p.encode()));
+    let mut bytes = dir().encode();
+    bytes[8] = 3;
+    let n = bytes.len() - 32;
+    let sum = blake3::hash(&bytes[..n]);
+    bytes[n..].copy_from_slice(sum.as_bytes());
+    v.push(patch_vector("unknown-version", "a patch of version 3 (only 2 exists)", ErrorKind::Version, bytes));
+    let mut p = dir();
+    let raw = p.tree.len() as u64;
+    p.tree_sizes = Some((raw, raw + raw / 64 + 1025));
+    v.push(patch_vector("tree-compressed-size-over", "a tree compressed size of tree size + tree size/64 + 1025", ErrorKind::Corrupt, p.encode()));
+    let mut p = dir();
+    let frame = zstd(&p.tree);
+    p.tree_sizes = Some((raw + 1, frame.len() as u64));
+    p.tree_frame = Some(frame);
+    v.push(patch_vector(
+        "tree-frame-size-mismatch",
+        "a tree section frame that decompresses to one byte fewer than the header says",
+        ErrorKind::Corrupt,
+        p.encode(),
+    ));
+
+    // The tree's rules (§1, §2.1).
+    let path_vector =
+        |name, attacks, entries: &[(&str, Option<&str>)]| patch_vector(name, attacks, ErrorKind::Path, PatchBytes::new(&links_tree(entries)).encode());
+    v.push(path_vector("tree-path-dot-dot", "a named entry whose path is `..`", &[("..", None)]));
+    v.push(path_vector("tree-order", "named entries out of order (`b` before `a`)", &[("b", None), ("a", None)]));
+    v.push(path_vector("tree-parent-not-listed", "an entry `a/b` whose parent `a` is not listed", &[("a/b", None)]));
+    // A tree section after the digest: `head`, then no old files and a files digest of zeros.
+    let tree = |head: &[u8]| PatchBytes::new(&[head, &[0u8; 33][..]].concat()).encode();
+    // Path `é`, then a path sharing its first byte: half the character.
+    let split_char = [0, 2, 0, 2, 0xC3, 0xA9, 1, 1, b'x', 0, 0];
+    v.push(patch_vector(
+        "tree-front-coding-split-char",
+        "a front-coded path sharing half of the previous path's 2-byte character",
+        ErrorKind::Corrupt,
+        tree(&split_char),
+    ));
+    v.push(patch_vector("tree-entry-code", "a named entry of code 6 (codes are 0 to 5)", ErrorKind::Corrupt, tree(&[0, 1, 0, 1, b'f', 6])));
+    v.push(patch_vector(
+        "tree-copy-index",
+        "a file copied from old file 0 in a patch whose old table is empty",
+        ErrorKind::Corrupt,
+        tree(&[0, 1, 0, 1, b'f', 4, 0]),
+    ));
+    v.push(patch_vector("tree-run-beyond-listing", "a run keeping one entry of the empty old listing", ErrorKind::Corrupt, tree(&[1, 1, 0, 0])));
+    let mut head = Vec::new();
+    leb128::write_u64(&mut head, 1000);
+    head.push(0);
+    v.push(patch_vector("run-count-bomb", "a run count of 1000 in a tree with 34 bytes left", ErrorKind::Limit, tree(&head)));
+    let mut head = vec![1];
+    leb128::write_u64(&mut head, (1 << 22) + 1);
+    head.extend_from_slice(&[0, 0]);
+    v.push(patch_vector("run-length-over-cap", "a run keeping 2^22 + 1 entries", ErrorKind::Limit, tree(&head)));
+
+    // Ops that leave bytes of their segment unused.
+    let mut p = PatchBytes::new(&delta_files_tree(&[2]));
+    p.body = ops_segment(2, &control(&[(2, 0, 1)]), &[], &[7, 8]);
+    (p.segments, p.delta) = (1, 2);
+    v.push(patch_vector("ops-extra-unused", "a segment of 2 extra bytes whose one op adds 1", ErrorKind::Corrupt, p.encode()));
+    let mut p = PatchBytes::new(&delta_files_tree(&[1]));
+    p.body = ops_segment(1, &[control(&[(2, 0, 1)]), vec![0]].concat(), &[], &[7]);
+    (p.segments, p.delta) = (1, 1);
+    v.push(patch_vector("ops-control-trailing", "a control stream with a byte after its last op", ErrorKind::Corrupt, p.encode()));
+
+    // Compressed sizes out of range, refused from the segment header.
+    let mut p = PatchBytes::new(&delta_files_tree(&[1]));
+    p.body = vec![b'S', 1, 3, 0, 0, 0, 1, 1];
+    (p.segments, p.delta) = (1, 1);
+    v.push(patch_vector(
+        "ops-stream-compressed-size-zero",
+        "an ops segment whose 3-byte control stream claims 0 compressed bytes",
+        ErrorKind::Corrupt,
+        p.encode(),
+    ));
+    let mut p = PatchBytes::new(&delta_files_tree(&[4]));
+    p.body = vec![b'W', 4, 0, 0, 0];
+    (p.segments, p.delta) = (1, 4);
+    v.push(patch_vector("window-compressed-size-zero", "a window segment of 4 bytes whose frame claims 0 compressed bytes", ErrorKind::Corrupt, p.encode()));
+
+    // The end of the patch.
+    let mut p = dir();
+    p.segments = 1;
+    v.push(patch_vector("end-marker-count", "an end marker counting one segment where none was read", ErrorKind::Corrupt, p.encode()));
+    let mut bytes = valid.to_vec();
+    *bytes.last_mut().unwrap() ^= 1;
+    v.push(patch_vector("checksum-mismatch", "a valid patch with one bit of its checksum flipped", ErrorKind::Corrupt, bytes));
+    let mut p = PatchBytes::new(&delta_files_tree(&[1]));
+    p.body = ops_segment(1, &control(&[(2, 0, 1)]), &[], &[7]);
+    (p.segments, p.delta) = (1, 1);
+    v.push(patch_vector("files-digest-mismatch", "a one-byte file produced whole, under a files digest of zeros", ErrorKind::Digest, p.encode()));
 }

@@ -53,6 +53,13 @@ pub fn push(v: &mut Vec<Vector>) {
             transformed(&row((64 << 20) + 1, identity_side.len() as u64, identity_side), true),
         ));
         v.push(patch_vector("wasm-side-info-garbage", "a side info that is not one (bad magic)", ErrorKind::Corrupt, transformed(&row(8, 4, b"XXXX"), true)));
+        let trailing = [&identity_side[..], &[0]].concat();
+        v.push(patch_vector(
+            "wasm-side-info-trailing-bytes",
+            "the smallest side info with a byte after it",
+            ErrorKind::Corrupt,
+            transformed(&row(8, trailing.len() as u64, &trailing), true),
+        ));
         v.push(patch_vector(
             "wasm-inverted-size-mismatch",
             "a valid side info whose module inverts to 8 bytes where the tree says 9",

@@ -344,6 +344,10 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
             },
         ));
     }
+    // The named entries are merged by path (§2.1): they ascend like any tree (§1).
+    if paths.windows(2).any(|w| w[0].as_bytes() >= w[1].as_bytes()) {
+        return Err("named entries out of order".into());
+    }
     for (i, path) in paths.into_iter().enumerate() {
         let kind = match codes[i] {
             0 => New::Dir,
