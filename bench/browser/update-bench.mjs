@@ -372,6 +372,8 @@ for (const r of results.filter((r) => !r.error)) {
   if (r.update && !r.update.error) {
     const ph = Object.entries(r.update.phases).map(([p, ms]) => `${p} ${(ms / 1000).toFixed(2)}`).join(", ");
     parts.push(`update phases first reported at (s): ${ph}; library seconds ${r.update.result.seconds.toFixed(2)}`);
+    const t = r.update.result.timings;
+    if (t) parts.push(`library phases (s): ${Object.entries(t).map(([p, s]) => `${p} ${s.toFixed(2)}`).join(", ")}`);
   }
   if (r.plain && !r.plain.error) {
     parts.push(`plain download: ${r.plain.largeFiles} large files ${(r.plain.largeMs / 1000).toFixed(2)} s, ${r.plain.smallFiles} small files ${(r.plain.smallMs / 1000).toFixed(2)} s; ` +

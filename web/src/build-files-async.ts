@@ -19,7 +19,7 @@ import type { ListedEntry, ManifestEntry } from "../../crates/edgepatch-wasm/pkg
 import { type NewBuildFiles, NewBuildEntries, type OldBuildFiles } from "./build-files.js";
 import { blake3Of } from "./build-files-sync.js";
 import { IntegrityError } from "./errors.js";
-import { fileAt } from "./layout.js";
+import { DirTree, OPFS_PARALLELISM, forEachLimited } from "./layout.js";
 
 /** FileReaderSync (dedicated workers; not in TypeScript's DOM lib). */
 interface FileReaderSyncLike {
@@ -55,11 +55,16 @@ export class AsyncOldBuild implements OldBuildFiles {
 
   async open(dir: FileSystemDirectoryHandle, entries: ManifestEntry[]): Promise<void> {
     this.entries = entries;
-    for (const e of entries) {
-      if (e.kind !== "file") continue;
-      this.files.set(e.path, await (await fileAt(dir, e.path, false)).getFile());
+    const tree = new DirTree(dir, false);
+    const files = entries.filter((e) => e.kind === "file");
+    const snapshots: File[] = new Array(files.length);
+    await forEachLimited(files, OPFS_PARALLELISM, async (e, i) => {
+      snapshots[i] = await (await tree.file(e.path)).getFile();
+    });
+    files.forEach((e, i) => {
+      this.files.set(e.path, snapshots[i]!);
       this.blake3.set(e.path, e.blake3);
-    }
+    });
   }
   listing(): ListedEntry[] {
     return this.entries;

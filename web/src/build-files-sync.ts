@@ -4,7 +4,7 @@
 
 import { Signer } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import type { ListedEntry, ManifestEntry } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
-import { fileAt, removeIfPresent } from "./layout.js";
+import { DirTree, OPFS_PARALLELISM, forEachLimited, removeIfPresent } from "./layout.js";
 import { type NewBuildFiles, NewBuildEntries, type OldBuildFiles } from "./build-files.js";
 
 /** The scratch space's file in a build's directory (beside `manifest` and `files/`). */
@@ -34,7 +34,18 @@ export class SyncOldBuild implements OldBuildFiles {
   entries: ListedEntry[] = [];
   async open(dir: FileSystemDirectoryHandle, entries: ManifestEntry[]): Promise<void> {
     this.entries = entries;
-    for (const e of entries) if (e.kind === "file") this.handles.set(e.path, await openSync(await fileAt(dir, e.path, false), true));
+    const tree = new DirTree(dir, false);
+    const files = entries.filter((e) => e.kind === "file");
+    const opened: SyncHandle[] = new Array(files.length);
+    try {
+      await forEachLimited(files, OPFS_PARALLELISM, async (e, i) => {
+        opened[i] = await openSync(await tree.file(e.path), true);
+      });
+    } catch (e) {
+      for (const h of opened) h?.close();
+      throw e;
+    }
+    files.forEach((e, i) => this.handles.set(e.path, opened[i]!));
   }
   listing(): ListedEntry[] {
     return this.entries;
@@ -112,6 +123,9 @@ export class SyncNewBuild extends NewBuildEntries<SyncHandle> implements NewBuil
 
   protected openFile(fh: FileSystemFileHandle): Promise<SyncHandle> {
     return openSync(fh, false);
+  }
+  protected override async release(handles: SyncHandle[]): Promise<void> {
+    for (const h of handles) h.close();
   }
   beginFile(path: string, _executable: boolean, _size: number): void {
     this.guard(() => {

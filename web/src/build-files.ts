@@ -13,7 +13,7 @@
 
 import type { BuildSink, ListedEntry, ManifestEntry, OldBuildSource } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import { StorageError } from "./errors.js";
-import { ROOT_DIR, dirAt, fileAt, opfsRoot, removeIfPresent, setSmallFileWrites } from "./layout.js";
+import { DirTree, OPFS_PARALLELISM, ROOT_DIR, forEachLimited, opfsRoot, removeIfPresent, setSmallFileWrites } from "./layout.js";
 import type { OpfsAccess } from "./messages.js";
 
 /** The old build, opened before the first push (OPFS opens are async, the applier's callbacks are not). */
@@ -94,17 +94,31 @@ export abstract class NewBuildEntries<Handle> {
   protected abstract openFile(fh: FileSystemFileHandle, path: string, resuming: boolean): Promise<Handle>;
 
   async open(filesDir: FileSystemDirectoryHandle, entries: ManifestEntry[], resuming: boolean): Promise<void> {
+    const tree = new DirTree(filesDir, true);
+    const files: ManifestEntry[] = [];
     for (const e of entries) {
       if (e.kind === "directory") {
-        await dirAt(filesDir, e.path, true);
+        await tree.dir(e.path);
         this.dirs.add(e.path);
       } else if (e.kind === "symlink") {
         this.symlinks.set(e.path, e.symlinkTarget ?? "");
       } else {
-        this.handles.set(e.path, await this.openFile(await fileAt(filesDir, e.path, true), e.path, resuming));
+        files.push(e);
       }
     }
+    const opened: Handle[] = new Array(files.length);
+    await forEachLimited(files, OPFS_PARALLELISM, async (e, i) => {
+      opened[i] = await this.openFile(await tree.file(e.path), e.path, resuming);
+    }).catch(async (e) => {
+      // Handles that did open are released before the failure is reported.
+      await this.release(opened.filter((h) => h !== undefined));
+      throw e;
+    });
+    // In the manifest's order, as the applier meets them.
+    files.forEach((e, i) => this.handles.set(e.path, opened[i]!));
   }
+  /** Releases handles `open` opened before one of its opens failed. */
+  protected async release(_handles: Handle[]): Promise<void> {}
   protected guard<T>(f: () => T): T {
     try {
       return f();

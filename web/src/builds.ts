@@ -12,7 +12,7 @@ import { ManifestReader, blake3Hex } from "../../crates/edgepatch-wasm/pkg/web-a
 import type { ManifestEntry } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
 import { HttpError, IntegrityError, QuotaError, StateError, StorageError, messageOf } from "./errors.js";
 import { blake3Of } from "./build-files-sync.js";
-import { BUILDS_DIR, type BuildRef, CurrentPointer, STAGING_DIR, buildDir, buildPath, dirAt, fileAt, gameDir, isStagingName, readCurrent, readJson, removeIfPresent, writeAtomic } from "./layout.js";
+import { BUILDS_DIR, type BuildRef, CurrentPointer, DirTree, OPFS_PARALLELISM, STAGING_DIR, buildDir, buildPath, dirAt, fileAt, forEachLimited, gameDir, isStagingName, readCurrent, readJson, removeIfPresent, writeAtomic } from "./layout.js";
 import type { UpdatePlan } from "./messages.js";
 import { EMPTY_BUILD, checkName } from "./protocol.js";
 import { Verifier, VerifiedUpdate, fetchVerifiedUpdate } from "./trust.js";
@@ -118,15 +118,14 @@ async function renameToBuild(game: FileSystemDirectoryHandle, staged: FileSystem
   if (typeof (FileSystemFileHandle.prototype as unknown as Movable).move !== "function") return false;
   try {
     const target = await builds.getDirectoryHandle(to, { create: true });
-    const from = await staged.getDirectoryHandle("files");
-    const files = await target.getDirectoryHandle("files", { create: true });
-    for (const e of entries) if (e.kind === "directory") await dirAt(files, e.path, true);
-    for (const e of entries) {
-      if (e.kind !== "file") continue;
+    const from = new DirTree(await staged.getDirectoryHandle("files"), false);
+    const files = new DirTree(await target.getDirectoryHandle("files", { create: true }), true);
+    for (const e of entries) if (e.kind === "directory") await files.dir(e.path);
+    await forEachLimited(entries.filter((e) => e.kind === "file"), OPFS_PARALLELISM, async (e) => {
       const i = e.path.lastIndexOf("/");
-      const parent = i < 0 ? files : await dirAt(files, e.path.slice(0, i), true);
-      await ((await fileAt(from, e.path, false)) as unknown as Movable).move!(parent, e.path.slice(i + 1));
-    }
+      const parent = await files.dir(i < 0 ? "" : e.path.slice(0, i));
+      await ((await from.file(e.path)) as unknown as Movable).move!(parent, e.path.slice(i + 1));
+    });
     await ((await staged.getFileHandle("manifest")) as unknown as Movable).move!(target, "manifest");
   } catch (e) {
     throw new StorageError(`renaming the verified build ${to} (${STAGING_DIR}/${stagedName}) failed: ${messageOf(e)}`);

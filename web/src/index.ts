@@ -13,7 +13,7 @@ import { EMPTY_BUILD } from "./messages.js";
 
 export * from "./errors.js";
 export * from "./serve.js";
-export type { BuildEntry, ChannelHead, OpfsAccess, PendingUpdate, UpdateOptions, UpdatePhase, UpdatePlan, UpdateProgress, UpdateResult } from "./messages.js";
+export type { BuildEntry, ChannelHead, OpfsAccess, PendingUpdate, UpdateOptions, UpdatePhase, UpdatePlan, UpdateProgress, UpdateResult, UpdateTimings } from "./messages.js";
 export { EMPTY_BUILD } from "./messages.js";
 
 export interface GameUpdaterOptions extends UpdateOptions {

@@ -105,6 +105,62 @@ export async function fileAt(dir: FileSystemDirectoryHandle, path: string, creat
   return parent.getFileHandle(path.slice(i + 1), { create });
 }
 
+/**
+ * Directory handles below one root, each looked up (or created) once: opening every file of a
+ * build walks the same few directories thousands of times otherwise, one OPFS round trip per
+ * level and file.
+ */
+export class DirTree {
+  private readonly dirs = new Map<string, Promise<FileSystemDirectoryHandle>>();
+  constructor(private readonly root: FileSystemDirectoryHandle, private readonly create: boolean) {}
+
+  /** The directory at a `/`-separated path below the root. */
+  dir(path: string): Promise<FileSystemDirectoryHandle> {
+    if (path === "") return Promise.resolve(this.root);
+    let d = this.dirs.get(path);
+    if (!d) {
+      const i = path.lastIndexOf("/");
+      const parent = i < 0 ? Promise.resolve(this.root) : this.dir(path.slice(0, i));
+      d = parent.then((p) => p.getDirectoryHandle(path.slice(i + 1), { create: this.create }));
+      // A failed lookup is not remembered: a later call tries again and sees its own error.
+      d.catch(() => this.dirs.delete(path));
+      this.dirs.set(path, d);
+    }
+    return d;
+  }
+
+  /** The file at a `/`-separated path below the root (created, with its parents, when the tree creates). */
+  async file(path: string): Promise<FileSystemFileHandle> {
+    const i = path.lastIndexOf("/");
+    return (await this.dir(i < 0 ? "" : path.slice(0, i))).getFileHandle(path.slice(i + 1), { create: this.create });
+  }
+}
+
+/**
+ * OPFS operations in flight at once when a build's files are opened, moved or checked: each is
+ * a round trip to the browser's storage process, so a build of thousands of small files costs
+ * their latency one after another unless several are in flight.
+ */
+export const OPFS_PARALLELISM = 16;
+
+/** `f` over every item, at most `limit` at once; rejects with the first failure once all have settled or stopped. */
+export async function forEachLimited<T>(items: readonly T[], limit: number, f: (item: T, index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failure: { e: unknown } | null = null;
+  const run = async () => {
+    while (failure === null && next < items.length) {
+      const i = next++;
+      try {
+        await f(items[i]!, i);
+      } catch (e) {
+        failure ??= { e };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, run));
+  if (failure) throw (failure as { e: unknown }).e;
+}
+
 export async function readBytes(dir: FileSystemDirectoryHandle, name: string): Promise<Uint8Array | null> {
   try {
     const f = await (await dir.getFileHandle(name)).getFile();

@@ -131,6 +131,25 @@ export interface UpdateResult {
   fullInstall: boolean;
   /** The build `to` replaced, kept for `rollback()` (and a game still running it) until a newer one is verified. */
   previous: string | null;
+  /** Where the time went, in seconds, when the update wrote a build (absent when nothing was written). */
+  timings?: UpdateTimings;
+}
+
+/**
+ * Seconds per phase of an update that wrote a build: `documents` (descriptor and manifest
+ * fetched and checked), `prepare` (leftovers pruned, room checked, resume record), `openOld`
+ * and `openNew` (every file of the old and new build opened), `apply` (the patch downloaded
+ * and applied, files written and checked as they are), `verify` (everything durable, sizes
+ * checked, files of an earlier session re-hashed), `switch` (the build named and switched in).
+ */
+export interface UpdateTimings {
+  documents: number;
+  prepare: number;
+  openOld: number;
+  openNew: number;
+  apply: number;
+  verify: number;
+  switch: number;
 }
 
 /** What an update would cost (`GameUpdater.plan`), from its signed documents; nothing is written. */

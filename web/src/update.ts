@@ -21,7 +21,7 @@ import {
 } from "./errors.js";
 import { RangeDownload, planRanges } from "./fetcher.js";
 import { type BuildRef, STAGING_DIR, buildDir, dirAt, fileAt, gameDir, isStagingName, newStagingName, readCurrent, readJson, removeIfPresent, writeAtomic } from "./layout.js";
-import type { ChannelHead, PendingUpdate, UpdateProgress, UpdateRequest, UpdateResult } from "./messages.js";
+import type { ChannelHead, PendingUpdate, UpdateProgress, UpdateRequest, UpdateResult, UpdateTimings } from "./messages.js";
 import { EMPTY_BUILD, checkName } from "./protocol.js";
 import { bytesToWrite, checkSpace, fetchUpdateOrInstall, pruneBuilds, referencedDirs, reusePrevious, switchTo } from "./builds.js";
 import { Verifier, fetchVerifiedChannel, storeChannelHead } from "./trust.js";
@@ -132,6 +132,7 @@ interface UpdateJob {
 
 async function update(job: UpdateJob, verifier: Verifier | null, channel: ChannelHead | undefined, onProgress: (p: UpdateProgress) => void, signal: AbortSignal): Promise<UpdateResult> {
   const t0 = performance.now();
+  const clock = new PhaseClock(t0);
   const { game, from, to, tuning: req } = job;
   const g = (await gameDir(game, true))!;
   const current = await readCurrent(g);
@@ -150,6 +151,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   // Documents (steps 2-3 of "What a client checks"): the signed statement, then the manifest it names
   // (of the install patch "_" -> to when the server has no patch for the pair).
   const { verified, patchFrom } = await fetchUpdateOrInstall(verifier, job.baseUrl, game, from, to, signal);
+  clock.end("documents");
   checkAborted(signal);
   const { descriptor: desc, manifestBytes, segments } = verified;
   const entries = verified.entries;
@@ -204,6 +206,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
   /** The old build's files are open: a patch or integrity failure from here on may be a wrong old build. */
   let applying = false;
   try {
+    clock.end("prepare");
     // Old build: every regular file, read-only (none for an install).
     if (patchFrom !== EMPTY_BUILD) {
       const oldManifest = await buildManifest(g, current!);
@@ -212,10 +215,12 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       await old.open(await dirAt(await buildDir(g, current!), "files", false), oldEntries);
       applying = true;
     }
+    clock.end("openOld");
     checkAborted(signal, true);
     // New build: directories created, every file opened, before any byte is applied.
     await sink.open(filesDir, entries, point !== null);
     await sink.openScratch?.(stagedDir);
+    clock.end("openNew");
     checkAborted(signal, true);
 
     const filesBefore = point ? newFiles.filter((e) => e.source.type !== "delta" || e.source.newOffset + e.size <= point.newOffset).length : 0;
@@ -306,6 +311,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     }
     await callApplier(() => { applier!.finish(); });
     keepForResume = false;
+    clock.end("apply");
 
     // Every file verified: this session's by the applier as it wrote them, an
     // earlier session's (before a resume) re-hashed here.
@@ -326,6 +332,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     await sink.close();
     old.close();
     applying = false;
+    clock.end("verify");
     // The last point an abort stops the update: the switch is not interrupted.
     checkAborted(signal);
 
@@ -337,6 +344,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     const pointer = await switchTo(g, current, to, desc.manifestBlake3, stagingName, entries);
     if (channel) await storeChannelHead(record.baseUrl, game, channel);
     await removeIfPresent(g, RECORD);
+    clock.end("switch");
     progress.phase = "done";
     report(true);
     return {
@@ -355,6 +363,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       filesRehashed: rehashed,
       seconds: (performance.now() - t0) / 1000,
       savedPercent,
+      timings: clock.timings,
     };
   } catch (e) {
     const writing = sink.currentPath;
@@ -424,6 +433,18 @@ async function damagedFile(g: FileSystemDirectoryHandle, ref: BuildRef): Promise
     if (got !== e.blake3) return { path: e.path, why: `${e.path} has BLAKE3 ${got}, its manifest says ${e.blake3}` };
   }
   return null;
+}
+
+/** Seconds spent in each phase of an update (UpdateResult.timings), as the phases end. */
+class PhaseClock {
+  readonly timings: UpdateTimings = { documents: 0, prepare: 0, openOld: 0, openNew: 0, apply: 0, verify: 0, switch: 0 };
+  constructor(private last: number) {}
+  /** Adds the time since the previous phase ended to `phase`. */
+  end(phase: keyof UpdateTimings): void {
+    const now = performance.now();
+    this.timings[phase] += (now - this.last) / 1000;
+    this.last = now;
+  }
 }
 
 /** Every byte of a download, in one array. */
