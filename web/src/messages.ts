@@ -141,6 +141,10 @@ export interface UpdateResult {
  * and `openNew` (every file of the old and new build opened), `apply` (the patch downloaded
  * and applied, files written and checked as they are), `verify` (everything durable, sizes
  * checked, files of an earlier session re-hashed), `switch` (the build named and switched in).
+ * Parts of `apply`: `waitingForPatch` (waiting for the next piece of patch to arrive) and
+ * `resumePoints` (written bytes made durable and the resume record written, per segment),
+ * `applierCalls` (inside the applier: decoding, hashing, reading old files, and writing where
+ * writes are synchronous) and `queuedWrites` (writes the applier queued, where they are not).
  */
 export interface UpdateTimings {
   documents: number;
@@ -150,6 +154,10 @@ export interface UpdateTimings {
   apply: number;
   verify: number;
   switch: number;
+  waitingForPatch: number;
+  resumePoints: number;
+  applierCalls: number;
+  queuedWrites: number;
 }
 
 /** What an update would cost (`GameUpdater.plan`), from its signed documents; nothing is written. */

@@ -240,9 +240,13 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     const dl = { parallelism: req.parallelism ?? 3, retries: req.retries ?? 2, retryDelayMs: req.retryDelayMs ?? 300, signal, onBytes: (n: number) => { downloaded += n; } };
     const callApplier = async (f: () => void) => {
       try {
+        const callFrom = performance.now();
         f();
+        clock.detail("applierCalls", callFrom);
         // What the call queued (writable streams) is written before the next one.
+        const settleFrom = performance.now();
         await sink.settle();
+        clock.detail("queuedWrites", settleFrom);
       } catch (e) {
         if (e instanceof EdgepatchError) throw e;
         if (sink.failure) throw new StorageError(`writing build ${to} failed: ${messageOf(sink.failure)}`, { resumable: true });
@@ -284,7 +288,33 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       await checkScratch();
     };
     const ranges = planRanges(resumedFrom, patchSize, segments.map((s) => s.patchOffset), req.minRangeBytes ?? 1 << 20);
-    for await (const chunk of new RangeDownload(desc.patchUrl, patchSize, ranges, dl).chunks()) {
+    let nextResumePoint = 0;
+    /** Makes the applier's latest resume point durable, when it is past the last one and `due`. */
+    const resumePoint = async (due: boolean) => {
+      const rp = applier!.resumePoint();
+      if (!rp || rp.segmentsDone <= progress.segmentsDone || !sink.worthDurable() || !due) return;
+      // The sink's bytes must be durable before the point that relies on them.
+      const durableFrom = performance.now();
+      await sink.durable();
+      record.point = rp;
+      await writeAtomic(g, RECORD, JSON.stringify(record));
+      clock.detail("resumePoints", durableFrom);
+      // Resume points cost at most a tenth of the time: a flush is a few milliseconds in one
+      // engine and tens in another, so the spacing follows what the last one cost.
+      nextResumePoint = performance.now() + RESUME_POINT_SPACING * (performance.now() - durableFrom);
+      progress.segmentsDone = rp.segmentsDone;
+      report(true);
+    };
+    const chunks = new RangeDownload(desc.patchUrl, patchSize, ranges, dl).chunks()[Symbol.asyncIterator]();
+    for (;;) {
+      const waitFrom = performance.now();
+      const next = chunks.next();
+      // While the patch does not arrive, a point the spacing held back is made durable: a
+      // stalled or cut download loses nothing it had applied.
+      if (!(await settlesWithin(next, RESUME_POINT_IDLE_MS))) await resumePoint(true);
+      const { value: chunk, done } = await next;
+      clock.detail("waitingForPatch", waitFrom);
+      if (done) break;
       checkAborted(signal, true);
       // In pieces where writes are queued (sink.pushBytes), so one push queues little.
       for (let at = 0; at < chunk.length; at += sink.pushBytes) {
@@ -297,15 +327,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
         } else {
           await push(piece);
         }
-        const rp = applier!.resumePoint();
-        if (rp && rp.segmentsDone > progress.segmentsDone && sink.worthDurable()) {
-          // The sink's bytes must be durable before the point that relies on them.
-          await sink.durable();
-          record.point = rp;
-          await writeAtomic(g, RECORD, JSON.stringify(record));
-          progress.segmentsDone = rp.segmentsDone;
-          report(true);
-        }
+        await resumePoint(performance.now() >= nextResumePoint);
         report(false);
       }
     }
@@ -435,10 +457,34 @@ async function damagedFile(g: FileSystemDirectoryHandle, ref: BuildRef): Promise
   return null;
 }
 
+/**
+ * After a resume point that took `t`, the next one waits `RESUME_POINT_SPACING * t`: making
+ * written bytes durable stays under a tenth of an update's time in every engine, and an
+ * interruption loses at most that many times one flush's time of work.
+ */
+const RESUME_POINT_SPACING = 9;
+/** Milliseconds without patch bytes after which a held-back resume point is made durable anyway. */
+const RESUME_POINT_IDLE_MS = 100;
+
+/** Whether `p` settles within `ms` milliseconds (its failure is left to whoever awaits it). */
+async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<false>((resolve) => { timer = setTimeout(() => resolve(false), ms); });
+  try {
+    return await Promise.race([p.then(() => true, () => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Seconds spent in each phase of an update (UpdateResult.timings), as the phases end. */
 class PhaseClock {
-  readonly timings: UpdateTimings = { documents: 0, prepare: 0, openOld: 0, openNew: 0, apply: 0, verify: 0, switch: 0 };
+  readonly timings: UpdateTimings = { documents: 0, prepare: 0, openOld: 0, openNew: 0, apply: 0, verify: 0, switch: 0, waitingForPatch: 0, resumePoints: 0, applierCalls: 0, queuedWrites: 0 };
   constructor(private last: number) {}
+  /** Adds the time since `from` to a part of a phase (counted in its phase too). */
+  detail(part: "waitingForPatch" | "resumePoints" | "applierCalls" | "queuedWrites", from: number): void {
+    this.timings[part] += (performance.now() - from) / 1000;
+  }
   /** Adds the time since the previous phase ended to `phase`. */
   end(phase: keyof UpdateTimings): void {
     const now = performance.now();
