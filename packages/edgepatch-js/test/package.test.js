@@ -73,7 +73,8 @@ test('the packed package, installed on its own, applies a tree through its expor
 });
 
 test('npm publish --dry-run passes', () => {
-  const r = spawnSync(NPM, ['publish', '--dry-run'], { cwd: PKG, encoding: 'utf8' });
+  // An explicit log level: under `npm test --silent` the child would inherit silence.
+  const r = spawnSync(NPM, ['publish', '--dry-run', '--loglevel=notice'], { cwd: PKG, encoding: 'utf8' });
   assert.strictEqual(r.status, 0, r.stderr);
-  assert.match(r.stderr, /\+ @edgepatch\/js@0\.1\.0|Publishing to .* \(dry-run\)/);
+  assert.match(r.stdout + r.stderr, /\+ @edgepatch\/js@0\.1\.0/);
 });
