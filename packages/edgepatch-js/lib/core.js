@@ -12,6 +12,7 @@ export { default as init } from '../wasm/edgepatch_wasm.js';
  * once all of the patch arrived and every file and the patch checksum verified.
  */
 export async function applyStream(applier, patch, { onProgress, signal } = {}) {
+  if (typeof patch === 'string') throw new TypeError('applyStream takes the patch\'s bytes (a stream or chunks), not a path: applyFile and applyTree take paths');
   signal?.throwIfAborted();
   for await (const chunk of chunksOf(patch)) {
     signal?.throwIfAborted();
