@@ -147,3 +147,20 @@ test('every hostile patch vector is refused with its error kind, and nothing is 
     assert.deepStrictEqual(fs.readdirSync(old), [], `${v.name}: the old build untouched`);
   }
 });
+
+test('the sink itself refuses a path that would leave the new build (behind the core, which refuses it first)', async () => {
+  const { StagedOutput } = await import('../lib/staged-output.js');
+  const dir = fs.mkdtempSync(path.join(work, 'sink-'));
+  const output = new StagedOutput(path.join(dir, 'out'));
+  try {
+    output.createDirectory('assets');
+    for (const p of ['../escape', 'assets/../../escape', '/etc/escape', 'assets//x', 'assets/./x', 'a\\..\\x', 'nul\0x']) {
+      assert.throws(() => output.beginFile(p, false, 0), /not a relative build path/, JSON.stringify(p));
+      assert.throws(() => output.createSymlink(p, 'target'), /not a relative build path/, JSON.stringify(p));
+    }
+  } finally {
+    output.close();
+  }
+  assert.deepStrictEqual(fs.readdirSync(dir), [], 'the staging directory removed, nothing escaped');
+  assert.ok(!fs.existsSync(path.join(work, 'escape')));
+});
