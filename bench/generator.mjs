@@ -23,20 +23,18 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 import { arg, filePairs, signFile } from './bench_env.mjs';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const require = createRequire(import.meta.url);
 const args = process.argv.slice(2);
 const level = Number(arg('level', '17'));
 
 if (process.env.EDGEPATCH_GENERATOR_CHILD === 'transform') {
   // Child: the transform phase of one module pair; prints JSON.
   const [oldPath, newPath, normalizedPath, recordPath, oldSplitPath] = args;
-  const w = require(path.join(repo, 'packages/edgepatch-js/wasm/edgepatch_wasm.js'));
+  const w = await import(path.join(repo, 'packages/edgepatch-js/lib/node.js'));
   const t0 = performance.now();
   // The modules are copied into the module's memory for the call and freed after it.
   const prepared = w.prepareWasmTransform('', fs.readFileSync(oldPath), fs.readFileSync(newPath));
@@ -54,7 +52,7 @@ if (process.env.EDGEPATCH_GENERATOR_CHILD === 'transform') {
 if (process.env.EDGEPATCH_GENERATOR_CHILD) {
   // Child: generate one patch, print JSON.
   const [oldPath, newPath, out, recordPath, normalizedPath, oldSplitPath] = args;
-  const w = require(path.join(repo, 'packages/edgepatch-js/wasm/edgepatch_wasm.js'));
+  const w = await import(path.join(repo, 'packages/edgepatch-js/lib/node.js'));
   const sign = (file) => signFile(w, file);
   const readRanges = (file, ranges) => {
     const total = ranges.reduce((n, r) => n + r.length, 0);

@@ -17,14 +17,14 @@ import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
 import { arg, signFile } from "./bench_env.mjs";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const require = createRequire(import.meta.url);
-const wasm = () => require(path.join(repo, "packages/edgepatch-js/wasm/edgepatch_wasm.js"));
+// @edgepatch/js's Node entry point: the module loaded and instantiated.
+const wasmModule = await import(path.join(repo, "packages/edgepatch-js/lib/node.js"));
+const wasm = () => wasmModule;
 const level = Number(arg("level", "17"));
 
 const readRanges = (file, ranges) => {

@@ -5,7 +5,7 @@
 //
 //   node bench/wasm_apply.mjs [--runs N] [--pairs a,b] [--no-browser]
 //
-// Needs: target/release/edgepatch, packages/edgepatch-js/wasm (scripts/setup.sh),
+// Needs: target/release/edgepatch, packages/edgepatch-js/wasm (@edgepatch/js; scripts/setup.sh),
 // crates/edgepatch-wasm/pkg/web-apply (scripts/test.sh or web/scripts/build-all.sh),
 // Debian chromium, and the patches bench/run.sh made under EDGEPATCH_BENCH_WORK
 // (default ~/.cache/edgepatch-bench/runs/<pair>/edgepatch.patch).
@@ -60,7 +60,7 @@ function sameFile(a, b) {
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'edgepatch-wasm-bench-'));
 const results = [];
-const js = require(path.join(repo, 'packages/edgepatch-js/lib/index.js'));
+const js = await import(path.join(repo, 'packages/edgepatch-js/lib/node.js'));
 for (const p of pairs) {
   const out = path.join(tmp, 'out');
   const newBytes = fs.statSync(p.new).size;
@@ -71,7 +71,7 @@ for (const p of pairs) {
   for (let i = 0; i < runs; i++) {
     fs.rmSync(out, { force: true });
     const t = process.hrtime.bigint();
-    js.applyFile(p.old, p.patch, out);
+    await js.applyFile(p.old, p.patch, out);
     inProcess = Math.min(inProcess, Number(process.hrtime.bigint() - t) / 1e6);
   }
   results.push({ name: p.name, newBytes, nativeMs, cliMs, inProcess, nodeMem: js.wasmMemoryBytes() });
@@ -81,11 +81,11 @@ for (const p of pairs) {
 // Node's module memory only grows: measure each pair's peak in a fresh process.
 for (const r of results) {
   const p = pairs.find((x) => x.name === r.name);
-  const code = `const js=require(${JSON.stringify(path.join(repo, 'packages/edgepatch-js/lib/index.js'))});` +
-    `js.applyFile(${JSON.stringify(p.old)},${JSON.stringify(p.patch)},${JSON.stringify(path.join(tmp, 'm'))});` +
+  const code = `const js=await import(${JSON.stringify(path.join(repo, 'packages/edgepatch-js/lib/node.js'))});` +
+    `await js.applyFile(${JSON.stringify(p.old)},${JSON.stringify(p.patch)},${JSON.stringify(path.join(tmp, 'm'))});` +
     `console.log(js.wasmMemoryBytes())`;
   fs.rmSync(path.join(tmp, 'm'), { force: true });
-  r.nodeMem = Number(spawnSync(process.execPath, ['-e', code], { encoding: 'utf8' }).stdout.trim());
+  r.nodeMem = Number(spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8' }).stdout.trim());
 }
 
 if (!process.argv.includes('--no-browser')) await browser(results);

@@ -6,7 +6,8 @@
 'use strict';
 const fs = require('node:fs');
 const path = require('node:path');
-const wasm = require(path.join(__dirname, '../packages/edgepatch-js/wasm/edgepatch_wasm.js'));
+// @edgepatch/js's Node entry point (ES modules: imported, which CommonJS does asynchronously).
+import(path.join(__dirname, '../packages/edgepatch-js/lib/node.js')).then((wasm) => {
 const [oldPath, patchPath, mode] = process.argv.slice(2);
 const oldFd = fs.openSync(oldPath, 'r');
 const old = {
@@ -32,3 +33,4 @@ for (let at = 0; at < patch.length; at += 1 << 20) a.push(patch.subarray(at, at 
 a.finish();
 const s = (performance.now() - t0) / 1000;
 console.log(JSON.stringify({ mode, written, wasmMiB: +(wasm.wasmMemoryBytes() / 2 ** 20).toFixed(1), grewMiB: +((wasm.wasmMemoryBytes() - before) / 2 ** 20).toFixed(1), seconds: +s.toFixed(2) }));
+});

@@ -3,7 +3,11 @@
 # crates/edgepatch-wasm, every one by default; the one place that says how each is made:
 #   web        crates/edgepatch-wasm/pkg/web        --target web: apply, signer, generator (the Worker)
 #   web-apply  crates/edgepatch-wasm/pkg/web-apply  --target web, --no-default-features: apply only (browsers)
-#   node       packages/edgepatch-js/wasm           --target nodejs: everything (edgepatch-js, benchmarks)
+#   node       packages/edgepatch-js/wasm           --target web: everything, the ESM glue @edgepatch/js loads
+#                                                   in Node, Deno and Workers (and the benchmarks); without
+#                                                   wasm-pack's .gitignore and package.json, which would keep
+#                                                   the module out of the npm package and make Node read the
+#                                                   glue as CommonJS
 # --if-stale skips a variant whose .wasm is newer than every Rust source it is built from.
 # A failed build stops the script with wasm-pack's output (nothing is ignored).
 set -euo pipefail
@@ -32,9 +36,10 @@ for v in "${variants[@]}"; do
   case "$v" in
     web) out=crates/edgepatch-wasm/pkg/web; args=(--target web --out-dir pkg/web) ;;
     web-apply) out=crates/edgepatch-wasm/pkg/web-apply; args=(--target web --out-dir pkg/web-apply --no-default-features) ;;
-    node) out=packages/edgepatch-js/wasm; args=(--target nodejs --out-dir ../../packages/edgepatch-js/wasm --out-name edgepatch_wasm) ;;
+    node) out=packages/edgepatch-js/wasm; args=(--target web --out-dir ../../packages/edgepatch-js/wasm --out-name edgepatch_wasm) ;;
   esac
-  stale "$out/edgepatch_wasm_bg.wasm" || continue
+  # node: a package.json there is wasm-pack's, from a CommonJS (--target nodejs) build of earlier versions.
+  stale "$out/edgepatch_wasm_bg.wasm" || { [ "$v" = node ] && [ -e "$out/package.json" ]; } || continue
   echo "[wasm] $v -> $out" >&2
   log=$(mktemp)
   if ! wasm-pack --quiet build --mode no-install --release crates/edgepatch-wasm "${args[@]}" >"$log" 2>&1; then
@@ -44,4 +49,5 @@ for v in "${variants[@]}"; do
   fi
   rm -f "$log"
   test -s "$out/edgepatch_wasm_bg.wasm"
+  [ "$v" != node ] || rm -f "$out/.gitignore" "$out/package.json"
 done

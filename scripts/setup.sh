@@ -24,7 +24,7 @@ if ! command -v cc >/dev/null 2>&1; then
 fi
 log "toolchain ready: $(cargo --version)"
 
-# --- WebAssembly (crates/edgepatch-wasm) and the Node command (packages/edgepatch-js) ---
+# --- WebAssembly (crates/edgepatch-wasm) and @edgepatch/js (packages/edgepatch-js) ---
 # Measured recipe: docs/TOOLCHAIN.md. Each step is skipped when already done.
 SETUP_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -80,12 +80,13 @@ if [ ! -e "$SETUP_REPO/node_modules/.bin/edgepatch-js" ] || [ -n "$(find "$SETUP
   (cd "$SETUP_REPO" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
-# The Node build of the wasm crate that `npx edgepatch-js` runs; rebuilt when a source changed.
+# The wasm build @edgepatch/js (and `npx edgepatch-js`) loads; rebuilt when a source changed.
 edgepatch_js_wasm="$SETUP_REPO/packages/edgepatch-js/wasm/edgepatch_wasm_bg.wasm"
-if [ ! -e "$edgepatch_js_wasm" ] || [ -n "$(find "$SETUP_REPO/crates/edgepatch-core/src" "$SETUP_REPO/crates/edgepatch-core/Cargo.toml" \
+# A package.json beside it is the CommonJS build of earlier versions (--target nodejs): rebuilt too.
+if [ ! -e "$edgepatch_js_wasm" ] || [ -e "$SETUP_REPO/packages/edgepatch-js/wasm/package.json" ] || [ -n "$(find "$SETUP_REPO/crates/edgepatch-core/src" "$SETUP_REPO/crates/edgepatch-core/Cargo.toml" \
   "$SETUP_REPO/crates/edgepatch-wasm/src" "$SETUP_REPO/crates/edgepatch-wasm/Cargo.toml" "$SETUP_REPO/Cargo.lock" "$SETUP_REPO/Cargo.toml" \
   "$SETUP_REPO/.cargo/config.toml" -newer "$edgepatch_js_wasm" -print -quit 2>/dev/null)" ]; then
-  log "wasm-pack build --target nodejs (packages/edgepatch-js/wasm)"
+  log "wasm-pack build --target web (packages/edgepatch-js/wasm)"
   (cd "$SETUP_REPO/packages/edgepatch-js" && npm run --silent build >/dev/null 2>"${TMPDIR:-/tmp}/edgepatch-wasm-build.log") \
     || { cat "${TMPDIR:-/tmp}/edgepatch-wasm-build.log" >&2; exit 1; }
 fi

@@ -5,7 +5,7 @@
 //! this protects against a patch that is whole but not the one that was signed.
 //!
 //! Every client wraps its sink in [`BoundSink`]: the CLI's `update`, the wasm
-//! `PatchApplier` given a manifest (browser, edgepatch-js).
+//! `PatchApplier` given a manifest (browser, @edgepatch/js).
 
 use std::collections::HashMap;
 use std::io;

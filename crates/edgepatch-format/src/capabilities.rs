@@ -99,7 +99,7 @@ impl Capabilities {
     /// at least this.
     pub const BASELINE: Capabilities = Capabilities(0);
 
-    /// What the readers of release 0.1 (the CLI, the browser library and edgepatch-js) read:
+    /// What the readers of release 0.1 (the CLI, the browser library and @edgepatch/js) read:
     /// the first ten capabilities. Fixed forever, so that a static site publishing for it
     /// keeps serving those readers when later releases add capabilities (`v0.1` in lists).
     pub const RELEASE_0_1: Capabilities = Capabilities(0x3ff);

@@ -2,7 +2,7 @@
 //! servers sign and clients verify, the key ids that name signing keys, the name rule, key
 //! rotations and ed25519 verification.
 //!
-//! Every client (CLI, browser library, edgepatch-js) and every server (the Worker, the
+//! Every client (CLI, browser library, @edgepatch/js) and every server (the Worker, the
 //! CLI's static sites) builds statements here, through the wasm bindings where it is not
 //! Rust, so there is one encoding.
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
-'use strict';
-// edgepatch-js: the native `edgepatch diff` / `edgepatch apply` for single files,
-// running the WebAssembly build of the core in Node.
+// edgepatch-js: the native `edgepatch diff` (single files) and `edgepatch apply` (single
+// files and build directories), running the WebAssembly build of the core in Node.
+
+import fs from 'node:fs';
 
 const USAGE = `usage:
   edgepatch-js diff [--level N] [--stats] OLD NEW PATCH   make a patch from file OLD to file NEW
-  edgepatch-js apply [--stats] OLD PATCH OUT              create OUT (must not exist) from OLD and PATCH
+  edgepatch-js apply [--stats] OLD PATCH OUT              create OUT (must not exist) from OLD and PATCH;
+                                                          OLD is a file or a build directory (then OUT is one)
 
   --level N   zstd level 1..=22 (default 19); the same N gives the native CLI's bytes
   --stats     print timing, throughput and memory (wasm linear memory, peak RSS) as JSON on stderr`;
@@ -33,7 +35,7 @@ function parse(argv) {
   return opts;
 }
 
-function main() {
+async function main() {
   const [command, ...rest] = process.argv.slice(2);
   if (command === '-h' || command === '--help') parse([command]);
   if (command !== 'diff' && command !== 'apply') fail(`${command ? `unknown command ${command}` : 'no command'}\n${USAGE}`, 2);
@@ -43,22 +45,25 @@ function main() {
 
   let lib;
   try {
-    lib = require('../lib/index.js');
+    lib = await import('../lib/node.js');
   } catch (e) {
-    fail(e.message);
+    if (e.code !== 'ERR_MODULE_NOT_FOUND' && e.code !== 'ENOENT') throw e;
+    fail(`the WebAssembly build is missing (${e.message}); in the repository, run scripts/setup.sh`);
   }
   const started = process.hrtime.bigint();
+  const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
   const [a, b, c] = opts.positional;
   let stats;
   try {
     if (command === 'diff') {
       const bytes = lib.diffFile(a, b, c, { level: opts.level });
-      const secs = Number(process.hrtime.bigint() - started) / 1e9;
+      const secs = seconds();
       console.log(`patch ${bytes} bytes; ${secs.toFixed(2)}s`);
       stats = { command, patchBytes: bytes, seconds: secs };
     } else {
-      const s = lib.applyFile(a, b, c);
-      const secs = Number(process.hrtime.bigint() - started) / 1e9;
+      const apply = fs.statSync(a).isDirectory() ? lib.applyTree : lib.applyFile;
+      const s = await apply(a, b, c);
+      const secs = seconds();
       console.log(`applied: ${s.entries} entries, ${s.files} files, ${s.bytesWritten} bytes written, all verified; ${secs.toFixed(2)}s`);
       stats = { command, bytesWritten: s.bytesWritten, patchBytes: s.patchBytes, seconds: secs, outputMBps: s.bytesWritten / 1e6 / secs };
     }
@@ -72,4 +77,4 @@ function main() {
   }
 }
 
-main();
+await main();

@@ -1,17 +1,18 @@
-'use strict';
-// node --test: edgepatch-js diff/apply on the fixture game.wasm pair, against the
-// native CLI (EDGEPATCH_BIN, default target/release/edgepatch) and the expected file.
+// node --test: edgepatch-js diff/apply of single files on the fixture game.wasm pair, against
+// the native CLI (EDGEPATCH_BIN, default target/release/edgepatch) and the expected file.
 
-const test = require('node:test');
-const assert = require('node:assert');
-const fs = require('node:fs');
-const os = require('node:os');
-const path = require('node:path');
-const { execFileSync, spawnSync } = require('node:child_process');
-const { mix, sleb, uleb } = require('../../../fixtures/wasm_bytes.cjs');
+import test from 'node:test';
+import assert from 'node:assert';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execFileSync, spawnSync } from 'node:child_process';
+import wasmBytes from '../../../fixtures/wasm_bytes.cjs';
 
-const REPO = path.resolve(__dirname, '../../..');
-const BIN = path.join(__dirname, '../bin/edgepatch-js.js');
+const { mix, sleb, uleb } = wasmBytes;
+const HERE = path.dirname(new URL(import.meta.url).pathname);
+const REPO = path.resolve(HERE, '../../..');
+const BIN = path.join(HERE, '../bin/edgepatch-js.js');
 const NATIVE = process.env.EDGEPATCH_BIN || path.join(REPO, 'target/release/edgepatch');
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'edgepatch-js-test-'));
@@ -84,7 +85,7 @@ test('a corrupt or truncated patch fails with a clear message and leaves no OUT'
     assert.strictEqual(r.status, 1, name);
     assert.match(r.stderr, re, name);
     assert.ok(!fs.existsSync(out), `${name}: no OUT`);
-    assert.deepStrictEqual(fs.readdirSync(work).filter((f) => f.endsWith('.tmp')), [], `${name}: no temp file left`);
+    assert.deepStrictEqual(fs.readdirSync(work).filter((f) => f.includes('.edgepatch-')), [], `${name}: no staging or scratch file left`);
   }
 });
 
@@ -94,10 +95,11 @@ test('the wrong old file is refused', () => {
   assert.match(r.stderr, /old build|BLAKE3/);
 });
 
-test('a directory patch is refused with a pointer to the native CLI', () => {
+test('a directory patch applied to a single old file is refused, and writes nothing', () => {
   const r = js('apply', OLD, path.join(REPO, 'fixtures/golden/game-v1-to-v2.patch'), path.join(work, 'tree-out'));
   assert.strictEqual(r.status, 1);
-  assert.match(r.stderr, /single-file patches; use the native edgepatch CLI/);
+  assert.match(r.stderr, /the old build is a single file; this is a patch of a directory build/);
+  assert.ok(!fs.existsSync(path.join(work, 'tree-out')));
 });
 
 test('--stats reports wasm memory and peak RSS', () => {
