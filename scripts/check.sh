@@ -42,6 +42,7 @@ if [ -x node_modules/.bin/tsc ] && [ -e crates/edgepatch-wasm/pkg/web-apply/edge
   echo "== TypeScript: web/ and worker/ type-check"
   node_modules/.bin/tsc -p web/tsconfig.json
   node_modules/.bin/tsc -p worker/tsconfig.json
+  [ -e packages/edgepatch-js/wasm/edgepatch_wasm.d.ts ] && npm run --silent typecheck -w @edgepatch/js
 else
   echo "== TypeScript skipped: node_modules or the wasm bindings are missing (scripts/setup.sh, scripts/build-wasm.sh)"
 fi

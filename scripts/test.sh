@@ -74,10 +74,14 @@ TMPDIR="$chromium_tmp" wasm-pack test --headless --chrome --chromedriver "$(comm
 rm -rf "$chromium_tmp"
 drop_build target/wasm32-unknown-unknown/debug
 
-stage "edgepatch-js (Node, over the wasm build): same bytes as the native CLI, byte-exact apply"
+stage "@edgepatch/js (Node and workerd, over the wasm build): same bytes as the native CLI, byte-exact file and tree apply, the packed tarball, its types and the API reference"
 cargo build --release --quiet --bin edgepatch
 EDGEPATCH_BIN="$REPO/target/release/edgepatch" node --test packages/edgepatch-js/test/*.test.js
 npx --no-install edgepatch-js --help >/dev/null
+npm run --silent typecheck -w @edgepatch/js
+npm run --silent test:workerd -w @edgepatch/js
+echo "API reference (typedoc, every warning an error): @edgepatch/web and @edgepatch/js"
+npm run --silent docs:api:check -w @edgepatch/js
 
 # The browser tests use about one core (one browser at a time, mostly waiting on it), so they
 # run in the background beside the next stages, which build and lint on the other core; their

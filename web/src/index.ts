@@ -69,7 +69,8 @@ export interface UpdateCallOptions {
   onProgress?: (p: UpdateProgress) => void;
 }
 
-type Listener<E extends Event> = ((this: GameUpdater, ev: E) => unknown) | { handleEvent(ev: E): unknown };
+/** A listener for one of the updater's events: a function (`this` is the updater) or an object with `handleEvent`. */
+export type Listener<E extends Event> = ((this: GameUpdater, ev: E) => unknown) | { handleEvent(ev: E): unknown };
 
 export class GameUpdater extends EventTarget {
   readonly game: string;
