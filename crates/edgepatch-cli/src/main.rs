@@ -14,6 +14,7 @@ mod commands;
 mod large_file_writer;
 mod platform;
 mod portable_names;
+mod progress;
 mod server_client;
 mod staged_output;
 mod static_site;
@@ -36,7 +37,7 @@ struct Cli {
     /// Print a machine-readable JSON summary instead of text.
     #[arg(long, global = true)]
     json: bool,
-    /// Never show a progress bar.
+    /// No progress output (a bar on a terminal, lines elsewhere).
     #[arg(long, global = true)]
     quiet: bool,
     #[command(subcommand)]

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::build_files::{with_path, OldBuildFiles};
 use crate::cli_error::{CliError, Refusal, ResultExt};
+use crate::progress::Progress;
 use crate::staged_output::StagedOutput;
 use crate::trusted_keys::{self, ChannelState, KeySet, KnownKeys, TrustedKey};
 
@@ -184,7 +185,7 @@ pub struct PublishOptions<'a> {
 
 /// Publishes DIR: one PUT of the tar, or (larger than `part_bytes`) start, parts, complete.
 /// Returns the server's build record.
-pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value, CliError> {
+pub fn publish(server: &Server, dir: &Path, o: &PublishOptions, progress: &Progress) -> Result<Value, CliError> {
     name_ok("game", o.game)?;
     name_ok("build", o.build)?;
     if let Some(c) = o.channel {
@@ -197,6 +198,7 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
     let mut tar = write_tar(dir, tempfile::tempfile().context("temporary file")?)?;
     let size = tar.seek(SeekFrom::End(0))?;
     tar.seek(SeekFrom::Start(0))?;
+    progress.start_phase("publish (upload)", size);
     let query = o.channel.map(|c| format!("?channel={c}")).unwrap_or_default();
     let build_path = format!("v1/games/{}/builds/{}", o.game, o.build);
     if size <= o.part_bytes {
@@ -207,7 +209,7 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
             .set("Authorization", &auth)
             .set("Content-Type", "application/x-tar")
             .set("Content-Length", &size.to_string())
-            .send(BufReader::new(tar))?;
+            .send(UploadReader { inner: BufReader::new(tar), at: 0, progress })?;
         return resp.into_json().map_err(|e| CliError::bad_response(e.to_string()));
     }
     let part_bytes = o.part_bytes.max(5 << 20);
@@ -232,7 +234,7 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
                 .request_url("PUT", &server.url(&format!("{upload_path}/parts/{n}"))?)
                 .set("Authorization", &auth)
                 .set("Content-Length", &len.to_string())
-                .send(BufReader::new(body))?
+                .send(UploadReader { inner: BufReader::new(body), at: offset, progress })?
                 .into_json::<Value>()
                 .map_err(|e| CliError::bad_response(e.to_string()))?;
             parts.push(serde_json::json!({ "partNumber": n, "etag": part["etag"] }));
@@ -252,6 +254,22 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
             let _ = server.agent.request_url("DELETE", &u).set("Authorization", &auth).call();
         }
     })
+}
+
+/// A request body that reports how far into the upload (`at`, bytes) it has been read.
+struct UploadReader<'a, R> {
+    inner: R,
+    at: u64,
+    progress: &'a Progress,
+}
+
+impl<R: Read> Read for UploadReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.at += n as u64;
+        self.progress.set_position(self.at);
+        Ok(n)
+    }
 }
 
 /// Points `channel` of `game` at `build` on the server (the owner's token); the server

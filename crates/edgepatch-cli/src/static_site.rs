@@ -36,6 +36,7 @@ use serde_json::{json, Value};
 
 use crate::build_files::read_build;
 use crate::cli_error::{CliError, IoResultExt, ResultExt};
+use crate::progress::Progress;
 
 pub struct SiteKey {
     signing: SigningKey,
@@ -144,10 +145,15 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), CliError> {
 
 /// The patch from `old` to `new`, its manifest, the diff's counts and what a reader must
 /// understand to apply the patch (hex, docs/FORMAT.md §5).
-fn make_pair(old: &Build, new: &Build, from: &str, to: &str, o: &AddOptions) -> Result<(Vec<u8>, Vec<u8>, DiffStats, String), CliError> {
+fn make_pair(old: &Build, new: &Build, from: &str, to: &str, o: &AddOptions, progress: &Progress) -> Result<(Vec<u8>, Vec<u8>, DiffStats, String), CliError> {
+    progress.start_phase(&format!("site add {from} -> {to}"), new.total_file_bytes());
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let opts = DiffOptions { level: o.level, threads, trace: crate::timing::from_env(), reader: o.reader, ..DiffOptions::default() };
-    let (patch, stats) = diff_builds(old, new, &opts, &|_, _| {}).context(format!("diff {from} -> {to}"))?;
+    let (patch, stats) = diff_builds(old, new, &opts, &|done, total| {
+        progress.set_length(total);
+        progress.set_position(done)
+    })
+    .context(format!("diff {from} -> {to}"))?;
     let info = inspect_patch(patch.as_slice())?;
     let tree = info.resolve(edgepatch_core::diff::build_listing(old))?;
     let by_path: std::collections::HashMap<&str, &[u8]> = new
@@ -385,7 +391,7 @@ impl Site {
     }
 
     /// Publishes build DIR as `o.build` of `o.game`; returns the pairs it made.
-    pub fn add(&mut self, key: &SiteKey, dir: &Path, o: &AddOptions) -> Result<Vec<PublishedPair>, CliError> {
+    pub fn add(&mut self, key: &SiteKey, dir: &Path, o: &AddOptions, progress: &Progress) -> Result<Vec<PublishedPair>, CliError> {
         self.check_key(key)?;
         for (what, name) in [("game", o.game), ("build", o.build)].into_iter().chain(o.channel.map(|c| ("channel", c))) {
             trust::check_name(what, name)?;
@@ -406,11 +412,11 @@ impl Site {
         self.write_public_key(key, None)?;
         let mut pairs = Vec::new();
         let empty = Build { entries: Vec::new() };
-        pairs.push(self.publish_pair(key, o.game, "_", o.build, make_pair(&empty, &new, "_", o.build, o)?)?);
+        pairs.push(self.publish_pair(key, o.game, "_", o.build, make_pair(&empty, &new, "_", o.build, o, progress)?)?);
         for from in builds.iter().rev().take(o.history) {
             let old_dir = self.root.join("private/builds").join(o.game).join(from);
             let old = read_build(&old_dir).map_err(|e| CliError::io(&old_dir, e))?;
-            pairs.push(self.publish_pair(key, o.game, from, o.build, make_pair(&old, &new, from, o.build, o)?)?);
+            pairs.push(self.publish_pair(key, o.game, from, o.build, make_pair(&old, &new, from, o.build, o, progress)?)?);
         }
         self.game(o.game)["builds"].as_array_mut().expect("builds is an array").push(json!(o.build));
         if let Some(c) = o.channel {

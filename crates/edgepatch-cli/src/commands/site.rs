@@ -6,6 +6,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use crate::cli_error::CliError;
+use crate::progress::Progress;
 use crate::{static_site, Cli, SiteCommand, SiteSigning};
 
 impl SiteSigning {
@@ -44,7 +45,9 @@ fn site_add(cli: &Cli, signing: &SiteSigning, o: &static_site::AddOptions, dir: 
     let (game, build, channel) = (o.game, o.build, o.channel);
     let started = Instant::now();
     let (key, mut s) = signing.open()?;
-    let pairs = s.add(&key, dir, o)?;
+    let progress = Progress::new(cli, 0, "site add");
+    let pairs = s.add(&key, dir, o, &progress)?;
+    progress.finish();
     let secs = started.elapsed().as_secs_f64();
     if cli.json {
         let list: Vec<_> = pairs

@@ -4,8 +4,8 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::progress_bar;
 use crate::cli_error::CliError;
+use crate::progress::Progress;
 use crate::{server_client, trusted_keys, Cli, UpdateArgs};
 
 /// Update OLD_DIR into OUT_DIR from an update server, every byte checked against what was signed.
@@ -27,12 +27,12 @@ pub(crate) fn run(cli: &Cli, args: &UpdateArgs) -> Result<(), CliError> {
         (None, None) => return Err(CliError::usage("update needs --to BUILD or --channel NAME")),
     };
     let opts = server_client::UpdateOptions { game, from, to: target, keys, trust_on_first_use: *trust_on_first_use };
-    let bar = progress_bar(cli, 0, "update");
+    let bar = Progress::new(cli, 0, "update");
     let s = server_client::update(&server, old_dir, out_dir, opts, &mut |done, total| {
         bar.set_length(total);
         bar.set_position(done)
     })?;
-    bar.finish_and_clear();
+    bar.finish();
     let secs = started.elapsed().as_secs_f64();
     if cli.json {
         println!(
