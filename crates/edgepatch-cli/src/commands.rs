@@ -4,6 +4,7 @@
 pub(crate) mod apply;
 pub(crate) mod channel;
 pub(crate) mod diff;
+pub(crate) mod heal;
 pub(crate) mod inspect;
 pub(crate) mod key;
 pub(crate) mod keygen;

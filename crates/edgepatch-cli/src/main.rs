@@ -11,6 +11,7 @@ mod build_dir;
 mod build_files;
 mod cli_error;
 mod commands;
+mod install_repair;
 mod large_file_writer;
 mod platform;
 mod portable_names;
@@ -28,7 +29,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use cli_error::CliError;
-use commands::{apply, channel, diff, inspect, key, keygen, manifest, publish, sign, site, update, verify};
+use commands::{apply, channel, diff, heal, inspect, key, keygen, manifest, publish, sign, site, update, verify};
 use edgepatch_core::Capabilities;
 
 #[derive(Parser)]
@@ -117,6 +118,10 @@ enum Command {
     /// Turn OLD_DIR (build FROM, or `_` for none) into OUT_DIR = build TO, or the build CHANNEL
     /// points at now, from an update server.
     Update(UpdateArgs),
+    /// Check an installed build DIR (as `update` from `_` left it) against the signed
+    /// manifest of its install and repair only its damaged entries (wrong content, size or
+    /// mode, missing) from the update server, under the same trust rules as `update`.
+    Heal(HealArgs),
     /// Signing key tasks for servers that keep their own `v1/public-key` (the Worker).
     Key {
         #[command(subcommand)]
@@ -222,6 +227,29 @@ struct UpdateArgs {
     allow_insecure_http: bool,
     old_dir: PathBuf,
     out_dir: PathBuf,
+}
+
+// `heal`'s arguments.
+#[derive(Args)]
+struct HealArgs {
+    #[arg(long)]
+    server: String,
+    #[arg(long)]
+    game: String,
+    /// The build DIR is an install of.
+    #[arg(long)]
+    build: String,
+    /// base64 ed25519 public key the install must be signed with (as `update`'s; default:
+    /// EDGEPATCH_PUBLIC_KEY, else the keys pinned for the server).
+    #[arg(long)]
+    public_key: Vec<String>,
+    /// Allow plain http to a server that is not this machine.
+    #[arg(long)]
+    allow_insecure_http: bool,
+    /// Only report what is damaged (exit 4, code `damaged`, when anything is); fetch no patch.
+    #[arg(long)]
+    dry_run: bool,
+    dir: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -378,6 +406,7 @@ fn run(cli: &Cli) -> Result<(), CliError> {
         Command::Publish(args) => publish::run(cli, args),
         Command::Key { command: KeyCommand::Rotate { old_key, new_key, rotations } } => key::rotate(old_key, new_key, rotations.as_deref()),
         Command::Update(args) => update::run(cli, args),
+        Command::Heal(args) => heal::run(cli, args),
         Command::Inspect { patch } => inspect::run(cli, patch),
     }
 }

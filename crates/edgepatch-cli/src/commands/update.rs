@@ -16,11 +16,7 @@ pub(crate) fn run(cli: &Cli, args: &UpdateArgs) -> Result<(), CliError> {
         return Err(CliError::usage("--trust-on-first-use cannot be used with --allow-insecure-http: over plain http anyone on the network chooses the key that would be pinned; pass the server's key with --public-key (or EDGEPATCH_PUBLIC_KEY)"));
     }
     let server = server_client::Server::new(server, *allow_insecure_http)?;
-    let env_key = std::env::var("EDGEPATCH_PUBLIC_KEY").ok();
-    let keys = match trusted_keys::parse_key_list(public_key.iter().map(String::as_str), "--public-key")? {
-        Some(k) => Some(k),
-        None => trusted_keys::parse_key_list(env_key.as_deref(), "EDGEPATCH_PUBLIC_KEY")?,
-    };
+    let keys = trusted_keys::given_keys(public_key)?;
     let target = match (to, channel) {
         (Some(b), _) => server_client::UpdateTarget::Build(b),
         (None, Some(c)) => server_client::UpdateTarget::Channel(c),
