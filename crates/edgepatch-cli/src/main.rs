@@ -292,6 +292,8 @@ enum ChannelCommand {
 enum SiteCommand {
     /// Publish build DIR: patches from nothing and from the game's last --history builds,
     /// manifests and signed descriptors under SITE/public; optionally move a channel to it.
+    /// Pairs the site already has, signed and checked, are kept; adding a published build
+    /// again with the same content makes only what is missing.
     Add {
         #[command(flatten)]
         signing: SiteSigning,

@@ -54,7 +54,7 @@ fn site_add(cli: &Cli, signing: &SiteSigning, o: &static_site::AddOptions, dir: 
             .iter()
             .map(|p| {
                 json!({ "from": p.from, "patch_bytes": p.patch_bytes, "manifest_bytes": p.manifest_bytes, "segments": p.segments, "new_bytes": p.new_bytes,
-                        "descriptor": p.descriptor_path, "manifest": p.manifest_path, "patch": p.patch_path })
+                        "descriptor": p.descriptor_path, "manifest": p.manifest_path, "patch": p.patch_path, "reused": p.reused })
             })
             .collect();
         println!(
@@ -63,12 +63,14 @@ fn site_add(cli: &Cli, signing: &SiteSigning, o: &static_site::AddOptions, dir: 
         );
     } else {
         for p in &pairs {
-            println!("site: {game} {} -> {build}: patch {} bytes", p.from, p.patch_bytes);
+            println!("site: {game} {} -> {build}: patch {} bytes{}", p.from, p.patch_bytes, if p.reused { " (already on the site, kept)" } else { "" });
         }
         let via = channel.as_ref().map(|c| format!(", channel {c} -> {build}")).unwrap_or_default();
         println!(
-            "site: published {game}/{build} ({} patches{via}), signed by key {}; upload {}; {secs:.2}s",
+            "site: published {game}/{build} ({} patches, {} made, {} kept{via}), signed by key {}; upload {}; {secs:.2}s",
             pairs.len(),
+            pairs.iter().filter(|p| !p.reused).count(),
+            pairs.iter().filter(|p| p.reused).count(),
             key.key_id_hex(),
             signing.site.join("public").display()
         );
