@@ -107,7 +107,9 @@ pub fn repair(dir: &Path, damaged: &[Damaged], v: &VerifiedUpdate, server: &Serv
         )
         .at(dir));
     }
-    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    // Beside DIR (never inside it, even for `.`), on its file system, so a rename moves each entry.
+    let dir = &fs::canonicalize(dir).at_path(dir)?;
+    let parent = dir.parent().unwrap_or(dir);
     let staging = tempfile::Builder::new().prefix(".edgepatch-heal-").tempdir_in(parent).at_path(parent)?;
     let (empty, fresh) = (staging.path().join("empty"), staging.path().join("fresh"));
     fs::create_dir(&empty).at_path(&empty)?;
