@@ -138,4 +138,17 @@ fn heal_repairs_exactly_the_damaged_files_and_nothing_when_the_site_lies() {
     let again = heal(&["--dry-run"]);
     assert!(again.status.success());
     assert_eq!(reported(&again), Vec::<String>::new());
+
+    // `heal .` from inside the build: staged beside it, nothing left inside.
+    fs::remove_file(installed.join(&corrupted)).unwrap();
+    let inside = Command::new(env!("CARGO_BIN_EXE_edgepatch"))
+        .args(["--quiet", "heal", "--server", &base, "--game", "demo", "--build", "v1", "."])
+        .current_dir(&installed)
+        .env("EDGEPATCH_CONFIG_DIR", &config)
+        .env_remove("EDGEPATCH_PUBLIC_KEY")
+        .output()
+        .unwrap();
+    ok(inside);
+    assert_eq!(snapshot(&installed), snapshot(&v1));
+    assert!(leftovers(&installs).is_empty(), "{:?}", leftovers(&installs));
 }
