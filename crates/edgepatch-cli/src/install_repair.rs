@@ -54,16 +54,34 @@ pub struct Damaged {
 }
 
 /// The entries of `manifest` that DIR does not hold as signed, in the manifest's order
-/// (a directory before what is in it).
-pub fn find_damage(dir: &Path, manifest: &ManifestView) -> Result<Vec<Damaged>, CliError> {
-    let mut out = Vec::new();
+/// (a directory before what is in it). `progress(done)` counts the bytes of the manifest's
+/// files checked so far.
+pub fn find_damage(dir: &Path, manifest: &ManifestView, progress: &dyn Fn(u64)) -> Result<Vec<Damaged>, CliError> {
+    let (mut out, mut done) = (Vec::new(), 0);
     for entry in manifest.entries() {
         let entry = entry.context("manifest")?;
+        let file_size = (entry.kind == EntryKind::File).then_some(entry.size);
         if let Some(damage) = check_entry(&dir.join(&entry.path), &entry)? {
             out.push(Damaged { entry, damage });
         }
+        if let Some(size) = file_size {
+            done += size;
+            progress(done);
+        }
     }
     Ok(out)
+}
+
+/// The bytes of the files `manifest` lists.
+pub fn file_bytes(manifest: &ManifestView) -> Result<u64, CliError> {
+    let mut total = 0;
+    for entry in manifest.entries() {
+        let entry = entry.context("manifest")?;
+        if entry.kind == EntryKind::File {
+            total += entry.size;
+        }
+    }
+    Ok(total)
 }
 
 /// What is wrong with `path` as `entry`, if anything. Links are never followed.

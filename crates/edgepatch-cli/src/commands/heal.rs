@@ -24,15 +24,16 @@ pub(crate) fn run(cli: &Cli, args: &HealArgs) -> Result<(), CliError> {
     let v = server_client::verified_update(&server, &mut keys, game, "_", build)?;
     let view = ManifestView::open(&v.manifest).context("manifest")?;
     let entries = view.len();
-    let damaged = install_repair::find_damage(dir, &view)?;
+    let progress = Progress::new(cli, install_repair::file_bytes(&view)?, "heal (check)");
+    let damaged = install_repair::find_damage(dir, &view, &|done| progress.set_position(done))?;
     let repaired = if damaged.is_empty() || *dry_run {
         false
     } else {
-        let progress = Progress::new(cli, v.patch_size, "heal");
+        progress.start_phase("heal (install patch)", v.patch_size);
         install_repair::repair(dir, &damaged, &v, &server, &mut |done, _| progress.set_position(done))?;
-        progress.finish();
         true
     };
+    progress.finish();
     let secs = started.elapsed().as_secs_f64();
     if cli.json {
         let list: Vec<_> = damaged.iter().map(|d| json!({ "path": d.entry.path, "problem": d.damage.to_string() })).collect();
