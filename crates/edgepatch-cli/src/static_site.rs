@@ -20,7 +20,7 @@
 //! `site add` publishes a build: patches from nothing (`_`, an install) and from
 //! each of the game's last `--history` builds, so clients never follow a chain
 //! of patches; with `--channel` it moves the channel (sequence + 1). Pairs the site
-//! already publishes, signed by its key and checked against DIR, are kept (`reusable_pair`).
+//! already publishes, signed by its key and checked against DIR, are kept (`published_pair`, `kept`).
 
 use std::collections::HashMap;
 use std::fs;
@@ -236,6 +236,12 @@ fn manifest_listing(view: &ManifestView) -> Result<Vec<ListedContent>, CliError>
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
+}
+
+/// A published pair `add` keeps: one whose patch needs nothing outside `o.reader` (a pair
+/// made for more capable readers is made again).
+fn kept((pair, needs): (PublishedPair, Option<edgepatch_core::Capabilities>), o: &AddOptions) -> Option<PublishedPair> {
+    needs.is_some_and(|n| n.is_subset(o.reader)).then_some(pair)
 }
 
 pub struct AddOptions<'a> {
@@ -488,7 +494,7 @@ impl Site {
             Some(at) => &builds[..at],
             None => &builds[..],
         };
-        let install = self.reusable_pair(key, o, "_", &listing)?;
+        let install = self.published_pair(key, o, "_", &listing)?;
         if published.is_some() && install.is_none() {
             return Err(CliError::bad_input(format!(
                 "build {}/{} is already on the site with other content (or its signed install manifest does not check); builds are immutable (publish under a new name)",
@@ -504,12 +510,12 @@ impl Site {
         }
         self.write_public_key(key, None)?;
         let mut pairs = Vec::new();
-        pairs.push(match install {
+        pairs.push(match install.and_then(|p| kept(p, o)) {
             Some(p) => p,
             None => self.publish_pair(key, o.game, "_", o.build, make_pair(&Build { entries: Vec::new() }, &new, "_", o.build, o, progress)?)?,
         });
         for from in earlier.iter().rev().take(o.history) {
-            if let Some(p) = self.reusable_pair(key, o, from, &listing)? {
+            if let Some(p) = self.published_pair(key, o, from, &listing)?.and_then(|p| kept(p, o)) {
                 pairs.push(p);
                 continue;
             }
@@ -529,18 +535,24 @@ impl Site {
         Ok(pairs)
     }
 
-    /// The pair `from` -> `o.build` as the site has it, when it can be kept: its descriptor
-    /// signed by `key` for this game and these builds, needing no reader capability outside
-    /// `o.reader`; its manifest the signed one (size, BLAKE3, checksum), for these builds, and
-    /// listing exactly `listing`; its patch the size and BLAKE3 the manifest names. None when
-    /// any of it is missing or differs: the pair is then made again.
-    fn reusable_pair(&self, key: &SiteKey, o: &AddOptions, from: &str, listing: &[ListedContent]) -> Result<Option<PublishedPair>, CliError> {
+    /// The pair `from` -> `o.build` as the site has it, with what its readers need, when it
+    /// checks: its descriptor signed by `key` for this game and these builds; its manifest the
+    /// signed one (size, BLAKE3, checksum), for these builds, listing exactly `listing`; its
+    /// patch the size and BLAKE3 the manifest names. None when any of it is missing or
+    /// differs: the pair is then made again ([`kept`] also asks for the readers).
+    fn published_pair(
+        &self,
+        key: &SiteKey,
+        o: &AddOptions,
+        from: &str,
+        listing: &[ListedContent],
+    ) -> Result<Option<(PublishedPair, Option<edgepatch_core::Capabilities>)>, CliError> {
         let game_dir = format!("v1/games/{}", o.game);
         let descriptor_path = format!("{game_dir}/updates/{from}/{}", o.build);
         let Some(bytes) = read_if_there(&self.public(&descriptor_path))? else { return Ok(None) };
         let Ok(d) = serde_json::from_slice::<UpdateDescriptor>(&bytes) else { return Ok(None) };
         let Ok(checked) = d.check(o.game, from, o.build) else { return Ok(None) };
-        if checked.verify(&[key.public_key()]).is_err() || !checked.reader_needs.is_some_and(|needs| needs.is_subset(o.reader)) {
+        if checked.verify(&[key.public_key()]).is_err() {
             return Ok(None);
         }
         let manifest_path = format!("{game_dir}/manifests/{}", trust::hex(&checked.manifest_blake3));
@@ -561,7 +573,7 @@ impl Site {
         if patch.len() as u64 != view.patch_size() || blake3::hash(&patch).as_bytes() != &view.patch_blake3() || d.patch_size != view.patch_size() {
             return Ok(None);
         }
-        Ok(Some(PublishedPair {
+        let pair = PublishedPair {
             from: from.to_string(),
             patch_bytes: patch.len(),
             manifest_bytes: manifest.len(),
@@ -571,7 +583,8 @@ impl Site {
             segments: view.segment_count() as u64,
             new_bytes: listing.iter().map(|e| if e.1 == EntryKind::File { e.3 } else { 0 }).sum(),
             reused: true,
-        }))
+        };
+        Ok(Some((pair, checked.reader_needs)))
     }
 
     /// Points `channel` at `build` (an earlier build too: a rollback by the owner is a move

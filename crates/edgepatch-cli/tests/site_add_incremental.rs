@@ -104,4 +104,20 @@ fn a_second_add_keeps_published_pairs_and_the_site_equals_one_made_from_scratch(
     assert_eq!(add(&site, &key, "v3", &v3, &[]), pairs(&[("_", true), ("v2", false), ("v1", true)]));
     assert_eq!(fs::read(&patch).unwrap(), good);
     assert_eq!(contents(&site.join("public")), contents(&scratch.join("public")));
+
+    // The same build for fewer readers: not refused as other content; a pair is kept only
+    // if its patch needs nothing outside them.
+    let for_baseline = add(&site, &key, "v3", &v3, &["--reader", "baseline"]);
+    assert_eq!(for_baseline.iter().map(|(from, _)| from.as_str()).collect::<Vec<_>>(), ["_", "v2", "v1"]);
+    for (from, _) in &for_baseline {
+        let d: serde_json::Value = serde_json::from_slice(&fs::read(site.join(format!("public/v1/games/demo/updates/{from}/v3"))).unwrap()).unwrap();
+        let needs = u64::from_str_radix(d["readerNeeds"].as_str().unwrap(), 16).unwrap();
+        let baseline = u64::from_str_radix(&baseline_hex(), 16).unwrap();
+        assert_eq!(needs & !baseline, 0, "{from} -> v3 needs {needs:x}, more than baseline {baseline:x}");
+    }
+}
+
+/// The `baseline` reader set as hex (docs/FORMAT.md §5), as the core spells it.
+fn baseline_hex() -> String {
+    edgepatch_core::Capabilities::parse_list("baseline").unwrap().to_hex()
 }
