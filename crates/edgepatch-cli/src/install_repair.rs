@@ -108,6 +108,14 @@ fn check_entry(path: &Path, entry: &ManifestEntry) -> Result<Option<Damage>, Cli
     })
 }
 
+fn kind_name(kind: EntryKind) -> &'static str {
+    match kind {
+        EntryKind::File => "file",
+        EntryKind::Symlink => "symlink",
+        EntryKind::Directory => "directory",
+    }
+}
+
 fn file_blake3(path: &Path) -> Result<[u8; 32], CliError> {
     let mut hasher = edgepatch_core::blake3::Hasher::new();
     io::copy(&mut fs::File::open(path).at_path(path)?, &mut hasher).at_path(path)?;
@@ -121,7 +129,11 @@ pub fn repair(dir: &Path, damaged: &[Damaged], v: &VerifiedUpdate, server: &Serv
     if let Some(d) = damaged.iter().find(|d| d.damage == Damage::WrongKind) {
         return Err(CliError::refused(
             Refusal::Damaged,
-            format!("{}: not a {:?} as the build has it; move it away and run heal again (nothing was changed)", d.entry.path, d.entry.kind),
+            format!(
+                "{}: the build has a {} here, DIR something else; move it away and run heal again (nothing was changed)",
+                d.entry.path,
+                kind_name(d.entry.kind)
+            ),
         )
         .at(dir));
     }

@@ -151,4 +151,13 @@ fn heal_repairs_exactly_the_damaged_files_and_nothing_when_the_site_lies() {
     ok(inside);
     assert_eq!(snapshot(&installed), snapshot(&v1));
     assert!(leftovers(&installs).is_empty(), "{:?}", leftovers(&installs));
+
+    // A directory where the build has a file: never deleted; refused (exit 4), nothing changed.
+    fs::remove_file(installed.join(&deleted)).unwrap();
+    fs::create_dir(installed.join(&deleted)).unwrap();
+    let wrong_kind = snapshot(&installed);
+    let refused = heal(&[]);
+    assert_eq!(refused.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("move it away"), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert_eq!(snapshot(&installed), wrong_kind);
 }
