@@ -48,7 +48,7 @@ pub const CODES: &[(&str, u8, &str)] = &[
     ("not_portable", EXIT_BAD_INPUT, "with --strict-portable: paths of the new build that are not portable"),
     ("digest", EXIT_VERIFICATION, "the files produced do not match the patch's digest"),
     ("unvouched", EXIT_VERIFICATION, "the patch or manifest is not the one that was signed"),
-    ("damaged", EXIT_VERIFICATION, "`verify`: files do not match the signature"),
+    ("damaged", EXIT_VERIFICATION, "`verify`, `heal`: files do not match the signature or signed manifest"),
     ("signature", EXIT_VERIFICATION, "an ed25519 signature does not verify"),
     ("untrusted_key", EXIT_VERIFICATION, "signed by a key that is not accepted (and no signed rotation leads to it)"),
     ("rollback", EXIT_VERIFICATION, "a channel older than one already seen"),
@@ -76,7 +76,8 @@ pub enum Refusal {
     BadInput,
     /// `--strict-portable` and paths that are not portable.
     NotPortable,
-    /// `verify` found damaged, missing or unexpected entries.
+    /// `verify` found damaged, missing or unexpected entries; `heal --dry-run` damaged or
+    /// missing ones, or `heal` one it does not repair.
     Damaged,
     /// Files that do not match a patch's files digest.
     Digest,

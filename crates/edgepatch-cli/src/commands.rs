@@ -1,9 +1,10 @@
 //! The subcommands, one file each (`edgepatch diff` in diff.rs...), and what their output
-//! shares: progress bars, files written whole or not at all.
+//! shares: files written whole or not at all (progress is in progress.rs).
 
 pub(crate) mod apply;
 pub(crate) mod channel;
 pub(crate) mod diff;
+pub(crate) mod heal;
 pub(crate) mod inspect;
 pub(crate) mod key;
 pub(crate) mod keygen;
@@ -14,30 +15,9 @@ pub(crate) mod site;
 pub(crate) mod update;
 pub(crate) mod verify;
 
-use std::io;
 use std::path::Path;
 
-use indicatif::{ProgressBar, ProgressStyle};
-
 use crate::cli_error::CliError;
-use crate::Cli;
-
-pub(crate) fn progress_bar(cli: &Cli, total: u64, what: &str) -> ProgressBar {
-    if cli.quiet || cli.json || !console_is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:8} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}").expect("static template").progress_chars("=> "),
-    );
-    bar.set_message(what.to_string());
-    bar
-}
-
-fn console_is_terminal() -> bool {
-    use std::io::IsTerminal;
-    io::stderr().is_terminal()
-}
 
 /// Writes via a temporary file and rename, so PATCH appears whole or not at all.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CliError> {

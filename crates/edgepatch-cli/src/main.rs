@@ -11,9 +11,11 @@ mod build_dir;
 mod build_files;
 mod cli_error;
 mod commands;
+mod install_repair;
 mod large_file_writer;
 mod platform;
 mod portable_names;
+mod progress;
 mod server_client;
 mod staged_output;
 mod static_site;
@@ -27,7 +29,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use cli_error::CliError;
-use commands::{apply, channel, diff, inspect, key, keygen, manifest, publish, sign, site, update, verify};
+use commands::{apply, channel, diff, heal, inspect, key, keygen, manifest, publish, sign, site, update, verify};
 use edgepatch_core::Capabilities;
 
 #[derive(Parser)]
@@ -36,7 +38,7 @@ struct Cli {
     /// Print a machine-readable JSON summary instead of text.
     #[arg(long, global = true)]
     json: bool,
-    /// Never show a progress bar.
+    /// No progress output (a bar on a terminal, lines elsewhere).
     #[arg(long, global = true)]
     quiet: bool,
     #[command(subcommand)]
@@ -116,6 +118,10 @@ enum Command {
     /// Turn OLD_DIR (build FROM, or `_` for none) into OUT_DIR = build TO, or the build CHANNEL
     /// points at now, from an update server.
     Update(UpdateArgs),
+    /// Check an installed build DIR (as `update` from `_` left it) against the signed
+    /// manifest of its install and repair only its damaged entries (wrong content, size or
+    /// mode, missing) from the update server, under the same trust rules as `update`.
+    Heal(HealArgs),
     /// Signing key tasks for servers that keep their own `v1/public-key` (the Worker).
     Key {
         #[command(subcommand)]
@@ -223,6 +229,29 @@ struct UpdateArgs {
     out_dir: PathBuf,
 }
 
+// `heal`'s arguments.
+#[derive(Args)]
+struct HealArgs {
+    #[arg(long)]
+    server: String,
+    #[arg(long)]
+    game: String,
+    /// The build DIR is an install of.
+    #[arg(long)]
+    build: String,
+    /// base64 ed25519 public key the install must be signed with (as `update`'s; default:
+    /// EDGEPATCH_PUBLIC_KEY, else the keys pinned for the server).
+    #[arg(long)]
+    public_key: Vec<String>,
+    /// Allow plain http to a server that is not this machine.
+    #[arg(long)]
+    allow_insecure_http: bool,
+    /// Only report what is damaged (exit 4, code `damaged`, when anything is); fetch no patch.
+    #[arg(long)]
+    dry_run: bool,
+    dir: PathBuf,
+}
+
 #[derive(Subcommand)]
 enum KeyCommand {
     /// Print the key rotation from OLD_KEY to NEW_KEY, signed by OLD_KEY, as a JSON array of
@@ -263,6 +292,8 @@ enum ChannelCommand {
 enum SiteCommand {
     /// Publish build DIR: patches from nothing and from the game's last --history builds,
     /// manifests and signed descriptors under SITE/public; optionally move a channel to it.
+    /// Pairs the site already has, signed and checked, are kept; adding a published build
+    /// again with the same content makes only what is missing.
     Add {
         #[command(flatten)]
         signing: SiteSigning,
@@ -377,6 +408,7 @@ fn run(cli: &Cli) -> Result<(), CliError> {
         Command::Publish(args) => publish::run(cli, args),
         Command::Key { command: KeyCommand::Rotate { old_key, new_key, rotations } } => key::rotate(old_key, new_key, rotations.as_deref()),
         Command::Update(args) => update::run(cli, args),
+        Command::Heal(args) => heal::run(cli, args),
         Command::Inspect { patch } => inspect::run(cli, patch),
     }
 }

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::build_files::{with_path, OldBuildFiles};
 use crate::cli_error::{CliError, Refusal, ResultExt};
+use crate::progress::Progress;
 use crate::staged_output::StagedOutput;
 use crate::trusted_keys::{self, ChannelState, KeySet, KnownKeys, TrustedKey};
 
@@ -184,7 +185,7 @@ pub struct PublishOptions<'a> {
 
 /// Publishes DIR: one PUT of the tar, or (larger than `part_bytes`) start, parts, complete.
 /// Returns the server's build record.
-pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value, CliError> {
+pub fn publish(server: &Server, dir: &Path, o: &PublishOptions, progress: &Progress) -> Result<Value, CliError> {
     name_ok("game", o.game)?;
     name_ok("build", o.build)?;
     if let Some(c) = o.channel {
@@ -197,6 +198,7 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
     let mut tar = write_tar(dir, tempfile::tempfile().context("temporary file")?)?;
     let size = tar.seek(SeekFrom::End(0))?;
     tar.seek(SeekFrom::Start(0))?;
+    progress.start_phase("publish (upload)", size);
     let query = o.channel.map(|c| format!("?channel={c}")).unwrap_or_default();
     let build_path = format!("v1/games/{}/builds/{}", o.game, o.build);
     if size <= o.part_bytes {
@@ -207,7 +209,7 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
             .set("Authorization", &auth)
             .set("Content-Type", "application/x-tar")
             .set("Content-Length", &size.to_string())
-            .send(BufReader::new(tar))?;
+            .send(UploadReader { inner: BufReader::new(tar), at: 0, progress })?;
         return resp.into_json().map_err(|e| CliError::bad_response(e.to_string()));
     }
     let part_bytes = o.part_bytes.max(5 << 20);
@@ -232,7 +234,7 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
                 .request_url("PUT", &server.url(&format!("{upload_path}/parts/{n}"))?)
                 .set("Authorization", &auth)
                 .set("Content-Length", &len.to_string())
-                .send(BufReader::new(body))?
+                .send(UploadReader { inner: BufReader::new(body), at: offset, progress })?
                 .into_json::<Value>()
                 .map_err(|e| CliError::bad_response(e.to_string()))?;
             parts.push(serde_json::json!({ "partNumber": n, "etag": part["etag"] }));
@@ -252,6 +254,22 @@ pub fn publish(server: &Server, dir: &Path, o: &PublishOptions) -> Result<Value,
             let _ = server.agent.request_url("DELETE", &u).set("Authorization", &auth).call();
         }
     })
+}
+
+/// A request body that reports how far into the upload (`at`, bytes) it has been read.
+struct UploadReader<'a, R> {
+    inner: R,
+    at: u64,
+    progress: &'a Progress,
+}
+
+impl<R: Read> Read for UploadReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.at += n as u64;
+        self.progress.set_position(self.at);
+        Ok(n)
+    }
 }
 
 /// Points `channel` of `game` at `build` on the server (the owner's token); the server
@@ -439,31 +457,30 @@ impl<R: Read> Read for HashingReader<R> {
     }
 }
 
-/// Turns OLD into OUT = build `to`: the signed channel (if asked), the descriptor's signed
-/// update statement, the manifest it vouches for, then the patch streamed into the
-/// applier with every write bound to the manifest; OUT appears only when all of it verified.
-pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<UpdateSummary, CliError> {
-    name_ok("game", o.game)?;
-    name_ok("from build", o.from)?;
-    let mut keys = resolve_keys(server, o.keys, o.trust_on_first_use)?;
-    // A channel is resolved once: the update is to that build even if the channel moves meanwhile.
-    let (to, channel) = match o.to {
-        UpdateTarget::Build(b) => {
-            name_ok("to build", b)?;
-            (b.to_string(), None)
-        }
-        UpdateTarget::Channel(c) => {
-            let head = channel_head(server, &mut keys, o.game, c)?;
-            (head.build.clone(), Some((c, head)))
-        }
-    };
-    let to = to.as_str();
-    let mut descriptor_url = server.url(&format!("v1/games/{}/updates/{}/{to}", o.game, o.from))?;
+/// An update's manifest, checked against the statement the accepted key signed, and where
+/// the patch it vouches for is.
+pub struct VerifiedUpdate {
+    pub manifest: Vec<u8>,
+    pub patch_url: url::Url,
+    pub patch_size: u64,
+    pub patch_blake3: [u8; 32],
+    /// The key that verified the statement.
+    pub key_id: String,
+}
+
+/// The signed update `from` -> `to` of `game`: the descriptor's update statement verified
+/// under an accepted key, then the manifest it vouches for (size, BLAKE3, kind, builds,
+/// patch size). Nothing of the patch is fetched.
+pub fn verified_update(server: &Server, keys: &mut KeySet, game: &str, from: &str, to: &str) -> Result<VerifiedUpdate, CliError> {
+    name_ok("game", game)?;
+    name_ok("from build", from)?;
+    name_ok("to build", to)?;
+    let mut descriptor_url = server.url(&format!("v1/games/{game}/updates/{from}/{to}"))?;
     // What this client applies (docs/FORMAT.md §5): a server that negotiates answers with a
     // patch that needs no more; a static site ignores the query.
     descriptor_url.query_pairs_mut().append_pair("reader", &edgepatch_core::Capabilities::current().to_hex());
     let desc: UpdateDescriptor = server.get_document(&descriptor_url, "update descriptor")?;
-    let d = desc.check(o.game, o.from, to).context("update descriptor")?;
+    let d = desc.check(game, from, to).context("update descriptor")?;
     // Before anything else is fetched: a patch made for newer readers than this edgepatch.
     d.check_reader(edgepatch_core::Capabilities::current())?;
     let raw = |u: &str, field: &str| descriptor_url.join(u).map_err(|e| CliError::bad_response(format!("{field}: {e}")));
@@ -471,8 +488,8 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
     let (manifest_size, manifest_blake3, patch_size) = (d.manifest_size, d.manifest_blake3, d.patch_size);
 
     // The update statement, rebuilt from what was asked for: game, from and to are signed.
-    let what = format!("update {} {} -> {to}", o.game, o.from);
-    let key = signing_key(server, &mut keys, d.signed.key_id_hex().as_deref(), &what)?;
+    let what = format!("update {game} {from} -> {to}");
+    let key = signing_key(server, keys, d.signed.key_id_hex().as_deref(), &what)?;
     d.verify(&[key.public_key]).context(&what).reword(|e| format!("{e} (not signed for this game and these builds, or not by this key)"))?;
 
     // Manifest: the signed size and BLAKE3, then what it says about the patch.
@@ -493,19 +510,30 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
     if view.kind() != ManifestKind::Patch {
         return Err(CliError::bad_response("manifest is not a patch manifest"));
     }
-    let from_ok = view.from_build() == Some(o.from) || (o.from == "_" && matches!(view.from_build(), None | Some("_")));
+    let from_ok = view.from_build() == Some(from) || (from == "_" && matches!(view.from_build(), None | Some("_")));
     if view.to_build() != to || !from_ok {
-        return Err(CliError::refused(Refusal::Unvouched, format!("manifest is for {:?} -> {}, not {} -> {to}", view.from_build(), view.to_build(), o.from)));
+        return Err(CliError::refused(Refusal::Unvouched, format!("manifest is for {:?} -> {}, not {from} -> {to}", view.from_build(), view.to_build())));
     }
     if view.patch_size() != patch_size {
         return Err(CliError::refused(Refusal::Unvouched, format!("manifest says the patch is {} bytes, the descriptor {patch_size}", view.patch_size())));
     }
     let patch_blake3 = view.patch_blake3();
-    let mut binding = ManifestBinding::new(&manifest).context("manifest")?;
+    Ok(VerifiedUpdate { manifest, patch_url, patch_size, patch_blake3, key_id: key.key_id })
+}
 
-    // Patch: streamed from the response into the applier, every write checked against the
-    // manifest; committed only if its BLAKE3 is the signed one too.
-    let resp = server.get_immutable(&patch_url)?;
+/// Applies the patch of `v` to OLD into OUT: streamed from the response into the applier,
+/// every write checked against the manifest; OUT appears only if the patch's BLAKE3 is the
+/// signed one too.
+pub fn apply_verified(
+    v: &VerifiedUpdate,
+    server: &Server,
+    old: &Path,
+    out: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<edgepatch_core::ApplySummary, CliError> {
+    let (patch_url, patch_size) = (&v.patch_url, v.patch_size);
+    let mut binding = ManifestBinding::new(&v.manifest).context("manifest")?;
+    let resp = server.get_immutable(patch_url)?;
     let mut reader = HashingReader { inner: resp.into_reader().take(patch_size + 1), hasher: edgepatch_core::blake3::Hasher::new(), count: 0 };
     let mut old_files = OldBuildFiles::new(old);
     let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| CliError::from(e).at(out))?;
@@ -520,13 +548,36 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
     binding.finish(false, &mut staged).map_err(|e| CliError::refused(Refusal::Unvouched, format!("applying {patch_url}: {e}")))?;
     // The applier stops at the checksum; anything after it would be a different patch.
     let mut rest = [0u8; 1];
-    if reader.read(&mut rest).map_err(|e| read_failed(&patch_url, e))? != 0 || reader.count != patch_size {
+    if reader.read(&mut rest).map_err(|e| read_failed(patch_url, e))? != 0 || reader.count != patch_size {
         return Err(CliError::refused(Refusal::Unvouched, format!("patch is not the {patch_size} bytes the manifest names")));
     }
-    if reader.hasher.finalize().as_bytes() != &patch_blake3 {
+    if reader.hasher.finalize().as_bytes() != &v.patch_blake3 {
         return Err(CliError::refused(Refusal::Unvouched, "patch BLAKE3 differs from the signed manifest's"));
     }
     staged.commit().map_err(|e| CliError::io(out, e))?;
+    Ok(apply)
+}
+
+/// Turns OLD into OUT = build `to`: the signed channel (if asked), the descriptor's signed
+/// update statement, the manifest it vouches for, then the patch streamed into the
+/// applier with every write bound to the manifest; OUT appears only when all of it verified.
+pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progress: &mut dyn FnMut(u64, u64)) -> Result<UpdateSummary, CliError> {
+    name_ok("game", o.game)?;
+    name_ok("from build", o.from)?;
+    let mut keys = resolve_keys(server, o.keys, o.trust_on_first_use)?;
+    // A channel is resolved once: the update is to that build even if the channel moves meanwhile.
+    let (to, channel) = match o.to {
+        UpdateTarget::Build(b) => {
+            name_ok("to build", b)?;
+            (b.to_string(), None)
+        }
+        UpdateTarget::Channel(c) => {
+            let head = channel_head(server, &mut keys, o.game, c)?;
+            (head.build.clone(), Some((c, head)))
+        }
+    };
+    let v = verified_update(server, &mut keys, o.game, o.from, &to)?;
+    let apply = apply_verified(&v, server, old, out, progress)?;
     // Only now is the channel's position remembered: a refused update leaves it as it was.
     let channel_sequence = match channel {
         Some((c, head)) => {
@@ -538,10 +589,10 @@ pub fn update(server: &Server, old: &Path, out: &Path, o: UpdateOptions, progres
     io::stderr().flush().ok();
     Ok(UpdateSummary {
         apply,
-        to: to.to_string(),
-        manifest_bytes: manifest_size,
-        patch_bytes: patch_size,
-        key_id: key.key_id.clone(),
+        to,
+        manifest_bytes: v.manifest.len() as u64,
+        patch_bytes: v.patch_size,
+        key_id: v.key_id,
         key_source: keys.source.clone(),
         channel_sequence,
     })

@@ -19,8 +19,10 @@
 //!
 //! `site add` publishes a build: patches from nothing (`_`, an install) and from
 //! each of the game's last `--history` builds, so clients never follow a chain
-//! of patches; with `--channel` it moves the channel (sequence + 1).
+//! of patches; with `--channel` it moves the channel (sequence + 1). Pairs the site
+//! already publishes, signed by its key and checked against DIR, are kept (`published_pair`, `kept`).
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -30,12 +32,14 @@ use edgepatch_core::channel::ChannelDocument;
 use edgepatch_core::descriptor::UpdateDescriptor;
 use edgepatch_core::inspect::{inspect_patch, patch_manifest};
 use edgepatch_core::key_rotations::KeyRotation;
+use edgepatch_core::manifest::{EntryKind, ManifestKind, ManifestView};
 use edgepatch_core::trust;
 use edgepatch_core::{diff_builds, Build, DiffOptions, DiffStats, EntryContent};
 use serde_json::{json, Value};
 
 use crate::build_files::read_build;
 use crate::cli_error::{CliError, IoResultExt, ResultExt};
+use crate::progress::Progress;
 
 pub struct SiteKey {
     signing: SigningKey,
@@ -102,13 +106,27 @@ fn io_err(path: &Path, e: std::io::Error) -> CliError {
     CliError::io(path, e)
 }
 
-/// Writes through a temporary file and a rename: a reader (or an upload) never sees half a document.
+/// Writes through a temporary file and a rename: a reader (or an upload) never sees half a
+/// document. A file that already holds `bytes` is left as it is (a sync by modification time
+/// then uploads nothing).
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    if fs::metadata(path).is_ok_and(|m| m.len() == bytes.len() as u64) && fs::read(path).is_ok_and(|b| b == bytes) {
+        return Ok(());
+    }
     let dir = path.parent().ok_or_else(|| CliError::other("no parent directory"))?;
     fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
     let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("x")));
     fs::write(&tmp, bytes).map_err(|e| io_err(&tmp, e))?;
     fs::rename(&tmp, path).map_err(|e| io_err(path, e))
+}
+
+/// The bytes at `path`, or None when there is no such file.
+fn read_if_there(path: &Path) -> Result<Option<Vec<u8>>, CliError> {
+    match fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(path, e)),
+    }
 }
 
 fn now_secs() -> u64 {
@@ -144,20 +162,86 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), CliError> {
 
 /// The patch from `old` to `new`, its manifest, the diff's counts and what a reader must
 /// understand to apply the patch (hex, docs/FORMAT.md §5).
-fn make_pair(old: &Build, new: &Build, from: &str, to: &str, o: &AddOptions) -> Result<(Vec<u8>, Vec<u8>, DiffStats, String), CliError> {
+fn make_pair(
+    old: &Build,
+    new: &NewBuild,
+    from: &str,
+    to: &str,
+    o: &AddOptions,
+    progress: &Progress,
+) -> Result<(Vec<u8>, Vec<u8>, DiffStats, String), CliError> {
+    let (new, hashes) = (&new.build, &new.hashes);
+    progress.start_phase(&format!("site add {from} -> {to}"), new.total_file_bytes());
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let opts = DiffOptions { level: o.level, threads, trace: crate::timing::from_env(), reader: o.reader, ..DiffOptions::default() };
-    let (patch, stats) = diff_builds(old, new, &opts, &|_, _| {}).context(format!("diff {from} -> {to}"))?;
+    let (patch, stats) = diff_builds(old, new, &opts, &|done, total| {
+        progress.set_length(total);
+        progress.set_position(done)
+    })
+    .context(format!("diff {from} -> {to}"))?;
     let info = inspect_patch(patch.as_slice())?;
     let tree = info.resolve(edgepatch_core::diff::build_listing(old))?;
-    let by_path: std::collections::HashMap<&str, &[u8]> = new
-        .entries
-        .iter()
-        .filter_map(|e| if let EntryContent::File { data, .. } = &e.content { Some((e.path.as_str(), data.as_slice())) } else { None })
-        .collect();
-    let hash_of = |i: usize| *blake3::hash(by_path.get(tree.entries[i].path.as_str()).copied().unwrap_or_default()).as_bytes();
+    let hash_of = |i: usize| hashes.get(tree.entries[i].path.as_str()).copied().unwrap_or(*blake3::hash(b"").as_bytes());
     let manifest = patch_manifest(&tree, &info.layout, hash_of, *blake3::hash(&patch).as_bytes(), from, to)?;
     Ok((patch, manifest.encode()?, stats, info.required_capabilities().to_hex()))
+}
+
+/// The build `add` publishes, with its files' BLAKE3s (by path), hashed once for every pair.
+struct NewBuild {
+    build: Build,
+    hashes: HashMap<String, [u8; 32]>,
+}
+
+impl NewBuild {
+    fn read(dir: &Path) -> Result<NewBuild, CliError> {
+        let build = read_build(dir).map_err(|e| CliError::io(dir, e))?;
+        let hashes = build
+            .entries
+            .iter()
+            .filter_map(|e| if let EntryContent::File { data, .. } = &e.content { Some((e.path.clone(), *blake3::hash(data).as_bytes())) } else { None })
+            .collect();
+        Ok(NewBuild { build, hashes })
+    }
+
+    /// Every entry as a manifest lists it (path, kind, executable bit, size, BLAKE3, link
+    /// target), in path order.
+    fn listing(&self) -> Vec<ListedContent> {
+        let mut out: Vec<ListedContent> = self
+            .build
+            .entries
+            .iter()
+            .map(|e| match &e.content {
+                EntryContent::File { executable, data } => (e.path.clone(), EntryKind::File, *executable, data.len() as u64, self.hashes[&e.path], None),
+                EntryContent::Symlink { target } => (e.path.clone(), EntryKind::Symlink, false, 0, [0; 32], Some(target.clone())),
+                EntryContent::Directory => (e.path.clone(), EntryKind::Directory, false, 0, [0; 32], None),
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+}
+
+/// An entry as `NewBuild::listing` and `manifest_listing` compare them.
+type ListedContent = (String, EntryKind, bool, u64, [u8; 32], Option<String>);
+
+/// The entries a patch manifest gives the new build, as [`NewBuild::listing`] lists them.
+fn manifest_listing(view: &ManifestView) -> Result<Vec<ListedContent>, CliError> {
+    let mut out = Vec::with_capacity(view.len());
+    for e in view.entries() {
+        let e = e?;
+        out.push(match e.kind {
+            EntryKind::File => (e.path, e.kind, e.executable, e.size, e.blake3, None),
+            _ => (e.path, e.kind, false, 0, [0; 32], e.symlink_target),
+        });
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// A published pair `add` keeps: one whose patch needs nothing outside `o.reader` (a pair
+/// made for more capable readers is made again).
+fn kept((pair, needs): (PublishedPair, Option<edgepatch_core::Capabilities>), o: &AddOptions) -> Option<PublishedPair> {
+    needs.is_some_and(|n| n.is_subset(o.reader)).then_some(pair)
 }
 
 pub struct AddOptions<'a> {
@@ -184,6 +268,8 @@ pub struct PublishedPair {
     /// Segments of the patch's delta stream (resumable units) and bytes of the new build.
     pub segments: u64,
     pub new_bytes: u64,
+    /// Already on the site, signed and checked, and kept rather than made again.
+    pub reused: bool,
 }
 
 impl Site {
@@ -346,6 +432,7 @@ impl Site {
             patch_path: format!("v1/games/{game}/patches/{ph}"),
             segments: stats.segments,
             new_bytes: stats.new_bytes,
+            reused: false,
         };
         write_file(&self.public(&published.manifest_path), &manifest)?;
         write_file(&self.public(&published.patch_path), &patch)?;
@@ -384,8 +471,14 @@ impl Site {
         write_file(&self.public(&format!("v1/games/{game}/channels/{channel}")), text.as_bytes())
     }
 
-    /// Publishes build DIR as `o.build` of `o.game`; returns the pairs it made.
-    pub fn add(&mut self, key: &SiteKey, dir: &Path, o: &AddOptions) -> Result<Vec<PublishedPair>, CliError> {
+    /// Publishes build DIR as `o.build` of `o.game`: the pairs from nothing and from the
+    /// `o.history` builds published before it. A pair already on the site, signed by this
+    /// site's key, whose manifest lists exactly DIR's entries and whose patch is the one the
+    /// manifest names, is kept as it is (an add that was interrupted, or a larger `--history`,
+    /// makes only the missing pairs). Adding a build already published is allowed only with
+    /// the same content (checked against its signed install manifest) and then makes only
+    /// what is missing: nothing, when nothing is. Returns the pairs, made or kept.
+    pub fn add(&mut self, key: &SiteKey, dir: &Path, o: &AddOptions, progress: &Progress) -> Result<Vec<PublishedPair>, CliError> {
         self.check_key(key)?;
         for (what, name) in [("game", o.game), ("build", o.build)].into_iter().chain(o.channel.map(|c| ("channel", c))) {
             trust::check_name(what, name)?;
@@ -394,30 +487,104 @@ impl Site {
             return Err(CliError::bad_input("build name `_` is reserved for the empty build"));
         }
         let builds = self.builds(o.game);
-        if builds.iter().any(|b| b == o.build) {
-            return Err(CliError::bad_input(format!("build {}/{} is already on the site; builds are immutable (publish under a new name)", o.game, o.build)));
+        let new = NewBuild::read(dir)?;
+        let listing = new.listing();
+        let published = builds.iter().position(|b| b == o.build);
+        let earlier = match published {
+            Some(at) => &builds[..at],
+            None => &builds[..],
+        };
+        let install = self.published_pair(key, o, "_", &listing)?;
+        if published.is_some() && install.is_none() {
+            return Err(CliError::bad_input(format!(
+                "build {}/{} is already on the site with other content (or its signed install manifest does not check); builds are immutable (publish under a new name)",
+                o.game, o.build
+            )));
         }
-        let new = read_build(dir).map_err(|e| CliError::io(dir, e))?;
-        let store = self.root.join("private/builds").join(o.game).join(o.build);
-        if store.exists() {
-            fs::remove_dir_all(&store).map_err(|e| io_err(&store, e))?;
+        if published.is_none() {
+            let store = self.root.join("private/builds").join(o.game).join(o.build);
+            if store.exists() {
+                fs::remove_dir_all(&store).map_err(|e| io_err(&store, e))?;
+            }
+            copy_tree(dir, &store)?;
         }
-        copy_tree(dir, &store)?;
         self.write_public_key(key, None)?;
         let mut pairs = Vec::new();
-        let empty = Build { entries: Vec::new() };
-        pairs.push(self.publish_pair(key, o.game, "_", o.build, make_pair(&empty, &new, "_", o.build, o)?)?);
-        for from in builds.iter().rev().take(o.history) {
+        pairs.push(match install.and_then(|p| kept(p, o)) {
+            Some(p) => p,
+            None => self.publish_pair(key, o.game, "_", o.build, make_pair(&Build { entries: Vec::new() }, &new, "_", o.build, o, progress)?)?,
+        });
+        for from in earlier.iter().rev().take(o.history) {
+            if let Some(p) = self.published_pair(key, o, from, &listing)?.and_then(|p| kept(p, o)) {
+                pairs.push(p);
+                continue;
+            }
             let old_dir = self.root.join("private/builds").join(o.game).join(from);
             let old = read_build(&old_dir).map_err(|e| CliError::io(&old_dir, e))?;
-            pairs.push(self.publish_pair(key, o.game, from, o.build, make_pair(&old, &new, from, o.build, o)?)?);
+            pairs.push(self.publish_pair(key, o.game, from, o.build, make_pair(&old, &new, from, o.build, o, progress)?)?);
         }
-        self.game(o.game)["builds"].as_array_mut().expect("builds is an array").push(json!(o.build));
+        if published.is_none() {
+            self.game(o.game)["builds"].as_array_mut().expect("builds is an array").push(json!(o.build));
+        }
         if let Some(c) = o.channel {
-            self.move_channel(key, o.game, c, o.build, o.ttl_secs)?;
+            if self.state["games"][o.game]["channels"][c]["build"].as_str() != Some(o.build) {
+                self.move_channel(key, o.game, c, o.build, o.ttl_secs)?;
+            }
         }
         self.save()?;
         Ok(pairs)
+    }
+
+    /// The pair `from` -> `o.build` as the site has it, with what its readers need, when it
+    /// checks: its descriptor signed by `key` for this game and these builds; its manifest the
+    /// signed one (size, BLAKE3, checksum), for these builds, listing exactly `listing`; its
+    /// patch the size and BLAKE3 the manifest names. None when any of it is missing or
+    /// differs: the pair is then made again ([`kept`] also asks for the readers).
+    fn published_pair(
+        &self,
+        key: &SiteKey,
+        o: &AddOptions,
+        from: &str,
+        listing: &[ListedContent],
+    ) -> Result<Option<(PublishedPair, Option<edgepatch_core::Capabilities>)>, CliError> {
+        let game_dir = format!("v1/games/{}", o.game);
+        let descriptor_path = format!("{game_dir}/updates/{from}/{}", o.build);
+        let Some(bytes) = read_if_there(&self.public(&descriptor_path))? else { return Ok(None) };
+        let Ok(d) = serde_json::from_slice::<UpdateDescriptor>(&bytes) else { return Ok(None) };
+        let Ok(checked) = d.check(o.game, from, o.build) else { return Ok(None) };
+        if checked.verify(&[key.public_key()]).is_err() {
+            return Ok(None);
+        }
+        let manifest_path = format!("{game_dir}/manifests/{}", trust::hex(&checked.manifest_blake3));
+        let Some(manifest) = read_if_there(&self.public(&manifest_path))? else { return Ok(None) };
+        if manifest.len() as u64 != checked.manifest_size || blake3::hash(&manifest).as_bytes() != &checked.manifest_blake3 {
+            return Ok(None);
+        }
+        let Ok(view) = ManifestView::open(&manifest) else { return Ok(None) };
+        let from_ok = view.from_build() == Some(from) || (from == "_" && matches!(view.from_build(), None | Some("_")));
+        if view.verify_checksum().is_err() || view.kind() != ManifestKind::Patch || view.to_build() != o.build || !from_ok {
+            return Ok(None);
+        }
+        if manifest_listing(&view).ok().as_deref() != Some(listing) {
+            return Ok(None);
+        }
+        let patch_path = format!("{game_dir}/patches/{}", trust::hex(&view.patch_blake3()));
+        let Some(patch) = read_if_there(&self.public(&patch_path))? else { return Ok(None) };
+        if patch.len() as u64 != view.patch_size() || blake3::hash(&patch).as_bytes() != &view.patch_blake3() || d.patch_size != view.patch_size() {
+            return Ok(None);
+        }
+        let pair = PublishedPair {
+            from: from.to_string(),
+            patch_bytes: patch.len(),
+            manifest_bytes: manifest.len(),
+            descriptor_path,
+            manifest_path,
+            patch_path,
+            segments: view.segment_count() as u64,
+            new_bytes: listing.iter().map(|e| if e.1 == EntryKind::File { e.3 } else { 0 }).sum(),
+            reused: true,
+        };
+        Ok(Some((pair, checked.reader_needs)))
     }
 
     /// Points `channel` at `build` (an earlier build too: a rollback by the owner is a move

@@ -64,6 +64,15 @@ pub fn parse_key_list<'a>(texts: impl IntoIterator<Item = &'a str>, source: &str
     Ok(if keys.is_empty() { None } else { Some(KeySet { keys, source: source.to_string(), pinned_for: None }) })
 }
 
+/// The keys given with `--public-key`, else in EDGEPATCH_PUBLIC_KEY; None: neither (then the
+/// keys pinned for the server apply).
+pub fn given_keys(public_key: &[String]) -> Result<Option<KeySet>, CliError> {
+    match parse_key_list(public_key.iter().map(String::as_str), "--public-key")? {
+        Some(k) => Ok(Some(k)),
+        None => parse_key_list(std::env::var("EDGEPATCH_PUBLIC_KEY").ok().as_deref(), "EDGEPATCH_PUBLIC_KEY"),
+    }
+}
+
 pub fn config_dir() -> Result<PathBuf, CliError> {
     if let Some(d) = std::env::var_os("EDGEPATCH_CONFIG_DIR").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(d));

@@ -8,8 +8,6 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
@@ -20,49 +18,8 @@ use edgepatch_core::trust;
 use serde_json::json;
 
 mod common;
+use common::site_server::{load_site, serve, serve_logged, Site};
 use common::{copy_tree, unpack};
-
-type Site = Arc<Mutex<HashMap<String, Vec<u8>>>>;
-type Requests = Arc<Mutex<Vec<String>>>;
-
-/// Serves `site` (URL path -> bytes) on 127.0.0.1 until the test ends; one request a connection.
-fn serve(site: Site) -> String {
-    serve_logged(site).0
-}
-
-/// As `serve`, and the paths asked for, in order.
-fn serve_logged(site: Site) -> (String, Requests) {
-    let requests: Requests = Arc::new(Mutex::new(Vec::new()));
-    let log = requests.clone();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let mut req = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => req.extend_from_slice(&buf[..n]),
-                }
-            }
-            let line = String::from_utf8_lossy(&req).lines().next().unwrap_or("").to_string();
-            let path = line.split(' ').nth(1).unwrap_or("/").to_string();
-            log.lock().unwrap().push(path.clone());
-            // As a static host: the file is the path's, whatever the query (`?reader=`).
-            let file = path.split('?').next().unwrap_or("/");
-            let body = site.lock().unwrap().get(file).cloned();
-            let (status, body) = match body {
-                Some(b) => ("200 OK", b),
-                None => ("404 Not Found", br#"{"error":"not found","status":404}"#.to_vec()),
-            };
-            let head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
-            let _ = s.write_all(head.as_bytes()).and_then(|_| s.write_all(&body));
-        }
-    });
-    (format!("http://{addr}"), requests)
-}
 
 fn edgepatch(args: &[&str], config: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_edgepatch")).args(args).env("EDGEPATCH_CONFIG_DIR", config).env_remove("EDGEPATCH_PUBLIC_KEY").output().unwrap()
@@ -339,24 +296,6 @@ fn keygen_writes_a_secret_seed_once_and_prints_the_key_id() {
     assert!(err.contains("exists"), "{err}");
 }
 
-/// Every file under `dir`, as URL path -> bytes.
-fn load_site(site: &Site, dir: &Path) {
-    let mut stack = vec![dir.to_path_buf()];
-    let mut s = site.lock().unwrap();
-    s.clear();
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().replace('\\', "/");
-                s.insert(format!("/{rel}"), fs::read(&p).unwrap());
-            }
-        }
-    }
-}
-
 #[test]
 fn a_static_site_made_by_site_add_serves_installs_direct_updates_and_signed_channels() {
     let tmp = tempfile::tempdir().unwrap();
@@ -390,7 +329,7 @@ fn a_static_site_made_by_site_add_serves_installs_direct_updates_and_signed_chan
             t,
         )));
     }
-    // v2 has patches from nothing and from v1; publishing v2 again is refused.
+    // v2 has patches from nothing and from v1.
     let public = site_dir.join("public");
     assert!(public.join("v1/games/demo/updates/_/v2").is_file() && public.join("v1/games/demo/updates/v1/v2").is_file());
     // The --json answer lists each pair with where its files are and what the listing needs.
@@ -407,7 +346,8 @@ fn a_static_site_made_by_site_add_serves_installs_direct_updates_and_signed_chan
         assert!(p["segments"].as_u64().unwrap() >= 1, "{p}");
         assert_eq!(p["new_bytes"].as_u64().unwrap(), v2_bytes, "{p}");
     }
-    let err = refused(edgepatch(&["site", "add", "--site", &s(&site_dir), "--key", &s(&key), "--game", "demo", "--build", "v2", &s(&v2)], t));
+    // v2 again with other content is refused (with the same content it is a no-op: site_add_incremental.rs).
+    let err = refused(edgepatch(&["site", "add", "--site", &s(&site_dir), "--key", &s(&key), "--game", "demo", "--build", "v2", &s(&v1)], t));
     assert!(err.contains("immutable"), "{err}");
 
     let site: Site = Arc::new(Mutex::new(HashMap::new()));

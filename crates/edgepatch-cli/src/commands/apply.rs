@@ -8,10 +8,10 @@ use serde_json::json;
 
 use edgepatch_core::apply_patch;
 
-use super::progress_bar;
 use crate::build_files::OldBuildFiles;
 use crate::cli_error::{CliError, IoResultExt};
 use crate::platform;
+use crate::progress::Progress;
 use crate::staged_output::StagedOutput;
 use crate::Cli;
 
@@ -22,11 +22,11 @@ pub(crate) fn run(cli: &Cli, old: &Path, patch: &Path, out: &Path) -> Result<(),
     let patch_len = patch_file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut old_files = OldBuildFiles::new(old);
     let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| CliError::from(e).at(out))?;
-    let bar = progress_bar(cli, patch_len, "apply");
+    let bar = Progress::new(cli, patch_len, "apply");
     let summary =
         apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| bar.set_position(p.patch_bytes_read)).map_err(|e| apply_failed(e, old, patch, out))?;
     staged.commit().at_path(out)?;
-    bar.finish_and_clear();
+    bar.finish();
     let secs = started.elapsed().as_secs_f64();
     if cli.json {
         println!(

@@ -6,9 +6,10 @@ use serde_json::json;
 
 use edgepatch_core::{diff_builds, DiffOptions};
 
-use super::{progress_bar, write_atomically};
+use super::write_atomically;
 use crate::build_files::{self, read_build};
 use crate::cli_error::{CliError, Refusal, ResultExt};
+use crate::progress::Progress;
 use crate::{bounded_diff, portable_names, timing, Cli, DiffArgs};
 
 /// Make PATCH from OLD and NEW: in memory, or in bounded memory (`--bounded`, or OLD over 1 GiB).
@@ -22,7 +23,7 @@ pub(crate) fn run(cli: &Cli, args: &DiffArgs) -> Result<(), CliError> {
         }
         let paths = build_files::list_paths(new).context("new")?;
         check_portable(paths.iter().map(String::as_str), *strict_portable)?;
-        let bar = progress_bar(cli, 0, "diff (patch bytes)");
+        let bar = Progress::new(cli, 0, "diff (patch bytes)");
         let opts = bounded_diff::BoundedOptions {
             level: *level,
             wasm_transform: !*no_wasm_transform,
@@ -43,7 +44,7 @@ pub(crate) fn run(cli: &Cli, args: &DiffArgs) -> Result<(), CliError> {
             reader: *reader,
         };
         let stats = bounded_diff::diff_bounded(old, new, patch, &opts, &|n| bar.set_position(n))?;
-        bar.finish_and_clear();
+        bar.finish();
         stats
     } else {
         let old_build = read_build(old).context("old")?;
@@ -55,9 +56,12 @@ pub(crate) fn run(cli: &Cli, args: &DiffArgs) -> Result<(), CliError> {
         let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
         let opts =
             DiffOptions { level: *level, threads, wasm_transform: !*no_wasm_transform, trace: timing::from_env(), reader: *reader, ..DiffOptions::default() };
-        let bar = progress_bar(cli, new_build.total_file_bytes(), "diff");
-        let (bytes, stats) = diff_builds(&old_build, &new_build, &opts, &|done, _total| bar.set_position(done))?;
-        bar.finish_and_clear();
+        let bar = Progress::new(cli, new_build.total_file_bytes(), "diff");
+        let (bytes, stats) = diff_builds(&old_build, &new_build, &opts, &|done, total| {
+            bar.set_length(total);
+            bar.set_position(done)
+        })?;
+        bar.finish();
         write_atomically(patch, &bytes)?;
         stats
     };

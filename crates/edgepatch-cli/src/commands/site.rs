@@ -6,6 +6,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use crate::cli_error::CliError;
+use crate::progress::Progress;
 use crate::{static_site, Cli, SiteCommand, SiteSigning};
 
 impl SiteSigning {
@@ -44,14 +45,16 @@ fn site_add(cli: &Cli, signing: &SiteSigning, o: &static_site::AddOptions, dir: 
     let (game, build, channel) = (o.game, o.build, o.channel);
     let started = Instant::now();
     let (key, mut s) = signing.open()?;
-    let pairs = s.add(&key, dir, o)?;
+    let progress = Progress::new(cli, 0, "site add");
+    let pairs = s.add(&key, dir, o, &progress)?;
+    progress.finish();
     let secs = started.elapsed().as_secs_f64();
     if cli.json {
         let list: Vec<_> = pairs
             .iter()
             .map(|p| {
                 json!({ "from": p.from, "patch_bytes": p.patch_bytes, "manifest_bytes": p.manifest_bytes, "segments": p.segments, "new_bytes": p.new_bytes,
-                        "descriptor": p.descriptor_path, "manifest": p.manifest_path, "patch": p.patch_path })
+                        "descriptor": p.descriptor_path, "manifest": p.manifest_path, "patch": p.patch_path, "reused": p.reused })
             })
             .collect();
         println!(
@@ -60,12 +63,14 @@ fn site_add(cli: &Cli, signing: &SiteSigning, o: &static_site::AddOptions, dir: 
         );
     } else {
         for p in &pairs {
-            println!("site: {game} {} -> {build}: patch {} bytes", p.from, p.patch_bytes);
+            println!("site: {game} {} -> {build}: patch {} bytes{}", p.from, p.patch_bytes, if p.reused { " (already on the site, kept)" } else { "" });
         }
         let via = channel.as_ref().map(|c| format!(", channel {c} -> {build}")).unwrap_or_default();
         println!(
-            "site: published {game}/{build} ({} patches{via}), signed by key {}; upload {}; {secs:.2}s",
+            "site: published {game}/{build} ({} patches, {} made, {} kept{via}), signed by key {}; upload {}; {secs:.2}s",
             pairs.len(),
+            pairs.iter().filter(|p| !p.reused).count(),
+            pairs.iter().filter(|p| p.reused).count(),
             key.key_id_hex(),
             signing.site.join("public").display()
         );

@@ -4,8 +4,8 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::progress_bar;
 use crate::cli_error::CliError;
+use crate::progress::Progress;
 use crate::{server_client, trusted_keys, Cli, UpdateArgs};
 
 /// Update OLD_DIR into OUT_DIR from an update server, every byte checked against what was signed.
@@ -16,23 +16,19 @@ pub(crate) fn run(cli: &Cli, args: &UpdateArgs) -> Result<(), CliError> {
         return Err(CliError::usage("--trust-on-first-use cannot be used with --allow-insecure-http: over plain http anyone on the network chooses the key that would be pinned; pass the server's key with --public-key (or EDGEPATCH_PUBLIC_KEY)"));
     }
     let server = server_client::Server::new(server, *allow_insecure_http)?;
-    let env_key = std::env::var("EDGEPATCH_PUBLIC_KEY").ok();
-    let keys = match trusted_keys::parse_key_list(public_key.iter().map(String::as_str), "--public-key")? {
-        Some(k) => Some(k),
-        None => trusted_keys::parse_key_list(env_key.as_deref(), "EDGEPATCH_PUBLIC_KEY")?,
-    };
+    let keys = trusted_keys::given_keys(public_key)?;
     let target = match (to, channel) {
         (Some(b), _) => server_client::UpdateTarget::Build(b),
         (None, Some(c)) => server_client::UpdateTarget::Channel(c),
         (None, None) => return Err(CliError::usage("update needs --to BUILD or --channel NAME")),
     };
     let opts = server_client::UpdateOptions { game, from, to: target, keys, trust_on_first_use: *trust_on_first_use };
-    let bar = progress_bar(cli, 0, "update");
+    let bar = Progress::new(cli, 0, "update");
     let s = server_client::update(&server, old_dir, out_dir, opts, &mut |done, total| {
         bar.set_length(total);
         bar.set_position(done)
     })?;
-    bar.finish_and_clear();
+    bar.finish();
     let secs = started.elapsed().as_secs_f64();
     if cli.json {
         println!(

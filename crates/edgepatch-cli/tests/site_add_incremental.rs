@@ -1,0 +1,123 @@
+//! `site add` keeps what the site already publishes: a larger `--history` makes only the
+//! missing pairs, an add interrupted before it recorded the build makes only what it had
+//! not written, adding a published build again with the same content writes nothing, and
+//! the site that results is byte for byte the one three plain adds make.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+
+mod common;
+use common::{copy_tree, unpack};
+
+fn edgepatch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_edgepatch")).args(args).output().unwrap()
+}
+
+fn ok(out: Output) -> String {
+    assert!(out.status.success(), "failed: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `site add` of BUILD from DIR with `extra` options; the pairs of its --json answer as (from, reused).
+fn add(site: &Path, key: &Path, build: &str, dir: &Path, extra: &[&str]) -> Vec<(String, bool)> {
+    let (site, key, dir) = (site.to_str().unwrap(), key.to_str().unwrap(), dir.to_str().unwrap());
+    let mut args = vec!["--json", "site", "add", "--site", site, "--key", key, "--game", "demo", "--build", build, "--level", "3"];
+    args.extend_from_slice(extra);
+    args.push(dir);
+    let answer: serde_json::Value = serde_json::from_str(&ok(edgepatch(&args))).unwrap();
+    answer["pairs"].as_array().unwrap().iter().map(|p| (p["from"].as_str().unwrap().to_string(), p["reused"].as_bool().unwrap())).collect()
+}
+
+fn pairs(list: &[(&str, bool)]) -> Vec<(String, bool)> {
+    list.iter().map(|(f, r)| (f.to_string(), *r)).collect()
+}
+
+/// Every file under `root`: relative path -> (bytes, modification time).
+fn files(root: &Path) -> Vec<(String, Vec<u8>, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+                out.push((rel, fs::read(&p).unwrap(), fs::metadata(&p).unwrap().modified().unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn contents(root: &Path) -> Vec<(String, Vec<u8>)> {
+    files(root).into_iter().map(|(p, b, _)| (p, b)).collect()
+}
+
+#[test]
+fn a_second_add_keeps_published_pairs_and_the_site_equals_one_made_from_scratch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (v1, v2) = (unpack("game-v1.tar", t), unpack("game-v2.tar", t));
+    let v3 = t.join("game-v3");
+    copy_tree(&v2, &v3);
+    fs::write(v3.join("build-v3.txt"), "a file only v3 has\n").unwrap();
+    let key = t.join("site.key");
+    ok(edgepatch(&["keygen", key.to_str().unwrap()]));
+
+    // From scratch: three adds.
+    let scratch = t.join("scratch");
+    assert_eq!(add(&scratch, &key, "v1", &v1, &[]), pairs(&[("_", false)]));
+    assert_eq!(add(&scratch, &key, "v2", &v2, &[]), pairs(&[("_", false), ("v1", false)]));
+    assert_eq!(add(&scratch, &key, "v3", &v3, &[]), pairs(&[("_", false), ("v2", false), ("v1", false)]));
+
+    // Incrementally: v2 first with no history, then again with it: only v1 -> v2 is made.
+    let site = t.join("site");
+    add(&site, &key, "v1", &v1, &[]);
+    assert_eq!(add(&site, &key, "v2", &v2, &["--history", "0"]), pairs(&[("_", false)]));
+    assert_eq!(add(&site, &key, "v2", &v2, &[]), pairs(&[("_", true), ("v1", false)]));
+    // v3's add interrupted after it wrote two of its pairs, before it recorded the build:
+    // the next add makes only the missing pair.
+    let state_path = site.join("private/state.json");
+    let state_before_v3 = fs::read(&state_path).unwrap();
+    add(&site, &key, "v3", &v3, &[]);
+    fs::write(&state_path, &state_before_v3).unwrap();
+    fs::remove_file(site.join("public/v1/games/demo/updates/v1/v3")).unwrap();
+    assert_eq!(add(&site, &key, "v3", &v3, &[]), pairs(&[("_", true), ("v2", true), ("v1", false)]));
+    assert_eq!(contents(&site.join("public")), contents(&scratch.join("public")));
+    assert_eq!(fs::read(&state_path).unwrap(), fs::read(scratch.join("private/state.json")).unwrap());
+
+    // The same build again: every pair kept, not one file of the site written.
+    let before = files(&site);
+    assert_eq!(add(&site, &key, "v3", &v3, &[]), pairs(&[("_", true), ("v2", true), ("v1", true)]));
+    assert_eq!(files(&site), before);
+
+    // A pair whose patch on the site was damaged is made again, not kept.
+    let descriptor: serde_json::Value = serde_json::from_slice(&fs::read(site.join("public/v1/games/demo/updates/v2/v3")).unwrap()).unwrap();
+    let patch = site.join("public/v1/games/demo").join(descriptor["patchUrl"].as_str().unwrap().trim_start_matches("../../"));
+    let good = fs::read(&patch).unwrap();
+    let mut bad = good.clone();
+    bad[good.len() / 2] ^= 1;
+    fs::write(&patch, &bad).unwrap();
+    assert_eq!(add(&site, &key, "v3", &v3, &[]), pairs(&[("_", true), ("v2", false), ("v1", true)]));
+    assert_eq!(fs::read(&patch).unwrap(), good);
+    assert_eq!(contents(&site.join("public")), contents(&scratch.join("public")));
+
+    // The same build for fewer readers: not refused as other content; a pair is kept only
+    // if its patch needs nothing outside them.
+    let for_baseline = add(&site, &key, "v3", &v3, &["--reader", "baseline"]);
+    assert_eq!(for_baseline.iter().map(|(from, _)| from.as_str()).collect::<Vec<_>>(), ["_", "v2", "v1"]);
+    for (from, _) in &for_baseline {
+        let d: serde_json::Value = serde_json::from_slice(&fs::read(site.join(format!("public/v1/games/demo/updates/{from}/v3"))).unwrap()).unwrap();
+        let needs = u64::from_str_radix(d["readerNeeds"].as_str().unwrap(), 16).unwrap();
+        let baseline = u64::from_str_radix(&baseline_hex(), 16).unwrap();
+        assert_eq!(needs & !baseline, 0, "{from} -> v3 needs {needs:x}, more than baseline {baseline:x}");
+    }
+}
+
+/// The `baseline` reader set as hex (docs/FORMAT.md §5), as the core spells it.
+fn baseline_hex() -> String {
+    edgepatch_core::Capabilities::parse_list("baseline").unwrap().to_hex()
+}
