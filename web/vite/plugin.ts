@@ -50,6 +50,8 @@ export default function edgepatch(options: EdgepatchPluginOptions = {}): Plugin 
     generateBundle: {
       order: "post",
       handler(_outputOptions, bundle) {
+        // A server-side (SSR) build has no page to serve the Service Worker to.
+        if (this.environment?.config.consumer === "server") return;
         const wasm = readFileSync(files.wasm);
         // The asset Vite emitted for the dedicated worker, found by its bytes.
         let fileName = Object.values(bundle).find((f) => f.type === "asset" && f.fileName.endsWith(".wasm") && Buffer.from(f.source).equals(wasm))?.fileName;
