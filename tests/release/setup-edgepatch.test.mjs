@@ -120,3 +120,17 @@ test("install.sh fails clearly for a version or target the release does not hold
   assert.notEqual(noRelease.code, 0);
   assert.match(noRelease.stderr, /could not download .*\/missing\/SHA256SUMS/);
 });
+
+test("action.yml passes every input to both install scripts under the names they read", () => {
+  const dir = join(repo, ".github/actions/setup-edgepatch");
+  const action = readFileSync(join(dir, "action.yml"), "utf8");
+  const names = [...new Set([...action.matchAll(/^\s+(EDGEPATCH_[A-Z_]+):/gm)].map((m) => m[1]))].sort();
+  assert.deepEqual(names, ["EDGEPATCH_RELEASE_URL", "EDGEPATCH_REPOSITORY", "EDGEPATCH_TARGET", "EDGEPATCH_VERSION"]);
+  for (const script of ["install.sh", "install.ps1"]) {
+    const text = readFileSync(join(dir, script), "utf8");
+    for (const n of names) assert.ok(text.includes(script.endsWith(".sh") ? n : `$env:${n}`), `${script} reads ${n}`);
+  }
+  for (const input of ["version", "repository", "release-url", "target"]) assert.match(action, new RegExp(`inputs\\.${input}\\b`), `input ${input} is used`);
+  assert.match(action, /sh "\$GITHUB_ACTION_PATH\/install\.sh"/);
+  assert.match(action, /install\.ps1/);
+});
