@@ -41,6 +41,7 @@ cargo test -p edgepatch-core --quiet --test golden_vectors --test hostile_vector
 if [ -x node_modules/.bin/tsc ] && [ -e crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.d.ts ] && [ -e crates/edgepatch-wasm/pkg/web/edgepatch_wasm.d.ts ]; then
   echo "== TypeScript: web/ and worker/ type-check"
   node_modules/.bin/tsc -p web/tsconfig.json
+  node_modules/.bin/tsc -p web/tsconfig.vite.json --noEmit
   node_modules/.bin/tsc -p worker/tsconfig.json
   [ -e packages/edgepatch-js/wasm/edgepatch_wasm.d.ts ] && npm run --silent typecheck -w @edgepatch/js
 else

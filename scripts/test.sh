@@ -101,6 +101,8 @@ bash scripts/check-targets.sh
 
 stage "Other systems: the CLI's tests as the static musl binary (natively) and as the Windows build (under Wine) (scripts/test-other-systems.sh)"
 bash scripts/test-other-systems.sh
+stage "Releases: scripts/release.sh for the static Linux CLI, installed from a local stand-in for the GitHub release by the setup-edgepatch action's script, checksum refusal included (tests/release/)"
+node --test tests/release/*.test.mjs
 drop_build target/cross target/zig-venv "$HOME/.cache/edgepatch-wine"
 
 stage "web/: the browser end-to-end tests' output (started above)"

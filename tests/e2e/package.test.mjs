@@ -3,8 +3,10 @@
 // time), the portal built with Vite, served beside the static update site (web/dist/updates)
 // with the Content Security Policy web/README.md documents as an HTTP header on every
 // response, and driven in a real browser: install v1, update to v2 with progress events,
-// OPFS byte-exact; play through the Service Worker when the package ships one. Also: the
-// tarball's file list and exports, and the declarations in a TypeScript consumer.
+// OPFS byte-exact; play through the Service Worker when the package ships one, with the one
+// content-hashed wasm module the Vite plugin (`@edgepatch/web/vite`) writes downloaded once
+// for both workers. Also: the tarball's file list and exports, the declarations in a
+// TypeScript consumer, the plugin in `vite` (dev) and the `edgepatch-web-copy` command.
 //
 // Needs web/dist (web/scripts/build-all.sh) and the apply-only wasm package; run by
 // web/scripts/test.sh. EDGEPATCH_PACKAGE_REPORT=1 prints the sizes and times measured.
@@ -14,8 +16,9 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { cpSync, lstatSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { gzipSync } from "node:zlib";
 import { chromium } from "playwright-core";
 import { startServer } from "../../web/scripts/serve.mjs";
@@ -44,6 +47,8 @@ const work = mkdtempSync(join(tmpdir(), "edgepatch-package-"));
 const app = join(work, "app");
 const measured = {};
 let tarball, packed, server, policy;
+/** Every request path the server answered, in order (the wasm downloads are counted from it). */
+const requested = [];
 
 function timed(name, fn) {
   const t0 = performance.now();
@@ -82,7 +87,10 @@ before(async () => {
   assert.ok(policy, "the example's index.html has a Content-Security-Policy meta tag");
   server = await startServer({ root: join(app, "dist") });
   server.csp = policy;
-  server.server.prependListener("request", (_req, res) => res.setHeader("Content-Security-Policy", server.csp));
+  server.server.prependListener("request", (req, res) => {
+    requested.push(new URL(req.url, server.url).pathname);
+    res.setHeader("Content-Security-Policy", server.csp);
+  });
 });
 after(async () => {
   await server?.close();
@@ -101,7 +109,11 @@ test("the tarball holds the library, worker, wasm, declarations and nothing else
     "dist/lib/edgepatch-worker.js.map",
     "dist/lib/edgepatch_wasm_bg.wasm",
     ...(hasSw ? ["dist/lib/edgepatch-sw.js", "dist/lib/edgepatch-sw.js.map"] : []),
-    ...readdirSync(join(dist, "types")).map((f) => `dist/types/${f}`),
+    "dist/vite/edgepatch-vite.js",
+    "dist/vite/edgepatch-vite.js.map",
+    "dist/vite/edgepatch-web-copy.js",
+    "dist/vite/edgepatch-web-copy.js.map",
+    ...readdirSync(join(dist, "types"), { recursive: true }).filter((f) => f.endsWith(".d.ts")).map((f) => `dist/types/${f}`),
     "package.json",
   ].sort();
   assert.deepEqual(files, want);
@@ -116,6 +128,7 @@ test("the tarball holds the library, worker, wasm, declarations and nothing else
       assert.ok(statSync(join(installed, file)).isFile(), `export ${subpath} -> ${file} is in the tarball`);
     }
   }
+  for (const [name, file] of Object.entries(pkg.bin)) assert.ok(statSync(join(installed, file)).isFile(), `bin ${name} -> ${file} is in the tarball`);
   // The wasm shipped is the apply-only build the worker was bundled against.
   assert.equal(sha256(readFileSync(join(installed, "dist/lib/edgepatch_wasm_bg.wasm"))), sha256(readFileSync(join(repo, "crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm_bg.wasm"))));
   measured.tarball = `${packed.size} bytes, unpacked ${packed.unpackedSize} bytes, ${files.length} files`;
@@ -149,6 +162,71 @@ export const empty: string = EMPTY_BUILD;
   assert.match(r.stdout, /bad\.ts\(2,\d+\): error TS2322/);
   assert.match(r.stdout, /bad\.ts\(3,\d+\): error TS2339/);
   assert.doesNotMatch(r.stdout, /good\.ts/);
+});
+
+/** Regular files below `dir`, relative paths; symlinks (the update site beside the portal) are not followed. */
+function siteFiles(dir, rel = "", out = []) {
+  for (const name of readdirSync(join(dir, rel))) {
+    const p = rel ? `${rel}/${name}` : name;
+    const st = lstatSync(join(dir, p));
+    if (st.isDirectory()) siteFiles(dir, p, out);
+    else if (st.isFile()) out.push(p);
+  }
+  return out;
+}
+const packageWasm = () => readFileSync(join(app, "node_modules/@edgepatch/web/dist/lib/edgepatch_wasm_bg.wasm"));
+/** The wasm module a Service Worker script loads: the URL in its `new URL("...wasm", self.location.href)`. */
+function serviceWorkerWasm(source) {
+  const refs = [...source.matchAll(/new URL\(("[^"]*\.wasm"), self\.location\.href\)/g)].map((m) => JSON.parse(m[1]));
+  assert.equal(refs.length, 1, `one wasm reference in the Service Worker: ${refs}`);
+  return refs[0];
+}
+
+test("the built site holds ONE wasm module, content-hashed; the Service Worker at its root and the page's worker load it", () => {
+  const site = join(app, "dist");
+  const files = siteFiles(site);
+  const wasm = files.filter((f) => f.endsWith(".wasm"));
+  assert.equal(wasm.length, 1, `one .wasm in the site: ${wasm}`);
+  assert.match(wasm[0], /^assets\/edgepatch_wasm_bg-[\w-]{8}\.wasm$/);
+  assert.equal(sha256(readFileSync(join(site, wasm[0]))), sha256(packageWasm()));
+  assert.ok(files.includes("edgepatch-sw.js"), "the Service Worker at the site's root");
+  assert.equal(serviceWorkerWasm(readFileSync(join(site, "edgepatch-sw.js"), "utf8")), wasm[0]);
+  const worker = files.filter((f) => /^assets\/edgepatch-worker-[\w-]{8}\.js$/.test(f));
+  assert.equal(worker.length, 1, `one dedicated worker bundle: ${worker}`);
+  assert.ok(readFileSync(join(site, worker[0]), "utf8").includes(`/${wasm[0]}`), "the dedicated worker loads the same file");
+});
+
+test("`vite` (dev) serves the Service Worker at the root, pointing at the wasm module where the dev server serves it to the page's worker", async (t) => {
+  const { createServer } = await import(pathToFileURL(join(app, "node_modules/vite/dist/node/index.js")).href);
+  const dev = await createServer({ root: app, configFile: join(app, "vite.config.js"), logLevel: "silent", server: { host: "127.0.0.1", port: 0 } });
+  await dev.listen();
+  t.after(() => dev.close());
+  const base = dev.resolvedUrls.local[0];
+  const sw = await fetch(new URL("edgepatch-sw.js", base));
+  assert.equal(sw.status, 200);
+  assert.match(sw.headers.get("content-type"), /javascript/);
+  const wasmUrl = new URL(serviceWorkerWasm(await sw.text()), sw.url);
+  const wasm = await fetch(wasmUrl);
+  assert.equal(wasm.status, 200, `${wasmUrl}`);
+  assert.equal(sha256(Buffer.from(await wasm.arrayBuffer())), sha256(packageWasm()));
+  // The dedicated worker as the dev server serves it (the library is not pre-bundled): its wasm resolves to the same URL.
+  const workerUrl = new URL("node_modules/@edgepatch/web/dist/lib/edgepatch-worker.js?worker_file&type=module", base);
+  const worker = await (await fetch(workerUrl)).text();
+  const ref = /new URL\(\s*[`"']([^`"']*edgepatch_wasm_bg[^`"']*\.wasm)[`"']\s*,\s*(?:[`"'][`"']\s*\+\s*)?import\.meta\.url\s*\)/.exec(worker);
+  assert.ok(ref, "the dev worker names its wasm with new URL(..., import.meta.url)");
+  assert.equal(new URL(ref[1], workerUrl).pathname, wasmUrl.pathname);
+});
+
+test("`npx edgepatch-web-copy OUTDIR` writes the Service Worker and one content-hashed wasm beside it, and prints the wasm's URL", () => {
+  const out = join(work, "copied");
+  const url = run("npx", ["--no-install", "edgepatch-web-copy", out, "--base", "/static/"], { cwd: app }).trim();
+  const files = readdirSync(out).sort();
+  assert.equal(files.length, 2, `${files}`);
+  assert.equal(files[0], "edgepatch-sw.js");
+  assert.match(files[1], /^edgepatch_wasm_bg-[0-9a-f]{16}\.wasm$/);
+  assert.equal(url, `/static/${files[1]}`);
+  assert.equal(serviceWorkerWasm(readFileSync(join(out, files[0]), "utf8")), files[1]);
+  assert.equal(sha256(readFileSync(join(out, files[1]))), sha256(packageWasm()));
 });
 
 async function launchChromium({ profileDir }) {
@@ -278,6 +356,7 @@ for (const engine of ENGINES) {
       t.skip("MISSING: the package ships no Service Worker yet (web/src/service-worker.ts not built into dist/lib/edgepatch-sw.js)");
       return;
     }
+    const from = requested.length;
     const b = await openPortal(t, engine);
     await waitIdle(b);
     await click(b, "update");
@@ -297,6 +376,11 @@ for (const engine of ENGINES) {
       return { status: r.status, text: await r.text(), controlled: !!w.navigator.serviceWorker.controller };
     });
     assert.deepEqual(served, { status: 200, text: readFileSync(join(dist, "trees", GAME, installed, "index.html"), "utf8"), controlled: true });
+    // Both workers loaded the wasm module (the page's to update, the Service Worker to serve),
+    // one URL, from the network once: the second came from the HTTP cache.
+    const site = siteFiles(join(app, "dist")).find((f) => f.endsWith(".wasm"));
+    const wasmFetches = requested.slice(from).filter((p) => p.endsWith(".wasm") && !p.startsWith("/updates/"));
+    assert.deepEqual(wasmFetches, [`/${site}`], "the wasm module fetched once from the server");
     assert.deepEqual(b.errors, [], "no page, worker or CSP errors");
   });
 }

@@ -3,10 +3,11 @@
 // (library, demo page, the update site made by make-static-site.mjs) with the
 // headers docs/STATIC_SITE.md asks of any host of an update site: single-range
 // requests (206 + Content-Range, 416 when unsatisfiable, multi-range refused),
-// Cache-Control by object kind (content-addressed manifests and patches immutable,
-// descriptors and the public key max-age=300, channel documents and everything else
-// no-cache), and CORS on every answer (any origin; the Range header allowed; the
-// Content-Range, Content-Length and ETag headers exposed; OPTIONS preflights answered).
+// Cache-Control by object kind (content-addressed manifests and patches, and a bundler's
+// content-hashed assets, immutable; descriptors and the public key max-age=300; channel
+// documents and everything else no-cache), and CORS on every answer (any origin; the Range
+// header allowed; the Content-Range, Content-Length and ETag headers exposed; OPTIONS
+// preflights answered).
 //
 //   node web/scripts/serve.mjs [--host 127.0.0.1] [--port 8080] [--root web/dist] [--check]
 //
@@ -78,6 +79,9 @@ function demoPath(root) {
 function cacheControl(path) {
   if (/\/v1\/games\/[^/]+\/(patches|manifests)\/[0-9a-f]{64}$/.test(path)) return "public, max-age=31536000, immutable";
   if (/\/v1\/games\/[^/]+\/updates\/[^/]+\/[^/]+$/.test(path) || path.endsWith("/v1/public-key")) return "max-age=300";
+  // A bundler's content-hashed output (Vite: assets/<name>-<8 characters>.<ext>; the wasm
+  // module @edgepatch/web/vite names): a new build has new names, so cached for good.
+  if (/\/assets\/[^/]+-[\w-]{8}\.\w+$/.test(path) || /\/edgepatch_wasm_bg-[0-9a-f]{16}\.wasm$/.test(path)) return "public, max-age=31536000, immutable";
   return "no-cache"; // channel documents (they move), and the demo and library (rebuilt in place)
 }
 

@@ -3,7 +3,7 @@
 # needs), type-checks it and runs the browser end-to-end tests (tests/e2e: every test in
 # Debian's Chromium via playwright-core, Debian's Firefox ESR via puppeteer-core and Debian's
 # WebKitGTK via tests/e2e/webkitgtk_browser.py, see tests/e2e/engines.mjs; real OPFS, real
-# HTTP). 142 tests in about 13 minutes here (2 cores under other builds' load); a test whose
+# HTTP). 145 tests in about 13 minutes here (2 cores under other builds' load); a test whose
 # WebKit web process crashes runs once more (engineTests in tests/e2e/engines.mjs).
 # Assumes scripts/setup.sh ran (cargo, wasm-pack, chromium, firefox-esr, WebKitGTK + Xvfb,
 # node 20, npm workspaces). Node 20 applies --test-timeout to a whole file, hence 20 minutes.

@@ -81,8 +81,8 @@ updateBtn.addEventListener("click", async () => {
   }
 });
 
-/** vite.config.js copies the Service Worker to the site's root when the package has one. */
-const serviceWorkerShipped = import.meta.env.EDGEPATCH_SERVICE_WORKER && "serviceWorker" in navigator;
+/** `@edgepatch/web/vite` (vite.config.js) writes the Service Worker at the site's root. */
+const serviceWorkerShipped = "serviceWorker" in navigator;
 
 playBtn.addEventListener("click", async () => {
   try {
