@@ -21,7 +21,7 @@ cd "$REPO"
 export PATH="$HOME/.cargo/bin:$PATH"
 DEFAULT_TARGETS=(x86_64-unknown-linux-gnu x86_64-unknown-linux-musl x86_64-pc-windows-gnu aarch64-unknown-linux-musl)
 # The npm packages a release packs, by directory.
-NPM_PACKAGES=(web) # the Node.js package (packages/edgepatch-js, being renamed) is added here
+NPM_PACKAGES=(web packages/edgepatch-js)
 version=$(cargo pkgid -p edgepatch-cli | sed 's/.*[#@]//')
 # Release binaries without debug info, stripped.
 export CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=true
@@ -81,7 +81,7 @@ done
 
 if [ -n "$npm" ]; then
   # The browser package bundles the apply-only wasm module (its "prepack" runs
-  # web/scripts/build.mjs, which needs it built).
+  # web/scripts/build.mjs, which needs it built); @edgepatch/js's prepack builds its own.
   echo "[release] npm: ${NPM_PACKAGES[*]}" >&2
   scripts/build-wasm.sh --if-stale web-apply
   for d in "${NPM_PACKAGES[@]}"; do
