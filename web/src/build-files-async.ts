@@ -102,6 +102,8 @@ export class AsyncNewBuild extends NewBuildEntries<FileSystemFileHandle> impleme
   /** A push of 64 KiB of patch queues at most what its segments decode to (a few MiB in practice). */
   readonly pushBytes = 64 << 10;
   private queue: QueuedOp[] = [];
+  /** The writes `settle` started, in order: at most one push's behind the applier. */
+  private writing: Promise<void> = Promise.resolve();
   /** The file the applier is writing (synchronous side) and the next byte's position. */
   private cur: { path: string; pos: number } | null = null;
   /** The stream open on the asynchronous side. */
@@ -188,15 +190,17 @@ export class AsyncNewBuild extends NewBuildEntries<FileSystemFileHandle> impleme
     return c;
   }
 
-  async settle(): Promise<void> {
-    try {
-      for (let i = 0; i < this.queue.length; i++) await this.run(this.queue[i]!);
-    } catch (e) {
-      this.failure ??= e;
-      throw e;
-    } finally {
-      this.queue = [];
-    }
+  async settle(behind = false): Promise<void> {
+    const ops = this.queue;
+    this.queue = [];
+    const before = this.writing;
+    // In order, after what earlier pushes queued; nothing more once one write failed.
+    const now = before.then(async () => {
+      for (const op of ops) await this.run(op);
+    });
+    now.catch((e: unknown) => { this.failure ??= e; });
+    this.writing = now;
+    await (behind ? before : now);
   }
   /** `base`: the bytes the file keeps when the stream opens (what a reopen copies). */
   private async openStream(path: string, keep: boolean, base = 0): Promise<FileSystemWritableFileStream> {
@@ -283,6 +287,7 @@ export class AsyncNewBuild extends NewBuildEntries<FileSystemFileHandle> impleme
   }
   async close(): Promise<void> {
     this.queue = [];
+    await this.writing.catch(() => undefined);
     const s = this.stream;
     this.stream = null;
     // Not made durable: dropped (a writable stream's data counts only once closed).

@@ -167,7 +167,7 @@ export class SyncNewBuild extends NewBuildEntries<SyncHandle> implements NewBuil
       return n;
     });
   }
-  async settle(): Promise<void> {}
+  async settle(_behind?: boolean): Promise<void> {}
   worthDurable(): boolean {
     return true;
   }

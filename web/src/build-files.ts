@@ -52,8 +52,12 @@ export interface NewBuildFiles extends BuildSink {
   openScratch?(buildDir: FileSystemDirectoryHandle): Promise<void>;
   /** Whether `openScratch` opened a scratch space (the applier then writes there). */
   readonly hasScratch?: boolean;
-  /** After every push: writes what the push queued (a no-op where writes are synchronous). */
-  settle(): Promise<void>;
+  /**
+   * After every push: writes what the push queued (a no-op where writes are synchronous).
+   * `behind`: resolves once what earlier pushes queued is written, while this push's writes
+   * go on as the applier decodes the next piece (one push of writes in flight at most).
+   */
+  settle(behind?: boolean): Promise<void>;
   /**
    * Whether making everything durable now is worth a resume point (after `settle`): always
    * with access handles; with writable streams not when it would reopen a large file whose

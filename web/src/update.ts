@@ -238,14 +238,15 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     report(true);
 
     const dl = { parallelism: req.parallelism ?? 3, retries: req.retries ?? 2, retryDelayMs: req.retryDelayMs ?? 300, signal, onBytes: (n: number) => { downloaded += n; } };
-    const callApplier = async (f: () => void) => {
+    const callApplier = async (f: () => void, behind = false) => {
       try {
         const callFrom = performance.now();
         f();
         clock.detail("applierCalls", callFrom);
-        // What the call queued (writable streams) is written before the next one.
+        // What the call queued (writable streams) is written before the next one, or (pushes)
+        // while the next one decodes.
         const settleFrom = performance.now();
-        await sink.settle();
+        await sink.settle(behind);
         clock.detail("queuedWrites", settleFrom);
       } catch (e) {
         if (e instanceof EdgepatchError) throw e;
@@ -283,7 +284,7 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     await checkScratch();
     // progress.applied: the patch offset the next piece starts at.
     const push = async (piece: Uint8Array) => {
-      await callApplier(() => applier!.push(piece));
+      await callApplier(() => applier!.push(piece), true);
       progress.applied += piece.length;
       await checkScratch();
     };
