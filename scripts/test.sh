@@ -83,6 +83,10 @@ npm run --silent test:workerd -w @edgepatch/js
 echo "API reference (typedoc, every warning an error): @edgepatch/web and @edgepatch/js"
 npm run --silent docs:api:check -w @edgepatch/js
 
+stage "Releases: scripts/release.sh for the static Linux CLI and the npm tarballs (dist/release-test), which the browser tests and the release tests below use as a user downloads them"
+export EDGEPATCH_RELEASE_DIR="$REPO/dist/release-test"
+RELEASE_DIR="$EDGEPATCH_RELEASE_DIR" bash scripts/release.sh x86_64-unknown-linux-musl npm
+
 # The browser tests use about one core (one browser at a time, mostly waiting on it), so they
 # run in the background beside the next stages, which build and lint on the other core; their
 # output follows when they end. A failure anywhere else stops them (stage_times).
@@ -101,7 +105,7 @@ bash scripts/check-targets.sh
 
 stage "Other systems: the CLI's tests as the static musl binary (natively) and as the Windows build (under Wine) (scripts/test-other-systems.sh)"
 bash scripts/test-other-systems.sh
-stage "Releases: scripts/release.sh for the static Linux CLI, installed from a local stand-in for the GitHub release by the setup-edgepatch action's script, checksum refusal included (tests/release/)"
+stage "Releases: the static Linux CLI of dist/release-test installed from a local stand-in for the GitHub release by the setup-edgepatch action's script, checksum refusal included (tests/release/)"
 node --test tests/release/*.test.mjs
 drop_build target/cross target/zig-venv "$HOME/.cache/edgepatch-wine"
 

@@ -8,6 +8,10 @@
 // for both workers. Also: the tarball's file list and exports, the declarations in a
 // TypeScript consumer, the plugin in `vite` (dev) and the `edgepatch-web-copy` command.
 //
+// With EDGEPATCH_RELEASE_DIR (scripts/test.sh sets it), what a user downloads from a release:
+// the tarball scripts/release.sh packed, checked against its SHA256SUMS, and an update site
+// that release's static CLI made (web/scripts/build-all.sh).
+//
 // Needs web/dist (web/scripts/build-all.sh) and the apply-only wasm package; run by
 // web/scripts/test.sh. EDGEPATCH_PACKAGE_REPORT=1 prints the sizes and times measured.
 import { after, before, test } from "node:test";
@@ -42,6 +46,8 @@ const hostile = JSON.parse(readFileSync(join(dist, "hostile/hostile.json"), "utf
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const TSC = join(repo, "node_modules/.bin/tsc");
 const GAME = "demo";
+/** scripts/release.sh's output (EDGEPATCH_RELEASE_DIR, as scripts/test.sh sets it): its tarball is installed instead of one packed here. */
+const RELEASE_DIR = process.env.EDGEPATCH_RELEASE_DIR || null;
 
 const work = mkdtempSync(join(tmpdir(), "edgepatch-package-"));
 const app = join(work, "app");
@@ -63,10 +69,21 @@ function run(cmd, args, opts = {}) {
 }
 
 before(async () => {
-  // npm pack runs the package's prepack (scripts/build.mjs): the tarball is what a fresh build ships.
-  const json = timed("npm pack", () => run("npm", ["pack", "--json", "--pack-destination", work], { cwd: web }));
-  [packed] = JSON.parse(json.slice(json.indexOf("[")));
-  tarball = join(work, packed.filename);
+  if (RELEASE_DIR) {
+    // The tarball scripts/release.sh packed, checked against its SHA256SUMS, as a user downloads it.
+    const name = readdirSync(RELEASE_DIR).find((f) => /^edgepatch-web-.*\.tgz$/.test(f));
+    assert.ok(name, `${RELEASE_DIR} holds @edgepatch/web's tarball`);
+    tarball = join(RELEASE_DIR, name);
+    const sums = readFileSync(join(RELEASE_DIR, "SHA256SUMS"), "utf8");
+    assert.ok(sums.includes(`${sha256(readFileSync(tarball))}  ${name}`), `SHA256SUMS lists ${name} with its hash`);
+    const files = run("tar", ["tzf", tarball]).split("\n").filter((f) => f && !f.endsWith("/")).map((f) => ({ path: f.replace(/^package\//, "") }));
+    packed = { filename: name, files, size: statSync(tarball).size, unpackedSize: null };
+  } else {
+    // npm pack runs the package's prepack (scripts/build.mjs): the tarball is what a fresh build ships.
+    const json = timed("npm pack", () => run("npm", ["pack", "--json", "--pack-destination", work], { cwd: web }));
+    [packed] = JSON.parse(json.slice(json.indexOf("[")));
+    tarball = join(work, packed.filename);
+  }
 
   cpSync(join(repo, "examples/vite-portal"), app, { recursive: true, filter: (p) => !/\/(node_modules|dist)$/.test(p) });
   const pkgFile = join(app, "package.json");
@@ -303,9 +320,15 @@ for (const engine of ENGINES) {
     const progress = await b.evaluate(() => ({
       events: Number(document.body.dataset.progressEvents),
       phases: document.body.dataset.progressPhases,
+      written: document.body.dataset.progressWritten.split(" ").map((w) => w.split("/").map(Number)),
       bar: [document.getElementById("bar").value, document.getElementById("bar").max],
     }));
     assert.ok(progress.events > 1, `progress events during the update: ${progress.events}`);
+    // Bytes written never fall, are counted against one total, and end at it.
+    const total = progress.written[0][1];
+    assert.ok(total > 0 && progress.written.every(([, t]) => t === total), JSON.stringify(progress.written));
+    assert.ok(progress.written.every(([w], i) => w >= (progress.written[i - 1]?.[0] ?? 0)), `bytes written rise: ${JSON.stringify(progress.written)}`);
+    assert.equal(progress.written.at(-1)[0], total, "the last event counts every byte");
     assert.match(progress.phases, /downloading.*done$/, "phases ran to done");
     assert.equal(progress.bar[0], progress.bar[1], "the progress bar is full");
     await assertBuild(b, "v2");

@@ -40,10 +40,12 @@ function showProgress(p: UpdateProgress): void {
   bar.max = Math.max(1, p.bytesTotal);
   bar.value = p.bytesWritten;
   status.textContent = `${p.phase}: ${mib(p.bytesWritten)} of ${mib(p.bytesTotal)} written, patch ${mib(p.patchBytesApplied)} of ${mib(p.patchSize)} (files ${p.filesDone}/${p.filesTotal})`;
-  // What the example's e2e test reads: how many progress events arrived, and their phases.
+  // What the example's e2e test reads: how many progress events arrived, their phases, and the
+  // bytes written each reported.
   const seen = document.body.dataset.progressPhases?.split(" ") ?? [];
   if (seen.at(-1) !== p.phase) document.body.dataset.progressPhases = [...seen, p.phase].join(" ").trim();
   document.body.dataset.progressEvents = String(Number(document.body.dataset.progressEvents ?? 0) + 1);
+  document.body.dataset.progressWritten = `${document.body.dataset.progressWritten ?? ""} ${p.bytesWritten}/${p.bytesTotal}`.trim();
 }
 
 let updater: GameUpdater;
