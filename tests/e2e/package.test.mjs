@@ -156,6 +156,14 @@ test("the tarball holds the library, worker, wasm, declarations and nothing else
   }
 });
 
+test("npm publish --dry-run passes for @edgepatch/web", () => {
+  // An explicit log level: a silent npm around this test would otherwise hide the summary.
+  const r = spawnSync("npm", ["publish", "--dry-run", "--loglevel=notice"], { cwd: web, encoding: "utf8" });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout + r.stderr, /\+ @edgepatch\/web@\d+\.\d+\.\d+/);
+  assert.match(r.stdout + r.stderr, /public access/);
+});
+
 test("the declarations type-check a consumer, and reject a wrong option", () => {
   // The example itself (src/main.ts, strict) against the installed package's types.
   run(TSC, ["-p", app]);
