@@ -35,21 +35,7 @@ fn pairs(list: &[(&str, bool)]) -> Vec<(String, bool)> {
 
 /// Every file under `root`: relative path -> (bytes, modification time).
 fn files(root: &Path) -> Vec<(String, Vec<u8>, std::time::SystemTime)> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
-                out.push((rel, fs::read(&p).unwrap(), fs::metadata(&p).unwrap().modified().unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
+    common::files_under(root).into_iter().map(|(rel, p)| (rel, fs::read(&p).unwrap(), fs::metadata(&p).unwrap().modified().unwrap())).collect()
 }
 
 fn contents(root: &Path) -> Vec<(String, Vec<u8>)> {

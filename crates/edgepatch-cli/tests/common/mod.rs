@@ -92,6 +92,25 @@ pub fn snapshot(root: &Path) -> Vec<(String, String, u32, Vec<u8>)> {
     out
 }
 
+/// Every regular file under `root` (links followed as `is_dir` does): its path relative to
+/// `root` with `/` separators, and its full path; sorted by the relative path.
+pub fn files_under(root: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/"), p));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Names in `dir` that an apply leaves behind when it fails (staging areas, temporaries).
 pub fn leftovers(dir: &Path) -> Vec<String> {
     fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains("edgepatch")).collect()

@@ -52,18 +52,9 @@ pub fn serve_logged(site: Site) -> (String, Requests) {
 
 /// Every file under `dir`, as URL path -> bytes.
 pub fn load_site(site: &Site, dir: &Path) {
-    let mut stack = vec![dir.to_path_buf()];
     let mut s = site.lock().unwrap();
     s.clear();
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().replace('\\', "/");
-                s.insert(format!("/{rel}"), fs::read(&p).unwrap());
-            }
-        }
+    for (rel, p) in super::files_under(dir) {
+        s.insert(format!("/{rel}"), fs::read(&p).unwrap());
     }
 }
