@@ -17,11 +17,8 @@ for t in x86_64-pc-windows-gnu x86_64-unknown-linux-musl "${macos[@]}"; do
   rustup target list --installed | grep -qx "$t" || { log "rustup target add $t"; rustup target add "$t"; }
 done
 # C compilers for the C dependencies (zstd-sys, ring): MinGW for Windows, musl-gcc for musl.
-if ! command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || ! command -v musl-gcc >/dev/null 2>&1; then
-  log "apt-get install gcc-mingw-w64-x86-64 musl-tools"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-mingw-w64-x86-64 musl-tools >/dev/null
-fi
+source scripts/cross-cc.sh
+need_cross_cc x86_64-pc-windows-gnu x86_64-unknown-linux-musl
 
 export CARGO_TARGET_DIR="$REPO/target/cross"
 for t in x86_64-pc-windows-gnu x86_64-unknown-linux-musl; do

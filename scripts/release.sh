@@ -45,8 +45,10 @@ done
 out="${RELEASE_DIR:-$REPO/dist/release}"
 rm -rf "$out"
 mkdir -p "$out"
+source scripts/cross-cc.sh
 for t in "${targets[@]}"; do
   rustup target list --installed | grep -qx "$t" || rustup target add "$t"
+  [ "$(uname -s)" != Linux ] || need_cross_cc "$t"
   echo "[release] $t" >&2
   # Cross-linked by zig: macOS off a Mac (no Apple SDK here) and Linux on ARM (no
   # aarch64 musl toolchain in the distribution; zig ships one).
