@@ -23,7 +23,8 @@ fn ok(out: Output) -> String {
 
 /// Every regular file under `root`, relative, sorted.
 fn files(root: &Path) -> Vec<String> {
-    snapshot(root).into_iter().filter(|(_, kind, _, _)| kind == "file").map(|(rel, ..)| rel).collect()
+    // With `/` separators, as the CLI names manifest paths on every system.
+    snapshot(root).into_iter().filter(|(_, kind, _, _)| kind == "file").map(|(rel, ..)| rel.replace('\\', "/")).collect()
 }
 
 /// What says a file was not replaced: its inode (Unix) and modification time.
