@@ -6,19 +6,8 @@ use std::path::Path;
 
 mod common;
 use common::{edgepatch, ok};
-
-/// `n` pseudo-random bytes from `seed` (xorshift: incompressible, so the patch is as large as the build).
-fn noise(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+// Incompressible data: the patch is as large as the build.
+use edgepatch_testkit::noise;
 
 /// A build of `files` files of 1 MiB each.
 fn write_build(dir: &Path, seed: u64, files: u64) {
