@@ -1,0 +1,149 @@
+//! The compressed-asset transform's decode and rebuild: exact bytes back from real encoders'
+//! files, memory in chunks for long streams, and hostile side infos and content refused with
+//! an error, never a panic.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use edgepatch_testkit::rng::Rng;
+use edgepatch_transform_compressed::deflate::{decode, rebuild_to_vec, WHOLE_CONTENT};
+use edgepatch_transform_compressed::side_info::SideInfo;
+use edgepatch_transform_compressed::CompressedError;
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/compressed").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn inflate(file: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    if file.starts_with(&[0x1f, 0x8b]) {
+        flate2::read::GzDecoder::new(file).read_to_end(&mut out).unwrap();
+    } else {
+        flate2::read::ZlibDecoder::new(file).read_to_end(&mut out).unwrap();
+    }
+    out
+}
+
+/// Text-like content: words from a small vocabulary, so deflate finds matches as in code and
+/// data files.
+fn words(seed: u64, len: usize) -> Vec<u8> {
+    const VOCABULARY: [&str; 12] = ["player", "sprite", "update", "(x, y)", "velocity", "return", "0x3f", "level", "\n", "{", "}", "const"];
+    let mut rng = Rng::new(seed);
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        out.extend_from_slice(VOCABULARY[rng.below(VOCABULARY.len())].as_bytes());
+        out.push(b' ');
+        if rng.one_in(7) {
+            out.extend_from_slice(format!("{}", rng.next_u64() % 100_000).as_bytes());
+        }
+    }
+    out.truncate(len);
+    out
+}
+
+fn gzip_with_miniz(content: &[u8], level: u32) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+    e.write_all(content).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn real_encoders_files_come_back_byte_for_byte() {
+    for name in ["format-gnu-gzip-9.md.gz", "wasm-transform-zlib-6.md.zz", "design-python-gzip-1.md.gz"] {
+        let file = fixture(name);
+        let decoded = decode(&file).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(decoded.content, inflate(&file), "{name}: the content is the decoded file");
+        assert!(decoded.side_info.len() < file.len() / 20, "{name}: side info of {} bytes", decoded.side_info.len());
+        assert_eq!(rebuild_to_vec(&decoded.content, &decoded.side_info).unwrap(), file, "{name}");
+    }
+}
+
+#[test]
+fn another_implementations_levels_come_back_byte_for_byte() {
+    let content = words(1, 300_000);
+    for level in [0, 1, 6, 9] {
+        let file = gzip_with_miniz(&content, level);
+        let decoded = decode(&file).unwrap_or_else(|e| panic!("level {level}: {e}"));
+        assert_eq!(decoded.content, content);
+        assert_eq!(rebuild_to_vec(&decoded.content, &decoded.side_info).unwrap(), file, "level {level}");
+    }
+}
+
+#[test]
+fn a_stream_of_more_content_than_the_writer_describes_is_stored_as_it_is() {
+    let file = gzip_with_miniz(&vec![7u8; WHOLE_CONTENT + 1], 1);
+    let r = decode(&file);
+    assert!(matches!(r, Err(CompressedError::NotInput(_))), "{:?}", r.map(|d| d.content.len()));
+}
+
+#[test]
+fn files_that_are_not_one_stream_are_not_input() {
+    let one = gzip_with_miniz(b"first member", 6);
+    let mut two = one.clone();
+    two.extend_from_slice(&gzip_with_miniz(b"second member", 6));
+    assert!(matches!(decode(&two), Err(CompressedError::NotInput(_))), "two gzip members");
+    assert!(matches!(decode(b"plain text"), Err(CompressedError::NotInput(_))));
+    assert!(matches!(decode(&one[..one.len() - 9]), Err(CompressedError::NotInput(_))), "truncated stream");
+}
+
+/// The side info's own fields (everything but preflate's coded corrections): each bit flipped
+/// gives an error, or output the applier's file hash refuses; never a panic.
+#[test]
+fn hostile_side_info_fields_and_content_are_refused_without_panic() {
+    let file = fixture("wasm-transform-zlib-6.md.zz");
+    let decoded = decode(&file).unwrap();
+    let corrections_len = SideInfo::decode(&decoded.side_info).unwrap().chunks[0].corrections.len();
+    let fields = decoded.side_info.len() - corrections_len;
+    for at in 0..fields {
+        for bit in 0..8 {
+            let mut side_info = decoded.side_info.clone();
+            side_info[at] ^= 1 << bit;
+            if let Ok(out) = rebuild_to_vec(&decoded.content, &side_info) {
+                assert_ne!(out, file, "byte {at} bit {bit}: a changed field rebuilt the file");
+            }
+        }
+    }
+    // Content of another length, and other content of the same length.
+    assert!(matches!(rebuild_to_vec(&decoded.content[1..], &decoded.side_info), Err(CompressedError::Rebuild(_))));
+    let mut other = decoded.content.clone();
+    other.reverse();
+    if let Ok(out) = rebuild_to_vec(&other, &decoded.side_info) {
+        assert_ne!(out, file);
+    }
+}
+
+/// preflate's reconstruction record, to write hostile encoder parameters (the layout
+/// `check_parameters` reads).
+#[derive(bitcode::Encode, bitcode::Decode)]
+struct Reconstruction {
+    parameters: preflate_rs::TokenPredictorParameters,
+    corrections: Vec<u8>,
+}
+
+#[test]
+fn encoder_parameters_out_of_bounds_are_refused_before_preflate_runs() {
+    let file = fixture("format-gnu-gzip-9.md.gz");
+    let decoded = decode(&file).unwrap();
+    let info = SideInfo::decode(&decoded.side_info).unwrap();
+    let record: Reconstruction = bitcode::decode(info.chunks[0].corrections).unwrap();
+    type Edit = fn(&mut preflate_rs::TokenPredictorParameters);
+    let edits: [(&str, Edit); 4] = [
+        ("window bits", |p| p.window_bits = 40),
+        ("hash chain", |p| p.max_chain = u32::MAX),
+        ("nice length", |p| p.nice_length = 100_000),
+        ("distance of 3-byte matches", |p| p.max_dist_3_matches = u32::MAX),
+    ];
+    for (what, edit) in edits {
+        let mut hostile = Reconstruction { parameters: record.parameters, corrections: record.corrections.clone() };
+        edit(&mut hostile.parameters);
+        let corrections = bitcode::encode(&hostile);
+        let mut chunks = info.chunks.clone();
+        chunks[0].corrections = &corrections;
+        let side_info = SideInfo { chunks, ..info.clone() }.encode();
+        match rebuild_to_vec(&decoded.content, &side_info) {
+            Err(CompressedError::Rebuild(e)) => assert!(e.contains(what), "{what}: {e}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+}
