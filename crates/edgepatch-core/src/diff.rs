@@ -135,7 +135,7 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     // those segments are the patch's (the same inputs give the same bytes).
     let mut single_file_segments = None;
     // New files renamed from an old one (content-hashed names), by new path: that old file.
-    let renamed = crate::renamed_files::renamed_paths(&old.files().map(|(p, _)| p).collect::<Vec<_>>(), &new.files().map(|(p, _)| p).collect::<Vec<_>>());
+    let renamed = crate::renamed_files::renamed_paths_by_content(&old.files().collect::<Vec<_>>(), &new.files().collect::<Vec<_>>());
     // A reader without the mode-blind digest (§2.1) gets none.
     tree.omit_mode_blind_digest = !opts.reader.contains(Capability::ModeBlindDigest);
     if opts.wasm_transform && opts.reader.contains(Capability::WasmTransform) {

@@ -14,6 +14,13 @@
 //! once the hash-like parts are taken out (see [`name_key`]; the extension stays), where exactly
 //! one old and one new file have that name; a directory left with exactly one such file of an
 //! extension on each side pairs those two.
+//!
+//! A writer that holds the files' content (the CLI's in-memory diff) then pairs what is left
+//! of a directory and extension by content ([`renamed_counterparts_by_content`]): names that
+//! are hashes alone ("5b0c1f7e.wasm" and "9d8a4b6c.wasm" beside "e1f0a9b8.wasm") say nothing,
+//! but a module's next version still shares most of its byte strings with it. Each file's
+//! [`ContentSketch`] samples them; the pairs that resemble each other most are taken first.
+//! The bounded diff and the Worker pair by name alone (they hold signatures, not content).
 
 use std::collections::{HashMap, HashSet};
 
@@ -42,6 +49,21 @@ fn place(path: &str) -> (&str, String) {
 /// Pairs of (index in `new_paths`, index in `old_paths`) of renamed files, by the rule in the
 /// module doc. Paths in both builds are not renamed and are left out.
 pub fn renamed_counterparts(old_paths: &[&str], new_paths: &[&str]) -> Vec<(usize, usize)> {
+    renamed_counterparts_with(old_paths, new_paths, None)
+}
+
+/// [`renamed_counterparts`], and then, of the files a directory and extension leaves unpaired,
+/// the pairs whose content resembles most: `old_content[i]` and `new_content[i]` are the files
+/// of `old_paths[i]` and `new_paths[i]`.
+pub fn renamed_counterparts_by_content(old: &[(&str, &[u8])], new: &[(&str, &[u8])]) -> Vec<(usize, usize)> {
+    let (old_paths, new_paths): (Vec<&str>, Vec<&str>) = (old.iter().map(|f| f.0).collect(), new.iter().map(|f| f.0).collect());
+    renamed_counterparts_with(&old_paths, &new_paths, Some((old, new)))
+}
+
+/// The files of each side, by index, for the content pass.
+type Contents<'a, 'b> = Option<(&'b [(&'a str, &'a [u8])], &'b [(&'a str, &'a [u8])])>;
+
+fn renamed_counterparts_with(old_paths: &[&str], new_paths: &[&str], contents: Contents<'_, '_>) -> Vec<(usize, usize)> {
     let old_set: HashSet<&str> = old_paths.iter().copied().collect();
     let new_set: HashSet<&str> = new_paths.iter().copied().collect();
     // (directory, extension) -> (only-new files, only-old files), as indices.
@@ -77,6 +99,8 @@ pub fn renamed_counterparts(old_paths: &[&str], new_paths: &[&str]) -> Vec<(usiz
         let left_old: Vec<usize> = removed.iter().copied().filter(|i| !paired.1.contains(i)).collect();
         if let (&[n], &[o]) = (left_new.as_slice(), left_old.as_slice()) {
             pairs.push((n, o));
+        } else if let Some((old, new)) = contents {
+            pairs.extend(most_alike(&left_new, &left_old, |n| new[n].1, |o| old[o].1));
         }
     }
     // The same pairs whatever order the maps iterate in.
@@ -84,10 +108,128 @@ pub fn renamed_counterparts(old_paths: &[&str], new_paths: &[&str]) -> Vec<(usiz
     pairs
 }
 
+/// Files of one side of a place beyond which the content pass is not tried: it compares every
+/// new file with every old one.
+const MAX_CONTENT_CANDIDATES: usize = 64;
+
+/// Below this resemblance (estimated share of byte strings in common) two files are not
+/// taken for versions of each other.
+const MIN_RESEMBLANCE: f64 = 0.05;
+
+/// Pairs of `new` and `old` files, most alike first, each file at most once.
+fn most_alike<'a>(new: &[usize], old: &[usize], new_content: impl Fn(usize) -> &'a [u8], old_content: impl Fn(usize) -> &'a [u8]) -> Vec<(usize, usize)> {
+    if new.is_empty() || old.is_empty() || new.len() > MAX_CONTENT_CANDIDATES || old.len() > MAX_CONTENT_CANDIDATES {
+        return Vec::new();
+    }
+    let new_sketches: Vec<ContentSketch> = new.iter().map(|&n| ContentSketch::of(new_content(n))).collect();
+    let old_sketches: Vec<ContentSketch> = old.iter().map(|&o| ContentSketch::of(old_content(o))).collect();
+    let mut candidates: Vec<(f64, usize, usize)> = Vec::new();
+    for (a, ns) in new_sketches.iter().enumerate() {
+        for (b, os) in old_sketches.iter().enumerate() {
+            let r = ns.resemblance(os);
+            if r >= MIN_RESEMBLANCE {
+                candidates.push((r, a, b));
+            }
+        }
+    }
+    // Most alike first; ties by index, so the pairs do not depend on anything else.
+    candidates.sort_by(|x, y| y.0.total_cmp(&x.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+    let (mut new_taken, mut old_taken) = (vec![false; new.len()], vec![false; old.len()]);
+    let mut pairs = Vec::new();
+    for (_, a, b) in candidates {
+        if !new_taken[a] && !old_taken[b] {
+            new_taken[a] = true;
+            old_taken[b] = true;
+            pairs.push((new[a], old[b]));
+        }
+    }
+    pairs
+}
+
+/// A sample of a file's byte strings: the [`SKETCH_SIZE`] smallest hashes of its 32-byte
+/// strings (bottom-k MinHash). Two versions of a file share most strings wherever they sit,
+/// so the share of common hashes among the smallest of both estimates how much of their
+/// content they share, whatever moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContentSketch(Vec<u64>);
+
+/// Hashes a sketch keeps.
+const SKETCH_SIZE: usize = 256;
+/// Bytes of each string hashed.
+const STRING_LEN: usize = 32;
+
+impl ContentSketch {
+    /// The sketch of `bytes`: one pass, a rolling hash of each 32-byte string (buzhash),
+    /// mixed, the smallest kept.
+    pub fn of(bytes: &[u8]) -> ContentSketch {
+        let table: [u64; 256] = std::array::from_fn(|i| mix64(i as u64 + 1));
+        let mut heap = std::collections::BinaryHeap::with_capacity(SKETCH_SIZE + 1);
+        let mut seen = HashSet::new();
+        let mut h = 0u64;
+        for (i, &b) in bytes.iter().enumerate() {
+            h = h.rotate_left(1) ^ table[b as usize];
+            if i >= STRING_LEN {
+                h ^= table[bytes[i - STRING_LEN] as usize].rotate_left(STRING_LEN as u32);
+            }
+            if i + 1 < STRING_LEN {
+                continue;
+            }
+            let v = mix64(h);
+            if (heap.len() < SKETCH_SIZE || v < *heap.peek().expect("full")) && seen.insert(v) {
+                heap.push(v);
+                if heap.len() > SKETCH_SIZE {
+                    let out = heap.pop().expect("over full");
+                    seen.remove(&out);
+                }
+            }
+        }
+        let mut v = heap.into_vec();
+        v.sort_unstable();
+        ContentSketch(v)
+    }
+
+    /// The estimated share of byte strings the two files have in common (0 to 1): of the
+    /// smallest hashes of both together, the share that is in each.
+    pub fn resemblance(&self, other: &ContentSketch) -> f64 {
+        let (a, b) = (&self.0, &other.0);
+        let (mut i, mut j, mut common, mut union) = (0, 0, 0usize, 0usize);
+        while union < SKETCH_SIZE && (i < a.len() || j < b.len()) {
+            match (a.get(i), b.get(j)) {
+                (Some(x), Some(y)) if x == y => {
+                    common += 1;
+                    i += 1;
+                    j += 1;
+                }
+                (Some(x), Some(y)) if x < y => i += 1,
+                (Some(_), None) => i += 1,
+                _ => j += 1,
+            }
+            union += 1;
+        }
+        if union == 0 {
+            0.0
+        } else {
+            common as f64 / union as f64
+        }
+    }
+}
+
+/// A 64-bit finalizer (splitmix64's): spreads a rolling hash's bits over the whole word.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+    z ^ (z >> 31)
+}
+
 /// [`renamed_counterparts`] by path: new path -> the old path it was renamed from. A
 /// single-file build's one path is the same on both sides: nothing is renamed.
 pub fn renamed_paths<'a>(old_paths: &[&'a str], new_paths: &[&'a str]) -> HashMap<&'a str, &'a str> {
     renamed_counterparts(old_paths, new_paths).into_iter().map(|(n, o)| (new_paths[n], old_paths[o])).collect()
+}
+
+/// [`renamed_counterparts_by_content`] by path: new path -> the old path it was renamed from.
+pub fn renamed_paths_by_content<'a>(old: &[(&'a str, &'a [u8])], new: &[(&'a str, &'a [u8])]) -> HashMap<&'a str, &'a str> {
+    renamed_counterparts_by_content(old, new).into_iter().map(|(n, o)| (new[n].0, old[o].0)).collect()
 }
 
 #[cfg(test)]
@@ -118,5 +260,41 @@ mod tests {
         let old = ["a/1a2b3c4d5e.wasm", "a/9f8e7d6c5b.wasm"];
         let new = ["a/0a0b0c0d0e.wasm", "a/1f1e1d1c1b.wasm"];
         assert!(renamed_counterparts(&old, &new).is_empty());
+    }
+
+    /// Versions of two files, each the other's with a few bytes changed and some moved.
+    fn versions(seed: u64) -> (Vec<u8>, Vec<u8>) {
+        let old = edgepatch_testkit::noise(seed, 200_000);
+        let mut new = old[1000..].to_vec();
+        new.extend_from_slice(&old[..1000]);
+        for k in (0..new.len()).step_by(5000) {
+            new[k] ^= 0x55;
+        }
+        (old, new)
+    }
+
+    #[test]
+    fn names_that_are_hashes_alone_pair_by_content() {
+        let (a_old, a_new) = versions(1);
+        let (b_old, b_new) = versions(2);
+        let old: [(&str, &[u8]); 3] = [("b/1a2b3c4d5e.wasm", &b_old), ("b/9f8e7d6c5b.wasm", &a_old), ("b/index.html", b"<html>")];
+        let new: [(&str, &[u8]); 3] = [("b/0a0b0c0d0e.wasm", &a_new), ("b/1f1e1d1c1b.wasm", &b_new), ("b/index.html", b"<html>")];
+        let (old_paths, new_paths): (Vec<&str>, Vec<&str>) = (old.iter().map(|x| x.0).collect(), new.iter().map(|x| x.0).collect());
+        assert!(renamed_counterparts(&old_paths, &new_paths).is_empty(), "names say nothing");
+        assert_eq!(renamed_counterparts_by_content(&old, &new), vec![(0, 1), (1, 0)]);
+        // Unrelated content does not pair.
+        let other = edgepatch_testkit::noise(9, 200_000);
+        let unrelated: [(&str, &[u8]); 2] = [("b/0a0b0c0d0e.wasm", &other), ("b/1f1e1d1c1b.wasm", &other[..1000])];
+        assert!(renamed_counterparts_by_content(&old[..2], &unrelated).is_empty());
+    }
+
+    #[test]
+    fn sketches_estimate_the_share_of_content_in_common() {
+        let (old, new) = versions(3);
+        let (a, b) = (ContentSketch::of(&old), ContentSketch::of(&new));
+        assert_eq!(a.resemblance(&a), 1.0);
+        assert!(a.resemblance(&b) > 0.5, "{}", a.resemblance(&b));
+        assert!(a.resemblance(&ContentSketch::of(&edgepatch_testkit::noise(4, 200_000))) < 0.02);
+        assert_eq!(ContentSketch::of(b"short").resemblance(&ContentSketch::of(b"short")), 0.0, "no 32-byte string");
     }
 }
