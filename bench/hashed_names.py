@@ -65,7 +65,7 @@ def main():
                 copy_renamed(src, dirs[side], style)
             patch = os.path.join(a.work, build, style + '.patch')
             t = time.monotonic()
-            subprocess.run([a.bin, 'diff', '--quiet', dirs['old'], dirs['new'], patch], check=True)
+            subprocess.run([a.bin, 'diff', '--quiet', dirs['old'], dirs['new'], patch], check=True, stdout=subprocess.DEVNULL)
             took = time.monotonic() - t
             size = os.path.getsize(patch)
             stable = stable or size
