@@ -6,7 +6,7 @@
 //! byte diff of two of them saves little. Its content diffs well; the difficulty is getting
 //! the very same compressed bytes back, which needs the encoder's choices. preflate predicts
 //! them from the stream itself (hash chain, window, match policy) and records only where the
-//! prediction is wrong, a few hundred bytes for streams zlib or GNU gzip made
+//! prediction is wrong (for GNU gzip -9 of 2 to 29 MB files, 84 to 1,455 bytes)
 //! ([`deflate`]). The container's header and trailer are kept as they are
 //! ([`container`]); [`side_info`] is the side info's layout.
 //!
