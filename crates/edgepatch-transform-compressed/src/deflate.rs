@@ -13,16 +13,16 @@
 
 use std::io::Cursor;
 
-use preflate_rs::{ExitCode, HashAlgorithm, PreflateConfig, PreflateStreamProcessor, RecreateStreamProcessor, TokenPredictorParameters};
+use preflate_rs::{HashAlgorithm, PreflateConfig, PreflateStreamProcessor, RecreateStreamProcessor, TokenPredictorParameters};
 
 use edgepatch_format::transform::ReadAt;
 
 use crate::container::Framing;
 use crate::error::CompressedError;
-use crate::side_info::{Chunk, SideInfo, MAX_CHUNK_CONTENT};
+use crate::side_info::{Chunk, SideInfo};
 
 /// The most content of a stream the writer describes: at most what an applier holds at once
-/// for it (below the format's limit, [`MAX_CHUNK_CONTENT`]).
+/// for it (below the format's limit, [`crate::side_info::MAX_CHUNK_CONTENT`]).
 pub const WHOLE_CONTENT: usize = 32 << 20;
 
 /// The hash chain length preflate may assume of the encoder (its default: zlib's level 9
@@ -43,34 +43,28 @@ pub struct Decoded {
 /// chunk is rebuilt and compared as it is described, so a side info this returns rebuilds
 /// the file.
 pub fn decode(file: &[u8]) -> Result<Decoded, CompressedError> {
-    let framing = Framing::of(file).map_err(|e| CompressedError::NotInput(e.to_string()))?;
-    decode_in(file, framing, usize::MAX, WHOLE_CONTENT).map_err(CompressedError::NotInput)
-}
-
-/// [`decode`], handing preflate `slice` bytes at a time, each chunk at most `max_content`.
-fn decode_in(file: &[u8], framing: Framing, slice: usize, max_content: usize) -> Result<Decoded, String> {
-    let not_input = |what: String| what;
+    let not_input = CompressedError::NotInput;
+    let framing = Framing::of(file).map_err(|e| not_input(e.to_string()))?;
     let deflate = framing.deflate(file);
-    let config = PreflateConfig { max_chain_length: MAX_CHAIN, plain_text_limit: max_content, verify_compression: true };
+    let config = PreflateConfig { max_chain_length: MAX_CHAIN, plain_text_limit: WHOLE_CONTENT, verify_compression: true };
     let mut stream = PreflateStreamProcessor::new(&config);
     let mut content = Vec::new();
     let mut chunks: Vec<(u64, u64, Vec<u8>)> = Vec::new();
-    let (mut start, mut end) = (0, slice.min(deflate.len()));
+    let mut start = 0;
+    // Handed the rest of the stream each time; preflate may stop between blocks on its own.
     while !stream.is_done() {
-        match stream.decompress(&deflate[start..end]) {
+        match stream.decompress(&deflate[start..]) {
             Ok(chunk) if chunk.compressed_size > 0 => {
                 let text = stream.plain_text().text();
                 content.extend_from_slice(text);
-                if content.len() > max_content {
-                    return Err(not_input(format!("more than {max_content} bytes of content")));
+                if content.len() > WHOLE_CONTENT {
+                    return Err(not_input(format!("more than {WHOLE_CONTENT} bytes of content")));
                 }
                 chunks.push((text.len() as u64, chunk.compressed_size as u64, chunk.corrections));
                 start += chunk.compressed_size;
-                end = start.saturating_add(slice).min(deflate.len());
                 stream.shrink_to_dictionary();
             }
             Ok(_) => return Err(not_input("preflate made no progress".into())),
-            Err(e) if e.exit_code() == ExitCode::ShortRead && end < deflate.len() => end = end.saturating_add(slice).min(deflate.len()),
             Err(e) => return Err(not_input(format!("preflate: {:?}: {}", e.exit_code(), e.message().lines().next().unwrap_or("")))),
         }
     }
@@ -97,7 +91,6 @@ pub fn rebuild<E: From<CompressedError>>(
     if info.content_len() != content_len {
         return Err(CompressedError::Rebuild(format!("{content_len} bytes of content where the side info has {}", info.content_len())).into());
     }
-    debug_assert!(info.chunks.iter().all(|c| c.content_len <= MAX_CHUNK_CONTENT));
     let first = info.chunks.first().map_or(&[][..], |c| c.corrections);
     check_parameters(first).map_err(|what| CompressedError::Rebuild(format!("encoder parameters: {what}")))?;
     emit(info.header)?;
