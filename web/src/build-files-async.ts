@@ -257,8 +257,8 @@ export class AsyncNewBuild extends NewBuildEntries<FileSystemFileHandle> impleme
       }
       const got = signer.finishFile();
       if (got !== op.blake3) {
-        this.stream = null;
-        await w.abort();
+        // Closed, not aborted (see `close`): the staging directory holding it is removed.
+        await this.closeStream();
         throw new IntegrityError(`${op.path} (kept from the old build's ${op.from}) has BLAKE3 ${got}, the manifest says ${op.blake3}`, { path: op.path });
       }
     } finally {
@@ -288,10 +288,13 @@ export class AsyncNewBuild extends NewBuildEntries<FileSystemFileHandle> impleme
   async close(): Promise<void> {
     this.queue = [];
     await this.writing.catch(() => undefined);
-    const s = this.stream;
-    this.stream = null;
-    // Not made durable: dropped (a writable stream's data counts only once closed).
-    if (s) await s.w.abort().catch(() => undefined);
+    // Closed, not aborted: a resume truncates the file to what its resume point relies on, so
+    // the bytes past it do no harm. WebKitGTK's abort() of a stream opened with
+    // keepExistingData leaves the file as it was, then later (when the stream is collected,
+    // seconds after) commits the aborted stream's data over whatever the file holds by then:
+    // a resumed update that had finished the file found it cut back to the aborted session's
+    // length (tests/e2e/api.test.mjs, "aborting mid-update").
+    await this.closeStream().catch(() => undefined);
     this.snapshots.clear();
   }
 }
