@@ -131,6 +131,7 @@ fn game_manifest() -> Manifest {
         to_build: "game-1.4.3+b1203".into(),
         patch_size: 48_123_456,
         patch_blake3: *blake3::hash(b"patch").as_bytes(),
+        head_blake3: Some(*blake3::hash(b"head").as_bytes()),
         segments: (0..64)
             .map(|k| edgepatch_core::manifest::SegmentRef {
                 patch_offset: 4096 + k * 750_000,

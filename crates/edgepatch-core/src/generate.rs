@@ -203,6 +203,8 @@ pub struct PatchGenerator {
     segments: Vec<Segment>,
     spans: Vec<(u64, u64)>,
     header_done: bool,
+    /// BLAKE3 of the header and tree (the patch's head), once `header()` made them.
+    head_blake3: [u8; 32],
     /// BLAKE3 of the whole patch, once finished.
     patch_blake3: Option<[u8; 32]>,
     /// Per new entry, its BLAKE3 (files) from the new signature, for the manifest.

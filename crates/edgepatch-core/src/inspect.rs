@@ -34,6 +34,8 @@ pub struct PatchLayout {
     pub segment_spans: Vec<(u64, u64)>,
     /// The patch's size in bytes.
     pub patch_bytes: u64,
+    /// BLAKE3 of the patch's head: its bytes before the first segment (header and tree section).
+    pub head_blake3: [u8; 32],
 }
 
 impl PatchInfo {
@@ -71,7 +73,11 @@ impl PatchInfo {
 /// old build, window spans are not checked against the reference's size.
 pub fn inspect_patch<R: Read>(patch: R) -> Result<PatchInfo> {
     let mut input = PatchInput::new(patch);
-    let (tree, tree_at) = read_header_and_tree(&mut input)?;
+    let mut head_blake3 = [0; 32];
+    let (tree, tree_at) = read_header_and_tree(&mut input, |_, hash| {
+        head_blake3 = hash;
+        Ok(())
+    })?;
     let mut segments = Vec::new();
     let mut produced = 0;
     let mut scratch = (Vec::new(), Vec::new());
@@ -106,7 +112,7 @@ pub fn inspect_patch<R: Read>(patch: R) -> Result<PatchInfo> {
         segment_spans.push((start, input.offset() - start));
     }
     let patch_bytes = input.finish()?;
-    Ok(PatchInfo { version: PATCH_VERSION, tree, tree_at, layout: PatchLayout { segments, segment_spans, patch_bytes } })
+    Ok(PatchInfo { version: PATCH_VERSION, tree, tree_at, layout: PatchLayout { segments, segment_spans, patch_bytes, head_blake3 } })
 }
 
 /// The patch manifest of a tree patch: every entry of the new build with its
@@ -167,6 +173,7 @@ pub fn patch_manifest(
         to_build: to_build.to_string(),
         patch_size: layout.patch_bytes,
         patch_blake3,
+        head_blake3: Some(layout.head_blake3),
         segments,
         entries,
     })

@@ -61,6 +61,7 @@ pub struct ManifestBinding {
     copies: Vec<(String, [u8; 32])>,
     patch_size: u64,
     patch_blake3: [u8; 32],
+    head_blake3: Option<[u8; 32]>,
     segments: Vec<SegmentRef>,
 }
 
@@ -91,6 +92,7 @@ impl ManifestBinding {
             copies: Vec::new(),
             patch_size: m.patch_size,
             patch_blake3: m.patch_blake3,
+            head_blake3: m.head_blake3,
             segments: m.segments,
         })
     }
@@ -108,6 +110,23 @@ impl ManifestBinding {
     /// The patch's segments, as the manifest lists them.
     pub fn segments(&self) -> &[SegmentRef] {
         &self.segments
+    }
+
+    /// Whether the manifest states the BLAKE3 of the patch's head (header and tree section),
+    /// so that no unvouched tree is ever decoded ([`ManifestBinding::check_head`]).
+    pub fn vouches_for_head(&self) -> bool {
+        self.head_blake3.is_some()
+    }
+
+    /// Refuses a patch head (its first `len` bytes, hashing to `blake3`) other than the one
+    /// the manifest states, when it states one.
+    pub fn check_head(&self, len: u64, blake3: &[u8; 32]) -> io::Result<()> {
+        match self.head_blake3 {
+            Some(want) if want != *blake3 => {
+                Err(refused(format!("the patch's header and tree ({len} bytes) have BLAKE3 {}, the manifest lists {}", hex(blake3), hex(&want))))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Bytes of the patch before its first segment (header and tree).
@@ -232,6 +251,11 @@ impl<S: BuildSink> BoundSink<'_, S> {
 }
 
 impl<S: BuildSink> BuildSink for BoundSink<'_, S> {
+    fn check_head(&mut self, len: u64, blake3: &[u8; 32]) -> io::Result<()> {
+        self.binding.check_head(len, blake3)?;
+        self.inner.check_head(len, blake3)
+    }
+
     fn check_tree(&mut self, tree: &PatchTree) -> io::Result<()> {
         self.binding.check_tree(tree)?;
         self.inner.check_tree(tree)
@@ -471,6 +495,7 @@ mod tests {
             to_build: "b".into(),
             patch_size: if patch_kind { patch.len() as u64 } else { 0 },
             patch_blake3: if patch_kind { *blake3::hash(patch).as_bytes() } else { [0; 32] },
+            head_blake3: None,
             segments: Vec::new(),
             entries: Vec::new(),
         }
@@ -511,14 +536,20 @@ mod tests {
         let claimed = tree.scratch_bytes();
         assert!(claimed >= crate::patch_format::MAX_WASM_TRANSFORM_BYTES, "{claimed}");
 
-        let mut binding = ManifestBinding::new(&m).unwrap();
-        let mut sink = MemorySink::default();
-        let mut applier = crate::PatchApplier::new();
-        let err = applier.push(&forged[..], &mut MemoryOldBuild::new(&old), &mut BoundSink { binding: &mut binding, inner: &mut sink }).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Unvouched, "{err}");
-        assert!(err.to_string().contains("delta stream"), "{err}");
-        assert!(applier.tree().is_none_or(|t| t.scratch_bytes() == claimed), "the caller may see the claim, after the refusal");
-        assert_eq!(sink.into_build(), Build::from_entries(Vec::new()).unwrap(), "nothing written");
+        // Refused at its head (the manifest states the head's BLAKE3), before the tree is
+        // decoded; and, under a manifest that does not state it, at its tree.
+        let mut old_style = crate::manifest::decode(&m).unwrap();
+        old_style.head_blake3 = None;
+        for (manifest, why) in [(m.clone(), "header and tree"), (old_style.encode().unwrap(), "delta stream")] {
+            let mut binding = ManifestBinding::new(&manifest).unwrap();
+            let mut sink = MemorySink::default();
+            let mut applier = crate::PatchApplier::new();
+            let err = applier.push(&forged[..], &mut MemoryOldBuild::new(&old), &mut BoundSink { binding: &mut binding, inner: &mut sink }).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unvouched, "{err}");
+            assert!(err.to_string().contains(why), "{err}");
+            assert!(applier.tree().is_none_or(|t| t.scratch_bytes() == claimed), "the caller may see the claim, after the refusal");
+            assert_eq!(sink.into_build(), Build::from_entries(Vec::new()).unwrap(), "nothing written");
+        }
     }
 
     #[test]

@@ -75,6 +75,7 @@ fn sample_patch() -> Manifest {
         to_build: "build-42".into(),
         patch_size: 99_999,
         patch_blake3: hash_of("patch"),
+        head_blake3: None,
         segments: vec![
             SegmentRef { patch_offset: 200, patch_len: 50_000, new_offset: 0, new_len: 1_000_000 },
             SegmentRef { patch_offset: 50_200, patch_len: 49_000, new_offset: 1_000_000, new_len: 300_000 },
@@ -114,6 +115,7 @@ fn build_manifest(n: usize) -> Manifest {
         to_build: format!("build-with-{n}-files"),
         patch_size: 0,
         patch_blake3: [0; 32],
+        head_blake3: None,
         segments: Vec::new(),
         entries: (0..n)
             .map(|i| {
@@ -186,6 +188,36 @@ fn encoding_is_deterministic_and_stable() {
     assert_eq!(blake3::hash(&a).to_hex().as_str(), GOLDEN_SAMPLE_PATCH, "manifest format changed; {} bytes", a.len());
 }
 const GOLDEN_SAMPLE_PATCH: &str = "ad7389415f223500120f643960311254581d44d3dfc51783cff9bb38ef809533";
+
+/// The head BLAKE3 (header flags bit 1) is a field older decoders refuse by its flag: a
+/// manifest without it encodes as before (the golden above), one with it as pinned here.
+#[test]
+fn a_head_blake3_is_the_flagged_field_after_the_build_ids() {
+    let plain = sample_patch().encode().unwrap();
+    let m = Manifest { head_blake3: Some(hash_of("head")), ..sample_patch() };
+    let a = m.encode().unwrap();
+    assert_eq!(a.len(), plain.len() + 32);
+    assert_eq!(a[11], plain[11] | 2, "flags bit 1");
+    let ids_end = 96 + 2 + "build-42".len() + 2 + "build-41".len();
+    assert_eq!(&a[ids_end..ids_end + 32], &hash_of("head"));
+    assert_eq!(decode(&a).unwrap(), m);
+    assert_eq!(ManifestView::open(&a).unwrap().head_blake3(), Some(hash_of("head")));
+    assert_eq!(ManifestView::open(&plain).unwrap().head_blake3(), None);
+    assert_eq!(blake3::hash(&a).to_hex().as_str(), GOLDEN_SAMPLE_PATCH_WITH_HEAD, "manifest format changed; {} bytes", a.len());
+
+    // Only patch manifests carry it: a build manifest with the flag is refused, and not written.
+    let mut build = build_manifest(3).encode().unwrap();
+    build[11] |= 2;
+    assert!(ManifestView::open(&build).is_err());
+    assert!(Manifest { head_blake3: Some([0; 32]), ..build_manifest(3) }.encode().is_err());
+    // The flag set on a manifest written without the field: the sections are not where the
+    // counts put them, refused on open.
+    let mut flagged = plain.clone();
+    flagged[11] |= 2;
+    let err = ManifestView::open(&flagged).unwrap_err().to_string();
+    assert!(err.contains("offset"), "{err}");
+}
+const GOLDEN_SAMPLE_PATCH_WITH_HEAD: &str = "be09f9bbc574e43f51a0b42a60efb6f64a1e7eb4986eaae381bef1c63d035baa";
 
 #[test]
 fn lookup_every_key_and_absent_keys() {

@@ -82,6 +82,51 @@ fn a_whole_patch_of_another_build_is_refused_by_the_manifest() {
     assert!(err.contains("the patch has BLAKE3"), "{err}");
 }
 
+/// A patch whose header or tree section is not the signed one is refused before its tree is
+/// decompressed or decoded (the head BLAKE3 the manifest states), in a new apply and in a
+/// resumed one: no byte of an unvouched tree, side infos included, reaches a decoder.
+#[test]
+fn an_unvouched_header_or_tree_is_refused_before_it_is_decoded() {
+    let v1 = load_tar("game-v1.tar");
+    let v2 = load_tar("game-v2.tar");
+    let dir = fixtures_dir().join("golden");
+    let patch = std::fs::read(dir.join("game-v1-to-v2.patch")).unwrap();
+    let manifest = std::fs::read(dir.join("game-v1-to-v2.manifest")).unwrap();
+    let m = manifest::decode(&manifest).unwrap();
+    assert!(m.head_blake3.is_some(), "the writer states the head's BLAKE3");
+    let head_len = m.segments[0].patch_offset as usize;
+
+    for at in [head_len / 2, head_len - 20, head_len - 1] {
+        let mut forged = patch.clone();
+        forged[at] ^= 0x40;
+        let err = bound_apply(&v1, &forged, &manifest, 4096).unwrap_err();
+        assert!(err.contains("header and tree") && err.contains("not in the signed manifest"), "byte {at}: {err}");
+        // Unbound, the same bytes reach the decoders, which find them damaged.
+        let unbound =
+            edgepatch_core::apply_patch(forged.as_slice(), &mut MemoryOldBuild::new(&v1), &mut MemorySink::default(), &mut |_| {}).unwrap_err().to_string();
+        assert!(!unbound.contains("signed manifest"), "{unbound}");
+
+        // Resuming with a forged head: refused the same way.
+        let mut binding = ManifestBinding::new(&manifest).unwrap();
+        let point = edgepatch_core::ResumePoint { segments_done: 1, patch_offset: head_len as u64, new_offset: 1 };
+        let err = PatchApplier::resume(
+            &forged[..head_len],
+            point,
+            &mut MemoryOldBuild::new(&v1),
+            &mut BoundSink { binding: &mut binding, inner: &mut MemorySink::default() },
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(err.contains("header and tree"), "resume, byte {at}: {err}");
+    }
+
+    // A manifest that does not state the head (written before the field existed) still binds
+    // the files and the whole patch as before.
+    let old_style = Manifest { head_blake3: None, ..m };
+    assert_eq!(bound_apply(&v1, &patch, &old_style.encode().unwrap(), 4096).unwrap(), v2);
+}
+
 #[test]
 fn patch_hash_and_file_checks_survive_a_resume() {
     let a = noise(11, 3 << 20);

@@ -177,7 +177,7 @@ impl PatchApplier {
     /// [`resume_point`]: PatchApplier::resume_point
     pub fn resume<O: OldBuild, S: BuildSink>(header_and_tree: &[u8], at: ResumePoint, old: &mut O, sink: &mut S) -> Result<PatchApplier> {
         let mut input = PatchInput::new(header_and_tree);
-        let tree = read_tree_for(&mut input, old)?;
+        let tree = read_tree_for(&mut input, old, |len, hash| sink.check_head(len, &hash).map_err(|e| out_err("", e)))?;
         sink.check_tree(&tree).map_err(|e| out_err("", e))?;
         let tree_end = input.offset();
         let bad = |what: String| Error::CannotResume { what };
@@ -329,7 +329,7 @@ impl PatchApplier {
         let mut input = PatchInput::resume(unit, hasher, self.offset);
         match self.expect {
             Expect::HeaderAndTree => {
-                self.tree = read_tree_for(&mut input, old)?;
+                self.tree = read_tree_for(&mut input, old, |len, hash| sink.check_head(len, &hash).map_err(|e| out_err("", e)))?;
                 sink.check_tree(&self.tree).map_err(|e| out_err("", e))?;
                 (self.hasher, self.offset) = input.into_state();
                 self.start(old, sink)?;

@@ -66,6 +66,15 @@ pub(crate) fn old_listing<O: OldBuild + ?Sized>(old: &mut O, single_file: bool) 
 /// Where the new build goes. Nothing written is final until `apply_patch`
 /// returned Ok; a sink stages and commits (see the CLI's directory sink).
 pub trait BuildSink {
+    /// The patch's head (its first `len` bytes: fixed header and compressed tree section)
+    /// hashes to `blake3`; called before the tree is decompressed or decoded. A sink bound to
+    /// a signed manifest that states the head's BLAKE3 refuses any other head here, so an
+    /// unvouched tree never reaches a decoder. The default takes any.
+    fn check_head(&mut self, len: u64, blake3: &[u8; 32]) -> io::Result<()> {
+        let _ = (len, blake3);
+        Ok(())
+    }
+
     /// The patch's tree, read and checked against the old build, before the applier writes
     /// anything (a resumed apply's too). A sink that knows what the new build must be (one
     /// bound to a signed manifest) refuses a tree that is not it here. The default takes any.

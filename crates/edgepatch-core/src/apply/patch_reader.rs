@@ -74,17 +74,12 @@ impl<R: Read> PatchInput<R> {
         let start = self.offset;
         resize_exact(comp, comp_len as usize);
         self.exact(comp, what)?;
-        out.reserve_exact(raw_len as usize);
-        let corrupt = |why: String| Error::Corrupt { input: Input::Patch, offset: start, what: format!("{what}: {why}") };
-        check_one_frame(comp).map_err(corrupt)?;
-        let mut d = zstd::bulk::Decompressor::new().map_err(|e| corrupt(e.to_string()))?;
-        d.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(MAX_WINDOW_LOG)).map_err(|e| corrupt(e.to_string()))?;
-        // Decompress into spare capacity bounded by raw_len: a frame that wants more fails.
-        let n = d.decompress_to_buffer(comp.as_slice(), out).map_err(|e| corrupt(format!("zstd: {e}")))?;
-        if n as u64 != raw_len {
-            return Err(corrupt(format!("decompressed to {n} bytes, header says {raw_len}")));
-        }
-        Ok(())
+        decompress_frame(comp, raw_len, out, start, what)
+    }
+
+    /// BLAKE3 of every byte read so far.
+    fn hash_so_far(&self) -> [u8; 32] {
+        *self.hasher.clone().finalize().as_bytes()
     }
 
     pub(crate) fn finish(self) -> Result<u64> {
@@ -125,17 +120,30 @@ impl<R: Read> UnitSource for PatchInput<R> {
 
 /// Reads the fixed header and the tree section.
 /// The header and the tree section as the patch states it, and where the tree starts.
-pub(crate) fn read_header_and_tree<R: Read>(input: &mut PatchInput<R>) -> Result<(EncodedTree, u64)> {
+///
+/// `check_head(len, blake3)` sees the patch's head (its first `len` bytes: the fixed header
+/// and the compressed tree section) before the tree is decompressed or decoded: a client
+/// bound to a signed manifest refuses a head the manifest does not vouch for there, so no
+/// byte of an unvouched tree (its side infos included) reaches a decoder.
+pub(crate) fn read_header_and_tree<R: Read>(input: &mut PatchInput<R>, check_head: impl FnOnce(u64, [u8; 32]) -> Result<()>) -> Result<(EncodedTree, u64)> {
     let header = FixedHeader::read(input)?;
-    let (mut comp_buf, mut tree_bytes) = (Vec::new(), Vec::new());
     let tree_at = input.offset();
-    input.frame(header.tree_comp_len, header.tree_len, &mut comp_buf, &mut tree_bytes, "tree section")?;
+    let mut comp = Vec::new();
+    resize_exact(&mut comp, header.tree_comp_len as usize);
+    input.exact(&mut comp, "tree section")?;
+    check_head(input.offset(), input.hash_so_far())?;
+    let mut tree_bytes = Vec::new();
+    decompress_frame(&comp, header.tree_len, &mut tree_bytes, tree_at, "tree section")?;
     Ok((EncodedTree::decode(&tree_bytes, tree_at, header.flags)?, tree_at))
 }
 
 /// The header and tree resolved against the old build's listing.
-pub(crate) fn read_tree_for<R: Read, O: OldBuild + ?Sized>(input: &mut PatchInput<R>, old: &mut O) -> Result<PatchTree> {
-    let (encoded, tree_at) = read_header_and_tree(input)?;
+pub(crate) fn read_tree_for<R: Read, O: OldBuild + ?Sized>(
+    input: &mut PatchInput<R>,
+    old: &mut O,
+    check_head: impl FnOnce(u64, [u8; 32]) -> Result<()>,
+) -> Result<PatchTree> {
+    let (encoded, tree_at) = read_header_and_tree(input, check_head)?;
     encoded.resolve_modes(old_listing(old, encoded.single_file)?, tree_at, old.modes_known())
 }
 
@@ -173,6 +181,22 @@ pub(crate) fn decompress_with_window(comp: &[u8], window: &[u8], w: &WindowSegme
     let n = d.decompress(out, comp).map_err(|c| corrupt(zstd_error(c)))?;
     if n as u64 != new_len {
         return Err(corrupt(format!("decompressed to {n} bytes, header says {new_len}")));
+    }
+    Ok(())
+}
+
+/// Decompresses `comp`, one zstd frame read at patch offset `start`, to exactly `raw_len` bytes in `out`.
+fn decompress_frame(comp: &[u8], raw_len: u64, out: &mut Vec<u8>, start: u64, what: &str) -> Result<()> {
+    out.clear();
+    out.reserve_exact(raw_len as usize);
+    let corrupt = |why: String| Error::Corrupt { input: Input::Patch, offset: start, what: format!("{what}: {why}") };
+    check_one_frame(comp).map_err(corrupt)?;
+    let mut d = zstd::bulk::Decompressor::new().map_err(|e| corrupt(e.to_string()))?;
+    d.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(MAX_WINDOW_LOG)).map_err(|e| corrupt(e.to_string()))?;
+    // Decompress into spare capacity bounded by raw_len: a frame that wants more fails.
+    let n = d.decompress_to_buffer(comp, out).map_err(|e| corrupt(format!("zstd: {e}")))?;
+    if n as u64 != raw_len {
+        return Err(corrupt(format!("decompressed to {n} bytes, header says {raw_len}")));
     }
     Ok(())
 }

@@ -115,6 +115,7 @@ impl PatchGenerator {
             segments: Vec::new(),
             spans: Vec::new(),
             header_done: false,
+            head_blake3: [0; 32],
             patch_blake3: None,
             new_hashes: new.entries.iter().map(|e| if let SignedKind::File { blake3, .. } = e.kind { blake3 } else { [0; 32] }).collect(),
             stats,

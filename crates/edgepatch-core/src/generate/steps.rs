@@ -24,6 +24,7 @@ impl PatchGenerator {
         }
         self.tree.lzma_segments = (self.lzma_windows() > 0 || self.lzma_streams()) && self.new_total > 0;
         let bytes = encode_header_and_tree(&self.tree, self.level)?;
+        self.head_blake3 = *blake3::hash(&bytes).as_bytes();
         self.reserve_history();
         self.header_done = true;
         Ok(self.emit(bytes))
@@ -134,7 +135,8 @@ impl PatchGenerator {
     /// The binary patch manifest (docs/FORMAT.md §4), once finished.
     pub fn manifest(&self, from_build: &str, to_build: &str) -> Result<Vec<u8>> {
         let blake3 = self.patch_blake3.ok_or_else(|| invalid("manifest() before finish()"))?;
-        let layout = PatchLayout { segments: self.segments.clone(), segment_spans: self.spans.clone(), patch_bytes: self.out_len };
+        let layout =
+            PatchLayout { segments: self.segments.clone(), segment_spans: self.spans.clone(), patch_bytes: self.out_len, head_blake3: self.head_blake3 };
         let m = patch_manifest(&self.tree, &layout, |i| self.new_hashes[i], blake3, from_build, to_build).map_err(|e| invalid(e.to_string()))?;
         m.encode().map_err(|e| invalid(e.to_string()))
     }

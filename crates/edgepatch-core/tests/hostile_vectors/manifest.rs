@@ -57,6 +57,18 @@ pub fn push(v: &mut Vec<Vector>, garbage: &[u8]) {
         with_manifest_field(&golden, 98, &[0xFF]),
     ));
     v.push(manifest_vector("manifest-kind", "a manifest kind of 3 (only 1 and 2 exist)", ErrorKind::Corrupt, with_manifest_field(&golden, 10, &[3])));
+    v.push(manifest_vector(
+        "manifest-head-in-build-manifest",
+        "a build manifest (kind 1) whose flags say a head BLAKE3 follows its build ids",
+        ErrorKind::Corrupt,
+        with_manifest_field(&golden, 10, &[1]),
+    ));
+    v.push(manifest_vector(
+        "manifest-unknown-flag",
+        "header flags bit 2, which no field has",
+        ErrorKind::Corrupt,
+        with_manifest_field(&golden, 11, &[golden[11] | 4]),
+    ));
     // The header and 4 bytes, total_len saying so: no room for the build id and the trailer.
     let mut short = golden[..100].to_vec();
     short[12..16].copy_from_slice(&100u32.to_le_bytes());

@@ -105,6 +105,8 @@ const RULES: &[(&str, &[&str])] = &[
     ("manifest-version", &["manifest-version"]),
     ("manifest-build-id-not-utf8", &["manifest-build-id"]),
     ("manifest-kind", &["manifest-kind-flags"]),
+    ("manifest-head-in-build-manifest", &["manifest-kind-flags"]),
+    ("manifest-unknown-flag", &["manifest-kind-flags"]),
     ("manifest-short", &["manifest-short"]),
     ("manifest-trailer", &["manifest-trailer"]),
 ];

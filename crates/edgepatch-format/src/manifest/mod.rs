@@ -48,6 +48,8 @@ pub const MAX_RECORD_LEN: u64 = 3 * (2 + MAX_PATH_LEN as u64) + 1 + 1 + 8 + 32 +
 pub const SEGMENT_LEN: u64 = 32;
 
 const FLAG_HAS_FROM_BUILD: u8 = 1;
+/// Header flag: a patch manifest's `head_blake3` follows the build ids.
+const FLAG_HAS_HEAD_BLAKE3: u8 = 2;
 const ENTRY_FLAG_EXECUTABLE: u8 = 1;
 
 /// What a manifest describes.
@@ -145,6 +147,12 @@ pub struct Manifest {
     pub patch_size: u64,
     /// BLAKE3 of the whole patch (zero in a build manifest).
     pub patch_blake3: [u8; 32],
+    /// BLAKE3 of the patch's head: its bytes before the first segment (the fixed header and
+    /// the tree section, where every file's transform and side info is stated). A client
+    /// checks it before it decodes the tree, so nothing of a tree the manifest does not vouch
+    /// for is ever decoded. `None` in a build manifest, and in patch manifests written
+    /// before the field existed.
+    pub head_blake3: Option<[u8; 32]>,
     /// The patch's segments, in order (empty in a build manifest).
     pub segments: Vec<SegmentRef>,
     /// In the order given to [`Manifest::encode`]; [`decode`] keeps it.
@@ -375,6 +383,9 @@ impl Manifest {
                 return Err(enc(format!("from_build longer than {MAX_BUILD_ID_LEN} bytes")));
             }
         }
+        if self.head_blake3.is_some() && self.kind != ManifestKind::Patch {
+            return Err(enc("a head BLAKE3 in a build manifest (patch manifests only)".into()));
+        }
         for (i, seg) in self.segments.iter().enumerate() {
             check_segment(seg).map_err(|why| enc(format!("segment {i}: {why}")))?;
         }
@@ -407,7 +418,7 @@ impl Manifest {
             slots[slot as usize] = order[i];
         }
 
-        let ids_len = 2 + self.to_build.len() + self.from_build.as_ref().map_or(0, |f| 2 + f.len());
+        let ids_len = 2 + self.to_build.len() + self.from_build.as_ref().map_or(0, |f| 2 + f.len()) + self.head_blake3.map_or(0, |h| h.len());
         let layout = Layout::new((HEADER_LEN + ids_len) as u64, n, b, s);
         let total = layout.records + records.len() as u64 + TRAILER_LEN as u64;
         if total > MAX_MANIFEST_LEN {
@@ -421,7 +432,7 @@ impl Manifest {
             ManifestKind::Build => 1,
             ManifestKind::Patch => 2,
         });
-        out.push(if self.from_build.is_some() { FLAG_HAS_FROM_BUILD } else { 0 });
+        out.push(if self.from_build.is_some() { FLAG_HAS_FROM_BUILD } else { 0 } | if self.head_blake3.is_some() { FLAG_HAS_HEAD_BLAKE3 } else { 0 });
         put_u32(&mut out, total as u32);
         put_u32(&mut out, n);
         put_u32(&mut out, b);
@@ -436,6 +447,9 @@ impl Manifest {
         put_str16(&mut out, &self.to_build);
         if let Some(f) = &self.from_build {
             put_str16(&mut out, f);
+        }
+        if let Some(h) = &self.head_blake3 {
+            out.extend_from_slice(h);
         }
         debug_assert_eq!(out.len() as u64, layout.pilots);
         for p in &mph.pilots {

@@ -95,6 +95,7 @@ pub struct ManifestView<'a> {
     patch_blake3: [u8; 32],
     to_build: &'a str,
     from_build: Option<&'a str>,
+    head_blake3: Option<[u8; 32]>,
 }
 
 impl fmt::Debug for ManifestView<'_> {
@@ -140,8 +141,11 @@ impl<'a> ManifestView<'a> {
             k => return Err(hdr(10, format!("unknown manifest kind {k}"))),
         };
         let flags = bytes[11];
-        if flags & !FLAG_HAS_FROM_BUILD != 0 {
+        if flags & !(FLAG_HAS_FROM_BUILD | FLAG_HAS_HEAD_BLAKE3) != 0 {
             return Err(hdr(11, format!("unknown header flags {flags:#04x}")));
+        }
+        if flags & FLAG_HAS_HEAD_BLAKE3 != 0 && kind != ManifestKind::Patch {
+            return Err(hdr(11, "a head BLAKE3 in a build manifest (patch manifests only)".into()));
         }
         let declared = u64::from(le_u32(bytes, 12));
         if declared != len {
@@ -182,6 +186,13 @@ impl<'a> ManifestView<'a> {
         };
         let to_build = id(&mut ids, "to_build")?;
         let from_build = if flags & FLAG_HAS_FROM_BUILD != 0 { Some(id(&mut ids, "from_build")?) } else { None };
+        let head_blake3 = if flags & FLAG_HAS_HEAD_BLAKE3 != 0 {
+            let at = ids.pos as u64;
+            let raw = ids.take(32, "head_blake3").map_err(|_| truncated_field("head_blake3", at, trailer))?;
+            Some(<[u8; 32]>::try_from(raw).expect("32 bytes taken"))
+        } else {
+            None
+        };
 
         // Sections must sit exactly where the counts put them.
         let layout = Layout::new(ids.pos as u64, n, b, s);
@@ -216,7 +227,7 @@ impl<'a> ManifestView<'a> {
         if n == 0 && records_len != 0 {
             return Err(invalid("records region", layout.records, "non-empty in a manifest without entries"));
         }
-        Ok(ManifestView { bytes, kind, n, b, s, seed, layout, records_end: trailer, patch_size, patch_blake3, to_build, from_build })
+        Ok(ManifestView { bytes, kind, n, b, s, seed, layout, records_end: trailer, patch_size, patch_blake3, to_build, from_build, head_blake3 })
     }
 
     /// Number of entries.
@@ -246,6 +257,10 @@ impl<'a> ManifestView<'a> {
     /// BLAKE3 of the whole patch (patch manifests).
     pub fn patch_blake3(&self) -> [u8; 32] {
         self.patch_blake3
+    }
+    /// BLAKE3 of the patch's bytes before its first segment (patch manifests that state it).
+    pub fn head_blake3(&self) -> Option<[u8; 32]> {
+        self.head_blake3
     }
     /// The manifest bytes this view reads.
     pub fn as_bytes(&self) -> &'a [u8] {
@@ -460,6 +475,7 @@ pub fn decode(bytes: &[u8]) -> Result<Manifest> {
         to_build: v.to_build.to_owned(),
         patch_size: v.patch_size,
         patch_blake3: v.patch_blake3,
+        head_blake3: v.head_blake3,
         segments,
         entries,
     })
