@@ -683,6 +683,8 @@ const HOSTILE_FILES: &[(&str, &[u8])] = &[
     hostile!("manifest-version.manifest"),
     hostile!("manifest-build-id-not-utf8.manifest"),
     hostile!("manifest-kind.manifest"),
+    hostile!("manifest-head-in-build-manifest.manifest"),
+    hostile!("manifest-unknown-flag.manifest"),
     hostile!("manifest-short.manifest"),
     hostile!("manifest-trailer.manifest"),
 ];
