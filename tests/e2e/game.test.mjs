@@ -7,6 +7,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
+import { gunzipSync } from "node:zlib";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ENGINES, engineTests, launch } from "./engines.mjs";
@@ -15,7 +16,7 @@ import { startServer } from "../../web/scripts/serve.mjs";
 const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const dist = join(repo, "web/dist");
 const { publicKey, games: site } = JSON.parse(readFileSync(join(dist, "updates/site.json"), "utf8"));
-const tree = (build, path) => readFileSync(join(dist, "trees/arcade", build, path));
+const tree = (build, path, game = "arcade") => readFileSync(join(dist, "trees", game, build, path));
 
 let server;
 before(async () => {
@@ -33,23 +34,23 @@ function engineTest(name, body) {
   });
 }
 
-/** A fresh browser on the server's origin with arcade v1 installed and the game Service Worker active for /play/. */
-async function portal(t) {
+/** A fresh browser on the server's origin with `game` (arcade) v1 installed and the game Service Worker active for /play/. */
+async function portal(t, game = "arcade") {
   const b = await launch(engine);
   t.after(() => b.close());
   await b.goto(`${server.url}demo/`);
-  await b.evaluate(async (key) => {
+  await b.evaluate(async ([key, game]) => {
     const lib = await import("/lib/edgepatch-web.js");
-    window.game = new lib.GameUpdater({ baseUrl: "/updates/", game: "arcade", workerUrl: "/lib/edgepatch-worker.js", publicKeys: [key] });
+    window.game = new lib.GameUpdater({ baseUrl: "/updates/", game, workerUrl: "/lib/edgepatch-worker.js", publicKeys: [key] });
     await window.game.install("v1");
     await lib.registerGameServiceWorker("/lib/edgepatch-sw.js", { scope: "/play/" });
-  }, publicKey);
+  }, [publicKey, game]);
   return b;
 }
 
-/** Opens (or reloads) the game in the frame #arcade-frame and waits until it has loaded everything. */
-async function play(b, { reload = false } = {}) {
-  await b.evaluate((reload) => {
+/** Opens (or reloads) the game (arcade) in the frame #arcade-frame and waits until it has loaded everything. */
+async function play(b, { reload = false, game = "arcade" } = {}) {
+  await b.evaluate(([reload, game]) => {
     window.gameReady = new Promise((resolve) => {
       let f = document.getElementById("arcade-frame");
       if (!f) {
@@ -61,9 +62,9 @@ async function play(b, { reload = false } = {}) {
       }
       f.onload = () => resolve();
       if (reload) f.contentWindow.location.reload();
-      else f.src = "/play/arcade/index.html";
+      else f.src = `/play/${game}/index.html`;
     });
-  }, reload);
+  }, [reload, game]);
   await b.evaluate(() => window.gameReady);
   await b.waitFor(() => {
     const a = document.getElementById("arcade-frame").contentWindow.arcade;
@@ -85,6 +86,7 @@ function fetchInGame(b, url, init = {}) {
         range: res.headers.get("content-range"),
         etag: res.headers.get("etag"),
         build: res.headers.get("x-edgepatch-build"),
+        coding: res.headers.get("x-edgepatch-content-encoding"),
         body: Array.from(body),
       };
     },
@@ -126,6 +128,37 @@ engineTest("arcade v1 plays from OPFS through the Service Worker: MIME, ranges, 
   // (%2e%2e is a dot segment to URL parsers already; an encoded slash reaches the worker.)
   assert.equal((await fetchInGame(b, "..%2F..%2Fdemo%2Findex.html")).status, 404, "encoded traversal");
   assert.equal((await fetchInGame(b, "/play/demo/index.html")).status, 404, "a game not installed");
+});
+
+engineTest("a build stored decoded (site add --store-decoded): the game loads Build/data.json.gz and, as Unity's loader does, instantiates Build/logic.wasm.br through the Service Worker from the decoded files, before and after an update", async (t) => {
+  const game = "arcade-decoded";
+  const b = await portal(t, game);
+  for (const [v, version, bonus] of [["v1", "1", 10], ["v2", "2", 25]]) {
+    if (v === "v2") assert.equal((await b.evaluate(() => window.game.update("v1", "v2"))).to, "v2");
+    const run = await play(b, { game, reload: v === "v2" });
+    assert.equal(run.error, null, run.error);
+    assert.deepEqual([run.version, run.wasmOk, run.assetsLoaded, run.bonus], [version, true, true, bonus]);
+    // What the library stored is the decoded content the signed manifest lists.
+    const stored = Buffer.from(await b.evaluate(async () => Array.from(new Uint8Array(await window.game.readFile("Build/data.json.gz")))));
+    assert.deepEqual(JSON.parse(stored.toString()), JSON.parse(gunzipSync(tree(v, "Build/data.json.gz", game)).toString()));
+    const storedWasm = Buffer.from(await b.evaluate(async () => Array.from(new Uint8Array(await window.game.readFile("Build/logic.wasm.br")))));
+    assert.ok(storedWasm.equals(tree(v, "logic.wasm", game)), "the module is stored decoded");
+    // Served as a web server with Content-Encoding would deliver them.
+    const data = await fetchInGame(b, "Build/data.json.gz");
+    assert.deepEqual([data.status, data.type, data.coding, data.build], [200, "application/json", "gzip", v]);
+    assert.ok(Buffer.from(data.body).equals(stored));
+    const wasm = await fetchInGame(b, "Build/logic.wasm.br");
+    assert.deepEqual([wasm.status, wasm.type, wasm.coding], [200, "application/wasm", "br"]);
+    assert.ok(Buffer.from(wasm.body).equals(tree(v, "logic.wasm", game)));
+    const part = await fetchInGame(b, "Build/logic.wasm.br", { headers: { Range: "bytes=0-3" } });
+    assert.deepEqual([part.status, part.body], [206, [0x00, 0x61, 0x73, 0x6d]]);
+    const exported = await b.evaluate(async () => {
+      const w = document.getElementById("arcade-frame").contentWindow;
+      const m = await w.WebAssembly.instantiateStreaming(w.fetch("Build/logic.wasm.br"));
+      return m.instance.exports.bonus();
+    });
+    assert.equal(exported, bonus);
+  }
 });
 
 engineTest("an update while the game runs keeps serving it v1; after a reload v2 runs; rollback() brings v1 back", async (t) => {

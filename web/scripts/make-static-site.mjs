@@ -10,6 +10,8 @@
 // through the builds in order):
 //   demo    fixtures/game-v1.tar, game-v2.tar (zstd level 19)
 //   arcade  fixtures/arcade/v1, v2 (the playable game), when those directories exist
+//   arcade-decoded  the same game shipped as Unity ships builds (its Build/data.json.gz, plus
+//           Build/logic.wasm.br, Brotli 11 of logic.wasm), published with --store-decoded
 //   big     with --big: a ~16 MiB file of deterministic pseudo-random bytes with scattered
 //           changes, so the v1 -> v2 patch has several 4 MiB segments (resume tests);
 //           level 3; only v2 is on the channel
@@ -43,6 +45,7 @@ import { execFileSync } from "node:child_process";
 import { createHash, createPrivateKey, sign as ed25519Sign } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { brotliCompressSync, constants as zlibConstants } from "node:zlib";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { channelStatement, initSync } from "../../crates/edgepatch-wasm/pkg/web-apply/edgepatch_wasm.js";
@@ -85,9 +88,10 @@ const publicDir = join(siteDir, "public");
 const index = {};
 
 /** `edgepatch site add`; records the published pairs in the listing; returns them. */
-function siteAdd(game, build, dir, { channel = "stable", level = 19, site = siteDir, listed = true } = {}) {
+function siteAdd(game, build, dir, { channel = "stable", level = 19, site = siteDir, listed = true, storeDecoded = false } = {}) {
   const addArgs = ["site", "add", "--site", site, "--key", keyFile, "--game", game, "--build", build, "--level", String(level)];
   if (channel) addArgs.push("--channel", channel);
+  if (storeDecoded) addArgs.push("--store-decoded");
   const { pairs } = cli([...addArgs, dir]);
   for (const p of pairs) {
     console.error(`site: ${game} ${p.from} -> ${build}: patch ${p.patch_bytes} bytes (${p.segments} segments), ${p.new_bytes} bytes of build`);
@@ -122,6 +126,13 @@ if (existsSync(join(repo, "fixtures/arcade/v1")) && existsSync(join(repo, "fixtu
   for (const v of ["v1", "v2"]) {
     cpSync(join(repo, "fixtures/arcade", v), join(trees, "arcade", v), { recursive: true, verbatimSymlinks: true });
     siteAdd("arcade", v, join(trees, "arcade", v));
+  }
+  for (const v of ["v1", "v2"]) {
+    const d = join(trees, "arcade-decoded", v);
+    cpSync(join(repo, "fixtures/arcade", v), d, { recursive: true, verbatimSymlinks: true });
+    const wasm = readFileSync(join(d, "logic.wasm"));
+    writeFileSync(join(d, "Build/logic.wasm.br"), brotliCompressSync(wasm, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 11, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: wasm.length } }));
+    siteAdd("arcade-decoded", v, d, { storeDecoded: true });
   }
 }
 

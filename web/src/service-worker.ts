@@ -248,6 +248,9 @@ async function serve(event: FetchEvent, scopePath: string): Promise<Response> {
   }
   const etag = `"${found.entry.blake3}"`;
   const coded = codingOf(path);
+  // Stored decoded (the site was made with --store-decoded): the bytes are what a web server's
+  // Content-Encoding would have delivered already, served as they are, ranges included.
+  const decoded = coded !== null && found.entry.decoded === true;
   const headers: Record<string, string> = {
     "Content-Type": typeOf(coded ? coded.inner : path),
     ETag: etag,
@@ -255,7 +258,8 @@ async function serve(event: FetchEvent, scopePath: string): Promise<Response> {
     "X-Edgepatch-Build": build,
   };
   if (req.headers.get("If-None-Match")?.split(",").some((t) => t.trim() === etag)) return new Response(null, { status: 304, headers });
-  if (coded) {
+  if (decoded) headers["X-Edgepatch-Content-Encoding"] = coded.coding;
+  if (coded && !decoded) {
     // A Response made here is not content-decoded by the browser: decode it here, so the game
     // gets what a web server with Content-Encoding would have delivered (no ranges then).
     headers["X-Edgepatch-Content-Encoding"] = coded.coding;

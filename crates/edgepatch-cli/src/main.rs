@@ -314,6 +314,12 @@ enum SiteCommand {
         /// them): patches use nothing outside it. Default: every reader of release 0.1.
         #[arg(long, default_value = "v0.1", value_parser = parse_reader)]
         reader: Capabilities,
+        /// Store the game's `.gz` and `.br` files decoded: clients keep, and their Service
+        /// Worker answers those URLs with, the decoded content, and patches are made between
+        /// decoded builds (as small as for the uncompressed build). Set on a game's first
+        /// build; later builds of the game follow it.
+        #[arg(long)]
+        store_decoded: bool,
         dir: PathBuf,
     },
     /// Point CHANNEL at an existing build (signed, sequence + 1).

@@ -22,7 +22,7 @@
 //! of patches; with `--channel` it moves the channel (sequence + 1). Pairs the site
 //! already publishes, signed by its key and checked against DIR, are kept (`published_pair`, `kept`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -160,6 +160,26 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The build in `dir` as the site stores it: with `decoded`, each file its `.gz`/`.br` name
+/// says is compressed and that decodes whole (edgepatch_transform_compressed::decoded) is its
+/// decoded content; returns the paths stored decoded.
+fn read_site_build(dir: &Path, decoded: bool) -> Result<(Build, HashSet<String>), CliError> {
+    use edgepatch_transform_compressed::decoded::{decode_for_storage, MAX_DECODED_BYTES};
+    let mut build = read_build(dir).map_err(|e| CliError::io(dir, e))?;
+    let mut paths = HashSet::new();
+    if decoded {
+        for e in &mut build.entries {
+            if let EntryContent::File { data, .. } = &mut e.content {
+                if let Ok(content) = decode_for_storage(&e.path, data, MAX_DECODED_BYTES) {
+                    *data = content;
+                    paths.insert(e.path.clone());
+                }
+            }
+        }
+    }
+    Ok((build, paths))
+}
+
 /// The patch from `old` to `new`, its manifest, the diff's counts and what a reader must
 /// understand to apply the patch (hex, docs/FORMAT.md §5).
 fn make_pair(
@@ -170,11 +190,11 @@ fn make_pair(
     o: &AddOptions,
     progress: &Progress,
 ) -> Result<(Vec<u8>, Vec<u8>, DiffStats, String), CliError> {
-    let (new, hashes) = (&new.build, &new.hashes);
-    progress.start_phase(&format!("site add {from} -> {to}"), new.total_file_bytes());
+    let (build, hashes) = (&new.build, &new.hashes);
+    progress.start_phase(&format!("site add {from} -> {to}"), build.total_file_bytes());
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let opts = DiffOptions { level: o.level, threads, trace: crate::timing::from_env(), reader: o.reader, ..DiffOptions::default() };
-    let (patch, stats) = diff_builds(old, new, &opts, &|done, total| {
+    let (patch, stats) = diff_builds(old, build, &opts, &|done, total| {
         progress.set_length(total);
         progress.set_position(done)
     })
@@ -182,7 +202,10 @@ fn make_pair(
     let info = inspect_patch(patch.as_slice())?;
     let tree = info.resolve(edgepatch_core::diff::build_listing(old))?;
     let hash_of = |i: usize| hashes.get(tree.entries[i].path.as_str()).copied().unwrap_or(*blake3::hash(b"").as_bytes());
-    let manifest = patch_manifest(&tree, &info.layout, hash_of, *blake3::hash(&patch).as_bytes(), from, to)?;
+    let mut manifest = patch_manifest(&tree, &info.layout, hash_of, *blake3::hash(&patch).as_bytes(), from, to)?;
+    for e in &mut manifest.entries {
+        e.decoded = new.decoded.contains(&e.path);
+    }
     Ok((patch, manifest.encode()?, stats, info.required_capabilities().to_hex()))
 }
 
@@ -190,30 +213,34 @@ fn make_pair(
 struct NewBuild {
     build: Build,
     hashes: HashMap<String, [u8; 32]>,
+    /// The paths of the files stored decoded.
+    decoded: HashSet<String>,
 }
 
 impl NewBuild {
-    fn read(dir: &Path) -> Result<NewBuild, CliError> {
-        let build = read_build(dir).map_err(|e| CliError::io(dir, e))?;
+    fn read(dir: &Path, decoded: bool) -> Result<NewBuild, CliError> {
+        let (build, decoded) = read_site_build(dir, decoded)?;
         let hashes = build
             .entries
             .iter()
             .filter_map(|e| if let EntryContent::File { data, .. } = &e.content { Some((e.path.clone(), *blake3::hash(data).as_bytes())) } else { None })
             .collect();
-        Ok(NewBuild { build, hashes })
+        Ok(NewBuild { build, hashes, decoded })
     }
 
     /// Every entry as a manifest lists it (path, kind, executable bit, size, BLAKE3, link
-    /// target), in path order.
+    /// target, stored decoded), in path order.
     fn listing(&self) -> Vec<ListedContent> {
         let mut out: Vec<ListedContent> = self
             .build
             .entries
             .iter()
             .map(|e| match &e.content {
-                EntryContent::File { executable, data } => (e.path.clone(), EntryKind::File, *executable, data.len() as u64, self.hashes[&e.path], None),
-                EntryContent::Symlink { target } => (e.path.clone(), EntryKind::Symlink, false, 0, [0; 32], Some(target.clone())),
-                EntryContent::Directory => (e.path.clone(), EntryKind::Directory, false, 0, [0; 32], None),
+                EntryContent::File { executable, data } => {
+                    (e.path.clone(), EntryKind::File, *executable, data.len() as u64, self.hashes[&e.path], None, self.decoded.contains(&e.path))
+                }
+                EntryContent::Symlink { target } => (e.path.clone(), EntryKind::Symlink, false, 0, [0; 32], Some(target.clone()), false),
+                EntryContent::Directory => (e.path.clone(), EntryKind::Directory, false, 0, [0; 32], None, false),
             })
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -222,7 +249,7 @@ impl NewBuild {
 }
 
 /// An entry as `NewBuild::listing` and `manifest_listing` compare them.
-type ListedContent = (String, EntryKind, bool, u64, [u8; 32], Option<String>);
+type ListedContent = (String, EntryKind, bool, u64, [u8; 32], Option<String>, bool);
 
 /// The entries a patch manifest gives the new build, as [`NewBuild::listing`] lists them.
 fn manifest_listing(view: &ManifestView) -> Result<Vec<ListedContent>, CliError> {
@@ -230,8 +257,8 @@ fn manifest_listing(view: &ManifestView) -> Result<Vec<ListedContent>, CliError>
     for e in view.entries() {
         let e = e?;
         out.push(match e.kind {
-            EntryKind::File => (e.path, e.kind, e.executable, e.size, e.blake3, None),
-            _ => (e.path, e.kind, false, 0, [0; 32], e.symlink_target),
+            EntryKind::File => (e.path, e.kind, e.executable, e.size, e.blake3, None, e.decoded),
+            _ => (e.path, e.kind, false, 0, [0; 32], e.symlink_target, false),
         });
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -252,6 +279,8 @@ pub struct AddOptions<'a> {
     pub level: i32,
     /// What the site's clients understand: the patches use nothing outside it.
     pub reader: edgepatch_core::Capabilities,
+    /// The game's `.gz`/`.br` files are stored decoded (a game's first build sets it).
+    pub store_decoded: bool,
     pub ttl_secs: u64,
 }
 
@@ -487,7 +516,15 @@ impl Site {
             return Err(CliError::bad_input("build name `_` is reserved for the empty build"));
         }
         let builds = self.builds(o.game);
-        let new = NewBuild::read(dir)?;
+        let decoded = self.state["games"][o.game]["storeDecoded"].as_bool() == Some(true);
+        if o.store_decoded && !decoded && !builds.is_empty() {
+            return Err(CliError::bad_input(format!(
+                "game {} stores its builds as shipped: --store-decoded is set on a game's first build (clients hold its earlier builds compressed)",
+                o.game
+            )));
+        }
+        let decoded = decoded || o.store_decoded;
+        let new = NewBuild::read(dir, decoded)?;
         let listing = new.listing();
         let published = builds.iter().position(|b| b == o.build);
         let earlier = match published {
@@ -520,11 +557,14 @@ impl Site {
                 continue;
             }
             let old_dir = self.root.join("private/builds").join(o.game).join(from);
-            let old = read_build(&old_dir).map_err(|e| CliError::io(&old_dir, e))?;
+            let (old, _) = read_site_build(&old_dir, decoded)?;
             pairs.push(self.publish_pair(key, o.game, from, o.build, make_pair(&old, &new, from, o.build, o, progress)?)?);
         }
         if published.is_none() {
             self.game(o.game)["builds"].as_array_mut().expect("builds is an array").push(json!(o.build));
+        }
+        if decoded {
+            self.game(o.game)["storeDecoded"] = json!(true);
         }
         if let Some(c) = o.channel {
             if self.state["games"][o.game]["channels"][c]["build"].as_str() != Some(o.build) {

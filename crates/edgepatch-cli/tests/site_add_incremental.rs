@@ -107,3 +107,66 @@ fn a_second_add_keeps_published_pairs_and_the_site_equals_one_made_from_scratch(
 fn baseline_hex() -> String {
     edgepatch_core::Capabilities::parse_list("baseline").unwrap().to_hex()
 }
+
+/// `--store-decoded`: a game's `.gz` files are published as their decoded content (the manifest
+/// flags them, with the decoded size and BLAKE3), later builds follow the game's first, the patch
+/// between two gzip builds is as small as between their contents, and a game first published
+/// as shipped refuses the flag.
+#[test]
+fn store_decoded_publishes_gz_files_decoded_and_is_fixed_by_a_games_first_build() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let key = t.join("site.key");
+    ok(edgepatch(&["keygen", key.to_str().unwrap()]));
+    let content = |v: u8| -> Vec<u8> { (0..300_000u32).map(|i| if i % 10_007 == 0 { v } else { (i % 251) as u8 ^ (i >> 9) as u8 }).collect() };
+    let build = |v: u8| {
+        let dir = t.join(format!("b{v}"));
+        fs::create_dir_all(dir.join("Build")).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(9));
+        gz.write_all(&content(v)).unwrap();
+        fs::write(dir.join("Build/game.data.gz"), gz.finish().unwrap()).unwrap();
+        fs::write(dir.join("Build/notes.gz"), b"not gzip at all").unwrap();
+        dir
+    };
+    let (b1, b2) = (build(1), build(2));
+    let patch_bytes = |site: &Path, extra: &[&str]| -> (u64, edgepatch_core::manifest::Manifest) {
+        let s = site.to_str().unwrap();
+        add(site, &key, "v1", &b1, extra);
+        let args =
+            ["--json", "site", "add", "--site", s, "--key", key.to_str().unwrap(), "--game", "demo", "--build", "v2", "--level", "3", b2.to_str().unwrap()];
+        let answer: serde_json::Value = serde_json::from_str(&ok(edgepatch(&args))).unwrap();
+        let pair = answer["pairs"].as_array().unwrap().iter().find(|p| p["from"] == "v1").unwrap().clone();
+        let manifest = fs::read(site.join("public").join(pair["manifest"].as_str().unwrap())).unwrap();
+        (pair["patch_bytes"].as_u64().unwrap(), edgepatch_core::manifest::decode(&manifest).unwrap())
+    };
+    let (decoded_patch, m) = patch_bytes(&t.join("decoded"), &["--store-decoded"]);
+    let (shipped_patch, shipped) = patch_bytes(&t.join("shipped"), &[]);
+    let data = m.entries.iter().find(|e| e.path == "Build/game.data.gz").unwrap();
+    assert!(data.decoded);
+    assert_eq!((data.size, data.blake3), (content(2).len() as u64, *blake3::hash(&content(2)).as_bytes()));
+    let notes = m.entries.iter().find(|e| e.path == "Build/notes.gz").unwrap();
+    assert!(!notes.decoded, "a .gz file that is not gzip is stored as it is");
+    assert!(shipped.entries.iter().all(|e| !e.decoded));
+    assert!(decoded_patch * 20 < shipped_patch, "decoded {decoded_patch} bytes, shipped {shipped_patch}");
+
+    // The flag on a game whose first build was published as shipped: refused, nothing added.
+    let s = t.join("shipped");
+    let args = [
+        "site",
+        "add",
+        "--site",
+        s.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+        "--game",
+        "demo",
+        "--build",
+        "v3",
+        "--store-decoded",
+        b2.to_str().unwrap(),
+    ];
+    let out = edgepatch(&args);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("first build"), "{}", String::from_utf8_lossy(&out.stderr));
+}

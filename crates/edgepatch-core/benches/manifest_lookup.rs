@@ -119,6 +119,7 @@ fn game_manifest() -> Manifest {
                 path,
                 kind: EntryKind::File,
                 executable: false,
+                decoded: false,
                 size,
                 symlink_target: None,
                 source,

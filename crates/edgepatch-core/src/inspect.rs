@@ -155,7 +155,7 @@ pub fn patch_manifest(
                 (EntryKind::File, *executable, *size, file_hash(i), None, source)
             }
         };
-        entries.push(ManifestEntry { path: e.path.clone(), kind, executable, size, blake3, symlink_target, source });
+        entries.push(ManifestEntry { path: e.path.clone(), kind, executable, decoded: false, size, blake3, symlink_target, source });
     }
     let mut new_offset = 0;
     let segments = layout

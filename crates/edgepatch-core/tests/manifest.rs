@@ -62,7 +62,7 @@ fn hash_of(s: &str) -> [u8; 32] {
 }
 
 fn file(path: &str, size: u64, source: EntrySource) -> ManifestEntry {
-    ManifestEntry { path: path.into(), kind: EntryKind::File, executable: false, size, blake3: hash_of(path), symlink_target: None, source }
+    ManifestEntry { path: path.into(), kind: EntryKind::File, executable: false, decoded: false, size, blake3: hash_of(path), symlink_target: None, source }
 }
 
 /// A patch manifest with every kind of entry and source.
@@ -85,6 +85,7 @@ fn sample_patch() -> Manifest {
                 path: "assets".into(),
                 kind: EntryKind::Directory,
                 executable: false,
+                decoded: false,
                 size: 0,
                 blake3: [0; 32],
                 symlink_target: None,
@@ -98,6 +99,7 @@ fn sample_patch() -> Manifest {
                 path: "latest".into(),
                 kind: EntryKind::Symlink,
                 executable: false,
+                decoded: false,
                 size: 13,
                 blake3: hash_of("bin/game.wasm"),
                 symlink_target: Some("bin/game.wasm".into()),
@@ -567,4 +569,34 @@ fn decode_checks_the_index() {
         }
     }
     assert_eq!(misses, 2);
+}
+
+/// A file stored decoded (record flags bit 1) keeps its name, `.gz` or `.br`, which names the
+/// coding it shipped in; the flag on any other entry is refused by the encoder and the decoder.
+#[test]
+fn a_file_stored_decoded_is_named_by_its_coding() {
+    use edgepatch_core::manifest::{coding_of_path, Coding};
+    assert_eq!(coding_of_path("Build/game.data.gz"), Some(Coding::Gzip));
+    assert_eq!(coding_of_path("Build/game.wasm.br"), Some(Coding::Brotli));
+    assert_eq!(coding_of_path("Build/game.wasm"), None);
+    let entry = |path: &str| ManifestEntry { decoded: true, ..file(path, 1000, EntrySource::Delta { new_offset: 0 }) };
+    let m = Manifest { entries: vec![entry("Build/game.data.gz"), entry("Build/game.wasm.br")], ..build_manifest(0) };
+    let bytes = m.encode().unwrap();
+    let back = decode(&bytes).unwrap();
+    assert!(back.entries.iter().all(|e| e.decoded));
+    assert_eq!(back, m);
+
+    let plain = Manifest { entries: vec![entry("Build/game.wasm")], ..build_manifest(0) };
+    assert!(plain.encode().is_err());
+    // The same record written without the flag, the flag then set (and the trailer recomputed).
+    let mut bytes = Manifest { entries: vec![file("Build/game.wasm", 1000, EntrySource::Delta { new_offset: 0 })], ..build_manifest(0) }.encode().unwrap();
+    let v = ManifestView::open(&bytes).unwrap();
+    let flags_at = v.index_range().end + 4 + 2 + "Build/game.wasm".len() + 1;
+    assert_eq!(bytes[flags_at], 0);
+    bytes[flags_at] = 2;
+    let n = bytes.len() - 32;
+    let sum = blake3::hash(&bytes[..n]);
+    bytes[n..].copy_from_slice(sum.as_bytes());
+    let err = decode(&bytes).unwrap_err().to_string();
+    assert!(err.contains("stored decoded"), "{err}");
 }

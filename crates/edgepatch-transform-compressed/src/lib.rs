@@ -10,18 +10,23 @@
 //! ([`deflate`]). The container's header and trailer are kept as they are
 //! ([`container`]); [`side_info`] is the side info's layout.
 //!
-//! Not yet reachable from a patch, for two reasons:
+//! [`decoded`] is the simpler way, used by `site add --store-decoded`: a client that keeps the
+//! decoded content never needs the compressed bytes back, so no side info is needed at all.
+//!
+//! The transform is not yet reachable from a patch, for two reasons:
 //! - the diff must read the old file's content too, which the patch format does not yet
 //!   describe (an old file read in a layout of another length than the file);
 //! - preflate trusts its corrections: a one-bit change in the coded corrections of a 30 KB
 //!   file's side info made it allocate 3.5 GB. [`deflate::rebuild`] bounds the encoder
-//!   parameters and every length of the side info's own fields, but an applier must not run it
-//!   on a side info it has not verified (a signed hash of the patch's tree section, which
-//!   holds the side infos) until preflate's reconstruction is bounded.
+//!   parameters and every length of the side info's own fields; a client bound to a signed
+//!   manifest verifies the whole tree section (side infos included) before decoding it (the
+//!   manifest's head BLAKE3), but an unsigned patch applied with `edgepatch apply` would need
+//!   its checksum verified before any side info is used.
 
 #![warn(missing_docs)]
 
 pub mod container;
+pub mod decoded;
 pub mod deflate;
 mod error;
 pub mod side_info;

@@ -18,6 +18,8 @@ export interface ManifestEntry {
   path: string;
   kind: "file" | "directory" | "symlink";
   executable: boolean;
+  /** Stored decoded: the build shipped this `.gz`/`.br` file compressed; size and blake3 are its decoded content's. */
+  decoded: boolean;
   size: number;
   /** hex; all zeros for directories and symlinks */
   blake3: string;
@@ -50,6 +52,7 @@ fn entry_object(e: &edgepatch_core::manifest::ManifestEntry) -> Object {
         },
     );
     set(&o, "executable", e.executable);
+    set(&o, "decoded", e.decoded);
     set(&o, "size", e.size as f64);
     set(&o, "blake3", hex(&e.blake3));
     if let Some(t) = &e.symlink_target {

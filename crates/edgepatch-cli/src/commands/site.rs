@@ -20,7 +20,7 @@ impl SiteSigning {
 }
 pub(crate) fn run(cli: &Cli, command: &SiteCommand) -> Result<(), CliError> {
     match command {
-        SiteCommand::Add { signing, game, build, channel, history, level, reader, dir } => site_add(
+        SiteCommand::Add { signing, game, build, channel, history, level, reader, store_decoded, dir } => site_add(
             cli,
             signing,
             &static_site::AddOptions {
@@ -30,6 +30,7 @@ pub(crate) fn run(cli: &Cli, command: &SiteCommand) -> Result<(), CliError> {
                 history: *history,
                 level: *level,
                 reader: *reader,
+                store_decoded: *store_decoded,
                 ttl_secs: signing.ttl_secs(),
             },
             dir,

@@ -51,6 +51,28 @@ const FLAG_HAS_FROM_BUILD: u8 = 1;
 /// Header flag: a patch manifest's `head_blake3` follows the build ids.
 const FLAG_HAS_HEAD_BLAKE3: u8 = 2;
 const ENTRY_FLAG_EXECUTABLE: u8 = 1;
+/// Record flag: the file is stored decoded (see [`ManifestEntry::decoded`]).
+const ENTRY_FLAG_DECODED: u8 = 2;
+
+/// The coding a file stored decoded had, by its path's extension: `.gz` gzip, `.br` Brotli.
+pub fn coding_of_path(path: &str) -> Option<Coding> {
+    if path.ends_with(".gz") {
+        Some(Coding::Gzip)
+    } else if path.ends_with(".br") {
+        Some(Coding::Brotli)
+    } else {
+        None
+    }
+}
+
+/// A content coding a build ships files in (what `Content-Encoding` would name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Coding {
+    /// gzip (RFC 1952), `.gz`.
+    Gzip,
+    /// Brotli (RFC 7932), `.br`.
+    Brotli,
+}
 
 /// What a manifest describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,6 +131,11 @@ pub struct ManifestEntry {
     pub kind: EntryKind,
     /// The executable bit (files only).
     pub executable: bool,
+    /// The file is stored decoded: the build shipped it compressed in the coding its name's
+    /// extension names ([`coding_of_path`]: `.gz`, `.br`), and `size` and `blake3` are those
+    /// of its decoded content, which is what a client stores and a server answers its URL
+    /// with (as a web server answers with `Content-Encoding`). Files only.
+    pub decoded: bool,
     /// Content size in bytes.
     pub size: u64,
     /// BLAKE3 of the content.
@@ -321,7 +348,7 @@ fn put_str16(out: &mut Vec<u8>, s: &str) {
 fn encode_record(out: &mut Vec<u8>, e: &ManifestEntry) {
     put_str16(out, &e.path);
     out.push(kind_code(e.kind));
-    out.push(if e.executable { ENTRY_FLAG_EXECUTABLE } else { 0 });
+    out.push(if e.executable { ENTRY_FLAG_EXECUTABLE } else { 0 } | if e.decoded { ENTRY_FLAG_DECODED } else { 0 });
     put_u64(out, e.size);
     out.extend_from_slice(&e.blake3);
     if let Some(t) = &e.symlink_target {
@@ -349,6 +376,9 @@ fn check_entry(i: usize, e: &ManifestEntry) -> Result<()> {
         (EntryKind::Symlink, None) => return Err(bad("symlink without a target")),
         (_, Some(_)) => return Err(bad("symlink target on a non-symlink")),
         (_, None) => {}
+    }
+    if e.decoded && (e.kind != EntryKind::File || coding_of_path(&e.path).is_none()) {
+        return Err(bad("stored decoded, but not a file named .gz or .br"));
     }
     match &e.source {
         EntrySource::CopyOf { old_path } => check_path(old_path).map_err(|why| bad(&format!("CopyOf source path: {why}")))?,

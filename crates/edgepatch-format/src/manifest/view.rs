@@ -382,8 +382,12 @@ impl<'a> ManifestView<'a> {
         };
         let flags_at = r.pos;
         let flags = r.u8("flags")?;
-        if flags & !ENTRY_FLAG_EXECUTABLE != 0 {
+        if flags & !(ENTRY_FLAG_EXECUTABLE | ENTRY_FLAG_DECODED) != 0 {
             return Err(r.bad(flags_at, format!("unknown entry flags {flags:#04x}")));
+        }
+        let decoded = flags & ENTRY_FLAG_DECODED != 0;
+        if decoded && (kind != EntryKind::File || coding_of_path(path).is_none()) {
+            return Err(r.bad(flags_at, "stored decoded (flags bit 1), but not a file named .gz or .br"));
         }
         let size = r.u64("size")?;
         let mut blake3 = [0u8; 32];
@@ -416,7 +420,7 @@ impl<'a> ManifestView<'a> {
             }
             t => return Err(r.bad(src_at, format!("unknown source tag {t}"))),
         };
-        let e = ManifestEntry { path: path.to_owned(), kind, executable: flags & ENTRY_FLAG_EXECUTABLE != 0, size, blake3, symlink_target, source };
+        let e = ManifestEntry { path: path.to_owned(), kind, executable: flags & ENTRY_FLAG_EXECUTABLE != 0, decoded, size, blake3, symlink_target, source };
         Ok((e, r.pos))
     }
 }

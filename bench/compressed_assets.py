@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Patch size of builds that ship compressed files (`Build/x.wasm.gz`, `x.data.br`, as Unity,
+Emscripten and Godot hosts do), stored as shipped and stored decoded (`site add
+--store-decoded`), against the same builds uncompressed.
+
+Usage: python3 bench/compressed_assets.py --corpus CORPUS --bin EDGEPATCH [--work DIR]
+                                          [--pairs a,b] [--forms gzip-9,brotli-11,brotli-5]
+
+For each corpus pair (bench/corpus/fetch.sh) and each form, a one-file build `Build/<name>`
+(raw) or `Build/<name>.gz` / `.br` (compressed by the reference command-line tools: GNU gzip -9
+-n, brotli -q 11 / -q 5), old and new, is published on a fresh static site with `edgepatch
+site add` (old, then new: the patch old -> new is measured). Prints the patch bytes, the ratio
+to the raw pair's patch, and the time of the second `site add`. Needs gzip and brotli on PATH.
+"""
+import argparse, json, os, shutil, subprocess, sys, time
+
+PAIRS = {
+    'havok-wasm': 'havok.wasm',
+    'phaser-js': 'phaser.js',
+    'esbuild-wasm-adj': 'esbuild.wasm',
+    'freedoom2-wad': 'freedoom2.wad',
+}
+FORMS = {
+    'raw': ('', None),
+    'gzip-9': ('.gz', ['gzip', '-9', '-n', '-c']),
+    'brotli-11': ('.br', ['brotli', '-q', '11', '-c']),
+    'brotli-5': ('.br', ['brotli', '-q', '5', '-c']),
+}
+
+
+def compressed(src, out, cmd):
+    """`src` compressed by `cmd` into `out`, made once (the work directory is a cache)."""
+    if not os.path.exists(out):
+        with open(out + '.tmp', 'wb') as w:
+            subprocess.run(cmd + [src], stdout=w, check=True)
+        os.rename(out + '.tmp', out)
+    return out
+
+
+def site_add(edgepatch, site, key, build, build_dir, decoded):
+    cmd = [edgepatch, '--json', 'site', 'add', '--site', site, '--key', key, '--game', 'g', '--build', build, '--history', '1']
+    if decoded:
+        cmd.append('--store-decoded')
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd + [build_dir], capture_output=True, text=True)
+    secs = time.perf_counter() - t0
+    if out.returncode != 0:
+        sys.exit(f'site add failed: {out.stderr}')
+    return json.loads(out.stdout), secs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--corpus', default=os.path.expanduser('~/.cache/edgepatch-corpus'))
+    ap.add_argument('--bin', required=True)
+    ap.add_argument('--work', default='/tmp/edgepatch-compressed-assets')
+    ap.add_argument('--pairs', default=','.join(PAIRS))
+    ap.add_argument('--forms', default='gzip-9,brotli-11,brotli-5')
+    a = ap.parse_args()
+    edgepatch = os.path.abspath(a.bin)
+    os.makedirs(a.work, exist_ok=True)
+    key = os.path.join(a.work, 'site.key')
+    if not os.path.exists(key):
+        subprocess.run([edgepatch, 'keygen', key], check=True, capture_output=True)
+    print(f'{"pair":18} {"form":10} {"stored":8} {"new file":>11} {"patch":>10} {"x raw":>7} {"add s":>7}')
+    for pair in a.pairs.split(','):
+        name = PAIRS[pair]
+        raw_patch = None
+        for form in ['raw'] + a.forms.split(','):
+            ext, cmd = FORMS[form]
+            builds = {}
+            for v in ('old', 'new'):
+                src = os.path.join(a.corpus, 'pairs', pair, v)
+                d = os.path.join(a.work, 'builds', pair, form, v, 'Build')
+                os.makedirs(d, exist_ok=True)
+                target = os.path.join(d, name + ext)
+                if not os.path.exists(target):
+                    if cmd is None:
+                        shutil.copyfile(src, target)
+                    else:
+                        shutil.copyfile(compressed(src, os.path.join(a.work, f'{pair}.{v}.{form}'), cmd), target)
+                builds[v] = os.path.dirname(d)
+            for decoded in ([False] if form == 'raw' else [False, True]):
+                site = os.path.join(a.work, 'site')
+                shutil.rmtree(site, ignore_errors=True)
+                site_add(edgepatch, site, key, 'old', builds['old'], decoded)
+                res, secs = site_add(edgepatch, site, key, 'new', builds['new'], decoded)
+                patch = next(p['patch_bytes'] for p in res['pairs'] if p['from'] == 'old')
+                if form == 'raw':
+                    raw_patch = patch
+                new_size = os.path.getsize(os.path.join(builds['new'], 'Build', name + ext))
+                stored = 'decoded' if decoded else 'shipped'
+                print(f'{pair:18} {form:10} {stored:8} {new_size:11,} {patch:10,} {patch / raw_patch:7.2f} {secs:7.1f}', flush=True)
+
+
+if __name__ == '__main__':
+    main()
