@@ -11,6 +11,10 @@ For each corpus pair (bench/corpus/fetch.sh) and each form, a one-file build `Bu
 -n, brotli -q 11 / -q 5), old and new, is published on a fresh static site with `edgepatch
 site add` (old, then new: the patch old -> new is measured). Prints the patch bytes, the ratio
 to the raw pair's patch, and the time of the second `site add`. Needs gzip and brotli on PATH.
+
+       python3 bench/compressed_assets.py --bin EDGEPATCH --tree-pair OLD_DIR NEW_DIR
+measures one real build pair as it ships (e.g. two versions of an npm package carrying .tar.gz
+bundles) instead: its patch published as shipped and with --store-decoded.
 """
 import argparse, json, os, shutil, subprocess, sys, time
 
@@ -56,12 +60,25 @@ def main():
     ap.add_argument('--work', default='/tmp/edgepatch-compressed-assets')
     ap.add_argument('--pairs', default=','.join(PAIRS))
     ap.add_argument('--forms', default='gzip-9,brotli-11,brotli-5')
+    ap.add_argument('--tree-pair', nargs=2, metavar=('OLD', 'NEW'))
     a = ap.parse_args()
     edgepatch = os.path.abspath(a.bin)
     os.makedirs(a.work, exist_ok=True)
     key = os.path.join(a.work, 'site.key')
     if not os.path.exists(key):
         subprocess.run([edgepatch, 'keygen', key], check=True, capture_output=True)
+    if a.tree_pair:
+        coded = [os.path.join(d, f) for d, _, fs in os.walk(a.tree_pair[1]) for f in fs if f.endswith(('.gz', '.br'))]
+        print(f'new build: {sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(a.tree_pair[1]) for f in fs):,} bytes, '
+              f'{len(coded)} .gz/.br files of {sum(map(os.path.getsize, coded)):,} bytes')
+        for decoded in (False, True):
+            site = os.path.join(a.work, 'site')
+            shutil.rmtree(site, ignore_errors=True)
+            site_add(edgepatch, site, key, 'old', a.tree_pair[0], decoded)
+            res, secs = site_add(edgepatch, site, key, 'new', a.tree_pair[1], decoded)
+            pair = next(p for p in res['pairs'] if p['from'] == 'old')
+            print(f'{"decoded" if decoded else "shipped":8} patch {pair["patch_bytes"]:12,}  build {pair["new_bytes"]:12,}  site add {secs:6.1f} s', flush=True)
+        return
     print(f'{"pair":18} {"form":10} {"stored":8} {"new file":>11} {"patch":>10} {"x raw":>7} {"add s":>7}')
     for pair in a.pairs.split(','):
         name = PAIRS[pair]
