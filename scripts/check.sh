@@ -31,6 +31,10 @@ cargo fmt --all --check
 echo "== cargo clippy -D warnings (native, every target)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
+# The fuzz crate is outside the workspace: its seed generator and targets use the core's types.
+echo "== the fuzz crate compiles: its targets and seed generator (cargo check, stable; fuzz/)"
+cargo check --manifest-path fuzz/Cargo.toml --examples --lib --bins --quiet
+
 echo "== unit tests of every crate, and the core's golden, hostile-input and tree-limit tests"
 cargo test --workspace --lib --bins --quiet
 echo "== TypeScript declarations of the protocol's documents: the committed file is what ts-rs writes (scripts/typescript-types.sh)"

@@ -279,6 +279,8 @@ fn entry(path: &str, kind: EntryKind, size: u64, target: Option<&str>, source: E
         path: path.into(),
         kind,
         executable: path.starts_with("bin/"),
+        // Stored decoded (record flags bit 1): the seeds' files named .gz.
+        decoded: kind == EntryKind::File && path.ends_with(".gz"),
         size,
         blake3: *blake3::hash(path.as_bytes()).as_bytes(),
         symlink_target: target.map(Into::into),
@@ -303,6 +305,7 @@ fn manifests() -> Vec<(String, Manifest)> {
         entry("bin/run", EntryKind::File, 900, None, EntrySource::Unchanged),
         entry("latest", EntryKind::Symlink, 7, Some("bin/run"), EntrySource::None),
         entry("données/日本語.bin", EntryKind::File, 77, None, EntrySource::Delta { new_offset: 1200 }),
+        entry("Build/data.json.gz", EntryKind::File, 40, None, EntrySource::Delta { new_offset: 1277 }),
     ];
     let seg = |i: u64| SegmentRef { patch_offset: 100 + 500 * i, patch_len: 500, new_offset: 640 * i, new_len: 640 };
     let many: Vec<ManifestEntry> = (0..40).map(|i| entry(&format!("f{i:03}"), EntryKind::File, i, None, EntrySource::Delta { new_offset: i * i })).collect();
@@ -315,6 +318,7 @@ fn manifests() -> Vec<(String, Manifest)> {
                 to_build: "build-1".into(),
                 patch_size: 0,
                 patch_blake3: [0; 32],
+                head_blake3: None,
                 segments: vec![],
                 entries: build_entries,
             },
@@ -327,6 +331,7 @@ fn manifests() -> Vec<(String, Manifest)> {
                 to_build: "build-2".into(),
                 patch_size: 1100,
                 patch_blake3: [7; 32],
+                head_blake3: Some([9; 32]),
                 segments: vec![seg(0), seg(1)],
                 entries: patch_entries,
             },
@@ -339,6 +344,7 @@ fn manifests() -> Vec<(String, Manifest)> {
                 to_build: String::new(),
                 patch_size: 0,
                 patch_blake3: [0; 32],
+                head_blake3: None,
                 segments: vec![],
                 entries: vec![],
             },
@@ -351,6 +357,7 @@ fn manifests() -> Vec<(String, Manifest)> {
                 to_build: "b".into(),
                 patch_size: 5000,
                 patch_blake3: [1; 32],
+                head_blake3: None,
                 segments: (0..5).map(seg).collect(),
                 entries: many,
             },
