@@ -10,8 +10,10 @@
 // v3 (v2 stays as previous), then back to v2 (a channel that went back, or after a rollback).
 // The server has no v3 -> v2 patch, so the update is the install patch _ -> v2, and an
 // attacker who controls the host serves a forged one of the right size whose late.js is the
-// attacker's, cut mid-file. The pinned tab then loads late.js: it must get v2's bytes or an
-// error, never the attacker's; and the honest update back to v2 must still work.
+// attacker's. One with its own header and tree is refused before anything is written (the
+// signed manifest's head BLAKE3); one that keeps the signed header and tree, followed by the
+// attacker's segments, is cut mid-file. The pinned tab then loads late.js: it must get v2's
+// bytes or an error, never the attacker's; and the honest update back to v2 must still work.
 import { after, before } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -38,6 +40,22 @@ const cli = (args) => JSON.parse(execFileSync(EDGEPATCH, ["--json", "--quiet", .
  * segment's 4 MiB, so that the first segment writes the start of it and a cut in the
  * second leaves it partial, its BLAKE3 not yet checked).
  */
+/** Bytes before a patch's first segment: the fixed header and the tree section (docs/FORMAT.md §2). */
+function headLength(patch) {
+  let at = 12; // magic, version, flags
+  const varint = () => {
+    let v = 0;
+    for (let shift = 0; ; shift += 7) {
+      const b = patch[at++];
+      v += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) return v;
+    }
+  };
+  varint(); // the tree's decoded size
+  const comp = varint(); // its compressed size
+  return at + comp;
+}
+
 function writeTree(dir, title, tag) {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, "index.html"), `<!doctype html><html><head><meta charset="utf-8"><title>${title}</title></head><body><p>${title}</p></body></html>\n`);
@@ -70,9 +88,17 @@ before(() => {
   assert.equal(install.segments, 2, "the install patch has two segments");
   assert.equal(pairs["v3>v2"], undefined, "no v3 -> v2 patch: going back is the install patch");
   const forged = readFileSync(forgedPatch);
-  const sized = Buffer.alloc(install.patch_bytes);
-  forged.copy(sized, 0, 0, Math.min(forged.length, sized.length));
-  writeFileSync(forgedPatch, sized);
+  const sized = (bytes) => {
+    const out = Buffer.alloc(install.patch_bytes);
+    bytes.copy(out, 0, 0, Math.min(bytes.length, out.length));
+    return out;
+  };
+  writeFileSync(forgedPatch, sized(forged));
+  // The signed patch's header and tree, then the forged patch's segments (the same layout: the
+  // same paths and sizes), so the head the manifest vouches for is the one served.
+  const signedPatch = readFileSync(join(siteDir, "public", install.patch));
+  const signedHeadPatch = join(work, "forged-signed-head.patch");
+  writeFileSync(signedHeadPatch, sized(Buffer.concat([signedPatch.subarray(0, headLength(signedPatch)), forged.subarray(headLength(forged))])));
 
   // The served root: the library (web/dist/lib), a blank page, the site as uploaded.
   const root = join(work, "root");
@@ -80,7 +106,7 @@ before(() => {
   symlinkSync(join(dist, "lib"), join(root, "lib"));
   symlinkSync(join(siteDir, "public"), join(root, "updates"));
   writeFileSync(join(root, "page/index.html"), "<!doctype html><title>portal</title><p>portal</p>\n");
-  site = { publicKey, pairs, install, forgedPatch, lateSha256: (v) => createHash("sha256").update(readFileSync(join(trees, v, "late.js"))).digest("hex") };
+  site = { publicKey, pairs, install, forgedPatch, signedHeadPatch, lateSha256: (v) => createHash("sha256").update(readFileSync(join(trees, v, "late.js"))).digest("hex") };
 });
 
 after(async () => {
@@ -207,12 +233,24 @@ engineTests("a tab pinned to v2; update to v3, then back to v2 by a forged insta
   assert.equal(before.build, "v2");
   assertNotForged(before, "after the update to v3");
 
-  // Back to v2: the forged install patch, of the signed size, its connection cut in its second segment.
   t.after(() => {
     server.faults.replace.clear();
     server.faults.cutPatchAt = null;
   });
+  // Back to v2 by a forged install patch of the signed size with its own header and tree:
+  // refused before anything of it is written or kept.
   server.faults.replace.set(`/updates/${site.install.patch}`, site.forgedPatch);
+  const refused = await call(b, "update", "v3", "v2");
+  assert.equal(refused.error?.code, "integrity", JSON.stringify(refused));
+  assert.match(refused.error.message, /header and tree/);
+  assert.equal(refused.error.resumable, false);
+  assert.equal((await call(b, "pending")).value, null, "no resume record");
+  assert.equal((await call(b, "current")).value, "v3");
+  assertNotForged(await loadLate(b), "after the forged head was refused");
+
+  // Back to v2: the signed header and tree, then the attacker's segments, the connection cut in
+  // the second segment (mid-file: the forged late.js is never finished, so never checked).
+  server.faults.replace.set(`/updates/${site.install.patch}`, site.signedHeadPatch);
   server.faults.cutPatchAt = Math.floor(site.install.patch_bytes * 0.9);
   const forged = await call(b, "update", "v3", "v2");
   assert.equal(forged.error?.code, "network", JSON.stringify(forged));
