@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::build::{Build, EntryContent};
+use crate::compressed_assets::CompressedPairs;
 use crate::error::{Error, Result};
 use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
 use crate::patch_format::*;
@@ -171,6 +172,12 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
         }
         stats.wasm_transformed = tree.transforms.len() as u64;
     }
+    stats.compressed_transformed = crate::compressed_assets::store_decoded(
+        CompressedPairs { single_file, delta_files: &delta_files, old_files: &old_files, renamed: &renamed, reader: opts.reader },
+        &mut tree,
+        &mut normalized,
+        &mut old_split,
+    );
     let new_stream_parts: Vec<&[u8]> = delta_files.iter().map(|&(i, data)| normalized.get(&i).map_or(data, |n| n.as_slice())).collect();
 
     // The reference stream is only needed if there is something to diff.
@@ -185,9 +192,11 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     // Where each delta file's old version (same path) sits in the reference stream.
     let mut ref_start = Vec::with_capacity(old_files.len());
     let mut at = 0u64;
-    for ((_, d), t) in old_files.iter().zip(&tree.old_files) {
+    // An old file read split takes its layout's length (a compressed asset's: decoded).
+    let reference_len = |o: usize| old_split.get(old_files[o].0).map_or(old_files[o].1.len(), |s| s.len()) as u64;
+    for (o, t) in tree.old_files.iter().enumerate() {
         ref_start.push(t.in_reference.then_some(at));
-        at += if t.in_reference { d.len() as u64 } else { 0 };
+        at += if t.in_reference { reference_len(o) } else { 0 };
     }
     let old_by_path: HashMap<&str, usize> = old_files.iter().enumerate().map(|(i, (p, _))| (*p, i)).collect();
     let mut hints = Vec::with_capacity(delta_files.len());
@@ -197,7 +206,7 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
         let path = tree.entries[i].path.as_str();
         // The old version: at the same path, or the one it was renamed from.
         let same = if single_file { Some(0) } else { old_by_path.get(path).or_else(|| renamed.get(path).and_then(|o| old_by_path.get(o))).copied() };
-        let old = same.and_then(|o| ref_start[o].map(|s| (s, s + old_files[o].1.len() as u64))).filter(|r| r.1 > r.0);
+        let old = same.and_then(|o| ref_start[o].map(|s| (s, s + reference_len(o)))).filter(|r| r.1 > r.0);
         // A module in the field-split layout: its parts, each against the old module's.
         if let (Some(parts), Some((old_start, _))) = (split_parts.get(&i), old) {
             aligned.extend(parts.iter().map(|p| AlignedPart { new: (p.new.0 + at, p.new.1 + at), old: (p.old.0 + old_start, p.old.1 + old_start) }));

@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod build;
+mod compressed_assets;
 pub mod diff;
 pub mod error;
 pub mod generate;

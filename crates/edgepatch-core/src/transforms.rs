@@ -8,7 +8,7 @@ use edgepatch_format::transform::Transform;
 use edgepatch_format::Capabilities;
 
 /// Every transform, in the order the writer tries them.
-static TRANSFORMS: [&dyn Transform; 1] = [&edgepatch_transform_wasm::Wasm];
+static TRANSFORMS: [&dyn Transform; 2] = [&edgepatch_transform_wasm::Wasm, &edgepatch_transform_compressed::Deflate];
 
 /// Every transform this build knows.
 pub fn transforms() -> &'static [&'static dyn Transform] {

@@ -33,6 +33,8 @@ pub struct DiffStats {
     pub patch_bytes: u64,
     /// Delta files stored as normalized wasm modules.
     pub wasm_transformed: u64,
+    /// Delta files (gzip or zlib) stored as their content, diffed against their old file's.
+    pub compressed_transformed: u64,
 }
 
 /// A new build entry as the tree planner sees it: file content only by size and hash.

@@ -41,11 +41,14 @@ pub enum Capability {
     WasmFunctionKeys = 8,
     /// DWARF line and range addresses (side info version 6, §2.8.3).
     WasmDwarfAddresses = 9,
+    /// gzip and zlib files diffed as their content and rebuilt byte for byte (side infos
+    /// `EPDF` in the transform table, §2.8.8).
+    DeflateTransform = 10,
 }
 
 impl Capability {
     /// Every capability this build knows, in bit order.
-    pub const ALL: [Capability; 10] = [
+    pub const ALL: [Capability; 11] = [
         Capability::WasmTransform,
         Capability::WindowReach,
         Capability::RunCodedOps,
@@ -56,6 +59,7 @@ impl Capability {
         Capability::WasmElements,
         Capability::WasmFunctionKeys,
         Capability::WasmDwarfAddresses,
+        Capability::DeflateTransform,
     ];
 
     /// The capability's stable name (as in `--reader` lists and docs/FORMAT.md §5).
@@ -71,6 +75,7 @@ impl Capability {
             Capability::WasmElements => "wasm-elements",
             Capability::WasmFunctionKeys => "wasm-function-keys",
             Capability::WasmDwarfAddresses => "wasm-dwarf-addresses",
+            Capability::DeflateTransform => "deflate-transform",
         }
     }
 
@@ -211,11 +216,14 @@ impl Capabilities {
     }
 
     /// What a transformed file's side info needs (docs/FORMAT.md §2.8.4: its version byte,
-    /// and in versions 4 to 6 its layout byte). Side info too short to say is read as the
+    /// and in versions 4 to 6 its layout byte; a compressed asset's, §2.8.8, its transform). Side info too short to say is read as the
     /// transform alone (the reader refuses it as corrupt anyway).
     pub fn required_by_side_info(side_info: &[u8]) -> Capabilities {
         use crate::wasm_side_info::{side_info_has_code_layout, VERSION_DWARF_ADDRESSES, VERSION_ELEMENTS, VERSION_INDEX_SECTIONS};
         let mut set = Capabilities::BASELINE.with(Capability::WasmTransform);
+        if crate::compressed_side_info::is_compressed(side_info) {
+            return set.with(Capability::DeflateTransform);
+        }
         let version = side_info.get(4).copied().unwrap_or(0);
         for (since, c) in [
             (VERSION_ELEMENTS, Capability::WasmElements),
@@ -320,6 +328,7 @@ mod tests {
                 .without(Capability::WasmElements)
                 .without(Capability::WasmFunctionKeys)
                 .without(Capability::WasmDwarfAddresses)
+                .without(Capability::DeflateTransform)
         );
         assert_eq!(Capabilities::required_by_flags(64), Capabilities::BASELINE.with(Capability::LzmaSegments));
     }
@@ -335,5 +344,6 @@ mod tests {
         assert_eq!(Capabilities::required_by_side_info(&side(4, 2)), t.with(Capability::WasmElements).with(Capability::WasmSplitLayout));
         assert!(Capabilities::required_by_side_info(&side(6, 1)).contains(Capability::WasmDwarfAddresses));
         assert_eq!(Capabilities::required_by_side_info(&[]), t);
+        assert_eq!(Capabilities::required_by_side_info(b"EPDF\x01\x00\x05"), t.with(Capability::DeflateTransform));
     }
 }

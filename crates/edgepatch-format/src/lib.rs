@@ -10,6 +10,7 @@
 
 pub mod capabilities;
 pub mod channel;
+pub mod compressed_side_info;
 pub mod descriptor;
 pub mod document_rules;
 pub mod error;

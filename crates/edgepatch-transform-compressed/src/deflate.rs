@@ -11,7 +11,7 @@
 //! 64 KiB, miniz level 6 streams) and costs more corrections where it works (a 14 MB module's
 //! gzip -9: 532 bytes whole, 8.8 KB in 1 MiB slices).
 
-use std::io::Cursor;
+use std::io::{Cursor, Read};
 
 use preflate_rs::{HashAlgorithm, PreflateConfig, PreflateStreamProcessor, RecreateStreamProcessor, TokenPredictorParameters};
 
@@ -38,11 +38,11 @@ pub struct Decoded {
     pub side_info: Vec<u8>,
 }
 
-/// The content and side info of `file`, a gzip member or zlib stream; `NotInput` where the
-/// file is neither, or preflate cannot describe its stream within the bounds above. Every
-/// chunk is rebuilt and compared as it is described, so a side info this returns rebuilds
-/// the file.
-pub fn decode(file: &[u8]) -> Result<Decoded, CompressedError> {
+/// The content and side info of `file`, a gzip member or zlib stream, whose delta reads an old
+/// file of `old_content_len` bytes decoded; `NotInput` where the file is neither, or preflate
+/// cannot describe its stream within the bounds above. Every chunk is rebuilt and compared as
+/// it is described, so a side info this returns rebuilds the file.
+pub fn decode(file: &[u8], old_content_len: u64) -> Result<Decoded, CompressedError> {
     let not_input = CompressedError::NotInput;
     let framing = Framing::of(file).map_err(|e| not_input(e.to_string()))?;
     let deflate = framing.deflate(file);
@@ -73,8 +73,29 @@ pub fn decode(file: &[u8]) -> Result<Decoded, CompressedError> {
     }
     let trailer_at = file.len() - framing.container.trailer_len();
     let chunks = chunks.iter().map(|(content_len, deflate_len, c)| Chunk { content_len: *content_len, deflate_len: *deflate_len, corrections: c }).collect();
-    let info = SideInfo { container: framing.container, header: &file[..framing.header_len], trailer: &file[trailer_at..], chunks };
+    let info = SideInfo { container: framing.container, old_content_len, header: &file[..framing.header_len], trailer: &file[trailer_at..], chunks };
     Ok(Decoded { side_info: info.encode(), content })
+}
+
+/// The content of `file`, a gzip member or zlib stream read whole (nothing after its deflate
+/// stream but the trailer), of at most `max` bytes: an old file as the delta reads it. No
+/// side info is needed to decode; `NotInput` where the file is no such stream.
+pub fn inflate_whole(file: &[u8], max: u64) -> Result<Vec<u8>, CompressedError> {
+    let not_input = CompressedError::NotInput;
+    let framing = Framing::of(file).map_err(|e| not_input(e.to_string()))?;
+    let mut stream = framing.deflate(file);
+    let mut content = Vec::new();
+    {
+        let mut d = flate2::bufread::DeflateDecoder::new(&mut stream).take(max + 1);
+        d.read_to_end(&mut content).map_err(|e| not_input(format!("deflate stream: {e}")))?;
+    }
+    if content.len() as u64 > max {
+        return Err(not_input(format!("decodes to more than {max} bytes")));
+    }
+    if !stream.is_empty() {
+        return Err(not_input(format!("{} bytes between the deflate stream's end and the trailer", stream.len())));
+    }
+    Ok(content)
 }
 
 /// Rebuilds the file whose side info is `side_info` from its content, `content_len` bytes

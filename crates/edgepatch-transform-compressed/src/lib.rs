@@ -30,5 +30,7 @@ pub mod decoded;
 pub mod deflate;
 mod error;
 pub mod side_info;
+mod transform;
 
 pub use error::CompressedError;
+pub use transform::Deflate;

@@ -6,6 +6,8 @@
 //! [4]    "EPDF"
 //! u8     version, 1
 //! u8     container: 0 gzip, 1 zlib
+//! varint old_content_len          the old file's decoded length (the format reads this head:
+//!                                 edgepatch_format::compressed_side_info)
 //! varint header_len               1..=1 MiB
 //! header_len bytes                the header, as it was
 //! trailer bytes                   8 (gzip) or 4 (zlib), as they were
@@ -20,14 +22,14 @@
 //! ```
 //! Nothing may follow the last chunk.
 
+use edgepatch_format::compressed_side_info::{MAX_OLD_CONTENT, VERSION};
 use edgepatch_format::error::{Error, Input};
 use edgepatch_format::wire::{put_varint, SliceReader};
 
 use crate::container::Container;
 
 /// The four bytes this transform's side infos start with.
-pub const MAGIC: &[u8; 4] = b"EPDF";
-const VERSION: u8 = 1;
+pub use edgepatch_format::compressed_side_info::MAGIC;
 const MAX_HEADER: u64 = 1 << 20;
 const MAX_CHUNKS: u64 = 1 << 20;
 /// The most content one chunk may have: what an applier holds at once.
@@ -50,6 +52,8 @@ pub struct Chunk<'a> {
 pub struct SideInfo<'a> {
     /// The container.
     pub container: Container,
+    /// The decoded length of the old file the delta reads.
+    pub old_content_len: u64,
     /// Its header.
     pub header: &'a [u8],
     /// Its trailer.
@@ -63,6 +67,7 @@ impl<'a> SideInfo<'a> {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&[VERSION, self.container.code()]);
+        put_varint(&mut out, self.old_content_len);
         put_varint(&mut out, self.header.len() as u64);
         out.extend_from_slice(self.header);
         out.extend_from_slice(self.trailer);
@@ -87,6 +92,7 @@ impl<'a> SideInfo<'a> {
             return Err(r.corrupt(format!("compressed-asset side info version {version} unknown")));
         }
         let container = Container::from_code(r.u8("container")?).ok_or_else(|| r.corrupt("unknown container"))?;
+        let old_content_len = r.varint_max(MAX_OLD_CONTENT, "old content length")?;
         let header_len = r.varint_max(MAX_HEADER, "header length")?;
         if header_len == 0 {
             return Err(r.corrupt("empty header"));
@@ -112,7 +118,7 @@ impl<'a> SideInfo<'a> {
         if !r.is_empty() {
             return Err(r.corrupt("bytes after the last chunk"));
         }
-        Ok(SideInfo { container, header, trailer, chunks })
+        Ok(SideInfo { container, old_content_len, header, trailer, chunks })
     }
 
     /// Bytes of content of every chunk.
@@ -132,7 +138,7 @@ mod tests {
 
     fn sample() -> Vec<u8> {
         let chunks = vec![Chunk { content_len: 10, deflate_len: 4, corrections: b"abc" }, Chunk { content_len: 0, deflate_len: 2, corrections: b"" }];
-        SideInfo { container: Container::Gzip, header: &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 2, 3], trailer: &[1; 8], chunks }.encode()
+        SideInfo { container: Container::Gzip, old_content_len: 7, header: &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 2, 3], trailer: &[1; 8], chunks }.encode()
     }
 
     #[test]
@@ -154,6 +160,7 @@ mod tests {
         assert!(SideInfo::decode(&longer).is_err());
         let mut version = bytes.clone();
         version[4] = 2;
+        assert_eq!(edgepatch_format::compressed_side_info::old_content_len(&bytes), Some(7), "the format reads the head");
         assert!(SideInfo::decode(&version).is_err());
         let mut container = bytes;
         container[5] = 9;

@@ -80,10 +80,11 @@ impl DeltaStream {
     pub(super) fn new(tree: &PatchTree) -> Self {
         let mut reference = Vec::new();
         let mut start = 0;
-        for (i, f) in tree.old_files.iter().enumerate() {
-            if f.in_reference && f.size > 0 {
-                reference.push((i, start, f.size));
-                start += f.size;
+        // An old file read split takes its layout's length (decoded, for a compressed asset).
+        for (i, len) in tree.reference_lens().into_iter().enumerate() {
+            if len > 0 {
+                reference.push((i, start, len));
+                start += len;
             }
         }
         DeltaStream {
@@ -501,7 +502,7 @@ impl DeltaStream {
                         let Some(k) = self.split_old.iter().position(|s| s.1.memory_len() > 0) else { break };
                         self.split_old.remove(k);
                     }
-                    let held = self.split_old_module(old, path, size, &tree.transforms[t].side_info).map_err(|e| match e {
+                    let held = self.split_old_module(old, path, tree.old_files[file].size, size, &tree.transforms[t].side_info).map_err(|e| match e {
                         Error::Corrupt { what, .. } => self.corrupt(what),
                         e => e,
                     })?;
@@ -521,10 +522,20 @@ impl DeltaStream {
     /// The old module at `path` split, where the delta stream reads it from: in the sink's
     /// scratch space if it has one, split as it is read (neither the module nor its split form
     /// is held in memory), else in memory.
-    fn split_old_module<O: OldBuild, S: BuildSink>(&mut self, old: &mut OldReads<O, S>, path: &str, size: u64, side_info: &[u8]) -> Result<SplitOld> {
+    /// `size` is the old file's, `layout_len` its split layout's (the same, but for a compressed
+    /// asset's old file read decoded).
+    fn split_old_module<O: OldBuild, S: BuildSink>(
+        &mut self,
+        old: &mut OldReads<O, S>,
+        path: &str,
+        size: u64,
+        layout_len: u64,
+        side_info: &[u8],
+    ) -> Result<SplitOld> {
         check_split_size(path, size)?;
-        let Some(at) = self.scratch.take(old.sink, size)? else {
-            return Ok(SplitOld::Memory(read_split(old.old, path, size, side_info)?));
+        check_split_size(path, layout_len)?;
+        let Some(at) = self.scratch.take(old.sink, layout_len)? else {
+            return Ok(SplitOld::Memory(read_split(old.old, path, size, layout_len, side_info)?));
         };
         crate::transforms::transform_for(side_info)
             .split_old_read(
@@ -625,8 +636,26 @@ fn split_old_files(tree: &PatchTree) -> Vec<(usize, usize)> {
 
 /// The whole old module at `path`, in the field-split layout. A module that is
 /// not the one the patch was made from may not split: that is the wrong old build.
-fn read_split<O: OldBuild>(old: &mut O, path: &str, size: u64, side_info: &[u8]) -> Result<Vec<u8>> {
+fn read_split<O: OldBuild>(old: &mut O, path: &str, size: u64, layout_len: u64, side_info: &[u8]) -> Result<Vec<u8>> {
     check_split_size(path, size)?;
+    if edgepatch_format::compressed_side_info::is_compressed(side_info) {
+        // Another length (a compressed asset's old file decoded): not in place.
+        let mut split = vec![0u8; layout_len as usize];
+        crate::transforms::transform_for(side_info)
+            .split_old_read(
+                size,
+                &mut |offset, buf| old.read_at(path, offset, buf).map_err(|e| TransformStop::Caller(Error::OldRead { path: display_path(path), source: e })),
+                side_info,
+                &mut |offset, bytes| {
+                    let end = offset.checked_add(bytes.len() as u64).filter(|&e| e <= layout_len);
+                    let end = end.ok_or_else(|| TransformStop::NotInput("the split old file is longer than its layout".into()))?;
+                    split[offset as usize..end as usize].copy_from_slice(bytes);
+                    Ok(())
+                },
+            )
+            .map_err(|e| split_error(path, e))?;
+        return Ok(split);
+    }
     let mut module = vec![0u8; size as usize];
     old.read_at(path, 0, &mut module).map_err(|e| Error::OldRead { path: display_path(path), source: e })?;
     // In place: one module-sized buffer, not two.

@@ -10,6 +10,7 @@
 // Each test crate that includes this module uses part of it.
 #![allow(dead_code)]
 
+mod deflate;
 mod streams;
 mod wasm;
 
@@ -276,7 +277,7 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
             let named = if split_references { t.varint()?.checked_sub(1) } else { None };
             let named = match named {
                 None => None,
-                Some(k) if table.get(k as usize).is_some_and(|f| f.1) && wasm::has_layout(&side) => Some(k as usize),
+                Some(k) if table.get(k as usize).is_some_and(|f| f.1) && (wasm::has_layout(&side) || deflate::is_compressed(&side)) => Some(k as usize),
                 Some(_) => return Err("split reference: no old file of the reference, or a row not in the split layout".into()),
             };
             transformed.insert(i, (size, side, named));
@@ -402,7 +403,7 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
     let mut split_paths: HashMap<&str, &[u8]> = HashMap::new();
     for (path, kind) in &tree {
         let New::Delta { wasm: Some((_, side, named)), .. } = kind else { continue };
-        if !wasm::has_layout(side) {
+        if !wasm::has_layout(side) && !deflate::is_compressed(side) {
             continue;
         }
         let old_path = match named {
@@ -419,6 +420,8 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
         if in_reference {
             let path = listing[at].0.as_str();
             match split_paths.get(path) {
+                // §2.8.8: a compressed asset's old file is read decoded.
+                Some(side) if deflate::is_compressed(side) => reference.extend_from_slice(&deflate::decoded_old(old_data[path], side)?),
                 Some(side) => {
                     reference.extend_from_slice(&wasm::split_as(old_data[path], side).map_err(|e| format!("{path}: the old module does not split: {e}"))?)
                 }
@@ -583,7 +586,11 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
                 let mut data = delta[taken..taken + size as usize].to_vec();
                 taken += size as usize;
                 if let Some((file_size, side, _)) = wasm {
-                    data = wasm::inverse(&data, &side).map_err(|e| format!("{path}: wasm inverse: {e}"))?;
+                    data = if deflate::is_compressed(&side) {
+                        deflate::inverse(&data, &side).map_err(|e| format!("{path}: compressed-asset inverse: {e}"))?
+                    } else {
+                        wasm::inverse(&data, &side).map_err(|e| format!("{path}: wasm inverse: {e}"))?
+                    };
                     if data.len() as u64 != file_size {
                         return Err(format!("{path}: the inverse gives {} bytes, the table says {file_size}", data.len()));
                     }

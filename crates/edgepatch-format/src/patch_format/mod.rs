@@ -23,7 +23,10 @@ pub use listing::{listing_digest, mode_blind_listing_digest, single_file_listing
 pub use ops_encoding::{encode_ops_streams, OpsEncoding, OpsForms, OpsStream};
 pub use run_coding::{encode_run_coded, expand_run_coded};
 pub use segment_header::{read_segment_header, Segment, SegmentHeader, WindowSegmentHeader};
-pub use tree::{max_tree_name_bytes, EncodedTransform, EncodedTree, FileSource, OldFile, PatchTree, TreeBudget, TreeEntry, TreeEntryKind, WasmTransformed};
+pub use tree::{
+    max_tree_name_bytes, reads_old_split, split_layout_len, EncodedTransform, EncodedTree, FileSource, OldFile, PatchTree, TreeBudget, TreeEntry,
+    TreeEntryKind, WasmTransformed,
+};
 pub use unit_source::UnitSource;
 
 /// A transformed file's normalized form and the file itself are each at most
@@ -86,3 +89,5 @@ pub const KIND_FILE: u8 = 0;
 pub const KIND_SYMLINK: u8 = 1;
 /// Entry kind byte of a directory.
 pub const KIND_DIRECTORY: u8 = 2;
+
+const _: () = assert!(crate::compressed_side_info::MAX_OLD_CONTENT == MAX_WASM_TRANSFORM_BYTES, "an old file read decoded has the transform table's limit");

@@ -15,6 +15,7 @@ use super::{
     ListedEntry, BASE_WINDOW_BACK, FLAG_LZMA_SEGMENTS, FLAG_MODE_BLIND_DIGEST, FLAG_RUN_CODED_DIFF, FLAG_SINGLE_FILE, FLAG_SPLIT_REFERENCE,
     FLAG_WASM_TRANSFORM, FLAG_WINDOW_REACH,
 };
+use crate::compressed_side_info::old_content_len;
 use crate::wasm_side_info::side_info_has_code_layout;
 
 /// An old file the patch reads: copied from, or part of the reference stream.
@@ -120,7 +121,7 @@ pub struct PatchTree {
 
 /// [`PatchTree::split_old_file`], before the tree is put together.
 fn split_old_file_of(single_file: bool, old_files: &[OldFile], entries: &[TreeEntry], w: &WasmTransformed) -> Option<usize> {
-    if !side_info_has_code_layout(&w.side_info) {
+    if !reads_old_split(&w.side_info) {
         return None;
     }
     match (w.split_reference, single_file) {
@@ -128,6 +129,34 @@ fn split_old_file_of(single_file: bool, old_files: &[OldFile], entries: &[TreeEn
         (None, true) => (!old_files.is_empty()).then_some(0),
         (None, false) => old_files.iter().position(|f| f.path == entries[w.entry].path),
     }
+}
+
+/// Whether a file with this side info (valid or not) reads its old file in a layout of the
+/// transform's: a wasm module in the field-split layout (§2.8.7), or a compressed asset, whose
+/// delta reads the old file decoded (§2.8.8).
+pub fn reads_old_split(side_info: &[u8]) -> bool {
+    side_info_has_code_layout(side_info) || old_content_len(side_info).is_some()
+}
+
+/// The bytes an old file of `size` bytes takes in the reference when a file with this side
+/// info reads it split: the field-split layout keeps the file's length, a decoded old file
+/// takes its decoded length.
+pub fn split_layout_len(side_info: &[u8], size: u64) -> u64 {
+    old_content_len(side_info).unwrap_or(size)
+}
+
+/// The bytes each old file takes in the reference stream (0 for one outside it): its size, or
+/// its layout's length where a transformed file reads it split.
+fn reference_lens(single_file: bool, old_files: &[OldFile], entries: &[TreeEntry], transforms: &[WasmTransformed]) -> Vec<u64> {
+    let mut lens: Vec<u64> = old_files.iter().map(|f| if f.in_reference { f.size } else { 0 }).collect();
+    for w in transforms {
+        if let Some(k) = split_old_file_of(single_file, old_files, entries, w) {
+            if old_files[k].in_reference {
+                lens[k] = split_layout_len(&w.side_info, old_files[k].size);
+            }
+        }
+    }
+    lens
 }
 
 fn files_in_digest_order(entries: &[TreeEntry]) -> impl Iterator<Item = usize> + '_ {
@@ -196,7 +225,8 @@ impl PatchTree {
         let mut split: Vec<usize> = self.transforms.iter().filter_map(|w| self.split_old_file(w)).collect();
         split.sort_unstable();
         split.dedup();
-        self.transforms.iter().map(|w| w.normalized_size).sum::<u64>() + split.iter().map(|&k| self.old_files[k].size).sum::<u64>()
+        let lens = self.reference_lens();
+        self.transforms.iter().map(|w| w.normalized_size).sum::<u64>() + split.iter().map(|&k| lens[k]).sum::<u64>()
     }
 
     /// How many of the delta bytes produced last a window segment may reach
@@ -207,7 +237,14 @@ impl PatchTree {
 
     /// Total bytes of the old reference stream.
     pub fn reference_bytes(&self) -> u64 {
-        self.old_files.iter().filter(|f| f.in_reference).map(|f| f.size).sum()
+        self.reference_lens().iter().sum()
+    }
+
+    /// The bytes each old file takes in the reference stream, by index into `old_files` (0
+    /// for one outside it): its size, or, where a transformed file reads it split, its
+    /// layout's length (a compressed asset's old file decoded, §2.8.8).
+    pub fn reference_lens(&self) -> Vec<u64> {
+        reference_lens(self.single_file, &self.old_files, &self.entries, &self.transforms)
     }
 
     /// Indexes of the file entries in the order the files digest hashes them,

@@ -112,7 +112,8 @@ impl EncodedTree {
         if let Some(k) = split_old.windows(2).find(|k| k[0] == k[1]) {
             return Err(corrupt(format!("two files in the field-split layout read old file {:?} split", old_files[k[0]].path)));
         }
-        if old_files.iter().filter(|f| f.in_reference).try_fold(0u64, |total, f| total.checked_add(f.size)).is_none() {
+        let reference_lens = super::reference_lens(self.single_file, &old_files, &entries, &resolved_transforms);
+        if reference_lens.iter().try_fold(0u64, |total, &len| total.checked_add(len)).is_none() {
             return Err(corrupt("the old files the patch reads add up to more than 2^64-1 bytes".into()));
         }
         // Every later sum of file sizes (progress, the delta stream) is a part of this one.

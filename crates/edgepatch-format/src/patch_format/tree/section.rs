@@ -2,11 +2,11 @@
 //! them, [`EncodedTree::decode`] reads them back as the patch states them, checking all it
 //! can without the old build. Paths are front-coded, entries in columns.
 
+use super::reads_old_split;
 use super::{delta_lens, FileSource, PatchTree, TreeBudget, TreeEntry, TreeEntryKind};
 use crate::error::{Error, Input, Result};
 use crate::patch_format::*;
 use crate::path_rules::{validate_path, validate_symlink_target, MAX_PATH_LEN};
-use crate::wasm_side_info::side_info_has_code_layout;
 use crate::wire::{put_str, put_varint, SliceReader};
 
 /// Entry codes of the tree section (§2.1): kind, source and executable bit in one byte.
@@ -176,7 +176,7 @@ impl PatchTree {
             out.extend_from_slice(&w.side_info);
             if split_references {
                 // What a decoder refuses (`EncodedTree::decode`), the writer does not write.
-                let names = |k: usize| !self.single_file && self.old_files.get(k).is_some_and(|f| f.in_reference) && side_info_has_code_layout(&w.side_info);
+                let names = |k: usize| !self.single_file && self.old_files.get(k).is_some_and(|f| f.in_reference) && reads_old_split(&w.side_info);
                 match w.split_reference {
                     Some(k) if names(k) => put_varint(out, k as u64 + 1),
                     Some(k) => {
@@ -400,8 +400,8 @@ impl EncodedTree {
             if !old_table.get(k as usize).is_some_and(|f| f.1) {
                 return Err(r.corrupt(format!("a wasm transform's split reference {k} is no old file of the reference stream")));
             }
-            if !side_info_has_code_layout(&w.side_info) {
-                return Err(r.corrupt("a wasm transform names a split reference, but its file is not in the field-split layout"));
+            if !reads_old_split(&w.side_info) {
+                return Err(r.corrupt("a wasm transform names a split reference, but its file is not in the field-split layout nor decoded"));
             }
         }
         let window_reach = if flags & FLAG_WINDOW_REACH != 0 {

