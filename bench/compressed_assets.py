@@ -15,6 +15,11 @@ to the raw pair's patch, and the time of the second `site add`. Needs gzip and b
        python3 bench/compressed_assets.py --bin EDGEPATCH --tree-pair OLD_DIR NEW_DIR
 measures one real build pair as it ships (e.g. two versions of an npm package carrying .tar.gz
 bundles) instead: its patch published as shipped and with --store-decoded.
+
+       python3 bench/compressed_assets.py --bin EDGEPATCH --cli [--pairs ..] [--forms ..]
+measures the CLI on the single files instead: `edgepatch diff OLD NEW P` and `edgepatch apply`
+(checked byte for byte against the new file), with the compressed-asset transform (the
+default) and without it (`--reader current,-deflate-transform`), times from one run each.
 """
 import argparse, json, os, shutil, subprocess, sys, time
 
@@ -61,6 +66,7 @@ def main():
     ap.add_argument('--pairs', default=','.join(PAIRS))
     ap.add_argument('--forms', default='gzip-9,brotli-11,brotli-5')
     ap.add_argument('--tree-pair', nargs=2, metavar=('OLD', 'NEW'))
+    ap.add_argument('--cli', action='store_true')
     a = ap.parse_args()
     edgepatch = os.path.abspath(a.bin)
     os.makedirs(a.work, exist_ok=True)
@@ -79,6 +85,8 @@ def main():
             pair = next(p for p in res['pairs'] if p['from'] == 'old')
             print(f'{"decoded" if decoded else "shipped":8} patch {pair["patch_bytes"]:12,}  build {pair["new_bytes"]:12,}  site add {secs:6.1f} s', flush=True)
         return
+    if a.cli:
+        return cli_pairs(edgepatch, a)
     print(f'{"pair":18} {"form":10} {"stored":8} {"new file":>11} {"patch":>10} {"x raw":>7} {"add s":>7}')
     for pair in a.pairs.split(','):
         name = PAIRS[pair]
@@ -108,6 +116,41 @@ def main():
                 new_size = os.path.getsize(os.path.join(builds['new'], 'Build', name + ext))
                 stored = 'decoded' if decoded else 'shipped'
                 print(f'{pair:18} {form:10} {stored:8} {new_size:11,} {patch:10,} {patch / raw_patch:7.2f} {secs:7.1f}', flush=True)
+
+
+def timed(cmd):
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f'{cmd[1]} failed: {out.stderr}')
+    return time.perf_counter() - t0
+
+
+def cli_pairs(edgepatch, a):
+    print(f'{"pair":18} {"form":10} {"transform":9} {"new file":>11} {"patch":>10} {"x raw":>7} {"diff s":>7} {"apply s":>7}')
+    for pair in a.pairs.split(','):
+        raw = None
+        for form in ['raw'] + a.forms.split(','):
+            ext, cmd = FORMS[form]
+            files = {}
+            for v in ('old', 'new'):
+                src = os.path.join(a.corpus, 'pairs', pair, v)
+                files[v] = src if cmd is None else compressed(src, os.path.join(a.work, f'{pair}.{v}.{form}'), cmd)
+            for transform in ([True] if form == 'raw' else [True, False]):
+                patch, out = os.path.join(a.work, 'cli.patch'), os.path.join(a.work, 'cli.out')
+                reader = [] if transform else ['--reader', 'current,-deflate-transform']
+                for f in (patch, out):
+                    if os.path.exists(f):
+                        os.remove(f)
+                diff_s = timed([edgepatch, 'diff', *reader, files['old'], files['new'], patch])
+                apply_s = timed([edgepatch, 'apply', files['old'], patch, out])
+                with open(out, 'rb') as x, open(files['new'], 'rb') as y:
+                    if x.read() != y.read():
+                        sys.exit(f'{pair} {form}: apply is not byte-exact')
+                size = os.path.getsize(patch)
+                raw = raw or size
+                print(f'{pair:18} {form:10} {"yes" if transform else "no":9} {os.path.getsize(files["new"]):11,} {size:10,} '
+                      f'{size / raw:7.2f} {diff_s:7.1f} {apply_s:7.2f}', flush=True)
 
 
 if __name__ == '__main__':

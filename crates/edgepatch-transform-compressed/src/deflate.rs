@@ -122,8 +122,12 @@ pub fn rebuild<E: From<CompressedError>>(
         chunk_content.resize(chunk.content_len as usize, 0);
         read(at, &mut chunk_content)?;
         at += chunk.content_len;
-        let (out, _) = recreate
-            .recompress(&mut Cursor::new(&chunk_content[..]), chunk.corrections)
+        // preflate trusts its corrections: what they make it do wrong (an arithmetic overflow,
+        // an index out of bounds) is a panic, caught here as a corrupt side info (overflow
+        // checks stay on for preflate-rs in release builds: Cargo.toml).
+        let recreated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| recreate.recompress(&mut Cursor::new(&chunk_content[..]), chunk.corrections)));
+        let (out, _) = recreated
+            .map_err(|_| CompressedError::Rebuild(format!("chunk {k}: preflate stopped on corrections it cannot follow")))?
             .map_err(|e| CompressedError::Rebuild(format!("chunk {k}: preflate: {e:?}")))?;
         if out.len() as u64 != chunk.deflate_len {
             return Err(CompressedError::Rebuild(format!("chunk {k} rebuilt {} deflate bytes where the side info has {}", out.len(), chunk.deflate_len)).into());
@@ -169,9 +173,17 @@ fn check_parameters(first_corrections: &[u8]) -> Result<(), String> {
     let p = bitcode::decode::<Reconstruction>(first_corrections).map_err(|e| format!("unreadable: {e}"))?.parameters;
     let within =
         |what: &str, v: u32, range: std::ops::RangeInclusive<u32>| if range.contains(&v) { Ok(()) } else { Err(format!("{what} {v} outside {range:?}")) };
-    within("window bits", p.window_bits, 0..=15)?;
+    // Deflate's windows are 2^9..2^15 bytes; preflate states 0 for a stream that uses none
+    // (stored or Huffman-only blocks: its strategy, a type preflate-rs does not export, read
+    // by name), and its match finder subtracts 262 from any other.
+    let no_window = matches!(format!("{:?}", p.strategy).as_str(), "Store" | "HuffOnly");
+    if !(no_window && p.window_bits == 0) {
+        within("window bits", p.window_bits, 9..=15)?;
+    }
     within("nice length", p.nice_length, 0..=258)?;
-    within("hash chain", p.max_chain, 0..=MAX_CHAIN)?;
+    // A match finder with a window walks at least one link (it counts them down from here).
+    within("hash chain", p.max_chain, if no_window { 0 } else { 1 }..=MAX_CHAIN)?;
+    within("tokens per block", u32::from(p.max_token_count), 1..=u32::from(u16::MAX))?;
     within("minimum match", p.min_len, 0..=258)?;
     within("distance of 3-byte matches", p.max_dist_3_matches, 0..=32768)?;
     if let HashAlgorithm::Zlib { hash_shift, .. } = p.hash_algorithm {
