@@ -3,7 +3,7 @@
 # crates/edgepatch-wasm, every one by default; the one place that says how each is made:
 #   web        crates/edgepatch-wasm/pkg/web        --target web: apply, signer, generator (the Worker)
 #   web-apply  crates/edgepatch-wasm/pkg/web-apply  --target web, --no-default-features: apply only (browsers)
-#   node       packages/edgepatch-js/wasm           --target web: everything, the ESM glue @edgepatch/js loads
+#   node       packages/edgepatch-js/wasm           --target web: everything (and the deflate transform), the ESM glue @edgepatch/js loads
 #                                                   in Node, Deno and Workers (and the benchmarks); without
 #                                                   wasm-pack's .gitignore and package.json, which would keep
 #                                                   the module out of the npm package and make Node read the
@@ -28,7 +28,7 @@ done
 
 stale() {
   [ -z "$if_stale" ] || [ ! -e "$1" ] || [ -n "$(find crates/edgepatch-core/src crates/edgepatch-core/Cargo.toml \
-    crates/edgepatch-format crates/edgepatch-transform-wasm \
+    crates/edgepatch-format crates/edgepatch-transform-wasm crates/edgepatch-transform-compressed \
     crates/edgepatch-wasm/src crates/edgepatch-wasm/Cargo.toml Cargo.lock Cargo.toml .cargo/config.toml -newer "$1" -print -quit 2>/dev/null)" ]
 }
 
@@ -36,7 +36,7 @@ for v in "${variants[@]}"; do
   case "$v" in
     web) out=crates/edgepatch-wasm/pkg/web; args=(--target web --out-dir pkg/web) ;;
     web-apply) out=crates/edgepatch-wasm/pkg/web-apply; args=(--target web --out-dir pkg/web-apply --no-default-features) ;;
-    node) out=packages/edgepatch-js/wasm; args=(--target web --out-dir ../../packages/edgepatch-js/wasm --out-name edgepatch_wasm) ;;
+    node) out=packages/edgepatch-js/wasm; args=(--target web --out-dir ../../packages/edgepatch-js/wasm --out-name edgepatch_wasm --features deflate-transform) ;;
   esac
   # node: a package.json there is wasm-pack's, from a CommonJS (--target nodejs) build of earlier versions.
   stale "$out/edgepatch_wasm_bg.wasm" || { [ "$v" = node ] && [ -e "$out/package.json" ]; } || continue

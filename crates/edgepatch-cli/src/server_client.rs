@@ -478,11 +478,11 @@ pub fn verified_update(server: &Server, keys: &mut KeySet, game: &str, from: &st
     let mut descriptor_url = server.url(&format!("v1/games/{game}/updates/{from}/{to}"))?;
     // What this client applies (docs/FORMAT.md §5): a server that negotiates answers with a
     // patch that needs no more; a static site ignores the query.
-    descriptor_url.query_pairs_mut().append_pair("reader", &edgepatch_core::Capabilities::current().to_hex());
+    descriptor_url.query_pairs_mut().append_pair("reader", &edgepatch_core::reader_capabilities().to_hex());
     let desc: UpdateDescriptor = server.get_document(&descriptor_url, "update descriptor")?;
     let d = desc.check(game, from, to).context("update descriptor")?;
     // Before anything else is fetched: a patch made for newer readers than this edgepatch.
-    d.check_reader(edgepatch_core::Capabilities::current())?;
+    d.check_reader(edgepatch_core::reader_capabilities())?;
     let raw = |u: &str, field: &str| descriptor_url.join(u).map_err(|e| CliError::bad_response(format!("{field}: {e}")));
     let (manifest_url, patch_url) = (raw(&desc.manifest_url, "manifestUrl")?, raw(&desc.patch_url, "patchUrl")?);
     let (manifest_size, manifest_blake3, patch_size) = (d.manifest_size, d.manifest_blake3, d.patch_size);

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::build::{Build, EntryContent};
+#[cfg(feature = "deflate-transform")]
 use crate::compressed_assets::CompressedPairs;
 use crate::error::{Error, Result};
 use crate::matcher::{match_new_data, split_streams, MatchParams, OldIndex, Op};
@@ -172,12 +173,15 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
         }
         stats.wasm_transformed = tree.transforms.len() as u64;
     }
-    stats.compressed_transformed = crate::compressed_assets::store_decoded(
-        CompressedPairs { single_file, delta_files: &delta_files, old_files: &old_files, renamed: &renamed, reader: opts.reader },
-        &mut tree,
-        &mut normalized,
-        &mut old_split,
-    );
+    #[cfg(feature = "deflate-transform")]
+    {
+        stats.compressed_transformed = crate::compressed_assets::store_decoded(
+            CompressedPairs { single_file, delta_files: &delta_files, old_files: &old_files, renamed: &renamed, reader: opts.reader },
+            &mut tree,
+            &mut normalized,
+            &mut old_split,
+        );
+    }
     let new_stream_parts: Vec<&[u8]> = delta_files.iter().map(|&(i, data)| normalized.get(&i).map_or(data, |n| n.as_slice())).collect();
 
     // The reference stream is only needed if there is something to diff.

@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod build;
+#[cfg(feature = "deflate-transform")]
 mod compressed_assets;
 pub mod diff;
 pub mod error;
@@ -48,3 +49,4 @@ pub use build::{Build, BuildEntry, EntryContent};
 pub use diff::{diff_builds, DiffOptions, DiffStats};
 pub use edgepatch_format::{Capabilities, Capability};
 pub use error::{Error, Input, Result};
+pub use transforms::reader_capabilities;

@@ -8,7 +8,22 @@ use edgepatch_format::transform::Transform;
 use edgepatch_format::Capabilities;
 
 /// Every transform, in the order the writer tries them.
+#[cfg(feature = "deflate-transform")]
 static TRANSFORMS: [&dyn Transform; 2] = [&edgepatch_transform_wasm::Wasm, &edgepatch_transform_compressed::Deflate];
+#[cfg(not(feature = "deflate-transform"))]
+static TRANSFORMS: [&dyn Transform; 1] = [&edgepatch_transform_wasm::Wasm];
+
+/// What this build's applier reads (docs/FORMAT.md §5): every capability, but
+/// `deflate-transform` in a build without that feature (the browsers' apply-only module).
+/// The set a client names when it asks for an update.
+pub fn reader_capabilities() -> Capabilities {
+    let all = Capabilities::current();
+    if cfg!(feature = "deflate-transform") {
+        all
+    } else {
+        all.without(edgepatch_format::Capability::DeflateTransform)
+    }
+}
 
 /// Every transform this build knows.
 pub fn transforms() -> &'static [&'static dyn Transform] {

@@ -71,6 +71,8 @@ pub fn decode(file: &[u8], old_content_len: u64) -> Result<Decoded, CompressedEr
     if start != deflate.len() {
         return Err(not_input(format!("{} bytes between the deflate stream's end and the trailer", deflate.len() - start)));
     }
+    // What an applier refuses, the writer does not write: such a file is diffed as it is.
+    check_parameters(chunks.first().map_or(&[][..], |c| &c.2)).map_err(|what| not_input(format!("encoder parameters an applier refuses: {what}")))?;
     let trailer_at = file.len() - framing.container.trailer_len();
     let chunks = chunks.iter().map(|(content_len, deflate_len, c)| Chunk { content_len: *content_len, deflate_len: *deflate_len, corrections: c }).collect();
     let info = SideInfo { container: framing.container, old_content_len, header: &file[..framing.header_len], trailer: &file[trailer_at..], chunks };

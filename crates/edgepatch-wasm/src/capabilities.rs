@@ -11,7 +11,7 @@ use crate::js::core_err;
 /// update (`?reader=`).
 #[wasm_bindgen(js_name = readerCapabilities)]
 pub fn reader_capabilities() -> String {
-    Capabilities::current().to_hex()
+    edgepatch_core::reader_capabilities().to_hex()
 }
 
 /// A client's declared set (`hex`, 1 to 16 hex digits) as this build writes for it: bits
