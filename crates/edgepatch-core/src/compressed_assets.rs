@@ -2,14 +2,23 @@
 //! docs/FORMAT.md §2.8.8): a gzip or zlib file whose old version (same path, the one old file
 //! of a single-file patch, or the file it was renamed from) is one too, diffed as its content
 //! against the old file's content, which the reference then holds in the old file's place.
+//! A compressed wasm module's content is tried through the wasm transform as a wasm file is
+//! (the smallest form kept), its side info then inside the compressed asset's.
 
 use std::collections::HashMap;
 
 use edgepatch_format::{Capabilities, Capability};
 use edgepatch_transform_compressed::container::Container;
 use edgepatch_transform_compressed::deflate::{decode, inflate_whole, WHOLE_CONTENT};
+use edgepatch_transform_compressed::side_info::SideInfo;
 
+use crate::error::Result;
 use crate::patch_format::{PatchTree, WasmTransformed, MAX_WASM_SIDE_INFO, MAX_WASM_TRANSFORM_BYTES};
+use crate::window_plan::{AlignedPart, WasmChoice};
+
+/// The diff's trial of the wasm transform's forms on an old and a new module (the last
+/// argument: whether the field-split layout may be tried).
+pub(crate) type TryWasm<'a> = dyn Fn(&[u8], &[u8], bool) -> Result<Option<WasmChoice>> + 'a;
 
 /// What the choice reads of the diff's state.
 pub(crate) struct CompressedPairs<'a> {
@@ -22,22 +31,36 @@ pub(crate) struct CompressedPairs<'a> {
     pub renamed: &'a HashMap<&'a str, &'a str>,
     /// What the reader understands.
     pub reader: Capabilities,
+    /// The wasm transform's trial, where the diff uses that transform.
+    pub wasm_transform: Option<&'a TryWasm<'a>>,
+}
+
+/// What [`store_decoded`] chose.
+pub(crate) struct Chosen {
+    /// Files stored as their content.
+    pub files: u64,
+    /// The segments of a single-file patch's one file, where the wasm transform's trials
+    /// made them already.
+    pub single_file_segments: Option<Vec<Vec<u8>>>,
 }
 
 /// Adds a transform row for each compressed delta file the reader can apply so (not one
-/// already transformed, nor one whose old file another row reads split), its content to
-/// `normalized` and its old file's content to `old_split`; the rows stay sorted by entry.
-/// Returns how many it added.
+/// already transformed, nor one whose old file another row reads split), its content (or the
+/// content's normalized form) to `normalized`, its old file's content (in the wasm layout
+/// where the content's form is in it) to `old_split` and the layout's aligned parts to
+/// `split_parts`; the rows stay sorted by entry.
 pub(crate) fn store_decoded(
     p: CompressedPairs<'_>,
     tree: &mut PatchTree,
     normalized: &mut HashMap<usize, Vec<u8>>,
     old_split: &mut HashMap<String, Vec<u8>>,
-) -> u64 {
-    if !p.reader.contains(Capability::WasmTransform) || !p.reader.contains(Capability::DeflateTransform) {
-        return 0;
+    split_parts: &mut HashMap<usize, Vec<AlignedPart>>,
+) -> Result<Chosen> {
+    let reader = p.reader;
+    let mut chosen = Chosen { files: 0, single_file_segments: None };
+    if !reader.contains(Capability::WasmTransform) || !reader.contains(Capability::DeflateTransform) {
+        return Ok(chosen);
     }
-    let mut added = 0;
     for &(i, data) in p.delta_files {
         if normalized.contains_key(&i) || Container::detect(data).is_none() {
             continue;
@@ -53,21 +76,44 @@ pub(crate) fn store_decoded(
         let Some(old_path) = old_path else { continue };
         // A row naming a renamed file's old file is a split reference (§2.8.1).
         let renamed = old_path != path && !p.single_file;
-        if old_split.contains_key(old_path) || (renamed && !p.reader.contains(Capability::WasmSplitReference)) {
+        if old_split.contains_key(old_path) || (renamed && !reader.contains(Capability::WasmSplitReference)) {
             continue;
         }
         let Some(k) = p.old_files.iter().position(|(o, _)| *o == old_path) else { continue };
         if !tree.old_files[k].in_reference {
             continue;
         }
-        let Some((old_content, content, side_info)) = compressed_forms(p.old_files[k].1, data) else { continue };
+        let Some((mut old_content, mut content, mut side_info)) = compressed_forms(p.old_files[k].1, data) else { continue };
+        // A compressed wasm module: its content through the wasm transform, as a wasm file's.
+        let is_wasm = |d: &[u8]| d.starts_with(b"\0asm");
+        if let (Some(try_wasm), true) = (p.wasm_transform, is_wasm(&old_content) && is_wasm(&content)) {
+            if let Some(choice) = try_wasm(&old_content, &content, reader.contains(Capability::WasmSplitLayout))? {
+                if let Some((bytes, inner)) = choice.transformed {
+                    let mut info = SideInfo::decode(&side_info).expect("the writer's own side info");
+                    info.inner = &inner;
+                    let with_inner = info.encode();
+                    if with_inner.len() as u64 <= MAX_WASM_SIDE_INFO && bytes.len() as u64 <= MAX_WASM_TRANSFORM_BYTES {
+                        (side_info, content) = (with_inner, bytes);
+                        if let Some((split, parts)) = choice.old_split {
+                            old_content = split;
+                            split_parts.insert(i, parts);
+                        }
+                        if p.single_file {
+                            chosen.single_file_segments = Some(choice.segments);
+                        }
+                    }
+                } else if p.single_file {
+                    chosen.single_file_segments = Some(choice.segments);
+                }
+            }
+        }
         tree.transforms.push(WasmTransformed { entry: i, normalized_size: content.len() as u64, side_info, split_reference: renamed.then_some(k) });
         normalized.insert(i, content);
         old_split.insert(old_path.to_string(), old_content);
-        added += 1;
+        chosen.files += 1;
     }
     tree.transforms.sort_unstable_by_key(|w| w.entry);
-    added
+    Ok(chosen)
 }
 
 /// The old file's content, and the new file's content and side info, where both are gzip or

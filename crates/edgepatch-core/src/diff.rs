@@ -21,7 +21,7 @@ use crate::patch_format::*;
 use crate::trace::Trace;
 pub use crate::tree_plan::DiffStats;
 use crate::tree_plan::{encode_header_and_tree, plan_tree, PlannedKind};
-use crate::window_plan::{is_text_segment, keep_densest, merge_weighted, split_old_paired, AlignedPart, Overflow, WHOLE_FILES_BUDGET};
+use crate::window_plan::{is_text_segment, keep_densest, merge_weighted, split_old_paired, AlignedPart, Overflow, WasmChoice, WHOLE_FILES_BUDGET};
 use crate::wire::put_varint;
 use crate::zstd_frame::{compress, compress_frame, window_log, FrameSearch, LongDistance};
 use edgepatch_format::{Capabilities, Capability};
@@ -175,12 +175,20 @@ pub fn diff_builds(old: &Build, new: &Build, opts: &DiffOptions, progress: &(dyn
     }
     #[cfg(feature = "deflate-transform")]
     {
-        stats.compressed_transformed = crate::compressed_assets::store_decoded(
-            CompressedPairs { single_file, delta_files: &delta_files, old_files: &old_files, renamed: &renamed, reader: opts.reader },
-            &mut tree,
-            &mut normalized,
-            &mut old_split,
-        );
+        let try_wasm = |old: &[u8], new: &[u8], split_allowed: bool| transform_if_smaller(old, new, opts, split_allowed, threads);
+        let pairs = CompressedPairs {
+            single_file,
+            delta_files: &delta_files,
+            old_files: &old_files,
+            renamed: &renamed,
+            reader: opts.reader,
+            wasm_transform: opts.wasm_transform.then_some(&try_wasm),
+        };
+        let chosen = crate::compressed_assets::store_decoded(pairs, &mut tree, &mut normalized, &mut old_split, &mut split_parts)?;
+        stats.compressed_transformed = chosen.files;
+        if single_file && chosen.single_file_segments.is_some() {
+            single_file_segments = chosen.single_file_segments;
+        }
     }
     let new_stream_parts: Vec<&[u8]> = delta_files.iter().map(|&(i, data)| normalized.get(&i).map_or(data, |n| n.as_slice())).collect();
 
@@ -253,18 +261,6 @@ fn wasm_reference_for<'a>(old_files: &[(&str, &'a [u8])], path: &str, single_fil
     let is_wasm = |d: &[u8]| d.starts_with(b"\0asm");
     let found = if single_file { old_files.first() } else { old_files.iter().find(|(p, _)| *p == path) };
     found.map(|(_, d)| *d).filter(|d| is_wasm(d))
-}
-
-/// What the diff chose for one wasm file whose transform it tried.
-struct WasmChoice {
-    /// The normalized form and its side info, if they are the smaller.
-    transformed: Option<(Vec<u8>, Vec<u8>)>,
-    /// The old module in the field-split layout, when the chosen form is in it
-    /// (the reference then holds these bytes for the old file), and the parts of both
-    /// modules that are diffed against each other.
-    old_split: Option<(Vec<u8>, Vec<AlignedPart>)>,
-    /// The segments of the chosen form diffed against the old file alone.
-    segments: Vec<Vec<u8>>,
 }
 
 /// The smallest of three forms of `new`, each diffed against `old` alone (side

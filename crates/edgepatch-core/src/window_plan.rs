@@ -154,6 +154,18 @@ pub(crate) fn split_old_paired(
     Ok((old_split, stream_parts(split.len() as u64, &new_parts, old_len, &old_parts)))
 }
 
+/// What the diff chose for one wasm file whose transform it tried.
+pub(crate) struct WasmChoice {
+    /// The normalized form and its side info, if they are the smaller.
+    pub(crate) transformed: Option<(Vec<u8>, Vec<u8>)>,
+    /// The old module in the field-split layout, when the chosen form is in it
+    /// (the reference then holds these bytes for the old file), and the parts of both
+    /// modules that are diffed against each other.
+    pub(crate) old_split: Option<(Vec<u8>, Vec<AlignedPart>)>,
+    /// The segments of the chosen form diffed against the old file alone.
+    pub(crate) segments: Vec<Vec<u8>>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@
 mod appliers;
 mod fixture_builds;
 mod reference_applier;
+mod wasm_modules;
 
 use std::io::Write;
 
@@ -97,6 +98,34 @@ fn a_compressed_file_patches_as_its_content_and_comes_back_byte_for_byte() {
             assert_eq!(apply_both(&patch, &old), new, "{name} {level}");
             assert_eq!(apply_both(&plain, &old), new, "{name} {level} plain");
         }
+    }
+}
+
+/// A `.wasm.gz`: its content goes through the wasm transform too (the inner side info), so the
+/// patch is the raw modules' patch and the side infos, in both wasm layouts.
+#[test]
+fn a_compressed_wasm_module_patches_as_the_raw_module_does() {
+    for (name, (v1, v2)) in [("renumbered", wasm_modules::versions(3000, 20)), ("recompiled", wasm_modules::recompiled_versions(600))] {
+        let (raw, _) = diff(&Build::single_file(v1.clone()), &Build::single_file(v2.clone()), Capabilities::current());
+        let (old, new) = (Build::single_file(gzip(&v1, 9)), Build::single_file(gzip(&v2, 9)));
+        let (patch, stats) = diff(&old, &new, Capabilities::current());
+        let opts = DiffOptions { level: 9, threads: 2, wasm_transform: false, ..DiffOptions::default() };
+        let (content_only, _) = diff_builds(&old, &new, &opts, &|_, _| {}).unwrap();
+        assert_eq!(stats.compressed_transformed, 1, "{name}");
+        let info = inspect_patch(&patch[..]).unwrap();
+        let side = &info.resolve(edgepatch_core::patch_format::single_file_listing(old.total_file_bytes())).unwrap().transforms[0].side_info;
+        assert!(edgepatch_core::patch_format::reads_old_split(side), "{name}");
+        // The raw modules' patch and preflate's corrections (compressed with the tree).
+        assert!(
+            patch.len() < raw.len() + side.len() + 512 && patch.len() < content_only.len(),
+            "{name}: {} bytes, the raw modules' {}, the content's without the wasm transform {}; side info {} bytes",
+            patch.len(),
+            raw.len(),
+            content_only.len(),
+            side.len()
+        );
+        assert_eq!(apply_both(&patch, &old), new, "{name}");
+        assert!(info.required_capabilities().contains(Capability::WasmTransform), "{name}");
     }
 }
 

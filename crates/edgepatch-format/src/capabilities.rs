@@ -222,7 +222,8 @@ impl Capabilities {
         use crate::wasm_side_info::{side_info_has_code_layout, VERSION_DWARF_ADDRESSES, VERSION_ELEMENTS, VERSION_INDEX_SECTIONS};
         let mut set = Capabilities::BASELINE.with(Capability::WasmTransform);
         if crate::compressed_side_info::is_compressed(side_info) {
-            return set.with(Capability::DeflateTransform);
+            let inner = crate::compressed_side_info::inner_side_info(side_info).map_or(set, Capabilities::required_by_side_info);
+            return set.with(Capability::DeflateTransform).union(inner);
         }
         let version = side_info.get(4).copied().unwrap_or(0);
         for (since, c) in [

@@ -9,6 +9,9 @@
 //! u8     version, 1
 //! u8     container
 //! varint old_content_len          the old file's decoded length, <= MAX_OLD_CONTENT
+//! varint inner_len                <= MAX_INNER
+//! inner_len bytes                 the content's own transform: a wasm transform side info
+//!                                 (`EPWT`) of a compressed wasm module, or none
 //! ...                             the transform's own fields
 //! ```
 
@@ -22,6 +25,31 @@ pub const VERSION: u8 = 1;
 /// The most bytes an old file read decoded may take: what an applier holds for it at once
 /// (64 MiB, the transform table's limit on any file, `patch_format::MAX_WASM_TRANSFORM_BYTES`).
 pub const MAX_OLD_CONTENT: u64 = 64 << 20;
+
+/// The side info of the content's own transform (a compressed wasm module's, whose content is
+/// then the module's normalized form and whose old file reads decoded in that transform's
+/// layout), if the head says so; None where there is none or the head does not read.
+pub fn inner_side_info(side_info: &[u8]) -> Option<&[u8]> {
+    let mut r = head(side_info)?;
+    let len = r.varint_max(MAX_INNER, "inner side info length").ok()?;
+    let inner = r.take(len as usize, "inner side info").ok()?;
+    (!inner.is_empty()).then_some(inner)
+}
+
+/// A reader past the head's fixed fields and the old content length.
+fn head(side_info: &[u8]) -> Option<SliceReader<'_>> {
+    if !is_compressed(side_info) {
+        return None;
+    }
+    let mut r = SliceReader::new(side_info, 0, Input::Patch);
+    r.take(6, "side info head").ok()?;
+    r.varint_max(MAX_OLD_CONTENT, "old content length").ok()?;
+    Some(r)
+}
+
+/// The longest inner side info: a transform table row's limit (4 MiB,
+/// `patch_format::MAX_WASM_SIDE_INFO`).
+pub const MAX_INNER: u64 = 4 << 20;
 
 /// Whether a side info (valid or not) names the compressed-asset transform.
 pub fn is_compressed(side_info: &[u8]) -> bool {
@@ -45,7 +73,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_head_gives_the_old_files_decoded_length() {
+    fn the_head_gives_the_old_files_decoded_length_and_the_inner_side_info() {
         let mut side = b"EPDF\x01\x00".to_vec();
         crate::wire::put_varint(&mut side, 300);
         assert_eq!(old_content_len(&side), Some(300));
@@ -54,5 +82,11 @@ mod tests {
         let mut huge = b"EPDF\x01\x00".to_vec();
         crate::wire::put_varint(&mut huge, MAX_OLD_CONTENT + 1);
         assert_eq!(old_content_len(&huge), None, "over the limit");
+        let mut nested = side.clone();
+        nested.extend_from_slice(&[3, b'E', b'P', b'W']);
+        assert_eq!(inner_side_info(&nested), Some(&b"EPW"[..]));
+        assert_eq!(inner_side_info(&nested[..nested.len() - 1]), None, "truncated");
+        side.push(0);
+        assert_eq!(inner_side_info(&side), None, "none");
     }
 }

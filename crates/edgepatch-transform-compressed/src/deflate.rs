@@ -75,7 +75,8 @@ pub fn decode(file: &[u8], old_content_len: u64) -> Result<Decoded, CompressedEr
     check_parameters(chunks.first().map_or(&[][..], |c| &c.2)).map_err(|what| not_input(format!("encoder parameters an applier refuses: {what}")))?;
     let trailer_at = file.len() - framing.container.trailer_len();
     let chunks = chunks.iter().map(|(content_len, deflate_len, c)| Chunk { content_len: *content_len, deflate_len: *deflate_len, corrections: c }).collect();
-    let info = SideInfo { container: framing.container, old_content_len, header: &file[..framing.header_len], trailer: &file[trailer_at..], chunks };
+    let info =
+        SideInfo { container: framing.container, old_content_len, inner: &[], header: &file[..framing.header_len], trailer: &file[trailer_at..], chunks };
     Ok(Decoded { side_info: info.encode(), content })
 }
 

@@ -6,8 +6,10 @@
 //! [4]    "EPDF"
 //! u8     version, 1
 //! u8     container: 0 gzip, 1 zlib
-//! varint old_content_len          the old file's decoded length (the format reads this head:
-//!                                 edgepatch_format::compressed_side_info)
+//! varint old_content_len          the old file's decoded length
+//! varint inner_len                <= 4 MiB
+//! inner_len bytes                 the content's wasm transform side info, or none (the format
+//!                                 reads this head: edgepatch_format::compressed_side_info)
 //! varint header_len               1..=1 MiB
 //! header_len bytes                the header, as it was
 //! trailer bytes                   8 (gzip) or 4 (zlib), as they were
@@ -22,7 +24,7 @@
 //! ```
 //! Nothing may follow the last chunk.
 
-use edgepatch_format::compressed_side_info::{MAX_OLD_CONTENT, VERSION};
+use edgepatch_format::compressed_side_info::{MAX_INNER, MAX_OLD_CONTENT, VERSION};
 use edgepatch_format::error::{Error, Input};
 use edgepatch_format::wire::{put_varint, SliceReader};
 
@@ -54,6 +56,9 @@ pub struct SideInfo<'a> {
     pub container: Container,
     /// The decoded length of the old file the delta reads.
     pub old_content_len: u64,
+    /// The content's own transform's side info (a compressed wasm module's), or empty: the
+    /// delta then holds that transform's normalized form of the content.
+    pub inner: &'a [u8],
     /// Its header.
     pub header: &'a [u8],
     /// Its trailer.
@@ -68,6 +73,8 @@ impl<'a> SideInfo<'a> {
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&[VERSION, self.container.code()]);
         put_varint(&mut out, self.old_content_len);
+        put_varint(&mut out, self.inner.len() as u64);
+        out.extend_from_slice(self.inner);
         put_varint(&mut out, self.header.len() as u64);
         out.extend_from_slice(self.header);
         out.extend_from_slice(self.trailer);
@@ -93,6 +100,8 @@ impl<'a> SideInfo<'a> {
         }
         let container = Container::from_code(r.u8("container")?).ok_or_else(|| r.corrupt("unknown container"))?;
         let old_content_len = r.varint_max(MAX_OLD_CONTENT, "old content length")?;
+        let inner_len = r.varint_max(MAX_INNER, "inner side info length")?;
+        let inner = r.take(inner_len as usize, "inner side info")?;
         let header_len = r.varint_max(MAX_HEADER, "header length")?;
         if header_len == 0 {
             return Err(r.corrupt("empty header"));
@@ -118,7 +127,7 @@ impl<'a> SideInfo<'a> {
         if !r.is_empty() {
             return Err(r.corrupt("bytes after the last chunk"));
         }
-        Ok(SideInfo { container, old_content_len, header, trailer, chunks })
+        Ok(SideInfo { container, old_content_len, inner, header, trailer, chunks })
     }
 
     /// Bytes of content of every chunk.
@@ -138,7 +147,8 @@ mod tests {
 
     fn sample() -> Vec<u8> {
         let chunks = vec![Chunk { content_len: 10, deflate_len: 4, corrections: b"abc" }, Chunk { content_len: 0, deflate_len: 2, corrections: b"" }];
-        SideInfo { container: Container::Gzip, old_content_len: 7, header: &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 2, 3], trailer: &[1; 8], chunks }.encode()
+        SideInfo { container: Container::Gzip, old_content_len: 7, inner: b"", header: &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 2, 3], trailer: &[1; 8], chunks }
+            .encode()
     }
 
     #[test]

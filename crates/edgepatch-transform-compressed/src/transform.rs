@@ -5,10 +5,15 @@
 //! The old file is read decoded: its reference layout is its content (the side info states
 //! its length, which the format reads), got by inflating it, which needs no side info. The
 //! new file's side info holds preflate's corrections ([`crate::deflate`]).
+//!
+//! A compressed wasm module (`*.wasm.gz`) may carry the wasm transform's side info too (the
+//! inner side info): the delta then holds the module's normalized form, the inverse runs the
+//! wasm transform's inverse before the rebuild, and the old file's content is read in that
+//! transform's layout.
 
 use std::borrow::Cow;
 
-use edgepatch_format::compressed_side_info::{old_content_len, MAX_OLD_CONTENT};
+use edgepatch_format::compressed_side_info::{inner_side_info, old_content_len, MAX_OLD_CONTENT};
 use edgepatch_format::transform::{Emit, Normalized, NormalizedBytes, ReadAt, Transform, TransformStop, WriteAt};
 use edgepatch_format::Capabilities;
 
@@ -50,6 +55,15 @@ impl Transform for Deflate {
     }
 
     fn inverse(&self, normalized: NormalizedBytes<'_>, side_info: &[u8], emit: &mut Emit<'_>) -> Result<(), TransformStop> {
+        if let Some(inner) = inner_side_info(side_info) {
+            // The module's content, whole (a chunk's content is held whole anyway).
+            let mut content = Vec::new();
+            edgepatch_transform_wasm::Wasm.inverse(normalized, inner, &mut |piece| {
+                content.extend_from_slice(piece);
+                Ok(())
+            })?;
+            return rebuild_from(&content, side_info, emit);
+        }
         match normalized {
             NormalizedBytes::InPlace(bytes) => rebuild_from(bytes, side_info, emit),
             NormalizedBytes::Shared(bytes) => rebuild_from(bytes, side_info, emit),
@@ -76,10 +90,13 @@ impl Transform for Deflate {
         }
         let mut file = vec![0u8; len as usize];
         read(0, &mut file)?;
-        let content = inflate_whole(&file, stated)?;
+        let mut content = inflate_whole(&file, stated)?;
         drop(file);
         if content.len() as u64 != stated {
             return Err(TransformStop::NotInput(format!("old file decodes to {} bytes, the patch was made from {stated}", content.len()).into()));
+        }
+        if let Some(inner) = inner_side_info(side_info) {
+            edgepatch_transform_wasm::Wasm.split_old_in_place(&mut content, inner)?;
         }
         write(0, &content)
     }

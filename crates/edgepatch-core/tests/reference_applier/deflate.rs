@@ -37,8 +37,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Magic, version 1, container (0 gzip: 8-byte trailer, 1 zlib: 4), the old content length.
-fn head(side: &[u8]) -> Outcome<(Reader<'_>, usize, u64)> {
+/// Magic, version 1, container (0 gzip: 8-byte trailer, 1 zlib: 4), the old content length,
+/// the inner side info (a wasm transform's, or empty).
+fn head(side: &[u8]) -> Outcome<(Reader<'_>, usize, u64, &[u8])> {
     let mut r = Reader(side, 0);
     if r.take(4)? != b"EPDF" || r.take(1)? != [1] {
         return Err("not a version 1 compressed-asset side info".into());
@@ -52,12 +53,18 @@ fn head(side: &[u8]) -> Outcome<(Reader<'_>, usize, u64)> {
     if old_len > 64 << 20 {
         return Err("old content length over 64 MiB".into());
     }
-    Ok((r, trailer, old_len))
+    let inner_len = r.varint()?;
+    if inner_len > 4 << 20 {
+        return Err("inner side info over 4 MiB".into());
+    }
+    let inner = r.take(inner_len)?;
+    Ok((r, trailer, old_len, inner))
 }
 
-/// The old file as the reference holds it: its content, which must have the stated length.
+/// The old file as the reference holds it: its content, which must have the stated length (in
+/// the wasm split layout where the inner side info has it, §2.8.7).
 pub fn decoded_old(old: &[u8], side: &[u8]) -> Outcome<Vec<u8>> {
-    let (_, _, old_len) = head(side)?;
+    let (_, _, old_len, inner) = head(side)?;
     let mut content = Vec::new();
     let read = if old.starts_with(&[0x1f, 0x8b]) {
         flate2::read::GzDecoder::new(old).take(old_len + 1).read_to_end(&mut content)
@@ -68,13 +75,24 @@ pub fn decoded_old(old: &[u8], side: &[u8]) -> Outcome<Vec<u8>> {
     if content.len() as u64 != old_len {
         return Err(format!("old file decodes to {} bytes, the side info says {old_len}", content.len()));
     }
+    if super::wasm::has_layout(inner) {
+        return super::wasm::split_as(&content, inner).map_err(|e| format!("the old module does not split: {e}"));
+    }
     Ok(content)
 }
 
-/// The file from its content: header, each chunk recreated in order by one preflate
-/// recreator, trailer.
-pub fn inverse(content: &[u8], side: &[u8]) -> Outcome<Vec<u8>> {
-    let (mut r, trailer_len, _) = head(side)?;
+/// The file from its content (from the wasm transform's normalized form first, where the side
+/// info has an inner one): header, each chunk recreated in order by one preflate recreator,
+/// trailer.
+pub fn inverse(normalized: &[u8], side: &[u8]) -> Outcome<Vec<u8>> {
+    let (mut r, trailer_len, _, inner) = head(side)?;
+    let module;
+    let content = if inner.is_empty() {
+        normalized
+    } else {
+        module = super::wasm::inverse(normalized, inner).map_err(|e| format!("inner wasm inverse: {e}"))?;
+        &module[..]
+    };
     let header_len = r.varint()?;
     let header = r.take(header_len)?;
     let trailer = r.take(trailer_len as u64)?;

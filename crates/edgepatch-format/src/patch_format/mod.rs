@@ -91,3 +91,4 @@ pub const KIND_SYMLINK: u8 = 1;
 pub const KIND_DIRECTORY: u8 = 2;
 
 const _: () = assert!(crate::compressed_side_info::MAX_OLD_CONTENT == MAX_WASM_TRANSFORM_BYTES, "an old file read decoded has the transform table's limit");
+const _: () = assert!(crate::compressed_side_info::MAX_INNER == MAX_WASM_SIDE_INFO, "an inner side info has a row's limit");
