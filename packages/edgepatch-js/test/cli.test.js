@@ -245,3 +245,18 @@ test('a debug build whose line addresses moved applies byte-exact through the wa
   execFileSync(NATIVE, ['apply', '--quiet', oldPath, jsPatch, path.join(dir, 'native.wasm')]);
   assert.ok(Buffer.compare(fs.readFileSync(path.join(dir, 'native.wasm')), fs.readFileSync(newPath)) === 0, 'byte-exact');
 });
+
+test('a gzip-compressed module patched as its content applies byte for byte through the wasm module', () => {
+  const dir = fs.mkdtempSync(path.join(work, 'gzip-'));
+  const [oldPath, newPath, patch] = ['old.wasm.gz', 'new.wasm.gz', 'g.patch'].map((f) => path.join(work, `${path.basename(dir)}-${f}`));
+  // GNU gzip, as a build pipeline writes it.
+  fs.writeFileSync(oldPath, execFileSync('gzip', ['-9', '-n', '-c', OLD]));
+  fs.writeFileSync(newPath, execFileSync('gzip', ['-9', '-n', '-c', NEW]));
+  execFileSync(NATIVE, ['diff', '--quiet', oldPath, newPath, patch]);
+  const needs = JSON.parse(execFileSync(NATIVE, ['--json', 'inspect', patch], { encoding: 'utf8' })).reader_needs;
+  assert.match(needs, /deflate-transform/);
+  assert.ok(fs.statSync(patch).size * 4 < fs.statSync(newPath).size, 'the patch is far smaller than the file');
+  ok(js('apply', oldPath, patch, path.join(dir, 'applied.wasm.gz')));
+  assert.ok(Buffer.compare(fs.readFileSync(path.join(dir, 'applied.wasm.gz')), fs.readFileSync(newPath)) === 0, 'byte-exact');
+  assert.deepStrictEqual(fs.readdirSync(dir), ['applied.wasm.gz'], 'no scratch or temporary file left');
+});
