@@ -143,7 +143,7 @@ def cli_pairs(edgepatch, a):
                     if os.path.exists(f):
                         os.remove(f)
                 diff_s = timed([edgepatch, 'diff', *reader, files['old'], files['new'], patch])
-                apply_s = timed([edgepatch, 'apply', files['old'], patch, out])
+                apply_s = timed([edgepatch, 'apply', '--trust-patch', files['old'], patch, out])
                 with open(out, 'rb') as x, open(files['new'], 'rb') as y:
                     if x.read() != y.read():
                         sys.exit(f'{pair} {form}: apply is not byte-exact')

@@ -68,7 +68,16 @@ enum Command {
     /// Make PATCH that turns OLD into NEW (both files, or both directories).
     Diff(DiffArgs),
     /// Apply PATCH to OLD, creating OUT (OLD is never modified).
-    Apply { old: PathBuf, patch: PathBuf, out: PathBuf },
+    Apply {
+        old: PathBuf,
+        patch: PathBuf,
+        out: PathBuf,
+        /// PATCH is one you made (or got over a channel you trust): rebuild its gzip/zlib files
+        /// from preflate's side infos, which a hostile patch could make run without end. A patch
+        /// that needs them is refused without this; `update` trusts what a signed manifest vouches for.
+        #[arg(long)]
+        trust_patch: bool,
+    },
     /// Describe a patch without applying it.
     Inspect { patch: PathBuf },
     /// Write the SIGNATURE of DIR (a directory or a file): hashes per file and per block.
@@ -402,7 +411,7 @@ fn main() -> ExitCode {
 fn run(cli: &Cli) -> Result<(), CliError> {
     match &cli.command {
         Command::Diff(args) => diff::run(cli, args),
-        Command::Apply { old, patch, out } => apply::run(cli, old, patch, out),
+        Command::Apply { old, patch, out, trust_patch } => apply::run(cli, old, patch, out, *trust_patch),
         Command::Sign { dir, signature, block_size } => sign::run(cli, dir, signature, *block_size),
         Command::Verify { dir, signature } => verify::run(cli, dir, signature),
         Command::Manifest { patch, manifest, old, new, from, to } => manifest::run(cli, patch, manifest, old, new, from, to),

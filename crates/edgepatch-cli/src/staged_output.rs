@@ -58,6 +58,8 @@ pub struct StagedOutput {
     /// staging area, made at its first write, gone when it is closed.
     scratch: Option<File>,
     committed: bool,
+    /// `BuildSink::trusts_side_infos`: `apply --trust-patch` (a patch the caller made).
+    pub trust_side_infos: bool,
 }
 
 /// Creates the file at `at` (which must not exist) with exactly `mode`.
@@ -121,6 +123,7 @@ impl StagedOutput {
             writer: None,
             scratch: None,
             committed: false,
+            trust_side_infos: false,
         })
     }
 
@@ -228,6 +231,10 @@ impl Drop for StagedOutput {
 }
 
 impl BuildSink for StagedOutput {
+    fn trusts_side_infos(&self) -> bool {
+        self.trust_side_infos
+    }
+
     fn create_directory(&mut self, path: &str) -> io::Result<()> {
         self.tree()?.create_dir(path)
     }

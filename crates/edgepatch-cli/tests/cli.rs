@@ -419,3 +419,34 @@ fn a_patch_of_a_build_with_executable_files_applies_on_systems_with_and_without_
         assert!(!res.status.success() && err.contains("not the build this patch was made from") && err.lines().count() == 1, "{err}");
     }
 }
+
+/// A gzip file patched as its content (FORMAT.md §2.8.8): `apply` of a patch from anywhere
+/// refuses it before writing anything (preflate would trust its side info), with exit code 4
+/// and the code `unvouched`; `--trust-patch` (a patch you made) rebuilds it byte for byte.
+#[test]
+fn a_compressed_asset_is_rebuilt_byte_for_byte_only_from_a_trusted_patch() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let v1 = unpack("game-v1.tar", tmp.path());
+    let v2 = unpack("game-v2.tar", tmp.path());
+    let gz = |src: &Path, to: &str| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(9));
+        e.write_all(&fs::read(src.join("game.wasm")).unwrap()).unwrap();
+        let path = tmp.path().join(to);
+        fs::write(&path, e.finish().unwrap()).unwrap();
+        path
+    };
+    let (old, new) = (gz(&v1, "old.wasm.gz"), gz(&v2, "new.wasm.gz"));
+    let patch = tmp.path().join("gz.patch");
+    ok(edgepatch(&[&"diff", &old, &new, &patch]));
+    let inspect = ok(edgepatch(&[&"--json", &"inspect", &patch]));
+    assert!(inspect.contains("deflate-transform"), "{inspect}");
+    let out = tmp.path().join("out.wasm.gz");
+    let refused = edgepatch(&[&"--json", &"apply", &old, &patch, &out]);
+    assert_eq!(refused.status.code(), Some(4), "{}", String::from_utf8_lossy(&refused.stderr));
+    let text = String::from_utf8_lossy(&refused.stdout).to_string() + &String::from_utf8_lossy(&refused.stderr);
+    assert!(text.contains("unvouched") && text.contains("--trust-patch"), "{text}");
+    assert!(!out.exists(), "nothing written");
+    ok(edgepatch(&[&"apply", &"--trust-patch", &old, &patch, &out]));
+    assert_eq!(fs::read(&out).unwrap(), fs::read(&new).unwrap(), "byte for byte");
+}

@@ -256,6 +256,10 @@ impl<S: BuildSink> BuildSink for BoundSink<'_, S> {
         self.inner.check_head(len, blake3)
     }
 
+    fn trusts_side_infos(&self) -> bool {
+        self.binding.vouches_for_head() || self.inner.trusts_side_infos()
+    }
+
     fn check_tree(&mut self, tree: &PatchTree) -> io::Result<()> {
         self.binding.check_tree(tree)?;
         self.inner.check_tree(tree)

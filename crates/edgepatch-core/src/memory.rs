@@ -50,6 +50,8 @@ pub struct MemorySink {
     current: Option<(String, bool, Vec<u8>)>,
     /// Scratch space (`BuildSink::write_scratch`), where the sink was made with some.
     scratch: Option<Vec<u8>>,
+    /// `BuildSink::trusts_side_infos`.
+    trust_side_infos: bool,
 }
 
 impl MemorySink {
@@ -57,6 +59,12 @@ impl MemorySink {
     /// sink that keeps scratch bytes elsewhere (a file), which tests exercise with this one.
     pub fn with_scratch() -> Self {
         MemorySink { scratch: Some(Vec::new()), ..Self::default() }
+    }
+
+    /// The sink, trusting the patch's side infos (`BuildSink::trusts_side_infos`): a patch
+    /// its caller made.
+    pub fn trusting_side_infos(self) -> Self {
+        MemorySink { trust_side_infos: true, ..self }
     }
 
     /// The entries in path order (the applier writes them in another order:
@@ -68,6 +76,10 @@ impl MemorySink {
 }
 
 impl BuildSink for MemorySink {
+    fn trusts_side_infos(&self) -> bool {
+        self.trust_side_infos
+    }
+
     fn create_directory(&mut self, path: &str) -> io::Result<()> {
         self.entries.push(BuildEntry { path: path.into(), content: EntryContent::Directory });
         Ok(())

@@ -9,7 +9,7 @@ mod fixture_builds;
 mod reference_applier;
 mod wasm_modules;
 
-use appliers::fast_apply as apply;
+use appliers::{fast_apply as apply, with_tree};
 use edgepatch_core::error::ErrorKind;
 use edgepatch_core::inspect::inspect_patch;
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
@@ -538,24 +538,6 @@ fn a_split_old_module_over_the_cap_is_refused() {
     let err = apply(&hostile, &Build::single_file(old_module)).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     assert!(err.to_string().contains("over the 67108864-byte cap"), "{err}");
-}
-
-/// `patch` with its tree section replaced by `tree` encoded: header (magic, version, the tree's
-/// flags), the tree, the segments and trailer as they were, the checksum anew.
-fn with_tree(patch: &[u8], tree: &edgepatch_core::patch_format::PatchTree) -> Vec<u8> {
-    let raw = tree.encode().unwrap();
-    let frame = zstd::bulk::compress(&raw, 3).unwrap();
-    let mut out = patch[..10].to_vec();
-    out.extend_from_slice(&tree.flags().to_le_bytes());
-    for v in [raw.len() as u64, frame.len() as u64] {
-        leb128::write_u64(&mut out, v);
-    }
-    out.extend_from_slice(&frame);
-    let segments_at = inspect_patch(patch).unwrap().layout.segment_spans[0].0 as usize;
-    out.extend_from_slice(&patch[segments_at..patch.len() - 32]);
-    let sum = blake3::hash(&out);
-    out.extend_from_slice(sum.as_bytes());
-    out
 }
 
 /// Two files in the field-split layout reading one old file split (a hostile row: a writer names

@@ -126,6 +126,14 @@ pub enum Error {
         /// What the patch wrote that the manifest does not list.
         what: String,
     },
+    /// The patch rebuilds files from side infos that decoders trust (the compressed-asset
+    /// transform's preflate corrections, docs/FORMAT.md §2.8.8), and neither a signed manifest
+    /// vouches for its head nor the caller trusts the patch. Nothing is written.
+    #[error("{what}")]
+    UnvouchedSideInfo {
+        /// Which file, and how to proceed.
+        what: String,
+    },
     /// A resume point or saved state that does not fit this patch (another
     /// patch, or a record from an older attempt): start the apply over.
     #[error("cannot resume: {what}")]
@@ -270,7 +278,7 @@ impl Error {
             Error::InvalidPath { .. } => ErrorKind::Path,
             Error::UnsafeLink { .. } => ErrorKind::Link,
             Error::FilesDigestMismatch { .. } => ErrorKind::Digest,
-            Error::NotInManifest { .. } => ErrorKind::Unvouched,
+            Error::NotInManifest { .. } | Error::UnvouchedSideInfo { .. } => ErrorKind::Unvouched,
             Error::OldRead { .. } | Error::WrongOldBuild { .. } => ErrorKind::OldBuild,
             Error::Copy(_) | Error::Output { .. } => ErrorKind::Output,
             Error::Io { .. } => ErrorKind::Io,

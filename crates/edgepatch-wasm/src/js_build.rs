@@ -102,6 +102,13 @@ export interface BuildSink {
    * module's memory, valid only during the call.
    */
   readScratch?(offset: number, target: Uint8Array): void;
+  /**
+   * Optional: true if the patch is trusted (one the caller made): its gzip/zlib files may be
+   * rebuilt from preflate's side infos, which a hostile patch could keep running without end.
+   * Without it, or false, a patch that needs them is refused before anything is written,
+   * unless a signed manifest vouches for its head (a bound apply).
+   */
+  trustsSideInfos?(): boolean;
 }
 
 /** Where an interrupted apply can continue (see `PatchApplier.resumePoint`). */
@@ -169,6 +176,8 @@ extern "C" {
     fn write_scratch(this: &JsBuildSink, offset: f64, bytes: &Uint8Array) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, catch, js_name = readScratch)]
     fn read_scratch(this: &JsBuildSink, offset: f64, target: &Uint8Array) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = trustsSideInfos)]
+    fn trusts_side_infos(this: &JsBuildSink) -> Result<JsValue, JsValue>;
 
     #[wasm_bindgen(typescript_type = "ResumePoint")]
     pub type JsResumePoint;
@@ -253,17 +262,24 @@ pub(crate) struct JsSink {
     copies: bool,
     /// The sink has `writeScratch` and `readScratch`: split old modules go there.
     scratch: bool,
+    /// The sink's `trustsSideInfos()` said true (asked once).
+    trust_side_infos: bool,
 }
 
 impl JsSink {
     pub(crate) fn new(sink: JsBuildSink) -> JsSink {
         let copies = has_method(&sink, "copyOldFile") && has_method(&sink, "finishCopies");
         let scratch = has_method(&sink, "writeScratch") && has_method(&sink, "readScratch");
-        JsSink { sink, copies, scratch }
+        let trust_side_infos = has_method(&sink, "trustsSideInfos") && sink.trusts_side_infos().is_ok_and(|v| v.as_bool() == Some(true));
+        JsSink { sink, copies, scratch, trust_side_infos }
     }
 }
 
 impl BuildSink for JsSink {
+    fn trusts_side_infos(&self) -> bool {
+        self.trust_side_infos
+    }
+
     fn create_directory(&mut self, path: &str) -> io::Result<()> {
         self.sink.create_directory(path).map_err(js_io)
     }

@@ -6,11 +6,14 @@ import fs from 'node:fs';
 
 const USAGE = `usage:
   edgepatch-js diff [--level N] [--stats] OLD NEW PATCH   make a patch from file OLD to file NEW
-  edgepatch-js apply [--stats] OLD PATCH OUT              create OUT (must not exist) from OLD and PATCH;
+  edgepatch-js apply [--stats] [--trust-patch] OLD PATCH OUT
+                                                          create OUT (must not exist) from OLD and PATCH;
                                                           OLD is a file or a build directory (then OUT is one)
 
   --level N   zstd level 1..=22 (default 19); the same N gives the native CLI's bytes
-  --stats     print timing, throughput and memory (wasm linear memory, peak RSS) as JSON on stderr`;
+  --stats     print timing, throughput and memory (wasm linear memory, peak RSS) as JSON on stderr
+  --trust-patch  PATCH is one you made: rebuild its gzip/zlib files from its side infos
+              (refused without it: a hostile patch's could run without end)`;
 
 function fail(message, code = 1) {
   process.stderr.write(`edgepatch-js: error: ${message}\n`);
@@ -18,10 +21,11 @@ function fail(message, code = 1) {
 }
 
 function parse(argv) {
-  const opts = { level: 19, stats: false, positional: [] };
+  const opts = { level: 19, stats: false, trustPatch: false, positional: [] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--stats') opts.stats = true;
+    else if (a === '--trust-patch') opts.trustPatch = true;
     else if (a === '--level' || a.startsWith('--level=')) {
       const v = a === '--level' ? argv[++i] : a.slice('--level='.length);
       if (v === undefined || !/^\d+$/.test(v)) fail(`--level needs a number 1..=22\n${USAGE}`, 2);
@@ -42,6 +46,7 @@ async function main() {
   const opts = parse(rest);
   if (opts.positional.length !== 3) fail(`${command} takes three paths\n${USAGE}`, 2);
   if (command === 'apply' && rest.some((a) => a === '--level' || a.startsWith('--level='))) fail('--level is for diff', 2);
+  if (command === 'diff' && opts.trustPatch) fail('--trust-patch is for apply', 2);
 
   let lib;
   try {
@@ -62,7 +67,7 @@ async function main() {
       stats = { command, patchBytes: bytes, seconds: secs };
     } else {
       const apply = fs.statSync(a).isDirectory() ? lib.applyTree : lib.applyFile;
-      const s = await apply(a, b, c);
+      const s = await apply(a, b, c, { trustPatch: opts.trustPatch });
       const secs = seconds();
       console.log(`applied: ${s.entries} entries, ${s.files} files, ${s.bytesWritten} bytes written, all verified; ${secs.toFixed(2)}s`);
       stats = { command, bytesWritten: s.bytesWritten, patchBytes: s.patchBytes, seconds: secs, outputMBps: s.bytesWritten / 1e6 / secs };

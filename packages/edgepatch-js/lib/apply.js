@@ -22,13 +22,13 @@ export async function applyTree(oldDir, patch, newDir, options = {}) {
   return applyPatch(oldDir, patch, newDir, options);
 }
 
-async function applyPatch(oldPath, patch, outPath, { chunkSize = CHUNK, onProgress, signal } = {}) {
+async function applyPatch(oldPath, patch, outPath, { chunkSize = CHUNK, onProgress, signal, trustPatch = false } = {}) {
   signal?.throwIfAborted();
   const old = new OldBuildFiles(oldPath);
   let output = null;
   let applier = null;
   try {
-    output = new StagedOutput(outPath);
+    output = new StagedOutput(outPath, { trustPatch });
     applier = new PatchApplier(old, output);
     const chunks = typeof patch === 'string' ? fs.createReadStream(patch, { highWaterMark: chunkSize, signal }) : patch;
     const summary = await applyStream(applier, chunks, { onProgress, signal });

@@ -13,6 +13,12 @@ import type { PatchChunks, StreamOptions } from './core.js';
 export interface ApplyOptions extends StreamOptions {
   /** Bytes read from a patch file at a time (default 1 MiB). */
   chunkSize?: number;
+  /**
+   * The patch is one you made (default false): its gzip/zlib files may be rebuilt from
+   * preflate's side infos, which a hostile patch could keep running without end. A patch
+   * that needs them is refused without this (error code `unvouched`).
+   */
+  trustPatch?: boolean;
 }
 
 /**

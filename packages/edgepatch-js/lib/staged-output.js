@@ -10,10 +10,14 @@ import path from 'node:path';
 import { nameBeside, pathExists, readExactly, writeAll } from './files.js';
 
 export class StagedOutput {
-  /** `out`: the new build's path, which must not exist. */
-  constructor(out) {
+  /**
+   * `out`: the new build's path, which must not exist. `trustPatch`: the patch is the
+   * caller's own, so its gzip/zlib files may be rebuilt from its side infos (`trustsSideInfos`).
+   */
+  constructor(out, { trustPatch = false } = {}) {
     if (pathExists(out)) throw new Error(`${out} already exists`);
     this.out = path.resolve(out);
+    this.trustPatch = trustPatch;
     this.staging = nameBeside(this.out, 'staging');
     /** 'file' or 'tree' once the first entry arrived. */
     this.shape = null;
@@ -80,6 +84,10 @@ export class StagedOutput {
   }
 
   /** The applier's scratch space: a file beside the staging area, removed however the apply ends. */
+  trustsSideInfos() {
+    return this.trustPatch;
+  }
+
   writeScratch(offset, bytes) {
     if (this.scratch === null) {
       const p = `${this.staging}.scratch`;

@@ -246,7 +246,7 @@ test('a debug build whose line addresses moved applies byte-exact through the wa
   assert.ok(Buffer.compare(fs.readFileSync(path.join(dir, 'native.wasm')), fs.readFileSync(newPath)) === 0, 'byte-exact');
 });
 
-test('a gzip-compressed module patched as its content applies byte for byte through the wasm module', () => {
+test('a gzip-compressed module patched as its content applies byte for byte through the wasm module, trusted only', () => {
   const dir = fs.mkdtempSync(path.join(work, 'gzip-'));
   const [oldPath, newPath, patch] = ['old.wasm.gz', 'new.wasm.gz', 'g.patch'].map((f) => path.join(work, `${path.basename(dir)}-${f}`));
   // GNU gzip, as a build pipeline writes it.
@@ -256,7 +256,12 @@ test('a gzip-compressed module patched as its content applies byte for byte thro
   const needs = JSON.parse(execFileSync(NATIVE, ['--json', 'inspect', patch], { encoding: 'utf8' })).reader_needs;
   assert.match(needs, /deflate-transform/);
   assert.ok(fs.statSync(patch).size * 4 < fs.statSync(newPath).size, 'the patch is far smaller than the file');
-  ok(js('apply', oldPath, patch, path.join(dir, 'applied.wasm.gz')));
+  // A patch from anywhere: refused before anything is written (preflate would trust its side info).
+  const refused = js('apply', oldPath, patch, path.join(dir, 'refused.wasm.gz'));
+  assert.notStrictEqual(refused.status, 0);
+  assert.match(refused.stderr, /--trust-patch/);
+  assert.deepStrictEqual(fs.readdirSync(dir), [], 'nothing left by the refused apply');
+  ok(js('apply', '--trust-patch', oldPath, patch, path.join(dir, 'applied.wasm.gz')));
   assert.ok(Buffer.compare(fs.readFileSync(path.join(dir, 'applied.wasm.gz')), fs.readFileSync(newPath)) === 0, 'byte-exact');
   assert.deepStrictEqual(fs.readdirSync(dir), ['applied.wasm.gz'], 'no scratch or temporary file left');
 });

@@ -16,12 +16,13 @@ use crate::staged_output::StagedOutput;
 use crate::Cli;
 
 /// Apply PATCH to OLD into OUT, which appears only once every file verified.
-pub(crate) fn run(cli: &Cli, old: &Path, patch: &Path, out: &Path) -> Result<(), CliError> {
+pub(crate) fn run(cli: &Cli, old: &Path, patch: &Path, out: &Path, trust_patch: bool) -> Result<(), CliError> {
     let started = Instant::now();
     let patch_file = File::open(patch).at_path(patch)?;
     let patch_len = patch_file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut old_files = OldBuildFiles::new(old);
     let mut staged = StagedOutput::new(out, old_files.root(), old_files.descriptors_needed()).map_err(|e| CliError::from(e).at(out))?;
+    staged.trust_side_infos = trust_patch;
     let bar = Progress::new(cli, patch_len, "apply");
     let summary =
         apply_patch(patch_file, &mut old_files, &mut staged, &mut |p| bar.set_position(p.patch_bytes_read)).map_err(|e| apply_failed(e, old, patch, out))?;

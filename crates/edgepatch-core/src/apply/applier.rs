@@ -179,6 +179,7 @@ impl PatchApplier {
         let mut input = PatchInput::new(header_and_tree);
         let tree = read_tree_for(&mut input, old, |len, hash| sink.check_head(len, &hash).map_err(|e| out_err("", e)))?;
         sink.check_tree(&tree).map_err(|e| out_err("", e))?;
+        check_side_infos(&tree, sink)?;
         let tree_end = input.offset();
         let bad = |what: String| Error::CannotResume { what };
         if tree_end != header_and_tree.len() as u64 {
@@ -331,6 +332,7 @@ impl PatchApplier {
             Expect::HeaderAndTree => {
                 self.tree = read_tree_for(&mut input, old, |len, hash| sink.check_head(len, &hash).map_err(|e| out_err("", e)))?;
                 sink.check_tree(&self.tree).map_err(|e| out_err("", e))?;
+                check_side_infos(&self.tree, sink)?;
                 (self.hasher, self.offset) = input.into_state();
                 self.start(old, sink)?;
                 self.expect = Expect::SegmentOrEnd;
@@ -672,4 +674,20 @@ fn count_file_done(summary: &mut ApplySummary, progress: &mut ApplyProgress, siz
     summary.files += 1;
     summary.bytes_written += size;
     progress.entries_done += 1;
+}
+
+/// Refuses a patch whose side infos need a decoder that trusts them (a compressed asset's
+/// preflate corrections, docs/FORMAT.md §2.8.8) unless the sink trusts them
+/// ([`BuildSink::trusts_side_infos`]): before anything is written.
+fn check_side_infos<S: BuildSink>(tree: &PatchTree, sink: &S) -> Result<()> {
+    let Some(w) = tree.transforms.iter().find(|w| edgepatch_format::compressed_side_info::is_compressed(&w.side_info)) else { return Ok(()) };
+    if sink.trusts_side_infos() {
+        return Ok(());
+    }
+    Err(Error::UnvouchedSideInfo {
+        what: format!(
+            "{}: the patch rebuilds this compressed file from preflate's corrections, which only a signed manifest's head BLAKE3 or the patch's own maker may vouch for (apply a patch you made with --trust-patch)",
+            super::display_path(&tree.entries[w.entry].path)
+        ),
+    })
 }

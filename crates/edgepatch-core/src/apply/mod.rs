@@ -75,6 +75,16 @@ pub trait BuildSink {
         Ok(())
     }
 
+    /// Whether side infos of this patch may go to decoders that trust them (the
+    /// compressed-asset transform's preflate, which a hostile side info can keep running and
+    /// allocating without end: docs/FORMAT.md §2.8.8): true where a signed manifest vouched
+    /// for the head [`BuildSink::check_head`] saw, or where the caller trusts the patch (one it
+    /// made itself: the CLI's `apply --trust-patch`). The default: neither, and a patch that
+    /// needs such a decoder is refused before anything is written.
+    fn trusts_side_infos(&self) -> bool {
+        false
+    }
+
     /// The patch's tree, read and checked against the old build, before the applier writes
     /// anything (a resumed apply's too). A sink that knows what the new build must be (one
     /// bound to a signed manifest) refuses a tree that is not it here. The default takes any.
