@@ -11,7 +11,7 @@ pub mod wasm;
 /// docs/FORMAT.md alone), which every differential check compares against.
 #[path = "../../crates/edgepatch-core/tests/reference_applier/mod.rs"]
 pub mod reference_applier;
-pub use reference_applier::apply as reference_apply;
+pub use reference_applier::apply_as_received as reference_apply;
 
 use edgepatch_core::{Build, BuildEntry, BuildSink, EntryContent, OldBuild};
 

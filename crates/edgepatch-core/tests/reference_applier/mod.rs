@@ -119,8 +119,19 @@ enum New {
     },
 }
 
-/// Applies `patch` to `old` as docs/FORMAT.md §2 says; the new build or why not.
+/// Applies `patch` to `old` as docs/FORMAT.md §2 says; the new build or why not. The patch is
+/// trusted (a test's own): its compressed assets are rebuilt.
 pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
+    apply_with(patch, old, true)
+}
+
+/// [`apply`] of a patch from anywhere: one with a compressed asset is refused (§2.8.8: no
+/// signed manifest vouches for its side infos), as the fuzz targets give it.
+pub fn apply_as_received(patch: &[u8], old: &Build) -> Outcome<Build> {
+    apply_with(patch, old, false)
+}
+
+fn apply_with(patch: &[u8], old: &Build, trust_side_infos: bool) -> Outcome<Build> {
     // Checksum first: the last 32 bytes are the BLAKE3 of the rest.
     if patch.len() < 8 || &patch[..8] != b"EDGEPTCH" {
         return Err("magic".into());
@@ -586,6 +597,9 @@ pub fn apply(patch: &[u8], old: &Build) -> Outcome<Build> {
                 let mut data = delta[taken..taken + size as usize].to_vec();
                 taken += size as usize;
                 if let Some((file_size, side, _)) = wasm {
+                    if deflate::is_compressed(&side) && !trust_side_infos {
+                        return Err(format!("{path}: a compressed asset's side info nobody vouched for"));
+                    }
                     data = if deflate::is_compressed(&side) {
                         deflate::inverse(&data, &side).map_err(|e| format!("{path}: compressed-asset inverse: {e}"))?
                     } else {
