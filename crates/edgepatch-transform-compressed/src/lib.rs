@@ -13,15 +13,14 @@
 //! [`decoded`] is the simpler way, used by `site add --store-decoded`: a client that keeps the
 //! decoded content never needs the compressed bytes back, so no side info is needed at all.
 //!
-//! The transform is not yet reachable from a patch, for two reasons:
-//! - the diff must read the old file's content too, which the patch format does not yet
-//!   describe (an old file read in a layout of another length than the file);
-//! - preflate trusts its corrections: a one-bit change in the coded corrections of a 30 KB
-//!   file's side info made it allocate 3.5 GB. [`deflate::rebuild`] bounds the encoder
-//!   parameters and every length of the side info's own fields; a client bound to a signed
-//!   manifest verifies the whole tree section (side infos included) before decoding it (the
-//!   manifest's head BLAKE3), but an unsigned patch applied with `edgepatch apply` would need
-//!   its checksum verified before any side info is used.
+//! In patches (docs/FORMAT.md §2.8.8) the transform is [`Deflate`], behind the interface every
+//! transform implements: the delta reads the old file decoded (its length in the side info's
+//! head, which the format reads), and a compressed wasm module's content may go through the
+//! wasm transform too (an inner side info). preflate trusts its corrections (one flipped bit
+//! kept it recreating blocks until it held 5.6 GB), so [`deflate::rebuild`] bounds the encoder
+//! parameters and every length of the side info's own fields and catches preflate's panics, and
+//! the applier hands it side infos only where a signed manifest vouched for the patch's head or
+//! the caller trusts the patch (edgepatch-core's `BuildSink::trusts_side_infos`).
 
 #![warn(missing_docs)]
 
