@@ -597,3 +597,76 @@ fn key_rotate_prints_the_rotation_signed_by_the_old_key() {
     let err = refused(edgepatch(&["key", "rotate", "--old-key", &s(&c), "--new-key", &s(&a), "--rotations", &s(&t.join("rotations.json"))], t));
     assert!(err.contains("oldest first"), "{err}");
 }
+
+/// A site published for readers that know the compressed-asset transform (`--reader current`,
+/// native clients): a game's `.gz` file patches as its content, and `update` rebuilds it byte for
+/// byte without `--trust-patch`, since the signed manifest vouches for the patch's head.
+#[test]
+fn update_rebuilds_a_sites_gzip_files_byte_for_byte_from_vouched_side_infos() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (g1, g2) = (unpack("game-v1.tar", t), unpack("game-v2.tar", t));
+    let (site_dir, key, config) = (t.join("site"), t.join("site.key"), t.join("config"));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let build = |name: &str, game: &Path| {
+        let dir = t.join(name);
+        fs::create_dir_all(dir.join("Build")).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(9));
+        gz.write_all(&fs::read(game.join("game.wasm")).unwrap()).unwrap();
+        fs::write(dir.join("Build/game.wasm.gz"), gz.finish().unwrap()).unwrap();
+        fs::write(dir.join("index.html"), b"<html>").unwrap();
+        dir
+    };
+    let (v1, v2) = (build("v1", &g1), build("v2", &g2));
+    ok(edgepatch(&["keygen", &s(&key)], t));
+    let mut answer = String::new();
+    for (name, dir) in [("v1", &v1), ("v2", &v2)] {
+        let args = [
+            "--json",
+            "--quiet",
+            "site",
+            "add",
+            "--site",
+            &s(&site_dir),
+            "--key",
+            &s(&key),
+            "--game",
+            "demo",
+            "--build",
+            name,
+            "--channel",
+            "stable",
+            "--reader",
+            "current",
+            "--level",
+            "3",
+            &s(dir),
+        ];
+        answer = ok(edgepatch(&args, t));
+    }
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    let pair = answer["pairs"].as_array().unwrap().iter().find(|p| p["from"] == "v1").unwrap().clone();
+    let public = site_dir.join("public");
+    let descriptor: serde_json::Value = serde_json::from_slice(&fs::read(public.join(pair["descriptor"].as_str().unwrap())).unwrap()).unwrap();
+    let needs = edgepatch_core::Capabilities::from_hex(descriptor["readerNeeds"].as_str().unwrap()).unwrap();
+    assert!(needs.contains(edgepatch_core::Capability::DeflateTransform), "{descriptor}");
+    let gz_size = fs::metadata(v2.join("Build/game.wasm.gz")).unwrap().len();
+    assert!(pair["patch_bytes"].as_u64().unwrap() * 4 < gz_size, "{pair}");
+
+    let site: Site = Arc::new(Mutex::new(HashMap::new()));
+    let base = serve(site.clone());
+    load_site(&site, &public);
+    let empty = t.join("empty");
+    fs::create_dir(&empty).unwrap();
+    let update = |from: &str, old: &Path, out: &Path, target: &[&str]| {
+        let mut args = vec!["--quiet", "update", "--server", &base, "--game", "demo", "--from", from];
+        args.extend_from_slice(target);
+        let (o, d) = (s(old), s(out));
+        args.extend_from_slice(&[&o, &d]);
+        edgepatch(&args, &config)
+    };
+    ok(update("_", &empty, &t.join("installed-v1"), &["--to", "v1", "--trust-on-first-use"]));
+    ok(update("v1", &v1, &t.join("updated"), &["--to", "v2"]));
+    assert_eq!(tree_bytes(&t.join("updated")), tree_bytes(&v2), "the .gz file byte for byte");
+}
