@@ -12,8 +12,9 @@
 // attacker who controls the host serves a forged one of the right size whose late.js is the
 // attacker's. One with its own header and tree is refused before anything is written (the
 // signed manifest's head BLAKE3); one that keeps the signed header and tree, followed by the
-// attacker's segments, is cut mid-file. The pinned tab then loads late.js: it must get v2's
-// bytes or an error, never the attacker's; and the honest update back to v2 must still work.
+// attacker's segments, is stopped mid-file after a resume point. The pinned tab then loads
+// late.js: it must get v2's bytes or an error, never the attacker's; and the honest update back
+// to v2 must still work, though it resumes on the attacker's first segment.
 import { after, before } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -75,18 +76,27 @@ before(() => {
     writeTree(join(trees, v), `pin ${v}`, v);
     for (const p of cli(["site", "add", "--site", siteDir, "--key", key, "--game", GAME, "--build", v, "--level", "3", join(trees, v)]).pairs) pairs[`${p.from}>${v}`] = p;
   }
-  // The forged v2: late.js the attacker's (every file the same size as v2's), diffed from nothing
-  // (an install patch), then cut or padded to the size the signed descriptor of _ -> v2 says.
-  const forgedTree = join(trees, "v2-forged");
-  writeTree(forgedTree, "pin v2", MARK);
-  for (const f of ["index.html", "late.js"]) assert.equal(readFileSync(join(forgedTree, f)).length, readFileSync(join(trees, "v2", f)).length);
-  mkdirSync(join(work, "empty"));
-  const forgedPatch = join(work, "forged.patch");
-  cli(["diff", "--level", "3", join(work, "empty"), forgedTree, forgedPatch]);
   const install = pairs["_>v2"];
   assert.ok(install, `the site has _ -> v2: ${Object.keys(pairs)}`);
   assert.equal(install.segments, 2, "the install patch has two segments");
   assert.equal(pairs["v3>v2"], undefined, "no v3 -> v2 patch: going back is the install patch");
+  // The forged v2: late.js the attacker's (every file the same size as v2's), diffed from nothing
+  // (an install patch), then cut or padded to the size the signed descriptor of _ -> v2 says.
+  // The attacker draws its late.js again until its first segment is exactly as long as the
+  // signed patch's (they differ by a few bytes), so that segment ends where the signed manifest
+  // says one does, and a client takes a resume point after the attacker's bytes.
+  const forgedTree = join(trees, "v2-forged");
+  mkdirSync(join(work, "empty"));
+  const forgedPatch = join(work, "forged.patch");
+  const firstSegment = (patch) => JSON.stringify(cli(["inspect", patch]).segments[0]);
+  const signedFirst = firstSegment(join(siteDir, "public", install.patch));
+  for (let tries = 1; ; tries++) {
+    writeTree(forgedTree, "pin v2", MARK);
+    cli(["diff", "--level", "3", join(work, "empty"), forgedTree, forgedPatch]);
+    if (firstSegment(forgedPatch) === signedFirst) break;
+    assert.ok(tries < 500, `no forged first segment as long as the signed one's in ${tries} tries: ${signedFirst}`);
+  }
+  for (const f of ["index.html", "late.js"]) assert.equal(readFileSync(join(forgedTree, f)).length, readFileSync(join(trees, "v2", f)).length);
   const forged = readFileSync(forgedPatch);
   const sized = (bytes) => {
     const out = Buffer.alloc(install.patch_bytes);
@@ -221,7 +231,7 @@ function readCurrentPointer(b) {
   });
 }
 
-engineTests("a tab pinned to v2; update to v3, then back to v2 by a forged install patch cut mid-file: the tab gets v2's bytes or an error, never the attacker's; the honest update back to v2 works", async (t, engine) => {
+engineTests("a tab pinned to v2; update to v3, then back to v2 by a forged install patch stopped mid-file: the tab gets v2's bytes or an error, never the attacker's; the honest update back to v2 resumes on the forged segment, fails its check and starts over by itself", async (t, engine) => {
   const b = await portal(t, engine);
   assert.equal((await call(b, "install", "v1")).value?.to, "v1");
   assert.equal((await call(b, "update", "v1", "v2")).value?.to, "v2");
@@ -235,7 +245,7 @@ engineTests("a tab pinned to v2; update to v3, then back to v2 by a forged insta
 
   t.after(() => {
     server.faults.replace.clear();
-    server.faults.cutPatchAt = null;
+    server.faults.stallPatchAt = null;
   });
   // Back to v2 by a forged install patch of the signed size with its own header and tree:
   // refused before anything of it is written or kept.
@@ -248,26 +258,43 @@ engineTests("a tab pinned to v2; update to v3, then back to v2 by a forged insta
   assert.equal((await call(b, "current")).value, "v3");
   assertNotForged(await loadLate(b), "after the forged head was refused");
 
-  // Back to v2: the signed header and tree, then the attacker's segments, the connection cut in
-  // the second segment (mid-file: the forged late.js is never finished, so never checked).
+  // Back to v2: the signed header and tree, then the attacker's segments; the connection stalls
+  // in the second segment, after the first (the start of the forged late.js, never finished, so
+  // never checked) was written and a resume point made durable, and the player leaves (abort).
   server.faults.replace.set(`/updates/${site.install.patch}`, site.signedHeadPatch);
-  server.faults.cutPatchAt = Math.floor(site.install.patch_bytes * 0.9);
-  const forged = await call(b, "update", "v3", "v2");
-  assert.equal(forged.error?.code, "network", JSON.stringify(forged));
-  assert.equal(forged.error.resumable, true, "a cut connection stays resumable");
-  assert.ok(server.stats.requests.some((r) => r.path.endsWith(site.install.patch) && r.status === "cut"), "the forged patch was served and cut");
+  server.faults.stallPatchAt = Math.floor(site.install.patch_bytes * 0.9);
+  await b.evaluate(() => {
+    window.ac = new AbortController();
+    window.events = [];
+    window.outcome = null;
+    window.game.update("v3", "v2", { signal: window.ac.signal, onProgress: (p) => window.events.push(p) }).then(
+      (value) => (window.outcome = { value }),
+      (e) => (window.outcome = { error: { code: e.code, message: e.message, resumable: e.resumable } }),
+    );
+  });
+  await b.waitFor(() => window.events.some((p) => p.segmentsDone >= 1) || window.outcome !== null, null, 60_000);
+  await b.evaluate(() => window.ac.abort());
+  await b.waitFor(() => window.outcome !== null, null, 30_000);
+  const forged = await b.evaluate(() => window.outcome);
+  assert.equal(forged.error?.code, "aborted", JSON.stringify(forged));
+  assert.equal(forged.error.resumable, true, "a stopped update stays resumable");
+  assert.ok(server.stats.requests.some((r) => r.path.endsWith(site.install.patch) && r.status === "stalled"), "the forged patch was served and stalled");
   const pending = (await call(b, "pending")).value;
   assert.deepEqual([pending?.from, pending?.to], ["v3", "v2"], "the resume record is kept");
-  t.diagnostic(`forged update cut at ${server.faults.cutPatchAt} of ${site.install.patch_bytes}: resume record at patch offset ${pending.patchOffset}, ${pending.segmentsDone} segments`);
+  assert.ok(pending.segmentsDone >= 1, `the resume point is past the forged first segment: ${JSON.stringify(pending)}`);
+  t.diagnostic(`forged update stalled at ${server.faults.stallPatchAt} of ${site.install.patch_bytes}: resume record at patch offset ${pending.patchOffset}, ${pending.segmentsDone} segments`);
   assert.equal((await call(b, "current")).value, "v3");
-  assertNotForged(await loadLate(b), "after the forged update was cut");
+  assertNotForged(await loadLate(b), "after the forged update was stopped");
 
   // The honest update of the same kind: back to v2 by the real install patch.
+  // It resumes from the forged attempt's point; its result fails the patch's check, so what
+  // that attempt wrote is dropped and the update runs again from the start, unasked.
   server.faults.replace.clear();
-  server.faults.cutPatchAt = null;
+  server.faults.stallPatchAt = null;
   const honest = await call(b, "update", "v3", "v2");
   assert.equal(honest.error, undefined, JSON.stringify(honest));
-  assert.deepEqual([honest.value.to, honest.value.previous, honest.value.fullInstall], ["v2", "v3", true]);
+  assert.deepEqual([honest.value.to, honest.value.previous, honest.value.fullInstall, honest.value.resumed], ["v2", "v3", true, false]);
+  assert.equal(honest.value.downloadedBytes, site.install.patch_bytes, "the whole patch, from its first byte");
   assert.equal((await call(b, "pending")).value, null);
   assert.equal(await installedSha256(b, "late.js"), site.lateSha256("v2"), "v2 is installed byte-exact");
   assertNotForged(await loadLate(b), "after the honest update back to v2");

@@ -118,9 +118,26 @@ export async function runUpdate(req: UpdateRequest, onProgress: (p: UpdateProgre
       }
       checkName("from", from, true);
     }
-    return update({ baseUrl: req.baseUrl, game: req.game, from: from!, to: to!, tuning: req }, verifier, channel, onProgress, signal);
+    const job: UpdateJob = { baseUrl: req.baseUrl, game: req.game, from: from!, to: to!, tuning: req };
+    try {
+      return await update(job, verifier, channel, onProgress, signal);
+    } catch (e) {
+      if (!(e instanceof ResumeDiscarded)) throw e;
+      // What the earlier attempt wrote did not check out with what this one brought (bytes
+      // from another source, or damaged where they were kept): both are gone now, and the
+      // update runs again from its first byte, once.
+      return update(job, verifier, channel, onProgress, signal);
+    }
   });
 }
+
+/**
+ * A resumed update whose result failed its check while the installed build is intact: the
+ * bytes an earlier attempt wrote (never checked whole: the patch is checked at its end) may
+ * be what another server sent, so the record and staging directory are dropped and the
+ * update starts over. Never seen outside this module.
+ */
+class ResumeDiscarded extends Error {}
 
 interface UpdateJob {
   baseUrl: string;
@@ -397,7 +414,9 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
     let err = e instanceof EdgepatchError ? e
       : (e as { name?: string }).name === "AbortError" ? new AbortedError(undefined, { resumable: true })
       : new StorageError(`update ${game} ${from} -> ${to} failed: ${messageOf(e)}`, { resumable: true });
-    if (applying && (err.code === "patch" || err.code === "integrity")) err = await nameTheFile(err, g, current!, from, writing);
+    const badData = err.code === "patch" || err.code === "integrity";
+    const damaged = applying && badData ? await damagedFile(g, current!).catch(() => null) : null;
+    if (applying && badData) err = nameTheFile(err, from, damaged, writing);
     const resumable = keepForResume && err.resumable;
     if (!resumable) {
       // Bad data or a refused patch: nothing of it is kept. The current build was never touched.
@@ -405,18 +424,19 @@ async function update(job: UpdateJob, verifier: Verifier | null, channel: Channe
       await removeIfPresent(g, RECORD);
     }
     err.resumable = resumable;
+    // A resumed attempt's bad data may be the earlier attempt's: once, from the start.
+    if (point && badData && !resumable && !damaged) throw new ResumeDiscarded(err.message);
     throw err;
   }
 }
 
 /**
  * A patch or integrity failure while applying, with the file it is about (`path`, and in the
- * message): the first file of the installed build `from` that is not what its stored manifest
- * lists (size or BLAKE3), which the patch, made for that build, cannot fit; else the new file
- * being written (`writing`) when the message names it.
+ * message): `damaged`, the first file of the installed build `from` that is not what its
+ * stored manifest lists (size or BLAKE3), which the patch, made for that build, cannot fit;
+ * else the new file being written (`writing`) when the message names it.
  */
-async function nameTheFile(err: EdgepatchError, g: FileSystemDirectoryHandle, current: BuildRef, from: string, writing: string | null): Promise<EdgepatchError> {
-  const damaged = await damagedFile(g, current).catch(() => null);
+function nameTheFile(err: EdgepatchError, from: string, damaged: { path: string; why: string } | null, writing: string | null): EdgepatchError {
   const extra = { ...(err.url !== undefined ? { url: err.url } : {}) };
   if (damaged) {
     const message = `the installed build ${from} is not the one the patch was made for: ${damaged.why} (${err.message})`;
