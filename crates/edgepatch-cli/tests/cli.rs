@@ -447,6 +447,17 @@ fn a_compressed_asset_is_rebuilt_byte_for_byte_only_from_a_trusted_patch() {
     let text = String::from_utf8_lossy(&refused.stdout).to_string() + &String::from_utf8_lossy(&refused.stderr);
     assert!(text.contains("unvouched") && text.contains("--trust-patch"), "{text}");
     assert!(!out.exists(), "nothing written");
+    // A copy damaged since it was made (one byte of its tree section, where the side info
+    // lives): --trust-patch checks the whole patch first, so none of it reaches preflate.
+    let mut damaged = fs::read(&patch).unwrap();
+    damaged[20] ^= 0x01;
+    let damaged_patch = tmp.path().join("damaged.patch");
+    fs::write(&damaged_patch, &damaged).unwrap();
+    let refused = edgepatch(&[&"--json", &"apply", &"--trust-patch", &old, &damaged_patch, &out]);
+    let text = String::from_utf8_lossy(&refused.stdout).to_string() + &String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(3), "{text}");
+    assert!(text.contains("\"corrupt\"") && text.contains("checked before applying"), "{text}");
+    assert!(!out.exists(), "nothing written");
     ok(edgepatch(&[&"apply", &"--trust-patch", &old, &patch, &out]));
     assert_eq!(fs::read(&out).unwrap(), fs::read(&new).unwrap(), "byte for byte");
 }

@@ -42,7 +42,7 @@ pub(crate) use edgepatch_format::{lzma, segment_codec, wire};
 #[doc(hidden)]
 pub use edgepatch_format::lzma::stream_with_dictionary as lzma_stream_with_dictionary;
 
-pub use apply::{apply_patch, ApplyProgress, ApplySummary, BuildSink, OldBuild, PatchApplier, ResumePoint};
+pub use apply::{apply_patch, check_patch_checksum, ApplyProgress, ApplySummary, BuildSink, OldBuild, PatchApplier, ResumePoint};
 /// Re-exported so adapters hash exactly as the core does.
 pub use blake3;
 pub use build::{Build, BuildEntry, EntryContent};

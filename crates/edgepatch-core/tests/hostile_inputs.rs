@@ -6,7 +6,7 @@ mod reference_applier;
 
 use edgepatch_core::memory::{MemoryOldBuild, MemorySink};
 use edgepatch_core::signature::Signature;
-use edgepatch_core::{apply_patch, Build, Error};
+use edgepatch_core::{apply_patch, check_patch_checksum, Build, Error};
 use edgepatch_testkit::Rng;
 use fixture_builds::{fixtures_dir, load_tar};
 use reference_applier::apply as reference_apply;
@@ -47,6 +47,29 @@ fn bytes_flipped_everywhere() {
         must_fail(&old, &damaged);
         damaged[i] ^= bit;
     }
+}
+
+/// The pass a trusting caller makes before applying (`apply --trust-patch`) takes the patch
+/// whole and refuses every damaged or cut copy of it, before any of it is decoded.
+#[test]
+fn the_checksum_pass_takes_the_patch_and_refuses_every_damaged_copy() {
+    let (_, patch) = golden_patch();
+    assert_eq!(check_patch_checksum(&patch[..]).unwrap(), patch.len() as u64);
+    for len in 0..patch.len() {
+        let err = check_patch_checksum(&patch[..len]).expect_err("a cut patch passed");
+        assert!(matches!(err, Error::Truncated { .. } | Error::Corrupt { .. }), "cut at {len}: {err}");
+    }
+    let mut damaged = patch.clone();
+    for i in 0..patch.len() {
+        let bit = 1u8 << (i % 8);
+        damaged[i] ^= bit;
+        let err = check_patch_checksum(&damaged[..]).expect_err("a damaged patch passed");
+        assert!(err.to_string().contains("checked before applying"), "byte {i}: {err}");
+        damaged[i] ^= bit;
+    }
+    let mut longer = patch.clone();
+    longer.push(0);
+    assert!(check_patch_checksum(&longer[..]).is_err());
 }
 
 #[test]

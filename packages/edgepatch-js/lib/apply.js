@@ -4,7 +4,7 @@
 // verified. OUT must not exist; a failed apply leaves nothing behind.
 
 import fs from 'node:fs';
-import { PatchApplier, applyStream } from './core.js';
+import { FileHasher, PatchApplier, applyStream } from './core.js';
 import { OldBuildFiles } from './old-build.js';
 import { StagedOutput } from './staged-output.js';
 
@@ -28,6 +28,7 @@ async function applyPatch(oldPath, patch, outPath, { chunkSize = CHUNK, onProgre
   let output = null;
   let applier = null;
   try {
+    if (trustPatch && typeof patch === 'string') await checkPatchChecksum(patch, chunkSize, signal);
     output = new StagedOutput(outPath, { trustPatch });
     applier = new PatchApplier(old, output);
     const chunks = typeof patch === 'string' ? fs.createReadStream(patch, { highWaterMark: chunkSize, signal }) : patch;
@@ -38,5 +39,36 @@ async function applyPatch(oldPath, patch, outPath, { chunkSize = CHUNK, onProgre
     applier?.free();
     output?.close();
     old.close();
+  }
+}
+
+/**
+ * A trusted patch on disk is checked whole before any of it is applied: its trailer checksum
+ * (the BLAKE3 of every byte before its last 32, docs/FORMAT.md), so a copy damaged since it
+ * was made never reaches preflate, which trusts its side infos. The applier checks the same
+ * checksum only at the end. (A trusted patch given as a stream cannot be read twice: its
+ * side infos are used as they arrive.)
+ */
+async function checkPatchChecksum(patchPath, chunkSize, signal) {
+  const size = fs.statSync(patchPath).size;
+  const corrupt = (why) => Object.assign(new Error(`${patchPath}: ${why}`), { kind: 'corrupt' });
+  if (size < 32) throw corrupt(`truncated: ${size} bytes, shorter than the patch checksum`);
+  const hasher = new FileHasher();
+  try {
+    if (size > 32) {
+      for await (const chunk of fs.createReadStream(patchPath, { start: 0, end: size - 33, highWaterMark: chunkSize, signal })) hasher.update(chunk);
+    }
+    const stored = Buffer.alloc(32);
+    const fd = fs.openSync(patchPath, 'r');
+    try {
+      fs.readSync(fd, stored, 0, 32, size - 32);
+    } finally {
+      fs.closeSync(fd);
+    }
+    if (hasher.finish() !== stored.toString('hex')) {
+      throw corrupt('corrupt: the patch checksum (BLAKE3) does not match its content, checked before applying: the patch was damaged after it was made');
+    }
+  } finally {
+    hasher.free();
   }
 }

@@ -16,7 +16,9 @@ export interface ApplyOptions extends StreamOptions {
   /**
    * The patch is one you made (default false): its gzip/zlib files may be rebuilt from
    * preflate's side infos, which a hostile patch could keep running without end. A patch
-   * that needs them is refused without this (error code `unvouched`).
+   * that needs them is refused without this (error code `unvouched`). A patch given as a
+   * path is then read twice: its checksum first, so a copy damaged since it was made is
+   * refused (`corrupt`) before any of it is used; a stream is used as it arrives.
    */
   trustPatch?: boolean;
 }

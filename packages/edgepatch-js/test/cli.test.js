@@ -261,6 +261,16 @@ test('a gzip-compressed module patched as its content applies byte for byte thro
   assert.notStrictEqual(refused.status, 0);
   assert.match(refused.stderr, /--trust-patch/);
   assert.deepStrictEqual(fs.readdirSync(dir), [], 'nothing left by the refused apply');
+  // A trusted copy damaged since it was made (a byte of its tree section, where the side info
+  // lives): checked whole before any of it reaches preflate.
+  const damaged = fs.readFileSync(patch);
+  damaged[20] ^= 1;
+  const damagedPatch = `${patch}.damaged`;
+  fs.writeFileSync(damagedPatch, damaged);
+  const broken = js('apply', '--trust-patch', oldPath, damagedPatch, path.join(dir, 'damaged.wasm.gz'));
+  assert.notStrictEqual(broken.status, 0);
+  assert.match(broken.stderr, /checked before applying/);
+  assert.deepStrictEqual(fs.readdirSync(dir), [], 'nothing left by the damaged apply');
   ok(js('apply', '--trust-patch', oldPath, patch, path.join(dir, 'applied.wasm.gz')));
   assert.ok(Buffer.compare(fs.readFileSync(path.join(dir, 'applied.wasm.gz')), fs.readFileSync(newPath)) === 0, 'byte-exact');
   assert.deepStrictEqual(fs.readdirSync(dir), ['applied.wasm.gz'], 'no scratch or temporary file left');

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use edgepatch_core::apply_patch;
+use edgepatch_core::{apply_patch, check_patch_checksum};
 
 use crate::build_files::OldBuildFiles;
 use crate::cli_error::{CliError, IoResultExt};
@@ -18,6 +18,11 @@ use crate::Cli;
 /// Apply PATCH to OLD into OUT, which appears only once every file verified.
 pub(crate) fn run(cli: &Cli, old: &Path, patch: &Path, out: &Path, trust_patch: bool) -> Result<(), CliError> {
     let started = Instant::now();
+    if trust_patch {
+        // Side infos go to decoders that trust them (preflate) only once the whole patch is
+        // checked: a patch damaged on disk is refused before anything is written.
+        check_patch_checksum(File::open(patch).at_path(patch)?).map_err(|e| apply_failed(e, old, patch, out))?;
+    }
     let patch_file = File::open(patch).at_path(patch)?;
     let patch_len = patch_file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut old_files = OldBuildFiles::new(old);

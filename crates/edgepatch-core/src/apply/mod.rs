@@ -79,7 +79,8 @@ pub trait BuildSink {
     /// compressed-asset transform's preflate, which a hostile side info can keep running and
     /// allocating without end: docs/FORMAT.md §2.8.8): true where a signed manifest vouched
     /// for the head [`BuildSink::check_head`] saw, or where the caller trusts the patch (one it
-    /// made itself: the CLI's `apply --trust-patch`). The default: neither, and a patch that
+    /// made itself: the CLI's `apply --trust-patch`, which checks the whole patch first with
+    /// [`check_patch_checksum`]). The default: neither, and a patch that
     /// needs such a decoder is refused before anything is written.
     fn trusts_side_infos(&self) -> bool {
         false
@@ -243,6 +244,46 @@ pub fn apply_patch<R: Read, O: OldBuild, S: BuildSink>(
     }
     let summary = applier.finish()?;
     Ok(summary)
+}
+
+/// Checks a whole patch's trailer checksum (the BLAKE3 of every byte before its last 32) in
+/// one pass, before anything of it is applied; returns the patch's length. A caller that
+/// trusts a patch's side infos without a signed manifest (`apply --trust-patch`: a patch the
+/// user made, read from disk) calls this first, so bytes damaged since it was made never
+/// reach a decoder that trusts them ([`BuildSink::trusts_side_infos`]): the applier itself
+/// checks the checksum only once it has read the last byte.
+pub fn check_patch_checksum<R: Read>(mut patch: R) -> Result<u64> {
+    let mut hasher = blake3::Hasher::new();
+    // The bytes read but not yet hashed: the last 32 may be the checksum.
+    let mut tail: Vec<u8> = Vec::with_capacity(CHUNK + 32);
+    let mut chunk = vec![0u8; CHUNK];
+    let mut total = 0u64;
+    loop {
+        let n = match patch.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::Io { input: Input::Patch, source: e }),
+        };
+        total += n as u64;
+        tail.extend_from_slice(&chunk[..n]);
+        if tail.len() > 32 {
+            let hashed = tail.len() - 32;
+            hasher.update(&tail[..hashed]);
+            tail.drain(..hashed);
+        }
+    }
+    if tail.len() < 32 {
+        return Err(Error::Truncated { input: Input::Patch, offset: total, what: "patch checksum".into() });
+    }
+    if tail[..] != hasher.finalize().as_bytes()[..] {
+        return Err(Error::Corrupt {
+            input: Input::Patch,
+            offset: total - 32,
+            what: "patch checksum (BLAKE3) does not match its content, checked before applying: the patch was damaged after it was made".into(),
+        });
+    }
+    Ok(total)
 }
 
 /// Gives up a buffer between segments that do not need it. Natively it is
