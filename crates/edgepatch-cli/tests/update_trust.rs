@@ -296,6 +296,26 @@ fn keygen_writes_a_secret_seed_once_and_prints_the_key_id() {
     assert!(err.contains("exists"), "{err}");
 }
 
+/// `edgepatch --json site add` of build `name` (the directory `dir`) of the game "demo" to the
+/// site `site`, on the channel "stable", with `extra` options; its JSON answer.
+fn site_add(t: &Path, site: &Path, key: &Path, name: &str, dir: &Path, extra: &[&str]) -> String {
+    let (site, key, dir) = (site.to_str().unwrap(), key.to_str().unwrap(), dir.to_str().unwrap());
+    let mut args =
+        vec!["--json", "--quiet", "site", "add", "--site", site, "--key", key, "--game", "demo", "--build", name, "--channel", "stable", "--level", "3"];
+    args.extend_from_slice(extra);
+    args.push(dir);
+    ok(edgepatch(&args, t))
+}
+
+/// `edgepatch update` of the game "demo" from `base`: `old` (build `from`) into `out`, to the
+/// build or channel `target` says.
+fn update_demo(base: &str, config: &Path, from: &str, old: &Path, out: &Path, target: &[&str]) -> Output {
+    let mut args = vec!["--quiet", "update", "--server", base, "--game", "demo", "--from", from];
+    args.extend_from_slice(target);
+    args.extend_from_slice(&[old.to_str().unwrap(), out.to_str().unwrap()]);
+    edgepatch(&args, config)
+}
+
 #[test]
 fn a_static_site_made_by_site_add_serves_installs_direct_updates_and_signed_channels() {
     let tmp = tempfile::tempdir().unwrap();
@@ -304,31 +324,7 @@ fn a_static_site_made_by_site_add_serves_installs_direct_updates_and_signed_chan
     let (site_dir, key, config) = (t.join("site"), t.join("site.key"), t.join("config"));
     let s = |p: &Path| p.to_str().unwrap().to_string();
     ok(edgepatch(&["keygen", &s(&key)], t));
-    let mut answers = Vec::new();
-    for (build, dir) in [("v1", &v1), ("v2", &v2)] {
-        answers.push(ok(edgepatch(
-            &[
-                "--json",
-                "--quiet",
-                "site",
-                "add",
-                "--site",
-                &s(&site_dir),
-                "--key",
-                &s(&key),
-                "--game",
-                "demo",
-                "--build",
-                build,
-                "--channel",
-                "stable",
-                "--level",
-                "3",
-                &s(dir),
-            ],
-            t,
-        )));
-    }
+    let answers: Vec<String> = [("v1", &v1), ("v2", &v2)].into_iter().map(|(build, dir)| site_add(t, &site_dir, &key, build, dir, &[])).collect();
     // v2 has patches from nothing and from v1.
     let public = site_dir.join("public");
     assert!(public.join("v1/games/demo/updates/_/v2").is_file() && public.join("v1/games/demo/updates/v1/v2").is_file());
@@ -353,13 +349,7 @@ fn a_static_site_made_by_site_add_serves_installs_direct_updates_and_signed_chan
     let site: Site = Arc::new(Mutex::new(HashMap::new()));
     let base = serve(site.clone());
     load_site(&site, &public);
-    let update = |from: &str, old: &Path, out: &Path, target: &[&str]| {
-        let mut args = vec!["--quiet", "update", "--server", &base, "--game", "demo", "--from", from];
-        args.extend_from_slice(target);
-        let (o, d) = (s(old), s(out));
-        args.extend_from_slice(&[&o, &d]);
-        edgepatch(&args, &config)
-    };
+    let update = |from: &str, old: &Path, out: &Path, target: &[&str]| update_demo(&base, &config, from, old, out, target);
     // Install from nothing through the channel (key pinned on first use), then a direct v1 -> v2.
     let empty = t.join("empty");
     fs::create_dir(&empty).unwrap();
@@ -620,31 +610,8 @@ fn update_rebuilds_a_sites_gzip_files_byte_for_byte_from_vouched_side_infos() {
     };
     let (v1, v2) = (build("v1", &g1), build("v2", &g2));
     ok(edgepatch(&["keygen", &s(&key)], t));
-    let mut answer = String::new();
-    for (name, dir) in [("v1", &v1), ("v2", &v2)] {
-        let args = [
-            "--json",
-            "--quiet",
-            "site",
-            "add",
-            "--site",
-            &s(&site_dir),
-            "--key",
-            &s(&key),
-            "--game",
-            "demo",
-            "--build",
-            name,
-            "--channel",
-            "stable",
-            "--reader",
-            "current",
-            "--level",
-            "3",
-            &s(dir),
-        ];
-        answer = ok(edgepatch(&args, t));
-    }
+    site_add(t, &site_dir, &key, "v1", &v1, &["--reader", "current"]);
+    let answer = site_add(t, &site_dir, &key, "v2", &v2, &["--reader", "current"]);
     let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
     let pair = answer["pairs"].as_array().unwrap().iter().find(|p| p["from"] == "v1").unwrap().clone();
     let public = site_dir.join("public");
@@ -659,13 +626,7 @@ fn update_rebuilds_a_sites_gzip_files_byte_for_byte_from_vouched_side_infos() {
     load_site(&site, &public);
     let empty = t.join("empty");
     fs::create_dir(&empty).unwrap();
-    let update = |from: &str, old: &Path, out: &Path, target: &[&str]| {
-        let mut args = vec!["--quiet", "update", "--server", &base, "--game", "demo", "--from", from];
-        args.extend_from_slice(target);
-        let (o, d) = (s(old), s(out));
-        args.extend_from_slice(&[&o, &d]);
-        edgepatch(&args, &config)
-    };
+    let update = |from: &str, old: &Path, out: &Path, target: &[&str]| update_demo(&base, &config, from, old, out, target);
     ok(update("_", &empty, &t.join("installed-v1"), &["--to", "v1", "--trust-on-first-use"]));
     ok(update("v1", &v1, &t.join("updated"), &["--to", "v2"]));
     assert_eq!(tree_bytes(&t.join("updated")), tree_bytes(&v2), "the .gz file byte for byte");

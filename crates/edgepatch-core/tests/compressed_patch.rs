@@ -15,25 +15,10 @@ use edgepatch_core::error::ErrorKind;
 use edgepatch_core::inspect::inspect_patch;
 use edgepatch_core::{diff_builds, Build, Capabilities, Capability, DiffOptions};
 use edgepatch_testkit::rng::Rng;
+use edgepatch_testkit::text::words as content;
 use fixture_builds::file;
 
-/// Text-like content: a game's data file or script as a bundler writes it.
-fn content(seed: u64, len: usize) -> Vec<u8> {
-    const WORDS: [&str; 10] = ["player", "sprite", "update(x, y)", "velocity", "return", "0x3f", "level", "\n", "{", "}"];
-    let mut rng = Rng::new(seed);
-    let mut out = Vec::with_capacity(len + 16);
-    while out.len() < len {
-        out.extend_from_slice(WORDS[rng.below(WORDS.len())].as_bytes());
-        out.push(b' ');
-        if rng.one_in(5) {
-            out.extend_from_slice(format!("{}", rng.next_u64() % 1_000_000).as_bytes());
-        }
-    }
-    out.truncate(len);
-    out
-}
-
-/// `content` with a few edits spread over it (a new build of the same game).
+/// Content with a few edits spread over it (a new build of the same game).
 fn edited(content: &[u8], seed: u64) -> Vec<u8> {
     let mut rng = Rng::new(seed);
     let mut out = content.to_vec();

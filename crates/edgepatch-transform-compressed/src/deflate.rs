@@ -140,22 +140,27 @@ pub fn rebuild<E: From<CompressedError>>(
     emit(info.trailer)
 }
 
-/// [`rebuild`] from content in memory, into a new vector (tests and writers checking their
-/// own output).
-pub fn rebuild_to_vec(content: &[u8], side_info: &[u8]) -> Result<Vec<u8>, CompressedError> {
-    let mut out = Vec::new();
-    rebuild::<CompressedError>(
+/// [`rebuild`] from content in memory.
+pub fn rebuild_slice<E: From<CompressedError>>(content: &[u8], side_info: &[u8], emit: &mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+    rebuild(
         content.len() as u64,
         &mut |at, buf| {
             buf.copy_from_slice(&content[at as usize..at as usize + buf.len()]);
             Ok(())
         },
         side_info,
-        &mut |piece| {
-            out.extend_from_slice(piece);
-            Ok(())
-        },
-    )?;
+        emit,
+    )
+}
+
+/// [`rebuild`] from content in memory, into a new vector (tests and writers checking their
+/// own output).
+pub fn rebuild_to_vec(content: &[u8], side_info: &[u8]) -> Result<Vec<u8>, CompressedError> {
+    let mut out = Vec::new();
+    rebuild_slice::<CompressedError>(content, side_info, &mut |piece| {
+        out.extend_from_slice(piece);
+        Ok(())
+    })?;
     Ok(out)
 }
 

@@ -18,7 +18,7 @@ use edgepatch_format::transform::{Emit, Normalized, NormalizedBytes, ReadAt, Tra
 use edgepatch_format::Capabilities;
 
 use crate::container::Container;
-use crate::deflate::{decode, inflate_whole, rebuild, WHOLE_CONTENT};
+use crate::deflate::{decode, inflate_whole, rebuild, rebuild_slice, WHOLE_CONTENT};
 use crate::side_info::MAGIC;
 use crate::CompressedError;
 
@@ -62,11 +62,11 @@ impl Transform for Deflate {
                 content.extend_from_slice(piece);
                 Ok(())
             })?;
-            return rebuild_from(&content, side_info, emit);
+            return rebuild_slice(&content, side_info, emit);
         }
         match normalized {
-            NormalizedBytes::InPlace(bytes) => rebuild_from(bytes, side_info, emit),
-            NormalizedBytes::Shared(bytes) => rebuild_from(bytes, side_info, emit),
+            NormalizedBytes::InPlace(bytes) => rebuild_slice(bytes, side_info, emit),
+            NormalizedBytes::Shared(bytes) => rebuild_slice(bytes, side_info, emit),
             NormalizedBytes::Read { len, read } => rebuild(len, read, side_info, emit),
         }
     }
@@ -100,16 +100,4 @@ impl Transform for Deflate {
         }
         write(0, &content)
     }
-}
-
-fn rebuild_from(bytes: &[u8], side_info: &[u8], emit: &mut Emit<'_>) -> Result<(), TransformStop> {
-    rebuild::<TransformStop>(
-        bytes.len() as u64,
-        &mut |at, buf| {
-            buf.copy_from_slice(&bytes[at as usize..at as usize + buf.len()]);
-            Ok(())
-        },
-        side_info,
-        emit,
-    )
 }

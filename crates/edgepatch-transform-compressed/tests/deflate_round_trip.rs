@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
-use edgepatch_testkit::rng::Rng;
+use edgepatch_testkit::text::words;
 use edgepatch_transform_compressed::deflate::{decode, rebuild_to_vec, WHOLE_CONTENT};
 use edgepatch_transform_compressed::side_info::SideInfo;
 use edgepatch_transform_compressed::CompressedError;
@@ -22,23 +22,6 @@ fn inflate(file: &[u8]) -> Vec<u8> {
     } else {
         flate2::read::ZlibDecoder::new(file).read_to_end(&mut out).unwrap();
     }
-    out
-}
-
-/// Text-like content: words from a small vocabulary, so deflate finds matches as in code and
-/// data files.
-fn words(seed: u64, len: usize) -> Vec<u8> {
-    const VOCABULARY: [&str; 12] = ["player", "sprite", "update", "(x, y)", "velocity", "return", "0x3f", "level", "\n", "{", "}", "const"];
-    let mut rng = Rng::new(seed);
-    let mut out = Vec::with_capacity(len + 16);
-    while out.len() < len {
-        out.extend_from_slice(VOCABULARY[rng.below(VOCABULARY.len())].as_bytes());
-        out.push(b' ');
-        if rng.one_in(7) {
-            out.extend_from_slice(format!("{}", rng.next_u64() % 100_000).as_bytes());
-        }
-    }
-    out.truncate(len);
     out
 }
 

@@ -233,12 +233,10 @@ pub fn apply_patch<R: Read, O: OldBuild, S: BuildSink>(
     let mut applier = PatchApplier::new();
     let mut chunk = vec![0u8; CHUNK];
     loop {
-        let n = match patch.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::Io { input: Input::Patch, source: e }),
-        };
+        let n = read_patch(&mut patch, &mut chunk)?;
+        if n == 0 {
+            break;
+        }
         applier.push(&chunk[..n], old, sink)?;
         progress(&applier.progress());
     }
@@ -259,12 +257,10 @@ pub fn check_patch_checksum<R: Read>(mut patch: R) -> Result<u64> {
     let mut chunk = vec![0u8; CHUNK];
     let mut total = 0u64;
     loop {
-        let n = match patch.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::Io { input: Input::Patch, source: e }),
-        };
+        let n = read_patch(&mut patch, &mut chunk)?;
+        if n == 0 {
+            break;
+        }
         total += n as u64;
         tail.extend_from_slice(&chunk[..n]);
         if tail.len() > 32 {
@@ -284,6 +280,16 @@ pub fn check_patch_checksum<R: Read>(mut patch: R) -> Result<u64> {
         });
     }
     Ok(total)
+}
+
+/// The next bytes of a patch into `buf` (0 at its end), past interruptions.
+fn read_patch<R: Read>(patch: &mut R, buf: &mut [u8]) -> Result<usize> {
+    loop {
+        match patch.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r.map_err(|e| Error::Io { input: Input::Patch, source: e }),
+        }
+    }
 }
 
 /// Gives up a buffer between segments that do not need it. Natively it is
