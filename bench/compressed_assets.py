@@ -19,7 +19,8 @@ bundles) instead: its patch published as shipped and with --store-decoded.
        python3 bench/compressed_assets.py --bin EDGEPATCH --cli [--pairs ..] [--forms ..]
 measures the CLI on the single files instead: `edgepatch diff OLD NEW P` and `edgepatch apply`
 (checked byte for byte against the new file), with the compressed-asset transform (the
-default) and without it (`--reader current,-deflate-transform`), times from one run each.
+default) and without it (`--reader current,-deflate-transform,-brotli-transform`), times from
+one run each.
 """
 import argparse, json, os, shutil, subprocess, sys, time
 
@@ -138,7 +139,7 @@ def cli_pairs(edgepatch, a):
                 files[v] = src if cmd is None else compressed(src, os.path.join(a.work, f'{pair}.{v}.{form}'), cmd)
             for transform in ([True] if form == 'raw' else [True, False]):
                 patch, out = os.path.join(a.work, 'cli.patch'), os.path.join(a.work, 'cli.out')
-                reader = [] if transform else ['--reader', 'current,-deflate-transform']
+                reader = [] if transform else ['--reader', 'current,-deflate-transform,-brotli-transform']
                 for f in (patch, out):
                     if os.path.exists(f):
                         os.remove(f)

@@ -72,7 +72,7 @@ enum Command {
         old: PathBuf,
         patch: PathBuf,
         out: PathBuf,
-        /// PATCH is one you made (or got over a channel you trust): rebuild its gzip/zlib files
+        /// PATCH is one you made (or got over a channel you trust): rebuild its gzip/zlib/Brotli files
         /// from preflate's side infos, which a hostile patch could make run without end. A patch
         /// that needs them is refused without this; `update` trusts what a signed manifest vouches for.
         /// PATCH's checksum is checked first, so a damaged copy is refused before any of it is used.

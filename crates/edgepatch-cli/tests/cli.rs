@@ -423,6 +423,39 @@ fn a_patch_of_a_build_with_executable_files_applies_on_systems_with_and_without_
 /// A gzip file patched as its content (FORMAT.md §2.8.8): `apply` of a patch from anywhere
 /// refuses it before writing anything (preflate would trust its side info), with exit code 4
 /// and the code `unvouched`; `--trust-patch` (a patch you made) rebuilds it byte for byte.
+/// A Brotli file, as `brotli -q 11` writes it: patched as its content (the encoder's settings
+/// found by the diff), rebuilt byte for byte by the reference encoder, from a trusted patch.
+#[test]
+fn a_brotli_file_is_rebuilt_byte_for_byte_from_a_trusted_patch() {
+    use brotlic::{BrotliEncoderOptions, CompressorWriter, Quality, WindowSize};
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let v1 = unpack("game-v1.tar", tmp.path());
+    let v2 = unpack("game-v2.tar", tmp.path());
+    let br = |src: &Path, to: &str| {
+        let content = fs::read(src.join("game.wasm")).unwrap();
+        let mut options = BrotliEncoderOptions::new();
+        options.quality(Quality::new(11).unwrap()).window_size(WindowSize::new(22).unwrap()).size_hint(content.len() as u32);
+        let mut w = CompressorWriter::with_encoder(options.build().unwrap(), Vec::new());
+        w.write_all(&content).unwrap();
+        let path = tmp.path().join(to);
+        fs::write(&path, w.into_inner().unwrap()).unwrap();
+        path
+    };
+    let (old, new) = (br(&v1, "old.wasm.br"), br(&v2, "new.wasm.br"));
+    let patch = tmp.path().join("br.patch");
+    ok(edgepatch(&[&"diff", &old, &new, &patch]));
+    let inspect = ok(edgepatch(&[&"--json", &"inspect", &patch]));
+    assert!(inspect.contains("brotli-transform"), "{inspect}");
+    assert!(fs::metadata(&patch).unwrap().len() * 4 < fs::metadata(&new).unwrap().len(), "far smaller than the file");
+    let out = tmp.path().join("out.wasm.br");
+    let refused = edgepatch(&[&"--json", &"apply", &old, &patch, &out]);
+    assert_eq!(refused.status.code(), Some(4), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert!(!out.exists(), "nothing written");
+    ok(edgepatch(&[&"apply", &"--trust-patch", &old, &patch, &out]));
+    assert_eq!(fs::read(&out).unwrap(), fs::read(&new).unwrap(), "byte for byte");
+}
+
 #[test]
 fn a_compressed_asset_is_rebuilt_byte_for_byte_only_from_a_trusted_patch() {
     use std::io::Write;

@@ -1,5 +1,5 @@
 //! Which delta files the diff stores as their content (the compressed-asset transform,
-//! docs/FORMAT.md §2.8.8): a gzip or zlib file whose old version (same path, the one old file
+//! docs/FORMAT.md §2.8.8): a gzip, zlib or Brotli file whose old version (same path, the one old file
 //! of a single-file patch, or the file it was renamed from) is one too, diffed as its content
 //! against the old file's content, which the reference then holds in the old file's place.
 //! A compressed wasm module's content is tried through the wasm transform as a wasm file is
@@ -7,7 +7,10 @@
 
 use std::collections::HashMap;
 
+use edgepatch_format::compressed_side_info::{container, CONTAINER_BROTLI};
+use edgepatch_format::manifest::{self, coding_of_path};
 use edgepatch_format::{Capabilities, Capability};
+use edgepatch_transform_compressed::brotli::BrotliSideInfo;
 use edgepatch_transform_compressed::container::Container;
 use edgepatch_transform_compressed::deflate::{decode, inflate_whole, WHOLE_CONTENT};
 use edgepatch_transform_compressed::side_info::SideInfo;
@@ -58,14 +61,24 @@ pub(crate) fn store_decoded(
 ) -> Result<Chosen> {
     let reader = p.reader;
     let mut chosen = Chosen { files: 0, single_file_segments: None };
-    if !reader.contains(Capability::WasmTransform) || !reader.contains(Capability::DeflateTransform) {
+    let deflate = reader.contains(Capability::DeflateTransform);
+    let brotli = cfg!(feature = "brotli-transform") && reader.contains(Capability::BrotliTransform);
+    if !reader.contains(Capability::WasmTransform) || !(deflate || brotli) {
         return Ok(chosen);
     }
     for &(i, data) in p.delta_files {
-        if normalized.contains_key(&i) || Container::detect(data).is_none() {
+        let path = tree.entries[i].path.as_str();
+        // Brotli has no magic number: a tree's file by its name, a single file by trial decoding.
+        let coding = if Container::detect(data).is_some() {
+            Coding::Deflate
+        } else if p.single_file || coding_of_path(path) == Some(manifest::Coding::Brotli) {
+            Coding::Brotli
+        } else {
+            continue;
+        };
+        if normalized.contains_key(&i) || !(if coding == Coding::Brotli { brotli } else { deflate }) {
             continue;
         }
-        let path = tree.entries[i].path.as_str();
         let old_path = if p.single_file {
             p.old_files.first().map(|(o, _)| *o)
         } else if p.old_files.iter().any(|(o, _)| *o == path) {
@@ -83,15 +96,17 @@ pub(crate) fn store_decoded(
         if !tree.old_files[k].in_reference {
             continue;
         }
-        let Some((mut old_content, mut content, mut side_info)) = compressed_forms(p.old_files[k].1, data) else { continue };
+        let forms = match coding {
+            Coding::Deflate => compressed_forms(p.old_files[k].1, data),
+            Coding::Brotli => brotli_forms(p.old_files[k].1, data),
+        };
+        let Some((mut old_content, mut content, mut side_info)) = forms else { continue };
         // A compressed wasm module: its content through the wasm transform, as a wasm file's.
         let is_wasm = |d: &[u8]| d.starts_with(b"\0asm");
         if let (Some(try_wasm), true) = (p.wasm_transform, is_wasm(&old_content) && is_wasm(&content)) {
             if let Some(choice) = try_wasm(&old_content, &content, reader.contains(Capability::WasmSplitLayout))? {
                 if let Some((bytes, inner)) = choice.transformed {
-                    let mut info = SideInfo::decode(&side_info).expect("the writer's own side info");
-                    info.inner = &inner;
-                    let with_inner = info.encode();
+                    let with_inner = with_inner(&side_info, &inner);
                     if with_inner.len() as u64 <= MAX_WASM_SIDE_INFO && bytes.len() as u64 <= MAX_WASM_TRANSFORM_BYTES {
                         (side_info, content) = (with_inner, bytes);
                         if let Some((split, parts)) = choice.old_split {
@@ -114,6 +129,44 @@ pub(crate) fn store_decoded(
     }
     tree.transforms.sort_unstable_by_key(|w| w.entry);
     Ok(chosen)
+}
+
+/// Which transform of the two a file goes through.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Coding {
+    Deflate,
+    Brotli,
+}
+
+/// The writer's own side info with `inner` (the content's wasm transform side info) in it.
+fn with_inner(side_info: &[u8], inner: &[u8]) -> Vec<u8> {
+    if container(side_info) == Some(CONTAINER_BROTLI) {
+        let mut info = BrotliSideInfo::decode(side_info).expect("the writer's own side info");
+        info.inner = inner;
+        return info.encode();
+    }
+    let mut info = SideInfo::decode(side_info).expect("the writer's own side info");
+    info.inner = inner;
+    info.encode()
+}
+
+/// The old file's content, and the new file's content and side info, where both are one whole
+/// Brotli stream and the reference encoder reproduces the new one at a setting it tries
+/// (edgepatch_transform_compressed::brotli); else the file is diffed as it is.
+#[cfg(feature = "brotli-transform")]
+fn brotli_forms(old: &[u8], new: &[u8]) -> Option<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+    use edgepatch_transform_compressed::brotli::{find_settings, MAX_CONTENT};
+    use edgepatch_transform_compressed::decoded::unbrotli;
+    let content = unbrotli(new, MAX_CONTENT).ok().filter(|c| c.len() >= 8)?;
+    let old_content = unbrotli(old, MAX_CONTENT).ok().filter(|c| !c.is_empty())?;
+    let settings = find_settings(&content, new)?;
+    let side_info = BrotliSideInfo { old_content_len: old_content.len() as u64, inner: &[], settings, content_len: content.len() as u64 }.encode();
+    Some((old_content, content, side_info))
+}
+
+#[cfg(not(feature = "brotli-transform"))]
+fn brotli_forms(_old: &[u8], _new: &[u8]) -> Option<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+    None
 }
 
 /// The old file's content, and the new file's content and side info, where both are gzip or

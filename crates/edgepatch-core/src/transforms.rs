@@ -14,15 +14,19 @@ static TRANSFORMS: [&dyn Transform; 2] = [&edgepatch_transform_wasm::Wasm, &edge
 static TRANSFORMS: [&dyn Transform; 1] = [&edgepatch_transform_wasm::Wasm];
 
 /// What this build's applier reads (docs/FORMAT.md §5): every capability, but
-/// `deflate-transform` in a build without that feature (the browsers' apply-only module).
+/// `deflate-transform` in a build without that feature (the browsers' apply-only module) and
+/// `brotli-transform` in one without the Brotli encoder (every wasm build).
 /// The set a client names when it asks for an update.
 pub fn reader_capabilities() -> Capabilities {
-    let all = Capabilities::current();
-    if cfg!(feature = "deflate-transform") {
-        all
-    } else {
-        all.without(edgepatch_format::Capability::DeflateTransform)
+    use edgepatch_format::Capability;
+    let mut set = Capabilities::current();
+    if !cfg!(feature = "deflate-transform") {
+        set = set.without(Capability::DeflateTransform);
     }
+    if !cfg!(feature = "brotli-transform") {
+        set = set.without(Capability::BrotliTransform);
+    }
+    set
 }
 
 /// Every transform this build knows.

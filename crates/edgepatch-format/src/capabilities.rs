@@ -44,11 +44,14 @@ pub enum Capability {
     /// gzip and zlib files diffed as their content and rebuilt byte for byte (side infos
     /// `EPDF` in the transform table, §2.8.8).
     DeflateTransform = 10,
+    /// Brotli files diffed as their content and rebuilt byte for byte by the reference
+    /// encoder (side infos `EPDF` of container 2, §2.8.8).
+    BrotliTransform = 11,
 }
 
 impl Capability {
     /// Every capability this build knows, in bit order.
-    pub const ALL: [Capability; 11] = [
+    pub const ALL: [Capability; 12] = [
         Capability::WasmTransform,
         Capability::WindowReach,
         Capability::RunCodedOps,
@@ -60,6 +63,7 @@ impl Capability {
         Capability::WasmFunctionKeys,
         Capability::WasmDwarfAddresses,
         Capability::DeflateTransform,
+        Capability::BrotliTransform,
     ];
 
     /// The capability's stable name (as in `--reader` lists and docs/FORMAT.md §5).
@@ -76,6 +80,7 @@ impl Capability {
             Capability::WasmFunctionKeys => "wasm-function-keys",
             Capability::WasmDwarfAddresses => "wasm-dwarf-addresses",
             Capability::DeflateTransform => "deflate-transform",
+            Capability::BrotliTransform => "brotli-transform",
         }
     }
 
@@ -223,7 +228,11 @@ impl Capabilities {
         let mut set = Capabilities::BASELINE.with(Capability::WasmTransform);
         if crate::compressed_side_info::is_compressed(side_info) {
             let inner = crate::compressed_side_info::inner_side_info(side_info).map_or(set, Capabilities::required_by_side_info);
-            return set.with(Capability::DeflateTransform).union(inner);
+            let coding = match crate::compressed_side_info::container(side_info) {
+                Some(crate::compressed_side_info::CONTAINER_BROTLI) => Capability::BrotliTransform,
+                _ => Capability::DeflateTransform,
+            };
+            return set.with(coding).union(inner);
         }
         let version = side_info.get(4).copied().unwrap_or(0);
         for (since, c) in [
@@ -330,6 +339,7 @@ mod tests {
                 .without(Capability::WasmFunctionKeys)
                 .without(Capability::WasmDwarfAddresses)
                 .without(Capability::DeflateTransform)
+                .without(Capability::BrotliTransform)
         );
         assert_eq!(Capabilities::required_by_flags(64), Capabilities::BASELINE.with(Capability::LzmaSegments));
     }
@@ -346,5 +356,7 @@ mod tests {
         assert!(Capabilities::required_by_side_info(&side(6, 1)).contains(Capability::WasmDwarfAddresses));
         assert_eq!(Capabilities::required_by_side_info(&[]), t);
         assert_eq!(Capabilities::required_by_side_info(b"EPDF\x01\x00\x05"), t.with(Capability::DeflateTransform));
+        assert_eq!(Capabilities::required_by_side_info(b"EPDF\x01\x01\x05"), t.with(Capability::DeflateTransform));
+        assert_eq!(Capabilities::required_by_side_info(b"EPDF\x01\x02\x05"), t.with(Capability::BrotliTransform));
     }
 }

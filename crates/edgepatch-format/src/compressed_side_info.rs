@@ -7,7 +7,7 @@
 //! ```text
 //! [4]    "EPDF"
 //! u8     version, 1
-//! u8     container
+//! u8     container                0 gzip, 1 zlib (deflate), 2 Brotli
 //! varint old_content_len          the old file's decoded length, <= MAX_OLD_CONTENT
 //! varint inner_len                <= MAX_INNER
 //! inner_len bytes                 the content's own transform: a wasm transform side info
@@ -22,6 +22,18 @@ use crate::Input;
 pub const MAGIC: &[u8; 4] = b"EPDF";
 /// The side info version this build reads and writes.
 pub const VERSION: u8 = 1;
+/// The container code of a Brotli stream (rebuilt by the reference encoder, capability
+/// `brotli-transform`); the other codes are deflate's containers (`deflate-transform`).
+pub const CONTAINER_BROTLI: u8 = 2;
+
+/// The container code of a compressed-asset side info, if it is one and long enough to say.
+pub fn container(side_info: &[u8]) -> Option<u8> {
+    if !is_compressed(side_info) {
+        return None;
+    }
+    side_info.get(5).copied()
+}
+
 /// The most bytes an old file read decoded may take: what an applier holds for it at once
 /// (64 MiB, the transform table's limit on any file, `patch_format::MAX_WASM_TRANSFORM_BYTES`).
 pub const MAX_OLD_CONTENT: u64 = 64 << 20;

@@ -48,7 +48,8 @@ fn gunzip_one_member(bytes: &[u8], max: u64) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-fn unbrotli(bytes: &[u8], max: u64) -> Result<Vec<u8>, String> {
+/// The content of `bytes`, one whole Brotli stream decoding to at most `max` bytes.
+pub fn unbrotli(bytes: &[u8], max: u64) -> Result<Vec<u8>, String> {
     let mut state = BrotliState::new(StandardAlloc::default(), StandardAlloc::default(), StandardAlloc::default());
     let (mut available_in, mut input_offset) = (bytes.len(), 0usize);
     let mut out = Vec::new();

@@ -10,6 +10,10 @@
 //! ([`deflate`]). The container's header and trailer are kept as they are
 //! ([`container`]); [`side_info`] is the side info's layout.
 //!
+//! A Brotli file has no such description; where the brotli reference encoder reproduces it
+//! at a setting the writer finds by trial, its side info is that setting and the file is
+//! encoded again on apply ([`brotli`], the `brotli` feature: C, native builds only).
+//!
 //! [`decoded`] is the simpler way, used by `site add --store-decoded`: a client that keeps the
 //! decoded content never needs the compressed bytes back, so no side info is needed at all.
 //!
@@ -24,6 +28,7 @@
 
 #![warn(missing_docs)]
 
+pub mod brotli;
 pub mod container;
 pub mod decoded;
 pub mod deflate;

@@ -13,11 +13,13 @@
 
 use std::borrow::Cow;
 
-use edgepatch_format::compressed_side_info::{inner_side_info, old_content_len, MAX_OLD_CONTENT};
+use edgepatch_format::compressed_side_info::{container, inner_side_info, old_content_len, CONTAINER_BROTLI, MAX_OLD_CONTENT};
 use edgepatch_format::transform::{Emit, Normalized, NormalizedBytes, ReadAt, Transform, TransformStop, WriteAt};
 use edgepatch_format::Capabilities;
 
+use crate::brotli;
 use crate::container::Container;
+use crate::decoded::unbrotli;
 use crate::deflate::{decode, inflate_whole, rebuild, rebuild_slice, WHOLE_CONTENT};
 use crate::side_info::MAGIC;
 use crate::CompressedError;
@@ -55,6 +57,26 @@ impl Transform for Deflate {
     }
 
     fn inverse(&self, normalized: NormalizedBytes<'_>, side_info: &[u8], emit: &mut Emit<'_>) -> Result<(), TransformStop> {
+        if container(side_info) == Some(CONTAINER_BROTLI) {
+            // The encoder reads the content whole.
+            let mut content = Vec::new();
+            match (inner_side_info(side_info), normalized) {
+                (Some(inner), normalized) => edgepatch_transform_wasm::Wasm.inverse(normalized, inner, &mut |piece| {
+                    content.extend_from_slice(piece);
+                    Ok(())
+                })?,
+                (None, NormalizedBytes::InPlace(bytes)) => return brotli::rebuild(bytes, side_info, emit),
+                (None, NormalizedBytes::Shared(bytes)) => return brotli::rebuild(bytes, side_info, emit),
+                (None, NormalizedBytes::Read { len, read }) => {
+                    if len > brotli::MAX_CONTENT {
+                        return Err(TransformStop::Corrupt(format!("{len} bytes of Brotli content, above {}", brotli::MAX_CONTENT).into()));
+                    }
+                    content.resize(len as usize, 0);
+                    read(0, &mut content)?;
+                }
+            }
+            return brotli::rebuild(&content, side_info, emit);
+        }
         if let Some(inner) = inner_side_info(side_info) {
             // The module's content, whole (a chunk's content is held whole anyway).
             let mut content = Vec::new();
@@ -90,7 +112,12 @@ impl Transform for Deflate {
         }
         let mut file = vec![0u8; len as usize];
         read(0, &mut file)?;
-        let mut content = inflate_whole(&file, stated)?;
+        let mut content = if container(side_info) == Some(CONTAINER_BROTLI) {
+            // Another length than stated is the wrong old build, below.
+            unbrotli(&file, stated).map_err(|why| TransformStop::NotInput(format!("old file: {why}").into()))?
+        } else {
+            inflate_whole(&file, stated)?
+        };
         drop(file);
         if content.len() as u64 != stated {
             return Err(TransformStop::NotInput(format!("old file decodes to {} bytes, the patch was made from {stated}", content.len()).into()));
