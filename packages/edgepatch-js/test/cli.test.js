@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync, spawnSync } from 'node:child_process';
+import zlib from 'node:zlib';
 import wasmBytes from '../../../fixtures/wasm_bytes.cjs';
 
 const { mix, sleb, uleb } = wasmBytes;
@@ -274,4 +275,22 @@ test('a gzip-compressed module patched as its content applies byte for byte thro
   ok(js('apply', '--trust-patch', oldPath, patch, path.join(dir, 'applied.wasm.gz')));
   assert.ok(Buffer.compare(fs.readFileSync(path.join(dir, 'applied.wasm.gz')), fs.readFileSync(newPath)) === 0, 'byte-exact');
   assert.deepStrictEqual(fs.readdirSync(dir), ['applied.wasm.gz'], 'no scratch or temporary file left');
+});
+
+test('a patch that rebuilds a Brotli file is refused by the wasm module, which has no Brotli encoder, naming the capability', () => {
+  const dir = fs.mkdtempSync(path.join(work, 'brotli-'));
+  const [oldPath, newPath, patch] = ['old.wasm.br', 'new.wasm.br', 'b.patch'].map((f) => path.join(work, `${path.basename(dir)}-${f}`));
+  // Node's own Brotli at its defaults (quality 11, window 22), as bundler plugins write .br files.
+  fs.writeFileSync(oldPath, zlib.brotliCompressSync(fs.readFileSync(OLD)));
+  fs.writeFileSync(newPath, zlib.brotliCompressSync(fs.readFileSync(NEW)));
+  execFileSync(NATIVE, ['diff', '--quiet', oldPath, newPath, patch]);
+  const needs = JSON.parse(execFileSync(NATIVE, ['--json', 'inspect', patch], { encoding: 'utf8' })).reader_needs;
+  assert.match(needs, /brotli-transform/, 'the native diff reproduced the file with the reference encoder');
+  const refused = js('apply', '--trust-patch', oldPath, patch, path.join(dir, 'refused.wasm.br'));
+  assert.notStrictEqual(refused.status, 0);
+  assert.match(refused.stderr, /brotli-transform/);
+  assert.deepStrictEqual(fs.readdirSync(dir), [], 'nothing left by the refused apply');
+  // The native CLI applies it byte for byte.
+  execFileSync(NATIVE, ['apply', '--quiet', '--trust-patch', oldPath, patch, path.join(dir, 'native.wasm.br')]);
+  assert.ok(Buffer.compare(fs.readFileSync(path.join(dir, 'native.wasm.br')), fs.readFileSync(newPath)) === 0, 'byte-exact');
 });

@@ -679,7 +679,19 @@ fn count_file_done(summary: &mut ApplySummary, progress: &mut ApplyProgress, siz
 /// Refuses a patch whose side infos need a decoder that trusts them (a compressed asset's
 /// preflate corrections, docs/FORMAT.md §2.8.8) unless the sink trusts them
 /// ([`BuildSink::trusts_side_infos`]): before anything is written.
+/// A row this build cannot apply at all (a Brotli file where the build has no encoder) is
+/// refused first, naming the capability.
 fn check_side_infos<S: BuildSink>(tree: &PatchTree, sink: &S) -> Result<()> {
+    let reads = crate::transforms::reader_capabilities();
+    for w in &tree.transforms {
+        let missing = crate::transforms::required_by_side_info(&w.side_info).difference(reads);
+        if missing != edgepatch_format::Capabilities::BASELINE {
+            return Err(Error::Invalid(format!(
+                "{}: the patch needs reader capabilities {missing}, which this build does not read",
+                super::display_path(&tree.entries[w.entry].path)
+            )));
+        }
+    }
     let Some(w) = tree.transforms.iter().find(|w| edgepatch_format::compressed_side_info::is_compressed(&w.side_info)) else { return Ok(()) };
     if sink.trusts_side_infos() {
         return Ok(());
