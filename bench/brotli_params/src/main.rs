@@ -3,9 +3,10 @@
 //! how long the search took, and whether the Rust `brotli` crate's encoder gives the same
 //! bytes at the settings found.
 //!
-//! The window is read from the stream's header (RFC 7932 §9.1); the encoder is told the
-//! content's length (as the `brotli` command-line tool does). Each trial compares the output
-//! with the file as it is produced and stops at the first byte that differs.
+//! The window is read from the stream's header (RFC 7932 §9.1); the search tries every
+//! quality, with and without the content's length as the size hint, in generic mode (what
+//! edgepatch's diff tries), then in text and font mode. Each trial compares the output with
+//! the file as it is produced and stops at the first byte that differs.
 
 use std::io::{self, Write};
 use std::time::Instant;
@@ -50,19 +51,17 @@ impl Write for Compare<'_> {
     }
 }
 
-fn reproduces(content: &[u8], file: &[u8], quality: u8, lgwin: u8, mode: CompressionMode) -> bool {
-    let encoder = BrotliEncoderOptions::new()
-        .quality(Quality::new(quality).expect("0..=11"))
-        .window_size(WindowSize::new(lgwin).expect("10..=24"))
-        .mode(mode)
-        .size_hint(content.len().min(u32::MAX as usize) as u32)
-        .build()
-        .expect("valid settings");
+fn reproduces(content: &[u8], file: &[u8], quality: u8, lgwin: u8, mode: CompressionMode, size_hint: bool) -> bool {
+    let mut options = BrotliEncoderOptions::new();
+    options.quality(Quality::new(quality).expect("0..=11")).window_size(WindowSize::new(lgwin).expect("10..=24")).mode(mode);
+    if size_hint {
+        options.size_hint(content.len().min(u32::MAX as usize) as u32);
+    }
+    let encoder = options.build().expect("valid settings");
+    // The content in one piece, as edgepatch's encoder gives it.
     let mut w = CompressorWriter::with_encoder(encoder, Compare { want: file, at: 0 });
-    for piece in content.chunks(1 << 16) {
-        if w.write_all(piece).is_err() {
-            return false;
-        }
+    if w.write_all(content).is_err() {
+        return false;
     }
     match w.into_inner() {
         Ok(c) => c.at == file.len(),
@@ -70,11 +69,11 @@ fn reproduces(content: &[u8], file: &[u8], quality: u8, lgwin: u8, mode: Compres
     }
 }
 
-fn rust_brotli(content: &[u8], quality: u8, lgwin: u8, mode: CompressionMode) -> Vec<u8> {
+fn rust_brotli(content: &[u8], quality: u8, lgwin: u8, mode: CompressionMode, size_hint: bool) -> Vec<u8> {
     let mut params = brotli::enc::BrotliEncoderParams::default();
     params.quality = i32::from(quality);
     params.lgwin = i32::from(lgwin);
-    params.size_hint = content.len();
+    params.size_hint = if size_hint { content.len() } else { 0 };
     params.mode = match mode {
         CompressionMode::Text => brotli::enc::backward_references::BrotliEncoderMode::BROTLI_MODE_TEXT,
         CompressionMode::Font => brotli::enc::backward_references::BrotliEncoderMode::BROTLI_MODE_FONT,
@@ -97,12 +96,19 @@ fn main() {
     let mut tried = 0;
     let mut found = None;
     if let Some(lgwin) = window_bits(&file).filter(|w| (10..=24).contains(w)) {
-        // Most likely first: the command-line tool's default (11), then the levels servers use.
-        'search: for quality in [11u8, 5, 4, 6, 9, 7, 8, 10, 3, 2, 1, 0] {
-            for mode in [CompressionMode::Generic, CompressionMode::Text, CompressionMode::Font] {
+        // edgepatch's order (edgepatch-transform-compressed's brotli::candidates): qualities
+        // 0 to 9 with and without the size hint (cheap to rule out), then 11 and 10; generic
+        // mode, then the same in text and font mode, which edgepatch does not try.
+        let mut order: Vec<(u8, bool)> = Vec::new();
+        for size_hint in [true, false] {
+            order.extend([5u8, 4, 6, 9, 7, 8, 3, 2, 1, 0].map(|q| (q, size_hint)));
+        }
+        order.extend([(11, true), (11, false), (10, true), (10, false)]);
+        'search: for mode in [CompressionMode::Generic, CompressionMode::Text, CompressionMode::Font] {
+            for &(quality, size_hint) in &order {
                 tried += 1;
-                if reproduces(&content, &file, quality, lgwin, mode) {
-                    found = Some((quality, lgwin, mode));
+                if reproduces(&content, &file, quality, lgwin, mode, size_hint) {
+                    found = Some((quality, lgwin, mode, size_hint));
                     break 'search;
                 }
             }
@@ -113,15 +119,16 @@ fn main() {
         "content_bytes": content.len(), "file_bytes": file.len(), "window_bits": window_bits(&file),
         "found": found.is_some(), "tried": tried, "search_seconds": search_seconds,
     });
-    if let Some((quality, lgwin, mode)) = found {
+    if let Some((quality, lgwin, mode, size_hint)) = found {
         // What an applier would spend: one encode at the settings found.
         let t = Instant::now();
-        assert!(reproduces(&content, &file, quality, lgwin, mode));
+        assert!(reproduces(&content, &file, quality, lgwin, mode, size_hint));
         line["rebuild_seconds"] = t.elapsed().as_secs_f64().into();
         let t = Instant::now();
-        let rust = rust_brotli(&content, quality, lgwin, mode);
+        let rust = rust_brotli(&content, quality, lgwin, mode, size_hint);
         line["quality"] = quality.into();
         line["mode"] = format!("{mode:?}").into();
+        line["size_hint"] = size_hint.into();
         line["rust_brotli_same"] = (rust == file).into();
         line["rust_brotli_bytes"] = rust.len().into();
         line["rust_brotli_seconds"] = t.elapsed().as_secs_f64().into();

@@ -126,15 +126,17 @@ pub fn window_bits(stream: &[u8]) -> Option<u8> {
 }
 
 /// The settings a search tries, in order, for a stream whose header states `window_bits`:
-/// cheap trials first (a quality below 10 emits output as it goes, so a wrong one stops early),
-/// but the `brotli` tool's default (11, with the size hint) before all.
+/// qualities 0 to 9 first, with the size hint and without, as they are cheap to rule out (they
+/// emit output every 64 to 256 KiB of content, so a wrong one stops at its first block), then
+/// 11 and 10, which hold their output until the window is full (a wrong one costs an encode
+/// of up to a window of content).
 pub fn candidates(window_bits: u8) -> Vec<Settings> {
     let at = |quality, size_hint| Settings { quality, window_bits, mode: 0, size_hint };
-    let mut out = vec![at(11, true)];
+    let mut out = Vec::new();
     for size_hint in [true, false] {
         out.extend([5, 4, 6, 9, 7, 8, 3, 2, 1, 0].map(|q| at(q, size_hint)));
     }
-    out.extend([at(10, true), at(11, false), at(10, false)]);
+    out.extend([at(11, true), at(11, false), at(10, true), at(10, false)]);
     out
 }
 
@@ -277,7 +279,12 @@ mod tests {
         assert_eq!(window_bits(&[0x01]), Some(17));
         assert_eq!(window_bits(&[0x11]), None, "large window");
         let c = candidates(22);
-        assert_eq!(c[0], Settings { quality: 11, window_bits: 22, mode: 0, size_hint: true });
+        assert_eq!(c[20], Settings { quality: 11, window_bits: 22, mode: 0, size_hint: true });
         assert_eq!(c.len(), 24);
+        for q in 0..=11 {
+            for size_hint in [true, false] {
+                assert_eq!(c.iter().filter(|s| s.quality == q && s.size_hint == size_hint && s.mode == 0 && s.window_bits == 22).count(), 1);
+            }
+        }
     }
 }
