@@ -4,6 +4,7 @@
 //! reproduces, or a reader without `brotli-transform`, gets the file diffed as it is.
 
 mod appliers;
+mod compressed_files;
 mod fixture_builds;
 mod reference_applier;
 mod wasm_modules;
@@ -12,10 +13,10 @@ use std::io::Write;
 
 use appliers::{apply_both, fast_apply_untrusted};
 use brotlic::{BrotliEncoderOptions, CompressionMode, CompressorWriter, Quality, WindowSize};
+use compressed_files::{diff, edited};
 use edgepatch_core::error::ErrorKind;
 use edgepatch_core::inspect::inspect_patch;
-use edgepatch_core::{diff_builds, Build, Capabilities, Capability, DiffOptions};
-use edgepatch_testkit::rng::Rng;
+use edgepatch_core::{Build, Capabilities, Capability};
 use edgepatch_testkit::text::words;
 use fixture_builds::file;
 
@@ -41,21 +42,6 @@ fn brotli_with(content: &[u8], quality: u8, mode: CompressionMode, size_hint: bo
     let mut w = CompressorWriter::with_encoder(options.build().unwrap(), Vec::new());
     w.write_all(content).unwrap();
     w.into_inner().unwrap()
-}
-
-fn edited(content: &[u8], seed: u64) -> Vec<u8> {
-    let mut rng = Rng::new(seed);
-    let mut out = content.to_vec();
-    for _ in 0..6 {
-        let at = rng.below(out.len() - 100);
-        out.splice(at..at + 10, b"changed!!!!!!".iter().copied());
-    }
-    out
-}
-
-fn diff(old: &Build, new: &Build, reader: Capabilities) -> (Vec<u8>, edgepatch_core::DiffStats) {
-    let opts = DiffOptions { level: 9, threads: 2, reader, ..DiffOptions::default() };
-    diff_builds(old, new, &opts, &|_, _| {}).unwrap()
 }
 
 fn tree(data: Vec<u8>, name: &str) -> Build {

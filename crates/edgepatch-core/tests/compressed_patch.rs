@@ -4,6 +4,7 @@
 //! without the capability given a plain patch, and hostile side infos refused without panic.
 
 mod appliers;
+mod compressed_files;
 mod fixture_builds;
 mod reference_applier;
 mod wasm_modules;
@@ -11,23 +12,12 @@ mod wasm_modules;
 use std::io::Write;
 
 use appliers::{apply_both, fast_apply, fast_apply_untrusted, with_tree};
+use compressed_files::{diff, edited};
 use edgepatch_core::error::ErrorKind;
 use edgepatch_core::inspect::inspect_patch;
 use edgepatch_core::{diff_builds, Build, Capabilities, Capability, DiffOptions};
-use edgepatch_testkit::rng::Rng;
 use edgepatch_testkit::text::words as content;
 use fixture_builds::file;
-
-/// Content with a few edits spread over it (a new build of the same game).
-fn edited(content: &[u8], seed: u64) -> Vec<u8> {
-    let mut rng = Rng::new(seed);
-    let mut out = content.to_vec();
-    for _ in 0..6 {
-        let at = rng.below(out.len() - 100);
-        out.splice(at..at + 10, b"changed!!!!!!".iter().copied());
-    }
-    out
-}
 
 fn dir(path: &str) -> edgepatch_core::BuildEntry {
     edgepatch_core::BuildEntry { path: path.into(), content: edgepatch_core::EntryContent::Directory }
@@ -51,11 +41,6 @@ fn zlib(content: &[u8], level: u32) -> Vec<u8> {
     let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(level));
     e.write_all(content).unwrap();
     e.finish().unwrap()
-}
-
-fn diff(old: &Build, new: &Build, reader: Capabilities) -> (Vec<u8>, edgepatch_core::DiffStats) {
-    let opts = DiffOptions { level: 9, threads: 2, reader, ..DiffOptions::default() };
-    diff_builds(old, new, &opts, &|_, _| {}).unwrap()
 }
 
 fn without_transform() -> Capabilities {

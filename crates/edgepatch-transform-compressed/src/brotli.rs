@@ -27,11 +27,11 @@
 //! the `brotli` feature is on (native builds: C compiled by cc), which is what
 //! `brotli-transform` in a reader's capabilities says.
 
-use edgepatch_format::compressed_side_info::{CONTAINER_BROTLI, MAX_INNER, MAX_OLD_CONTENT, VERSION};
+use edgepatch_format::compressed_side_info::{CONTAINER_BROTLI, VERSION};
 use edgepatch_format::error::{Error, Input};
 use edgepatch_format::wire::{put_varint, SliceReader};
 
-use crate::side_info::MAGIC;
+use crate::side_info::{read_head, MAGIC};
 
 /// The most content a Brotli file may have to be rebuilt: what an applier holds at once.
 pub const MAX_CONTENT: u64 = 64 << 20;
@@ -79,19 +79,10 @@ impl<'a> BrotliSideInfo<'a> {
     /// Reads an encoded side info; every field within its bounds.
     pub fn decode(bytes: &'a [u8]) -> Result<BrotliSideInfo<'a>, Error> {
         let mut r = SliceReader::new(bytes, 0, Input::Patch);
-        if r.array::<4>("side info magic")? != *MAGIC {
-            return Err(r.corrupt("side info is not a compressed asset's (magic)"));
-        }
-        let version = r.u8("side info version")?;
-        if version != VERSION {
-            return Err(r.corrupt(format!("compressed-asset side info version {version} unknown")));
-        }
-        if r.u8("container")? != CONTAINER_BROTLI {
+        let (code, old_content_len, inner) = read_head(&mut r)?;
+        if code != CONTAINER_BROTLI {
             return Err(r.corrupt("not a Brotli side info"));
         }
-        let old_content_len = r.varint_max(MAX_OLD_CONTENT, "old content length")?;
-        let inner_len = r.varint_max(MAX_INNER, "inner side info length")?;
-        let inner = r.take(inner_len as usize, "inner side info")?;
         let quality = r.u8("quality")?;
         let window_bits = r.u8("window bits")?;
         let mode = r.u8("mode")?;

@@ -67,6 +67,24 @@ pub struct SideInfo<'a> {
     pub chunks: Vec<Chunk<'a>>,
 }
 
+/// Reads the head every compressed-asset side info starts with, deflate's and Brotli's alike
+/// (the part the format reads: edgepatch_format::compressed_side_info): magic, version, the
+/// container code, the old content length and the inner side info.
+pub(crate) fn read_head<'a>(r: &mut SliceReader<'a>) -> Result<(u8, u64, &'a [u8]), Error> {
+    if r.array::<4>("side info magic")? != *MAGIC {
+        return Err(r.corrupt("side info is not a compressed asset's (magic)"));
+    }
+    let version = r.u8("side info version")?;
+    if version != VERSION {
+        return Err(r.corrupt(format!("compressed-asset side info version {version} unknown")));
+    }
+    let code = r.u8("container")?;
+    let old_content_len = r.varint_max(MAX_OLD_CONTENT, "old content length")?;
+    let inner_len = r.varint_max(MAX_INNER, "inner side info length")?;
+    let inner = r.take(inner_len as usize, "inner side info")?;
+    Ok((code, old_content_len, inner))
+}
+
 impl<'a> SideInfo<'a> {
     /// The encoded side info.
     pub fn encode(&self) -> Vec<u8> {
@@ -91,17 +109,8 @@ impl<'a> SideInfo<'a> {
     /// Reads an encoded side info; every field within its bounds.
     pub fn decode(bytes: &'a [u8]) -> Result<SideInfo<'a>, Error> {
         let mut r = SliceReader::new(bytes, 0, Input::Patch);
-        if r.array::<4>("side info magic")? != *MAGIC {
-            return Err(r.corrupt("side info is not a compressed asset's (magic)"));
-        }
-        let version = r.u8("side info version")?;
-        if version != VERSION {
-            return Err(r.corrupt(format!("compressed-asset side info version {version} unknown")));
-        }
-        let container = Container::from_code(r.u8("container")?).ok_or_else(|| r.corrupt("unknown container"))?;
-        let old_content_len = r.varint_max(MAX_OLD_CONTENT, "old content length")?;
-        let inner_len = r.varint_max(MAX_INNER, "inner side info length")?;
-        let inner = r.take(inner_len as usize, "inner side info")?;
+        let (code, old_content_len, inner) = read_head(&mut r)?;
+        let container = Container::from_code(code).ok_or_else(|| r.corrupt("unknown container"))?;
         let header_len = r.varint_max(MAX_HEADER, "header length")?;
         if header_len == 0 {
             return Err(r.corrupt("empty header"));
